@@ -1,0 +1,1 @@
+//! Checkpoint/restore timing with CRIU.

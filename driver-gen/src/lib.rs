@@ -1,0 +1,1 @@
+//! Timing-driver generation.

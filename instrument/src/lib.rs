@@ -1,0 +1,1 @@
+//! Profiling routines inside host applications.

@@ -1,0 +1,473 @@
+//! Typed syntax tree of a `.spec` file.
+//!
+//! Every node that a diagnostic may point at carries a [`Span`]. Spans compare
+//! equal unconditionally so that `parse(format(ast)) == ast` holds: formatting
+//! moves text around, but it must never change meaning.
+
+use serde::{Deserialize, Serialize};
+
+/// Byte range in the source text. Equality ignores the positions on purpose
+/// (see the module docs); use `start`/`end` directly when positions matter.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl PartialEq for Span {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Span {}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Self {
+        Span { start, end }
+    }
+}
+
+/// An identifier with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+/// A whole spec file, clauses in canonical order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// `include=` clauses: C lines copied verbatim to the top of the driver
+    /// (e.g. `#include "su3.h"` or a typedef).
+    pub includes: Vec<Include>,
+    /// `lang=c` (default) or `lang=fortran`.
+    pub lang: Lang,
+    pub routine: Routine,
+    /// `init={...}` entries in source order.
+    pub init: Vec<Init>,
+    /// `returns(A, C)`: outputs to compare against the reference body.
+    pub returns: Vec<Ident>,
+    /// `flop="..."`.
+    pub flop: Option<Flop>,
+    pub timer: Option<TimerClause>,
+    pub checkpoint: Option<CheckpointClause>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Include {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Lang {
+    #[default]
+    C,
+    /// Arguments passed by reference, symbol name lower-case with a trailing `_`.
+    Fortran,
+}
+
+/// `routine=RET NAME(PARAMS);` or `routine=RET NAME(PARAMS) { body }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Routine {
+    pub ret: CType,
+    pub name: Ident,
+    pub params: Vec<Param>,
+    /// Reference implementation, the C text between the outer braces.
+    pub body: Option<Body>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Body {
+    pub text: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: CType,
+}
+
+/// A C type as written in a prototype: qualifiers, base, pointer levels.
+///
+/// `const double* A` is `{is_const: true, base: Double, pointers: 1}`: the
+/// `const` belongs to the pointee, as in C. `const int M` has `pointers: 0`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CType {
+    pub is_const: bool,
+    pub base: BaseType,
+    /// Number of `*`.
+    pub pointers: u8,
+    pub span: Span,
+}
+
+impl CType {
+    pub fn is_pointer(&self) -> bool {
+        self.pointers > 0
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BaseType {
+    Void,
+    Char,
+    SignedChar,
+    UnsignedChar,
+    Short,
+    UnsignedShort,
+    Int,
+    UnsignedInt,
+    Long,
+    UnsignedLong,
+    LongLong,
+    UnsignedLongLong,
+    Float,
+    Double,
+    LongDouble,
+    /// `float _Complex`
+    FloatComplex,
+    /// `double _Complex`
+    DoubleComplex,
+    SizeT,
+    PtrdiffT,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    UInt8,
+    UInt16,
+    UInt32,
+    UInt64,
+    Bool,
+    /// `struct NAME`: opaque unless an `include=` defines it.
+    Struct(String),
+    /// A typedef name introduced by an `include=` clause.
+    Named(String),
+}
+
+impl BaseType {
+    /// The C spelling, e.g. `unsigned long`, `double _Complex`, `struct node`.
+    pub fn c_name(&self) -> String {
+        use BaseType::*;
+        match self {
+            Void => "void".into(),
+            Char => "char".into(),
+            SignedChar => "signed char".into(),
+            UnsignedChar => "unsigned char".into(),
+            Short => "short".into(),
+            UnsignedShort => "unsigned short".into(),
+            Int => "int".into(),
+            UnsignedInt => "unsigned int".into(),
+            Long => "long".into(),
+            UnsignedLong => "unsigned long".into(),
+            LongLong => "long long".into(),
+            UnsignedLongLong => "unsigned long long".into(),
+            Float => "float".into(),
+            Double => "double".into(),
+            LongDouble => "long double".into(),
+            FloatComplex => "float _Complex".into(),
+            DoubleComplex => "double _Complex".into(),
+            SizeT => "size_t".into(),
+            PtrdiffT => "ptrdiff_t".into(),
+            Int8 => "int8_t".into(),
+            Int16 => "int16_t".into(),
+            Int32 => "int32_t".into(),
+            Int64 => "int64_t".into(),
+            UInt8 => "uint8_t".into(),
+            UInt16 => "uint16_t".into(),
+            UInt32 => "uint32_t".into(),
+            UInt64 => "uint64_t".into(),
+            Bool => "_Bool".into(),
+            Struct(n) => format!("struct {n}"),
+            Named(n) => n.clone(),
+        }
+    }
+
+    pub fn is_integral(&self) -> bool {
+        use BaseType::*;
+        matches!(
+            self,
+            Char | SignedChar
+                | UnsignedChar
+                | Short
+                | UnsignedShort
+                | Int
+                | UnsignedInt
+                | Long
+                | UnsignedLong
+                | LongLong
+                | UnsignedLongLong
+                | SizeT
+                | PtrdiffT
+                | Int8
+                | Int16
+                | Int32
+                | Int64
+                | UInt8
+                | UInt16
+                | UInt32
+                | UInt64
+                | Bool
+        )
+    }
+
+    pub fn is_floating(&self) -> bool {
+        use BaseType::*;
+        matches!(
+            self,
+            Float | Double | LongDouble | FloatComplex | DoubleComplex
+        )
+    }
+
+    /// Size in bytes on LP64 x86-64, `None` for opaque/typedef types.
+    pub fn size_bytes(&self) -> Option<u64> {
+        use BaseType::*;
+        Some(match self {
+            Void => return None,
+            Char | SignedChar | UnsignedChar | Int8 | UInt8 | Bool => 1,
+            Short | UnsignedShort | Int16 | UInt16 => 2,
+            Int | UnsignedInt | Int32 | UInt32 | Float => 4,
+            Long | UnsignedLong | LongLong | UnsignedLongLong | SizeT | PtrdiffT | Int64
+            | UInt64 | Double | FloatComplex => 8,
+            LongDouble | DoubleComplex => 16,
+            Struct(_) | Named(_) => return None,
+        })
+    }
+}
+
+/// One `name=value;` entry of `init={...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Init {
+    pub name: Ident,
+    pub value: InitValue,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum InitValue {
+    Scalar(Expr),
+    Array(ArrayInit),
+}
+
+/// Scalar and size expressions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Expr {
+    Int(i64, Span),
+    Float(f64, Span),
+    Str(String, Span),
+    Name(Ident),
+    /// `Macro(NAME, default)`: a `-D NAME=...` at build time overrides the default.
+    Macro {
+        name: Ident,
+        default: Box<Expr>,
+        span: Span,
+    },
+    /// `RANDOM`: a fresh pseudo-random value for each call.
+    Random(Span),
+    /// `RANDOM(lo, hi)` as a scalar: uniform in [lo, hi] for each call.
+    RandomRange {
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+        span: Span,
+    },
+    /// `Range(begin, incr)`: `begin` on the first call, advanced by `incr` after each call.
+    Range {
+        begin: Box<Expr>,
+        incr: Box<Expr>,
+        span: Span,
+    },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+        span: Span,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        span: Span,
+    },
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Int(_, s) | Expr::Float(_, s) | Expr::Str(_, s) | Expr::Random(s) => *s,
+            Expr::Name(id) => id.span,
+            Expr::Macro { span, .. }
+            | Expr::RandomRange { span, .. }
+            | Expr::Range { span, .. }
+            | Expr::Unary { span, .. }
+            | Expr::Binary { span, .. } => *span,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+        }
+    }
+}
+
+/// An operand allocated by the driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArrayInit {
+    pub kind: ArrayKind,
+    /// Element type (the base of the parameter's pointer type, usually).
+    pub elem: CType,
+    /// `[n]` for vectors, `[rows, cols]` for matrices and `Array2D`.
+    pub dims: Vec<Expr>,
+    pub fill: Fill,
+    pub attrs: Vec<Attr>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArrayKind {
+    /// `Vector(type, fill, attrs, n)`: heap, contiguous.
+    Vector,
+    /// `Matrix(type, rows, cols, fill, attrs)`: heap, contiguous, column-major.
+    Matrix,
+    /// `Array2D(type, rows, cols, fill, attrs)`: pointer-to-pointer, one row per pointer.
+    Array2D,
+    /// `SVector(...)`: static storage, same arguments as `Vector`.
+    SVector,
+    /// `SMatrix(...)`: static storage, same arguments as `Matrix`.
+    SMatrix,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Fill {
+    /// Pseudo-random values, mixed sign for signed types (keeps accumulations finite).
+    Random(Span),
+    /// Uniform in [lo, hi].
+    RandomRange {
+        lo: Expr,
+        hi: Expr,
+        span: Span,
+    },
+    Zero(Span),
+    Const(Expr, Span),
+    /// 0, 1, 2, ... in element order.
+    Seq(Span),
+    /// Raw bytes recorded from the application.
+    File(String, Span),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Attr {
+    /// Evicted from cache before each timed call.
+    Flush(Span),
+    /// Kept cache-resident before each timed call (re-touched after any flush).
+    Warm(Span),
+    /// Aligned to n bytes.
+    Align(u64, Span),
+    /// Never aligned to m bytes (while still aligned to `align`).
+    Misalign(u64, Span),
+    /// Every page touched before timing even though the fill does not write it.
+    Touch(Span),
+}
+
+impl Attr {
+    pub fn span(&self) -> Span {
+        match self {
+            Attr::Flush(s) | Attr::Warm(s) | Attr::Touch(s) => *s,
+            Attr::Align(_, s) | Attr::Misalign(_, s) => *s,
+        }
+    }
+}
+
+/// `flop="2*M*N*K+M*N"`: the raw string and its parsed form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flop {
+    pub text: String,
+    pub expr: Expr,
+    pub span: Span,
+}
+
+/// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms; };`
+/// Every field is optional; the command line overrides what is set here.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TimerClause {
+    pub method: Option<TimerMethod>,
+    pub samples: Option<u32>,
+    pub select: Option<Selection>,
+    pub flush: Option<FlushMethod>,
+    pub flush_size: Option<FlushSize>,
+    /// Minimum timed interval in nanoseconds.
+    pub min_interval_ns: Option<u64>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimerMethod {
+    /// CLOCK_MONOTONIC_RAW.
+    Wall,
+    /// Serialised TSC read.
+    Cycle,
+    /// CLOCK_PROCESS_CPUTIME_ID.
+    Cpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Selection {
+    Min,
+    Median,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlushMethod {
+    /// Read a buffer larger than the target cache.
+    Read,
+    /// `clflush`/`clflushopt` over the flushed operands' lines.
+    Clflush,
+    /// No flushing at all (every operand stays warm).
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlushSize {
+    /// A cache level: 1, 2, 3 (per sysfs, or the probe's effective size).
+    Level(u8),
+    /// The last-level cache.
+    Llc,
+    /// Explicit size in KiB.
+    KiB(u64),
+}
+
+/// `checkpoint="image"` or `checkpoint={ image="dir"; mode=delayed(2); };`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointClause {
+    pub image: String,
+    pub mode: CheckpointMode,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CheckpointMode {
+    Immediate,
+    /// Checkpoint this many calls/iterations before the timed one.
+    Delayed(u32),
+}

@@ -1,0 +1,2 @@
+//! The `.spec` language.
+pub mod ast;

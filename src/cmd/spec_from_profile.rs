@@ -1,0 +1,9 @@
+// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+use super::CmdResult;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> CmdResult {
+    anyhow::bail!("`tdg spec_from_profile` is not built yet")
+}

@@ -1,0 +1,102 @@
+//! `tdg`: timing-driver generator for empirical performance tuning.
+
+mod cmd;
+
+use clap::{CommandFactory, Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tdg", version, about, propagate_version = true)]
+struct Cli {
+    /// More log output (-v: debug, -vv: trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate spec files; exits non-zero with diagnostics on the first bad one.
+    Check(cmd::check::Args),
+    /// Rewrite a spec in canonical layout (or only check it is).
+    Fmt(cmd::fmt::Args),
+    /// Say in words what the driver will do with each operand.
+    Explain(cmd::explain::Args),
+    /// Write the C timing driver and its build file for a spec.
+    Gen(cmd::gen::Args),
+    /// Build the driver against an implementation, run it and report.
+    Run(cmd::run::Args),
+    /// Run a program with the routine profiled, or report on a profile.
+    Profile(cmd::profile::Args),
+    /// Generate the profiling interposer (LD_PRELOAD shim or --wrap object) for a spec.
+    Instrument(cmd::instrument::Args),
+    /// Turn a profile into a spec whose defaults are the dominant call context.
+    SpecFromProfile(cmd::spec_from_profile::Args),
+    /// Compare the in-application per-call distribution with the driver's.
+    Validate(cmd::validate::Args),
+    /// Capture and time CRIU checkpoints of a running application.
+    Checkpoint(cmd::checkpoint::Args),
+    /// Report whether this machine can checkpoint, time and profile, and how to fix what is missing.
+    Doctor(cmd::doctor::Args),
+    /// Measure cache sizes, latencies and timer properties of this machine.
+    Probe(cmd::probe::Args),
+    /// Search implementation parameters with the driver as the objective.
+    Tune(cmd::tune::Args),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    let result = match cli.command {
+        Command::Check(a) => cmd::check::run(a),
+        Command::Fmt(a) => cmd::fmt::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
+        Command::Gen(a) => cmd::gen::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
+        Command::Instrument(a) => cmd::instrument::run(a),
+        Command::SpecFromProfile(a) => cmd::spec_from_profile::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
+        Command::Checkpoint(a) => cmd::checkpoint::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Probe(a) => cmd::probe::run(a),
+        Command::Tune(a) => cmd::tune::run(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "tdg", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tdg: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = EnvFilter::try_from_env("TDG_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}

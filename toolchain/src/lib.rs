@@ -1,0 +1,442 @@
+//! The system C toolchain as tdg uses it: find a compiler, compile a set of
+//! sources into an executable or object, run a program and say in one line
+//! how it ended (exit code or the signal that killed it).
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    #[error("no C compiler found (tried {tried}); install gcc (`apt-get install gcc`) or pass --cc / set CC")]
+    NoCompiler { tried: String },
+    #[error("C compiler `{cc}` could not be started: {source}")]
+    Spawn {
+        cc: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("compilation failed: {command}\n{stderr}")]
+    BuildFailed { command: String, stderr: String },
+    #[error("`{program}` could not be started: {source}")]
+    RunSpawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{program}` was killed by {signal_name} (signal {signal}){context}")]
+    Crashed {
+        program: String,
+        signal: i32,
+        signal_name: &'static str,
+        /// What the program last said on stderr, prefixed with "; " when present.
+        context: String,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("`{program}` exited with status {code}: {stderr}")]
+    Failed {
+        program: String,
+        code: i32,
+        stdout: String,
+        stderr: String,
+    },
+    #[error("`{program}` did not finish within {seconds} s and was killed")]
+    TimedOut { program: String, seconds: u64 },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompilerKind {
+    Gcc,
+    Clang,
+    Other,
+}
+
+/// A C compiler that answered `--version`.
+#[derive(Debug, Clone)]
+pub struct CCompiler {
+    pub program: String,
+    pub kind: CompilerKind,
+    /// First line of `--version`.
+    pub version: String,
+}
+
+impl CCompiler {
+    /// `explicit` (from `--cc`) first, then `$CC`, then `cc`, `gcc`, `clang`.
+    pub fn find(explicit: Option<&str>) -> Result<CCompiler, ToolchainError> {
+        let mut candidates: Vec<String> = Vec::new();
+        if let Some(cc) = explicit {
+            candidates.push(cc.to_string());
+        } else {
+            if let Ok(cc) = std::env::var("CC") {
+                if !cc.trim().is_empty() {
+                    candidates.push(cc);
+                }
+            }
+            candidates.extend(["cc", "gcc", "clang"].iter().map(|s| s.to_string()));
+        }
+        for cand in &candidates {
+            if let Some(cc) = Self::probe(cand) {
+                return Ok(cc);
+            }
+        }
+        Err(ToolchainError::NoCompiler {
+            tried: candidates.join(", "),
+        })
+    }
+
+    fn probe(program: &str) -> Option<CCompiler> {
+        let out = Command::new(program)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let version = text.lines().next().unwrap_or("").to_string();
+        let kind = if text.contains("clang") {
+            CompilerKind::Clang
+        } else if text.contains("gcc") || text.contains("GCC") || text.contains("Free Software") {
+            CompilerKind::Gcc
+        } else {
+            CompilerKind::Other
+        };
+        Some(CCompiler {
+            program: program.to_string(),
+            kind,
+            version,
+        })
+    }
+
+    /// Runs one compiler invocation; on failure the error carries the
+    /// compiler's own diagnostics verbatim.
+    pub fn compile(&self, job: &CompileJob) -> Result<(), ToolchainError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&job.cflags);
+        for (name, value) in &job.defines {
+            match value {
+                Some(v) => cmd.arg(format!("-D{name}={v}")),
+                None => cmd.arg(format!("-D{name}")),
+            };
+        }
+        for dir in &job.include_dirs {
+            cmd.arg("-I").arg(dir);
+        }
+        if job.object_only {
+            cmd.arg("-c");
+        }
+        cmd.args(&job.sources);
+        cmd.arg("-o").arg(&job.output);
+        cmd.args(&job.link_args);
+        let command = render_command(&cmd);
+        tracing::debug!(%command, "compiling");
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| ToolchainError::Spawn {
+                cc: self.program.clone(),
+                source,
+            })?;
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() {
+            return Err(ToolchainError::BuildFailed { command, stderr });
+        }
+        if !stderr.trim().is_empty() {
+            tracing::warn!("compiler warnings:\n{stderr}");
+        }
+        Ok(())
+    }
+}
+
+/// One compiler invocation.
+#[derive(Debug, Clone, Default)]
+pub struct CompileJob {
+    pub sources: Vec<PathBuf>,
+    pub output: PathBuf,
+    pub cflags: Vec<String>,
+    /// `-DNAME` or `-DNAME=VALUE`.
+    pub defines: Vec<(String, Option<String>)>,
+    pub include_dirs: Vec<PathBuf>,
+    /// Libraries and linker flags; placed after the sources.
+    pub link_args: Vec<String>,
+    /// `-c`: produce an object file.
+    pub object_only: bool,
+}
+
+/// Shell-like rendering of a command, for messages and logs.
+pub fn render_command(cmd: &Command) -> String {
+    let mut parts = vec![cmd.get_program().to_string_lossy().to_string()];
+    parts.extend(cmd.get_args().map(|a| {
+        let s = a.to_string_lossy();
+        if s.contains(' ') || s.is_empty() {
+            format!("'{s}'")
+        } else {
+            s.to_string()
+        }
+    }));
+    parts.join(" ")
+}
+
+/// What a finished program printed.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub status: ExitStatus,
+    pub elapsed: Duration,
+}
+
+/// Runs `cmd` to completion with stdout/stderr captured and an optional time
+/// limit. A non-zero exit or a fatal signal becomes an error that says which.
+pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<RunOutput, ToolchainError> {
+    let program = cmd.get_program().to_string_lossy().to_string();
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ToolchainError::RunSpawn {
+            program: program.clone(),
+            source,
+        })?;
+    // Drain both pipes on threads so a chatty child cannot block on a full pipe.
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if let Some(limit) = timeout {
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ToolchainError::TimedOut {
+                    program,
+                    seconds: limit.as_secs(),
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).to_string();
+    let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).to_string();
+    check_status(&program, status, stdout, stderr, elapsed)
+}
+
+fn check_status(
+    program: &str,
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+) -> Result<RunOutput, ToolchainError> {
+    if let Some(signal) = status.signal() {
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        let context = last.map(|l| format!("; {}", l.trim())).unwrap_or_default();
+        return Err(ToolchainError::Crashed {
+            program: program.to_string(),
+            signal,
+            signal_name: signal_name(signal),
+            context,
+            stdout,
+            stderr,
+        });
+    }
+    match status.code() {
+        Some(0) => Ok(RunOutput {
+            stdout,
+            stderr,
+            status,
+            elapsed,
+        }),
+        Some(code) => Err(ToolchainError::Failed {
+            program: program.to_string(),
+            code,
+            stdout,
+            stderr,
+        }),
+        None => unreachable!("a process without an exit code was signalled"),
+    }
+}
+
+/// Conventional name of a signal number ("SIGSEGV").
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGSYS => "SIGSYS",
+        _ => "an unknown signal",
+    }
+}
+
+/// `$TMPDIR`-style scratch directory for generated sources that survives
+/// until the caller drops it; kept when `TDG_KEEP_TMP` is set, for debugging.
+pub fn scratch_dir(prefix: &str) -> std::io::Result<ScratchDir> {
+    let base = std::env::temp_dir();
+    for attempt in 0..1000u32 {
+        let path = base.join(format!("{prefix}-{}-{attempt}", std::process::id()));
+        match std::fs::create_dir(&path) {
+            Ok(()) => {
+                return Ok(ScratchDir {
+                    path,
+                    keep: std::env::var_os("TDG_KEEP_TMP").is_some(),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "could not create a scratch directory",
+    ))
+}
+
+pub struct ScratchDir {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl ScratchDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if self.keep {
+            eprintln!("tdg: kept {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Convenience for building argument lists.
+pub fn os(s: impl Into<OsString>) -> OsString {
+    s.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cc() -> CCompiler {
+        CCompiler::find(None).expect("a C compiler is installed")
+    }
+
+    #[test]
+    fn compiles_and_runs_a_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("p.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nint main(void){printf(\"%d\\n\", V);return 0;}\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("p");
+        cc().compile(&CompileJob {
+            sources: vec![src],
+            output: exe.clone(),
+            cflags: vec!["-O2".into()],
+            defines: vec![("V".into(), Some("42".into()))],
+            ..Default::default()
+        })
+        .unwrap();
+        let out = run(&mut Command::new(&exe), Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(out.stdout.trim(), "42");
+    }
+
+    #[test]
+    fn build_failure_carries_compiler_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("bad.c");
+        std::fs::write(&src, "int main(void){ return undeclared_thing; }\n").unwrap();
+        let err = cc()
+            .compile(&CompileJob {
+                sources: vec![src],
+                output: dir.path().join("bad"),
+                ..Default::default()
+            })
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("undeclared_thing"), "{msg}");
+    }
+
+    #[test]
+    fn crash_is_reported_with_signal_and_last_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("crash.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\n#include <signal.h>\nint main(void){fprintf(stderr,\"calling kernel\\n\");raise(SIGSEGV);return 0;}\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("crash");
+        cc().compile(&CompileJob {
+            sources: vec![src],
+            output: exe.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        let err = run(&mut Command::new(&exe), None).unwrap_err();
+        match &err {
+            ToolchainError::Crashed { signal, .. } => assert_eq!(*signal, libc::SIGSEGV),
+            other => panic!("expected a crash, got {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains("SIGSEGV") && msg.contains("calling kernel"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn timeout_kills_the_child() {
+        let err = run(
+            Command::new("sleep").arg("5"),
+            Some(Duration::from_millis(100)),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ToolchainError::TimedOut { .. }));
+    }
+
+    #[test]
+    fn missing_compiler_says_how_to_fix() {
+        let err = CCompiler::find(Some("/nonexistent/cc")).unwrap_err();
+        assert!(err.to_string().contains("apt-get install gcc"));
+    }
+}
