@@ -1,0 +1,1 @@
+//! Searches implementation parameters with the generated driver as the objective.
