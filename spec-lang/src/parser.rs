@@ -1,0 +1,1556 @@
+//! Source text -> [`Spec`]: the pest grammar plus a builder that turns the
+//! generic parts of the parse tree (words, calls, settings) into typed AST
+//! nodes with precise diagnostics.
+
+use crate::ast::*;
+use crate::diag::{did_you_mean, Diagnostic, Diagnostics};
+use pest::iterators::Pair;
+use pest::Parser;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "spec.pest"]
+struct SpecParser;
+
+/// Deepest expression tree (and deepest `(`/`{` nesting) accepted. Real specs
+/// stay far below; the limit keeps recursion over hostile input bounded.
+pub const MAX_DEPTH: usize = 200;
+
+/// Clause keywords, for "did you mean" on unknown clauses.
+pub(crate) const CLAUSES: &[&str] = &[
+    "include",
+    "lang",
+    "routine",
+    "init",
+    "returns",
+    "flop",
+    "timer",
+    "checkpoint",
+];
+
+/// Parses a spec without semantic checks (see [`crate::check`]).
+pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
+    if let Some(d) = nesting_too_deep(src) {
+        return Err(Diagnostics::single(file, src, d));
+    }
+    pest::set_error_detail(true);
+    let mut pairs = match SpecParser::parse(Rule::spec, src) {
+        Ok(p) => p,
+        Err(e) => return Err(Diagnostics::single(file, src, pest_error(&e, src, 0))),
+    };
+    let spec_pair = pairs.next().expect("grammar: spec is the root rule");
+    let mut b = Builder {
+        src: src.to_string(),
+        ..Builder::default()
+    };
+    let spec = b.spec(spec_pair);
+    match spec {
+        Some(s) if b.errors.is_empty() => Ok(s),
+        _ => Err(Diagnostics::new(file, src, b.errors)),
+    }
+}
+
+/// Parses one scalar expression (as written in a `-D NAME=expr` override or a
+/// flop formula). Spans are offsets into `src` plus `base`.
+pub fn parse_expr(src: &str, base: usize) -> Result<Expr, Diagnostic> {
+    if let Some(mut d) = nesting_too_deep(src) {
+        if let Some(s) = d.span.as_mut() {
+            s.start += base;
+            s.end += base;
+        }
+        return Err(d);
+    }
+    pest::set_error_detail(true);
+    let mut pairs =
+        SpecParser::parse(Rule::flop_formula, src).map_err(|e| pest_error(&e, src, base))?;
+    let formula = pairs.next().expect("grammar: flop_formula root");
+    let expr_pair = formula
+        .into_inner()
+        .next()
+        .expect("grammar: flop_formula has an expr");
+    let mut b = Builder {
+        base,
+        ..Builder::default()
+    };
+    b.expr(expr_pair, 0)
+}
+
+/// Pre-scan for absurd `(`/`{`/`[` nesting outside strings and comments, so
+/// that neither pest nor the builder recurses without bound.
+fn nesting_too_deep(src: &str) -> Option<Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' | b'\'' => {
+                let q = bytes[i];
+                i += 1;
+                while i < bytes.len() && bytes[i] != q && bytes[i] != b'\n' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'(' | b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(
+                        Diagnostic::new(
+                            format!("brackets nested more than {MAX_DEPTH} deep"),
+                            Span::new(i, i + 1),
+                        )
+                        .with_hint("simplify the expression or move it into the routine body"),
+                    );
+                }
+            }
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Human name of what a grammar rule stands for, for "expected ..." messages.
+fn rule_name(rule: Rule) -> Option<&'static str> {
+    use Rule::*;
+    Some(match rule {
+        include_clause | lang_clause | routine_clause | init_clause | returns_clause
+        | flop_clause | timer_clause | checkpoint_clause | unknown_clause => {
+            "a clause (`routine=`, `init=`, `flop=`, ...)"
+        }
+        EOI => "end of file",
+        word | name | decl | param | params => "a name",
+        star => "`*`",
+        array_suffix => "`[]`",
+        body => "`{`",
+        body_text => "`}`",
+        init_entry => "an entry `name=value;`",
+        array_init | array_kind => "`Vector(...)`/`Matrix(...)`",
+        elem_type => "an element type",
+        array_arg | expr | term | unary | primary | call | neg | int | float | string
+        | flop_bare | flop_formula => "an expression",
+        add_op | mul_op => "an operator",
+        setting => "a setting `name=value;`",
+        setting_value | quantity => "a value",
+        str_inner => "`\"`",
+        _ => return None,
+    })
+}
+
+fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize) -> Diagnostic {
+    use pest::error::{ErrorVariant, InputLocation};
+    let pos = match e.location {
+        InputLocation::Pos(p) => p,
+        InputLocation::Span((s, _)) => s,
+    };
+    let mut expected: Vec<String> = Vec::new();
+    let mut push = |s: String| {
+        if !expected.contains(&s) {
+            expected.push(s);
+        }
+    };
+    if let Some(attempts) = e.parse_attempts() {
+        for tok in attempts.expected_tokens() {
+            // The token type is not exported; its Display is the literal text
+            // (ranges print as `a..z`, filtered out as noise below).
+            {
+                let token = tok.to_string();
+                let t = token.as_str();
+                let noise = t.is_empty()
+                    || t.chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    || matches!(
+                        t,
+                        "//" | "/*" | " " | "\t" | "\r" | "\n" | "\u{0C}" | "." | "\\" | "\"" | "'"
+                    )
+                    || (t.len() > 2 && t.contains(".."));
+                if !noise {
+                    push(format!("`{t}`"));
+                }
+            }
+        }
+    }
+    if let ErrorVariant::ParsingError { positives, .. } = &e.variant {
+        for r in positives {
+            if let Some(n) = rule_name(*r) {
+                push(n.to_string());
+            }
+        }
+    }
+    let found = describe_at(src, pos);
+    let message = match expected.len() {
+        0 => format!("unexpected {found}"),
+        1 => format!("expected {}, found {found}", expected[0]),
+        _ => {
+            let last = expected.pop().unwrap_or_default();
+            format!("expected {} or {last}, found {found}", expected.join(", "))
+        }
+    };
+    let end = pos + token_len_at(src, pos);
+    let mut d = Diagnostic::new(message, Span::new(base + pos, base + end));
+    if src[pos..].starts_with('"') && !src[pos + 1..].contains('"') {
+        d = d.with_hint("this string is never closed");
+    }
+    d
+}
+
+fn token_len_at(src: &str, pos: usize) -> usize {
+    let rest = &src[pos..];
+    let Some(c) = rest.chars().next() else {
+        return 0;
+    };
+    if c.is_alphanumeric() || c == '_' {
+        rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len())
+    } else {
+        c.len_utf8()
+    }
+}
+
+fn describe_at(src: &str, pos: usize) -> String {
+    let len = token_len_at(src, pos);
+    if len == 0 {
+        return "end of file".into();
+    }
+    let tok = &src[pos..pos + len];
+    match tok {
+        "\n" | "\r" => "end of line".into(),
+        _ => format!("`{}`", tok.escape_debug()),
+    }
+}
+
+fn span_of(p: &Pair<Rule>, base: usize) -> Span {
+    let s = p.as_span();
+    Span::new(base + s.start(), base + s.end())
+}
+
+/// One token of a C declaration: a word or a `*`.
+struct DeclToken {
+    text: String,
+    span: Span,
+}
+
+#[derive(Default)]
+struct Builder {
+    errors: Vec<Diagnostic>,
+    /// Offset added to every span (non-zero when parsing inside a string).
+    base: usize,
+    /// Whole source, for line numbers in hints.
+    src: String,
+}
+
+type Built<T> = Result<T, Diagnostic>;
+
+impl Builder {
+    fn err(&mut self, d: Diagnostic) {
+        self.errors.push(d);
+    }
+
+    fn sp(&self, p: &Pair<Rule>) -> Span {
+        span_of(p, self.base)
+    }
+
+    fn spec(&mut self, pair: Pair<Rule>) -> Option<Spec> {
+        let mut includes = Vec::new();
+        let mut lang: Option<(Lang, Span)> = None;
+        let mut routine: Option<Routine> = None;
+        let mut init: Option<(Vec<Init>, Span)> = None;
+        let mut returns: Option<(Vec<Ident>, Span)> = None;
+        let mut flop: Option<Flop> = None;
+        let mut timer: Option<TimerClause> = None;
+        let mut checkpoint: Option<CheckpointClause> = None;
+        let mut seen: Vec<(&'static str, Span)> = Vec::new();
+
+        for clause in pair.into_inner() {
+            let span = self.sp(&clause);
+            let key: &'static str = match clause.as_rule() {
+                Rule::include_clause => "include",
+                Rule::lang_clause => "lang",
+                Rule::routine_clause => "routine",
+                Rule::init_clause => "init",
+                Rule::returns_clause => "returns",
+                Rule::flop_clause => "flop",
+                Rule::timer_clause => "timer",
+                Rule::checkpoint_clause => "checkpoint",
+                Rule::unknown_clause => {
+                    let w = clause
+                        .into_inner()
+                        .next()
+                        .expect("grammar: unknown_clause word");
+                    let name = w.as_str();
+                    let d = Diagnostic::new(format!("unknown clause `{name}=`"), self.sp(&w))
+                        .with_hint(did_you_mean(name, CLAUSES.iter().copied()).unwrap_or_else(|| {
+                            "clauses are include=, lang=, routine=, init=, returns(...), flop=, timer=, checkpoint=".into()
+                        }));
+                    self.err(d);
+                    continue;
+                }
+                Rule::EOI => continue,
+                r => unreachable!("grammar: unexpected clause rule {r:?}"),
+            };
+            if key != "include" {
+                if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                    let first = *first;
+                    self.err(
+                        Diagnostic::new(
+                            format!("duplicate `{key}` clause"),
+                            Span::new(span.start, span.start + key.len()),
+                        )
+                        .with_hint(format!(
+                            "merge it with the first one (line {})",
+                            crate::diag::line_col(&self.src, first.start).0
+                        )),
+                    );
+                    continue;
+                }
+                seen.push((key, span));
+            }
+            match key {
+                "include" => {
+                    let s = clause.into_inner().next().expect("grammar: include string");
+                    includes.push(Include {
+                        text: unescape(inner_str(&s)),
+                        span,
+                    });
+                }
+                "lang" => {
+                    let w = clause.into_inner().next().expect("grammar: lang word");
+                    match w.as_str().to_ascii_lowercase().as_str() {
+                        "c" => lang = Some((Lang::C, span)),
+                        "fortran" => lang = Some((Lang::Fortran, span)),
+                        other => {
+                            let d =
+                                Diagnostic::new(format!("unknown language `{other}`"), self.sp(&w))
+                                    .with_hint("write `lang=c;` or `lang=fortran;`");
+                            self.err(d);
+                        }
+                    }
+                }
+                "routine" => match self.routine(clause) {
+                    Ok(r) => routine = Some(r),
+                    Err(d) => self.err(d),
+                },
+                "init" => {
+                    let mut entries = Vec::new();
+                    for e in clause.into_inner() {
+                        match self.init_entry(e) {
+                            Ok(i) => entries.push(i),
+                            Err(d) => self.err(d),
+                        }
+                    }
+                    init = Some((entries, span));
+                }
+                "returns" => {
+                    let names = clause
+                        .into_inner()
+                        .map(|w| Ident {
+                            name: w.as_str().to_string(),
+                            span: self.sp(&w),
+                        })
+                        .collect();
+                    returns = Some((names, span));
+                }
+                "flop" => match self.flop(clause) {
+                    Ok(f) => flop = Some(f),
+                    Err(d) => self.err(d),
+                },
+                "timer" => match self.timer(clause) {
+                    Ok(t) => timer = Some(t),
+                    Err(d) => self.err(d),
+                },
+                "checkpoint" => match self.checkpoint(clause) {
+                    Ok(c) => checkpoint = Some(c),
+                    Err(d) => self.err(d),
+                },
+                _ => unreachable!(),
+            }
+        }
+
+        let Some(routine) = routine else {
+            if !self.errors.is_empty() {
+                return None;
+            }
+            self.err(
+                Diagnostic::whole_file("no `routine=` clause: the spec must say which routine to time")
+                    .with_hint("add e.g. `routine=void daxpy(const int N, const double alpha, const double* X, double* Y);`"),
+            );
+            return None;
+        };
+        Some(Spec {
+            includes,
+            lang: lang.map(|(l, _)| l).unwrap_or_default(),
+            routine,
+            init: init.map(|(v, _)| v).unwrap_or_default(),
+            returns: returns.map(|(v, _)| v).unwrap_or_default(),
+            flop,
+            timer,
+            checkpoint,
+        })
+    }
+
+    fn routine(&mut self, clause: Pair<Rule>) -> Built<Routine> {
+        let span = self.sp(&clause);
+        let mut it = clause.into_inner();
+        let decl = it.next().expect("grammar: routine decl");
+        let decl_span = self.sp(&decl);
+        let (ret, name) = self.declaration(decl, "routine")?;
+        let ret = ret.ok_or_else(|| {
+            Diagnostic::new("the routine has no return type", decl_span)
+                .with_hint("write `void NAME(...)` for a routine that returns nothing")
+        })?;
+        let params_pair = it.next().expect("grammar: routine params");
+        let mut params = Vec::new();
+        let plist: Vec<Pair<Rule>> = params_pair.into_inner().collect();
+        // `f(void)` is C for "no parameters".
+        let only_void = plist.len() == 1 && plist[0].as_str().trim() == "void";
+        if !only_void {
+            for p in plist {
+                let pspan = self.sp(&p);
+                let mut toks = p.into_inner().peekable();
+                let mut decl_toks = Vec::new();
+                let mut array = false;
+                for t in toks.by_ref() {
+                    match t.as_rule() {
+                        Rule::array_suffix => array = true,
+                        _ => decl_toks.push(DeclToken {
+                            text: t.as_str().to_string(),
+                            span: self.sp(&t),
+                        }),
+                    }
+                }
+                let (ty, pname) = self.decl_tokens(decl_toks, pspan, "parameter")?;
+                let mut ty = ty.ok_or_else(|| {
+                    Diagnostic::new(
+                        format!("parameter `{}` has no type", pname.name),
+                        pname.span,
+                    )
+                    .with_hint(format!("write e.g. `const int {}`", pname.name))
+                })?;
+                if array {
+                    ty.pointers = ty.pointers.saturating_add(1);
+                }
+                if ty.base == BaseType::Void && ty.pointers == 0 {
+                    return Err(
+                        Diagnostic::new("a parameter cannot have type `void`", ty.span)
+                            .with_hint("did you mean `void*`?"),
+                    );
+                }
+                params.push(Param { name: pname, ty });
+            }
+        }
+        let body = it.next().map(|b| {
+            let text_pair = b.into_inner().next().expect("grammar: body_text");
+            Body {
+                text: text_pair.as_str().to_string(),
+                span: self.sp(&text_pair),
+            }
+        });
+        Ok(Routine {
+            ret,
+            name,
+            params,
+            body,
+            span,
+        })
+    }
+
+    /// `decl` pair: type tokens followed by a name.
+    fn declaration(&mut self, decl: Pair<Rule>, what: &str) -> Built<(Option<CType>, Ident)> {
+        let span = self.sp(&decl);
+        let toks = decl
+            .into_inner()
+            .map(|t| DeclToken {
+                text: t.as_str().to_string(),
+                span: self.sp(&t),
+            })
+            .collect();
+        self.decl_tokens(toks, span, what)
+    }
+
+    fn decl_tokens(
+        &mut self,
+        mut toks: Vec<DeclToken>,
+        span: Span,
+        what: &str,
+    ) -> Built<(Option<CType>, Ident)> {
+        let last = toks.pop().expect("grammar: a declaration has a token");
+        if last.text == "*" || is_type_word(&last.text) {
+            let mut shown = toks.iter().map(|t| t.text.as_str()).collect::<Vec<_>>();
+            shown.push(&last.text);
+            return Err(
+                Diagnostic::new(format!("this {what} has no name"), span).with_hint(format!(
+                    "write `{} NAME`",
+                    shown.join(" ").replace(" *", "*")
+                )),
+            );
+        }
+        let name = Ident {
+            name: last.text,
+            span: last.span,
+        };
+        if toks.is_empty() {
+            return Ok((None, name));
+        }
+        let ty = ctype_from_tokens(&toks)?;
+        Ok((Some(ty), name))
+    }
+
+    fn init_entry(&mut self, e: Pair<Rule>) -> Built<Init> {
+        let span = self.sp(&e);
+        let mut it = e.into_inner();
+        let w = it.next().expect("grammar: init name");
+        let name = Ident {
+            name: w.as_str().to_string(),
+            span: self.sp(&w),
+        };
+        let v = it.next().expect("grammar: init value");
+        let value = match v.as_rule() {
+            Rule::array_init => InitValue::Array(self.array_init(v)?),
+            _ => InitValue::Scalar(self.expr(v, 0)?),
+        };
+        Ok(Init { name, value, span })
+    }
+
+    fn array_init(&mut self, v: Pair<Rule>) -> Built<ArrayInit> {
+        let span = self.sp(&v);
+        let mut it = v.into_inner();
+        let kind_pair = it.next().expect("grammar: array kind");
+        let kind_span = self.sp(&kind_pair);
+        let (kind, sig, nargs) = match kind_pair.as_str() {
+            "Vector" => (ArrayKind::Vector, "Vector(type, fill, attrs, n)", 3),
+            "SVector" => (ArrayKind::SVector, "SVector(type, fill, attrs, n)", 3),
+            "Matrix" => (
+                ArrayKind::Matrix,
+                "Matrix(type, rows, cols, fill, attrs)",
+                4,
+            ),
+            "SMatrix" => (
+                ArrayKind::SMatrix,
+                "SMatrix(type, rows, cols, fill, attrs)",
+                4,
+            ),
+            "Array2D" => (
+                ArrayKind::Array2D,
+                "Array2D(type, rows, cols, fill, attrs)",
+                4,
+            ),
+            k => unreachable!("grammar: array kind {k}"),
+        };
+        let ty_pair = it.next().expect("grammar: elem type");
+        let toks: Vec<DeclToken> = ty_pair
+            .into_inner()
+            .map(|t| DeclToken {
+                text: t.as_str().to_string(),
+                span: self.sp(&t),
+            })
+            .collect();
+        let elem = ctype_from_tokens(&toks)?;
+        let args: Vec<Pair<Rule>> = it.collect();
+        if args.len() != nargs {
+            return Err(Diagnostic::new(
+                format!(
+                    "`{}` takes {} arguments after the type, found {}",
+                    kind_pair.as_str(),
+                    nargs,
+                    args.len()
+                ),
+                Span::new(kind_span.start, span.end),
+            )
+            .with_hint(format!("write {sig}; an empty attribute list is `_`")));
+        }
+        let (dim_args, fill_arg, attr_arg) = match kind {
+            ArrayKind::Vector | ArrayKind::SVector => (vec![args[2].clone()], &args[0], &args[1]),
+            _ => (vec![args[0].clone(), args[1].clone()], &args[2], &args[3]),
+        };
+        let mut dims = Vec::new();
+        for d in dim_args {
+            dims.push(self.single_expr(d, "a size", sig)?);
+        }
+        let fill = self.fill(fill_arg.clone(), sig)?;
+        let attrs = self.attrs(attr_arg.clone())?;
+        Ok(ArrayInit {
+            kind,
+            elem,
+            dims,
+            fill,
+            attrs,
+            span,
+        })
+    }
+
+    /// An `array_arg` that must be exactly one expression.
+    fn single_expr(&mut self, arg: Pair<Rule>, what: &str, sig: &str) -> Built<Expr> {
+        let span = self.sp(&arg);
+        let mut exprs: Vec<Pair<Rule>> = arg.into_inner().collect();
+        if exprs.len() != 1 {
+            let msg = if exprs.is_empty() {
+                format!("expected {what} here")
+            } else {
+                format!("expected {what}, found an attribute list")
+            };
+            return Err(Diagnostic::new(msg, span).with_hint(format!("the arguments are {sig}")));
+        }
+        self.expr(exprs.remove(0), 0)
+    }
+
+    fn fill(&mut self, arg: Pair<Rule>, sig: &str) -> Built<Fill> {
+        let span = self.sp(&arg);
+        let exprs: Vec<Pair<Rule>> = arg.into_inner().collect();
+        let bad = |found: &str| {
+            Diagnostic::new(
+                format!("expected a fill (RANDOM, RANDOM(lo,hi), ZERO, CONST(v), SEQ or FILE(\"path\")), found {found}"),
+                span,
+            )
+            .with_hint(format!("the arguments are {sig}"))
+        };
+        if exprs.len() != 1 {
+            return Err(bad(if exprs.is_empty() {
+                "nothing"
+            } else {
+                "an attribute list"
+            }));
+        }
+        let Some(prim) = sole_primary(exprs[0].clone()) else {
+            return Err(bad(&format!("`{}`", exprs[0].as_str())));
+        };
+        let pspan = self.sp(&prim);
+        match prim.as_rule() {
+            Rule::name => {
+                let w = prim.as_str();
+                match w {
+                    "RANDOM" => Ok(Fill::Random(pspan)),
+                    "ZERO" => Ok(Fill::Zero(pspan)),
+                    "SEQ" => Ok(Fill::Seq(pspan)),
+                    "CONST" | "FILE" => Err(Diagnostic::new(
+                        format!("`{w}` needs an argument"),
+                        pspan,
+                    )
+                    .with_hint(if w == "CONST" {
+                        "write CONST(1.0)"
+                    } else {
+                        "write FILE(\"operand.bin\")"
+                    })),
+                    _ => Err(bad(&format!("`{w}`")).with_hint_opt(did_you_mean(
+                        w,
+                        ["RANDOM", "ZERO", "SEQ", "CONST", "FILE"],
+                    ))),
+                }
+            }
+            Rule::call => {
+                let mut it = prim.into_inner();
+                let f = it.next().expect("grammar: call name");
+                let fname = f.as_str().to_string();
+                let args: Vec<Pair<Rule>> = it.collect();
+                match (fname.as_str(), args.len()) {
+                    ("RANDOM", 2) => {
+                        let lo = self.expr(args[0].clone(), 0)?;
+                        let hi = self.expr(args[1].clone(), 0)?;
+                        Ok(Fill::RandomRange {
+                            lo,
+                            hi,
+                            span: pspan,
+                        })
+                    }
+                    ("CONST", 1) => Ok(Fill::Const(self.expr(args[0].clone(), 0)?, pspan)),
+                    ("FILE", 1) => match sole_primary(args[0].clone()) {
+                        Some(s) if s.as_rule() == Rule::string => {
+                            Ok(Fill::File(unescape(inner_str(&s)), pspan))
+                        }
+                        _ => Err(
+                            Diagnostic::new("FILE takes a quoted path", self.sp(&args[0]))
+                                .with_hint("write FILE(\"operand.bin\")"),
+                        ),
+                    },
+                    ("RANDOM", n) | ("CONST", n) | ("FILE", n) => {
+                        let want = match fname.as_str() {
+                            "RANDOM" => "RANDOM(lo, hi)",
+                            "CONST" => "CONST(value)",
+                            _ => "FILE(\"path\")",
+                        };
+                        Err(
+                            Diagnostic::new(format!("`{fname}` given {n} arguments"), pspan)
+                                .with_hint(format!("write {want}")),
+                        )
+                    }
+                    _ => Err(bad(&format!("`{fname}(...)`")).with_hint_opt(did_you_mean(
+                        &fname,
+                        ["RANDOM", "ZERO", "SEQ", "CONST", "FILE"],
+                    ))),
+                }
+            }
+            _ => Err(bad(&format!("`{}`", prim.as_str()))),
+        }
+    }
+
+    fn attrs(&mut self, arg: Pair<Rule>) -> Built<Vec<Attr>> {
+        let exprs: Vec<Pair<Rule>> = arg.into_inner().collect();
+        let mut out = Vec::new();
+        if exprs.len() == 1 && exprs[0].as_str().trim() == "_" {
+            return Ok(out);
+        }
+        const NAMES: [&str; 5] = ["flush", "warm", "touch", "align", "misalign"];
+        for e in exprs {
+            let espan = self.sp(&e);
+            let Some(prim) = sole_primary(e.clone()) else {
+                return Err(Diagnostic::new(
+                    format!("expected an attribute, found `{}`", e.as_str()),
+                    espan,
+                )
+                .with_hint(
+                    "attributes are flush, warm, touch, align(n), misalign(m), joined with `|`",
+                ));
+            };
+            match prim.as_rule() {
+                Rule::name => match prim.as_str() {
+                    "flush" => out.push(Attr::Flush(espan)),
+                    "warm" => out.push(Attr::Warm(espan)),
+                    "touch" => out.push(Attr::Touch(espan)),
+                    "_" => {
+                        return Err(Diagnostic::new(
+                            "`_` (no attributes) cannot be combined with attributes",
+                            espan,
+                        )
+                        .with_hint("drop the `_`"))
+                    }
+                    "align" | "misalign" => {
+                        return Err(Diagnostic::new(
+                            format!("`{}` needs a byte count", prim.as_str()),
+                            espan,
+                        )
+                        .with_hint(format!("write {}(16)", prim.as_str())))
+                    }
+                    w => {
+                        return Err(Diagnostic::new(format!("unknown attribute `{w}`"), espan)
+                            .with_hint(did_you_mean(w, NAMES).unwrap_or_else(|| {
+                                "attributes are flush, warm, touch, align(n), misalign(m)".into()
+                            })))
+                    }
+                },
+                Rule::call => {
+                    let mut it = prim.into_inner();
+                    let f = it.next().expect("grammar: call name");
+                    let fname = f.as_str().to_string();
+                    let args: Vec<Pair<Rule>> = it.collect();
+                    if fname != "align" && fname != "misalign" {
+                        return Err(Diagnostic::new(
+                            format!("unknown attribute `{fname}(...)`"),
+                            espan,
+                        )
+                        .with_hint(
+                            did_you_mean(&fname, NAMES).unwrap_or_else(|| {
+                                "attributes are flush, warm, touch, align(n), misalign(m)".into()
+                            }),
+                        ));
+                    }
+                    let n = match args.as_slice() {
+                        [a] => self.byte_count(a.clone())?,
+                        _ => {
+                            return Err(Diagnostic::new(
+                                format!("`{fname}` takes one byte count"),
+                                espan,
+                            )
+                            .with_hint(format!("write {fname}(16)")))
+                        }
+                    };
+                    out.push(if fname == "align" {
+                        Attr::Align(n, espan)
+                    } else {
+                        Attr::Misalign(n, espan)
+                    });
+                }
+                _ => {
+                    return Err(Diagnostic::new(
+                        format!("expected an attribute, found `{}`", prim.as_str()),
+                        espan,
+                    )
+                    .with_hint(
+                        "attributes are flush, warm, touch, align(n), misalign(m), joined with `|`",
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A positive power-of-two integer literal (alignment in bytes).
+    fn byte_count(&mut self, e: Pair<Rule>) -> Built<u64> {
+        let span = self.sp(&e);
+        let value = match sole_primary(e) {
+            Some(p) if p.as_rule() == Rule::int => parse_int(p.as_str()),
+            _ => None,
+        };
+        match value {
+            Some(n) if n > 0 && (n as u64).is_power_of_two() => Ok(n as u64),
+            Some(n) => Err(Diagnostic::new(
+                format!("alignment must be a power of two, got {n}"),
+                span,
+            )
+            .with_hint("use 8, 16, 32, 64, 4096, ...")),
+            None => Err(
+                Diagnostic::new("alignment must be an integer literal", span)
+                    .with_hint("write e.g. align(64)"),
+            ),
+        }
+    }
+
+    fn flop(&mut self, clause: Pair<Rule>) -> Built<Flop> {
+        let span = self.sp(&clause);
+        let v = clause.into_inner().next().expect("grammar: flop value");
+        match v.as_rule() {
+            Rule::string => {
+                let inner = v.clone().into_inner().next().expect("grammar: str_inner");
+                let text = inner.as_str().to_string();
+                let start = self.sp(&inner).start;
+                if text.trim().is_empty() {
+                    return Err(
+                        Diagnostic::new("empty flop formula", self.sp(&v)).with_hint(
+                            "write the operation count, e.g. flop=\"2*M*N*K\"; or drop the clause",
+                        ),
+                    );
+                }
+                let expr = parse_expr(&text, start).map_err(|mut d| {
+                    d.message = format!("flop formula does not parse: {}", d.message);
+                    d
+                })?;
+                Ok(Flop { text, expr, span })
+            }
+            _ => {
+                let e = v.into_inner().next().expect("grammar: flop_bare expr");
+                let text = e.as_str().to_string();
+                let expr = self.expr(e, 0)?;
+                Ok(Flop { text, expr, span })
+            }
+        }
+    }
+
+    fn settings<'i>(
+        &mut self,
+        clause: Pair<'i, Rule>,
+        known: &[&str],
+    ) -> Built<Vec<(Ident, Pair<'i, Rule>)>> {
+        let mut out: Vec<(Ident, Pair<'i, Rule>)> = Vec::new();
+        for s in clause.into_inner() {
+            if s.as_rule() != Rule::setting {
+                continue;
+            }
+            let mut it = s.into_inner();
+            let k = it.next().expect("grammar: setting key");
+            let key = Ident {
+                name: k.as_str().to_string(),
+                span: self.sp(&k),
+            };
+            if !known.contains(&key.name.as_str()) {
+                return Err(
+                    Diagnostic::new(format!("unknown setting `{}`", key.name), key.span).with_hint(
+                        did_you_mean(&key.name, known.iter().copied())
+                            .unwrap_or_else(|| format!("settings here are {}", known.join(", "))),
+                    ),
+                );
+            }
+            if out.iter().any(|(k, _)| k.name == key.name) {
+                return Err(Diagnostic::new(
+                    format!("setting `{}` given twice", key.name),
+                    key.span,
+                )
+                .with_hint("keep one"));
+            }
+            let v = it.next().expect("grammar: setting value");
+            let inner = v.into_inner().next().expect("grammar: setting_value inner");
+            out.push((key, inner));
+        }
+        Ok(out)
+    }
+
+    fn timer(&mut self, clause: Pair<Rule>) -> Built<TimerClause> {
+        let span = self.sp(&clause);
+        const KNOWN: [&str; 6] = [
+            "method",
+            "samples",
+            "select",
+            "flush",
+            "flush_size",
+            "min_interval",
+        ];
+        let mut t = TimerClause {
+            span,
+            ..TimerClause::default()
+        };
+        for (key, v) in self.settings(clause, &KNOWN)? {
+            let vspan = self.sp(&v);
+            let text = v.as_str();
+            let bad = |what: &str, choices: &[&str]| {
+                Diagnostic::new(format!("`{}` is not a valid {what}", text), vspan).with_hint(
+                    did_you_mean(text, choices.iter().copied())
+                        .unwrap_or_else(|| format!("use one of: {}", choices.join(", "))),
+                )
+            };
+            match key.name.as_str() {
+                "method" => {
+                    t.method = Some(match text {
+                        "wall" => TimerMethod::Wall,
+                        "cycle" => TimerMethod::Cycle,
+                        "cpu" => TimerMethod::Cpu,
+                        _ => return Err(bad("timer method", &["wall", "cycle", "cpu"])),
+                    })
+                }
+                "samples" => {
+                    let n = match parse_int(text) {
+                        Some(n) if (1..=u32::MAX as i64).contains(&n) => n as u32,
+                        _ => {
+                            return Err(Diagnostic::new(
+                                format!("`{text}` is not a sample count"),
+                                vspan,
+                            )
+                            .with_hint("write a positive integer, e.g. samples=7"))
+                        }
+                    };
+                    t.samples = Some(n);
+                }
+                "select" => {
+                    t.select = Some(match text {
+                        "min" => Selection::Min,
+                        "median" => Selection::Median,
+                        _ => return Err(bad("selection", &["min", "median"])),
+                    })
+                }
+                "flush" => {
+                    t.flush = Some(match text {
+                        "read" => FlushMethod::Read,
+                        "clflush" => FlushMethod::Clflush,
+                        "none" => FlushMethod::None,
+                        _ => return Err(bad("flush method", &["read", "clflush", "none"])),
+                    })
+                }
+                "flush_size" => {
+                    t.flush_size = Some(parse_flush_size(text).ok_or_else(|| {
+                        Diagnostic::new(format!("`{text}` is not a flush size"), vspan).with_hint(
+                            "write a cache level (L1, L2, L3, LLC) or a size with unit (512K, 4M)",
+                        )
+                    })?)
+                }
+                "min_interval" => {
+                    t.min_interval_ns = Some(parse_duration_ns(text).ok_or_else(|| {
+                        Diagnostic::new(format!("`{text}` is not a duration"), vspan)
+                            .with_hint("write a number with a unit: ns, us, ms or s (e.g. 1ms)")
+                    })?)
+                }
+                _ => unreachable!(),
+            }
+        }
+        Ok(t)
+    }
+
+    fn checkpoint(&mut self, clause: Pair<Rule>) -> Built<CheckpointClause> {
+        let span = self.sp(&clause);
+        let first = clause.clone().into_inner().next();
+        if let Some(s) = first.filter(|p| p.as_rule() == Rule::string) {
+            return Ok(CheckpointClause {
+                image: unescape(inner_str(&s)),
+                mode: CheckpointMode::Immediate,
+                span,
+            });
+        }
+        let mut image = None;
+        let mut mode = CheckpointMode::Immediate;
+        for (key, v) in self.settings(clause, &["image", "mode"])? {
+            let vspan = self.sp(&v);
+            match key.name.as_str() {
+                "image" => {
+                    if v.as_rule() != Rule::string {
+                        return Err(Diagnostic::new(
+                            "the checkpoint image must be a quoted path",
+                            vspan,
+                        )
+                        .with_hint(format!("write image=\"{}\";", v.as_str())));
+                    }
+                    image = Some(unescape(inner_str(&v)));
+                }
+                "mode" => {
+                    mode = match (v.as_rule(), v.as_str()) {
+                        (Rule::word, "immediate") => CheckpointMode::Immediate,
+                        (Rule::call, _) => {
+                            let mut it = v.clone().into_inner();
+                            let f = it.next().expect("grammar: call name");
+                            let args: Vec<Pair<Rule>> = it.collect();
+                            let k = match args.as_slice() {
+                                [a] => sole_primary(a.clone())
+                                    .filter(|p| p.as_rule() == Rule::int)
+                                    .and_then(|p| parse_int(p.as_str())),
+                                _ => None,
+                            };
+                            match (f.as_str(), k) {
+                                ("delayed", Some(k)) if (1..=u32::MAX as i64).contains(&k) => {
+                                    CheckpointMode::Delayed(k as u32)
+                                }
+                                ("delayed", _) => {
+                                    return Err(Diagnostic::new(
+                                        "delayed(k) needs a positive integer k",
+                                        vspan,
+                                    )
+                                    .with_hint(
+                                        "k is how many calls before the timed one, e.g. delayed(2)",
+                                    ))
+                                }
+                                _ => {
+                                    return Err(Diagnostic::new(
+                                        format!("`{}` is not a checkpoint mode", v.as_str()),
+                                        vspan,
+                                    )
+                                    .with_hint("use `immediate` or `delayed(k)`"))
+                                }
+                            }
+                        }
+                        (_, "delayed") => {
+                            return Err(Diagnostic::new("delayed needs a call count", vspan)
+                                .with_hint("write delayed(k), e.g. delayed(2)"))
+                        }
+                        (_, other) => {
+                            return Err(Diagnostic::new(
+                                format!("`{other}` is not a checkpoint mode"),
+                                vspan,
+                            )
+                            .with_hint(
+                                did_you_mean(other, ["immediate", "delayed"])
+                                    .unwrap_or_else(|| "use `immediate` or `delayed(k)`".into()),
+                            ))
+                        }
+                    }
+                }
+                _ => unreachable!(),
+            }
+        }
+        let image = image.ok_or_else(|| {
+            Diagnostic::new("the checkpoint clause has no image", span)
+                .with_hint("add image=\"path/to/image-dir\";")
+        })?;
+        Ok(CheckpointClause { image, mode, span })
+    }
+
+    fn expr(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
+        let span = self.sp(&p);
+        if depth > MAX_DEPTH {
+            return Err(Diagnostic::new(
+                format!("expression nested more than {MAX_DEPTH} deep"),
+                span,
+            )
+            .with_hint("split it up"));
+        }
+        match p.as_rule() {
+            Rule::expr | Rule::term => {
+                let mut it = p.into_inner();
+                let first = it.next().expect("grammar: expr has an operand");
+                let mut lhs = self.expr(first, depth + 1)?;
+                let mut chain = 0;
+                while let Some(op) = it.next() {
+                    chain += 1;
+                    if depth + chain > MAX_DEPTH {
+                        return Err(Diagnostic::new(
+                            format!("expression has more than {MAX_DEPTH} operators in a row"),
+                            span,
+                        )
+                        .with_hint("split it up"));
+                    }
+                    let rhs_pair = it.next().expect("grammar: operator has an operand");
+                    let rhs = self.expr(rhs_pair, depth + 1)?;
+                    let op = match op.as_str() {
+                        "+" => BinOp::Add,
+                        "-" => BinOp::Sub,
+                        "*" => BinOp::Mul,
+                        "/" => BinOp::Div,
+                        "%" => BinOp::Mod,
+                        o => unreachable!("grammar: operator {o}"),
+                    };
+                    let s = Span::new(lhs.span().start, rhs.span().end);
+                    lhs = Expr::Binary {
+                        op,
+                        lhs: Box::new(lhs),
+                        rhs: Box::new(rhs),
+                        span: s,
+                    };
+                }
+                Ok(lhs)
+            }
+            Rule::unary => {
+                let mut negs = Vec::new();
+                let mut operand = None;
+                for q in p.into_inner() {
+                    if q.as_rule() == Rule::neg {
+                        negs.push(self.sp(&q));
+                    } else {
+                        operand = Some(q);
+                    }
+                }
+                if negs.len() + depth > MAX_DEPTH {
+                    return Err(Diagnostic::new("too many `-` signs in a row", span)
+                        .with_hint("remove them in pairs"));
+                }
+                let mut e = self.expr(operand.expect("grammar: unary operand"), depth + 1)?;
+                for n in negs.into_iter().rev() {
+                    let s = Span::new(n.start, e.span().end);
+                    e = Expr::Unary {
+                        op: UnaryOp::Neg,
+                        operand: Box::new(e),
+                        span: s,
+                    };
+                }
+                Ok(e)
+            }
+            Rule::int => match parse_int(p.as_str()) {
+                Some(v) => Ok(Expr::Int(v, span)),
+                None => Err(Diagnostic::new(
+                    format!("integer `{}` does not fit in 64 bits", p.as_str()),
+                    span,
+                )
+                .with_hint("write it as a float (e.g. 1e20) if that is what you mean")),
+            },
+            Rule::float => match p.as_str().parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(Expr::Float(v, span)),
+                _ => Err(
+                    Diagnostic::new(format!("number `{}` is out of range", p.as_str()), span)
+                        .with_hint("doubles go up to about 1.8e308"),
+                ),
+            },
+            Rule::string => Ok(Expr::Str(unescape(inner_str(&p)), span)),
+            Rule::name => {
+                let w = p.as_str();
+                match w {
+                    "RANDOM" => Ok(Expr::Random(span)),
+                    "Macro" | "Range" => Err(Diagnostic::new(
+                        format!("`{w}` needs arguments"),
+                        span,
+                    )
+                    .with_hint(if w == "Macro" {
+                        "write Macro(NAME, default)"
+                    } else {
+                        "write Range(begin, incr)"
+                    })),
+                    _ => Ok(Expr::Name(Ident {
+                        name: w.to_string(),
+                        span,
+                    })),
+                }
+            }
+            Rule::call => self.call(p, depth),
+            r => unreachable!("grammar: unexpected expression rule {r:?}"),
+        }
+    }
+
+    fn call(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
+        let span = self.sp(&p);
+        let mut it = p.into_inner();
+        let f = it.next().expect("grammar: call name");
+        let fname = f.as_str().to_string();
+        let args: Vec<Pair<Rule>> = it.collect();
+        let arity = |want: usize, sig: &str| -> Built<()> {
+            if args.len() == want {
+                Ok(())
+            } else {
+                Err(Diagnostic::new(
+                    format!("`{fname}` takes {want} arguments, found {}", args.len()),
+                    span,
+                )
+                .with_hint(format!("write {sig}")))
+            }
+        };
+        match fname.as_str() {
+            "Macro" => {
+                arity(2, "Macro(NAME, default)")?;
+                let name = match sole_primary(args[0].clone()) {
+                    Some(n) if n.as_rule() == Rule::name => Ident {
+                        name: n.as_str().to_string(),
+                        span: self.sp(&n),
+                    },
+                    _ => {
+                        return Err(Diagnostic::new("the first argument of Macro must be a macro name", self.sp(&args[0]))
+                            .with_hint("write Macro(NS, 100): `-D NS=...` then overrides the default 100"))
+                    }
+                };
+                let default = self.expr(args[1].clone(), depth + 1)?;
+                Ok(Expr::Macro {
+                    name,
+                    default: Box::new(default),
+                    span,
+                })
+            }
+            "Range" => {
+                arity(2, "Range(begin, incr)")?;
+                let begin = self.expr(args[0].clone(), depth + 1)?;
+                let incr = self.expr(args[1].clone(), depth + 1)?;
+                Ok(Expr::Range {
+                    begin: Box::new(begin),
+                    incr: Box::new(incr),
+                    span,
+                })
+            }
+            "RANDOM" => {
+                arity(2, "RANDOM(lo, hi)")?;
+                let lo = self.expr(args[0].clone(), depth + 1)?;
+                let hi = self.expr(args[1].clone(), depth + 1)?;
+                Ok(Expr::RandomRange {
+                    lo: Box::new(lo),
+                    hi: Box::new(hi),
+                    span,
+                })
+            }
+            "Vector" | "Matrix" | "SVector" | "SMatrix" | "Array2D" => Err(Diagnostic::new(
+                format!("`{fname}(...)` is an array and can only be the whole value of an init entry"),
+                span,
+            )
+            .with_hint("give it its own entry, e.g. `X=Vector(double, RANDOM, _, N);`")),
+            _ => Err(Diagnostic::new(format!("unknown function `{fname}`"), self.sp(&f)).with_hint(
+                did_you_mean(&fname, ["Macro", "Range", "RANDOM"])
+                    .unwrap_or_else(|| "expressions may call Macro(NAME, default), Range(begin, incr) and RANDOM(lo, hi)".into()),
+            )),
+        }
+    }
+}
+
+/// The single primary (name, call, literal, parenthesised expr) an expression
+/// consists of, if it has no operators.
+fn sole_primary(p: Pair<Rule>) -> Option<Pair<Rule>> {
+    let mut cur = p;
+    loop {
+        match cur.as_rule() {
+            Rule::expr | Rule::term => {
+                let mut it = cur.into_inner();
+                let first = it.next()?;
+                if it.next().is_some() {
+                    return None;
+                }
+                cur = first;
+            }
+            Rule::unary => {
+                let mut it = cur.into_inner();
+                let first = it.next()?;
+                if first.as_rule() == Rule::neg {
+                    return None;
+                }
+                cur = first;
+            }
+            _ => return Some(cur),
+        }
+    }
+}
+
+fn inner_str<'a>(s: &Pair<'a, Rule>) -> &'a str {
+    s.clone()
+        .into_inner()
+        .next()
+        .map(|p| p.as_str())
+        .unwrap_or("")
+}
+
+/// Resolves string escapes: `\"`, `\\`, `\n`, `\t`; any other `\x` stays as written.
+pub(crate) fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('"') => out.push('"'),
+            Some('\\') => out.push('\\'),
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn parse_int(s: &str) -> Option<i64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse::<i64>().ok()
+    }
+}
+
+fn parse_flush_size(s: &str) -> Option<FlushSize> {
+    match s.to_ascii_uppercase().as_str() {
+        "L1" => return Some(FlushSize::Level(1)),
+        "L2" => return Some(FlushSize::Level(2)),
+        "L3" => return Some(FlushSize::Level(3)),
+        "LLC" => return Some(FlushSize::Llc),
+        _ => {}
+    }
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..digits].parse().ok()?;
+    let mult = match &s[digits..] {
+        "K" | "k" | "KiB" | "KB" | "kB" => 1,
+        "M" | "m" | "MiB" | "MB" => 1024,
+        "G" | "g" | "GiB" | "GB" => 1024 * 1024,
+        _ => return None,
+    };
+    let kib = n.checked_mul(mult)?;
+    (kib > 0).then_some(FlushSize::KiB(kib))
+}
+
+fn parse_duration_ns(s: &str) -> Option<u64> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let v: f64 = s[..split].parse().ok()?;
+    let mult = match &s[split..] {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    let ns = v * mult;
+    (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64 && ns.fract() == 0.0).then_some(ns as u64)
+}
+
+fn is_type_word(w: &str) -> bool {
+    matches!(
+        w,
+        "void"
+            | "char"
+            | "short"
+            | "int"
+            | "long"
+            | "float"
+            | "double"
+            | "signed"
+            | "unsigned"
+            | "_Complex"
+            | "complex"
+            | "_Bool"
+            | "bool"
+            | "const"
+            | "volatile"
+            | "restrict"
+            | "__restrict"
+            | "__restrict__"
+            | "struct"
+            | "size_t"
+            | "ptrdiff_t"
+            | "int8_t"
+            | "int16_t"
+            | "int32_t"
+            | "int64_t"
+            | "uint8_t"
+            | "uint16_t"
+            | "uint32_t"
+            | "uint64_t"
+    )
+}
+
+/// Builds a [`CType`] from declaration words and stars (`const double *`).
+fn ctype_from_tokens(toks: &[DeclToken]) -> Built<CType> {
+    let span = Span::new(toks[0].span.start, toks[toks.len() - 1].span.end);
+    let mut is_const = false;
+    let mut pointers: u8 = 0;
+    let mut words: Vec<&DeclToken> = Vec::new();
+    let mut i = 0;
+    let mut struct_name: Option<String> = None;
+    while i < toks.len() {
+        let t = &toks[i];
+        match t.text.as_str() {
+            "*" => {
+                pointers = pointers.checked_add(1).ok_or_else(|| {
+                    Diagnostic::new("too many `*`", t.span)
+                        .with_hint("at most 255 levels of pointer")
+                })?
+            }
+            "const" => {
+                // `const` after a `*` qualifies the pointer itself, which does
+                // not change how the driver allocates or passes the operand.
+                if pointers == 0 {
+                    is_const = true;
+                }
+            }
+            "volatile" | "restrict" | "__restrict" | "__restrict__" | "register" => {}
+            "struct" | "union" | "enum" => {
+                let Some(n) = toks
+                    .get(i + 1)
+                    .filter(|n| n.text != "*" && !is_type_word(&n.text))
+                else {
+                    return Err(
+                        Diagnostic::new(format!("`{}` needs a tag name", t.text), t.span)
+                            .with_hint(format!("write `{} NAME`", t.text)),
+                    );
+                };
+                if t.text != "struct" {
+                    return Err(Diagnostic::new(
+                        format!("`{}` types are not supported", t.text),
+                        t.span,
+                    )
+                    .with_hint("declare a typedef in an include= clause and use its name"));
+                }
+                if pointers > 0 || struct_name.is_some() || !words.is_empty() {
+                    return Err(Diagnostic::new("`struct` must start the type", t.span)
+                        .with_hint(format!("write `const struct {} *`", n.text)));
+                }
+                struct_name = Some(n.text.clone());
+                i += 1;
+            }
+            _ => {
+                if pointers > 0 {
+                    return Err(Diagnostic::new(
+                        format!("unexpected `{}` after `*`", t.text),
+                        t.span,
+                    )
+                    .with_hint("the type comes before the `*`, the name after it"));
+                }
+                if struct_name.is_some() {
+                    return Err(Diagnostic::new(
+                        format!("unexpected `{}` after the struct name", t.text),
+                        t.span,
+                    )
+                    .with_hint("write `struct NAME*`"));
+                }
+                words.push(t);
+            }
+        }
+        i += 1;
+    }
+    let base = if let Some(n) = struct_name {
+        BaseType::Struct(n)
+    } else {
+        base_from_words(&words, span)?
+    };
+    Ok(CType {
+        is_const,
+        base,
+        pointers,
+        span,
+    })
+}
+
+fn base_from_words(words: &[&DeclToken], span: Span) -> Built<BaseType> {
+    use BaseType::*;
+    if words.is_empty() {
+        return Err(Diagnostic::new("missing type", span).with_hint("write e.g. `double*`"));
+    }
+    if words.len() == 1 {
+        let w = words[0].text.as_str();
+        let named = match w {
+            "size_t" => Some(SizeT),
+            "ptrdiff_t" => Some(PtrdiffT),
+            "int8_t" => Some(Int8),
+            "int16_t" => Some(Int16),
+            "int32_t" => Some(Int32),
+            "int64_t" => Some(Int64),
+            "uint8_t" => Some(UInt8),
+            "uint16_t" => Some(UInt16),
+            "uint32_t" => Some(UInt32),
+            "uint64_t" => Some(UInt64),
+            "_Bool" | "bool" => Some(Bool),
+            _ => None,
+        };
+        if let Some(b) = named {
+            return Ok(b);
+        }
+        if !is_type_word(w) {
+            return Ok(Named(w.to_string()));
+        }
+    }
+    let mut count = std::collections::BTreeMap::<&str, usize>::new();
+    for w in words {
+        let key = match w.text.as_str() {
+            "complex" => "_Complex",
+            k @ ("void" | "char" | "short" | "int" | "long" | "float" | "double" | "signed"
+            | "unsigned" | "_Complex") => k,
+            other => {
+                return Err(Diagnostic::new(
+                    format!("`{other}` cannot be combined with other type words"),
+                    w.span,
+                )
+                .with_hint(
+                    did_you_mean(
+                        other,
+                        [
+                            "void", "char", "short", "int", "long", "float", "double", "unsigned",
+                        ],
+                    )
+                    .unwrap_or_else(|| "a typedef name must be the only word of its type".into()),
+                ))
+            }
+        };
+        *count.entry(key).or_default() += 1;
+    }
+    let n = |k: &str| count.get(k).copied().unwrap_or(0);
+    let total: usize = count.values().sum();
+    let unsigned = n("unsigned") > 0;
+    let signed = n("signed") > 0;
+    let bad = || {
+        let text: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+        Diagnostic::new(format!("`{}` is not a C type", text.join(" ")), span)
+            .with_hint("supported: void, char, short, int, long, long long (signed/unsigned), float, double, long double, float/double _Complex, size_t, int64_t, ...")
+    };
+    if n("unsigned") > 1 || n("signed") > 1 || (unsigned && signed) {
+        return Err(bad());
+    }
+    let sign_words = n("unsigned") + n("signed");
+    let b = if n("void") == 1 && total == 1 {
+        Void
+    } else if n("float") == 1 && total == 1 {
+        Float
+    } else if n("double") == 1 && total == 1 {
+        Double
+    } else if n("double") == 1 && n("long") == 1 && total == 2 {
+        LongDouble
+    } else if n("_Complex") == 1 && n("float") == 1 && total == 2 {
+        FloatComplex
+    } else if n("_Complex") == 1 && n("double") == 1 && total == 2 {
+        DoubleComplex
+    } else if n("char") == 1 && total == 1 + sign_words {
+        if unsigned {
+            UnsignedChar
+        } else if signed {
+            SignedChar
+        } else {
+            Char
+        }
+    } else if n("short") == 1 && total == 1 + sign_words + n("int") && n("int") <= 1 {
+        if unsigned {
+            UnsignedShort
+        } else {
+            Short
+        }
+    } else if n("long") == 1 && total == 1 + sign_words + n("int") && n("int") <= 1 {
+        if unsigned {
+            UnsignedLong
+        } else {
+            Long
+        }
+    } else if n("long") == 2 && total == 2 + sign_words + n("int") && n("int") <= 1 {
+        if unsigned {
+            UnsignedLongLong
+        } else {
+            LongLong
+        }
+    } else if n("int") <= 1 && total == n("int") + sign_words && total >= 1 {
+        if unsigned {
+            UnsignedInt
+        } else {
+            Int
+        }
+    } else {
+        return Err(bad());
+    };
+    Ok(b)
+}
