@@ -1,0 +1,76 @@
+/* tdg_instrument.h: in-application profiling of routine calls (tdg).
+ *
+ * Each profiled call stores one 64-byte record (routine id, up to
+ * TDG_MAX_VALUES parameter values, start tick and elapsed ticks from a
+ * serialised TSC read) into a buffer allocated once at start-up, with
+ * non-temporal stores so logging does not evict the application's data.
+ * The buffer is written to $TDG_PROFILE_OUT ("%p" becomes the pid) at exit,
+ * on fatal signals and on tdg_flush(). See docs/profiling.md for the
+ * environment variables and the file format.
+ *
+ * Two ways in:
+ *   - marker macros around a call site (for static or inlined routines):
+ *       TDG_PROFILE("mult_su3", "n:i", mult_su3(a, b, c, n), n);
+ *     or the begin/end pair:
+ *       uint64_t t0 = tdg_begin();  ...  tdg_end(id, t0, nvalues, values);
+ *   - a generated interposer (`tdg instrument SPEC`), no source change.
+ */
+#ifndef TDG_INSTRUMENT_H
+#define TDG_INSTRUMENT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parameter values recorded per call; more are ignored. */
+#define TDG_MAX_VALUES 5
+/* Routines one process can register. */
+#define TDG_MAX_ROUTINES 64
+
+/* Registers (or looks up) a routine and returns its id, or -1 when the table
+ * is full or profiling is disabled. `params` names the recorded values and
+ * their kinds, comma-separated "name:kind" with kind i (signed integer),
+ * u (unsigned integer), p (pointer, recorded as its address) or f (double,
+ * recorded as its bit pattern); e.g. "crc:u,buf:p,len:u". Thread-safe. */
+int tdg_routine(const char *name, const char *params);
+
+/* Serialised start tick: no earlier instruction is still in flight and no
+ * later one has started when the counter is read. */
+uint64_t tdg_begin(void);
+
+/* Serialised end tick, then one record for routine `id` that started at
+ * `t0`, with `n` values (clamped to TDG_MAX_VALUES). */
+void tdg_end(int id, uint64_t t0, int n, const int64_t *values);
+
+/* Writes everything recorded so far to the profile file now (the exit-time
+ * write later replaces it with a superset). Returns 0 or -1 (errno set). */
+int tdg_flush(void);
+
+/* Records that could not be stored because the buffer was full. */
+uint64_t tdg_dropped(void);
+
+/* Pointer argument for TDG_PROFILE's value list. */
+#define TDG_PTR(p) ((int64_t)(intptr_t)(p))
+
+/* TDG_PROFILE(name, params, call, values...): profiles one execution of the
+ * statement `call` (e.g. `r = f(x, n)`), recording `values` (evaluated
+ * before the call) under routine `name` described by `params`. */
+#define TDG_PROFILE(name, params, call, ...)                                  \
+    do {                                                                      \
+        static int tdg_id_ = -2;                                              \
+        if (tdg_id_ == -2)                                                    \
+            tdg_id_ = tdg_routine((name), (params));                         \
+        const int64_t tdg_values_[] = {__VA_ARGS__};                          \
+        uint64_t tdg_t0_ = tdg_begin();                                       \
+        call;                                                                 \
+        tdg_end(tdg_id_, tdg_t0_,                                             \
+                (int)(sizeof tdg_values_ / sizeof tdg_values_[0]),            \
+                tdg_values_);                                                 \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,511 @@
+//! The profile file (`.tdgp`), version 1: what the C runtime writes and
+//! `tdg profile report` reads. All integers little-endian.
+//!
+//! ```text
+//! header (80 bytes)
+//!   0  magic         b"TDGPROF\0"
+//!   8  u32 version   1
+//!  12  u32 header    size of this header in bytes (80); readers skip extra
+//!  16  u64 ticks/s   tick rate, measured against CLOCK_MONOTONIC_RAW
+//!  24  u64 records   number of records that follow the routine table
+//!  32  u64 dropped   calls not recorded because the buffer was full
+//!  40  u64 capacity  buffer size in records
+//!  48  u32 pid
+//!  52  u32 routines  entries in the routine table
+//!  56  u32 threads   threads that recorded at least one call
+//!  60  u16 flags     bit 0: non-temporal stores; bit 1: ticks are TSC
+//!                    (else nanoseconds)
+//!  62  u16 record    record size in bytes (64)
+//!  64  u64 overhead  minimum ticks of an empty begin/end pair
+//!  72  u64 reserved
+//! routine table, `routines` entries, id = position:
+//!   u16 len, name bytes; u16 len, params bytes ("name:kind,..."; kind is
+//!   i signed, u unsigned, p pointer address, f double bit pattern);
+//!   u64 dropped calls of this routine
+//! records, `records` x 64 bytes:
+//!   u64 start tick, u64 elapsed ticks, u16 routine id, u16 thread index,
+//!   u8 value count, u8 flags (bit 0 valid), u16 reserved, 5 x i64 values
+//! ```
+
+use serde::Serialize;
+use std::path::Path;
+
+pub const MAGIC: &[u8; 8] = b"TDGPROF\0";
+pub const VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 80;
+pub const RECORD_SIZE: usize = 64;
+pub const MAX_VALUES: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("cannot read profile {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a tdg profile (bad magic); profiles are written by programs run under `tdg profile`")]
+    BadMagic { path: String },
+    #[error("{path} is profile format version {found}; this tdg reads version {VERSION}: re-record it with this tdg")]
+    Version { path: String, found: u32 },
+    #[error("{path} is truncated or corrupt: {what}")]
+    Corrupt { path: String, what: String },
+}
+
+/// How a recorded value is to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ValueKind {
+    Signed,
+    Unsigned,
+    /// The argument's address: says which buffer, and its alignment.
+    Pointer,
+    /// An IEEE double stored as its bit pattern.
+    Double,
+}
+
+impl ValueKind {
+    pub fn code(self) -> char {
+        match self {
+            ValueKind::Signed => 'i',
+            ValueKind::Unsigned => 'u',
+            ValueKind::Pointer => 'p',
+            ValueKind::Double => 'f',
+        }
+    }
+
+    fn from_code(c: &str) -> Option<ValueKind> {
+        Some(match c {
+            "i" => ValueKind::Signed,
+            "u" => ValueKind::Unsigned,
+            "p" => ValueKind::Pointer,
+            "f" => ValueKind::Double,
+            _ => return None,
+        })
+    }
+
+    /// Pointers are not part of a call context: an address says where the
+    /// data is, not how much work the call does.
+    pub fn is_context(self) -> bool {
+        self != ValueKind::Pointer
+    }
+
+    /// The value as a person reads it.
+    pub fn display(self, raw: i64) -> String {
+        match self {
+            ValueKind::Signed => raw.to_string(),
+            ValueKind::Unsigned => (raw as u64).to_string(),
+            ValueKind::Pointer => format!("{:#x}", raw as u64),
+            ValueKind::Double => f64::from_bits(raw as u64).to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValueInfo {
+    pub name: String,
+    pub kind: ValueKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoutineInfo {
+    pub name: String,
+    pub values: Vec<ValueInfo>,
+    pub dropped: u64,
+}
+
+impl RoutineInfo {
+    /// `"crc:u,buf:p"` as written by `tdg_routine`.
+    pub fn parse_params(text: &str) -> Result<Vec<ValueInfo>, String> {
+        let mut out = Vec::new();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, kind) = item
+                .rsplit_once(':')
+                .ok_or_else(|| format!("parameter `{item}` has no `:kind`"))?;
+            let kind = ValueKind::from_code(kind.trim())
+                .ok_or_else(|| format!("parameter `{item}`: kind must be i, u, p or f"))?;
+            out.push(ValueInfo {
+                name: name.trim().to_string(),
+                kind,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn params_text(&self) -> String {
+        self.values
+            .iter()
+            .map(|v| format!("{}:{}", v.name, v.kind.code()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Record {
+    pub start: u64,
+    pub ticks: u64,
+    pub routine: u16,
+    pub thread: u16,
+    pub nvalues: u8,
+    pub values: [i64; MAX_VALUES],
+}
+
+impl Record {
+    pub fn values(&self) -> &[i64] {
+        &self.values[..usize::from(self.nvalues).min(MAX_VALUES)]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Profile {
+    pub ticks_per_sec: u64,
+    pub dropped: u64,
+    pub capacity: u64,
+    /// Processes merged into this profile (one for a plain run).
+    pub pids: Vec<u32>,
+    pub threads: u32,
+    pub nontemporal: bool,
+    /// Ticks are TSC cycles (else nanoseconds).
+    pub tsc: bool,
+    pub timer_overhead_ticks: u64,
+    pub routines: Vec<RoutineInfo>,
+    /// In the order written; `merge` sorts by start tick.
+    pub records: Vec<Record>,
+}
+
+impl Profile {
+    pub fn ticks_to_ns(&self, ticks: u64) -> f64 {
+        ticks as f64 * 1e9 / self.ticks_per_sec.max(1) as f64
+    }
+
+    pub fn routine_id(&self, name: &str) -> Option<u16> {
+        self.routines
+            .iter()
+            .position(|r| r.name == name)
+            .map(|i| i as u16)
+    }
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    path: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], FormatError> {
+        if self.buf.len() - self.pos < n {
+            return Err(FormatError::Corrupt {
+                path: self.path.to_string(),
+                what: format!("file ends inside {what} at byte {}", self.pos),
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u16(&mut self, what: &str) -> Result<u16, FormatError> {
+        Ok(u16::from_le_bytes(self.take(2, what)?.try_into().unwrap()))
+    }
+    fn u64(&mut self, what: &str) -> Result<u64, FormatError> {
+        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().unwrap()))
+    }
+    fn string(&mut self, what: &str) -> Result<String, FormatError> {
+        let n = self.u16(what)? as usize;
+        let bytes = self.take(n, what)?;
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Parses a whole profile; `path` is only used in messages.
+pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
+    let corrupt = |what: String| FormatError::Corrupt {
+        path: path.to_string(),
+        what,
+    };
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(FormatError::BadMagic {
+            path: path.to_string(),
+        });
+    }
+    let version = le_u32(bytes, 8);
+    if version != VERSION {
+        return Err(FormatError::Version {
+            path: path.to_string(),
+            found: version,
+        });
+    }
+    let header = le_u32(bytes, 12) as usize;
+    if header < HEADER_SIZE || bytes.len() < header {
+        return Err(corrupt(format!(
+            "header claims {header} bytes, file has {}",
+            bytes.len()
+        )));
+    }
+    let nrecords = le_u64(bytes, 24);
+    let nroutines = le_u32(bytes, 52) as usize;
+    let flags = le_u16(bytes, 60);
+    let record_size = le_u16(bytes, 62) as usize;
+    if record_size < RECORD_SIZE {
+        return Err(corrupt(format!("record size {record_size} < {RECORD_SIZE}")));
+    }
+    let mut cur = Cursor {
+        buf: bytes,
+        pos: header,
+        path,
+    };
+    let mut routines = Vec::with_capacity(nroutines.min(1024));
+    for i in 0..nroutines {
+        let name = cur.string("a routine name")?;
+        let params = cur.string("a routine's parameter list")?;
+        let values = RoutineInfo::parse_params(&params)
+            .map_err(|e| corrupt(format!("routine {i} ({name}): {e}")))?;
+        let dropped = cur.u64("a routine's dropped count")?;
+        routines.push(RoutineInfo {
+            name,
+            values,
+            dropped,
+        });
+    }
+    let rest = bytes.len() - cur.pos;
+    let want = (nrecords as u128) * record_size as u128;
+    if (rest as u128) < want {
+        return Err(corrupt(format!(
+            "header announces {nrecords} records ({want} bytes) but only {rest} bytes follow"
+        )));
+    }
+    let mut records = Vec::with_capacity(nrecords as usize);
+    for _ in 0..nrecords {
+        let r = cur.take(record_size, "a record")?;
+        let routine = le_u16(r, 16);
+        if usize::from(routine) >= nroutines {
+            return Err(corrupt(format!(
+                "a record names routine {routine}, the table has {nroutines}"
+            )));
+        }
+        let mut values = [0i64; MAX_VALUES];
+        for (i, v) in values.iter_mut().enumerate() {
+            *v = le_u64(r, 24 + 8 * i) as i64;
+        }
+        records.push(Record {
+            start: le_u64(r, 0),
+            ticks: le_u64(r, 8),
+            routine,
+            thread: le_u16(r, 18),
+            nvalues: r[20].min(MAX_VALUES as u8),
+            values,
+        });
+    }
+    Ok(Profile {
+        ticks_per_sec: le_u64(bytes, 16),
+        dropped: le_u64(bytes, 32),
+        capacity: le_u64(bytes, 40),
+        pids: vec![le_u32(bytes, 48)],
+        threads: le_u32(bytes, 56),
+        nontemporal: flags & 1 != 0,
+        tsc: flags & 2 != 0,
+        timer_overhead_ticks: le_u64(bytes, 64),
+        routines,
+        records,
+    })
+}
+
+/// The bytes of `profile` in format version 1 (a merged profile keeps only
+/// its first pid).
+pub fn to_bytes(profile: &Profile) -> Vec<u8> {
+    let mut b = Vec::with_capacity(HEADER_SIZE + profile.records.len() * RECORD_SIZE + 256);
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&(HEADER_SIZE as u32).to_le_bytes());
+    b.extend_from_slice(&profile.ticks_per_sec.to_le_bytes());
+    b.extend_from_slice(&(profile.records.len() as u64).to_le_bytes());
+    b.extend_from_slice(&profile.dropped.to_le_bytes());
+    b.extend_from_slice(&profile.capacity.to_le_bytes());
+    b.extend_from_slice(&profile.pids.first().copied().unwrap_or(0).to_le_bytes());
+    b.extend_from_slice(&(profile.routines.len() as u32).to_le_bytes());
+    b.extend_from_slice(&profile.threads.to_le_bytes());
+    let flags = u16::from(profile.nontemporal) | (u16::from(profile.tsc) << 1);
+    b.extend_from_slice(&flags.to_le_bytes());
+    b.extend_from_slice(&(RECORD_SIZE as u16).to_le_bytes());
+    b.extend_from_slice(&profile.timer_overhead_ticks.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    debug_assert_eq!(b.len(), HEADER_SIZE);
+    for r in &profile.routines {
+        let params = r.params_text();
+        b.extend_from_slice(&(r.name.len() as u16).to_le_bytes());
+        b.extend_from_slice(r.name.as_bytes());
+        b.extend_from_slice(&(params.len() as u16).to_le_bytes());
+        b.extend_from_slice(params.as_bytes());
+        b.extend_from_slice(&r.dropped.to_le_bytes());
+    }
+    for r in &profile.records {
+        b.extend_from_slice(&r.start.to_le_bytes());
+        b.extend_from_slice(&r.ticks.to_le_bytes());
+        b.extend_from_slice(&r.routine.to_le_bytes());
+        b.extend_from_slice(&r.thread.to_le_bytes());
+        b.push(r.nvalues);
+        b.push(1);
+        b.extend_from_slice(&0u16.to_le_bytes());
+        for v in r.values {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    b
+}
+
+pub fn read(path: &Path) -> Result<Profile, FormatError> {
+    let bytes = std::fs::read(path).map_err(|source| FormatError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse(&bytes, &path.display().to_string())
+}
+
+pub fn write(profile: &Profile, path: &Path) -> std::io::Result<()> {
+    std::fs::write(path, to_bytes(profile))
+}
+
+/// One profile from the files of several processes (a program that forks or
+/// runs others): routines unified by name, thread indices made distinct,
+/// records ordered by start tick (the TSC is shared by all processes on a
+/// machine with an invariant TSC).
+pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
+    let mut iter = parts.into_iter();
+    let mut out = iter.next()?;
+    let mut rate_sum = out.ticks_per_sec as u128;
+    let mut n = 1u128;
+    for p in iter {
+        let map: Vec<u16> = p
+            .routines
+            .iter()
+            .map(|r| match out.routine_id(&r.name) {
+                Some(id) => {
+                    out.routines[id as usize].dropped += r.dropped;
+                    id
+                }
+                None => {
+                    out.routines.push(r.clone());
+                    (out.routines.len() - 1) as u16
+                }
+            })
+            .collect();
+        let thread_base = out.threads as u16;
+        out.records.extend(p.records.iter().map(|r| Record {
+            routine: map[r.routine as usize],
+            thread: r.thread + thread_base,
+            ..*r
+        }));
+        out.threads += p.threads;
+        out.dropped += p.dropped;
+        out.capacity = out.capacity.max(p.capacity);
+        out.pids.extend(p.pids);
+        out.nontemporal &= p.nontemporal;
+        out.timer_overhead_ticks = out.timer_overhead_ticks.min(p.timer_overhead_ticks);
+        rate_sum += p.ticks_per_sec as u128;
+        n += 1;
+    }
+    out.ticks_per_sec = (rate_sum / n) as u64;
+    out.records.sort_by_key(|r| r.start);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Profile {
+        Profile {
+            ticks_per_sec: 2_100_000_000,
+            dropped: 3,
+            capacity: 100,
+            pids: vec![42],
+            threads: 2,
+            nontemporal: true,
+            tsc: true,
+            timer_overhead_ticks: 30,
+            routines: vec![RoutineInfo {
+                name: "crc32".into(),
+                values: RoutineInfo::parse_params("crc:u,buf:p,len:u").unwrap(),
+                dropped: 3,
+            }],
+            records: vec![Record {
+                start: 10,
+                ticks: 500,
+                routine: 0,
+                thread: 1,
+                nvalues: 3,
+                values: [7, 0x1000, 4096, 0, 0],
+            }],
+        }
+    }
+
+    #[test]
+    fn bad_magic_and_version_are_named() {
+        let e = parse(b"hello world, not a profile", "x").unwrap_err();
+        assert!(e.to_string().contains("not a tdg profile"), "{e}");
+        let mut b = to_bytes(&sample());
+        b[8] = 9;
+        let e = parse(&b, "x").unwrap_err();
+        assert!(e.to_string().contains("version 9"), "{e}");
+    }
+
+    #[test]
+    fn truncation_is_reported_not_panicked() {
+        let b = to_bytes(&sample());
+        for cut in [20, HEADER_SIZE, HEADER_SIZE + 5, b.len() - 1] {
+            let e = parse(&b[..cut], "x").unwrap_err();
+            assert!(
+                matches!(e, FormatError::Corrupt { .. } | FormatError::BadMagic { .. }),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn merge_unifies_routines_and_threads() {
+        let a = sample();
+        let mut b = sample();
+        b.pids = vec![43];
+        b.records[0].start = 5;
+        let m = merge(vec![a, b]).unwrap();
+        assert_eq!(m.routines.len(), 1);
+        assert_eq!(m.records.len(), 2);
+        assert_eq!(m.records[0].start, 5);
+        assert_eq!(m.records[0].thread, 3);
+        assert_eq!(m.dropped, 6);
+        assert_eq!(m.pids, vec![42, 43]);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(
+            rate in 1u64..10_000_000_000,
+            dropped in any::<u64>(),
+            recs in prop::collection::vec(
+                (any::<u64>(), any::<u64>(), 0u16..3, any::<u16>(), 0u8..=5, any::<[i64; 5]>()), 0..50),
+        ) {
+            let mut p = sample();
+            p.ticks_per_sec = rate;
+            p.dropped = dropped;
+            p.routines.push(RoutineInfo { name: "b".into(), values: vec![], dropped: 0 });
+            p.routines.push(RoutineInfo { name: "c".into(),
+                values: RoutineInfo::parse_params("x:f").unwrap(), dropped: 1 });
+            p.records = recs.into_iter().map(|(start, ticks, routine, thread, nvalues, values)| {
+                Record { start, ticks, routine, thread, nvalues, values }
+            }).collect();
+            let back = parse(&to_bytes(&p), "rt").unwrap();
+            prop_assert_eq!(back, p);
+        }
+    }
+}

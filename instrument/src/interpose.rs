@@ -1,0 +1,338 @@
+//! Interposers generated from a spec's routine signature: an `LD_PRELOAD`
+//! shim (finds the real routine with `dlsym(RTLD_NEXT)`) for routines in
+//! shared libraries, and a `-Wl,--wrap=NAME` object (`__wrap_NAME` calling
+//! `__real_NAME`) for static links. Both profile every outermost call and
+//! forward it unchanged.
+
+use crate::format::ValueKind;
+use crate::runtime;
+use spec_lang::ast::{BaseType, CType, Lang, Param, Spec};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use toolchain::{CCompiler, CompileJob, ToolchainError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InterposeError {
+    #[error("routine `{routine}`: parameter `{param}` has type `{ty}`, which an interposer cannot pass by value without its definition; add an `include=` clause that defines it")]
+    OpaqueByValue {
+        routine: String,
+        param: String,
+        ty: String,
+    },
+    #[error("routine `{routine}` returns `{ty}` by value, which an interposer cannot forward without its definition; add an `include=` clause that defines it")]
+    OpaqueReturn { routine: String, ty: String },
+    #[error(transparent)]
+    Toolchain(#[from] ToolchainError),
+    #[error("I/O error writing the interposer: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Which of the routine's arguments are recorded, in record order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedValue {
+    pub param: String,
+    pub kind: ValueKind,
+    /// The C expression that yields the value as `int64_t`.
+    pub expr: String,
+}
+
+/// Symbol the application calls: C names as written, Fortran lower-case
+/// with the trailing underscore gfortran appends.
+pub fn symbol_name(spec: &Spec) -> String {
+    match spec.lang {
+        Lang::C => spec.routine.name.name.clone(),
+        Lang::Fortran => format!("{}_", spec.routine.name.name.to_lowercase()),
+    }
+}
+
+fn c_type(ty: &CType) -> String {
+    let mut s = String::new();
+    if ty.is_const {
+        s.push_str("const ");
+    }
+    s.push_str(&ty.base.c_name());
+    for _ in 0..ty.pointers {
+        s.push('*');
+    }
+    s
+}
+
+/// The type the symbol really takes: Fortran passes every argument by
+/// reference.
+fn abi_type(spec: &Spec, p: &Param) -> String {
+    match spec.lang {
+        Lang::C => c_type(&p.ty),
+        Lang::Fortran => format!("{}*", c_type(&p.ty)),
+    }
+}
+
+fn is_signed(base: &BaseType) -> bool {
+    use BaseType::*;
+    matches!(
+        base,
+        Char | SignedChar | Short | Int | Long | LongLong | PtrdiffT | Int8 | Int16 | Int32 | Int64
+    )
+}
+
+/// Up to five values in record order: integers first (they decide the work
+/// a call does), then floating-point scalars, then pointer addresses (which
+/// buffer, and how it is aligned).
+pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
+    let fortran = spec.lang == Lang::Fortran;
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    let mut ptrs = Vec::new();
+    for p in &spec.routine.params {
+        let name = p.name.name.clone();
+        let deref = if fortran { "*" } else { "" };
+        if p.ty.pointers == 0 && p.ty.base.is_integral() {
+            let kind = if is_signed(&p.ty.base) {
+                ValueKind::Signed
+            } else {
+                ValueKind::Unsigned
+            };
+            let expr = if kind == ValueKind::Signed {
+                format!("(int64_t)({deref}{name})")
+            } else {
+                format!("(int64_t)(uint64_t)({deref}{name})")
+            };
+            ints.push(RecordedValue {
+                param: name,
+                kind,
+                expr,
+            });
+        } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
+            floats.push(RecordedValue {
+                expr: format!("tdg_double_bits_((double)({deref}{name}))"),
+                param: name,
+                kind: ValueKind::Double,
+            });
+        } else if p.ty.pointers > 0 {
+            let expr = if fortran {
+                format!("TDG_PTR(*{name})")
+            } else {
+                format!("TDG_PTR({name})")
+            };
+            ptrs.push(RecordedValue {
+                param: name,
+                kind: ValueKind::Pointer,
+                expr,
+            });
+        }
+    }
+    ints.into_iter()
+        .chain(floats)
+        .chain(ptrs)
+        .take(crate::format::MAX_VALUES)
+        .collect()
+}
+
+fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
+    let opaque = |t: &CType| {
+        t.pointers == 0 && matches!(t.base, BaseType::Struct(_) | BaseType::Named(_))
+    };
+    let r = &spec.routine;
+    // With include= clauses the struct/typedef may well be defined there;
+    // let the C compiler be the judge then.
+    if !spec.includes.is_empty() || spec.lang == Lang::Fortran {
+        return Ok(());
+    }
+    if opaque(&r.ret) {
+        return Err(InterposeError::OpaqueReturn {
+            routine: r.name.name.clone(),
+            ty: c_type(&r.ret),
+        });
+    }
+    for p in &r.params {
+        if opaque(&p.ty) {
+            return Err(InterposeError::OpaqueByValue {
+                routine: r.name.name.clone(),
+                param: p.name.name.clone(),
+                ty: c_type(&p.ty),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterposerKind {
+    /// `LD_PRELOAD` shared object.
+    Preload,
+    /// Object for `-Wl,--wrap=NAME`.
+    Wrap,
+}
+
+/// The C source of an interposer for `spec`'s routine.
+pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeError> {
+    check_forwardable(spec)?;
+    let sym = symbol_name(spec);
+    let ret = c_type(&spec.routine.ret);
+    let is_void = spec.routine.ret.base == BaseType::Void && spec.routine.ret.pointers == 0;
+    let params: Vec<String> = spec
+        .routine
+        .params
+        .iter()
+        .map(|p| format!("{} {}", abi_type(spec, p), p.name.name))
+        .collect();
+    let param_list = if params.is_empty() {
+        "void".to_string()
+    } else {
+        params.join(", ")
+    };
+    let args: Vec<&str> = spec
+        .routine
+        .params
+        .iter()
+        .map(|p| p.name.name.as_str())
+        .collect();
+    let args = args.join(", ");
+    let values = recorded_values(spec);
+    let descr = values
+        .iter()
+        .map(|v| format!("{}:{}", v.param, v.kind.code()))
+        .collect::<Vec<_>>()
+        .join(",");
+
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "/* Generated by `tdg instrument`: profiles every outermost call of {sym}\n \
+         * and forwards it unchanged. Do not edit; regenerate from the spec. */"
+    );
+    if kind == InterposerKind::Preload {
+        c.push_str("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <unistd.h>\n");
+    }
+    c.push_str("#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n");
+    c.push_str("#include \"tdg_instrument.h\"\n");
+    for inc in &spec.includes {
+        c.push_str(&inc.text);
+        c.push('\n');
+    }
+    c.push_str(
+        "\nstatic inline int64_t tdg_double_bits_(double d) {\n    int64_t b;\n    memcpy(&b, &d, sizeof b);\n    return b;\n}\n",
+    );
+    c.push_str("static int tdg_id_ = -2;\n");
+    // Only the outermost call is recorded: a routine that calls itself (or
+    // the runtime calling back into it) must not nest records.
+    c.push_str("static __thread int tdg_depth_;\n");
+    match kind {
+        InterposerKind::Preload => {
+            let _ = writeln!(c, "typedef {ret} (*tdg_real_fn_)({param_list});");
+            c.push_str("static tdg_real_fn_ tdg_real_;\n\n");
+            let _ = writeln!(c, "{ret} {sym}({param_list}) {{");
+            let _ = writeln!(c, "    if (!tdg_real_) {{");
+            let _ = writeln!(
+                c,
+                "        tdg_real_ = (tdg_real_fn_)dlsym(RTLD_NEXT, \"{sym}\");"
+            );
+            let _ = writeln!(c, "        if (!tdg_real_) {{");
+            let _ = writeln!(
+                c,
+                "            static const char msg[] = \"tdg shim: no later definition of {sym} to forward to (dlsym RTLD_NEXT failed)\\n\";"
+            );
+            c.push_str("            (void)!write(2, msg, sizeof msg - 1);\n            abort();\n        }\n    }\n");
+        }
+        InterposerKind::Wrap => {
+            let _ = writeln!(c, "{ret} __real_{sym}({param_list});");
+            let _ = writeln!(c, "{ret} __wrap_{sym}({param_list});\n");
+            let _ = writeln!(c, "{ret} __wrap_{sym}({param_list}) {{");
+        }
+    }
+    let callee = match kind {
+        InterposerKind::Preload => "tdg_real_".to_string(),
+        InterposerKind::Wrap => format!("__real_{sym}"),
+    };
+    if is_void {
+        let _ = writeln!(c, "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}");
+    } else {
+        let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
+    }
+    let _ = writeln!(
+        c,
+        "    if (tdg_id_ == -2)\n        tdg_id_ = tdg_routine(\"{}\", \"{descr}\");",
+        spec.routine.name.name
+    );
+    if values.is_empty() {
+        c.push_str("    const int64_t *tdg_v_ = NULL;\n");
+    } else {
+        let exprs: Vec<&str> = values.iter().map(|v| v.expr.as_str()).collect();
+        let _ = writeln!(c, "    const int64_t tdg_v_[] = {{{}}};", exprs.join(", "));
+    }
+    c.push_str("    tdg_depth_++;\n    uint64_t tdg_t0_ = tdg_begin();\n");
+    if is_void {
+        let _ = writeln!(c, "    {callee}({args});");
+    } else {
+        let _ = writeln!(c, "    {ret} tdg_r_ = {callee}({args});");
+    }
+    let _ = writeln!(c, "    tdg_end(tdg_id_, tdg_t0_, {}, tdg_v_);", values.len());
+    c.push_str("    tdg_depth_--;\n");
+    if !is_void {
+        c.push_str("    return tdg_r_;\n");
+    }
+    c.push_str("}\n");
+    Ok(c)
+}
+
+/// What `build_interposers` produced.
+#[derive(Debug, Clone)]
+pub struct Interposers {
+    pub preload_source: PathBuf,
+    /// `LD_PRELOAD` this; the runtime is compiled in.
+    pub preload_shim: PathBuf,
+    pub wrap_source: PathBuf,
+    /// Link this with `-Wl,--wrap=<symbol>` and `libtdg_instrument.a`.
+    pub wrap_object: PathBuf,
+    pub symbol: String,
+    pub runtime: runtime::RuntimeBuild,
+}
+
+/// Writes and compiles both interposers and the runtime into `dir`.
+/// `include_dirs` serve the spec's `include=` clauses.
+pub fn build_interposers(
+    cc: &CCompiler,
+    spec: &Spec,
+    dir: &Path,
+    include_dirs: &[PathBuf],
+) -> Result<Interposers, InterposeError> {
+    let rt = runtime::build(cc, dir)?;
+    let sym = symbol_name(spec);
+    let mut incs = vec![rt.include_dir.clone()];
+    incs.extend(include_dirs.iter().cloned());
+
+    let preload_source = dir.join(format!("tdg_preload_{sym}.c"));
+    std::fs::write(&preload_source, generate(spec, InterposerKind::Preload)?)?;
+    let preload_shim = dir.join(format!("tdg_preload_{sym}.so"));
+    cc.compile(&CompileJob {
+        sources: vec![preload_source.clone(), rt.source.clone()],
+        output: preload_shim.clone(),
+        cflags: {
+            let mut f = runtime::cflags();
+            f.push("-shared".into());
+            f
+        },
+        include_dirs: incs.clone(),
+        link_args: vec!["-ldl".into(), "-lpthread".into()],
+        ..Default::default()
+    })?;
+
+    let wrap_source = dir.join(format!("tdg_wrap_{sym}.c"));
+    std::fs::write(&wrap_source, generate(spec, InterposerKind::Wrap)?)?;
+    let wrap_object = dir.join(format!("tdg_wrap_{sym}.o"));
+    cc.compile(&CompileJob {
+        sources: vec![wrap_source.clone()],
+        output: wrap_object.clone(),
+        cflags: runtime::cflags(),
+        include_dirs: incs,
+        object_only: true,
+        ..Default::default()
+    })?;
+    Ok(Interposers {
+        preload_source,
+        preload_shim,
+        wrap_source,
+        wrap_object,
+        symbol: sym,
+        runtime: rt,
+    })
+}

@@ -1,0 +1,78 @@
+//! The C profiling runtime, embedded in the tdg binary and compiled on
+//! demand with the system compiler: `tdg profile` then works from any cargo
+//! build tree or installed binary without locating build artefacts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use toolchain::{CCompiler, CompileJob, ToolchainError};
+
+/// `tdg_instrument.h`, the header C programs include.
+pub const HEADER: &str = include_str!("../c/tdg_instrument.h");
+/// The runtime's single translation unit.
+pub const SOURCE: &str = include_str!("../c/tdg_instrument.c");
+
+/// Flags the runtime and shims are compiled with: optimised, position
+/// independent (it goes into shared objects), and warnings on so a broken
+/// generated shim is loud.
+pub fn cflags() -> Vec<String> {
+    ["-O2", "-fPIC", "-std=gnu11", "-Wall", "-Wextra"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Where a built runtime is.
+#[derive(Debug, Clone)]
+pub struct RuntimeBuild {
+    /// Holds `tdg_instrument.h` (pass as `-I`).
+    pub include_dir: PathBuf,
+    /// `tdg_instrument.c`, for compiling into another object.
+    pub source: PathBuf,
+    /// `libtdg_instrument.a`.
+    pub static_lib: PathBuf,
+    /// `libtdg_instrument.so`.
+    pub shared_lib: PathBuf,
+}
+
+/// Writes the header and source into `dir` (created if needed).
+pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let header = dir.join("tdg_instrument.h");
+    let source = dir.join("tdg_instrument.c");
+    std::fs::write(&header, HEADER)?;
+    std::fs::write(&source, SOURCE)?;
+    Ok((header, source))
+}
+
+/// Builds the static and the shared library into `dir`.
+pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError> {
+    let (_, source) = write_sources(dir)?;
+    let object = dir.join("tdg_instrument.o");
+    cc.compile(&CompileJob {
+        sources: vec![source.clone()],
+        output: object.clone(),
+        cflags: cflags(),
+        include_dirs: vec![dir.to_path_buf()],
+        object_only: true,
+        ..Default::default()
+    })?;
+    let static_lib = dir.join("libtdg_instrument.a");
+    let _ = std::fs::remove_file(&static_lib);
+    let mut ar = Command::new("ar");
+    ar.arg("rcs").arg(&static_lib).arg(&object);
+    toolchain::run(&mut ar, Some(std::time::Duration::from_secs(60)))?;
+    let shared_lib = dir.join("libtdg_instrument.so");
+    cc.compile(&CompileJob {
+        sources: vec![object],
+        output: shared_lib.clone(),
+        cflags: vec!["-shared".into()],
+        link_args: vec!["-lpthread".into()],
+        ..Default::default()
+    })?;
+    Ok(RuntimeBuild {
+        include_dir: dir.to_path_buf(),
+        source,
+        static_lib,
+        shared_lib,
+    })
+}

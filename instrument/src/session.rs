@@ -1,0 +1,135 @@
+//! `tdg profile -- CMD`: run a program with profiling on and collect what
+//! every one of its processes recorded into one profile.
+
+use crate::format::{self, Profile};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no command to profile: give it after `--`, e.g. `tdg profile --spec crc32.spec -- ./app args`")]
+    NoCommand,
+    #[error("`{program}` could not be started: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    NoProfile(String),
+    #[error(transparent)]
+    Format(#[from] format::FormatError),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How the runtime inside the program is configured (environment).
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeSettings {
+    /// `TDG_PROFILE_CALLS`: expected calls per routine.
+    pub calls: Option<u64>,
+    /// `TDG_PROFILE_RECORDS`: buffer size in records (overrides `calls`).
+    pub records: Option<u64>,
+    /// `TDG_PROFILE_STORES=cached`: ordinary stores instead of movnti.
+    pub cached_stores: bool,
+}
+
+/// What one profiled run produced.
+#[derive(Debug)]
+pub struct SessionOutcome {
+    pub profile: Profile,
+    pub status: ExitStatus,
+    /// Per-process files that were merged.
+    pub files: Vec<PathBuf>,
+}
+
+impl SessionOutcome {
+    /// "exited with 0" / "was killed by SIGSEGV".
+    pub fn how_it_ended(&self) -> String {
+        match (self.status.code(), self.status.signal()) {
+            (Some(c), _) => format!("exited with status {c}"),
+            (None, Some(s)) => format!(
+                "was killed by {} (signal {s})",
+                toolchain::signal_name(s)
+            ),
+            _ => "ended".into(),
+        }
+    }
+}
+
+/// Runs `command` (stdio inherited) with `preload` added to `LD_PRELOAD` if
+/// given, and per-process profile files in `work_dir`; merges them.
+pub fn run_profiled(
+    command: &[OsString],
+    preload: Option<&Path>,
+    settings: &RuntimeSettings,
+    work_dir: &Path,
+) -> Result<SessionOutcome, SessionError> {
+    let (program, args) = command.split_first().ok_or(SessionError::NoCommand)?;
+    let pattern = work_dir.join("profile.%p.tdgp");
+    let mut cmd = Command::new(program);
+    cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
+    if let Some(shim) = preload {
+        let mut value = OsString::from(shim);
+        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            value.push(":");
+            value.push(existing);
+        }
+        cmd.env("LD_PRELOAD", value);
+    }
+    if let Some(c) = settings.calls {
+        cmd.env("TDG_PROFILE_CALLS", c.to_string());
+    }
+    if let Some(r) = settings.records {
+        cmd.env("TDG_PROFILE_RECORDS", r.to_string());
+    }
+    if settings.cached_stores {
+        cmd.env("TDG_PROFILE_STORES", "cached");
+    }
+    tracing::debug!(command = %toolchain::render_command(&cmd), "profiling");
+    let status = cmd.status().map_err(|source| SessionError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    let profile_files = collect_files(work_dir)?;
+    if profile_files.is_empty() {
+        let how = match status.signal() {
+            Some(s) => format!(" (it was killed by {})", toolchain::signal_name(s)),
+            None => String::new(),
+        };
+        let hint = if preload.is_some() {
+            "check that the program calls the routine through a shared library (`nm -D` on the library lists it; a static link needs the --wrap object from `tdg instrument`)"
+        } else {
+            "without --spec the program itself must use the TDG_PROFILE markers and link libtdg_instrument (see `tdg instrument --runtime-only`)"
+        };
+        return Err(SessionError::NoProfile(format!(
+            "`{}` recorded no profiled call{how}: {hint}",
+            program.to_string_lossy()
+        )));
+    }
+    let mut parts = Vec::new();
+    for f in &profile_files {
+        parts.push(format::read(f)?);
+    }
+    let profile = format::merge(parts).expect("at least one part");
+    Ok(SessionOutcome {
+        profile,
+        status,
+        files: profile_files,
+    })
+}
+
+fn collect_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("profile.") && n.ends_with(".tdgp"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
