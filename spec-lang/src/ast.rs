@@ -245,6 +245,9 @@ pub struct Init {
     pub span: Span,
 }
 
+// Unboxed on purpose: a spec has a handful of entries, and other crates
+// match on `InitValue::Array(a)` directly.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum InitValue {
     Scalar(Expr),
@@ -470,4 +473,148 @@ pub enum CheckpointMode {
     Immediate,
     /// Checkpoint this many calls/iterations before the timed one.
     Delayed(u32),
+}
+
+// ---------------------------------------------------------------------------
+// Lookups used by the checker, the driver generator and the tools.
+
+impl Spec {
+    /// The routine parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.routine.params.iter().find(|p| p.name.name == name)
+    }
+
+    /// The (first) `init` entry for `name`.
+    pub fn init_for(&self, name: &str) -> Option<&Init> {
+        self.init.iter().find(|i| i.name.name == name)
+    }
+
+    /// The scalar value expression of `name`, if its init is a scalar.
+    pub fn scalar_for(&self, name: &str) -> Option<&Expr> {
+        match &self.init_for(name)?.value {
+            InitValue::Scalar(e) => Some(e),
+            InitValue::Array(_) => None,
+        }
+    }
+
+    /// The array init of `name`, if it is allocated by the driver.
+    pub fn array_for(&self, name: &str) -> Option<&ArrayInit> {
+        match &self.init_for(name)?.value {
+            InitValue::Array(a) => Some(a),
+            InitValue::Scalar(_) => None,
+        }
+    }
+
+    /// Every `Macro(NAME, default)` in the init entries, first occurrence of
+    /// each name, in source order.
+    pub fn macros(&self) -> Vec<(&Ident, &Expr)> {
+        let mut out: Vec<(&Ident, &Expr)> = Vec::new();
+        for init in &self.init {
+            let exprs: Vec<&Expr> = match &init.value {
+                InitValue::Scalar(e) => vec![e],
+                InitValue::Array(a) => {
+                    let mut v: Vec<&Expr> = a.dims.iter().collect();
+                    match &a.fill {
+                        Fill::RandomRange { lo, hi, .. } => {
+                            v.push(lo);
+                            v.push(hi);
+                        }
+                        Fill::Const(e, _) => v.push(e),
+                        _ => {}
+                    }
+                    v
+                }
+            };
+            for e in exprs {
+                e.walk(&mut |sub| {
+                    if let Expr::Macro { name, default, .. } = sub {
+                        if !out.iter().any(|(n, _)| n.name == name.name) {
+                            out.push((name, default));
+                        }
+                    }
+                });
+            }
+        }
+        out
+    }
+
+    /// The routine's link-level symbol: Fortran names are lower-case with a
+    /// trailing underscore (the gfortran convention).
+    pub fn symbol(&self) -> String {
+        match self.lang {
+            Lang::C => self.routine.name.name.clone(),
+            Lang::Fortran => format!("{}_", self.routine.name.name.to_ascii_lowercase()),
+        }
+    }
+}
+
+impl Expr {
+    /// Calls `f` on this expression and every sub-expression, pre-order.
+    pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
+        f(self);
+        match self {
+            Expr::Macro { default, .. } => default.walk(f),
+            Expr::RandomRange { lo, hi, .. } => {
+                lo.walk(f);
+                hi.walk(f);
+            }
+            Expr::Range { begin, incr, .. } => {
+                begin.walk(f);
+                incr.walk(f);
+            }
+            Expr::Unary { operand, .. } => operand.walk(f),
+            Expr::Binary { lhs, rhs, .. } => {
+                lhs.walk(f);
+                rhs.walk(f);
+            }
+            Expr::Int(..) | Expr::Float(..) | Expr::Str(..) | Expr::Name(_) | Expr::Random(_) => {}
+        }
+    }
+
+    /// Every name the expression refers to (not macro names: those are
+    /// defined by the `Macro` itself).
+    pub fn names(&self) -> Vec<&Ident> {
+        let mut out = Vec::new();
+        self.walk(&mut |e| {
+            if let Expr::Name(id) = e {
+                out.push(id);
+            }
+        });
+        out
+    }
+}
+
+impl ArrayInit {
+    pub fn is_flushed(&self) -> bool {
+        self.attrs.iter().any(|a| matches!(a, Attr::Flush(_)))
+    }
+
+    pub fn is_warm(&self) -> bool {
+        self.attrs.iter().any(|a| matches!(a, Attr::Warm(_)))
+    }
+
+    pub fn is_touched(&self) -> bool {
+        self.attrs.iter().any(|a| matches!(a, Attr::Touch(_)))
+    }
+
+    /// `align(n)`, if given.
+    pub fn align(&self) -> Option<u64> {
+        self.attrs.iter().find_map(|a| match a {
+            Attr::Align(n, _) => Some(*n),
+            _ => None,
+        })
+    }
+
+    /// `misalign(m)`, if given.
+    pub fn misalign(&self) -> Option<u64> {
+        self.attrs.iter().find_map(|a| match a {
+            Attr::Misalign(m, _) => Some(*m),
+            _ => None,
+        })
+    }
+
+    /// Static storage (`SVector`/`SMatrix`).
+    pub fn is_static(&self) -> bool {
+        matches!(self.kind, ArrayKind::SVector | ArrayKind::SMatrix)
+    }
 }

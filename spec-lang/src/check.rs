@@ -1,15 +1,741 @@
-//! Semantic checks on a parsed [`Spec`].
+//! Semantic checks on a parsed [`Spec`]: everything the grammar cannot say
+//! but the driver relies on. Each check adds diagnostics and goes on, so one
+//! run reports every problem.
 
-use crate::ast::Spec;
-use crate::diag::Diagnostics;
+use crate::ast::*;
+use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
+use crate::eval;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Every semantic error in `spec` (names, sizes, attributes, duplicates).
+/// Every semantic error in `spec`.
 pub fn check(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let errors = Vec::new();
-    let _ = spec;
+    let errors = problems(spec, src);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(Diagnostics::new(file, src, errors))
     }
+}
+
+/// The checks' findings without packaging (empty when the spec is sound).
+pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        spec,
+        src,
+        out: Vec::new(),
+    };
+    c.duplicate_params();
+    c.types();
+    c.macros();
+    c.init_entries();
+    c.names_defined();
+    c.cycles();
+    c.arrays();
+    c.missing_values();
+    c.returns();
+    c.flop();
+    c.checkpoint();
+    if c.out.is_empty() {
+        c.sizes_evaluate();
+    }
+    c.out
+}
+
+struct Checker<'a> {
+    spec: &'a Spec,
+    src: &'a str,
+    out: Vec<Diagnostic>,
+}
+
+impl<'a> Checker<'a> {
+    fn line(&self, span: Span) -> usize {
+        line_col(self.src, span.start).0
+    }
+
+    fn duplicate_params(&mut self) {
+        let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
+        for p in &self.spec.routine.params {
+            if let Some(first) = seen.get(p.name.name.as_str()) {
+                let d = Diagnostic::new(
+                    format!("parameter `{}` is declared twice", p.name.name),
+                    p.name.span,
+                )
+                .with_hint(format!(
+                    "the first declaration is on line {}",
+                    self.line(*first)
+                ));
+                self.out.push(d);
+            } else {
+                seen.insert(&p.name.name, p.name.span);
+            }
+        }
+    }
+
+    /// Typedef names must come from an `include=`; otherwise it is most
+    /// likely a misspelt C type.
+    fn types(&mut self) {
+        let mut types: Vec<&CType> = vec![&self.spec.routine.ret];
+        types.extend(self.spec.routine.params.iter().map(|p| &p.ty));
+        for i in &self.spec.init {
+            if let InitValue::Array(a) = &i.value {
+                types.push(&a.elem);
+            }
+        }
+        let includes: String = self
+            .spec
+            .includes
+            .iter()
+            .map(|i| i.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for t in types {
+            if let BaseType::Named(n) = &t.base {
+                if !contains_word(&includes, n) {
+                    let d = Diagnostic::new(format!("unknown type `{n}`"), t.span).with_hint(
+                        did_you_mean(n, C_TYPE_NAMES.iter().copied()).unwrap_or_else(|| {
+                            format!("define it in an include= clause (include=\"typedef struct {{ ... }} {n};\";) or write `struct {n}`")
+                        }),
+                    );
+                    self.out.push(d);
+                }
+            }
+        }
+    }
+
+    /// A macro defined twice with different defaults, or named like a
+    /// parameter: the driver's `#define` would rewrite the parameter.
+    fn macros(&mut self) {
+        let mut defaults: BTreeMap<&str, (&Expr, Span)> = BTreeMap::new();
+        for init in &self.spec.init {
+            let InitValue::Scalar(e) = &init.value else {
+                continue;
+            };
+            e.walk(&mut |sub| {
+                if let Expr::Macro { name, default, .. } = sub {
+                    if self.spec.param(&name.name).is_some() {
+                        self.out.push(
+                            Diagnostic::new(format!("macro `{}` has the name of a parameter", name.name), name.span)
+                                .with_hint(format!(
+                                    "the driver #defines macros, which would rewrite the parameter; call it e.g. `{}S`",
+                                    name.name
+                                )),
+                        );
+                    }
+                    match defaults.get(name.name.as_str()) {
+                        Some((first, first_span)) if **first != **default => {
+                            let line = line_col(self.src, first_span.start).0;
+                            self.out.push(
+                                Diagnostic::new(
+                                    format!("macro `{}` is given two different defaults", name.name),
+                                    default.span(),
+                                )
+                                .with_hint(format!("the first is on line {line}; refer to the macro by name instead")),
+                            );
+                        }
+                        Some(_) => {}
+                        None => {
+                            defaults.insert(&name.name, (default, default.span()));
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    fn init_entries(&mut self) {
+        let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
+        let params: Vec<&str> = self
+            .spec
+            .routine
+            .params
+            .iter()
+            .map(|p| p.name.name.as_str())
+            .collect();
+        for init in &self.spec.init {
+            let name = init.name.name.as_str();
+            if let Some(first) = seen.get(name) {
+                self.out.push(
+                    Diagnostic::new(format!("`{name}` is initialised twice"), init.name.span)
+                        .with_hint(format!(
+                            "the first definition is on line {}; keep one",
+                            self.line(*first)
+                        )),
+                );
+                continue;
+            }
+            seen.insert(name, init.name.span);
+            if self.spec.param(name).is_none() {
+                let hint = did_you_mean(name, params.iter().copied()).unwrap_or_else(|| {
+                    format!(
+                        "the parameters of `{}` are: {}",
+                        self.spec.routine.name.name,
+                        params.join(", ")
+                    )
+                });
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{name}` is not a parameter of `{}`",
+                            self.spec.routine.name.name
+                        ),
+                        init.name.span,
+                    )
+                    .with_hint(hint),
+                );
+            }
+        }
+    }
+
+    /// Names visible in expressions: parameters and macro names.
+    fn known_names(&self) -> BTreeSet<&'a str> {
+        let mut k: BTreeSet<&str> = self
+            .spec
+            .routine
+            .params
+            .iter()
+            .map(|p| p.name.name.as_str())
+            .collect();
+        for (m, _) in self.spec.macros() {
+            k.insert(&m.name);
+        }
+        k
+    }
+
+    fn undefined(&mut self, id: &Ident, known: &BTreeSet<&str>, context: &str) {
+        if known.contains(id.name.as_str()) {
+            return;
+        }
+        let hint = did_you_mean(&id.name, known.iter().copied()).unwrap_or_else(|| {
+            format!(
+                "names must be parameters of the routine or Macro names (here: {})",
+                known.iter().copied().collect::<Vec<_>>().join(", ")
+            )
+        });
+        self.out.push(
+            Diagnostic::new(
+                format!("undefined name `{}` in {context}", id.name),
+                id.span,
+            )
+            .with_hint(hint),
+        );
+    }
+
+    fn names_defined(&mut self) {
+        let known = self.known_names();
+        for init in &self.spec.init {
+            match &init.value {
+                InitValue::Scalar(e) => {
+                    for id in e.names() {
+                        self.undefined(id, &known, &format!("the value of `{}`", init.name.name));
+                    }
+                }
+                InitValue::Array(a) => {
+                    for d in &a.dims {
+                        for id in d.names() {
+                            self.undefined(
+                                id,
+                                &known,
+                                &format!("the size of `{}`", init.name.name),
+                            );
+                        }
+                    }
+                    let fill_exprs: Vec<&Expr> = match &a.fill {
+                        Fill::RandomRange { lo, hi, .. } => vec![lo, hi],
+                        Fill::Const(e, _) => vec![e],
+                        _ => vec![],
+                    };
+                    for e in fill_exprs {
+                        for id in e.names() {
+                            self.undefined(
+                                id,
+                                &known,
+                                &format!("the fill of `{}`", init.name.name),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(f) = &self.spec.flop {
+            for id in f.expr.names() {
+                self.undefined(id, &known, "the flop formula");
+            }
+        }
+    }
+
+    /// `N=M; M=N;` has no value; the driver would evaluate garbage.
+    fn cycles(&mut self) {
+        let deps: BTreeMap<&str, (Vec<&Ident>, Span)> = self
+            .spec
+            .init
+            .iter()
+            .filter_map(|i| match &i.value {
+                InitValue::Scalar(e) => Some((i.name.name.as_str(), (e.names(), i.name.span))),
+                InitValue::Array(_) => None,
+            })
+            .collect();
+        let mut reported: BTreeSet<&str> = BTreeSet::new();
+        for (&start, (_, span)) in &deps {
+            // Depth-first search for a path back to `start`.
+            let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+            let mut visited: BTreeSet<&str> = BTreeSet::new();
+            while let Some((n, path)) = stack.pop() {
+                let Some((next, _)) = deps.get(n) else {
+                    continue;
+                };
+                for id in next {
+                    let m = id.name.as_str();
+                    if m == start {
+                        if path.iter().all(|p| !reported.contains(p)) {
+                            reported.extend(path.iter().copied());
+                            let mut shown = path.clone();
+                            shown.push(start);
+                            self.out.push(
+                                Diagnostic::new(
+                                    format!("`{start}` is defined in terms of itself"),
+                                    *span,
+                                )
+                                .with_hint(format!("cycle: {}", shown.join(" -> "))),
+                            );
+                        }
+                        stack.clear();
+                        break;
+                    }
+                    if visited.insert(m) {
+                        let mut p = path.clone();
+                        p.push(m);
+                        stack.push((m, p));
+                    }
+                }
+            }
+        }
+    }
+
+    fn arrays(&mut self) {
+        for init in &self.spec.init {
+            let InitValue::Array(a) = &init.value else {
+                continue;
+            };
+            let name = &init.name.name;
+            if let Some(p) = self.spec.param(name) {
+                let want_ptrs = match a.kind {
+                    ArrayKind::Array2D => 2,
+                    _ => 1,
+                };
+                let pointee_ptrs = p.ty.pointers.saturating_sub(want_ptrs);
+                if p.ty.pointers < want_ptrs {
+                    let what = if p.ty.pointers == 0 {
+                        "not a pointer"
+                    } else {
+                        "a single pointer"
+                    };
+                    let hint = if want_ptrs == 2 {
+                        format!(
+                            "Array2D passes a pointer to row pointers: declare `{}** {name}`",
+                            a.elem.base.c_name()
+                        )
+                    } else {
+                        format!(
+                            "give it a scalar value (`{name}=...;`) or declare it `{}* {name}`",
+                            p.ty.base.c_name()
+                        )
+                    };
+                    self.out.push(
+                        Diagnostic::new(
+                            format!(
+                                "`{name}` is {what} (`{}`) but is initialised as an array",
+                                type_text(&p.ty)
+                            ),
+                            a.span,
+                        )
+                        .with_hint(hint),
+                    );
+                } else if p.ty.base != a.elem.base || pointee_ptrs != a.elem.pointers {
+                    let want = CType {
+                        is_const: false,
+                        base: p.ty.base.clone(),
+                        pointers: pointee_ptrs,
+                        span: Span::default(),
+                    };
+                    self.out.push(
+                        Diagnostic::new(
+                            format!(
+                                "element type `{}` does not match parameter `{name}` (`{}`)",
+                                type_text(&a.elem),
+                                type_text(&p.ty)
+                            ),
+                            a.elem.span,
+                        )
+                        .with_hint(format!("write `{}` as the element type", type_text(&want))),
+                    );
+                }
+            }
+            if a.elem.base == BaseType::Void && a.elem.pointers == 0 {
+                self.out.push(
+                    Diagnostic::new("cannot allocate elements of type `void`", a.elem.span)
+                        .with_hint("use `unsigned char` for raw bytes"),
+                );
+            }
+            if matches!(a.elem.base, BaseType::Struct(_))
+                && a.elem.pointers == 0
+                && !matches!(a.fill, Fill::Zero(_) | Fill::File(..))
+            {
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{}` elements can only be filled with ZERO or FILE(...)",
+                            type_text(&a.elem)
+                        ),
+                        a.fill_span(),
+                    )
+                    .with_hint("the driver does not know the struct's fields"),
+                );
+            }
+            self.attrs(a);
+            for d in &a.dims {
+                self.integral_size(d, name);
+            }
+            if let Fill::File(path, span) = &a.fill {
+                if path.is_empty() {
+                    self.out.push(
+                        Diagnostic::new("FILE(\"\") names no file", *span)
+                            .with_hint("give the path of the recorded bytes"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn attrs(&mut self, a: &ArrayInit) {
+        let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
+        for at in &a.attrs {
+            let key = match at {
+                Attr::Flush(_) => "flush",
+                Attr::Warm(_) => "warm",
+                Attr::Touch(_) => "touch",
+                Attr::Align(..) => "align",
+                Attr::Misalign(..) => "misalign",
+            };
+            if seen.contains_key(key) {
+                self.out.push(
+                    Diagnostic::new(format!("attribute `{key}` given twice"), at.span())
+                        .with_hint("keep one"),
+                );
+            }
+            seen.insert(key, at.span());
+        }
+        if let (Some(_), Some(w)) = (seen.get("flush"), seen.get("warm")) {
+            self.out.push(
+                Diagnostic::new("`flush` and `warm` conflict: an operand cannot be both evicted and cache-resident", *w)
+                    .with_hint("keep `flush` (cold, as on first touch in the application) or `warm` (reused from cache)"),
+            );
+        }
+        if let Some(m) = a.misalign() {
+            let align = a.align();
+            let m_span = seen["misalign"];
+            match align {
+                Some(n) if m <= n => self.out.push(
+                    Diagnostic::new(
+                        format!("misalign({m}) must be larger than align({n})"),
+                        m_span,
+                    )
+                    .with_hint(format!(
+                        "misalign(m) means aligned to {n} bytes but never to m; try misalign({})",
+                        n * 2
+                    )),
+                ),
+                _ => {}
+            }
+            if a.is_static() {
+                self.out.push(
+                    Diagnostic::new("static arrays cannot be misaligned", m_span)
+                        .with_hint("use Vector/Matrix (heap) for misalignment"),
+                );
+            }
+        }
+    }
+
+    /// Sizes must be integers in C: no doubles, strings, per-call values.
+    fn integral_size(&mut self, e: &Expr, array: &str) {
+        let mut bad: Option<(String, Span)> = None;
+        e.walk(&mut |sub| {
+            if bad.is_some() {
+                return;
+            }
+            match sub {
+                Expr::Float(f, s) => bad = Some((format!("the double `{f}`"), *s)),
+                Expr::Str(_, s) => bad = Some(("a string".into(), *s)),
+                Expr::Random(s) | Expr::RandomRange { span: s, .. } => {
+                    bad = Some(("RANDOM, which changes on every call".into(), *s))
+                }
+                Expr::Range { span, .. } => {
+                    bad = Some(("Range(...), which changes on every call".into(), *span))
+                }
+                Expr::Name(id) => {
+                    if let Some(p) = self.spec.param(&id.name) {
+                        if p.ty.pointers > 0 || !p.ty.base.is_integral() {
+                            bad = Some((
+                                format!("`{}`, which is a `{}`", id.name, type_text(&p.ty)),
+                                id.span,
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        });
+        if let Some((what, span)) = bad {
+            self.out.push(
+                Diagnostic::new(
+                    format!("the size of `{array}` is not integral: it uses {what}"),
+                    span,
+                )
+                .with_hint("sizes are element counts: use integer parameters, macros and literals"),
+            );
+        }
+    }
+
+    /// Every parameter needs a value: pointers an allocation, scalars an init.
+    fn missing_values(&mut self) {
+        for p in &self.spec.routine.params {
+            let name = &p.name.name;
+            match self.spec.init_for(name).map(|i| &i.value) {
+                None if p.ty.is_pointer() => self.out.push(
+                    Diagnostic::new(
+                        format!("pointer parameter `{name}` has no allocation"),
+                        p.name.span,
+                    )
+                    .with_hint(format!(
+                        "add e.g. `{name}=Vector({}, RANDOM, _, N);` to init",
+                        type_text(&CType {
+                            is_const: false,
+                            base: p.ty.base.clone(),
+                            pointers: p.ty.pointers - 1,
+                            span: Span::default()
+                        })
+                    )),
+                ),
+                None => self.out.push(
+                    Diagnostic::new(format!("parameter `{name}` has no value"), p.name.span)
+                        .with_hint(format!(
+                            "add e.g. `{name}=Macro({}S, 100);` to init",
+                            name.to_ascii_uppercase()
+                        )),
+                ),
+                Some(InitValue::Scalar(e)) if p.ty.is_pointer() => {
+                    let char_string = matches!(e, Expr::Str(..))
+                        && p.ty.pointers == 1
+                        && matches!(
+                            p.ty.base,
+                            BaseType::Char | BaseType::SignedChar | BaseType::UnsignedChar
+                        );
+                    if !char_string {
+                        self.out.push(
+                            Diagnostic::new(format!("pointer parameter `{name}` has no allocation"), e.span()).with_hint(
+                                format!("a pointer needs an array: `{name}=Vector(...)` or `Matrix(...)`; only `char*` may take a string"),
+                            ),
+                        );
+                    }
+                }
+                Some(InitValue::Scalar(Expr::Str(_, s))) => self.out.push(
+                    Diagnostic::new(
+                        format!("`{name}` is a `{}`, not a string", type_text(&p.ty)),
+                        *s,
+                    )
+                    .with_hint("strings can only initialise `const char*` parameters"),
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    fn returns(&mut self) {
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let r = &self.spec.routine;
+        for id in &self.spec.returns {
+            if !seen.insert(&id.name) {
+                self.out.push(
+                    Diagnostic::new(format!("`{}` is listed twice in returns", id.name), id.span)
+                        .with_hint("list it once"),
+                );
+                continue;
+            }
+            if id.name == r.name.name {
+                if r.ret.base == BaseType::Void && r.ret.pointers == 0 {
+                    self.out.push(
+                        Diagnostic::new(
+                            format!(
+                                "`{}` returns void: there is no return value to verify",
+                                id.name
+                            ),
+                            id.span,
+                        )
+                        .with_hint("list the output arrays instead"),
+                    );
+                }
+                continue;
+            }
+            match self.spec.param(&id.name) {
+                None => {
+                    let mut cands: Vec<&str> = r.params.iter().map(|p| p.name.name.as_str()).collect();
+                    cands.push(&r.name.name);
+                    self.out.push(
+                        Diagnostic::new(format!("returns names `{}`, which is not a parameter", id.name), id.span).with_hint(
+                            did_you_mean(&id.name, cands.iter().copied()).unwrap_or_else(|| {
+                                format!("list output parameters, or `{}` for the return value", r.name.name)
+                            }),
+                        ),
+                    );
+                }
+                Some(p) if !p.ty.is_pointer() => self.out.push(
+                    Diagnostic::new(format!("`{}` is passed by value: the routine cannot change it", id.name), id.span)
+                        .with_hint("only pointer parameters (or the routine's name, for its return value) are outputs"),
+                ),
+                Some(p) if p.ty.is_const && p.ty.pointers == 1 => self.out.push(
+                    Diagnostic::new(format!("`{}` is `{}`: the routine cannot write it", id.name, type_text(&p.ty)), id.span)
+                        .with_hint("drop it from returns, or the `const` if the routine writes it"),
+                ),
+                Some(_) => {}
+            }
+        }
+        if !self.spec.returns.is_empty() && r.body.is_none() {
+            let span = self.spec.returns[0].span;
+            self.out.push(
+                Diagnostic::new(
+                    "returns(...) needs a reference implementation to compare against",
+                    span,
+                )
+                .with_hint("give the routine a body: `routine=void f(...) { ... };`"),
+            );
+        }
+    }
+
+    fn flop(&mut self) {
+        let Some(f) = &self.spec.flop else { return };
+        f.expr.walk(&mut |e| match e {
+            Expr::Random(s)
+            | Expr::RandomRange { span: s, .. }
+            | Expr::Range { span: s, .. }
+            | Expr::Macro { span: s, .. } => self.out.push(
+                Diagnostic::new(
+                    "the flop formula must be arithmetic on parameters and macros",
+                    *s,
+                )
+                .with_hint("write e.g. flop=\"2*M*N*K\""),
+            ),
+            Expr::Str(_, s) => self.out.push(
+                Diagnostic::new("a string in the flop formula", *s)
+                    .with_hint("write e.g. flop=\"2*N\""),
+            ),
+            _ => {}
+        });
+    }
+
+    fn checkpoint(&mut self) {
+        if let Some(c) = &self.spec.checkpoint {
+            if c.image.trim().is_empty() {
+                self.out.push(
+                    Diagnostic::new("the checkpoint image path is empty", c.span).with_hint(
+                        "give the directory `tdg checkpoint` wrote, e.g. checkpoint=\"gemm.img\";",
+                    ),
+                );
+            }
+        }
+    }
+
+    /// With every name defined, the sizes must evaluate (at the defaults) to
+    /// positive integers that do not overflow.
+    fn sizes_evaluate(&mut self) {
+        let env = match eval::typed_env(self.spec, &BTreeMap::new()) {
+            Ok(env) => env,
+            Err(e) => {
+                self.out.push(e.to_diagnostic());
+                return;
+            }
+        };
+        for init in &self.spec.init {
+            let InitValue::Array(a) = &init.value else {
+                continue;
+            };
+            if let Err(e) = eval::array_bytes(a, &env) {
+                let mut d = e.to_diagnostic();
+                d.message = format!(
+                    "`{}`: {} (with the default macro values)",
+                    init.name.name, d.message
+                );
+                if d.hint.is_none() {
+                    d.hint = Some(
+                        "change the default, or the expression the size is computed from".into(),
+                    );
+                }
+                self.out.push(d);
+            }
+        }
+        if let Some(f) = &self.spec.flop {
+            let float_env = env
+                .iter()
+                .map(|(k, v)| (k.clone(), eval::Value::Float(v.as_f64())))
+                .collect();
+            if let Err(e) = eval::eval_value(&f.expr, &float_env) {
+                self.out.push(e.to_diagnostic());
+            }
+        }
+    }
+}
+
+impl ArrayInit {
+    fn fill_span(&self) -> Span {
+        match &self.fill {
+            Fill::Random(s)
+            | Fill::Zero(s)
+            | Fill::Seq(s)
+            | Fill::Const(_, s)
+            | Fill::File(_, s) => *s,
+            Fill::RandomRange { span, .. } => *span,
+        }
+    }
+}
+
+const C_TYPE_NAMES: &[&str] = &[
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "size_t",
+    "ptrdiff_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "unsigned",
+    "signed",
+    "_Bool",
+    "bool",
+    "_Complex",
+];
+
+/// `const double*` as C would write it.
+pub(crate) fn type_text(t: &CType) -> String {
+    format!(
+        "{}{}{}",
+        if t.is_const { "const " } else { "" },
+        t.base.c_name(),
+        "*".repeat(t.pointers as usize)
+    )
+}
+
+fn contains_word(hay: &str, word: &str) -> bool {
+    hay.match_indices(word).any(|(i, _)| {
+        let before = hay[..i].chars().next_back();
+        let after = hay[i + word.len()..].chars().next();
+        let is_id = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !is_id(before) && !is_id(after)
+    })
 }

@@ -185,7 +185,11 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         let score = strsim::jaro_winkler(word, c);
         let lower_eq = c.eq_ignore_ascii_case(word);
         let score = if lower_eq { 1.0 } else { score };
-        if score >= 0.8 && best.map_or(true, |(_, s)| score > s) {
+        let better = match best {
+            Some((_, s)) => score > s,
+            None => true,
+        };
+        if score >= 0.8 && better {
             best = Some((c, score));
         }
     }

@@ -9,6 +9,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+pub mod eval;
 pub mod parser;
 
 pub use ast::Spec;

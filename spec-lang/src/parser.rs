@@ -35,7 +35,13 @@ pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
     pest::set_error_detail(true);
     let mut pairs = match SpecParser::parse(Rule::spec, src) {
         Ok(p) => p,
-        Err(e) => return Err(Diagnostics::single(file, src, pest_error(&e, src, 0))),
+        Err(e) => {
+            return Err(Diagnostics::single(
+                file,
+                src,
+                pest_error(&e, src, 0, InputKind::File),
+            ))
+        }
     };
     let spec_pair = pairs.next().expect("grammar: spec is the root rule");
     let mut b = Builder {
@@ -60,8 +66,8 @@ pub fn parse_expr(src: &str, base: usize) -> Result<Expr, Diagnostic> {
         return Err(d);
     }
     pest::set_error_detail(true);
-    let mut pairs =
-        SpecParser::parse(Rule::flop_formula, src).map_err(|e| pest_error(&e, src, base))?;
+    let mut pairs = SpecParser::parse(Rule::flop_formula, src)
+        .map_err(|e| pest_error(&e, src, base, InputKind::Formula))?;
     let formula = pairs.next().expect("grammar: flop_formula root");
     let expr_pair = formula
         .into_inner()
@@ -129,9 +135,7 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
     use Rule::*;
     Some(match rule {
         include_clause | lang_clause | routine_clause | init_clause | returns_clause
-        | flop_clause | timer_clause | checkpoint_clause | unknown_clause => {
-            "a clause (`routine=`, `init=`, `flop=`, ...)"
-        }
+        | flop_clause | timer_clause | checkpoint_clause | unknown_clause => CLAUSE_NAME,
         EOI => "end of file",
         word | name | decl | param | params => "a name",
         star => "`*`",
@@ -151,48 +155,77 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
     })
 }
 
-fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize) -> Diagnostic {
+/// Where the input ends, for "found end of ..." messages.
+#[derive(Clone, Copy)]
+enum InputKind {
+    File,
+    Formula,
+}
+
+fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputKind) -> Diagnostic {
     use pest::error::{ErrorVariant, InputLocation};
-    let pos = match e.location {
+    let attempts = e.parse_attempts();
+    let loc = match e.location {
         InputLocation::Pos(p) => p,
         InputLocation::Span((s, _)) => s,
+    }
+    .min(src.len());
+    if let Some(d) = clause_without_equals(src, loc, base) {
+        return d;
+    }
+    // The furthest position any alternative reached is where the user's
+    // intent broke down; pest's own location can be an earlier rule start.
+    let pos = match &attempts {
+        Some(a) if a.max_position <= src.len() && a.max_position >= loc => a.max_position,
+        _ => loc,
     };
+
+    // Special cases whose generic "expected ..." would mislead.
+    if let Some(d) = unclosed_at(src, pos, base) {
+        return d;
+    }
+
     let mut expected: Vec<String> = Vec::new();
-    let mut push = |s: String| {
-        if !expected.contains(&s) {
-            expected.push(s);
-        }
-    };
-    if let Some(attempts) = e.parse_attempts() {
+    if let Some(attempts) = &attempts {
         for tok in attempts.expected_tokens() {
             // The token type is not exported; its Display is the literal text
             // (ranges print as `a..z`, filtered out as noise below).
-            {
-                let token = tok.to_string();
-                let t = token.as_str();
-                let noise = t.is_empty()
-                    || t.chars()
-                        .next()
-                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
-                    || matches!(
-                        t,
-                        "//" | "/*" | " " | "\t" | "\r" | "\n" | "\u{0C}" | "." | "\\" | "\"" | "'"
-                    )
-                    || (t.len() > 2 && t.contains(".."));
-                if !noise {
-                    push(format!("`{t}`"));
-                }
+            let token = tok.to_string();
+            let t = token.as_str();
+            let noise = t.is_empty()
+                || t.chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                || matches!(
+                    t,
+                    "//" | "/*" | " " | "\t" | "\r" | "\n" | "\u{0C}" | "." | "\\" | "\"" | "'"
+                )
+                || (t.len() > 2 && t.contains(".."));
+            if !noise {
+                push_unique(&mut expected, format!("`{t}`"));
             }
         }
     }
     if let ErrorVariant::ParsingError { positives, .. } = &e.variant {
         for r in positives {
             if let Some(n) = rule_name(*r) {
-                push(n.to_string());
+                push_unique(&mut expected, n.to_string());
             }
         }
     }
-    let found = describe_at(src, pos);
+    // Collapse what a more general entry already says.
+    let has = |x: &str, v: &Vec<String>| v.iter().any(|e| e == x);
+    if has("an operator", &expected) {
+        expected.retain(|e| !matches!(e.as_str(), "`+`" | "`-`" | "`*`" | "`/`" | "`%`"));
+    }
+    if has("an expression", &expected) {
+        expected.retain(|e| !matches!(e.as_str(), "`(`" | "`-`" | "a name"));
+    }
+    if has(CLAUSE_NAME, &expected) {
+        expected.retain(|e| e != "a name");
+    }
+    expected.truncate(6);
+    let found = describe_at(src, pos, kind);
     let message = match expected.len() {
         0 => format!("unexpected {found}"),
         1 => format!("expected {}, found {found}", expected[0]),
@@ -201,12 +234,176 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize) -> Diagnosti
             format!("expected {} or {last}, found {found}", expected.join(", "))
         }
     };
+    // A missing `;` is best shown right after the token it should follow
+    // when the next token is on a later line.
+    let wants_semicolon = has("`;`", &expected) || message.starts_with("expected `;`");
+    let prev_end = src[..pos].trim_end().len();
+    if wants_semicolon && src[prev_end..pos].contains('\n') {
+        return Diagnostic::new(
+            message.replacen(&format!(", found {found}"), "", 1) + " at the end of this line",
+            Span::new(base + prev_end, base + prev_end),
+        )
+        .with_hint("every clause and init entry ends with `;`");
+    }
     let end = pos + token_len_at(src, pos);
     let mut d = Diagnostic::new(message, Span::new(base + pos, base + end));
-    if src[pos..].starts_with('"') && !src[pos + 1..].contains('"') {
-        d = d.with_hint("this string is never closed");
+    if has("`;`", &expected) {
+        d = d.with_hint("every clause and init entry ends with `;`");
     }
     d
+}
+
+const CLAUSE_NAME: &str = "a clause (`routine=`, `init=`, `flop=`, ...)";
+
+fn push_unique(v: &mut Vec<String>, s: String) {
+    if !v.contains(&s) {
+        v.push(s);
+    }
+}
+
+/// An unterminated string or brace at or before the error position.
+fn unclosed_at(src: &str, pos: usize, base: usize) -> Option<Diagnostic> {
+    // A string opened at `pos` (or just before it) that never closes on its line.
+    let quote = if src[pos..].starts_with('"') {
+        Some(pos)
+    } else {
+        let line_start = src[..pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        // An odd number of unescaped quotes before pos on this line: the last one is open.
+        let line = &src[line_start..pos];
+        let quotes: Vec<usize> = line
+            .char_indices()
+            .filter(|&(i, c)| c == '"' && !line[..i].ends_with('\\'))
+            .map(|(i, _)| line_start + i)
+            .collect();
+        (quotes.len() % 2 == 1).then(|| *quotes.last().unwrap_or(&pos))
+    };
+    if let Some(q) = quote {
+        let rest = &src[q + 1..];
+        let line_rest = &rest[..rest.find('\n').unwrap_or(rest.len())];
+        let closed = line_rest
+            .char_indices()
+            .any(|(i, c)| c == '"' && !line_rest[..i].ends_with('\\'));
+        if !closed {
+            return Some(
+                Diagnostic::new("string is never closed", Span::new(base + q, base + q + 1))
+                    .with_hint("add the closing `\"` (a string cannot span lines)"),
+            );
+        }
+    }
+    let open = if pos == src.len() {
+        first_unclosed_brace(src)
+    } else {
+        Some(pos).filter(|&p| src[p..].starts_with('{'))
+    };
+    if let Some(pos) = open.filter(|&p| matching_brace(src, p).is_none()) {
+        return Some(
+            Diagnostic::new("this `{` is never closed", Span::new(base + pos, base + pos + 1))
+                .with_hint("check the braces of the routine body (braces in strings and comments do not count)"),
+        );
+    }
+    None
+}
+
+/// `routine void f();`: a clause keyword not followed by `=`.
+fn clause_without_equals(src: &str, pos: usize, base: usize) -> Option<Diagnostic> {
+    let len = token_len_at(src, pos);
+    let word = &src[pos..pos + len];
+    if !CLAUSES.contains(&word) {
+        return None;
+    }
+    let next = src[pos + len..].trim_start().chars().next();
+    let ok = next == Some('=') || (word == "returns" && next == Some('('));
+    (!ok).then(|| {
+        Diagnostic::new(
+            format!("expected `=` after `{word}`"),
+            Span::new(base + pos, base + pos + len),
+        )
+        .with_hint(format!("write `{word}=...`"))
+    })
+}
+
+/// The outermost `{` that is never closed (strings and comments skipped).
+fn first_unclosed_brace(src: &str) -> Option<usize> {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => match matching_brace(src, i) {
+                Some(close) => i = close,
+                None => return Some(i),
+            },
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Offset of the `}` closing the `{` at `open`, skipping strings, character
+/// literals and comments the way the grammar's `body` rule does.
+fn matching_brace(src: &str, open: usize) -> Option<usize> {
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    if b[i] == b'\n' {
+                        return None;
+                    }
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 fn token_len_at(src: &str, pos: usize) -> usize {
@@ -222,10 +419,13 @@ fn token_len_at(src: &str, pos: usize) -> usize {
     }
 }
 
-fn describe_at(src: &str, pos: usize) -> String {
+fn describe_at(src: &str, pos: usize, kind: InputKind) -> String {
     let len = token_len_at(src, pos);
     if len == 0 {
-        return "end of file".into();
+        return match kind {
+            InputKind::File => "end of file".into(),
+            InputKind::Formula => "end of formula".into(),
+        };
     }
     let tok = &src[pos..pos + len];
     match tok {

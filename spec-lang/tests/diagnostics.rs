@@ -1,0 +1,589 @@
+//! Malformed specs: each is rejected with the right message at the right
+//! line:column, and a hint where one is possible.
+
+/// A prototype and init that are fine on their own, so each case below can
+/// break exactly one thing.
+const OK_HEAD: &str = "routine=void f(const int N, double* X);\n";
+
+struct Expect {
+    line: usize,
+    col: usize,
+    message: &'static str,
+    hint: Option<&'static str>,
+}
+
+fn first_error(src: &str) -> spec_lang::Diagnostic {
+    match spec_lang::parse_and_check(src, "t.spec") {
+        Ok(_) => panic!("accepted a malformed spec:\n{src}"),
+        Err(d) => d.first().clone(),
+    }
+}
+
+/// The spec is rejected with a diagnostic whose message contains
+/// `e.message`, at `e.line:e.col`, with a hint containing `e.hint`.
+#[track_caller]
+fn rejects(src: &str, e: Expect) {
+    let all = match spec_lang::parse_and_check(src, "t.spec") {
+        Ok(_) => panic!("accepted a malformed spec:\n{src}"),
+        Err(d) => d,
+    };
+    let Some(d) = all.items.iter().find(|d| d.message.contains(e.message)) else {
+        panic!(
+            "no diagnostic contains {:?}; got:\n{all}\nsource:\n{src}",
+            e.message
+        )
+    };
+    assert_eq!(
+        (d.line, d.col),
+        (e.line, e.col),
+        "location of {:?}\nsource:\n{src}",
+        d.message
+    );
+    if let Some(h) = e.hint {
+        let got = d.hint.as_deref().unwrap_or("");
+        assert!(
+            got.contains(h),
+            "hint {got:?} does not contain {h:?} (message {:?})",
+            d.message
+        );
+    }
+}
+
+fn x(line: usize, col: usize, message: &'static str, hint: Option<&'static str>) -> Expect {
+    Expect {
+        line,
+        col,
+        message,
+        hint,
+    }
+}
+
+// ---- syntax -------------------------------------------------------------
+
+#[test]
+fn missing_semicolon_after_prototype_points_at_end_of_line() {
+    rejects(
+        "routine=void f(const int N, double* X)\ninit={N=1;};",
+        x(1, 39, "expected `;`", Some("ends with `;`")),
+    );
+}
+
+#[test]
+fn missing_semicolon_between_init_entries() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1 X=Vector(double, RANDOM, _, N);}};"),
+        x(2, 11, "expected `;` or an operator, found `X`", None),
+    );
+}
+
+#[test]
+fn clause_keyword_without_equals() {
+    rejects(
+        "routine void f(const int N);",
+        x(1, 1, "expected `=` after `routine`", Some("routine=")),
+    );
+}
+
+#[test]
+fn unknown_clause_suggests_the_right_one() {
+    rejects(
+        &format!("{OK_HEAD}flops=\"2*N\";"),
+        x(2, 1, "unknown clause `flops=`", Some("`flop`")),
+    );
+}
+
+#[test]
+fn unterminated_string() {
+    rejects(
+        &format!("include=\"#include <stdio.h>\n{OK_HEAD}"),
+        x(1, 9, "string is never closed", Some("closing")),
+    );
+}
+
+#[test]
+fn unbalanced_body_brace() {
+    rejects(
+        "routine=void f(const int N, double* X) {\n  if (N) { X[0] = 1;\n};\n",
+        x(1, 40, "this `{` is never closed", Some("braces")),
+    );
+}
+
+#[test]
+fn parameter_without_name() {
+    rejects(
+        "routine=void f(const int, double* X);",
+        x(1, 16, "this parameter has no name", Some("const int NAME")),
+    );
+}
+
+#[test]
+fn routine_without_return_type() {
+    rejects(
+        "routine=f(const int N);",
+        x(1, 9, "no return type", Some("void")),
+    );
+}
+
+#[test]
+fn not_a_c_type() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Matrix(unsigned double, N, N, RANDOM, _);}};"),
+        x(2, 21, "`unsigned double` is not a C type", None),
+    );
+}
+
+#[test]
+fn integer_literal_too_large() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=99999999999999999999;}};"),
+        x(2, 9, "does not fit in 64 bits", Some("float")),
+    );
+}
+
+#[test]
+fn float_literal_out_of_range() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1e999;}};"),
+        x(2, 9, "out of range", None),
+    );
+}
+
+#[test]
+fn no_routine_clause_is_a_whole_file_error() {
+    let d = first_error("init={N=1;};");
+    assert!(d.message.contains("no `routine=` clause"), "{}", d.message);
+    assert!(d.span.is_none());
+    assert!(d.hint.unwrap().contains("routine=void"));
+}
+
+#[test]
+fn duplicate_clause_names_the_first() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1;}};\nflop=\"N\";\nflop=\"2*N\";"),
+        x(4, 1, "duplicate `flop` clause", Some("line 3")),
+    );
+}
+
+#[test]
+fn unknown_language() {
+    rejects(
+        &format!("lang=cobol;\n{OK_HEAD}"),
+        x(1, 6, "unknown language `cobol`", Some("fortran")),
+    );
+}
+
+// ---- arrays, fills, attributes -----------------------------------------
+
+#[test]
+fn vector_with_too_few_arguments() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, N);}};"),
+        x(
+            2,
+            14,
+            "`Vector` takes 3 arguments after the type, found 2",
+            Some("Vector(type, fill, attrs, n)"),
+        ),
+    );
+}
+
+#[test]
+fn misspelt_fill() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDM, _, N);}};"),
+        x(2, 29, "expected a fill", Some("`RANDOM`")),
+    );
+}
+
+#[test]
+fn misspelt_attribute() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, flsh|align(16), N);}};"),
+        x(2, 37, "unknown attribute `flsh`", Some("`flush`")),
+    );
+}
+
+#[test]
+fn alignment_not_a_power_of_two() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, align(24), N);}};"),
+        x(2, 43, "power of two, got 24", None),
+    );
+}
+
+#[test]
+fn flush_and_warm_conflict() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, flush|warm, N);}};"),
+        x(2, 43, "`flush` and `warm` conflict", None),
+    );
+}
+
+#[test]
+fn misalign_not_larger_than_align() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, align(64)|misalign(32), N);}};"),
+        x(
+            2,
+            47,
+            "misalign(32) must be larger than align(64)",
+            Some("misalign(128)"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, align(64)|misalign(64), N);}};"),
+        x(2, 47, "misalign(64) must be larger than align(64)", None),
+    );
+}
+
+#[test]
+fn attribute_given_twice() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, flush|flush, N);}};"),
+        x(2, 43, "attribute `flush` given twice", None),
+    );
+}
+
+#[test]
+fn element_type_mismatch() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(float, RANDOM, _, N);}};"),
+        x(
+            2,
+            21,
+            "element type `float` does not match parameter `X` (`double*`)",
+            Some("`double`"),
+        ),
+    );
+}
+
+#[test]
+fn array_for_a_scalar_parameter() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=Vector(int, RANDOM, _, 4); X=Vector(double, RANDOM, _, 4);}};"),
+        x(
+            2,
+            9,
+            "`N` is not a pointer (`const int`) but is initialised as an array",
+            None,
+        ),
+    );
+}
+
+#[test]
+fn array_expression_inside_arithmetic() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1+Vector(int, RANDOM, _, 4);}};"),
+        x(2, 11, "can only be the whole value of an init entry", None),
+    );
+}
+
+// ---- names and values ---------------------------------------------------
+
+#[test]
+fn undefined_name_in_size_suggests_a_parameter() {
+    rejects(
+        "routine=void f(const int M, const int lda, double* A);\ninit={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};",
+        x(2, 36, "undefined name `ldaa` in the size of `A`", Some("did you mean `lda`?")),
+    );
+}
+
+#[test]
+fn undefined_name_in_flop_formula_points_inside_the_string() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nflop=\"2*N*K\";"),
+        x(
+            3,
+            11,
+            "undefined name `K` in the flop formula",
+            Some("N, X"),
+        ),
+    );
+}
+
+#[test]
+fn flop_formula_that_does_not_parse_points_inside_the_string() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nflop=\"2*(N+\";"),
+        x(
+            3,
+            12,
+            "flop formula does not parse: expected an expression, found end of formula",
+            None,
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nflop=\"2 N\";"),
+        x(3, 9, "flop formula does not parse", None),
+    );
+}
+
+#[test]
+fn pointer_parameter_without_allocation() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1;}};"),
+        x(
+            1,
+            37,
+            "pointer parameter `X` has no allocation",
+            Some("X=Vector(double, RANDOM, _, N);"),
+        ),
+    );
+}
+
+#[test]
+fn pointer_parameter_given_a_number() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=0;}};"),
+        x(2, 14, "pointer parameter `X` has no allocation", None),
+    );
+}
+
+#[test]
+fn scalar_parameter_without_value() {
+    rejects(
+        "routine=void f(const int N, double* X);\ninit={X=Vector(double, RANDOM, _, 8);};",
+        x(
+            1,
+            26,
+            "parameter `N` has no value",
+            Some("N=Macro(NS, 100);"),
+        ),
+    );
+}
+
+#[test]
+fn init_for_a_name_the_routine_does_not_have() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N);}};"),
+        x(2, 44, "`Y` is not a parameter of `f`", Some("N, X")),
+    );
+    rejects(
+        "routine=void f(const int lda, double* X);\ninit={ld=1; X=Vector(double, RANDOM, _, 4);};",
+        x(
+            2,
+            7,
+            "`ld` is not a parameter of `f`",
+            Some("did you mean `lda`?"),
+        ),
+    );
+}
+
+#[test]
+fn duplicate_init_entry() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1;\n N=2; X=Vector(double, RANDOM, _, N);}};"),
+        x(3, 2, "`N` is initialised twice", Some("line 2")),
+    );
+}
+
+#[test]
+fn duplicate_parameter() {
+    rejects(
+        "routine=void f(const int N, double* N);",
+        x(1, 37, "parameter `N` is declared twice", None),
+    );
+}
+
+#[test]
+fn size_uses_a_double() {
+    rejects(
+        "routine=void f(const int N, const double alpha, double* X);\ninit={N=1; alpha=2; X=Vector(double, RANDOM, _, alpha);};",
+        x(2, 49, "size of `X` is not integral: it uses `alpha`, which is a `const double`", None),
+    );
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, 2.5*N);}};"),
+        x(2, 40, "not integral: it uses the double `2.5`", None),
+    );
+}
+
+#[test]
+fn size_uses_a_per_call_value() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, Range(1, 2));}};"),
+        x(2, 40, "changes on every call", None),
+    );
+}
+
+#[test]
+fn size_that_evaluates_to_zero_or_less() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=Macro(NS, 3) - 3; X=Vector(double, RANDOM, _, N);}};"),
+        x(2, 55, "`X`: size is 0; it must be at least 1", None),
+    );
+}
+
+#[test]
+fn division_by_zero_in_a_value() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=8/(2-2); X=Vector(double, RANDOM, _, N);}};"),
+        x(2, 9, "division by zero", None),
+    );
+}
+
+#[test]
+fn cyclic_definitions() {
+    rejects(
+        "routine=void f(const int N, const int M, double* X);\ninit={N=M; M=N; X=Vector(double, RANDOM, _, N);};",
+        x(2, 12, "`M` is defined in terms of itself", Some("M -> N -> M")),
+    );
+}
+
+#[test]
+fn macro_named_like_a_parameter() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=Macro(N, 10); X=Vector(double, RANDOM, _, N);}};"),
+        x(2, 15, "macro `N` has the name of a parameter", Some("NS")),
+    );
+}
+
+#[test]
+fn macro_with_two_defaults() {
+    rejects(
+        "routine=void f(const int N, const int ld, double* X);\ninit={N=Macro(NS, 10); ld=Macro(NS, 12); X=Vector(double, RANDOM, _, N);};",
+        x(2, 37, "macro `NS` is given two different defaults", Some("line 2")),
+    );
+}
+
+#[test]
+fn unknown_function_in_an_expression() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=Macor(NS, 1);}};"),
+        x(2, 9, "unknown function `Macor`", Some("`Macro`")),
+    );
+}
+
+#[test]
+fn misspelt_typedef_is_an_unknown_type() {
+    rejects(
+        "routine=void f(const int N, dobule* X);\ninit={N=1; X=Vector(double, RANDOM, _, N);};",
+        x(
+            1,
+            29,
+            "unknown type `dobule`",
+            Some("did you mean `double`?"),
+        ),
+    );
+}
+
+#[test]
+fn typedef_from_an_include_is_known() {
+    let src = "include=\"typedef struct { double e[3][3]; } su3_matrix;\";\nroutine=void f(const int N, su3_matrix* X);\ninit={N=1; X=Vector(su3_matrix, ZERO, _, N);};";
+    spec_lang::parse_and_check(src, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+}
+
+// ---- returns, timer, checkpoint ----------------------------------------
+
+#[test]
+fn returns_without_a_reference_body() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nreturns(X);"),
+        x(
+            3,
+            9,
+            "returns(...) needs a reference implementation",
+            Some("body"),
+        ),
+    );
+}
+
+#[test]
+fn returns_of_a_const_or_by_value_parameter() {
+    let src = "routine=void f(const int N, const double* X) { }\ninit={N=1; X=Vector(double, RANDOM, _, N);};\nreturns(X, N);";
+    rejects(
+        src,
+        x(
+            3,
+            9,
+            "`X` is `const double*`: the routine cannot write it",
+            None,
+        ),
+    );
+    let all = spec_lang::parse_and_check(src, "t.spec").unwrap_err();
+    assert_eq!(all.len(), 2, "{all}");
+    assert!(all.items[1].message.contains("`N` is passed by value"));
+    assert_eq!((all.items[1].line, all.items[1].col), (3, 12));
+}
+
+#[test]
+fn returns_of_a_void_routine_value() {
+    rejects(
+        "routine=void f(const int N, double* X) { }\ninit={N=1; X=Vector(double, RANDOM, _, N);};\nreturns(f);",
+        x(3, 9, "`f` returns void", None),
+    );
+}
+
+#[test]
+fn timer_setting_with_a_typo() {
+    rejects(
+        &format!("{OK_HEAD}timer={{method=cylce;}};"),
+        x(
+            2,
+            15,
+            "`cylce` is not a valid timer method",
+            Some("`cycle`"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{metod=cycle;}};"),
+        x(2, 8, "unknown setting `metod`", Some("`method`")),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{min_interval=5;}};"),
+        x(2, 21, "`5` is not a duration", Some("ms")),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{samples=0;}};"),
+        x(2, 16, "`0` is not a sample count", None),
+    );
+}
+
+#[test]
+fn checkpoint_clause_problems() {
+    rejects(
+        &format!("{OK_HEAD}checkpoint={{mode=delayed(2);}};"),
+        x(2, 1, "the checkpoint clause has no image", None),
+    );
+    rejects(
+        &format!("{OK_HEAD}checkpoint={{image=\"a\"; mode=delayed(0);}};"),
+        x(2, 29, "delayed(k) needs a positive integer k", None),
+    );
+    rejects(
+        &format!("{OK_HEAD}checkpoint={{image=\"a\"; mode=imediate;}};"),
+        x(
+            2,
+            29,
+            "`imediate` is not a checkpoint mode",
+            Some("`immediate`"),
+        ),
+    );
+}
+
+// ---- rendering ------------------------------------------------------------
+
+#[test]
+fn display_shows_location_source_line_caret_and_hint() {
+    let src = "routine=void f(const int M, const int lda, double* A);\ninit={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};";
+    let d = spec_lang::parse_and_check(src, "gemm.spec").unwrap_err();
+    let text = d.to_string();
+    let want = "gemm.spec:2:36: error: undefined name `ldaa` in the size of `A`\n \
+                2 | init={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};\n   \
+                |                                    ^^^^\n   \
+                = hint: did you mean `lda`?";
+    assert_eq!(text, want);
+}
+
+#[test]
+fn every_error_is_reported_not_only_the_first() {
+    let src = "routine=void f(const int N, double* X, double* Y);\ninit={N=K; X=Vector(double, RANDOM, flush|warm, N);};";
+    let d = spec_lang::parse_and_check(src, "t.spec").unwrap_err();
+    let msgs: Vec<&str> = d.items.iter().map(|i| i.message.as_str()).collect();
+    assert!(msgs.iter().any(|m| m.contains("no allocation")), "{msgs:?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("undefined name `K`")),
+        "{msgs:?}"
+    );
+    assert!(msgs.iter().any(|m| m.contains("conflict")), "{msgs:?}");
+    // Sorted by position: the prototype's `Y` comes first.
+    assert!(d.items[0].message.contains("`Y`"), "{msgs:?}");
+}
