@@ -1,1 +1,21 @@
-//! Timing-driver generation.
+//! Timing-driver generation: spec -> [`model::DriverModel`] -> handlebars
+//! templates -> C driver; build it against the user's kernel, run, report.
+//!
+//! The timing methods are those of Whaley & Castaldo's ATLAS timers; see
+//! `templates/driver.c.hbs` for how each one appears in the C.
+
+pub mod cexpr;
+pub mod defaults;
+pub mod explain;
+pub mod model;
+pub mod render;
+pub mod report;
+pub mod run;
+
+pub use defaults::{machine_defaults, MachineDefaults};
+pub use explain::explain;
+pub use model::{DriverConfig, DriverModel, ModelError};
+pub use render::{render, GeneratedDriver, RenderError};
+pub use run::{
+    build_driver, flush_sweep, run_driver, BuiltDriver, RunError, RunOptions, RunReport,
+};

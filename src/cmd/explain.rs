@@ -1,9 +1,22 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg explain SPEC`: what the driver will do with each operand, in words,
+//! from the same model the driver is generated from.
+
+use super::run::TimingArgs;
 use super::CmdResult;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The routine's spec file.
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg explain` is not built yet")
+pub fn run(args: Args) -> CmdResult {
+    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let model = super::gen::model_for(&spec, &args.timing)?;
+    print!("{}", driver_gen::explain(&model));
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,55 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg gen SPEC -o DIR`: write the C timing driver, its runtime and a
+//! Makefile; `make IMPL=kernel.c` then builds it without tdg.
+
+use super::run::TimingArgs;
 use super::CmdResult;
+use driver_gen::{machine_defaults, render, DriverConfig, DriverModel, RunOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The routine's spec file.
+    pub spec: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(short, long, default_value = "driver")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Directory whose templates override the built-in ones.
+    #[arg(long)]
+    pub templates: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg gen` is not built yet")
+/// The model for a spec under the command-line timing settings.
+pub fn model_for(spec: &spec_lang::Spec, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
+    let mut o = RunOptions::default();
+    timing.apply(&mut o)?;
+    let mut cfg = DriverConfig::new(machine_defaults());
+    cfg.timer = o.timer;
+    cfg.samples = o.samples;
+    cfg.selection = o.selection;
+    cfg.flush = o.flush;
+    cfg.flush_kib = o.flush_kib;
+    cfg.min_interval_ns = o.min_interval_ns;
+    cfg.flush_all_cpus = o.flush_all_cpus;
+    cfg.pin_cpu = o.pin_cpu;
+    cfg.defines = o.defines.into_iter().collect();
+    Ok(DriverModel::from_spec(spec, &cfg)?)
+}
+
+pub fn run(args: Args) -> CmdResult {
+    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let model = model_for(&spec, &args.timing)?;
+    let generated = render(&model, args.templates.as_deref())?;
+    let written = generated.write_to(&args.output)?;
+    for p in written {
+        println!("wrote {}", p.display());
+    }
+    println!(
+        "build: make -C {} IMPL=/path/to/{}.c   then run ./driver --help",
+        args.output.display(),
+        model.routine.name
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,220 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg run SPEC --impl kernel.c`: build the driver against an
+//! implementation, run it and report (table, --json or --csv).
+
 use super::CmdResult;
+use anyhow::{bail, Context};
+use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
+use driver_gen::{build_driver, flush_sweep, machine_defaults, RunOptions};
+use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum TimerArg {
+    Wall,
+    Cycle,
+    Cpu,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum SelectArg {
+    Min,
+    Median,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum FlushArg {
+    Read,
+    Clflush,
+    None,
+}
+
+/// Timing configuration shared by `tdg gen`, `tdg run` and `tdg explain`.
+#[derive(clap::Args, Clone)]
+pub struct TimingArgs {
+    /// Timer: wall (CLOCK_MONOTONIC_RAW), cycle (serialised TSC), cpu (process CPU time).
+    #[arg(long, value_enum)]
+    pub timer: Option<TimerArg>,
+    /// Number of timing samples (default: the spec's, else 7).
+    #[arg(long)]
+    pub samples: Option<u32>,
+    /// Reported statistic (default: min for wall/cycle, median for cpu).
+    #[arg(long, value_enum)]
+    pub select: Option<SelectArg>,
+    /// Cache flush before each timed call.
+    #[arg(long, value_enum)]
+    pub flush: Option<FlushArg>,
+    /// Flush size(s) in KiB; several (comma-separated) run a flush sweep.
+    #[arg(long = "flush-kb", alias = "flush-kib", value_delimiter = ',')]
+    pub flush_kb: Vec<u64>,
+    /// Flush size = this cache level's size (1, 2, 3), from sysfs.
+    #[arg(long, conflicts_with = "flush_kb")]
+    pub flush_level: Option<u8>,
+    /// Flush on every CPU (for parallel routines).
+    #[arg(long)]
+    pub flush_all_cpus: bool,
+    /// Shortest timed interval in ns (0: always one call per sample).
+    #[arg(long)]
+    pub min_interval_ns: Option<u64>,
+    /// Pin the driver to this CPU.
+    #[arg(long)]
+    pub pin: Option<u32>,
+    /// Define a size macro, e.g. -D NS=4096 (repeatable).
+    #[arg(short = 'D', value_name = "NAME=VALUE")]
+    pub define: Vec<String>,
+}
+
+impl TimingArgs {
+    pub fn apply(&self, o: &mut RunOptions) -> anyhow::Result<()> {
+        o.timer = self.timer.map(|t| match t {
+            TimerArg::Wall => TimerMethod::Wall,
+            TimerArg::Cycle => TimerMethod::Cycle,
+            TimerArg::Cpu => TimerMethod::Cpu,
+        });
+        o.samples = self.samples;
+        if o.samples == Some(0) {
+            bail!("--samples must be at least 1");
+        }
+        o.selection = self.select.map(|s| match s {
+            SelectArg::Min => Selection::Min,
+            SelectArg::Median => Selection::Median,
+        });
+        o.flush = self.flush.map(|f| match f {
+            FlushArg::Read => FlushMethod::Read,
+            FlushArg::Clflush => FlushMethod::Clflush,
+            FlushArg::None => FlushMethod::None,
+        });
+        o.flush_kib = self.flush_kb.first().copied();
+        if let Some(level) = self.flush_level {
+            let m = machine_defaults();
+            let c = m.level(level).with_context(|| {
+                format!(
+                    "this machine reports no L{level} cache ({}); use --flush-kb",
+                    m.caches
+                        .iter()
+                        .map(|c| format!("L{}={}K", c.level, c.kib))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+            o.flush_kib = Some(c.kib);
+        }
+        o.flush_all_cpus = self.flush_all_cpus;
+        o.min_interval_ns = self.min_interval_ns;
+        o.pin_cpu = self.pin;
+        o.defines = parse_defines(&self.define)?;
+        Ok(())
+    }
+}
+
+pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    defs.iter()
+        .map(|d| {
+            let (k, v) = d.split_once('=').unwrap_or((d.as_str(), "1"));
+            let ok = !k.is_empty()
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !k.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                bail!("-D {d}: expected NAME=VALUE with a C identifier as NAME, e.g. -D NS=4096");
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The routine's spec file.
+    pub spec: PathBuf,
+    /// C file implementing the routine.
+    #[arg(long = "impl", value_name = "FILE")]
+    pub implementation: PathBuf,
+    /// More C files to link with the implementation.
+    #[arg(long = "extra", value_name = "FILE")]
+    pub extra: Vec<PathBuf>,
+    /// C compiler (default: $CC, cc, gcc, clang).
+    #[arg(long)]
+    pub cc: Option<String>,
+    /// Flags for the implementation, e.g. --cflags "-O3 -march=native".
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
+    pub cflags: String,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Force this many calls per sample.
+    #[arg(long)]
+    pub reps: Option<u64>,
+    /// Do not write every operand page before timing (shows lazy page zeroing).
+    #[arg(long)]
+    pub no_touch: bool,
+    /// No untimed call before timing (shows instruction-load cost).
+    #[arg(long)]
+    pub no_dummy_call: bool,
+    /// No alpha alternation / output restoring.
+    #[arg(long)]
+    pub no_overflow_guard: bool,
+    /// Skip checking the outputs against the spec's reference body.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Relative verification tolerance.
+    #[arg(long)]
+    pub tolerance: Option<f64>,
+    /// Stop the driver after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Directory whose templates override the built-in ones.
+    #[arg(long)]
+    pub templates: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the report as CSV.
+    #[arg(long)]
+    pub csv: bool,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg run` is not built yet")
+pub fn run(args: Args) -> CmdResult {
+    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let mut o = RunOptions {
+        cc: args.cc.clone(),
+        cflags: args.cflags.split_whitespace().map(String::from).collect(),
+        reps: args.reps,
+        touch_pages: !args.no_touch,
+        dummy_call: !args.no_dummy_call,
+        overflow_guard: !args.no_overflow_guard,
+        verify: !args.no_verify,
+        tolerance: args.tolerance,
+        timeout: Duration::from_secs(args.timeout),
+        templates_dir: args.templates.clone(),
+        extra_sources: args.extra.clone(),
+        ..RunOptions::default()
+    };
+    args.timing.apply(&mut o)?;
+    let built = build_driver(&spec, &args.implementation, &o)?;
+    let reports = if args.timing.flush_kb.len() > 1 {
+        flush_sweep(&built, &o, &args.timing.flush_kb)?
+    } else {
+        vec![built.run(&o)?]
+    };
+    if args.json {
+        let text = if reports.len() == 1 {
+            serde_json::to_string_pretty(&reports[0])?
+        } else {
+            serde_json::to_string_pretty(&reports)?
+        };
+        println!("{text}");
+    } else if args.csv {
+        println!("{CSV_HEADER}");
+        for r in &reports {
+            println!("{}", format_csv_row(r));
+        }
+    } else if reports.len() > 1 {
+        print!("{}", format_sweep(&reports));
+        for w in &reports[0].warnings {
+            println!("warning: {w}");
+        }
+    } else {
+        print!("{}", format_table(&reports[0]));
+    }
+    Ok(ExitCode::SUCCESS)
 }

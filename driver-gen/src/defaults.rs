@@ -1,0 +1,178 @@
+//! Machine-derived defaults: the one seam through which what we know about
+//! this machine (cache sizes, timer resolution) reaches the driver model.
+//! The probe's cached measurements can later replace [`machine_defaults`].
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// One data (or unified) cache level as sysfs reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheLevel {
+    pub level: u8,
+    pub kib: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineDefaults {
+    /// Data/unified caches, smallest level first.
+    pub caches: Vec<CacheLevel>,
+    /// Where the cache sizes came from (e.g. "sysfs").
+    pub caches_source: String,
+    /// Smallest observed step of the monotonic clock, in ns.
+    pub timer_resolution_ns: f64,
+    /// Default shortest timed interval: far enough above resolution that a
+    /// one-tick error is below 0.1%.
+    pub min_interval_ns: u64,
+}
+
+impl MachineDefaults {
+    pub fn llc(&self) -> Option<&CacheLevel> {
+        self.caches.iter().max_by_key(|c| c.level)
+    }
+    pub fn level(&self, level: u8) -> Option<&CacheLevel> {
+        self.caches.iter().find(|c| c.level == level)
+    }
+}
+
+/// Fallback when sysfs says nothing: a flush of 32 MiB is larger than most
+/// last-level caches per socket.
+const FALLBACK_LLC_KIB: u64 = 32 * 1024;
+
+/// This machine's defaults, measured once per process.
+pub fn machine_defaults() -> MachineDefaults {
+    static CACHED: OnceLock<MachineDefaults> = OnceLock::new();
+    CACHED
+        .get_or_init(|| {
+            let (caches, caches_source) =
+                match read_sysfs_caches(Path::new("/sys/devices/system/cpu/cpu0/cache")) {
+                    Some(c) if !c.is_empty() => (c, "sysfs".to_string()),
+                    _ => (
+                        vec![CacheLevel {
+                            level: 3,
+                            kib: FALLBACK_LLC_KIB,
+                        }],
+                        "fallback (sysfs has no cache information)".to_string(),
+                    ),
+                };
+            let res = measure_clock_resolution_ns();
+            MachineDefaults {
+                caches,
+                caches_source,
+                timer_resolution_ns: res,
+                min_interval_ns: min_interval_from_resolution(res),
+            }
+        })
+        .clone()
+}
+
+/// 1000 timer steps keep the quantisation error under 0.1%; never below
+/// 10 us (interrupt-free windows are short anyway) nor above 10 ms.
+pub fn min_interval_from_resolution(resolution_ns: f64) -> u64 {
+    ((resolution_ns * 1000.0) as u64).clamp(10_000, 10_000_000)
+}
+
+fn measure_clock_resolution_ns() -> f64 {
+    let mut finest = u128::MAX;
+    for _ in 0..2000 {
+        let a = Instant::now();
+        let mut b = Instant::now();
+        while b == a {
+            b = Instant::now();
+        }
+        finest = finest.min((b - a).as_nanos());
+    }
+    finest as f64
+}
+
+/// Parses `index*/{level,type,size}` under a sysfs cache directory.
+pub fn read_sysfs_caches(dir: &Path) -> Option<Vec<CacheLevel>> {
+    let mut out: Vec<CacheLevel> = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let p = entry.ok()?.path();
+        if !p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("index"))
+        {
+            continue;
+        }
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).ok();
+        let ty = read("type").unwrap_or_default();
+        if ty.trim() == "Instruction" {
+            continue;
+        }
+        let Some(level) = read("level").and_then(|s| s.trim().parse::<u8>().ok()) else {
+            continue;
+        };
+        let Some(kib) = read("size").and_then(|s| parse_size_kib(s.trim())) else {
+            continue;
+        };
+        if !out.iter().any(|c| c.level == level) {
+            out.push(CacheLevel { level, kib });
+        }
+    }
+    out.sort_by_key(|c| c.level);
+    Some(out)
+}
+
+/// "32K", "1024K", "36M", "1G" -> KiB.
+pub fn parse_size_kib(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1),
+        'M' | 'm' => (&s[..s.len() - 1], 1024),
+        'G' | 'g' => (&s[..s.len() - 1], 1024 * 1024),
+        _ => return s.parse::<u64>().ok().map(|b| b / 1024),
+    };
+    num.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_sysfs() {
+        assert_eq!(parse_size_kib("32K"), Some(32));
+        assert_eq!(parse_size_kib("36M"), Some(36 * 1024));
+        assert_eq!(parse_size_kib("bogus"), None);
+    }
+
+    #[test]
+    fn sysfs_caches_skip_instruction_caches() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, (level, ty, size)) in [
+            (1, "Data", "32K"),
+            (1, "Instruction", "32K"),
+            (2, "Unified", "1024K"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let d = dir.path().join(format!("index{i}"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("level"), format!("{level}\n")).unwrap();
+            std::fs::write(d.join("type"), format!("{ty}\n")).unwrap();
+            std::fs::write(d.join("size"), format!("{size}\n")).unwrap();
+        }
+        let c = read_sysfs_caches(dir.path()).unwrap();
+        assert_eq!(
+            c,
+            vec![
+                CacheLevel { level: 1, kib: 32 },
+                CacheLevel {
+                    level: 2,
+                    kib: 1024
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn min_interval_is_bounded() {
+        assert_eq!(min_interval_from_resolution(1.0), 10_000);
+        assert_eq!(min_interval_from_resolution(30.0), 30_000);
+        assert_eq!(min_interval_from_resolution(1e9), 10_000_000);
+    }
+}

@@ -1,0 +1,176 @@
+//! `tdg explain`: the driver model in words. Built from the same model the
+//! templates render, so the explanation cannot drift from the driver.
+
+use crate::model::{CacheState, DriverModel, ScalarKind, Storage};
+use std::fmt::Write;
+
+fn bytes_text(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{b} bytes ({:.1} MiB)", b as f64 / 1048576.0)
+    } else if b >= 1 << 10 {
+        format!("{b} bytes ({:.1} KiB)", b as f64 / 1024.0)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+pub fn explain(m: &DriverModel) -> String {
+    let mut s = String::new();
+    let t = &m.timing;
+    let f = &m.flush;
+    let _ = writeln!(
+        s,
+        "Driver for {} (links symbol `{}`)",
+        m.routine.name, m.routine.symbol
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Scalars (set before the first call, in this order):");
+    for sc in &m.scalars {
+        let val = sc
+            .value
+            .map(|v| {
+                format!(
+                    " = {}",
+                    match v {
+                        crate::cexpr::Num::Int(i) => i.to_string(),
+                        crate::cexpr::Num::Real(r) => format!("{r}"),
+                    }
+                )
+            })
+            .unwrap_or_default();
+        let how = match &sc.kind {
+            ScalarKind::Fixed => "fixed for every call".to_string(),
+            ScalarKind::Range { incr_c } => format!("advances by {incr_c} after each call"),
+            ScalarKind::Random { lo_c, hi_c } => {
+                format!("redrawn uniformly in [{lo_c}, {hi_c}] for each call")
+            }
+        };
+        let _ = writeln!(s, "  {} ({}) = {}{val}: {how}", sc.name, sc.c_type, sc.text);
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Operands:");
+    for o in &m.operands {
+        let count = match (o.rows_value, o.cols_value) {
+            (Some(r), Some(c)) => Some(r.max(0) as u64 * c.max(0) as u64),
+            _ => None,
+        };
+        let bytes = match (count, o.elem_bytes) {
+            (Some(n), Some(e)) => {
+                let mut b = n * e;
+                if o.storage == Storage::RowPointers {
+                    b += o.rows_value.unwrap_or(0).max(0) as u64 * 8;
+                }
+                bytes_text(b)
+            }
+            (Some(n), None) => format!("{n} x sizeof({})", o.elem_c_type),
+            _ => "size known at run time".to_string(),
+        };
+        let shape = o.dims_text.join(" x ");
+        let storage = match o.storage {
+            Storage::Heap => "one heap block",
+            Storage::RowPointers => "a row-pointer array with one heap block per row",
+            Storage::Static => "static storage",
+        };
+        let _ = writeln!(
+            s,
+            "  {} ({}): {} [{}] in {}, {}",
+            o.name, o.param_c_type, o.elem_c_type, shape, storage, bytes
+        );
+        let align = if o.misalign > 0 {
+            format!(
+                "aligned to {} bytes and never to {} (pointer mod {} is a non-zero multiple of {})",
+                o.align, o.misalign, o.misalign, o.align
+            )
+        } else {
+            format!("aligned to {} bytes", o.align)
+        };
+        let _ = writeln!(s, "      alignment: {align}");
+        let _ = writeln!(
+            s,
+            "      fill: {}; every page written before timing",
+            o.fill.text
+        );
+        let cache = match o.cache {
+            CacheState::Flushed => match f.method {
+                "read" => format!(
+                    "out of cache: evicted by reading a {} KiB buffer before each single-call sample; \
+                     with R > 1 calls per sample it rotates through working-set copies that together exceed {} KiB",
+                    f.kib, f.kib
+                ),
+                "clflush" => format!(
+                    "out of cache: its lines are clflush'ed before each single-call sample; \
+                     with R > 1 it rotates through copies exceeding {} KiB",
+                    f.kib
+                ),
+                _ => "in cache (flushing is off)".to_string(),
+            },
+            CacheState::Warm => {
+                "in cache: re-read after any flush, the same copy for every call".to_string()
+            }
+        };
+        let _ = writeln!(s, "      before each timed call: {cache}");
+        if o.is_output {
+            let _ = writeln!(s, "      written by the routine: restored from a pristine copy before each single-call sample");
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Timing:");
+    let _ = writeln!(
+        s,
+        "  timer {} (overhead measured and subtracted); {} samples, report the {}",
+        t.method, t.samples, t.selection
+    );
+    let _ = writeln!(
+        s,
+        "  one call per sample if it lasts >= {} ns ({}); otherwise R calls per sample, R doubled until it does",
+        t.min_interval_ns, t.min_interval_source
+    );
+    let _ = writeln!(
+        s,
+        "  flush: {} {} KiB ({}){}",
+        f.method,
+        f.kib,
+        f.kib_source,
+        if f.all_cpus { ", on every CPU" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "  one untimed call before timing, made before any flush (instruction pages)"
+    );
+    match &m.guard.alternate {
+        Some(a) => {
+            let _ = writeln!(s, "  overflow guard: the sign of {a} flips each time the working sets wrap; outputs restored between single-call samples");
+        }
+        None => {
+            let _ = writeln!(s, "  overflow guard: outputs restored between single-call samples; outputs checked for overflow after timing");
+        }
+    }
+    if t.pin_cpu >= 0 {
+        let _ = writeln!(s, "  pinned to CPU {}", t.pin_cpu);
+    }
+    if let Some(fl) = &m.flop {
+        let v = fl
+            .value
+            .map(|v| format!(" = {v:.0} per call"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "  flops: {}{v} (evaluated in double)", fl.text);
+    }
+    match &m.verify {
+        Some(v) => {
+            let what = if v.operands.is_empty() {
+                "the return value".to_string()
+            } else {
+                v.operands.join(", ")
+            };
+            let _ = writeln!(
+                s,
+                "  verification: {what} compared with the spec's reference body, relative tolerance {:e}",
+                v.tolerance
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  verification: none (no routine body / returns(...))");
+        }
+    }
+    s
+}

@@ -1,0 +1,1143 @@
+//! The driver model: everything the generated driver will do, decided from
+//! the spec and the configuration, before any C is written. Templates only
+//! lay this out; `tdg explain` describes it in words.
+
+use serde::Serialize;
+use spec_lang::ast::{
+    ArrayInit, ArrayKind, Attr, BaseType, CType, Expr, Fill, FlushMethod, FlushSize, InitValue,
+    Lang, Selection, Spec, TimerMethod,
+};
+use std::collections::BTreeMap;
+
+use crate::cexpr::{self, ExprEnv, NameStyle, Num, Values};
+use crate::defaults::MachineDefaults;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    #[error("`{0}` is not a routine parameter nor a Macro name; define it in init={{...}} or use Macro({0}, default)")]
+    UnknownName(String),
+    #[error("`{0}` changes per call (Range/RANDOM) but is used where a fixed value is needed (a size); give it a fixed value")]
+    NotConstant(String),
+    #[error("{0} varies per call and cannot appear inside another expression; assign it to its own scalar")]
+    PerCallInExpression(String),
+    #[error("the values of {0} depend on each other in a cycle; break the cycle in init={{...}}")]
+    Cycle(String),
+    #[error("parameter `{0}` has no value in init={{...}}; add e.g. `{0}=1;` (scalars) or an allocation (pointers)")]
+    MissingInit(String),
+    #[error("parameter `{0}` is a pointer but init gives it a scalar value; use Vector(...) or Matrix(...)")]
+    ScalarForPointer(String),
+    #[error("parameter `{0}` is a scalar but init allocates an array for it; declare it as a pointer in routine=")]
+    ArrayForScalar(String),
+    #[error("operand `{name}`: {what}")]
+    Operand { name: String, what: String },
+    #[error("Macro `{0}` is given two different defaults; use one default everywhere")]
+    MacroConflict(String),
+    #[error(
+        "returns({0}) names something that is not an allocated operand; list output arrays only"
+    )]
+    BadReturn(String),
+    #[error("returns(...) needs a routine body (the reference implementation) to compare against; add `{{ ... }}` after the prototype")]
+    ReturnsWithoutBody,
+    #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
+    NoSuchCache(u8, String),
+    #[error("samples must be at least 1")]
+    NoSamples,
+}
+
+/// Settings the command line (or a caller) imposes; `None` falls back to the
+/// spec's `timer={...}`, then to the machine defaults.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    pub timer: Option<TimerMethod>,
+    pub samples: Option<u32>,
+    pub selection: Option<Selection>,
+    pub flush: Option<FlushMethod>,
+    pub flush_kib: Option<u64>,
+    pub min_interval_ns: Option<u64>,
+    pub flush_all_cpus: bool,
+    pub pin_cpu: Option<u32>,
+    /// Relative tolerance for verification; `None`: per element type.
+    pub tolerance: Option<f64>,
+    /// `-D NAME=VALUE` overrides, used for explanations (the driver itself
+    /// receives them as compiler defines).
+    pub defines: BTreeMap<String, String>,
+    pub machine: MachineDefaults,
+}
+
+impl DriverConfig {
+    pub fn new(machine: MachineDefaults) -> Self {
+        DriverConfig {
+            timer: None,
+            samples: None,
+            selection: None,
+            flush: None,
+            flush_kib: None,
+            min_interval_ns: None,
+            flush_all_cpus: false,
+            pin_cpu: None,
+            tolerance: None,
+            defines: BTreeMap::new(),
+            machine,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverModel {
+    pub routine: RoutineModel,
+    pub includes: Vec<String>,
+    pub macros: Vec<MacroDefault>,
+    /// Scalars in initialisation order (dependencies first).
+    pub scalars: Vec<ScalarModel>,
+    pub operands: Vec<OperandModel>,
+    pub flush: FlushPlan,
+    pub timing: TimingPlan,
+    pub guard: OverflowGuard,
+    pub verify: Option<VerifyPlan>,
+    pub flop: Option<FlopPlan>,
+    /// C statements (one call each) for the timed loop, the dummy call and
+    /// the two verification calls.
+    pub calls: CallText,
+    /// True when some scalar changes per call (Range/RANDOM).
+    pub per_call_scalars: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutineModel {
+    pub name: String,
+    /// Linker symbol (Fortran: lower case with a trailing underscore).
+    pub symbol: String,
+    pub fortran: bool,
+    /// Prototype of the user's implementation.
+    pub prototype: String,
+    /// `static RET tdg_reference(PARAMS) { body }` when a body is given.
+    pub reference: Option<String>,
+    pub returns_value: bool,
+    pub ret_c_type: String,
+    /// How a return value of this type is folded into a double sink.
+    pub ret_kind: ElemKind,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MacroDefault {
+    pub name: String,
+    pub default_c: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ScalarKind {
+    Fixed,
+    /// begin on the first call, `+= incr` after each call.
+    Range {
+        incr_c: String,
+    },
+    /// Fresh uniform value each call.
+    Random {
+        lo_c: String,
+        hi_c: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalarModel {
+    pub name: String,
+    /// Type of the struct field holding it (qualifiers dropped).
+    pub c_type: String,
+    pub init_c: String,
+    pub kind: ScalarKind,
+    pub is_range: bool,
+    pub is_random: bool,
+    pub integral: bool,
+    /// Source text of the value, for explanations.
+    pub text: String,
+    /// Initial value when computable (explain).
+    #[serde(skip)]
+    pub value: Option<Num>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ElemKind {
+    Real,
+    Complex,
+    Integer,
+    Pointer,
+    Opaque,
+    Void,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheState {
+    /// Evicted before every timed call (or rotated through working sets).
+    Flushed,
+    /// Kept cache resident (re-read after any flush, never rotated).
+    Warm,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Storage {
+    /// One aligned heap block (Vector, Matrix: column-major).
+    Heap,
+    /// A row-pointer array and one aligned block per row (Array2D).
+    RowPointers,
+    /// File-scope static array (SVector, SMatrix).
+    Static,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperandModel {
+    pub name: String,
+    /// Parameter type as the routine receives it, e.g. `const double *`.
+    pub param_c_type: String,
+    pub elem_c_type: String,
+    pub elem_kind: ElemKind,
+    pub storage: Storage,
+    pub is_static: bool,
+    pub row_pointers: bool,
+    /// Number of blocks (rows for Array2D, else 1) and elements per block.
+    pub rows_c: String,
+    pub cols_c: String,
+    /// File-scope element count for static storage.
+    pub static_count_c: String,
+    pub dims_text: Vec<String>,
+    pub align: u64,
+    pub misalign: u64,
+    pub fill: FillPlan,
+    pub cache: CacheState,
+    pub warm: bool,
+    /// The routine may write it (non-const pointee).
+    pub is_output: bool,
+    /// Elements per block and blocks, when computable (explain).
+    #[serde(skip)]
+    pub rows_value: Option<i64>,
+    #[serde(skip)]
+    pub cols_value: Option<i64>,
+    /// Element size in bytes when known without a compiler.
+    #[serde(skip)]
+    pub elem_bytes: Option<u64>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FillPlan {
+    pub kind: &'static str,
+    /// C expression for element `k` (an index in element order); empty for
+    /// ZERO (calloc'd storage is already zero) and FILE.
+    pub value_c: String,
+    pub file: Option<String>,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlushPlan {
+    pub method: &'static str,
+    pub method_c: &'static str,
+    pub kib: u64,
+    /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
+    pub kib_source: String,
+    pub all_cpus: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimingPlan {
+    pub method: &'static str,
+    pub method_c: &'static str,
+    pub samples: u32,
+    pub selection: &'static str,
+    pub selection_median: bool,
+    pub min_interval_ns: u64,
+    pub min_interval_source: String,
+    pub pin_cpu: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OverflowGuard {
+    /// Floating scalar whose sign flips each time the working sets wrap
+    /// (the paper's `alpha` trick) in multi-call timing.
+    pub alternate: Option<String>,
+    /// Outputs restored from a pristine copy before each single-call sample.
+    pub restore: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyPlan {
+    pub operands: Vec<String>,
+    pub compare_return: bool,
+    pub tolerance: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlopPlan {
+    pub text: String,
+    pub c_expr: String,
+    /// Flops of one call at the initial scalar values (explain).
+    #[serde(skip)]
+    pub value: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CallText {
+    pub timed: String,
+    pub dummy: String,
+    pub verify_impl: String,
+    pub verify_ref: String,
+}
+
+impl DriverModel {
+    pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        build(spec, cfg)
+    }
+
+    pub fn operand(&self, name: &str) -> Option<&OperandModel> {
+        self.operands.iter().find(|o| o.name == name)
+    }
+}
+
+fn elem_kind(t: &CType) -> ElemKind {
+    if t.pointers > 0 {
+        return ElemKind::Pointer;
+    }
+    match &t.base {
+        BaseType::Void => ElemKind::Void,
+        BaseType::FloatComplex | BaseType::DoubleComplex => ElemKind::Complex,
+        b if b.is_floating() => ElemKind::Real,
+        b if b.is_integral() => ElemKind::Integer,
+        _ => ElemKind::Opaque,
+    }
+}
+
+/// `const double *` etc., as written in a prototype.
+fn c_type_text(t: &CType) -> String {
+    let mut s = String::new();
+    if t.is_const {
+        s.push_str("const ");
+    }
+    s.push_str(&t.base.c_name());
+    if t.pointers > 0 {
+        s.push(' ');
+        s.push_str(&"*".repeat(t.pointers as usize));
+    }
+    s
+}
+
+fn decl(t: &CType, name: &str) -> String {
+    let ty = c_type_text(t);
+    if ty.ends_with('*') {
+        format!("{ty}{name}")
+    } else {
+        format!("{ty} {name}")
+    }
+}
+
+fn default_tolerance(kind: &BaseType) -> f64 {
+    match kind {
+        BaseType::Float | BaseType::FloatComplex => 1e-4,
+        _ => 1e-9,
+    }
+}
+
+/// Per-operand fill seed: a stable hash of the name, so every working-set
+/// copy and the verification copies hold the same data.
+fn seed_for(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in name.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+    let params = &spec.routine.params;
+    let inits: BTreeMap<&str, &spec_lang::ast::Init> = spec
+        .init
+        .iter()
+        .map(|i| (i.name.name.as_str(), i))
+        .collect();
+
+    // Macros and scalar expressions.
+    let mut macros: BTreeMap<String, Expr> = BTreeMap::new();
+    let mut collect_macros = |e: &Expr| -> Result<(), ModelError> {
+        let mut found = Vec::new();
+        cexpr::macros_in(e, &mut found);
+        for (name, default) in found {
+            match macros.get(&name) {
+                Some(prev) if *prev != default => return Err(ModelError::MacroConflict(name)),
+                _ => {
+                    macros.insert(name, default);
+                }
+            }
+        }
+        Ok(())
+    };
+    for init in &spec.init {
+        match &init.value {
+            InitValue::Scalar(e) => collect_macros(e)?,
+            InitValue::Array(a) => {
+                for d in &a.dims {
+                    collect_macros(d)?;
+                }
+                if let Fill::RandomRange { lo, hi, .. } = &a.fill {
+                    collect_macros(lo)?;
+                    collect_macros(hi)?;
+                }
+                if let Fill::Const(e, _) = &a.fill {
+                    collect_macros(e)?;
+                }
+            }
+        }
+    }
+    if let Some(f) = &spec.flop {
+        collect_macros(&f.expr)?;
+    }
+
+    // Scalars: params initialised with a scalar value.
+    let mut scalar_exprs: BTreeMap<String, (Expr, bool)> = BTreeMap::new();
+    for p in params {
+        let init = inits
+            .get(p.name.name.as_str())
+            .ok_or_else(|| ModelError::MissingInit(p.name.name.clone()))?;
+        match &init.value {
+            InitValue::Scalar(e) => {
+                let is_string = matches!(e, Expr::Str(..));
+                if p.ty.is_pointer() && !is_string {
+                    return Err(ModelError::ScalarForPointer(p.name.name.clone()));
+                }
+                let fixed = !matches!(
+                    e,
+                    Expr::Random(_) | Expr::RandomRange { .. } | Expr::Range { .. }
+                );
+                scalar_exprs.insert(p.name.name.clone(), (e.clone(), fixed));
+            }
+            InitValue::Array(_) => {
+                if !p.ty.is_pointer() {
+                    return Err(ModelError::ArrayForScalar(p.name.name.clone()));
+                }
+            }
+        }
+    }
+    let env = ExprEnv {
+        scalars: &scalar_exprs,
+        macros: &macros,
+    };
+
+    let mut macro_defaults = Vec::new();
+    for (name, default) in &macros {
+        macro_defaults.push(MacroDefault {
+            name: name.clone(),
+            default_c: cexpr::to_c(default, &env, NameStyle::Constant, false)?,
+        });
+    }
+
+    // Initial values for explanations, honouring -D overrides.
+    let mut values: Values = BTreeMap::new();
+    for (name, v) in &cfg.defines {
+        if let Ok(i) = v.trim().parse::<i64>() {
+            values.insert(name.clone(), Num::Int(i));
+        } else if let Ok(f) = v.trim().parse::<f64>() {
+            values.insert(name.clone(), Num::Real(f));
+        }
+    }
+    for (name, default) in &macros {
+        if !values.contains_key(name) {
+            if let Some(v) = cexpr::eval(default, &values) {
+                values.insert(name.clone(), v);
+            }
+        }
+    }
+
+    // Scalar initialisation order: dependencies first.
+    let order = init_order(params.iter().map(|p| p.name.name.clone()), &scalar_exprs)?;
+    let mut scalars = Vec::new();
+    for name in order {
+        let p = params.iter().find(|p| p.name.name == name).expect("param");
+        let (e, _) = &scalar_exprs[&name];
+        let mut field_ty = p.ty.clone();
+        field_ty.is_const = p.ty.is_pointer() && p.ty.is_const;
+        let c_type = c_type_text(&field_ty);
+        let integral = p.ty.pointers == 0 && p.ty.base.is_integral();
+        let (init_c, kind) = match e {
+            Expr::Range { begin, incr, .. } => (
+                cexpr::to_c(begin, &env, NameStyle::Runtime, false)?,
+                ScalarKind::Range {
+                    incr_c: cexpr::to_c(incr, &env, NameStyle::Runtime, false)?,
+                },
+            ),
+            Expr::Random(_) => {
+                let (lo, hi) = if integral {
+                    ("0".to_string(), "100".to_string())
+                } else {
+                    ("-0.5".to_string(), "0.5".to_string())
+                };
+                (String::new(), ScalarKind::Random { lo_c: lo, hi_c: hi })
+            }
+            Expr::RandomRange { lo, hi, .. } => (
+                String::new(),
+                ScalarKind::Random {
+                    lo_c: cexpr::to_c(lo, &env, NameStyle::Runtime, false)?,
+                    hi_c: cexpr::to_c(hi, &env, NameStyle::Runtime, false)?,
+                },
+            ),
+            other => (
+                cexpr::to_c(other, &env, NameStyle::Runtime, false)?,
+                ScalarKind::Fixed,
+            ),
+        };
+        let value = cexpr::eval(e, &values);
+        if let Some(v) = value {
+            let v = if integral {
+                Num::Int(v.as_f64() as i64)
+            } else {
+                v
+            };
+            values.insert(name.clone(), v);
+        }
+        scalars.push(ScalarModel {
+            name: name.clone(),
+            c_type,
+            init_c,
+            is_range: matches!(kind, ScalarKind::Range { .. }),
+            is_random: matches!(kind, ScalarKind::Random { .. }),
+            kind,
+            integral,
+            text: cexpr::describe(e),
+            value,
+        });
+    }
+
+    // Flush and timing plans.
+    let tc = spec.timer.clone().unwrap_or_default();
+    let flush_method = cfg.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
+    let (flush_kib, kib_source) = resolve_flush_kib(cfg, tc.flush_size)?;
+    let timer = cfg.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
+    let samples = cfg.samples.or(tc.samples).unwrap_or(7);
+    if samples == 0 {
+        return Err(ModelError::NoSamples);
+    }
+    // ATLAS: min for wall-clock timers (noise only adds), median for CPU time
+    // (its error goes both ways).
+    let selection = cfg
+        .selection
+        .or(tc.select)
+        .unwrap_or(if timer == TimerMethod::Cpu {
+            Selection::Median
+        } else {
+            Selection::Min
+        });
+    let (min_interval_ns, min_interval_source) = match (cfg.min_interval_ns, tc.min_interval_ns) {
+        (Some(v), _) => (v, "command line".to_string()),
+        (None, Some(v)) => (v, "spec timer={...}".to_string()),
+        (None, None) => (
+            cfg.machine.min_interval_ns,
+            format!(
+                "1000 x measured clock resolution ({:.0} ns), at least 10 us",
+                cfg.machine.timer_resolution_ns
+            ),
+        ),
+    };
+
+    // Operands.
+    let mut operands = Vec::new();
+    for p in params {
+        let init = inits[p.name.name.as_str()];
+        let InitValue::Array(a) = &init.value else {
+            continue;
+        };
+        operands.push(build_operand(
+            &p.name.name,
+            &p.ty,
+            a,
+            &env,
+            &values,
+            flush_method,
+        )?);
+    }
+
+    // Verification.
+    let verify = if spec.returns.is_empty() && !(spec.routine.body.is_some() && ret_is_value(spec))
+    {
+        None
+    } else {
+        if spec.routine.body.is_none() {
+            if spec.returns.is_empty() {
+                None
+            } else {
+                return Err(ModelError::ReturnsWithoutBody);
+            }
+        } else {
+            let mut names = Vec::new();
+            let mut tol: f64 = 0.0;
+            for r in spec
+                .returns
+                .iter()
+                .filter(|r| r.name != spec.routine.name.name)
+            {
+                let op = operands
+                    .iter()
+                    .find(|o| o.name == r.name)
+                    .ok_or_else(|| ModelError::BadReturn(r.name.clone()))?;
+                names.push(op.name.clone());
+                let p = params
+                    .iter()
+                    .find(|p| p.name.name == r.name)
+                    .expect("param");
+                tol = tol.max(default_tolerance(&p.ty.base));
+            }
+            if ret_is_value(spec) {
+                tol = tol.max(default_tolerance(&spec.routine.ret.base));
+            }
+            Some(VerifyPlan {
+                operands: names,
+                compare_return: ret_is_value(spec),
+                tolerance: cfg.tolerance.unwrap_or(if tol > 0.0 { tol } else { 1e-9 }),
+            })
+        }
+    };
+
+    // Overflow guard: the paper's alpha trick when the routine has a real
+    // `alpha` that is fixed; outputs restored between single-call samples.
+    let alternate = scalars
+        .iter()
+        .find(|s| {
+            s.name.eq_ignore_ascii_case("alpha")
+                && !s.integral
+                && s.kind == ScalarKind::Fixed
+                && params
+                    .iter()
+                    .any(|p| p.name.name == s.name && p.ty.pointers == 0 && p.ty.base.is_floating())
+        })
+        .map(|s| s.name.clone());
+    let restore = operands
+        .iter()
+        .filter(|o| o.is_output)
+        .map(|o| o.name.clone())
+        .collect();
+
+    let flop = match &spec.flop {
+        Some(f) => Some(FlopPlan {
+            text: f.text.clone(),
+            c_expr: cexpr::to_c(&f.expr, &env, NameStyle::Runtime, true)?,
+            value: cexpr::eval(&f.expr, &values).map(|v| v.as_f64()),
+        }),
+        None => None,
+    };
+
+    let routine = build_routine(spec);
+    let calls = build_calls(spec, &operands);
+    let per_call_scalars = scalars.iter().any(|s| s.kind != ScalarKind::Fixed);
+
+    Ok(DriverModel {
+        routine,
+        includes: spec.includes.iter().map(|i| i.text.clone()).collect(),
+        macros: macro_defaults,
+        scalars,
+        operands,
+        flush: FlushPlan {
+            method: match flush_method {
+                FlushMethod::Read => "read",
+                FlushMethod::Clflush => "clflush",
+                FlushMethod::None => "none",
+            },
+            method_c: match flush_method {
+                FlushMethod::Read => "TDG_FLUSH_READ",
+                FlushMethod::Clflush => "TDG_FLUSH_CLFLUSH",
+                FlushMethod::None => "TDG_FLUSH_NONE",
+            },
+            kib: flush_kib,
+            kib_source,
+            all_cpus: cfg.flush_all_cpus,
+        },
+        timing: TimingPlan {
+            method: match timer {
+                TimerMethod::Wall => "wall",
+                TimerMethod::Cycle => "cycle",
+                TimerMethod::Cpu => "cpu",
+            },
+            method_c: match timer {
+                TimerMethod::Wall => "TDG_TIMER_WALL",
+                TimerMethod::Cycle => "TDG_TIMER_CYCLE",
+                TimerMethod::Cpu => "TDG_TIMER_CPU",
+            },
+            samples,
+            selection: match selection {
+                Selection::Min => "min",
+                Selection::Median => "median",
+            },
+            selection_median: selection == Selection::Median,
+            min_interval_ns,
+            min_interval_source,
+            pin_cpu: cfg.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+        },
+        guard: OverflowGuard { alternate, restore },
+        verify,
+        flop,
+        calls,
+        per_call_scalars,
+    })
+}
+
+fn ret_is_value(spec: &Spec) -> bool {
+    let r = &spec.routine.ret;
+    !(r.pointers == 0 && r.base == BaseType::Void)
+}
+
+fn resolve_flush_kib(
+    cfg: &DriverConfig,
+    spec_size: Option<FlushSize>,
+) -> Result<(u64, String), ModelError> {
+    if let Some(k) = cfg.flush_kib {
+        return Ok((k, "command line".into()));
+    }
+    let m = &cfg.machine;
+    let have = || {
+        m.caches
+            .iter()
+            .map(|c| format!("L{} {} KiB", c.level, c.kib))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec_size {
+        Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into())),
+        Some(FlushSize::Level(l)) => m
+            .level(l)
+            .map(|c| (c.kib, format!("spec: L{l} size ({})", m.caches_source)))
+            .ok_or_else(|| ModelError::NoSuchCache(l, have())),
+        Some(FlushSize::Llc) | None => {
+            let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
+            Ok((
+                llc.kib,
+                format!("last-level cache L{} ({})", llc.level, m.caches_source),
+            ))
+        }
+    }
+}
+
+fn init_order(
+    names: impl Iterator<Item = String>,
+    scalars: &BTreeMap<String, (Expr, bool)>,
+) -> Result<Vec<String>, ModelError> {
+    let names: Vec<String> = names.filter(|n| scalars.contains_key(n)).collect();
+    let mut done: Vec<String> = Vec::new();
+    let mut pending = names.clone();
+    while !pending.is_empty() {
+        let before = pending.len();
+        pending.retain(|n| {
+            let mut deps = Vec::new();
+            cexpr::names_in(&scalars[n].0, &mut deps);
+            let ready = deps
+                .iter()
+                .all(|d| !scalars.contains_key(d) || done.contains(d) || d == n);
+            if ready {
+                done.push(n.clone());
+            }
+            !ready
+        });
+        if pending.len() == before {
+            return Err(ModelError::Cycle(pending.join(", ")));
+        }
+    }
+    Ok(done)
+}
+
+fn build_operand(
+    name: &str,
+    param_ty: &CType,
+    a: &ArrayInit,
+    env: &ExprEnv,
+    values: &Values,
+    flush_method: FlushMethod,
+) -> Result<OperandModel, ModelError> {
+    let err = |what: String| ModelError::Operand {
+        name: name.to_string(),
+        what,
+    };
+    let elem = &a.elem;
+    let elem_c = {
+        let mut t = elem.clone();
+        t.is_const = false;
+        c_type_text(&t)
+    };
+    let kind = elem_kind(elem);
+    let storage = match a.kind {
+        ArrayKind::Vector | ArrayKind::Matrix => Storage::Heap,
+        ArrayKind::Array2D => Storage::RowPointers,
+        ArrayKind::SVector | ArrayKind::SMatrix => Storage::Static,
+    };
+    let want_dims = match a.kind {
+        ArrayKind::Vector | ArrayKind::SVector => 1,
+        _ => 2,
+    };
+    if a.dims.len() != want_dims {
+        return Err(err(format!(
+            "expected {want_dims} size(s), got {}",
+            a.dims.len()
+        )));
+    }
+    let dim_c = |e: &Expr, style| {
+        cexpr::to_c(e, env, style, false).map_err(|e| match e {
+            ModelError::NotConstant(n) => err(format!(
+                "its size uses `{n}`, which changes per call; sizes must be fixed"
+            )),
+            other => other,
+        })
+    };
+    let dims_rt: Vec<String> = a
+        .dims
+        .iter()
+        .map(|d| dim_c(d, NameStyle::Runtime))
+        .collect::<Result<_, _>>()?;
+    let dims_val: Vec<Option<i64>> = a
+        .dims
+        .iter()
+        .map(|d| cexpr::eval(d, values).map(|v| v.as_f64() as i64))
+        .collect();
+    let (rows_c, cols_c, rows_value, cols_value) = match storage {
+        Storage::RowPointers => (
+            format!("(size_t){}", dims_rt[0]),
+            format!("(size_t){}", dims_rt[1]),
+            dims_val[0],
+            dims_val[1],
+        ),
+        _ => {
+            let cols = dims_rt
+                .iter()
+                .map(|d| format!("(size_t){d}"))
+                .collect::<Vec<_>>()
+                .join(" * ");
+            let v = dims_val
+                .iter()
+                .try_fold(1i64, |acc, d| d.and_then(|d| acc.checked_mul(d)));
+            ("(size_t)1".to_string(), cols, Some(1), v)
+        }
+    };
+    let static_count_c = if storage == Storage::Static {
+        a.dims
+            .iter()
+            .map(|d| dim_c(d, NameStyle::Constant).map(|c| format!("(size_t){c}")))
+            .collect::<Result<Vec<_>, _>>()?
+            .join(" * ")
+    } else {
+        String::new()
+    };
+
+    let mut align = 0u64;
+    let mut misalign = 0u64;
+    let mut flush = false;
+    let mut warm = false;
+    for at in &a.attrs {
+        match at {
+            Attr::Align(n, _) => align = *n,
+            Attr::Misalign(m, _) => misalign = *m,
+            Attr::Flush(_) => flush = true,
+            Attr::Warm(_) => warm = true,
+            Attr::Touch(_) => {}
+        }
+    }
+    if flush && warm {
+        return Err(err("`flush` and `warm` conflict; pick one".into()));
+    }
+    // Without an explicit alignment the operand gets malloc's own guarantee,
+    // so the driver reproduces what a typical caller sees.
+    if align == 0 {
+        align = 16;
+    }
+    if misalign != 0 && misalign <= align {
+        return Err(err(format!(
+            "misalign({misalign}) must be larger than align({align})"
+        )));
+    }
+    if storage == Storage::Static && misalign != 0 {
+        return Err(err(
+            "static storage cannot be forcibly misaligned; use Vector/Matrix".into(),
+        ));
+    }
+    // ATLAS's default context is out-of-cache: anything not marked warm is
+    // flushed, unless flushing is off altogether.
+    let cache = if warm || flush_method == FlushMethod::None {
+        CacheState::Warm
+    } else {
+        CacheState::Flushed
+    };
+
+    let fill = build_fill(name, &elem_c, kind, &a.fill, env, storage)?;
+    let is_output = param_ty.pointers > 0 && !param_ty.is_const;
+    let mut param_t = param_ty.clone();
+    if param_t.pointers == 0 {
+        param_t.pointers = 1;
+    }
+    Ok(OperandModel {
+        name: name.to_string(),
+        param_c_type: c_type_text(&param_t),
+        elem_c_type: elem_c,
+        elem_kind: kind,
+        storage,
+        is_static: storage == Storage::Static,
+        row_pointers: storage == Storage::RowPointers,
+        rows_c,
+        cols_c,
+        static_count_c,
+        dims_text: a.dims.iter().map(cexpr::describe).collect(),
+        align,
+        misalign,
+        fill,
+        cache,
+        warm: cache == CacheState::Warm,
+        is_output,
+        rows_value,
+        cols_value,
+        elem_bytes: elem.base.size_bytes(),
+        seed: seed_for(name),
+    })
+}
+
+fn build_fill(
+    name: &str,
+    elem_c: &str,
+    kind: ElemKind,
+    fill: &Fill,
+    env: &ExprEnv,
+    storage: Storage,
+) -> Result<FillPlan, ModelError> {
+    let err = |what: String| ModelError::Operand {
+        name: name.to_string(),
+        what,
+    };
+    let cast = |v: String| format!("({elem_c})({v})");
+    let need_arith = |what: &str| -> Result<(), ModelError> {
+        if matches!(kind, ElemKind::Opaque | ElemKind::Pointer | ElemKind::Void) {
+            Err(err(format!(
+                "{what} fill needs an arithmetic element type, `{elem_c}` is not; use ZERO or FILE(\"...\")"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
+    Ok(match fill {
+        Fill::Random(_) => {
+            need_arith("RANDOM")?;
+            let v = match kind {
+                // Mixed-sign values keep sums of products bounded when the
+                // routine accumulates across repeated calls.
+                ElemKind::Real => cast("tdg_urand()".into()),
+                ElemKind::Complex => cast("tdg_urand() + tdg_urand() * I".into()),
+                _ => {
+                    if elem_c.starts_with("unsigned")
+                        || elem_c.starts_with("uint")
+                        || elem_c == "size_t"
+                        || elem_c == "_Bool"
+                    {
+                        cast(if elem_c == "_Bool" {
+                            "tdg_rand_int(0, 1)".into()
+                        } else {
+                            "tdg_rand_int(0, 100)".into()
+                        })
+                    } else {
+                        cast("tdg_rand_int(-50, 50)".into())
+                    }
+                }
+            };
+            FillPlan {
+                kind: "random",
+                value_c: v,
+                file: None,
+                text: match kind {
+                    ElemKind::Real | ElemKind::Complex => {
+                        "pseudo-random, uniform in [-0.5, 0.5) (mixed sign)".into()
+                    }
+                    _ => "pseudo-random small integers".into(),
+                },
+            }
+        }
+        Fill::RandomRange { lo, hi, .. } => {
+            need_arith("RANDOM(lo, hi)")?;
+            let (l, h) = (c(lo)?, c(hi)?);
+            let v = match kind {
+                ElemKind::Integer => cast(format!("tdg_rand_int((long long)({l}), (long long)({h}))")),
+                ElemKind::Complex => cast(format!(
+                    "tdg_rand_real((double)({l}), (double)({h})) + tdg_rand_real((double)({l}), (double)({h})) * I"
+                )),
+                _ => cast(format!("tdg_rand_real((double)({l}), (double)({h}))")),
+            };
+            FillPlan {
+                kind: "random_range",
+                value_c: v,
+                file: None,
+                text: format!(
+                    "pseudo-random, uniform in [{}, {}]",
+                    cexpr::describe(lo),
+                    cexpr::describe(hi)
+                ),
+            }
+        }
+        Fill::Zero(_) => FillPlan {
+            kind: "zero",
+            value_c: String::new(),
+            file: None,
+            text: "zero (calloc'd; pages written before timing so none is lazily zeroed)".into(),
+        },
+        Fill::Const(e, _) => {
+            need_arith("CONST")?;
+            FillPlan {
+                kind: "const",
+                value_c: cast(c(e)?),
+                file: None,
+                text: format!("every element {}", cexpr::describe(e)),
+            }
+        }
+        Fill::Seq(_) => {
+            need_arith("SEQ")?;
+            FillPlan {
+                kind: "seq",
+                value_c: cast("k".into()),
+                file: None,
+                text: "0, 1, 2, ... in element order".into(),
+            }
+        }
+        Fill::File(path, _) => {
+            if storage == Storage::RowPointers {
+                return Err(err(
+                    "FILE(...) fills need contiguous storage; use Matrix instead of Array2D".into(),
+                ));
+            }
+            FillPlan {
+                kind: "file",
+                value_c: String::new(),
+                file: Some(cexpr::c_string_literal(path)),
+                text: format!("raw bytes from {path}"),
+            }
+        }
+    })
+}
+
+fn build_routine(spec: &Spec) -> RoutineModel {
+    let r = &spec.routine;
+    let fortran = spec.lang == Lang::Fortran;
+    let symbol = if fortran {
+        format!("{}_", r.name.name.to_lowercase())
+    } else {
+        r.name.name.clone()
+    };
+    let ret_ty = c_type_text(&r.ret);
+    let params_c: Vec<String> = r
+        .params
+        .iter()
+        .map(|p| {
+            if fortran {
+                let mut t = p.ty.clone();
+                t.pointers += u8::from(t.pointers == 0);
+                decl(&t, &p.name.name)
+            } else {
+                decl(&p.ty, &p.name.name)
+            }
+        })
+        .collect();
+    let plist = if params_c.is_empty() {
+        "void".to_string()
+    } else {
+        params_c.join(", ")
+    };
+    let prototype = format!("{ret_ty} {symbol}({plist});");
+    let reference = r.body.as_ref().map(|b| {
+        let ref_params: Vec<String> = r.params.iter().map(|p| decl(&p.ty, &p.name.name)).collect();
+        let rp = if ref_params.is_empty() {
+            "void".to_string()
+        } else {
+            ref_params.join(", ")
+        };
+        format!("static {ret_ty} tdg_reference({rp})\n{{{}}}", b.text)
+    });
+    RoutineModel {
+        name: r.name.name.clone(),
+        symbol,
+        fortran,
+        prototype,
+        reference,
+        returns_value: ret_is_value(spec),
+        ret_c_type: ret_ty,
+        ret_kind: elem_kind(&r.ret),
+    }
+}
+
+/// The four call statements. `ops(name)` spells how an operand's pointer is
+/// reached in each context.
+fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
+    let fortran = spec.lang == Lang::Fortran;
+    let r = &spec.routine;
+    let make = |callee: &str, scal: &str, op: &dyn Fn(&str) -> String, by_ref: bool| {
+        let args: Vec<String> = r
+            .params
+            .iter()
+            .map(|p| {
+                let n = &p.name.name;
+                match operands.iter().find(|o| o.name == *n) {
+                    Some(o) => format!("({}){}", o.param_c_type, op(n)),
+                    None if by_ref => format!("&{scal}.{n}"),
+                    None => format!("{scal}.{n}"),
+                }
+            })
+            .collect();
+        let call = format!("{callee}({})", args.join(", "));
+        sink_call(&call, r, ret_is_value(spec))
+    };
+    CallText {
+        timed: make(
+            &if fortran {
+                format!("{}_", r.name.name.to_lowercase())
+            } else {
+                r.name.name.clone()
+            },
+            "S",
+            &|n| format!("tdg_users_{n}[set]"),
+            fortran,
+        ),
+        dummy: make(
+            &if fortran {
+                format!("{}_", r.name.name.to_lowercase())
+            } else {
+                r.name.name.clone()
+            },
+            "D",
+            &|n| format!("tdg_users_{n}[0]"),
+            fortran,
+        ),
+        verify_impl: make(
+            &if fortran {
+                format!("{}_", r.name.name.to_lowercase())
+            } else {
+                r.name.name.clone()
+            },
+            "V",
+            &|n| format!("tdg_vimp_{n}.user"),
+            fortran,
+        ),
+        verify_ref: make(
+            "tdg_reference",
+            "V",
+            &|n| format!("tdg_vref_{n}.user"),
+            false,
+        ),
+    }
+}
+
+/// Folds a call's return value into `tdg_ret_acc` so the call cannot be
+/// dropped or hoisted as a pure function (the paper's `dot += alpha*...`).
+fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String {
+    if !has_value {
+        return format!("{call};");
+    }
+    let ty = c_type_text(&r.ret);
+    match elem_kind(&r.ret) {
+        ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
+        ElemKind::Complex => {
+            format!("{{ {ty} tdg_z = {call}; tdg_ret_acc += creal(tdg_z) + cimag(tdg_z); }}")
+        }
+        ElemKind::Pointer => format!("tdg_ret_acc += (double)(size_t)({call});"),
+        _ => format!(
+            "{{ {ty} tdg_r = {call}; tdg_ret_acc += (double)((const unsigned char *)&tdg_r)[0]; }}"
+        ),
+    }
+}

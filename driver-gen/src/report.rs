@@ -1,0 +1,143 @@
+//! Human and CSV renderings of run reports (JSON is serde's).
+
+use crate::run::RunReport;
+use std::fmt::Write;
+
+fn ns(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.3} ms", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.3} us", v / 1e3)
+    } else {
+        format!("{v:.1} ns")
+    }
+}
+
+/// The default `tdg run` output: one block per run.
+pub fn format_table(r: &RunReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "routine      {}", r.routine);
+    let _ = writeln!(
+        s,
+        "timer        {}{}, overhead {} (subtracted), resolution {}",
+        r.timer,
+        match (r.tsc_hz, r.tsc_hz_source.as_str()) {
+            (Some(hz), src) => format!(" ({:.3} GHz TSC, {src})", hz / 1e9),
+            _ => String::new(),
+        },
+        ns(r.timer_overhead_ns),
+        ns(r.timer_resolution_ns)
+    );
+    let _ = writeln!(
+        s,
+        "method       {}, {} call(s) per sample, {} working set(s), min interval {} ({})",
+        r.mode,
+        r.reps_per_sample,
+        r.working_sets,
+        ns(r.min_interval_ns as f64),
+        r.min_interval_source
+    );
+    let _ = writeln!(
+        s,
+        "flush        {} {} KiB ({}){}",
+        r.flush,
+        r.flush_kib,
+        r.flush_kib_source,
+        if r.flush_all_cpus {
+            ", on every CPU"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "samples      {}",
+        r.samples_ns
+            .iter()
+            .map(|v| ns(*v))
+            .collect::<Vec<_>>()
+            .join("  ")
+    );
+    let _ = writeln!(
+        s,
+        "per call     min {}  median {}  mean {}  max {}  stddev {}",
+        ns(r.stats.min),
+        ns(r.stats.median),
+        ns(r.stats.mean),
+        ns(r.stats.max),
+        ns(r.stats.stddev)
+    );
+    let _ = writeln!(s, "reported     {} ({})", ns(r.reported_ns), r.reported_why);
+    if let (Some(b), Some(a)) = (r.mflops_best, r.mflops_avg) {
+        let _ = writeln!(s, "MFLOPS       best {b:.1}, average {a:.1}");
+    }
+    let _ = writeln!(
+        s,
+        "verification {}{}",
+        r.verification.status,
+        if r.verification.detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", r.verification.detail)
+        }
+    );
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning      {w}");
+    }
+    s
+}
+
+pub const CSV_HEADER: &str = "routine,timer,mode,reps,working_sets,flush,flush_kib,samples,min_ns,median_ns,mean_ns,max_ns,stddev_ns,reported_ns,selection,mflops_best,mflops_avg,timer_overhead_ns,verification";
+
+pub fn format_csv_row(r: &RunReport) -> String {
+    let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
+    format!(
+        "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{:.3},{}",
+        r.routine,
+        r.timer,
+        r.mode,
+        r.reps_per_sample,
+        r.working_sets,
+        r.flush,
+        r.flush_kib,
+        r.samples_ns.len(),
+        r.stats.min,
+        r.stats.median,
+        r.stats.mean,
+        r.stats.max,
+        r.stats.stddev,
+        r.reported_ns,
+        r.selection,
+        opt(r.mflops_best),
+        opt(r.mflops_avg),
+        r.timer_overhead_ns,
+        r.verification.status
+    )
+}
+
+/// Flush sweep table: time per flush size, with the ratio to the unflushed run.
+pub fn format_sweep(reports: &[RunReport]) -> String {
+    let mut s = String::new();
+    let base = reports.first().map(|r| r.reported_ns).unwrap_or(0.0);
+    let _ = writeln!(
+        s,
+        "{:>10}  {:>14}  {:>8}  {:>6}  {:>14}",
+        "flush KiB", "reported", "x first", "R", "mode"
+    );
+    for r in reports {
+        let _ = writeln!(
+            s,
+            "{:>10}  {:>14}  {:>8.2}  {:>6}  {:>14}",
+            r.flush_kib,
+            ns(r.reported_ns),
+            if base > 0.0 {
+                r.reported_ns / base
+            } else {
+                0.0
+            },
+            r.reps_per_sample,
+            r.mode
+        );
+    }
+    s
+}

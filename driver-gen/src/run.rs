@@ -1,0 +1,582 @@
+//! Build a generated driver against the user's implementation, run it and
+//! turn its JSON line into a [`RunReport`].
+
+use serde::{Deserialize, Serialize};
+use spec_lang::ast::{FlushMethod, Selection, Spec, TimerMethod};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use toolchain::{CCompiler, CompileJob, ToolchainError};
+
+use crate::defaults::machine_defaults;
+use crate::model::{DriverConfig, DriverModel, ModelError};
+use crate::render::{render, RenderError};
+
+/// Flags the driver's own sources are always built with: the product must be
+/// warning-free under them.
+pub const DRIVER_CFLAGS: &[&str] = &["-std=c99", "-O2", "-Wall", "-Wextra"];
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// C compiler (`--cc`); `None`: $CC, cc, gcc, clang.
+    pub cc: Option<String>,
+    /// Flags for the implementation only (the driver has fixed flags).
+    pub cflags: Vec<String>,
+    /// `-D NAME=VALUE`, applied to the driver and the implementation.
+    pub defines: Vec<(String, String)>,
+    pub timer: Option<TimerMethod>,
+    pub samples: Option<u32>,
+    pub selection: Option<Selection>,
+    pub flush: Option<FlushMethod>,
+    pub flush_kib: Option<u64>,
+    pub min_interval_ns: Option<u64>,
+    /// Force this many calls per sample.
+    pub reps: Option<u64>,
+    pub pin_cpu: Option<u32>,
+    pub flush_all_cpus: bool,
+    /// Write every operand page before timing (lazy page zeroing guard).
+    pub touch_pages: bool,
+    /// One untimed call before timing (instruction load guard).
+    pub dummy_call: bool,
+    pub overflow_guard: bool,
+    pub verify: bool,
+    pub tolerance: Option<f64>,
+    pub timeout: Duration,
+    pub templates_dir: Option<PathBuf>,
+    /// More user sources linked with the implementation.
+    pub extra_sources: Vec<PathBuf>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            cc: None,
+            cflags: vec!["-O2".into()],
+            defines: Vec::new(),
+            timer: None,
+            samples: None,
+            selection: None,
+            flush: None,
+            flush_kib: None,
+            min_interval_ns: None,
+            reps: None,
+            pin_cpu: None,
+            flush_all_cpus: false,
+            touch_pages: true,
+            dummy_call: true,
+            overflow_guard: true,
+            verify: true,
+            tolerance: None,
+            timeout: Duration::from_secs(300),
+            templates_dir: None,
+            extra_sources: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    #[error("{0}")]
+    Toolchain(String),
+    #[error("the implementation {file} failed to compile:\n{stderr}")]
+    ImplBuild { file: PathBuf, stderr: String },
+    #[error("the generated driver failed to compile (a tdg bug or a bad include=/--templates):\n{stderr}")]
+    DriverBuild { stderr: String },
+    #[error("`{routine}` crashed with {signal_name} (signal {signal}) during: {phase}")]
+    Crashed {
+        routine: String,
+        signal: i32,
+        signal_name: String,
+        phase: String,
+        stderr: String,
+    },
+    #[error("verification FAILED: {detail}; the implementation does not compute what the spec's reference does")]
+    VerificationFailed {
+        detail: String,
+        report: Box<Option<RunReport>>,
+    },
+    #[error("the driver exited with status {code}: {stderr}")]
+    DriverFailed { code: i32, stderr: String },
+    #[error("the driver ran longer than {seconds} s and was stopped; lower the sizes or --samples, or raise --timeout")]
+    TimedOut { seconds: u64 },
+    #[error("the driver printed no report I understand ({why}); output was: {stdout}")]
+    BadOutput { why: String, stdout: String },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub min: f64,
+    pub median: f64,
+    pub mean: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperandReport {
+    pub name: String,
+    pub bytes: u64,
+    /// Address of the first working set's copy.
+    pub address: u64,
+    pub align: u64,
+    pub misalign: u64,
+    /// "flushed" or "warm".
+    pub cache: String,
+    /// Copies in the self-flushing area (1 when it does not rotate).
+    pub copies: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    /// "passed", "failed" or "skipped".
+    pub status: String,
+    pub detail: String,
+}
+
+/// What the driver prints with `--json` (one line).
+#[derive(Debug, Clone, Deserialize)]
+struct DriverJson {
+    routine: String,
+    timer: String,
+    timer_requested: String,
+    tsc_hz: Option<f64>,
+    tsc_hz_source: String,
+    timer_overhead_ns: Option<f64>,
+    timer_resolution_ns: Option<f64>,
+    mode: String,
+    reps: u64,
+    working_sets: u64,
+    flush: String,
+    flush_kib: u64,
+    flush_all_cpus: bool,
+    flush_cpus: Vec<i32>,
+    min_interval_ns: u64,
+    selection: String,
+    samples_ns: Vec<f64>,
+    sample_cpus: Vec<i32>,
+    stats: Stats,
+    reported_ns: f64,
+    flops_per_call: Option<f64>,
+    page_faults_during_timing: i64,
+    pinned_cpu: i32,
+    touch_pages: bool,
+    dummy_call: bool,
+    overflow_guard: String,
+    outputs_finite: bool,
+    operands: Vec<OperandReport>,
+    verification: Verification,
+    warnings: Vec<String>,
+}
+
+/// Everything one driver run measured, serialisable for `--json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub routine: String,
+    pub compiler: String,
+    pub impl_cflags: Vec<String>,
+    pub defines: Vec<String>,
+    /// Timer used ("cycle", "wall", "cpu") and the one asked for.
+    pub timer: String,
+    pub timer_requested: String,
+    pub tsc_hz: Option<f64>,
+    pub tsc_hz_source: String,
+    /// Empty-interval cost, subtracted from every sample.
+    pub timer_overhead_ns: f64,
+    pub timer_resolution_ns: f64,
+    /// "single-call", "self-flushing" (R calls over rotating working sets) or
+    /// "repeated" (R calls, same data).
+    pub mode: String,
+    pub reps_per_sample: u64,
+    pub working_sets: u64,
+    pub flush: String,
+    pub flush_kib: u64,
+    pub flush_kib_source: String,
+    pub flush_all_cpus: bool,
+    pub flush_cpus: Vec<i32>,
+    pub min_interval_ns: u64,
+    pub min_interval_source: String,
+    /// Per-call nanoseconds of every sample, in order.
+    pub samples_ns: Vec<f64>,
+    pub sample_cpus: Vec<i32>,
+    pub stats: Stats,
+    /// "min" or "median".
+    pub selection: String,
+    pub reported_ns: f64,
+    pub reported_why: String,
+    pub flops_per_call: Option<f64>,
+    pub mflops_best: Option<f64>,
+    pub mflops_avg: Option<f64>,
+    pub page_faults_during_timing: i64,
+    pub pinned_cpu: Option<i32>,
+    pub touch_pages: bool,
+    pub dummy_call: bool,
+    pub overflow_guard: String,
+    pub outputs_finite: bool,
+    pub operands: Vec<OperandReport>,
+    pub verification: Verification,
+    pub warnings: Vec<String>,
+}
+
+/// A compiled driver, ready to run any number of times (a flush sweep
+/// reuses one build).
+pub struct BuiltDriver {
+    pub model: DriverModel,
+    pub exe: PathBuf,
+    pub compiler: String,
+    pub impl_cflags: Vec<String>,
+    pub defines: Vec<String>,
+    _dir: toolchain::ScratchDir,
+}
+
+/// Builds the driver for `spec` with the options' configuration.
+pub fn build_driver(
+    spec: &Spec,
+    impl_c: &Path,
+    opts: &RunOptions,
+) -> Result<BuiltDriver, RunError> {
+    let mut cfg = DriverConfig::new(machine_defaults());
+    cfg.timer = opts.timer;
+    cfg.samples = opts.samples;
+    cfg.selection = opts.selection;
+    cfg.flush = opts.flush;
+    cfg.flush_kib = opts.flush_kib;
+    cfg.min_interval_ns = opts.min_interval_ns;
+    cfg.flush_all_cpus = opts.flush_all_cpus;
+    cfg.pin_cpu = opts.pin_cpu;
+    cfg.tolerance = opts.tolerance;
+    cfg.defines = opts.defines.iter().cloned().collect();
+    let model = DriverModel::from_spec(spec, &cfg)?;
+    build_model(model, impl_c, opts)
+}
+
+/// Builds an already-made model (callers that adjust the model first).
+pub fn build_model(
+    model: DriverModel,
+    impl_c: &Path,
+    opts: &RunOptions,
+) -> Result<BuiltDriver, RunError> {
+    if !impl_c.is_file() {
+        return Err(RunError::Io(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "implementation {} not found; pass the C file that defines {} with --impl",
+                impl_c.display(),
+                model.routine.symbol
+            ),
+        )));
+    }
+    let generated = render(&model, opts.templates_dir.as_deref())?;
+    let dir = toolchain::scratch_dir("tdg-driver")?;
+    generated.write_to(dir.path())?;
+    let cc = CCompiler::find(opts.cc.as_deref()).map_err(|e| RunError::Toolchain(e.to_string()))?;
+    let defines: Vec<(String, Option<String>)> = opts
+        .defines
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let obj = |n: &str| dir.path().join(n);
+    for src in ["driver.c", "tdg_runtime.c"] {
+        let job = CompileJob {
+            sources: vec![dir.path().join(src)],
+            output: obj(&format!("{src}.o")),
+            cflags: DRIVER_CFLAGS.iter().map(|s| s.to_string()).collect(),
+            defines: defines.clone(),
+            include_dirs: vec![dir.path().to_path_buf()],
+            object_only: true,
+            ..Default::default()
+        };
+        cc.compile(&job).map_err(|e| match e {
+            ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
+            other => RunError::Toolchain(other.to_string()),
+        })?;
+    }
+    let mut objects = vec![obj("driver.c.o"), obj("tdg_runtime.c.o")];
+    let mut user_sources = vec![impl_c.to_path_buf()];
+    user_sources.extend(opts.extra_sources.iter().cloned());
+    for (i, src) in user_sources.iter().enumerate() {
+        let out = obj(&format!("impl{i}.o"));
+        let job = CompileJob {
+            sources: vec![src.clone()],
+            output: out.clone(),
+            cflags: opts.cflags.clone(),
+            defines: defines.clone(),
+            include_dirs: src
+                .parent()
+                .map(|p| vec![p.to_path_buf()])
+                .unwrap_or_default(),
+            object_only: true,
+            ..Default::default()
+        };
+        cc.compile(&job).map_err(|e| match e {
+            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
+                file: src.clone(),
+                stderr,
+            },
+            other => RunError::Toolchain(other.to_string()),
+        })?;
+        objects.push(out);
+    }
+    let exe = dir.path().join("driver");
+    cc.compile(&CompileJob {
+        sources: objects,
+        output: exe.clone(),
+        link_args: vec!["-lm".into(), "-pthread".into()],
+        ..Default::default()
+    })
+    .map_err(|e| match e {
+        ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
+            file: impl_c.to_path_buf(),
+            stderr,
+        },
+        other => RunError::Toolchain(other.to_string()),
+    })?;
+    Ok(BuiltDriver {
+        model,
+        exe,
+        compiler: format!("{} ({})", cc.program, cc.version),
+        impl_cflags: opts.cflags.clone(),
+        defines: opts
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        _dir: dir,
+    })
+}
+
+/// Command-line arguments for the driver binary from the run-time options.
+pub fn driver_args(opts: &RunOptions) -> Vec<String> {
+    let mut a = vec!["--json".to_string()];
+    if let Some(t) = opts.timer {
+        a.push(format!(
+            "--timer={}",
+            match t {
+                TimerMethod::Wall => "wall",
+                TimerMethod::Cycle => "cycle",
+                TimerMethod::Cpu => "cpu",
+            }
+        ));
+    }
+    if let Some(s) = opts.samples {
+        a.push(format!("--samples={s}"));
+    }
+    if let Some(s) = opts.selection {
+        a.push(format!(
+            "--select={}",
+            if s == Selection::Median {
+                "median"
+            } else {
+                "min"
+            }
+        ));
+    }
+    if let Some(f) = opts.flush {
+        a.push(format!(
+            "--flush={}",
+            match f {
+                FlushMethod::Read => "read",
+                FlushMethod::Clflush => "clflush",
+                FlushMethod::None => "none",
+            }
+        ));
+    }
+    if let Some(k) = opts.flush_kib {
+        a.push(format!("--flush-kib={k}"));
+    }
+    if let Some(m) = opts.min_interval_ns {
+        a.push(format!("--min-interval-ns={m}"));
+    }
+    if let Some(r) = opts.reps {
+        a.push(format!("--reps={r}"));
+    }
+    if let Some(c) = opts.pin_cpu {
+        a.push(format!("--pin={c}"));
+    }
+    if opts.flush_all_cpus {
+        a.push("--flush-all-cpus".into());
+    }
+    if !opts.touch_pages {
+        a.push("--no-touch".into());
+    }
+    if !opts.dummy_call {
+        a.push("--no-dummy-call".into());
+    }
+    if !opts.overflow_guard {
+        a.push("--no-overflow-guard".into());
+    }
+    if !opts.verify {
+        a.push("--no-verify".into());
+    }
+    if let Some(t) = opts.tolerance {
+        a.push(format!("--tolerance={t:e}"));
+    }
+    a
+}
+
+impl BuiltDriver {
+    /// Runs the driver once with the run-time part of `opts`.
+    pub fn run(&self, opts: &RunOptions) -> Result<RunReport, RunError> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(driver_args(opts));
+        match toolchain::run(&mut cmd, Some(opts.timeout)) {
+            Ok(out) => self.report_from(&out.stdout),
+            Err(ToolchainError::Crashed {
+                signal,
+                signal_name,
+                stderr,
+                ..
+            }) => Err(RunError::Crashed {
+                routine: self.model.routine.name.clone(),
+                signal,
+                signal_name: signal_name.to_string(),
+                phase: last_phase(&stderr),
+                stderr,
+            }),
+            Err(ToolchainError::Failed {
+                code: 3, stdout, ..
+            }) => {
+                let report = self.report_from(&stdout).ok();
+                let detail = report
+                    .as_ref()
+                    .map(|r| r.verification.detail.clone())
+                    .unwrap_or_else(|| "see the driver's output".into());
+                Err(RunError::VerificationFailed {
+                    detail,
+                    report: Box::new(report),
+                })
+            }
+            Err(ToolchainError::Failed { code, stderr, .. }) => Err(RunError::DriverFailed {
+                code,
+                stderr: stderr
+                    .lines()
+                    .filter(|l| !l.starts_with("tdg-phase:"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            }),
+            Err(ToolchainError::TimedOut { seconds, .. }) => Err(RunError::TimedOut { seconds }),
+            Err(other) => Err(RunError::Toolchain(other.to_string())),
+        }
+    }
+
+    fn report_from(&self, stdout: &str) -> Result<RunReport, RunError> {
+        let line = stdout
+            .lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .ok_or_else(|| RunError::BadOutput {
+                why: "no JSON line".into(),
+                stdout: stdout.chars().take(400).collect(),
+            })?;
+        let j: DriverJson = serde_json::from_str(line).map_err(|e| RunError::BadOutput {
+            why: e.to_string(),
+            stdout: line.chars().take(400).collect(),
+        })?;
+        Ok(self.report(j))
+    }
+
+    fn report(&self, j: DriverJson) -> RunReport {
+        let m = &self.model;
+        let reported_why = match (j.selection.as_str(), j.timer.as_str()) {
+            ("median", "cpu") => {
+                "median of the samples: CPU time errs in both directions, so extremes are dropped"
+                    .to_string()
+            }
+            ("median", _) => "median of the samples (requested)".to_string(),
+            (_, "cpu") => {
+                "minimum of the samples (requested; CPU time usually wants the median)".to_string()
+            }
+            _ => "minimum of the samples: with wall-clock time, other activity only ever adds time"
+                .to_string(),
+        };
+        let flops = j.flops_per_call.filter(|f| *f > 0.0);
+        let mflops = |ns: f64| flops.filter(|_| ns > 0.0).map(|f| f / ns * 1e3);
+        let flush_kib_source = if j.flush_kib == m.flush.kib {
+            m.flush.kib_source.clone()
+        } else {
+            "command line".into()
+        };
+        let min_interval_source = if j.min_interval_ns == m.timing.min_interval_ns {
+            m.timing.min_interval_source.clone()
+        } else {
+            "command line".into()
+        };
+        RunReport {
+            routine: j.routine,
+            compiler: self.compiler.clone(),
+            impl_cflags: self.impl_cflags.clone(),
+            defines: self.defines.clone(),
+            timer: j.timer,
+            timer_requested: j.timer_requested,
+            tsc_hz: j.tsc_hz.filter(|h| *h > 0.0),
+            tsc_hz_source: j.tsc_hz_source,
+            timer_overhead_ns: j.timer_overhead_ns.unwrap_or(0.0),
+            timer_resolution_ns: j.timer_resolution_ns.unwrap_or(0.0),
+            mode: j.mode,
+            reps_per_sample: j.reps,
+            working_sets: j.working_sets,
+            flush: j.flush,
+            flush_kib: j.flush_kib,
+            flush_kib_source,
+            flush_all_cpus: j.flush_all_cpus,
+            flush_cpus: j.flush_cpus,
+            min_interval_ns: j.min_interval_ns,
+            min_interval_source,
+            samples_ns: j.samples_ns,
+            sample_cpus: j.sample_cpus,
+            mflops_best: mflops(j.stats.min),
+            mflops_avg: mflops(j.stats.mean),
+            stats: j.stats,
+            selection: j.selection,
+            reported_ns: j.reported_ns,
+            reported_why,
+            flops_per_call: j.flops_per_call,
+            page_faults_during_timing: j.page_faults_during_timing,
+            pinned_cpu: (j.pinned_cpu >= 0).then_some(j.pinned_cpu),
+            touch_pages: j.touch_pages,
+            dummy_call: j.dummy_call,
+            overflow_guard: j.overflow_guard,
+            outputs_finite: j.outputs_finite,
+            operands: j.operands,
+            verification: j.verification,
+            warnings: j.warnings,
+        }
+    }
+}
+
+fn last_phase(stderr: &str) -> String {
+    stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("tdg-phase: "))
+        .unwrap_or("start-up (before the first phase)")
+        .to_string()
+}
+
+/// Builds, runs once and reports: the one-shot API.
+pub fn run_driver(spec: &Spec, impl_c: &Path, opts: &RunOptions) -> Result<RunReport, RunError> {
+    build_driver(spec, impl_c, opts)?.run(opts)
+}
+
+/// Times the same build at each flush size (KiB), in order.
+pub fn flush_sweep(
+    built: &BuiltDriver,
+    opts: &RunOptions,
+    kibs: &[u64],
+) -> Result<Vec<RunReport>, RunError> {
+    kibs.iter()
+        .map(|k| {
+            let mut o = opts.clone();
+            o.flush_kib = Some(*k);
+            if *k > 0 && o.flush == Some(FlushMethod::None) {
+                o.flush = Some(FlushMethod::Read);
+            }
+            built.run(&o)
+        })
+        .collect()
+}
