@@ -3,7 +3,7 @@
 //! with the generated driver and predict the application's total time in
 //! the routine as sum over contexts of (calls x driver time per call).
 
-use crate::report::{fmt_ns, Report};
+use crate::report::{fmt_ns, ContextStats, Report};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -78,7 +78,7 @@ impl ContextsFile {
     pub fn from_report(
         report: &Report,
         spec: Option<String>,
-        defines_for: impl Fn(&BTreeMap<String, i64>) -> BTreeMap<String, String>,
+        defines_for: impl Fn(&ContextStats) -> BTreeMap<String, String>,
     ) -> ContextsFile {
         let contexts = report
             .contexts
@@ -91,7 +91,7 @@ impl ContextsFile {
                     .collect();
                 ContextEntry {
                     rank: c.rank,
-                    defines: defines_for(&values),
+                    defines: defines_for(c),
                     values,
                     calls: c.calls,
                     share: c.share,

@@ -17,4 +17,5 @@ pub mod interpose;
 pub mod report;
 pub mod runtime;
 pub mod session;
+pub mod specgen;
 pub mod validate;

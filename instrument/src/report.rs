@@ -120,10 +120,16 @@ pub struct Report {
     pub nontemporal: bool,
     pub early_calls: usize,
     pub contexts: Vec<ContextStats>,
+    /// Values left out of the context key (name, distinct values seen).
+    pub data_values: Vec<(String, usize)>,
     /// Per-call time in call order (start tick), with the call's context rank.
     #[serde(skip)]
     pub timeline: Vec<(f64, usize)>,
 }
+
+/// Up to this many distinct values a parameter always counts as part of the
+/// call context; above it, only if it repeats (fewer than calls / 2).
+pub const DATA_DISTINCT_FLOOR: usize = 32;
 
 /// Builds the report for one routine of `profile`.
 pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportError> {
@@ -160,11 +166,27 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
     }
     records.sort_by_key(|r| r.start);
 
+    // A value that differs on (nearly) every call, like a running checksum,
+    // is data, not a problem size: keying contexts on it would make every
+    // call its own context.
+    let limit = DATA_DISTINCT_FLOOR.max(records.len() / 2);
+    let mut excluded = Vec::new();
     let context_idx: Vec<usize> = info
         .values
         .iter()
         .enumerate()
         .filter(|(_, v)| v.kind.is_context())
+        .filter(|&(i, v)| {
+            let distinct: HashSet<i64> = records
+                .iter()
+                .map(|r| r.values().get(i).copied().unwrap_or(0))
+                .collect();
+            let keep = distinct.len() <= limit;
+            if !keep {
+                excluded.push((v.name.clone(), distinct.len()));
+            }
+            keep
+        })
         .map(|(i, _)| i)
         .collect();
     let pointer_idx: Vec<usize> = info
@@ -261,6 +283,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         nontemporal: profile.nontemporal,
         early_calls: opts.early_calls,
         contexts,
+        data_values: excluded,
         timeline: call_ctx
             .into_iter()
             .map(|(ns, slot)| (ns, rank_of[slot]))
@@ -306,6 +329,12 @@ pub fn render_table(report: &Report, top: usize) -> String {
             "ordinary"
         }
     );
+    for (name, n) in &report.data_values {
+        let _ = writeln!(
+            o,
+            "{name}: {n} distinct values, treated as data rather than part of the call context"
+        );
+    }
     let _ = writeln!(o);
     let label_w = report
         .contexts

@@ -1,9 +1,178 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg profile [--spec SPEC] -- CMD ARGS...` and `tdg profile report FILE`.
 use super::CmdResult;
+use anyhow::Context as _;
+use instrument::{format, interpose, report, session};
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
+    #[command(flatten)]
+    run: RunArgs,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg profile` is not built yet")
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Call contexts, per-call timeline and early/late split of a profile.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Spec of the routine to interpose (LD_PRELOAD shim built from its
+    /// signature). Without it the program must use the TDG_PROFILE markers.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<PathBuf>,
+    /// Profile file to write [default: ROUTINE.tdgp, or PROGRAM.tdgp].
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Expected calls per routine; sizes the buffer (TDG_PROFILE_CALLS).
+    #[arg(long, value_name = "N")]
+    calls: Option<u64>,
+    /// Buffer size in records, overriding --calls (TDG_PROFILE_RECORDS).
+    #[arg(long, value_name = "N")]
+    records: Option<u64>,
+    /// Log with ordinary stores instead of non-temporal ones (for comparison).
+    #[arg(long)]
+    cached_stores: bool,
+    /// Include directory for the spec's include= clauses [default: the spec's directory].
+    #[arg(short = 'I', value_name = "DIR")]
+    include: Vec<PathBuf>,
+    /// C compiler for the shim [default: $CC, cc, gcc, clang].
+    #[arg(long)]
+    cc: Option<String>,
+    /// The program and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// A profile written by `tdg profile`.
+    file: PathBuf,
+    /// Routine to report on (needed when the profile holds several).
+    #[arg(long)]
+    routine: Option<String>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write an SVG plot of per-call time over call index.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Contexts shown in the table.
+    #[arg(long, default_value_t = 15)]
+    top: usize,
+    /// Calls of each context counted as "early" (cold-cache start).
+    #[arg(long, default_value_t = 4)]
+    early: usize,
+}
+
+pub fn run(args: Args) -> CmdResult {
+    match args.action {
+        Some(Action::Report(r)) => run_report(r),
+        None => run_profile(args.run),
+    }
+}
+
+fn run_profile(a: RunArgs) -> CmdResult {
+    if a.command.is_empty() {
+        anyhow::bail!(
+            "no command to profile: put it after `--`, e.g. `tdg profile --spec crc32.spec -- ./app args` (or `tdg profile report FILE`)"
+        );
+    }
+    let work = toolchain::scratch_dir("tdg-profile").context("creating a scratch directory")?;
+    let mut name = PathBuf::from(&a.command[0])
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    let shim = match &a.spec {
+        Some(spec_path) => {
+            let spec = spec_lang::load(spec_path).map_err(|d| anyhow::anyhow!("{d}"))?;
+            let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
+            let mut incs = a.include.clone();
+            if incs.is_empty() {
+                incs.push(
+                    spec_path
+                        .parent()
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| PathBuf::from(".")),
+                );
+            }
+            let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)
+                .context("building the LD_PRELOAD shim")?;
+            name = spec.routine.name.name.clone();
+            Some(built.preload_shim)
+        }
+        None => None,
+    };
+    let out_dir = work.path().join("out");
+    std::fs::create_dir_all(&out_dir)?;
+    let settings = session::RuntimeSettings {
+        calls: a.calls,
+        records: a.records,
+        cached_stores: a.cached_stores,
+    };
+    let outcome = session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir)?;
+    let output = a.output.unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
+    format::write(&outcome.profile, &output)
+        .with_context(|| format!("writing {}", output.display()))?;
+    let p = &outcome.profile;
+    let per_routine: Vec<String> = p
+        .routines
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let n = p.records.iter().filter(|x| x.routine as usize == i).count();
+            format!("{} {} calls ({} dropped)", r.name, n, r.dropped)
+        })
+        .collect();
+    eprintln!(
+        "tdg: `{}` {}; recorded {} in {} process(es); wrote {}",
+        a.command[0].to_string_lossy(),
+        outcome.how_it_ended(),
+        per_routine.join(", "),
+        p.pids.len(),
+        output.display()
+    );
+    if p.dropped > 0 {
+        eprintln!(
+            "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger",
+            p.dropped, p.capacity
+        );
+    }
+    eprintln!("tdg: next: tdg profile report {}", output.display());
+    Ok(match (outcome.status.code(), outcome.status.signal()) {
+        (Some(0), _) => ExitCode::SUCCESS,
+        (Some(c), _) => ExitCode::from(c.clamp(1, 255) as u8),
+        (None, Some(s)) => ExitCode::from((128 + s).clamp(1, 255) as u8),
+        _ => ExitCode::FAILURE,
+    })
+}
+
+fn run_report(a: ReportArgs) -> CmdResult {
+    let profile = format::read(&a.file)?;
+    let rep = report::build(
+        &profile,
+        &report::ReportOptions {
+            routine: a.routine.clone(),
+            early_calls: a.early,
+        },
+    )?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print!("{}", report::render_table(&rep, a.top));
+    }
+    if let Some(svg) = &a.svg {
+        std::fs::write(svg, report::render_svg(&rep))
+            .with_context(|| format!("writing {}", svg.display()))?;
+        eprintln!("tdg: wrote {}", svg.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,119 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg spec-from-profile FILE --spec SPEC`: a spec whose Macro defaults are
+//! the dominant call context, plus the contexts file for `tdg run --contexts`.
 use super::CmdResult;
+use anyhow::Context as _;
+use instrument::{contexts, format, report, specgen};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A profile written by `tdg profile`.
+    profile: PathBuf,
+    /// The spec of the profiled routine (its text is kept; only defaults change).
+    #[arg(long)]
+    spec: PathBuf,
+    /// Spec to write [default: <spec stem>.profiled.spec in the current directory].
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Contexts file to write [default: <spec stem>.contexts.json].
+    #[arg(long, value_name = "FILE")]
+    contexts: Option<PathBuf>,
+    /// Routine in the profile [default: the spec's routine].
+    #[arg(long)]
+    routine: Option<String>,
+    /// Which context becomes the default (1 = most time in the application).
+    #[arg(long, default_value_t = 1)]
+    rank: usize,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg spec_from_profile` is not built yet")
+pub fn run(a: Args) -> CmdResult {
+    let src = std::fs::read_to_string(&a.spec)
+        .with_context(|| format!("reading spec {}", a.spec.display()))?;
+    let file = a.spec.display().to_string();
+    let spec = spec_lang::parse_and_check(&src, &file).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let profile = format::read(&a.profile)?;
+    let routine = a
+        .routine
+        .clone()
+        .unwrap_or_else(|| spec.routine.name.name.clone());
+    let rep = report::build(
+        &profile,
+        &report::ReportOptions {
+            routine: Some(routine),
+            ..Default::default()
+        },
+    )?;
+    let chosen = rep
+        .contexts
+        .iter()
+        .find(|c| c.rank == a.rank)
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the profile has {} contexts; --rank must be 1..={}",
+                rep.contexts.len(),
+                rep.contexts.len()
+            )
+        })?;
+    let params: Vec<specgen::ContextParam> = chosen
+        .values
+        .iter()
+        .map(|v| specgen::ContextParam {
+            name: v.name.clone(),
+            value: v.display.clone(),
+        })
+        .collect();
+    let edit = specgen::apply_context(&spec, &src, &params);
+    // The edited text must still be a valid spec of the same routine.
+    let back = spec_lang::parse_and_check(&edit.text, &file)
+        .map_err(|d| anyhow::anyhow!("internal error: the edited spec does not parse:\n{d}"))?;
+    anyhow::ensure!(
+        back.routine == spec.routine,
+        "internal error: editing the spec changed its routine"
+    );
+    let stem = a
+        .spec
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "routine".into());
+    let out = a
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("{stem}.profiled.spec")));
+    let ctx_path = a
+        .contexts
+        .unwrap_or_else(|| PathBuf::from(format!("{stem}.contexts.json")));
+    std::fs::write(&out, &edit.text).with_context(|| format!("writing {}", out.display()))?;
+    let file = contexts::ContextsFile::from_report(&rep, Some(out.display().to_string()), |c| {
+        let values: BTreeMap<String, String> = c
+            .values
+            .iter()
+            .map(|v| (v.name.clone(), v.display.clone()))
+            .collect();
+        edit.defines_for(&values)
+    });
+    std::fs::write(&ctx_path, file.to_json())
+        .with_context(|| format!("writing {}", ctx_path.display()))?;
+    println!(
+        "context {} ({} of {} calls, {:.1}% of the time) is the default in {}",
+        chosen.label(),
+        chosen.calls,
+        rep.calls,
+        chosen.share * 100.0,
+        out.display()
+    );
+    for (p, m) in &edit.macros {
+        println!("  {p} <- Macro {m}");
+    }
+    for n in &edit.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "{} contexts written to {}; time them with `tdg run {} --contexts {}`",
+        file.contexts.len(),
+        ctx_path.display(),
+        out.display(),
+        ctx_path.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,148 @@
+//! `tdg spec-from-profile`: the user's spec with the `Macro` defaults of the
+//! profiled parameters set to the dominant call context.
+//!
+//! The spec text is edited in place through the AST's spans rather than
+//! re-emitted, so the user's comments, layout and reference body survive
+//! byte for byte; only the default values change.
+
+use spec_lang::ast::{Expr, InitValue, Spec};
+use std::collections::BTreeMap;
+
+/// A parameter value to put into the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextParam {
+    pub name: String,
+    /// As C source (`4096`, `18446744073709551615u`).
+    pub value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecEdit {
+    /// The new spec text.
+    pub text: String,
+    /// Routine parameter name to the macro that sets it (`-D NAME=...`).
+    pub macros: BTreeMap<String, String>,
+    /// Things the user should know (a parameter left alone and why).
+    pub notes: Vec<String>,
+}
+
+impl SpecEdit {
+    /// The `-D` overrides that select `values` (param name to value text).
+    pub fn defines_for(&self, values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        values
+            .iter()
+            .filter_map(|(p, v)| self.macros.get(p).map(|m| (m.clone(), v.clone())))
+            .collect()
+    }
+}
+
+/// Macro name for a parameter that had none: upper-case and prefixed so it
+/// cannot collide with the parameter itself (`N` -> `TDG_N`).
+pub fn macro_name_for(param: &str) -> String {
+    format!("TDG_{}", param.to_uppercase())
+}
+
+/// Rewrites `src` (the text `spec` was parsed from) so each parameter of
+/// `context` defaults to its value.
+pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEdit {
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut macros = BTreeMap::new();
+    let mut notes = Vec::new();
+    for cp in context {
+        if !spec.routine.params.iter().any(|p| p.name.name == cp.name) {
+            notes.push(format!(
+                "`{}` is recorded in the profile but is not a parameter of `{}`; left out",
+                cp.name, spec.routine.name.name
+            ));
+            continue;
+        }
+        match spec.init.iter().find(|i| i.name.name == cp.name) {
+            Some(init) => match &init.value {
+                InitValue::Scalar(Expr::Macro { name, default, .. }) => {
+                    let s = default.span();
+                    edits.push((s.start, s.end, cp.value.clone()));
+                    macros.insert(cp.name.clone(), name.name.clone());
+                }
+                InitValue::Scalar(e @ (Expr::Int(..) | Expr::Float(..))) => {
+                    let s = e.span();
+                    let m = macro_name_for(&cp.name);
+                    edits.push((s.start, s.end, format!("Macro({m}, {})", cp.value)));
+                    macros.insert(cp.name.clone(), m);
+                }
+                _ => {
+                    let s = init.span;
+                    let text = src.get(s.start..s.end).unwrap_or("").trim();
+                    notes.push(format!(
+                        "`{text}` is derived from other values, not set from the profile (the profile saw {}={})",
+                        cp.name, cp.value
+                    ));
+                }
+            },
+            None => {
+                let m = macro_name_for(&cp.name);
+                if let Some(first) = spec.init.first() {
+                    let at = first.span.start;
+                    edits.push((at, at, format!("{}=Macro({m}, {}); ", cp.name, cp.value)));
+                    macros.insert(cp.name.clone(), m);
+                } else {
+                    notes.push(format!(
+                        "the spec has no init={{...}} entries; add `{}=Macro({m}, {});`",
+                        cp.name, cp.value
+                    ));
+                }
+            }
+        }
+    }
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let mut text = src.to_string();
+    for (start, end, new) in edits {
+        if start <= end && end <= text.len() {
+            text.replace_range(start..end, &new);
+        }
+    }
+    SpecEdit {
+        text,
+        macros,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "// keep me\nroutine=unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len);\ninit={\n  crc=0;\n  len=Macro(LEN, 100);\n  buf=Vector(unsigned char, RANDOM, align(64), len);\n};\n";
+
+    fn cp(name: &str, v: &str) -> ContextParam {
+        ContextParam {
+            name: name.into(),
+            value: v.into(),
+        }
+    }
+
+    #[test]
+    fn sets_macro_defaults_and_wraps_literals() {
+        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let e = apply_context(&spec, SRC, &[cp("crc", "7"), cp("len", "32768")]);
+        assert!(e.text.starts_with("// keep me\n"));
+        assert!(e.text.contains("len=Macro(LEN, 32768);"), "{}", e.text);
+        assert!(e.text.contains("crc=Macro(TDG_CRC, 7);"), "{}", e.text);
+        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        assert_eq!(back.routine, spec.routine);
+        assert_eq!(e.macros["len"], "LEN");
+        let d = e.defines_for(&[("len".to_string(), "64".to_string())].into_iter().collect());
+        assert_eq!(d["LEN"], "64");
+        assert!(e.notes.is_empty());
+    }
+
+    #[test]
+    fn derived_values_and_unknown_names_are_noted_not_changed() {
+        let src = "routine=void f(const int M, const int lda, double* A);\ninit={ M=Macro(MS, 10); lda=M; A=Matrix(double, lda, M, RANDOM, _); };\n";
+        let spec = spec_lang::parse_and_check(src, "f.spec").unwrap();
+        let e = apply_context(&spec, src, &[cp("M", "20"), cp("lda", "32"), cp("q", "1")]);
+        assert!(e.text.contains("M=Macro(MS, 20)"));
+        assert!(e.text.contains("lda=M;"));
+        assert_eq!(e.notes.len(), 2, "{:?}", e.notes);
+        spec_lang::parse_and_check(&e.text, "f.spec").unwrap();
+    }
+}

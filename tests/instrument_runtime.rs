@@ -1,0 +1,426 @@
+//! The profiling runtime and the interposers, exercised through real C
+//! programs compiled with the system compiler.
+
+use instrument::{format, interpose, report, runtime, session};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use toolchain::{CCompiler, CompileJob};
+
+fn cc() -> CCompiler {
+    CCompiler::find(None).expect("a C compiler (scripts/setup installs gcc)")
+}
+
+/// Builds the runtime into `dir` and a marker-instrumented program from `src`.
+fn build_marked(dir: &Path, src: &str) -> PathBuf {
+    let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
+    let c = dir.join("app.c");
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join("app");
+    cc().compile(&CompileJob {
+        sources: vec![c],
+        output: exe.clone(),
+        cflags: vec!["-O2".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+        include_dirs: vec![rt.include_dir.clone()],
+        link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    exe
+}
+
+fn profile_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tdgp"))
+        .collect();
+    v.sort();
+    v
+}
+
+const SUM_KERNEL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <unistd.h>
+#include "tdg_instrument.h"
+static volatile long sink;
+static long sum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
+"#;
+
+#[test]
+fn full_buffer_counts_dropped_records_and_writes_only_what_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+int main(void) {{
+    long a[64] = {{0}};
+    for (int k = 0; k < 1000; k++) {{ int n = 1 + k % 64; TDG_PROFILE(\"sum\", \"n:i\", sink = sum(a, n), n); }}
+    printf(\"%lu\\n\", (unsigned long)tdg_dropped());
+    return 0;
+}}"
+        ),
+    );
+    let out = toolchain::run(
+        Command::new(&exe)
+            .env("TDG_PROFILE_RECORDS", "100")
+            .env("TDG_PROFILE_OUT", dir.path().join("p.%p.tdgp")),
+        Some(Duration::from_secs(30)),
+    )
+    .unwrap();
+    assert_eq!(out.stdout.trim(), "900", "the program sees the drop count");
+    let files = profile_files(dir.path());
+    assert_eq!(files.len(), 1, "%p expands to one file per process");
+    let p = format::read(&files[0]).unwrap();
+    assert_eq!(p.capacity, 100);
+    assert_eq!(p.records.len(), 100);
+    assert_eq!(p.dropped, 900);
+    assert_eq!(p.routines[0].dropped, 900);
+    // The records kept are the first 100 calls, intact.
+    for (k, r) in p.records.iter().enumerate() {
+        assert_eq!(r.values(), &[1 + (k as i64) % 64]);
+    }
+    let rep = report::build(&p, &Default::default()).unwrap();
+    assert!(report::render_table(&rep, 5).contains("900 dropped"));
+}
+
+#[test]
+fn threads_record_into_their_own_chunks_without_losing_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+#include <pthread.h>
+#define CALLS 20000
+static void *worker(void *arg) {{
+    int n = (int)(long)arg;
+    long *a = calloc((size_t)n, sizeof *a);
+    for (int k = 0; k < CALLS; k++) TDG_PROFILE(\"sum\", \"n:i,a:p\", sink = sum(a, n), n, TDG_PTR(a));
+    free(a);
+    return NULL;
+}}
+int main(void) {{
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(10 * (i + 1)));
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    return 0;
+}}"
+        ),
+    );
+    toolchain::run(
+        Command::new(&exe).env("TDG_PROFILE_OUT", dir.path().join("p.tdgp")),
+        Some(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let p = format::read(&dir.path().join("p.tdgp")).unwrap();
+    assert_eq!(p.dropped, 0);
+    assert_eq!(p.threads, 4);
+    assert_eq!(p.records.len(), 4 * 20000);
+    // Each thread index saw exactly one n (its own), 20000 times, and its
+    // records are in time order: no record was torn or mixed up.
+    let mut per_thread: std::collections::BTreeMap<u16, Vec<&format::Record>> = Default::default();
+    for r in &p.records {
+        per_thread.entry(r.thread).or_default().push(r);
+    }
+    let mut ns: Vec<i64> = Vec::new();
+    for recs in per_thread.values() {
+        assert_eq!(recs.len(), 20000);
+        let n = recs[0].values()[0];
+        assert!(recs.iter().all(|r| r.values()[0] == n && r.nvalues == 2));
+        assert!(recs.windows(2).all(|w| w[0].start < w[1].start));
+        ns.push(n);
+    }
+    ns.sort();
+    assert_eq!(ns, vec![10, 20, 30, 40]);
+    let rep = report::build(&p, &Default::default()).unwrap();
+    assert_eq!(rep.contexts.len(), 4);
+    assert_eq!(rep.threads, 4);
+}
+
+#[test]
+fn a_program_killed_by_a_signal_still_leaves_a_readable_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+int main(int argc, char **argv) {{
+    long a[8] = {{0}};
+    for (int k = 0; k < 250; k++) TDG_PROFILE(\"sum\", \"n:i\", sink = sum(a, 8), 8);
+    (void)argv;
+    if (argc > 1) {{ kill(getpid(), SIGTERM); pause(); }}
+    volatile int *volatile p = NULL;
+    *p = 1; /* a real segmentation fault */
+    return 0;
+}}"
+        ),
+    );
+    for (extra, signal) in [(None, "SIGSEGV"), (Some("term"), "SIGTERM")] {
+        let out = dir.path().join(format!("p{signal}.tdgp"));
+        let mut cmd = Command::new(&exe);
+        cmd.args(extra).env("TDG_PROFILE_OUT", &out);
+        match toolchain::run(&mut cmd, Some(Duration::from_secs(30))) {
+            Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => assert_eq!(signal_name, signal),
+            other => panic!("expected death by signal {signal}, got {other:?}"),
+        }
+        let p = format::read(&out).unwrap();
+        assert_eq!(p.records.len(), 250, "signal {signal}");
+        assert!(p.records.iter().all(|r| r.values() == [8]));
+    }
+}
+
+#[test]
+fn explicit_flush_writes_the_profile_before_the_program_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+int main(void) {{
+    long a[8] = {{0}};
+    for (int k = 0; k < 10; k++) TDG_PROFILE(\"sum\", \"n:i\", sink = sum(a, 8), 8);
+    if (tdg_flush() != 0) return 3;
+    for (int k = 0; k < 5; k++) TDG_PROFILE(\"sum\", \"n:i\", sink = sum(a, 8), 8);
+    _exit(0); /* skips atexit: only the flush wrote anything */
+}}"
+        ),
+    );
+    let out = dir.path().join("p.tdgp");
+    toolchain::run(
+        Command::new(&exe).env("TDG_PROFILE_OUT", &out),
+        Some(Duration::from_secs(30)),
+    )
+    .unwrap();
+    assert_eq!(format::read(&out).unwrap().records.len(), 10);
+}
+
+#[test]
+fn recorded_ticks_follow_the_work_done_per_call() {
+    let dir = tempfile::tempdir().unwrap();
+    // n = 200 vs n = 200000 longs: 1000x the work.
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+int main(void) {{
+    long *a = calloc(200000, sizeof *a);
+    for (int k = 0; k < 200; k++) {{ int n = (k % 2) ? 200 : 200000; TDG_PROFILE(\"sum\", \"n:i\", sink = sum(a, n), n); }}
+    free(a);
+    return 0;
+}}"
+        ),
+    );
+    let out = dir.path().join("p.tdgp");
+    toolchain::run(
+        Command::new(&exe).env("TDG_PROFILE_OUT", &out),
+        Some(Duration::from_secs(30)),
+    )
+    .unwrap();
+    let p = format::read(&out).unwrap();
+    let rep = report::build(&p, &Default::default()).unwrap();
+    let big = rep.contexts.iter().find(|c| c.values[0].value == 200000).unwrap();
+    let small = rep.contexts.iter().find(|c| c.values[0].value == 200).unwrap();
+    assert_eq!(rep.contexts[0].values[0].value, 200000, "the big context dominates");
+    assert!(
+        big.all.min_ns > 50.0 * small.all.min_ns,
+        "1000x the work must take far longer: {} vs {}",
+        big.all.min_ns,
+        small.all.min_ns
+    );
+    assert!(rep.ticks_per_sec > 100_000_000, "{}", rep.ticks_per_sec);
+    assert!(big.share > 0.9);
+}
+
+/// A routine in a shared library, called by a program that knows nothing of
+/// tdg: `long ksum(const long *a, int n)`.
+fn build_shared_lib_app(dir: &Path) -> (PathBuf, PathBuf) {
+    let lib_c = dir.join("k.c");
+    std::fs::write(
+        &lib_c,
+        "long ksum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) s += a[i] * (i + 1); return s; }\n",
+    )
+    .unwrap();
+    let lib = dir.join("libk.so");
+    cc().compile(&CompileJob {
+        sources: vec![lib_c.clone()],
+        output: lib.clone(),
+        cflags: vec!["-O2".into(), "-fPIC".into(), "-shared".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let app_c = dir.join("app.c");
+    std::fs::write(
+        &app_c,
+        r#"#include <stdio.h>
+#include <stdlib.h>
+long ksum(const long *a, int n);
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 300;
+    long *a = malloc(4096 * sizeof *a), t = 0;
+    for (int i = 0; i < 4096; i++) a[i] = i % 7;
+    for (int k = 0; k < reps; k++) t += ksum(a, (k % 3 == 0) ? 4096 : 512);
+    printf("%ld\n", t);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let app = dir.join("app");
+    cc().compile(&CompileJob {
+        sources: vec![app_c],
+        output: app.clone(),
+        cflags: vec!["-O2".into()],
+        link_args: vec![
+            format!("-L{}", dir.display()),
+            "-lk".into(),
+            format!("-Wl,-rpath,{}", dir.display()),
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    (app, lib_c)
+}
+
+const KSUM_SPEC: &str = "routine=long ksum(const long* a, int n);\ninit={ n=Macro(NK, 100); a=Vector(long, RANDOM, align(64), n); };\n";
+
+#[test]
+fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = build_shared_lib_app(dir.path());
+    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let plain = toolchain::run(&mut Command::new(&app), None).unwrap().stdout;
+
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let outcome = session::run_profiled(
+        &[app.clone().into_os_string(), "300".into()],
+        Some(&shims.preload_shim),
+        &session::RuntimeSettings::default(),
+        &out_dir,
+    )
+    .unwrap();
+    assert!(outcome.status.success());
+    let p = outcome.profile;
+    assert_eq!(p.records.len(), 300);
+    assert_eq!(p.routines[0].name, "ksum");
+    assert_eq!(p.routines[0].params_text(), "n:i,a:p");
+    let rep = report::build(&p, &Default::default()).unwrap();
+    assert_eq!(rep.contexts.len(), 2);
+    assert_eq!(rep.contexts[0].values[0].value, 4096);
+    assert_eq!(rep.contexts[0].calls, 100);
+    assert_eq!(rep.contexts[1].calls, 200);
+    assert_eq!(rep.contexts[0].distinct_pointers, vec![("a".to_string(), 1)]);
+
+    // The shim forwards faithfully: same output as without it.
+    let shimmed = toolchain::run(
+        Command::new(&app)
+            .env("LD_PRELOAD", &shims.preload_shim)
+            .env("TDG_PROFILE_OUT", dir.path().join("again.tdgp")),
+        None,
+    )
+    .unwrap()
+    .stdout;
+    assert_eq!(plain, shimmed);
+}
+
+#[test]
+fn every_process_of_a_pipeline_is_merged_into_one_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _) = build_shared_lib_app(dir.path());
+    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let script = format!("{0} 30 >/dev/null && {0} 60 >/dev/null", app.display());
+    let outcome = session::run_profiled(
+        &["sh".into(), "-c".into(), script.into()],
+        Some(&shims.preload_shim),
+        &session::RuntimeSettings::default(),
+        &out_dir,
+    )
+    .unwrap();
+    assert_eq!(outcome.files.len(), 2, "sh itself never calls ksum: no file");
+    assert_eq!(outcome.profile.pids.len(), 2);
+    assert_eq!(outcome.profile.records.len(), 90);
+}
+
+#[test]
+fn wrap_object_profiles_a_statically_linked_routine() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, lib_c) = build_shared_lib_app(dir.path());
+    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let exe = dir.path().join("static_app");
+    cc().compile(&CompileJob {
+        sources: vec![dir.path().join("app.c"), lib_c],
+        output: exe.clone(),
+        cflags: vec!["-O2".into()],
+        link_args: vec![
+            format!("-Wl,--wrap={}", shims.symbol),
+            shims.wrap_object.display().to_string(),
+            shims.runtime.static_lib.display().to_string(),
+            "-lpthread".into(),
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    let out = dir.path().join("w.tdgp");
+    let run = toolchain::run(
+        Command::new(&exe).arg("90").env("TDG_PROFILE_OUT", &out),
+        None,
+    )
+    .unwrap();
+    assert!(!run.stdout.trim().is_empty());
+    let p = format::read(&out).unwrap();
+    assert_eq!(p.records.len(), 90);
+    assert_eq!(
+        p.records.iter().filter(|r| r.values()[0] == 4096).count(),
+        30
+    );
+}
+
+#[test]
+fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, src) in [
+        (
+            "void",
+            "routine=void scale(double* x, const int n, const double a);\ninit={ n=Macro(N, 10); a=2.0; x=Vector(double, RANDOM, align(64), n); };\n",
+        ),
+        (
+            "fortran",
+            "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
+        ),
+    ] {
+        let spec = spec_lang::parse_and_check(src, name).unwrap();
+        // -Werror: the generated C must be clean under -Wall -Wextra.
+        let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
+        for kind in [interpose::InterposerKind::Preload, interpose::InterposerKind::Wrap] {
+            let c = dir.path().join(format!("{name}{kind:?}.c"));
+            std::fs::write(&c, interpose::generate(&spec, kind).unwrap()).unwrap();
+            cc().compile(&CompileJob {
+                sources: vec![c],
+                output: dir.path().join(format!("{name}{kind:?}.o")),
+                cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+                include_dirs: vec![rt.include_dir.clone()],
+                object_only: true,
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("{name} {kind:?}: {e}"));
+        }
+        let values = interpose::recorded_values(&spec);
+        assert_eq!(values[0].kind, format::ValueKind::Signed, "{name}");
+        assert_eq!(values[1].kind, format::ValueKind::Double, "{name}");
+    }
+    let spec = spec_lang::parse_and_check(
+        "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(interpose::symbol_name(&spec), "daxpy_");
+}
