@@ -1,1 +1,34 @@
-//! Checkpoint/restore timing with CRIU.
+//! Checkpoint timing of data-sensitive routines with CRIU (seed 003, section
+//! 3.2): the application checkpoints itself just before, or `delay` calls
+//! before, the region of interest; tdg restores the image many times and each
+//! restored copy times the region on the application's own memory.
+//!
+//! Stages, each a plain function: [`capture`] (run the application, seal the
+//! image with a [`Manifest`]), [`time_image`] (restore R times),
+//! [`auto_delay`], [`measure_in_app`] (the plain-run reference) and
+//! [`run_doctor`].
+
+pub mod autodelay;
+pub mod capture;
+pub mod capture_info;
+pub mod criu;
+pub mod doctor;
+pub mod env;
+pub mod error;
+pub mod hostlib;
+pub mod inapp;
+pub mod manifest;
+pub mod restore;
+pub mod stats;
+pub mod timing;
+
+pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
+pub use capture::{capture, CaptureOutcome, CaptureRequest};
+pub use criu::{find_criu, Criu, CriuVersion};
+pub use doctor::{run_doctor, DoctorReport};
+pub use error::{CheckpointError, Result};
+pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
+pub use inapp::{measure_in_app, InAppReport, InAppRequest};
+pub use manifest::Manifest;
+pub use stats::SampleStats;
+pub use timing::{time_checkpoint_clause, time_image, TimeOptions, TimingReport};

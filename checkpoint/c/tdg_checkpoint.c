@@ -1,0 +1,432 @@
+/* tdg_checkpoint.c: the host side of tdg's CRIU checkpoint timing.
+ * See tdg_checkpoint.h for how an application uses it.
+ *
+ * Design notes (why it looks like this):
+ * - libcriu is dlopen()ed from the path tdg passes in TDG_CKPT_LIBCRIU, so an
+ *   application only compiles this file; it needs neither criu headers nor
+ *   -lcriu, and a plain run never touches CRIU at all.
+ * - The dump is a libcriu self-dump with leave_running: criu_dump() returns 0
+ *   in the original and 1 in every restored copy.
+ * - A restored copy hands its time back through a pipe created just before the
+ *   dump. The copy keeps only the write end; `tdg checkpoint time` substitutes
+ *   its own pipe for it at restore (criu --inherit-fd), so no path is baked in.
+ * - Right after the dump the original writes tdg-capture.txt: what was
+ *   captured and every open descriptor with its flags, which tdg needs to
+ *   restore files that will change later (outputs, pipes, terminals).
+ * - The copy ends with _exit() so the application's atexit handlers and stdio
+ *   buffers cannot write output a second time.
+ */
+#define _GNU_SOURCE
+#include "tdg_checkpoint.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The environment tdg sets (names shared with the checkpoint crate). */
+#define ENV_IMAGE "TDG_CKPT_IMAGE"
+#define ENV_CRIU "TDG_CKPT_CRIU"
+#define ENV_LIBCRIU "TDG_CKPT_LIBCRIU"
+#define ENV_DELAY "TDG_CKPT_DELAY"
+#define ENV_SITE "TDG_REGION_SITE"
+#define ENV_CALL "TDG_REGION_CALL"
+#define ENV_REPORT "TDG_REGION_REPORT"
+
+#define CAPTURE_INFO "tdg-capture.txt"
+#define DUMP_LOG "dump.log"
+/* The write end of the result pipe sits at a fixed, unlikely descriptor so a
+ * restore never clashes with the application's own descriptors. */
+#define RESULT_FD_MIN 1000
+
+/* libcriu entry points (signatures from criu.h, stable since CRIU 2.x). */
+struct criu_api {
+    int (*init_opts)(void);
+    int (*set_service_binary)(const char *);
+    void (*set_images_dir_fd)(int);
+    void (*set_leave_running)(bool);
+    void (*set_shell_job)(bool);
+    void (*set_log_level)(int);
+    int (*set_log_file)(const char *);
+    int (*dump)(void);
+};
+
+static struct {
+    bool configured;   /* environment read */
+    bool markers_on;   /* some region-marker work was asked for */
+    bool site_any;     /* act on the first site seen */
+    char site[256];
+    long call;         /* the timed call of the site, 1-based */
+    long delay;        /* checkpoint this many calls before it */
+    const char *image; /* capture mode when set */
+    const char *report;
+    long count;        /* calls of the site begun so far */
+    bool checkpointed; /* original: the dump is done */
+    bool restored;     /* this process is a restored copy */
+    int timing_depth;  /* >0 while inside the timed call */
+    int result_fd;
+    struct timespec t0;     /* wall clock at the region's start */
+    struct timespec cpu0;   /* this thread's CPU time at the region's start */
+} g = {.result_fd = -1};
+
+static void read_environment(void)
+{
+    const char *s;
+    g.configured = true;
+    g.image = getenv(ENV_IMAGE);
+    if (g.image && !*g.image)
+        g.image = NULL;
+    g.report = getenv(ENV_REPORT);
+    if (g.report && !*g.report)
+        g.report = NULL;
+    s = getenv(ENV_SITE);
+    if (s && *s) {
+        snprintf(g.site, sizeof g.site, "%s", s);
+    } else {
+        g.site_any = true;
+    }
+    s = getenv(ENV_CALL);
+    g.call = (s && *s) ? strtol(s, NULL, 10) : 1;
+    s = getenv(ENV_DELAY);
+    g.delay = (s && *s) ? strtol(s, NULL, 10) : 0;
+    if (g.call < 1)
+        g.call = 1;
+    if (g.delay < 0)
+        g.delay = 0;
+    g.markers_on = g.image != NULL || g.report != NULL;
+}
+
+static inline void now(struct timespec *t)
+{
+    clock_gettime(CLOCK_MONOTONIC_RAW, t);
+}
+
+/* CPU time excludes the time the thread was preempted: on a shared machine
+ * the wall time of a millisecond region swings with the load, its CPU time
+ * much less. Both are reported. */
+static inline void cpu_now(struct timespec *t)
+{
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, t);
+}
+
+static void start_region_clocks(void)
+{
+    cpu_now(&g.cpu0);
+    now(&g.t0); /* last, so reading the CPU clock is not timed */
+}
+
+static long long elapsed_ns(const struct timespec *a, const struct timespec *b)
+{
+    return (long long)(b->tv_sec - a->tv_sec) * 1000000000LL + (b->tv_nsec - a->tv_nsec);
+}
+
+static void complain(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tdg_checkpoint: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+}
+
+static bool load_libcriu(struct criu_api *api)
+{
+    const char *path = getenv(ENV_LIBCRIU);
+    void *h = NULL;
+    if (path && *path)
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libcriu.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        h = dlopen("libcriu.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        complain("cannot load libcriu (%s); run the application under `tdg checkpoint capture`", dlerror());
+        return false;
+    }
+#define SYM(field, name)                                             \
+    do {                                                             \
+        *(void **)(&api->field) = dlsym(h, name);                    \
+        if (!api->field) {                                           \
+            complain("libcriu lacks %s; CRIU >= 4.1 is needed", name); \
+            return false;                                            \
+        }                                                            \
+    } while (0)
+    SYM(init_opts, "criu_init_opts");
+    SYM(set_service_binary, "criu_set_service_binary");
+    SYM(set_images_dir_fd, "criu_set_images_dir_fd");
+    SYM(set_leave_running, "criu_set_leave_running");
+    SYM(set_shell_job, "criu_set_shell_job");
+    SYM(set_log_level, "criu_set_log_level");
+    SYM(set_log_file, "criu_set_log_file");
+    SYM(dump, "criu_dump");
+#undef SYM
+    return true;
+}
+
+/* Describe every open descriptor (number, open flags, target) so tdg can
+ * decide how each is restored. Runs in the original right after the dump, so
+ * the table is the one the image holds, minus the two descriptors used here. */
+static void write_descriptors(FILE *out, int skip1, int skip2)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char link[64], target[PATH_MAX], info[64];
+        FILE *fi;
+        ssize_t n;
+        unsigned long flags = 0;
+        char line[256];
+        int fd;
+        if (e->d_name[0] == '.')
+            continue;
+        fd = atoi(e->d_name);
+        if (fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == fileno(out))
+            continue;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        n = readlink(link, target, sizeof target - 1);
+        if (n < 0)
+            continue;
+        target[n] = '\0';
+        if (strchr(target, '\n'))
+            continue;
+        snprintf(info, sizeof info, "/proc/self/fdinfo/%d", fd);
+        fi = fopen(info, "r");
+        if (fi) {
+            while (fgets(line, sizeof line, fi))
+                if (sscanf(line, "flags: %lo", &flags) == 1)
+                    break;
+            fclose(fi);
+        }
+        fprintf(out, "fd=%d %lo %s\n", fd, flags, target);
+        {
+            /* CRIU names a terminal by its device numbers (tty[rdev:dev]). */
+            struct stat st;
+            if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && isatty(fd))
+                fprintf(out, "tty=%d %llx:%llx\n", fd, (unsigned long long)st.st_rdev,
+                        (unsigned long long)st.st_dev);
+        }
+    }
+    closedir(d);
+}
+
+static int checkpoint_here(const char *image, bool pair_api)
+{
+    struct criu_api api;
+    const char *criu = getenv(ENV_CRIU);
+    int pipefd[2], dirfd_img, ret, result_fd, saved_errno;
+    struct stat st;
+    char exe[PATH_MAX];
+    ssize_t n;
+    FILE *info;
+
+    if (mkdir(image, 0755) < 0 && errno != EEXIST) {
+        complain("cannot create the image directory %s", image);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    dirfd_img = open(image, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd_img < 0) {
+        complain("cannot open the image directory %s", image);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    if (!load_libcriu(&api)) {
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    if (pipe(pipefd) < 0) {
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    result_fd = fcntl(pipefd[1], F_DUPFD, RESULT_FD_MIN);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    if (result_fd < 0 || fstat(result_fd, &st) < 0) {
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
+
+    if (api.init_opts() < 0) {
+        complain("criu_init_opts failed%s", "");
+        close(result_fd);
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    if (criu && *criu)
+        api.set_service_binary(criu);
+    api.set_images_dir_fd(dirfd_img);
+    api.set_leave_running(true);
+    /* The application shares tdg's session (and maybe its terminal). */
+    api.set_shell_job(true);
+    api.set_log_level(4);
+    api.set_log_file(DUMP_LOG);
+
+    ret = api.dump();
+    saved_errno = errno;
+
+    if (ret > 0) {
+        /* A restored copy: the region runs from here. */
+        g.restored = true;
+        g.result_fd = result_fd;
+        close(dirfd_img);
+        if (pair_api) {
+            g.timing_depth = 1;
+            start_region_clocks();
+        }
+        return TDG_CHECKPOINT_RESTORED;
+    }
+
+    /* The original process. */
+    info = NULL;
+    {
+        int ifd = openat(dirfd_img, CAPTURE_INFO, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (ifd >= 0)
+            info = fdopen(ifd, "w");
+    }
+    if (info) {
+        fprintf(info, "status=%s\n", ret == 0 ? "ok" : "error");
+        if (ret < 0)
+            fprintf(info, "error=criu_dump returned %d (%s)\n", ret, strerror(saved_errno));
+        fprintf(info, "pid=%ld\n", (long)getpid());
+        n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            fprintf(info, "exe=%s\n", exe);
+        }
+        if (realpath(image, exe))
+            fprintf(info, "image=%s\n", exe);
+        fprintf(info, "api=%s\n", pair_api ? "pair" : "markers");
+        if (!pair_api) {
+            fprintf(info, "site=%s\n", g.site);
+            fprintf(info, "call=%ld\n", g.call);
+            fprintf(info, "delay=%ld\n", g.delay);
+        }
+        fprintf(info, "result_fd=%d\n", result_fd);
+        fprintf(info, "result_channel=pipe:[%lu]\n", (unsigned long)st.st_ino);
+        write_descriptors(info, dirfd_img, result_fd);
+        fclose(info);
+    }
+    close(result_fd);
+    close(dirfd_img);
+    if (ret < 0) {
+        fprintf(stderr, "tdg_checkpoint: CRIU could not checkpoint this process (criu_dump: %d); see %s/%s\n", ret,
+                image, DUMP_LOG);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    g.checkpointed = true;
+    return TDG_CHECKPOINT_ORIGINAL;
+}
+
+/* In a restored copy: hand the region's time to tdg and end the copy. */
+static void finish_restored_copy(long long ns, long long cpu_ns)
+{
+    char line[96];
+    int len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
+    signal(SIGPIPE, SIG_IGN);
+    if (write(g.result_fd, line, (size_t)len) != len)
+        _exit(3);
+    _exit(0);
+}
+
+/* In a plain run with TDG_REGION_REPORT: append the call's time (the in-app
+ * reference). Done after the region ends so it does not perturb it. */
+static void append_report(long long ns, long long cpu_ns)
+{
+    char line[96];
+    int len, fd = open(g.report, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        complain("cannot open %s for the region report", g.report);
+        return;
+    }
+    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
+    if (write(fd, line, (size_t)len) != len)
+        complain("short write to %s", g.report);
+    close(fd);
+}
+
+static void region_finished(void)
+{
+    struct timespec t1, cpu1;
+    long long ns, cpu_ns;
+    now(&t1);
+    cpu_now(&cpu1);
+    ns = elapsed_ns(&g.t0, &t1);
+    cpu_ns = elapsed_ns(&g.cpu0, &cpu1);
+    if (g.restored)
+        finish_restored_copy(ns, cpu_ns);
+    if (g.report)
+        append_report(ns, cpu_ns);
+}
+
+int tdg_enter_checkpoint(const char *image_dir)
+{
+    const char *image;
+    if (!g.configured)
+        read_environment();
+    if (g.restored || g.checkpointed)
+        return g.restored ? TDG_CHECKPOINT_RESTORED : TDG_CHECKPOINT_ORIGINAL;
+    image = g.image ? g.image : image_dir;
+    if (!g.image && g.report) {
+        /* A plain profiled run: time the region, checkpoint nothing. */
+        g.timing_depth = 1;
+        start_region_clocks();
+        return TDG_CHECKPOINT_ORIGINAL;
+    }
+    if (!image || !*image) {
+        complain("tdg_enter_checkpoint: no image directory given%s", "");
+        return TDG_CHECKPOINT_ERROR;
+    }
+    return checkpoint_here(image, true);
+}
+
+void tdg_stop_checkpoint(void)
+{
+    if (g.timing_depth > 0) {
+        g.timing_depth = 0;
+        region_finished();
+    }
+}
+
+void tdg_region_begin(const char *site)
+{
+    if (!g.configured)
+        read_environment();
+    if (!g.markers_on || !site)
+        return;
+    if (g.site_any) {
+        snprintf(g.site, sizeof g.site, "%s", site);
+        g.site_any = false;
+    } else if (strcmp(site, g.site) != 0) {
+        return;
+    }
+    if (g.timing_depth > 0) {
+        g.timing_depth++; /* recursion inside the timed call */
+        return;
+    }
+    g.count++;
+    if (g.image && !g.checkpointed && !g.restored && g.count == g.call - g.delay) {
+        if (checkpoint_here(g.image, false) == TDG_CHECKPOINT_ERROR)
+            g.image = NULL; /* let the application finish normally */
+    }
+    if (g.count == g.call && (g.restored || (!g.image && g.report))) {
+        g.timing_depth = 1;
+        start_region_clocks(); /* last, so the bookkeeping above is not timed */
+    }
+}
+
+void tdg_region_end(const char *site)
+{
+    if (g.timing_depth <= 0 || !site || strcmp(site, g.site) != 0)
+        return;
+    if (--g.timing_depth > 0)
+        return;
+    region_finished();
+}

@@ -1,0 +1,206 @@
+//! `tdg checkpoint capture`: run the application with the host library armed,
+//! let it checkpoint itself, and seal the image with a manifest.
+
+use crate::capture_info::{CaptureInfo, CAPTURE_INFO_FILE, DUMP_LOG_FILE};
+use crate::criu::{diagnose_log, running_as_root, Criu};
+use crate::env;
+use crate::error::{io_err, CheckpointError, Result};
+use crate::manifest::{checksum_image, sha256_file, Manifest, MANIFEST_FILE, MANIFEST_FORMAT};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct CaptureRequest {
+    /// The application and its arguments.
+    pub command: Vec<OsString>,
+    pub image: PathBuf,
+    /// The region site to act on (None: the first site the application marks).
+    pub site: Option<String>,
+    /// The timed call of the site, 1-based.
+    pub call: u64,
+    /// Checkpoint this many calls before the timed one (0 = immediate).
+    pub delay: u64,
+    /// Kill the application if it runs longer than this.
+    pub timeout: Option<Duration>,
+    /// Send the application's stdout/stderr to /dev/null (auto-delay, tests).
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CaptureOutcome {
+    pub manifest: Manifest,
+    /// The whole run of the application, checkpoint included.
+    pub run_time: Duration,
+    /// The application's exit status (it keeps running after the dump).
+    pub exit_code: Option<i32>,
+}
+
+pub fn validate_call_and_delay(call: u64, delay: u64) -> Result<()> {
+    if call == 0 {
+        return Err(CheckpointError::InvalidRequest(
+            "--call counts from 1 (the first call of the region is call 1)".into(),
+        ));
+    }
+    if delay >= call {
+        return Err(CheckpointError::InvalidRequest(format!(
+            "--delay {delay} needs --call > {delay}: the checkpoint is taken {delay} calls before the timed call {call}"
+        )));
+    }
+    Ok(())
+}
+
+/// Make `image` an empty directory, refusing to clobber anything that is not
+/// a previous tdg image.
+pub fn prepare_image_dir(image: &Path) -> Result<PathBuf> {
+    if image.exists() {
+        if !image.is_dir() {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "{} exists and is not a directory; choose another -o",
+                image.display()
+            )));
+        }
+        let entries: Vec<_> = std::fs::read_dir(image)
+            .map_err(io_err(format!("cannot list {}", image.display())))?
+            .filter_map(|e| e.ok())
+            .collect();
+        let ours = entries.is_empty()
+            || image.join(MANIFEST_FILE).exists()
+            || image.join(CAPTURE_INFO_FILE).exists()
+            || image.join(DUMP_LOG_FILE).exists();
+        if !ours {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "{} is not empty and is not a tdg image; refusing to overwrite it (choose another -o)",
+                image.display()
+            )));
+        }
+        for e in entries {
+            let p = e.path();
+            let r = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.map_err(io_err(format!("cannot clear {}", p.display())))?;
+        }
+    } else {
+        std::fs::create_dir_all(image)
+            .map_err(io_err(format!("cannot create {}", image.display())))?;
+    }
+    image
+        .canonicalize()
+        .map_err(io_err(format!("cannot resolve {}", image.display())))
+}
+
+pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
+    validate_call_and_delay(req.call, req.delay)?;
+    let Some((program, args)) = req.command.split_first() else {
+        return Err(CheckpointError::InvalidRequest(
+            "no application given; use `tdg checkpoint capture -o IMAGE -- PROGRAM ARGS...`".into(),
+        ));
+    };
+    if !running_as_root() {
+        return Err(CheckpointError::NotRoot);
+    }
+    let image = prepare_image_dir(&req.image)?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env(env::IMAGE, &image)
+        .env(env::CRIU, &criu.path)
+        .env(env::CALL, req.call.to_string())
+        .env(env::DELAY, req.delay.to_string())
+        .env_remove(env::REPORT);
+    match &req.site {
+        Some(site) => cmd.env(env::SITE, site),
+        None => cmd.env_remove(env::SITE),
+    };
+    if let Some(lib) = &criu.libcriu {
+        cmd.env(env::LIBCRIU, lib);
+    }
+    if req.quiet {
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| {
+        CheckpointError::InvalidRequest(format!(
+            "cannot start {}: {e}",
+            Path::new(program).display()
+        ))
+    })?;
+    let status = loop {
+        if let Some(st) = child
+            .try_wait()
+            .map_err(io_err("waiting for the application"))?
+        {
+            break st;
+        }
+        if req.timeout.is_some_and(|t| started.elapsed() > t) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(CheckpointError::NotCaptured(format!(
+                "the application did not finish within {} s and was killed; raise --timeout",
+                req.timeout.unwrap_or_default().as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let run_time = started.elapsed();
+
+    if !image.join(CAPTURE_INFO_FILE).exists() {
+        let site = req.site.as_deref().unwrap_or("(first marked)");
+        return Err(CheckpointError::NotCaptured(format!(
+            "the application ended ({status}) before call {} of region {site}, where the checkpoint goes; \
+             check --site/--call, and that it is built with tdg_checkpoint.c and calls tdg_region_begin",
+            req.call - req.delay
+        )));
+    }
+    let info = CaptureInfo::read(&image)?;
+    if !info.ok {
+        let log = image.join(DUMP_LOG_FILE);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let cause = if text.is_empty() {
+            info.error
+                .clone()
+                .unwrap_or_else(|| "no dump log was written".into())
+        } else {
+            diagnose_log(&text)
+        };
+        return Err(CheckpointError::Criu {
+            action: "dump",
+            cause,
+            log,
+        });
+    }
+    let exe_size = std::fs::metadata(&info.exe).map(|m| m.len()).unwrap_or(0);
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        tdg_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        command: req
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().to_string())
+            .collect(),
+        cwd: std::env::current_dir().unwrap_or_default(),
+        exe_sha256: sha256_file(&info.exe)?,
+        exe: info.exe.clone(),
+        exe_size,
+        site: info.site.clone(),
+        call: info.call,
+        delay: info.delay,
+        criu_version: criu.version.to_string(),
+        files: checksum_image(&image)?,
+        capture: info,
+    };
+    manifest.write(&image)?;
+    Ok(CaptureOutcome {
+        manifest,
+        run_time,
+        exit_code: status.code(),
+    })
+}

@@ -1,0 +1,265 @@
+//! Finding CRIU (and libcriu), checking its version, and turning CRIU logs
+//! into one-line causes.
+
+use crate::error::{CheckpointError, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The oldest CRIU that can dump on this project's kernels (6.x exposes a
+/// `[vvar_vclock]` mapping that CRIU learned in 4.1).
+pub const MIN_CRIU: CriuVersion = CriuVersion {
+    major: 4,
+    minor: 1,
+    patch: 0,
+};
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct CriuVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl std::fmt::Display for CriuVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+impl CriuVersion {
+    /// Parse the `Version: X.Y[.Z]` line of `criu --version`.
+    pub fn parse_version_output(text: &str) -> Option<CriuVersion> {
+        let line = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Version:"))?;
+        let mut parts = line.trim().split('.').map(|p| {
+            p.chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect::<String>()
+                .parse::<u32>()
+        });
+        let major = parts.next()?.ok()?;
+        let minor = parts.next().and_then(|r| r.ok()).unwrap_or(0);
+        let patch = parts.next().and_then(|r| r.ok()).unwrap_or(0);
+        Some(CriuVersion {
+            major,
+            minor,
+            patch,
+        })
+    }
+}
+
+/// A usable CRIU installation.
+#[derive(Debug, Clone)]
+pub struct Criu {
+    pub path: PathBuf,
+    pub version: CriuVersion,
+    /// libcriu.so for the application's self-dump (None: let the dynamic
+    /// loader find a system one).
+    pub libcriu: Option<PathBuf>,
+}
+
+/// Where tdg looks for criu, in order: `TDG_CRIU`, `$TDG_DEPS/bin`, the
+/// repository's `.deps/bin` (found from the tdg binary or the source tree),
+/// then `PATH`.
+pub fn criu_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = std::env::var_os("TDG_CRIU").filter(|p| !p.is_empty()) {
+        out.push(PathBuf::from(p));
+        return out;
+    }
+    if let Some(d) = std::env::var_os("TDG_DEPS").filter(|p| !p.is_empty()) {
+        out.push(PathBuf::from(d).join("bin/criu"));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        // <repo>/target/<profile>/tdg or <repo>/target/<profile>/deps/<test>
+        for up in exe.ancestors().skip(1).take(4) {
+            out.push(up.join(".deps/bin/criu"));
+        }
+    }
+    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.deps/bin/criu"));
+    if let Some(path) = std::env::var_os("PATH") {
+        out.extend(std::env::split_paths(&path).map(|d| d.join("criu")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// Find a CRIU >= 4.1. Errors say what was tried and how to fix it.
+pub fn find_criu() -> Result<Criu> {
+    let candidates = criu_candidates();
+    let mut too_old = None;
+    for cand in &candidates {
+        if !cand.is_file() {
+            continue;
+        }
+        let version = criu_version(cand)?;
+        if version < MIN_CRIU {
+            too_old.get_or_insert((cand.clone(), version));
+            continue;
+        }
+        let path = cand.canonicalize().unwrap_or_else(|_| cand.clone());
+        let libcriu = find_libcriu(&path);
+        return Ok(Criu {
+            path,
+            version,
+            libcriu,
+        });
+    }
+    if let Some((path, version)) = too_old {
+        return Err(CheckpointError::CriuTooOld {
+            path,
+            version: version.to_string(),
+        });
+    }
+    Err(CheckpointError::CriuNotFound {
+        tried: candidates
+            .iter()
+            .take(6)
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
+}
+
+/// Run `criu --version`.
+pub fn criu_version(path: &Path) -> Result<CriuVersion> {
+    let out = Command::new(path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CheckpointError::CriuBroken {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    CriuVersion::parse_version_output(&text).ok_or_else(|| CheckpointError::CriuBroken {
+        path: path.to_path_buf(),
+        detail: format!("no `Version:` line in {:?}", text.trim()),
+    })
+}
+
+/// libcriu next to the binary (`<prefix>/lib`), or `TDG_LIBCRIU`.
+pub fn find_libcriu(criu: &Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("TDG_LIBCRIU").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    libcriu_candidates(criu).into_iter().find(|p| p.is_file())
+}
+
+pub fn libcriu_candidates(criu: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(prefix) = criu.parent().and_then(Path::parent) {
+        out.push(prefix.join("lib/libcriu.so"));
+        out.push(prefix.join("lib/x86_64-linux-gnu/libcriu.so.2"));
+    }
+    out.push(PathBuf::from("/usr/lib/x86_64-linux-gnu/libcriu.so.2"));
+    out
+}
+
+/// Is the effective user root? CRIU needs it for both dump and restore.
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Turn a CRIU log into the most telling cause, as one line. Known failures
+/// get a plain explanation and a way out; otherwise the first error line.
+pub fn diagnose_log(log: &str) -> String {
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Error (") || l.contains("Error:"))
+        .collect();
+    let find = |needle: &str| log.lines().find(|l| l.contains(needle));
+    if let Some(line) = find("has bad size") {
+        let path = line
+            .split("File ")
+            .nth(1)
+            .and_then(|r| r.split(" has bad size").next())
+            .unwrap_or("?");
+        return format!(
+            "a file the application had open changed size since the capture: /{path} \
+             (restore it, or reopen it O_WRONLY|O_APPEND, or recapture)"
+        );
+    }
+    if find("Connected TCP socket").is_some() {
+        return "the application holds an established TCP connection, which CRIU cannot \
+                checkpoint here; checkpoint before it connects or close the connection first"
+            .into();
+    }
+    if find("External socket").is_some() {
+        return "the application holds a UNIX socket connected to a process outside it; \
+                close it before the checkpoint"
+            .into();
+    }
+    if let Some(line) = find("Can't fork for").or_else(|| find("do not match expected")) {
+        let pid = line
+            .split_whitespace()
+            .find_map(|w| w.trim_end_matches(':').parse::<u32>().ok())
+            .map(|p| format!(" {p}"))
+            .unwrap_or_default();
+        return format!(
+            "PID{pid} is already in use, so CRIU cannot give the restored process its original PID \
+             (restore in a fresh PID namespace, or wait for that process to exit)"
+        );
+    }
+    if find("Unexpected rt vDSO area bounds").is_some() {
+        return "this CRIU is too old for the kernel's vDSO layout; use CRIU >= 4.1 (`scripts/setup`)"
+            .into();
+    }
+    if let Some(line) = find("Can't open file") {
+        let what = line.split("Can't open file").nth(1).unwrap_or("").trim();
+        return format!(
+            "a file the application had open can no longer be opened: {what} (put it back, or recapture)"
+        );
+    }
+    if !running_as_root()
+        && (find("CAP_SYS_ADMIN").is_some() || find("Operation not permitted").is_some())
+    {
+        return "CRIU lacks privileges; run as root".into();
+    }
+    match errors.first() {
+        Some(line) => {
+            let text = line
+                .split_once("): ")
+                .map(|(_, rest)| rest)
+                .unwrap_or(line)
+                .trim();
+            format!("CRIU reported: {text}")
+        }
+        None => "CRIU failed without an error line in its log".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_criu_version_lines() {
+        let v = CriuVersion::parse_version_output("Version: 4.1.1\n").unwrap();
+        assert_eq!((v.major, v.minor, v.patch), (4, 1, 1));
+        let v = CriuVersion::parse_version_output("Version: 3.17\nGitID: v3.17\n").unwrap();
+        assert!(v < MIN_CRIU);
+        assert!(CriuVersion::parse_version_output("criu: unknown option").is_none());
+    }
+
+    #[test]
+    fn diagnoses_known_failures() {
+        let bad = "(00.01) Error (criu/files-reg.c:2175): File tmp/out.txt has bad size 120 (expect 40)\n";
+        let cause = diagnose_log(bad);
+        assert!(
+            cause.contains("/tmp/out.txt") && cause.contains("changed size"),
+            "{cause}"
+        );
+        let tcp = "Error (criu/sk-inet.c:191): Connected TCP socket, consider using --tcp-established option.\n";
+        assert!(diagnose_log(tcp).contains("TCP connection"));
+        let pid = "Error (criu/cr-restore.c:1230): Can't fork for 4242: File exists\n";
+        assert!(diagnose_log(pid).contains("PID 4242 is already in use"));
+        let other = "(0.1) Error (criu/mem.c:12): something odd\n";
+        assert_eq!(diagnose_log(other), "CRIU reported: something odd");
+    }
+}

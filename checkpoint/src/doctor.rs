@@ -1,0 +1,364 @@
+//! `tdg doctor`: can this machine checkpoint, time and profile? Each finding
+//! says what is missing and how to fix it.
+
+use crate::criu::{criu_candidates, find_criu, running_as_root};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Finding {
+    pub area: &'static str,
+    pub status: Status,
+    pub what: String,
+    pub fix: Option<String>,
+}
+
+fn finding(
+    area: &'static str,
+    status: Status,
+    what: impl Into<String>,
+    fix: Option<&str>,
+) -> Finding {
+    Finding {
+        area,
+        status,
+        what: what.into(),
+        fix: fix.map(String::from),
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DoctorReport {
+    pub findings: Vec<Finding>,
+    /// No `Fail` among the checkpoint findings.
+    pub can_checkpoint: bool,
+}
+
+impl DoctorReport {
+    pub fn render_text(&self) -> String {
+        let mut s = String::new();
+        for f in &self.findings {
+            let tag = match f.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            s += &format!("{tag}  [{}] {}\n", f.area, f.what);
+            if let Some(fix) = &f.fix {
+                s += &format!("      fix: {fix}\n");
+            }
+        }
+        s += if self.can_checkpoint {
+            "checkpointing: ready\n"
+        } else {
+            "checkpointing: NOT ready (see FAIL lines)\n"
+        };
+        s
+    }
+}
+
+pub fn run_doctor() -> DoctorReport {
+    let mut f = Vec::new();
+    let root = running_as_root();
+    f.push(if root {
+        finding("checkpoint", Status::Ok, "running as root", None)
+    } else {
+        finding(
+            "checkpoint",
+            Status::Fail,
+            "not root: CRIU needs CAP_SYS_ADMIN and CAP_SYS_PTRACE",
+            Some("run tdg as root or with sudo"),
+        )
+    });
+    match find_criu() {
+        Ok(criu) => {
+            f.push(finding(
+                "checkpoint",
+                Status::Ok,
+                format!("criu {} at {}", criu.version, criu.path.display()),
+                None,
+            ));
+            match &criu.libcriu {
+                Some(l) => f.push(finding(
+                    "checkpoint",
+                    Status::Ok,
+                    format!("libcriu at {}", l.display()),
+                    None,
+                )),
+                None => f.push(finding(
+                    "checkpoint",
+                    Status::Fail,
+                    "libcriu not found next to criu (the host library loads it for the self-dump)",
+                    Some("run scripts/setup, or set TDG_LIBCRIU=/path/to/libcriu.so"),
+                )),
+            }
+            if root {
+                f.push(criu_check(&criu.path));
+            }
+        }
+        Err(e) => {
+            let _ = criu_candidates();
+            f.push(finding(
+                "checkpoint",
+                Status::Fail,
+                e.to_string(),
+                Some("scripts/setup builds CRIU >= 4.1 from Debian's source into .deps (about a minute)"),
+            ));
+        }
+    }
+    f.push(pid_namespace_check(root));
+    f.push(kdat_cache_check());
+    f.push(kernel_check());
+    f.push(match toolchain::CCompiler::find(None) {
+        Ok(cc) => finding(
+            "timing",
+            Status::Ok,
+            format!("C compiler: {}", cc.version),
+            None,
+        ),
+        Err(e) => finding(
+            "timing",
+            Status::Fail,
+            e.to_string(),
+            Some("apt-get install gcc"),
+        ),
+    });
+    f.push(tsc_check());
+    f.push(perf_counter_check());
+    let can_checkpoint = !f
+        .iter()
+        .any(|x| x.area == "checkpoint" && x.status == Status::Fail);
+    DoctorReport {
+        findings: f,
+        can_checkpoint,
+    }
+}
+
+fn criu_check(criu: &Path) -> Finding {
+    match Command::new(criu)
+        .arg("check")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) => {
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            if out.status.success() {
+                finding(
+                    "checkpoint",
+                    Status::Ok,
+                    format!("criu check: {last}"),
+                    None,
+                )
+            } else {
+                let first_err = text
+                    .lines()
+                    .find(|l| l.contains("Error") || l.contains("fail"))
+                    .unwrap_or(&last)
+                    .trim()
+                    .to_string();
+                finding(
+                    "checkpoint",
+                    Status::Fail,
+                    format!("criu check failed: {first_err}"),
+                    Some("the kernel lacks a feature CRIU needs (see `criu check --all`); use a kernel with CONFIG_CHECKPOINT_RESTORE"),
+                )
+            }
+        }
+        Err(e) => finding(
+            "checkpoint",
+            Status::Fail,
+            format!("cannot run {}: {e}", criu.display()),
+            None,
+        ),
+    }
+}
+
+fn pid_namespace_check(root: bool) -> Finding {
+    let Ok(unshare) = crate::restore::find_unshare() else {
+        return finding(
+            "checkpoint",
+            Status::Fail,
+            "unshare (util-linux) not found; every restore runs in a fresh PID namespace through it",
+            Some("apt-get install util-linux"),
+        );
+    };
+    if !root {
+        return finding(
+            "checkpoint",
+            Status::Warn,
+            "PID namespaces not tested (needs root)",
+            None,
+        );
+    }
+    let ok = Command::new(unshare)
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        finding(
+            "checkpoint",
+            Status::Ok,
+            "fresh PID namespaces work (restored copies cannot collide on PIDs)",
+            None,
+        )
+    } else {
+        finding(
+            "checkpoint",
+            Status::Fail,
+            "cannot create a PID namespace (unshare --pid failed)",
+            Some("run on the host or in a privileged container; check user.max_pid_namespaces"),
+        )
+    }
+}
+
+fn kdat_cache_check() -> Finding {
+    if fs_is_tmpfs("/run") {
+        finding(
+            "checkpoint",
+            Status::Ok,
+            "/run is tmpfs: CRIU caches its kernel probe there",
+            None,
+        )
+    } else {
+        finding(
+            "checkpoint",
+            Status::Warn,
+            "/run is not tmpfs, so CRIU re-probes the kernel on every dump and restore (tens of ms each)",
+            Some("mount -t tmpfs tmpfs /run (or keep it; timings are unaffected, only restores are slower)"),
+        )
+    }
+}
+
+fn kernel_check() -> Finding {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let has_last_pid = Path::new("/proc/sys/kernel/ns_last_pid").exists();
+    if has_last_pid {
+        finding(
+            "checkpoint",
+            Status::Ok,
+            format!("kernel {} with checkpoint/restore support", release.trim()),
+            None,
+        )
+    } else {
+        finding(
+            "checkpoint",
+            Status::Fail,
+            format!(
+                "kernel {} lacks /proc/sys/kernel/ns_last_pid (no CONFIG_CHECKPOINT_RESTORE)",
+                release.trim()
+            ),
+            Some("boot a kernel built with CONFIG_CHECKPOINT_RESTORE=y"),
+        )
+    }
+}
+
+fn fs_is_tmpfs(path: &str) -> bool {
+    let c = std::ffi::CString::new(path).expect("no NUL");
+    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
+    unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type == libc::TMPFS_MAGIC
+    }
+}
+
+fn tsc_check() -> Finding {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .unwrap_or("");
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    if has("constant_tsc") && has("nonstop_tsc") {
+        finding(
+            "timing",
+            Status::Ok,
+            "constant, non-stop TSC: cycle timers are trustworthy",
+            None,
+        )
+    } else {
+        finding(
+            "timing",
+            Status::Warn,
+            "TSC is not constant/non-stop: cycle counts vary with frequency; tdg times with CLOCK_MONOTONIC_RAW",
+            None,
+        )
+    }
+}
+
+fn perf_counter_check() -> Finding {
+    // perf_event_attr for PERF_COUNT_HW_CPU_CYCLES on this thread.
+    #[repr(C)]
+    struct PerfEventAttr {
+        type_: u32,
+        size: u32,
+        config: u64,
+        rest: [u64; 14],
+    }
+    let mut attr = PerfEventAttr {
+        type_: 0, // PERF_TYPE_HARDWARE
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: 0, // PERF_COUNT_HW_CPU_CYCLES
+        rest: [0; 14],
+    };
+    attr.rest[1] = 1 << 0 | 1 << 5; // disabled, exclude_kernel
+                                    // SAFETY: perf_event_open with a valid attr pointer; the fd is closed below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &mut attr as *mut PerfEventAttr,
+            0,
+            -1,
+            -1,
+            0,
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: fd was just returned by the kernel.
+        unsafe { libc::close(fd as i32) };
+        finding(
+            "profile",
+            Status::Ok,
+            "hardware cycle counters available",
+            None,
+        )
+    } else {
+        let err = std::io::Error::last_os_error();
+        finding(
+            "profile",
+            Status::Warn,
+            format!(
+                "no hardware performance counters ({err}); tdg measures wall-clock time instead"
+            ),
+            None,
+        )
+    }
+}

@@ -1,0 +1,62 @@
+//! Every way checkpointing can fail, each rendered as one line with the cause
+//! and a way out.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("CRIU not found (tried {tried}); run `scripts/setup` (builds CRIU >= 4.1 into .deps) or set TDG_CRIU=/path/to/criu")]
+    CriuNotFound { tried: String },
+    #[error("CRIU at {path} is version {version}; tdg needs >= 4.1 (older ones cannot dump on kernels with a [vvar_vclock] mapping); run `scripts/setup` or set TDG_CRIU")]
+    CriuTooOld { path: PathBuf, version: String },
+    #[error("`{path} --version` did not work: {detail}; reinstall CRIU with `scripts/setup` or set TDG_CRIU")]
+    CriuBroken { path: PathBuf, detail: String },
+    #[error("libcriu not found next to {criu} (looked in {tried}); run `scripts/setup` or set TDG_LIBCRIU=/path/to/libcriu.so")]
+    LibcriuNotFound { criu: PathBuf, tried: String },
+    #[error("checkpointing needs root (CRIU needs CAP_SYS_ADMIN and CAP_SYS_PTRACE); rerun as root or with sudo")]
+    NotRoot,
+    #[error("`unshare` (util-linux) not found; restores run in a fresh PID namespace through it: apt-get install util-linux")]
+    NoUnshare,
+    #[error("CRIU {action} failed: {cause} (log: {log})")]
+    Criu {
+        action: &'static str,
+        cause: String,
+        log: PathBuf,
+    },
+    #[error("{0}")]
+    NotCaptured(String),
+    #[error("{path} is not a tdg checkpoint image: {reason}")]
+    BadImage { path: PathBuf, reason: String },
+    #[error("image {image} was captured from {exe}, which has changed since (sha256 {now}, image says {then}); recapture it with `tdg checkpoint capture`")]
+    BinaryChanged {
+        image: PathBuf,
+        exe: PathBuf,
+        then: String,
+        now: String,
+    },
+    #[error("restored copy {sample} of {image} {detail} (log: {log})")]
+    CopyFailed {
+        image: PathBuf,
+        sample: usize,
+        detail: String,
+        log: PathBuf,
+    },
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Toolchain(#[from] toolchain::ToolchainError),
+}
+
+pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
+
+/// Attach a human context to an I/O error.
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> CheckpointError {
+    let context = context.into();
+    move |source| CheckpointError::Io { context, source }
+}

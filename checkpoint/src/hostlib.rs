@@ -1,0 +1,91 @@
+//! The C host library, embedded in tdg so users need not know cargo's target
+//! directory: `tdg checkpoint lib -o DIR` writes it out, and tests build
+//! applications against it through `toolchain`.
+
+use crate::error::{io_err, Result};
+use std::path::{Path, PathBuf};
+
+pub const HEADER_NAME: &str = "tdg_checkpoint.h";
+pub const SOURCE_NAME: &str = "tdg_checkpoint.c";
+pub const HEADER: &str = include_str!("../c/tdg_checkpoint.h");
+pub const SOURCE: &str = include_str!("../c/tdg_checkpoint.c");
+
+#[derive(Debug, Clone)]
+pub struct HostLibrary {
+    pub dir: PathBuf,
+    pub header: PathBuf,
+    pub source: PathBuf,
+}
+
+/// Write the header and source into `dir` (created if needed).
+pub fn write_host_library(dir: &Path) -> Result<HostLibrary> {
+    std::fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    let header = dir.join(HEADER_NAME);
+    let source = dir.join(SOURCE_NAME);
+    std::fs::write(&header, HEADER)
+        .map_err(io_err(format!("cannot write {}", header.display())))?;
+    std::fs::write(&source, SOURCE)
+        .map_err(io_err(format!("cannot write {}", source.display())))?;
+    Ok(HostLibrary {
+        dir: dir.to_path_buf(),
+        header,
+        source,
+    })
+}
+
+/// Compile application sources together with the host library.
+pub fn build_with_host_library(
+    cc: &toolchain::CCompiler,
+    lib: &HostLibrary,
+    sources: &[PathBuf],
+    output: &Path,
+    cflags: &[&str],
+) -> Result<()> {
+    let mut all = sources.to_vec();
+    all.push(lib.source.clone());
+    cc.compile(&toolchain::CompileJob {
+        sources: all,
+        output: output.to_path_buf(),
+        cflags: cflags.iter().map(|s| s.to_string()).collect(),
+        include_dirs: vec![lib.dir.clone()],
+        ..Default::default()
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_library_reads_the_names_tdg_sets() {
+        for name in crate::env::ALL {
+            assert!(
+                SOURCE.contains(&format!("\"{name}\"")),
+                "tdg_checkpoint.c does not read {name}"
+            );
+        }
+        assert!(SOURCE.contains(crate::capture_info::CAPTURE_INFO_FILE));
+        assert!(SOURCE.contains(crate::capture_info::DUMP_LOG_FILE));
+    }
+
+    #[test]
+    fn library_compiles_warning_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = write_host_library(dir.path()).unwrap();
+        let cc = toolchain::CCompiler::find(None).unwrap();
+        let obj = dir.path().join("tdg_checkpoint.o");
+        cc.compile(&toolchain::CompileJob {
+            sources: vec![lib.source.clone()],
+            output: obj.clone(),
+            cflags: ["-O2", "-Wall", "-Wextra", "-Werror", "-std=c99"]
+                .map(String::from)
+                .to_vec(),
+            include_dirs: vec![lib.dir.clone()],
+            object_only: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(obj.is_file());
+    }
+}

@@ -1,0 +1,187 @@
+//! The image manifest (`tdg-manifest.json`): what was captured (site, call,
+//! delay), from which binary, and checksums of every image file, so `time`
+//! can refuse an image that was corrupted or whose binary was rebuilt.
+
+use crate::capture_info::{CaptureInfo, CAPTURE_INFO_FILE};
+use crate::error::{io_err, CheckpointError, Result};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub const MANIFEST_FILE: &str = "tdg-manifest.json";
+pub const MANIFEST_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ImageFile {
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub tdg_version: String,
+    pub created_unix: u64,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    /// The captured binary and its identity.
+    pub exe: PathBuf,
+    pub exe_size: u64,
+    pub exe_sha256: String,
+    pub site: Option<String>,
+    pub call: Option<u64>,
+    pub delay: Option<u64>,
+    pub criu_version: String,
+    pub capture: CaptureInfo,
+    pub files: Vec<ImageFile>,
+}
+
+/// SHA-256 of a file, hex.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut f =
+        std::fs::File::open(path).map_err(io_err(format!("cannot read {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io_err(format!("cannot read {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The files that make up the image proper: CRIU's `*.img` plus the capture
+/// record (logs and the manifest itself are not part of it).
+fn image_file_names(image: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in
+        std::fs::read_dir(image).map_err(io_err(format!("cannot list {}", image.display())))?
+    {
+        let entry = entry.map_err(io_err(format!("cannot list {}", image.display())))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".img") || name == CAPTURE_INFO_FILE {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+pub fn checksum_image(image: &Path) -> Result<Vec<ImageFile>> {
+    image_file_names(image)?
+        .into_iter()
+        .map(|name| {
+            let path = image.join(&name);
+            let size = std::fs::metadata(&path)
+                .map_err(io_err(format!("cannot stat {}", path.display())))?
+                .len();
+            Ok(ImageFile {
+                sha256: sha256_file(&path)?,
+                name,
+                size,
+            })
+        })
+        .collect()
+}
+
+impl Manifest {
+    pub fn write(&self, image: &Path) -> Result<()> {
+        let path = image.join(MANIFEST_FILE);
+        let text = serde_json::to_string_pretty(self).expect("manifest serializes");
+        std::fs::write(&path, text + "\n")
+            .map_err(io_err(format!("cannot write {}", path.display())))
+    }
+
+    pub fn read(image: &Path) -> Result<Manifest> {
+        let bad = |reason: String| CheckpointError::BadImage {
+            path: image.to_path_buf(),
+            reason,
+        };
+        if !image.is_dir() {
+            return Err(bad("no such directory".into()));
+        }
+        let path = image.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|_| {
+            bad(format!(
+                "{MANIFEST_FILE} is missing; capture images with `tdg checkpoint capture`"
+            ))
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("{MANIFEST_FILE} is unreadable: {e}")))?;
+        if manifest.format != MANIFEST_FORMAT {
+            return Err(bad(format!(
+                "manifest format {} (this tdg reads {MANIFEST_FORMAT}); recapture it",
+                manifest.format
+            )));
+        }
+        Ok(manifest)
+    }
+
+    /// Check the image files and the captured binary against the manifest.
+    pub fn verify(&self, image: &Path) -> Result<()> {
+        let bad = |reason: String| CheckpointError::BadImage {
+            path: image.to_path_buf(),
+            reason,
+        };
+        let here = image.canonicalize().unwrap_or_else(|_| image.to_path_buf());
+        if !self.capture.image.as_os_str().is_empty() && here != self.capture.image {
+            return Err(bad(format!(
+                "it was captured as {} and CRIU reopens it there; move it back or recapture",
+                self.capture.image.display()
+            )));
+        }
+        let now = checksum_image(image)?;
+        for want in &self.files {
+            match now.iter().find(|f| f.name == want.name) {
+                None => return Err(bad(format!("{} is missing", want.name))),
+                Some(have) if have.sha256 != want.sha256 => {
+                    return Err(bad(format!(
+                        "{} does not match its checksum (corrupted or edited)",
+                        want.name
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(extra) = now
+            .iter()
+            .find(|f| !self.files.iter().any(|w| w.name == f.name))
+        {
+            return Err(bad(format!(
+                "{} is not part of the captured image",
+                extra.name
+            )));
+        }
+        let exe_now = if self.exe.is_file() {
+            sha256_file(&self.exe)?
+        } else {
+            "missing".to_string()
+        };
+        if exe_now != self.exe_sha256 {
+            return Err(CheckpointError::BinaryChanged {
+                image: image.to_path_buf(),
+                exe: self.exe.clone(),
+                then: short(&self.exe_sha256),
+                now: short(&exe_now),
+            });
+        }
+        Ok(())
+    }
+
+    pub fn image_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.size).sum()
+    }
+}
+
+fn short(hash: &str) -> String {
+    hash.chars().take(12).collect()
+}

@@ -1,0 +1,322 @@
+//! Restoring an image once: a fresh PID namespace per restore (the copy keeps
+//! its original PID without colliding with anything), substitutes for the
+//! descriptors whose other side is gone, and a pipe for the copy's time.
+
+use crate::capture_info::{restore_substitutes, InheritedDescriptor};
+use crate::criu::{diagnose_log, Criu};
+use crate::error::{io_err, CheckpointError, Result};
+use crate::manifest::Manifest;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Restore logs are `restore.<tdg pid>.log` in the image directory; kept only
+/// when the restore failed.
+pub const RESTORE_LOG_PREFIX: &str = "restore.";
+/// The restorer's descriptor that carries the result pipe into the copy.
+const RESULT_FD: i32 = 3;
+
+/// One restored copy's measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct RestoredRun {
+    /// The region's wall-clock time inside the copy.
+    pub region_ns: u64,
+    /// The region's CPU time (preemption excluded).
+    pub region_cpu_ns: u64,
+    /// The whole restore, replayed calls and exit, seen from tdg.
+    pub wall: Duration,
+}
+
+/// Everything needed to restore one image repeatedly.
+#[derive(Debug, Clone)]
+pub struct RestorePlan {
+    pub image: PathBuf,
+    pub criu: PathBuf,
+    pub unshare: PathBuf,
+    pub result_channel: String,
+    pub substitutes: Vec<InheritedDescriptor>,
+    /// The application held a terminal: give CRIU a fresh one to restore
+    /// the session onto (`--shell-job` takes it from the restorer's stdin).
+    pub needs_terminal: bool,
+    pub timeout: Duration,
+}
+
+pub fn find_unshare() -> Result<PathBuf> {
+    ["/usr/bin/unshare", "/bin/unshare"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or(CheckpointError::NoUnshare)
+}
+
+impl RestorePlan {
+    pub fn new(
+        image: &Path,
+        manifest: &Manifest,
+        criu: &Criu,
+        timeout: Duration,
+    ) -> Result<RestorePlan> {
+        Ok(RestorePlan {
+            image: image.to_path_buf(),
+            criu: criu.path.clone(),
+            unshare: find_unshare()?,
+            result_channel: manifest.capture.result_channel.clone(),
+            substitutes: restore_substitutes(&manifest.capture)
+                .into_iter()
+                .filter(|s| !s.key.starts_with("tty["))
+                .collect(),
+            needs_terminal: manifest
+                .capture
+                .descriptors
+                .iter()
+                .any(|d| d.tty_key.is_some()),
+            timeout,
+        })
+    }
+
+    pub fn log_name(&self) -> String {
+        format!("{RESTORE_LOG_PREFIX}{}.log", std::process::id())
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.image.join(self.log_name())
+    }
+
+    /// The restore command line (without the descriptor plumbing).
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.unshare);
+        // --kill-child: if tdg kills unshare (timeout), criu, the namespace's
+        // init, dies too and the kernel kills every process in it.
+        cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+            .arg(&self.criu)
+            .arg("restore")
+            .arg("-D")
+            .arg(&self.image)
+            .args(["--shell-job", "-v2", "-o"])
+            .arg(self.log_name())
+            .arg("--inherit-fd")
+            .arg(format!("fd[{RESULT_FD}]:{}", self.result_channel));
+        for (i, s) in self.substitutes.iter().enumerate() {
+            cmd.arg("--inherit-fd")
+                .arg(format!("fd[{}]:{}", RESULT_FD + 1 + i as i32, s.key));
+        }
+        cmd
+    }
+
+    /// Restore once, wait for the copy to finish its region, return its time.
+    pub fn restore_once(&self, sample: usize) -> Result<RestoredRun> {
+        let (result_read, result_write) = pipe()?;
+        let mut passed: Vec<OwnedFd> = vec![result_write];
+        for _ in &self.substitutes {
+            passed.push(open_dev_null()?);
+        }
+        let raw: Vec<i32> = passed.iter().map(|f| f.as_raw_fd()).collect();
+        let terminal = if self.needs_terminal {
+            Some(Terminal::open()?)
+        } else {
+            None
+        };
+        let stdin_tty = terminal
+            .as_ref()
+            .and_then(|t| t.slave.as_ref())
+            .map(|s| s.as_raw_fd());
+        let mut cmd = self.command();
+        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                place_descriptors(&raw, RESULT_FD)?;
+                if let Some(tty) = stdin_tty {
+                    if libc::dup2(tty, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let outcome = toolchain::run(&mut cmd, Some(self.timeout));
+        let wall = started.elapsed();
+        drop(passed);
+        drop(terminal);
+        let text = read_available(&result_read);
+        let failed = |detail: String| CheckpointError::CopyFailed {
+            image: self.image.clone(),
+            sample,
+            detail,
+            log: self.log_path(),
+        };
+        if outcome.is_ok() {
+            let _ = std::fs::remove_file(self.log_path());
+        }
+        match outcome {
+            Ok(_) => parse_result(&text)
+                .map(|(region_ns, region_cpu_ns)| RestoredRun {
+                    region_ns,
+                    region_cpu_ns,
+                    wall,
+                })
+                .ok_or_else(|| {
+                failed("exited without reporting a time (did it reach the end of the region?)".into())
+            }),
+            Err(toolchain::ToolchainError::TimedOut { seconds, .. }) => Err(failed(format!(
+                "did not finish within {seconds} s and was killed with its PID namespace; raise --timeout"
+            ))),
+            Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => {
+                Err(failed(format!("was killed by {signal_name}")))
+            }
+            Err(toolchain::ToolchainError::Failed { code, stderr, .. }) => {
+                let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+                if log.contains("Error (") || stderr.contains("Error (") {
+                    Err(CheckpointError::Criu {
+                        action: "restore",
+                        cause: diagnose_log(&format!("{log}\n{stderr}")),
+                        log: self.log_path(),
+                    })
+                } else if let Some((region_ns, region_cpu_ns)) = parse_result(&text) {
+                    // The copy reported, then something after it failed.
+                    Ok(RestoredRun {
+                        region_ns,
+                        region_cpu_ns,
+                        wall,
+                    })
+                } else {
+                    Err(failed(format!("exited with status {code} before the end of the region")))
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// A pseudo-terminal for a restored copy that held one. The master side is
+/// drained by a thread so a chatty copy never blocks on a full terminal.
+struct Terminal {
+    slave: Option<OwnedFd>,
+    drain: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Terminal {
+    fn open() -> Result<Terminal> {
+        let err = |what: &str| {
+            io_err(format!("cannot allocate a pseudo-terminal ({what})"))(
+                std::io::Error::last_os_error(),
+            )
+        };
+        // SAFETY: standard pty allocation; every descriptor is checked and owned.
+        unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            if master < 0 {
+                return Err(err("posix_openpt"));
+            }
+            let master = OwnedFd::from_raw_fd(master);
+            if libc::grantpt(master.as_raw_fd()) < 0 || libc::unlockpt(master.as_raw_fd()) < 0 {
+                return Err(err("unlockpt"));
+            }
+            let mut name = [0 as libc::c_char; 128];
+            if libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) != 0 {
+                return Err(err("ptsname"));
+            }
+            let slave = libc::open(
+                name.as_ptr(),
+                libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+            );
+            if slave < 0 {
+                return Err(err("open slave"));
+            }
+            let slave = OwnedFd::from_raw_fd(slave);
+            let drain = std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                // Ends with EIO once every slave descriptor is closed.
+                while libc::read(master.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) > 0 {}
+            });
+            Ok(Terminal {
+                slave: Some(slave),
+                drain: Some(drain),
+            })
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        // Close the slave first so the drain thread sees EIO and ends.
+        drop(self.slave.take());
+        if let Some(t) = self.drain.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `ns=<wall> cpu_ns=<cpu>`, as the host library writes it.
+pub fn parse_result(text: &str) -> Option<(u64, u64)> {
+    text.lines().find_map(|l| {
+        let mut wall = None;
+        let mut cpu = None;
+        for field in l.split_whitespace() {
+            if let Some(v) = field.strip_prefix("ns=") {
+                wall = v.parse().ok();
+            } else if let Some(v) = field.strip_prefix("cpu_ns=") {
+                cpu = v.parse().ok();
+            }
+        }
+        Some((wall?, cpu?))
+    })
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error())
+            .map_err(io_err("cannot create the result pipe"));
+    }
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn open_dev_null() -> Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(io_err("cannot open /dev/null"))?;
+    Ok(f.into())
+}
+
+/// In the child: put `fds[i]` at descriptor `first + i`, without CLOEXEC.
+/// Moves everything high first so a source that already sits in the target
+/// range is not clobbered.
+fn place_descriptors(fds: &[i32], first: i32) -> std::io::Result<()> {
+    let mut high = Vec::with_capacity(fds.len());
+    for &fd in fds {
+        // SAFETY: plain descriptor duplication.
+        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
+        if h < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        high.push(h);
+    }
+    for (i, &h) in high.iter().enumerate() {
+        // SAFETY: dup2 onto a descriptor number we reserve for the restorer.
+        if unsafe { libc::dup2(h, first + i as i32) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn read_available(fd: &OwnedFd) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        // SAFETY: buf is valid for its length; fd is non-blocking.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n as usize]);
+    }
+    String::from_utf8_lossy(&out).to_string()
+}

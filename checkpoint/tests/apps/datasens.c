@@ -1,0 +1,167 @@
+/* A small application with data-sensitive routines, for tdg's checkpoint tests.
+ *
+ *   datasens MODE OUTFILE [INFILE]
+ *
+ * MODE search: pointer-chasing search for a key in a 512 KiB linked list whose
+ *              nodes lie in random order in memory (calls differ by key).
+ * MODE sort:   insertion sort of a nearly-sorted 256 KiB array (a few local
+ *              swaps per call), which exits each inner loop almost at once.
+ * MODE pair:   the search, marked with tdg_enter_checkpoint/tdg_stop_checkpoint.
+ * MODE tcp:    holds an established loopback TCP connection, then searches.
+ * MODE input:  keeps INFILE open read-only, then searches.
+ * Every mode also owns 16 MiB of other data (the rest of an application) and
+ * writes a line per call to OUTFILE (truncated at start, so it changes size
+ * after any checkpoint) and to stdout.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tdg_checkpoint.h"
+
+void isort(long *a, int n);
+
+#define CALLS 12
+#define NODES (1 << 13)
+#define SORT_N (1 << 15)
+#define BALLAST (16 << 20)
+
+struct node {
+    struct node *next;
+    long key;
+    long payload[6];
+};
+
+static unsigned long long rng = 88172645463325252ULL;
+static unsigned long long next_random(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static struct node *build_list(struct node *nodes, long *order)
+{
+    for (long i = 0; i < NODES; i++)
+        order[i] = i;
+    for (long i = NODES - 1; i > 0; i--) {
+        long j = (long)(next_random() % (unsigned long long)(i + 1));
+        long t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (long i = 0; i < NODES; i++) {
+        struct node *n = &nodes[order[i]];
+        n->next = i + 1 < NODES ? &nodes[order[i + 1]] : NULL;
+        n->key = i;
+    }
+    return &nodes[order[0]];
+}
+
+/* Walk the list until the key; the work depends on where the key sits. */
+static long search(const struct node *head, long key)
+{
+    long steps = 0;
+    for (const struct node *n = head; n; n = n->next, steps++)
+        if (n->key == key)
+            return steps;
+    return -1;
+}
+
+static void hold_tcp_connection(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 1) < 0 ||
+        getsockname(l, (struct sockaddr *)&a, &len) < 0 || connect(c, (struct sockaddr *)&a, sizeof a) < 0 ||
+        accept(l, NULL, NULL) < 0) {
+        perror("datasens: loopback connection");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: datasens search|sort|pair|tcp|input OUTFILE [INFILE]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    FILE *out = fopen(argv[2], "w");
+    if (!out) {
+        perror(argv[2]);
+        return 2;
+    }
+    FILE *in = NULL;
+    if (strcmp(mode, "input") == 0) {
+        if (argc < 4 || !(in = fopen(argv[3], "r"))) {
+            fprintf(stderr, "datasens: input mode needs a readable INFILE\n");
+            return 2;
+        }
+    }
+    if (strcmp(mode, "tcp") == 0)
+        hold_tcp_connection();
+
+    char *ballast = malloc(BALLAST);
+    struct node *nodes = malloc(sizeof(struct node) * NODES);
+    long *order = malloc(sizeof(long) * NODES);
+    long *arr = malloc(sizeof(long) * SORT_N);
+    if (!ballast || !nodes || !order || !arr)
+        return 3;
+    for (long i = 0; i < BALLAST; i += 64)
+        ballast[i] = (char)i;
+    struct node *head = build_list(nodes, order);
+    for (long i = 0; i < SORT_N; i++)
+        arr[i] = i;
+
+    long checksum = 0;
+    for (int call = 1; call <= CALLS; call++) {
+        long result;
+        if (strcmp(mode, "sort") == 0) {
+            /* nearly sorted: a few local swaps */
+            for (int s = 0; s < 64; s++) {
+                long i = (long)(next_random() % (SORT_N - 1));
+                long t = arr[i];
+                arr[i] = arr[i + 1];
+                arr[i + 1] = t;
+            }
+            tdg_region_begin("sort");
+            isort(arr, SORT_N);
+            tdg_region_end("sort");
+            result = arr[SORT_N / 2];
+        } else {
+            /* keys in the last quarter of the list: long, similar walks */
+            long key = NODES - 1 - (long)(next_random() % (NODES / 4));
+            if (strcmp(mode, "pair") == 0 && call == 8) {
+                int r = tdg_enter_checkpoint("datasens.img");
+                if (r == TDG_CHECKPOINT_ERROR)
+                    return 4;
+                result = search(head, key);
+                tdg_stop_checkpoint();
+            } else {
+                tdg_region_begin("search");
+                result = search(head, key);
+                tdg_region_end("search");
+            }
+        }
+        checksum += result;
+        fprintf(out, "call %d result %ld\n", call, result);
+        fflush(out);
+        printf("call %d\n", call);
+        fflush(stdout);
+    }
+    fprintf(out, "checksum %ld ballast %d\n", checksum, ballast[4096]);
+    fclose(out);
+    if (in)
+        fclose(in);
+    return 0;
+}

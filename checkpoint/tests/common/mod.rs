@@ -1,0 +1,119 @@
+//! Shared by the real-CRIU tests: building the test application against the
+//! host library, image directories on tmpfs, and a process census.
+#![allow(dead_code)]
+
+use checkpoint::{Criu, SampleStats};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+pub const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps");
+
+/// CRIU is provisioned by `scripts/setup` (CI runs it before the tests); a
+/// missing one is a setup failure, not a reason to skip.
+pub fn criu() -> Criu {
+    checkpoint::find_criu().unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub images: PathBuf,
+}
+
+impl Workspace {
+    /// Sources and binaries in a temp dir; images on tmpfs (fast restores).
+    pub fn new(name: &str) -> Workspace {
+        let dir = tempfile::tempdir().unwrap();
+        let images = PathBuf::from(format!(
+            "/dev/shm/tdg-ckpt-test-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&images);
+        std::fs::create_dir_all(&images).unwrap();
+        Workspace { dir, images }
+    }
+
+    pub fn image(&self, name: &str) -> PathBuf {
+        self.images.join(name)
+    }
+
+    /// Build tests/apps/<main>.c (+ isort.c) with the host library.
+    pub fn build(&self, main: &str, exe_name: &str, defines: &[&str]) -> PathBuf {
+        let lib = checkpoint::write_host_library(&self.dir.path().join("hostlib")).unwrap();
+        let cc = toolchain::CCompiler::find(None).unwrap();
+        let exe = self.dir.path().join(exe_name);
+        let mut flags = vec!["-O2", "-Wall", "-Wextra", "-Werror"];
+        flags.extend_from_slice(defines);
+        checkpoint::build_with_host_library(
+            &cc,
+            &lib,
+            &[Path::new(APPS).join(main), Path::new(APPS).join("isort.c")],
+            &exe,
+            &flags,
+        )
+        .unwrap();
+        exe
+    }
+
+    pub fn out_file(&self) -> PathBuf {
+        self.dir.path().join("out.txt")
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.images);
+    }
+}
+
+/// PIDs of live processes running `exe`.
+pub fn processes_running(exe: &Path) -> Vec<u32> {
+    let want = exe.canonicalize().unwrap_or_else(|_| exe.to_path_buf());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(target) = std::fs::read_link(e.path().join("exe")) {
+            if target == want {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// Children of this test process (criu/unshare left behind would show here).
+pub fn child_processes() -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+        let ppid: u32 = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        if ppid == me {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
+    args.iter().map(|a| a.as_ref().to_os_string()).collect()
+}
+
+pub fn describe(label: &str, s: &SampleStats) -> String {
+    format!(
+        "{label}: min {:.0} ns, median {:.0} ns, max {:.0} ns (n={})",
+        s.min, s.median, s.max, s.n
+    )
+}
