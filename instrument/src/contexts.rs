@@ -40,6 +40,9 @@ pub struct ContextEntry {
     pub calls: u64,
     pub share: f64,
     pub in_app_total_ns: f64,
+    /// Without calls the report judged interrupted (descheduled mid-call).
+    pub in_app_uninterrupted_total_ns: f64,
+    pub interrupted_calls: u64,
     pub in_app_min_ns: f64,
     pub in_app_median_ns: f64,
     pub in_app_mean_ns: f64,
@@ -96,6 +99,8 @@ impl ContextsFile {
                     calls: c.calls,
                     share: c.share,
                     in_app_total_ns: c.total_ns,
+                    in_app_uninterrupted_total_ns: c.uninterrupted_total_ns,
+                    interrupted_calls: c.interrupted,
                     in_app_min_ns: c.all.min_ns,
                     in_app_median_ns: c.all.median_ns,
                     in_app_mean_ns: c.all.mean_ns,
@@ -169,6 +174,8 @@ pub struct ContextPrediction {
     pub measured_ns: f64,
     /// (predicted - measured) / measured.
     pub error: f64,
+    pub measured_uninterrupted_ns: f64,
+    pub error_uninterrupted: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -180,6 +187,10 @@ pub struct Prediction {
     /// In-app time of the same contexts.
     pub measured_ns: f64,
     pub error: f64,
+    /// In-app time of the timed contexts without interrupted calls.
+    pub measured_uninterrupted_ns: f64,
+    pub error_uninterrupted: f64,
+    pub interrupted_calls: u64,
     /// Share of all in-app time the timed contexts cover.
     pub coverage: f64,
     pub measured_total_ns: f64,
@@ -208,11 +219,23 @@ pub fn predict<E>(
             predicted_ns: predicted,
             measured_ns: c.in_app_total_ns,
             error: rel_error(predicted, c.in_app_total_ns),
+            measured_uninterrupted_ns: c.in_app_uninterrupted_total_ns,
+            error_uninterrupted: rel_error(predicted, c.in_app_uninterrupted_total_ns),
         });
     }
     let predicted_ns: f64 = rows.iter().map(|r| r.predicted_ns).sum();
     let measured_ns: f64 = rows.iter().map(|r| r.measured_ns).sum();
+    let measured_uninterrupted_ns: f64 = rows.iter().map(|r| r.measured_uninterrupted_ns).sum();
+    let interrupted_calls = file
+        .contexts
+        .iter()
+        .filter(|c| rows.iter().any(|r| r.rank == c.rank))
+        .map(|c| c.interrupted_calls)
+        .sum();
     Ok(Prediction {
+        error_uninterrupted: rel_error(predicted_ns, measured_uninterrupted_ns),
+        measured_uninterrupted_ns,
+        interrupted_calls,
         routine: file.routine.clone(),
         error: rel_error(predicted_ns, measured_ns),
         coverage: if file.measured_total_ns > 0.0 {
@@ -246,13 +269,14 @@ pub fn render_prediction(p: &Prediction) -> String {
         .max(7);
     let _ = writeln!(
         o,
-        "{:>4}  {:<w$}  {:>9}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8}",
-        "rank", "context", "calls", "driver/call", "app/call", "predicted", "in-app", "error"
+        "{:>4}  {:<w$}  {:>9}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8}  {:>11}  {:>8}",
+        "rank", "context", "calls", "driver/call", "app/call", "predicted", "in-app", "error",
+        "in-app*", "error*"
     );
     for r in &p.rows {
         let _ = writeln!(
             o,
-            "{:>4}  {:<w$}  {:>9}  {:>11}  {:>11}  {:>11}  {:>11}  {:>+7.1}%",
+            "{:>4}  {:<w$}  {:>9}  {:>11}  {:>11}  {:>11}  {:>11}  {:>+7.1}%  {:>11}  {:>+7.1}%",
             r.rank,
             r.label,
             r.calls,
@@ -260,17 +284,26 @@ pub fn render_prediction(p: &Prediction) -> String {
             fmt_ns(r.in_app_mean_ns),
             fmt_ns(r.predicted_ns),
             fmt_ns(r.measured_ns),
-            r.error * 100.0
+            r.error * 100.0,
+            fmt_ns(r.measured_uninterrupted_ns),
+            r.error_uninterrupted * 100.0
         );
     }
     let _ = writeln!(
         o,
-        "{}: predicted {} vs measured in-app {} for the {} timed context(s): error {:+.1}% (they cover {:.1}% of the {} recorded in the routine)",
+        "(* without the {} call(s) that ran over 10x their context's median: descheduled mid-call)",
+        p.interrupted_calls
+    );
+    let _ = writeln!(
+        o,
+        "{}: predicted {} vs measured in-app {} for the {} timed context(s): error {:+.1}% ({:+.1}% against the {} of uninterrupted calls; the contexts cover {:.1}% of the {} recorded in the routine)",
         p.routine,
         fmt_ns(p.predicted_ns),
         fmt_ns(p.measured_ns),
         p.rows.len(),
         p.error * 100.0,
+        p.error_uninterrupted * 100.0,
+        fmt_ns(p.measured_uninterrupted_ns),
         p.coverage * 100.0,
         fmt_ns(p.measured_total_ns)
     );
@@ -289,6 +322,8 @@ mod tests {
             calls,
             share: 0.0,
             in_app_total_ns: mean * calls as f64,
+            in_app_uninterrupted_total_ns: mean * calls as f64,
+            interrupted_calls: 0,
             in_app_min_ns: mean,
             in_app_median_ns: mean,
             in_app_mean_ns: mean,

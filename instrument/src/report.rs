@@ -88,6 +88,12 @@ pub struct ContextStats {
     pub early: Option<Summary>,
     /// The rest.
     pub late: Option<Summary>,
+    /// Calls far slower than this context's median (over 10x and 50 us
+    /// more): the thread was descheduled or interrupted mid-call, so their
+    /// wall time is mostly not the routine's. Only judged with >= 3 calls.
+    pub interrupted: u64,
+    /// `total_ns` without the interrupted calls.
+    pub uninterrupted_total_ns: f64,
     /// Distinct addresses seen per pointer argument: 1 means the application
     /// reuses one workspace (likely warm), many means fresh buffers.
     pub distinct_pointers: Vec<(String, usize)>,
@@ -115,6 +121,9 @@ pub struct Report {
     pub threads: usize,
     pub processes: usize,
     pub total_ns: f64,
+    /// Calls judged interrupted (see [`ContextStats::interrupted`]).
+    pub interrupted: u64,
+    pub uninterrupted_total_ns: f64,
     pub ticks_per_sec: u64,
     pub timer_overhead_ns: f64,
     pub nontemporal: bool,
@@ -128,8 +137,15 @@ pub struct Report {
 }
 
 /// Up to this many distinct values a parameter always counts as part of the
-/// call context; above it, only if it repeats (fewer than calls / 2).
+/// call context; above it, only if at least one call in ten repeats a value
+/// (a running checksum or a fresh seed never does; a size usually does).
 pub const DATA_DISTINCT_FLOOR: usize = 32;
+
+/// A call slower than INTERRUPTED_FACTOR x its context's median and at
+/// least INTERRUPTED_EXTRA_NS more counts as interrupted (a scheduler time
+/// slice is milliseconds; no cache effect makes a call 10x slower).
+pub const INTERRUPTED_FACTOR: f64 = 10.0;
+pub const INTERRUPTED_EXTRA_NS: f64 = 50_000.0;
 
 /// Builds the report for one routine of `profile`.
 pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportError> {
@@ -169,7 +185,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
     // A value that differs on (nearly) every call, like a running checksum,
     // is data, not a problem size: keying contexts on it would make every
     // call its own context.
-    let limit = DATA_DISTINCT_FLOOR.max(records.len() / 2);
+    let limit = DATA_DISTINCT_FLOOR.max(records.len() * 9 / 10);
     let mut excluded = Vec::new();
     let context_idx: Vec<usize> = info
         .values
@@ -221,7 +237,9 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
                 pointers: vec![HashSet::new(); pointer_idx.len()],
             });
         }
-        let ns = profile.ticks_to_ns(r.ticks);
+        // The empty begin/end cost is part of every recorded interval; the
+        // driver subtracts its own, so the profile does too.
+        let ns = profile.ticks_to_ns(r.ticks.saturating_sub(profile.timer_overhead_ticks));
         accs[slot].samples.push(ns);
         for (j, &pi) in pointer_idx.iter().enumerate() {
             accs[slot].pointers[j].insert(vals.get(pi).copied().unwrap_or(0));
@@ -237,11 +255,19 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
     for (rank0, &slot) in order.iter().enumerate() {
         rank_of[slot] = rank0 + 1;
     }
-    let contexts = order
+    let contexts: Vec<ContextStats> = order
         .iter()
         .map(|&slot| {
             let a = &accs[slot];
             let split = opts.early_calls.min(a.samples.len());
+            let all = Summary::of(&a.samples).expect("non-empty");
+            let cutoff = (all.median_ns * INTERRUPTED_FACTOR).max(all.median_ns + INTERRUPTED_EXTRA_NS);
+            let (interrupted, uninterrupted_total_ns) = if a.samples.len() >= 3 {
+                let slow: Vec<f64> = a.samples.iter().copied().filter(|&t| t > cutoff).collect();
+                (slow.len() as u64, totals[slot] - slow.iter().sum::<f64>())
+            } else {
+                (0, totals[slot])
+            };
             ContextStats {
                 rank: rank_of[slot],
                 values: context_idx
@@ -260,7 +286,9 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
                 } else {
                     0.0
                 },
-                all: Summary::of(&a.samples).expect("non-empty"),
+                all,
+                interrupted,
+                uninterrupted_total_ns,
                 early: Summary::of(&a.samples[..split]),
                 late: Summary::of(&a.samples[split..]),
                 distinct_pointers: pointer_idx
@@ -272,6 +300,8 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         })
         .collect();
     Ok(Report {
+        interrupted: contexts.iter().map(|c| c.interrupted).sum(),
+        uninterrupted_total_ns: contexts.iter().map(|c| c.uninterrupted_total_ns).sum(),
         routine: info.name.clone(),
         calls: records.len() as u64,
         dropped: info.dropped,
@@ -320,7 +350,7 @@ pub fn render_table(report: &Report, top: usize) -> String {
     );
     let _ = writeln!(
         o,
-        "timer: {:.3} GHz ticks, empty begin/end pair {} (included in every call), {} stores",
+        "timer: {:.3} GHz ticks, empty begin/end pair {} (subtracted from every call), {} stores",
         report.ticks_per_sec as f64 / 1e9,
         fmt_ns(report.timer_overhead_ns),
         if report.nontemporal {
@@ -329,6 +359,15 @@ pub fn render_table(report: &Report, top: usize) -> String {
             "ordinary"
         }
     );
+    if report.interrupted > 0 {
+        let _ = writeln!(
+            o,
+            "{} call(s) ran over 10x their context's median (descheduled or interrupted): {} of the total; {} without them",
+            report.interrupted,
+            fmt_ns(report.total_ns - report.uninterrupted_total_ns),
+            fmt_ns(report.uninterrupted_total_ns)
+        );
+    }
     for (name, n) in &report.data_values {
         let _ = writeln!(
             o,
@@ -553,7 +592,7 @@ mod tests {
             threads: 1,
             nontemporal: true,
             tsc: true,
-            timer_overhead_ticks: 20,
+            timer_overhead_ticks: 0,
             routines: vec![RoutineInfo {
                 name: "f".into(),
                 values: RoutineInfo::parse_params("n:i,buf:p").unwrap(),
@@ -601,6 +640,31 @@ mod tests {
         assert!(table.contains("n=8") && table.contains("x5.00"), "{table}");
         let svg = render_svg(&r);
         assert_eq!(svg.matches("<circle").count(), 13 + 2);
+    }
+
+    #[test]
+    fn running_checksums_are_data_and_descheduled_calls_are_flagged() {
+        let mut p = profile(&[]);
+        p.routines[0].values = RoutineInfo::parse_params("crc:u,len:u").unwrap();
+        p.records = (0..100u64)
+            .map(|i| Record {
+                start: i,
+                // call 50 was descheduled: 20 ms instead of 1 us
+                ticks: if i == 50 { 20_000_000 } else { 1000 },
+                routine: 0,
+                thread: 0,
+                nvalues: 2,
+                values: [(i * 7919) as i64, if i % 2 == 0 { 4096 } else { 512 }, 0, 0, 0],
+            })
+            .collect();
+        let r = build(&p, &ReportOptions::default()).unwrap();
+        assert_eq!(r.data_values, vec![("crc".to_string(), 100)]);
+        assert_eq!(r.contexts.len(), 2);
+        assert_eq!(r.interrupted, 1);
+        assert_eq!(r.contexts[0].interrupted, 1);
+        assert!((r.contexts[0].uninterrupted_total_ns - 49_000.0).abs() < 1e-6);
+        assert!((r.uninterrupted_total_ns - 99_000.0).abs() < 1e-6);
+        assert!(render_table(&r, 5).contains("treated as data"));
     }
 
     #[test]

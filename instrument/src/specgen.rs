@@ -5,6 +5,8 @@
 //! re-emitted, so the user's comments, layout and reference body survive
 //! byte for byte; only the default values change.
 
+use crate::contexts::ContextsFile;
+use crate::report::Report;
 use spec_lang::ast::{Expr, InitValue, Spec};
 use std::collections::BTreeMap;
 
@@ -105,6 +107,73 @@ pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEd
         macros,
         notes,
     }
+}
+
+/// A profile turned into an edited spec and its contexts file.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    pub edit: SpecEdit,
+    /// `edit.text` parsed and checked.
+    pub spec: Spec,
+    pub contexts: ContextsFile,
+    /// Label of the context that became the default.
+    pub chosen: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    #[error("the profile has {count} contexts; --rank must be 1..={count}")]
+    NoRank { count: usize },
+    #[error("internal error: the edited spec no longer parses:\n{0}")]
+    Reparse(String),
+}
+
+/// Sets the context of `rank` as the default in the spec text `src`
+/// (parsed as `spec`, from `file`) and lists every context with the `-D`
+/// overrides that select it in the edited spec.
+pub fn derive(
+    spec: &Spec,
+    src: &str,
+    file: &str,
+    report: &Report,
+    rank: usize,
+    spec_out: Option<String>,
+) -> Result<Derived, DeriveError> {
+    let chosen = report
+        .contexts
+        .iter()
+        .find(|c| c.rank == rank)
+        .ok_or(DeriveError::NoRank {
+            count: report.contexts.len(),
+        })?;
+    let params: Vec<ContextParam> = chosen
+        .values
+        .iter()
+        .map(|v| ContextParam {
+            name: v.name.clone(),
+            value: v.display.clone(),
+        })
+        .collect();
+    let edit = apply_context(spec, src, &params);
+    let edited = spec_lang::parse_and_check(&edit.text, file)
+        .map_err(|d| DeriveError::Reparse(d.to_string()))?;
+    if edited.routine != spec.routine {
+        return Err(DeriveError::Reparse("the routine changed".into()));
+    }
+    let contexts = ContextsFile::from_report(report, spec_out, |c| {
+        let values: BTreeMap<String, String> = c
+            .values
+            .iter()
+            .map(|v| (v.name.clone(), v.display.clone()))
+            .collect();
+        edit.defines_for(&values)
+    });
+    Ok(Derived {
+        chosen: chosen.label(),
+        edit,
+        spec: edited,
+        contexts,
+    })
 }
 
 #[cfg(test)]

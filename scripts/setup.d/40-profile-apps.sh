@@ -3,7 +3,8 @@
 # real open-source program tdg's profiler is tested on. Its shared libz.so and
 # `minigzipsh` (minigzip linked against that libz.so) give an LD_PRELOAD
 # target (crc32 is exported, so even libz's own calls go through the PLT);
-# libz.a plus minigzip.o give a static link for the -Wl,--wrap= path.
+# libz.a plus minigzip.o give a static link for the -Wl,--wrap= path;
+# kernel/crc32.c is the implementation the timing driver is built with.
 # Idempotent: skipped when the build products are already there.
 set -euo pipefail
 : "${TDG_ROOT:?run via scripts/setup}" "${TDG_DEPS:?run via scripts/setup}"
@@ -11,7 +12,7 @@ set -euo pipefail
 
 prefix="$TDG_DEPS/zlib"
 if [ -x "$prefix/minigzipsh" ] && [ -e "$prefix/libz.so" ] && [ -e "$prefix/libz.a" ] \
-   && [ -e "$prefix/minigzip.o" ] && [ -e "$prefix/zlib.h" ]; then
+   && [ -e "$prefix/minigzip.o" ] && [ -e "$prefix/zlib.h" ] && [ -e "$prefix/kernel/crc32.c" ]; then
   echo "zlib already built in $prefix"
   exit 0
 fi
@@ -38,4 +39,8 @@ cp "$build"/libz.a "$build"/minigzip.o "$build"/zlib.h "$build"/zconf.h "$prefix
 # Keep the versioned soname links so minigzipsh finds its own libz at run time.
 cp -P "$build"/libz.so* "$prefix"/
 cp "$build"/minigzipsh "$prefix"/
+# crc32.c and the headers it needs: the routine's own source, which the
+# timing driver links as the implementation when predicting minigzip's time.
+mkdir -p "$prefix/kernel"
+cp "$build"/crc32.c "$build"/crc32.h "$build"/zutil.h "$build"/zlib.h "$build"/zconf.h "$prefix/kernel"/
 echo "zlib built in $prefix ($(basename "$tarball"))"

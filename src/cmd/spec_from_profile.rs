@@ -2,8 +2,7 @@
 //! the dominant call context, plus the contexts file for `tdg run --contexts`.
 use super::CmdResult;
 use anyhow::Context as _;
-use instrument::{contexts, format, report, specgen};
-use std::collections::BTreeMap;
+use instrument::{format, report, specgen};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -45,33 +44,6 @@ pub fn run(a: Args) -> CmdResult {
             ..Default::default()
         },
     )?;
-    let chosen = rep
-        .contexts
-        .iter()
-        .find(|c| c.rank == a.rank)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "the profile has {} contexts; --rank must be 1..={}",
-                rep.contexts.len(),
-                rep.contexts.len()
-            )
-        })?;
-    let params: Vec<specgen::ContextParam> = chosen
-        .values
-        .iter()
-        .map(|v| specgen::ContextParam {
-            name: v.name.clone(),
-            value: v.display.clone(),
-        })
-        .collect();
-    let edit = specgen::apply_context(&spec, &src, &params);
-    // The edited text must still be a valid spec of the same routine.
-    let back = spec_lang::parse_and_check(&edit.text, &file)
-        .map_err(|d| anyhow::anyhow!("internal error: the edited spec does not parse:\n{d}"))?;
-    anyhow::ensure!(
-        back.routine == spec.routine,
-        "internal error: editing the spec changed its routine"
-    );
     let stem = a
         .spec
         .file_stem()
@@ -83,15 +55,18 @@ pub fn run(a: Args) -> CmdResult {
     let ctx_path = a
         .contexts
         .unwrap_or_else(|| PathBuf::from(format!("{stem}.contexts.json")));
+    let derived = specgen::derive(
+        &spec,
+        &src,
+        &file,
+        &rep,
+        a.rank,
+        Some(out.display().to_string()),
+    )?;
+    let chosen = &rep.contexts[a.rank - 1];
+    let edit = &derived.edit;
     std::fs::write(&out, &edit.text).with_context(|| format!("writing {}", out.display()))?;
-    let file = contexts::ContextsFile::from_report(&rep, Some(out.display().to_string()), |c| {
-        let values: BTreeMap<String, String> = c
-            .values
-            .iter()
-            .map(|v| (v.name.clone(), v.display.clone()))
-            .collect();
-        edit.defines_for(&values)
-    });
+    let file = &derived.contexts;
     std::fs::write(&ctx_path, file.to_json())
         .with_context(|| format!("writing {}", ctx_path.display()))?;
     println!(

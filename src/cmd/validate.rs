@@ -1,9 +1,104 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg validate PROFILE --spec SPEC --impl IMPL.c`: one context's in-app
+//! per-call distribution beside the driver's, warm and flushed, and which
+//! cache state the application actually runs the routine in.
 use super::CmdResult;
+use anyhow::Context as _;
+use instrument::{drive, format, report, specgen, validate};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A profile written by `tdg profile`.
+    profile: PathBuf,
+    /// Spec of the profiled routine.
+    #[arg(long)]
+    spec: PathBuf,
+    /// C file implementing the routine (what the driver times).
+    #[arg(long = "impl", value_name = "FILE")]
+    implementation: PathBuf,
+    /// More C files to link with the implementation.
+    #[arg(long = "extra", value_name = "FILE")]
+    extra: Vec<PathBuf>,
+    /// Context to validate (1 = most time in the application).
+    #[arg(long, default_value_t = 1)]
+    rank: usize,
+    /// Routine in the profile [default: the spec's routine].
+    #[arg(long)]
+    routine: Option<String>,
+    /// Calls of the context counted as "early" (cold start).
+    #[arg(long, default_value_t = 4)]
+    early: usize,
+    /// Driver samples per cache state.
+    #[arg(long, default_value_t = 21)]
+    samples: u32,
+    /// Flush size in KiB for the flushed run [default: the last-level cache].
+    #[arg(long = "flush-kb")]
+    flush_kb: Option<u64>,
+    /// Pin the driver to this CPU.
+    #[arg(long)]
+    pin: Option<u32>,
+    /// C compiler [default: $CC, cc, gcc, clang].
+    #[arg(long)]
+    cc: Option<String>,
+    /// Flags for the implementation.
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
+    cflags: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg validate` is not built yet")
+pub fn run(a: Args) -> CmdResult {
+    anyhow::ensure!(a.samples >= 3, "--samples must be at least 3 to compare distributions");
+    let src = std::fs::read_to_string(&a.spec)
+        .with_context(|| format!("reading spec {}", a.spec.display()))?;
+    let file = a.spec.display().to_string();
+    let spec = spec_lang::parse_and_check(&src, &file).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let profile = format::read(&a.profile)?;
+    let rep = report::build(
+        &profile,
+        &report::ReportOptions {
+            routine: Some(a.routine.clone().unwrap_or_else(|| spec.routine.name.name.clone())),
+            early_calls: a.early,
+        },
+    )?;
+    // Drive the spec edited to this context, so parameters that had no
+    // Macro get one the -D overrides can reach.
+    let derived = specgen::derive(&spec, &src, &file, &rep, a.rank, None)?;
+    let opts = driver_gen::RunOptions {
+        cc: a.cc.clone(),
+        cflags: a.cflags.split_whitespace().map(String::from).collect(),
+        samples: Some(a.samples),
+        flush_kib: a.flush_kb,
+        pin_cpu: a.pin,
+        extra_sources: a.extra.clone(),
+        verify: false,
+        timeout: Duration::from_secs(600),
+        ..Default::default()
+    };
+    let (v, runs) = drive::validate_context(
+        &derived.spec,
+        &a.implementation,
+        &opts,
+        &rep,
+        &derived.contexts,
+        a.rank,
+    )?;
+    if a.json {
+        let json = serde_json::json!({
+            "validation": v,
+            "driver_warm": runs.warm,
+            "driver_flushed": runs.flushed,
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{}", validate::render(&v));
+        println!(
+            "driver flush: {} ({} KiB), {} call(s) per sample",
+            runs.flushed.flush, runs.flushed.flush_kib, runs.flushed.reps_per_sample
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

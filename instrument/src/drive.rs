@@ -1,0 +1,132 @@
+//! The profile meets the timing driver: time a recorded call context with
+//! the spec's generated driver (its `-D` overrides select the context), for
+//! `tdg run --contexts` and `tdg validate`.
+
+use crate::contexts::{self, ContextEntry, ContextsFile, Prediction};
+use crate::report::{Report, Summary};
+use crate::validate::{self, Validation};
+use driver_gen::{build_driver, RunError, RunOptions, RunReport};
+use spec_lang::ast::{FlushMethod, Spec};
+use std::path::Path;
+
+/// `base` with the context's `-D` overrides added (they win over any the
+/// user gave for the same macro: the context is the point).
+pub fn options_for(base: &RunOptions, ctx: &ContextEntry) -> RunOptions {
+    let mut o = base.clone();
+    o.defines.retain(|(k, _)| !ctx.defines.contains_key(k));
+    o.defines
+        .extend(ctx.defines.iter().map(|(k, v)| (k.clone(), v.clone())));
+    o
+}
+
+/// Builds and runs the driver for one context.
+pub fn time_context(
+    spec: &Spec,
+    impl_c: &Path,
+    base: &RunOptions,
+    ctx: &ContextEntry,
+) -> Result<RunReport, RunError> {
+    let o = options_for(base, ctx);
+    build_driver(spec, impl_c, &o)?.run(&o)
+}
+
+/// Per-call time a prediction multiplies by the call count: the median of
+/// the driver's samples (the application's total is a sum over typical
+/// calls, which the minimum would underestimate).
+pub fn per_call_ns(r: &RunReport) -> f64 {
+    r.stats.median
+}
+
+/// `tdg run SPEC --impl IMPL --contexts FILE`: times the top `top` contexts
+/// with the driver configured by `base` and predicts the in-app total.
+pub fn predict_with_driver(
+    spec: &Spec,
+    impl_c: &Path,
+    base: &RunOptions,
+    file: &ContextsFile,
+    top: usize,
+) -> Result<Prediction, RunError> {
+    contexts::predict(file, top, |ctx| {
+        time_context(spec, impl_c, base, ctx).map(|r| per_call_ns(&r))
+    })
+}
+
+/// The driver's per-call samples for one context, warm (no flush) and
+/// flushed (`base.flush`, or a read flush of the last-level cache).
+pub struct WarmAndFlushed {
+    pub warm: RunReport,
+    pub flushed: RunReport,
+}
+
+pub fn time_warm_and_flushed(
+    spec: &Spec,
+    impl_c: &Path,
+    base: &RunOptions,
+    ctx: &ContextEntry,
+) -> Result<WarmAndFlushed, RunError> {
+    let mut warm = options_for(base, ctx);
+    warm.flush = Some(FlushMethod::None);
+    let mut flushed = options_for(base, ctx);
+    if matches!(flushed.flush, None | Some(FlushMethod::None)) {
+        flushed.flush = Some(FlushMethod::Read);
+    }
+    Ok(WarmAndFlushed {
+        warm: build_driver(spec, impl_c, &warm)?.run(&warm)?,
+        flushed: build_driver(spec, impl_c, &flushed)?.run(&flushed)?,
+    })
+}
+
+/// In-app per-call times of the context ranked `rank`, in call order.
+pub fn in_app_samples(report: &Report, rank: usize) -> Vec<f64> {
+    report
+        .timeline
+        .iter()
+        .filter(|(_, r)| *r == rank)
+        .map(|(ns, _)| *ns)
+        .collect()
+}
+
+/// `tdg validate`: one context, in-app vs warm and flushed driver runs.
+pub fn validate_context(
+    spec: &Spec,
+    impl_c: &Path,
+    base: &RunOptions,
+    report: &Report,
+    file: &ContextsFile,
+    rank: usize,
+) -> Result<(Validation, WarmAndFlushed), ValidateError> {
+    let ctx = file
+        .contexts
+        .iter()
+        .find(|c| c.rank == rank)
+        .ok_or(ValidateError::NoContext {
+            rank,
+            count: file.contexts.len(),
+        })?;
+    let runs = time_warm_and_flushed(spec, impl_c, base, ctx)?;
+    let app = in_app_samples(report, rank);
+    let v = validate::compare(
+        &ctx.label(),
+        &app,
+        report.early_calls,
+        &runs.warm.samples_ns,
+        &runs.flushed.samples_ns,
+    )
+    .ok_or(ValidateError::NoSamples)?;
+    Ok((v, runs))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    #[error("there is no context of rank {rank}: the profile has {count}; pick one with --rank 1..={count}")]
+    NoContext { rank: usize, count: usize },
+    #[error("no samples to compare (the context has no recorded call or the driver returned none)")]
+    NoSamples,
+    #[error(transparent)]
+    Driver(#[from] RunError),
+}
+
+/// Summary of a driver run's samples, for side-by-side tables.
+pub fn driver_summary(r: &RunReport) -> Option<Summary> {
+    Summary::of(&r.samples_ns)
+}
