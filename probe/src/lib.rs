@@ -1,1 +1,432 @@
-//! Measures effective cache sizes, latencies, TLB reach and timer properties with generated C micro-benchmarks.
+//! Measures effective cache sizes, latencies, TLB reach and timer properties
+//! with generated C micro-benchmarks, and keeps the result in a per-user
+//! cache so timing drivers can size their flushes and timing intervals.
+//!
+//! The methods follow BlackjackBench: pointer chasing in random order within
+//! pages, then monotonicity enforcement, biggest relative step and
+//! quality-threshold clustering to turn the noisy curves into numbers.
+
+pub mod csource;
+pub mod documented;
+mod measure;
+pub mod render;
+pub mod stats;
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub use documented::DocumentedCache;
+pub use measure::{measure, ProbeOptions};
+
+/// Bumped when the result layout or the methods change, so stale cache
+/// files are re-measured instead of misread.
+pub const RESULT_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("building or running the probe's micro-benchmarks failed: {0}")]
+    Toolchain(#[from] toolchain::ToolchainError),
+    #[error("the `{mode}` micro-benchmark printed an unreadable line `{line}`")]
+    Output { mode: String, line: String },
+    #[error("the cache-latency curve shows no cache level (all {points} points in one cluster); the machine may be too loaded to probe, retry when it is idle")]
+    NoCacheLevels { points: usize },
+    #[error(
+        "probe cache {path}: {source}; delete it or set TDG_CACHE_DIR to a writable directory"
+    )]
+    CacheFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One point of a measured curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Buffer size in bytes (cache curve) or pages touched (TLB curve).
+    pub x: u64,
+    /// Average ns per access, as measured (min over repetitions).
+    pub ns: f64,
+    /// After monotonicity enforcement.
+    pub ns_monotonic: f64,
+}
+
+/// A cache level found on the latency curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheLevel {
+    /// 1 for L1d, and so on.
+    pub level: u32,
+    /// Largest buffer that still ran at this level's latency.
+    pub effective_bytes: u64,
+    /// Lowest ns per access on the level's plateau.
+    pub latency_ns: f64,
+    /// What sysfs says for the data cache at this level, if anything.
+    pub documented_bytes: Option<u64>,
+}
+
+/// A TLB level found on the page-stride curve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TlbLevel {
+    pub level: u32,
+    /// Pages that could be touched before the next step.
+    pub entries: u64,
+    /// entries x page size.
+    pub reach_bytes: u64,
+    /// ns per access while inside this level.
+    pub latency_ns: f64,
+}
+
+/// A timer's measured properties.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimerInfo {
+    pub name: String,
+    /// Smallest non-zero difference between two consecutive readings.
+    pub resolution_ns: f64,
+    /// Cost of one reading.
+    pub overhead_ns: f64,
+    /// What the system claims (`clock_getres`), when it says.
+    pub claimed_resolution_ns: Option<f64>,
+    /// Shortest interval this timer measures with under 0.1% error from
+    /// its resolution and read overhead.
+    pub min_interval_ns: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TscInfo {
+    /// Ticks per ns against CLOCK_MONOTONIC_RAW (median of 5 windows).
+    pub measured_ghz: f64,
+    pub documented_ghz: Option<f64>,
+    /// Where the documented value came from.
+    pub documented_source: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineSize {
+    /// Biggest relative step of the pair test on a buffer between L1 and L2.
+    pub bytes: u64,
+    /// The same test on a buffer far beyond the caches: prefetchers that
+    /// fetch neighbouring lines from memory make this larger.
+    pub memory_fetch_bytes: u64,
+    pub documented_bytes: Option<u64>,
+}
+
+/// Everything `tdg probe` measures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub version: u32,
+    pub cpu_model: String,
+    /// Seconds since the epoch when the probe ran.
+    pub measured_at_unix: u64,
+    /// Wall time the probe took.
+    pub duration_s: f64,
+    pub line: LineSize,
+    pub caches: Vec<CacheLevel>,
+    /// Latency of the region beyond the last cache level.
+    pub memory_latency_ns: f64,
+    pub page_bytes: u64,
+    pub tlb: Vec<TlbLevel>,
+    pub timers: Vec<TimerInfo>,
+    pub tsc: Option<TscInfo>,
+    /// The cache curve ran on transparent huge pages.
+    pub cache_curve_huge_pages: bool,
+    pub cache_curve: Vec<CurvePoint>,
+    pub tlb_curve: Vec<CurvePoint>,
+    pub documented_caches: Vec<DocumentedCache>,
+}
+
+impl ProbeResult {
+    fn level_kib(&self, level: usize) -> Option<u64> {
+        self.caches.get(level).map(|c| c.effective_bytes / 1024)
+    }
+    /// Effective L1 data cache in KiB.
+    pub fn l1_kib(&self) -> Option<u64> {
+        self.level_kib(0)
+    }
+    /// Effective L2 in KiB.
+    pub fn l2_kib(&self) -> Option<u64> {
+        self.level_kib(1)
+    }
+    /// Effective last-level cache in KiB.
+    pub fn llc_kib(&self) -> Option<u64> {
+        self.caches.last().map(|c| c.effective_bytes / 1024)
+    }
+    /// Flush buffer that evicts a routine's operands from every cache level:
+    /// twice the effective last-level cache, since replacement is not exact
+    /// LRU and one capacity's worth of traffic leaves some lines behind.
+    pub fn recommended_flush_bytes(&self) -> u64 {
+        self.caches
+            .last()
+            .map_or(64 << 20, |c| 2 * c.effective_bytes)
+    }
+    /// The timer a driver should use: the wall-clock timer with the
+    /// shortest 0.1%-error interval, preferring the portable
+    /// `clock_gettime(MONOTONIC)` when it is within 2x of the best.
+    pub fn recommended_timer(&self) -> Option<&TimerInfo> {
+        let wall: Vec<&TimerInfo> = self
+            .timers
+            .iter()
+            .filter(|t| !t.name.contains("CPUTIME"))
+            .collect();
+        let best = wall
+            .iter()
+            .min_by(|a, b| a.min_interval_ns.total_cmp(&b.min_interval_ns))?;
+        let mono = wall.iter().find(|t| t.name == "clock_gettime(MONOTONIC)");
+        Some(match mono {
+            Some(m) if m.min_interval_ns <= 2.0 * best.min_interval_ns => m,
+            _ => best,
+        })
+    }
+    /// Minimum interval a driver should time per sample, in seconds.
+    pub fn recommended_min_interval_s(&self) -> f64 {
+        self.recommended_timer()
+            .map_or(1e-3, |t| t.min_interval_ns * 1e-9)
+    }
+}
+
+/// Where the probe result is kept: `$TDG_CACHE_DIR/probe.json`, else
+/// `$XDG_CACHE_HOME/tdg/probe.json`, else `~/.cache/tdg/probe.json`.
+pub fn cache_path() -> PathBuf {
+    cache_path_with(|k| std::env::var_os(k))
+}
+
+/// [`cache_path`] with the environment supplied by the caller.
+pub fn cache_path_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
+    let nonempty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = nonempty("TDG_CACHE_DIR") {
+        return d.join("probe.json");
+    }
+    let base = nonempty("XDG_CACHE_HOME")
+        .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("tdg").join("probe.json")
+}
+
+/// The cached result when it exists, was made by this version of the probe
+/// and on this CPU model; `None` otherwise (a stale file is not an error).
+pub fn load_cached_from(path: &Path) -> Result<Option<ProbeResult>, ProbeError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ProbeError::CacheFile {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    match serde_json::from_str::<ProbeResult>(&text) {
+        Ok(r) if r.version == RESULT_VERSION && r.cpu_model == documented::cpu_model() => {
+            Ok(Some(r))
+        }
+        Ok(_) => Ok(None),
+        Err(e) => {
+            tracing::warn!("ignoring unreadable probe cache {}: {e}", path.display());
+            Ok(None)
+        }
+    }
+}
+
+/// Writes the result atomically (temp file + rename) so a concurrent reader
+/// never sees half a file.
+pub fn save_to(result: &ProbeResult, path: &Path) -> Result<(), ProbeError> {
+    let err = |source| ProbeError::CacheFile {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let tmp = path.with_extension(format!("json.tmp{}", std::process::id()));
+    let json = serde_json::to_string_pretty(result).expect("probe results serialise");
+    std::fs::write(&tmp, json).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// The cached probe result, measuring (and caching) it first when there is
+/// none. This is what `tdg run` uses for its default flush size and minimum
+/// timing interval.
+pub fn cached_or_measure() -> Result<ProbeResult, ProbeError> {
+    let path = cache_path();
+    if let Some(r) = load_cached_from(&path)? {
+        return Ok(r);
+    }
+    tracing::info!(
+        "no probe result at {}; probing this machine (under a minute)",
+        path.display()
+    );
+    let r = measure(&ProbeOptions::default(), &mut |_| {})?;
+    save_to(&r, &path)?;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    pub(crate) fn sample() -> ProbeResult {
+        let curve: Vec<CurvePoint> = (12..=26)
+            .map(|e| {
+                let ns = match e {
+                    ..=15 => 1.0,
+                    16..=19 => 3.0,
+                    20..=23 => 10.0,
+                    _ => 80.0,
+                };
+                CurvePoint {
+                    x: 1 << e,
+                    ns,
+                    ns_monotonic: ns,
+                }
+            })
+            .collect();
+        ProbeResult {
+            version: RESULT_VERSION,
+            cpu_model: documented::cpu_model(),
+            measured_at_unix: 0,
+            duration_s: 1.0,
+            line: LineSize {
+                bytes: 64,
+                memory_fetch_bytes: 128,
+                documented_bytes: Some(64),
+            },
+            caches: vec![
+                CacheLevel {
+                    level: 1,
+                    effective_bytes: 32 << 10,
+                    latency_ns: 1.0,
+                    documented_bytes: Some(32 << 10),
+                },
+                CacheLevel {
+                    level: 2,
+                    effective_bytes: 512 << 10,
+                    latency_ns: 3.0,
+                    documented_bytes: Some(1 << 20),
+                },
+                CacheLevel {
+                    level: 3,
+                    effective_bytes: 8 << 20,
+                    latency_ns: 10.0,
+                    documented_bytes: Some(32 << 20),
+                },
+            ],
+            memory_latency_ns: 80.0,
+            page_bytes: 4096,
+            tlb: vec![],
+            timers: vec![
+                TimerInfo {
+                    name: "clock_gettime(MONOTONIC)".into(),
+                    resolution_ns: 20.0,
+                    overhead_ns: 25.0,
+                    claimed_resolution_ns: Some(1.0),
+                    min_interval_ns: 45_000.0,
+                },
+                TimerInfo {
+                    name: "rdtsc".into(),
+                    resolution_ns: 0.4,
+                    overhead_ns: 10.0,
+                    claimed_resolution_ns: None,
+                    min_interval_ns: 10_400.0,
+                },
+            ],
+            tsc: None,
+            cache_curve_huge_pages: true,
+            cache_curve: curve,
+            tlb_curve: vec![],
+            documented_caches: vec![],
+        }
+    }
+
+    #[test]
+    fn cache_dir_env_wins_then_xdg_then_home() {
+        let env = |pairs: Vec<(&'static str, &'static str)>| {
+            move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| OsString::from(p.1))
+        };
+        assert_eq!(
+            cache_path_with(env(vec![("TDG_CACHE_DIR", "/a"), ("XDG_CACHE_HOME", "/b")])),
+            PathBuf::from("/a/probe.json")
+        );
+        assert_eq!(
+            cache_path_with(env(vec![("XDG_CACHE_HOME", "/b"), ("HOME", "/h")])),
+            PathBuf::from("/b/tdg/probe.json")
+        );
+        assert_eq!(
+            cache_path_with(env(vec![("TDG_CACHE_DIR", ""), ("HOME", "/h")])),
+            PathBuf::from("/h/.cache/tdg/probe.json")
+        );
+    }
+
+    #[test]
+    fn cache_round_trips_and_rejects_stale_or_broken_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/probe.json");
+        assert_eq!(load_cached_from(&path).unwrap(), None);
+        let r = sample();
+        save_to(&r, &path).unwrap();
+        assert_eq!(load_cached_from(&path).unwrap(), Some(r.clone()));
+
+        let mut old = r.clone();
+        old.version = RESULT_VERSION + 1;
+        save_to(&old, &path).unwrap();
+        assert_eq!(
+            load_cached_from(&path).unwrap(),
+            None,
+            "other version is re-measured"
+        );
+
+        let mut elsewhere = r;
+        elsewhere.cpu_model = "some other CPU".into();
+        save_to(&elsewhere, &path).unwrap();
+        assert_eq!(
+            load_cached_from(&path).unwrap(),
+            None,
+            "other machine is re-measured"
+        );
+
+        std::fs::write(&path, "{ not json").unwrap();
+        assert_eq!(load_cached_from(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn unwritable_cache_says_how_to_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "").unwrap();
+        let err = save_to(&sample(), &blocker.join("probe.json")).unwrap_err();
+        assert!(err.to_string().contains("TDG_CACHE_DIR"), "{err}");
+    }
+
+    #[test]
+    fn recommendations_follow_the_measurements() {
+        let r = sample();
+        assert_eq!(r.l1_kib(), Some(32));
+        assert_eq!(r.l2_kib(), Some(512));
+        assert_eq!(r.llc_kib(), Some(8 << 10));
+        assert_eq!(r.recommended_flush_bytes(), 16 << 20);
+        // rdtsc is more than 2x better than clock_gettime here.
+        assert_eq!(r.recommended_timer().unwrap().name, "rdtsc");
+        assert!((r.recommended_min_interval_s() - 10.4e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn svg_marks_every_level_and_plots_every_point() {
+        let r = sample();
+        let svg = render::svg(&r);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        for c in &r.caches {
+            assert!(
+                svg.contains(&format!(
+                    "L{}: {}",
+                    c.level,
+                    render::bytes(c.effective_bytes)
+                )),
+                "{svg}"
+            );
+        }
+        assert_eq!(svg.matches("<circle").count(), r.cache_curve.len());
+        let table = render::table(&r);
+        assert!(table.contains("L2") && table.contains("-50%"), "{table}");
+    }
+}

@@ -1,0 +1,217 @@
+//! What the system says about itself (sysfs, cpuid, /proc/cpuinfo), shown
+//! beside the measurements and used to bound the sweeps.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One cache as sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocumentedCache {
+    pub level: u32,
+    /// "Data", "Instruction" or "Unified".
+    pub kind: String,
+    pub size_bytes: u64,
+    pub line_bytes: Option<u64>,
+    pub ways: Option<u64>,
+}
+
+/// Reads `<cpu_dir>/cache/index*/`; empty when sysfs does not describe caches.
+pub fn caches_from_sysfs(cpu_dir: &Path) -> Vec<DocumentedCache> {
+    let Ok(entries) = std::fs::read_dir(cpu_dir.join("cache")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<DocumentedCache> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+        .filter_map(|e| {
+            let dir = e.path();
+            let read = |f: &str| {
+                std::fs::read_to_string(dir.join(f))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            };
+            Some(DocumentedCache {
+                level: read("level")?.parse().ok()?,
+                kind: read("type")?,
+                size_bytes: parse_size(&read("size")?)?,
+                line_bytes: read("coherency_line_size").and_then(|s| s.parse().ok()),
+                ways: read("ways_of_associativity").and_then(|s| s.parse().ok()),
+            })
+        })
+        .collect();
+    out.sort_by_key(|c| (c.level, c.kind.clone()));
+    out
+}
+
+/// "32K", "1024K", "32M", "512" -> bytes.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// The data caches (L1d, then unified levels) in level order.
+pub fn data_caches(all: &[DocumentedCache]) -> Vec<DocumentedCache> {
+    all.iter()
+        .filter(|c| c.kind != "Instruction")
+        .cloned()
+        .collect()
+}
+
+/// `model name` from /proc/cpuinfo, to tell machines apart in the cache.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The TSC frequency the processor or hypervisor documents, with where it
+/// came from.
+pub fn documented_tsc_ghz() -> Option<(f64, String)> {
+    // `__cpuid` became safe in recent Rust; keep the blocks for older ones.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: cpuid exists on every x86-64 processor.
+        let max_leaf = unsafe { __cpuid(0) }.eax;
+        if max_leaf >= 0x15 {
+            // SAFETY: leaf 0x15 is within the supported range checked above.
+            let l = unsafe { __cpuid(0x15) };
+            if l.eax != 0 && l.ebx != 0 && l.ecx != 0 {
+                let hz = f64::from(l.ecx) * f64::from(l.ebx) / f64::from(l.eax);
+                return Some((hz / 1e9, "cpuid leaf 0x15".into()));
+            }
+        }
+        // SAFETY: leaf 1 always exists.
+        let hypervisor = unsafe { __cpuid(1) }.ecx & (1 << 31) != 0;
+        if hypervisor {
+            // SAFETY: hypervisor leaves are defined when bit 31 of leaf 1 ECX is set.
+            let max_hv = unsafe { __cpuid(0x4000_0000) }.eax;
+            if max_hv >= 0x4000_0010 {
+                // SAFETY: within the hypervisor's advertised range.
+                let khz = unsafe { __cpuid(0x4000_0010) }.eax;
+                if khz != 0 {
+                    return Some((
+                        f64::from(khz) / 1e6,
+                        "cpuid hypervisor leaf 0x40000010".into(),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(mhz) = kernel_log_tsc_mhz() {
+        return Some((mhz / 1e3, "kernel log (tsc: calibration)".into()));
+    }
+    // "Intel(R) Xeon(R) ... @ 2.60GHz": the nominal frequency, which the
+    // invariant TSC runs at on such parts.
+    let model = cpu_model();
+    let (_, tail) = model.rsplit_once('@')?;
+    let ghz: f64 = tail.trim().trim_end_matches("GHz").trim().parse().ok()?;
+    Some((ghz, "nominal frequency in the CPU model name".into()))
+}
+
+/// The kernel's own TSC calibration from its log (`/dev/kmsg`, readable by
+/// root): the refined value when present, else the boot-time detection.
+fn kernel_log_tsc_mhz() -> Option<f64> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+        .ok()?;
+    let (mut detected, mut refined) = (None, None);
+    let mut buf = vec![0u8; 8192];
+    // One record per read; EAGAIN marks the end of the buffered log.
+    for _ in 0..100_000 {
+        let n = match f.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let rec = String::from_utf8_lossy(&buf[..n]);
+        let msg = rec.split_once(';').map_or(&*rec, |(_, m)| m);
+        let mhz = |prefix: &str| {
+            msg.strip_prefix(prefix)
+                .and_then(|t| t.split_whitespace().next())
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        if let Some(v) = mhz("tsc: Refined TSC clocksource calibration: ") {
+            refined = Some(v);
+        } else if let Some(v) = mhz("tsc: Detected ") {
+            detected = Some(v);
+        }
+    }
+    refined.or(detected)
+}
+
+/// The base page size (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if v > 0 {
+        v as u64
+    } else {
+        4096
+    }
+}
+
+/// Is transparent-huge-page backing available to `madvise` callers?
+pub fn thp_available() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .map(|s| s.contains("[always]") || s.contains("[madvise]"))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sysfs_sizes() {
+        assert_eq!(parse_size("32K"), Some(32 << 10));
+        assert_eq!(parse_size("1024K\n"), Some(1 << 20));
+        assert_eq!(parse_size("36M"), Some(36 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn reads_a_fake_sysfs_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, (lvl, kind, size)) in [
+            (1, "Data", "48K"),
+            (1, "Instruction", "32K"),
+            (2, "Unified", "2048K"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let d = dir.path().join(format!("cache/index{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("level"), format!("{lvl}\n")).unwrap();
+            std::fs::write(d.join("type"), format!("{kind}\n")).unwrap();
+            std::fs::write(d.join("size"), format!("{size}\n")).unwrap();
+            std::fs::write(d.join("coherency_line_size"), "64\n").unwrap();
+        }
+        let all = caches_from_sysfs(dir.path());
+        assert_eq!(all.len(), 3);
+        let data = data_caches(&all);
+        assert_eq!(
+            data.iter().map(|c| c.size_bytes).collect::<Vec<_>>(),
+            vec![48 << 10, 2 << 20]
+        );
+        assert!(caches_from_sysfs(&dir.path().join("missing")).is_empty());
+    }
+}

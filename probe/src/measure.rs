@@ -1,0 +1,503 @@
+//! Runs the generated micro-benchmarks and analyses their curves.
+
+use crate::csource::{microbench_source, timers, MicrobenchParams};
+use crate::documented::{self, DocumentedCache};
+use crate::stats::{enforce_monotonic, fits_quality_threshold, plateaus, relative_steps};
+use crate::{
+    CacheLevel, CurvePoint, LineSize, ProbeError, ProbeResult, TimerInfo, TlbLevel, TscInfo,
+    RESULT_VERSION,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Knobs for one probe run.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// C compiler (`--cc`); `None` picks as `toolchain::CCompiler::find` does.
+    pub cc: Option<String>,
+    /// Largest buffer of the cache sweep; `None`: twice the documented
+    /// last-level cache, within 16..256 MiB.
+    pub max_buffer_bytes: Option<u64>,
+    /// Sweep points per doubling of the buffer size.
+    pub points_per_octave: u32,
+    /// Where sysfs describes the CPU's caches.
+    pub sysfs_cpu_dir: PathBuf,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            cc: None,
+            max_buffer_bytes: None,
+            points_per_octave: 4,
+            sysfs_cpu_dir: PathBuf::from("/sys/devices/system/cpu/cpu0"),
+        }
+    }
+}
+
+/// Fine points probed between a level's last coarse point and the next one.
+const REFINE_POINTS: u32 = 5;
+const RUN_LIMIT: Duration = Duration::from_secs(180);
+
+struct Microbench {
+    exe: PathBuf,
+}
+
+impl Microbench {
+    fn build(dir: &Path, cc: Option<&str>) -> Result<Microbench, ProbeError> {
+        let src = dir.join("tdg_probe.c");
+        std::fs::write(&src, microbench_source(&MicrobenchParams::default()))?;
+        let exe = dir.join("tdg_probe");
+        let cc = toolchain::CCompiler::find(cc)?;
+        cc.compile(&toolchain::CompileJob {
+            sources: vec![src],
+            output: exe.clone(),
+            // -O2 for a tight chase loop; the loads cannot be optimised away
+            // because each address is the previous load's value.
+            cflags: vec!["-O2".into(), "-std=c11".into()],
+            ..Default::default()
+        })?;
+        Ok(Microbench { exe })
+    }
+
+    fn run(&self, args: &[String]) -> Result<Vec<Vec<String>>, ProbeError> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args);
+        let out = toolchain::run(&mut cmd, Some(RUN_LIMIT))?;
+        Ok(out
+            .stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect())
+    }
+}
+
+fn num<T: std::str::FromStr>(mode: &str, row: &[String], i: usize) -> Result<T, ProbeError> {
+    row.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| ProbeError::Output {
+            mode: mode.into(),
+            line: row.join(" "),
+        })
+}
+
+/// Geometric sweep from `lo` to `hi` with `per_octave` points per doubling,
+/// each rounded to a multiple of `granule` and deduplicated.
+pub(crate) fn geometric_sweep(lo: u64, hi: u64, per_octave: u32, granule: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    let mut k = 0u32;
+    loop {
+        let v = lo as f64 * 2f64.powf(f64::from(k) / f64::from(per_octave));
+        if v > hi as f64 * 1.0001 {
+            break;
+        }
+        let r = ((v / granule as f64).round() as u64).max(1) * granule;
+        if out.last() != Some(&r) {
+            out.push(r);
+        }
+        k += 1;
+    }
+    out
+}
+
+/// Runs every micro-benchmark and analyses the curves. `progress` hears one
+/// line per stage.
+pub fn measure(
+    opts: &ProbeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ProbeResult, ProbeError> {
+    let started = Instant::now();
+    let documented_caches = documented::caches_from_sysfs(&opts.sysfs_cpu_dir);
+    let doc_data = documented::data_caches(&documented_caches);
+    let page = documented::page_size();
+    let scratch = toolchain::scratch_dir("tdg-probe")?;
+    progress("building micro-benchmarks");
+    let bench = Microbench::build(scratch.path(), opts.cc.as_deref())?;
+
+    progress("timers");
+    let tsc = measure_tsc(&bench)?;
+    let timers = measure_timers(&bench, tsc.as_ref())?;
+
+    progress("cache line size");
+    let line = measure_line(&bench, &doc_data)?;
+
+    progress("cache levels (pointer chase, random order within pages)");
+    let max_bytes = opts.max_buffer_bytes.unwrap_or_else(|| {
+        doc_data
+            .last()
+            .map_or(128 << 20, |c| (2 * c.size_bytes).clamp(16 << 20, 256 << 20))
+    });
+    let (caches, memory_latency_ns, cache_curve, huge) = measure_caches(
+        &bench,
+        line.bytes,
+        page,
+        max_bytes,
+        opts.points_per_octave,
+        &doc_data,
+    )?;
+
+    progress("TLB levels");
+    let (tlb, tlb_curve) = measure_tlb(&bench, page, line.bytes, &caches)?;
+
+    Ok(ProbeResult {
+        version: RESULT_VERSION,
+        cpu_model: documented::cpu_model(),
+        measured_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        duration_s: started.elapsed().as_secs_f64(),
+        line,
+        caches,
+        memory_latency_ns,
+        page_bytes: page,
+        tlb,
+        timers,
+        tsc,
+        cache_curve_huge_pages: huge,
+        cache_curve,
+        tlb_curve,
+        documented_caches,
+    })
+}
+
+fn measure_tsc(bench: &Microbench) -> Result<Option<TscInfo>, ProbeError> {
+    let rows = bench.run(&["tsc".into()])?;
+    let mut ghz: Vec<f64> = rows
+        .iter()
+        .map(|r| num("tsc", r, 0))
+        .collect::<Result<_, _>>()?;
+    if ghz.is_empty() {
+        return Ok(None);
+    }
+    ghz.sort_by(f64::total_cmp);
+    let documented = documented::documented_tsc_ghz();
+    Ok(Some(TscInfo {
+        measured_ghz: ghz[ghz.len() / 2],
+        documented_ghz: documented.as_ref().map(|d| d.0),
+        documented_source: documented.map(|d| d.1),
+    }))
+}
+
+fn measure_timers(bench: &Microbench, tsc: Option<&TscInfo>) -> Result<Vec<TimerInfo>, ProbeError> {
+    let specs = timers(tsc.is_some());
+    let rows = bench.run(&["timers".into()])?;
+    rows.iter()
+        .map(|r| {
+            let name: String = num("timers", r, 0)?;
+            let raw_res: f64 = num("timers", r, 1)?;
+            let overhead_ns: f64 = num("timers", r, 2)?;
+            let claimed: f64 = num("timers", r, 3)?;
+            let ticks = specs.iter().any(|s| s.name == name && s.ticks);
+            let resolution_ns = match (ticks, tsc) {
+                (true, Some(t)) => raw_res / t.measured_ghz,
+                _ => raw_res,
+            };
+            Ok(TimerInfo {
+                min_interval_ns: 1000.0 * (resolution_ns + overhead_ns),
+                name,
+                resolution_ns,
+                overhead_ns,
+                claimed_resolution_ns: (claimed >= 0.0).then_some(claimed),
+            })
+        })
+        .collect()
+}
+
+/// Extent at which the pair test's cost jumps: the last extent before the
+/// biggest relative step.
+fn line_from_pairs(extents: &[u64], ns: &[f64]) -> u64 {
+    let m = enforce_monotonic(ns);
+    let steps = relative_steps(&m);
+    let i = steps
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i);
+    extents[i]
+}
+
+fn measure_line(bench: &Microbench, doc: &[DocumentedCache]) -> Result<LineSize, ProbeError> {
+    let extents: Vec<u64> = (4..=9).map(|k| 1u64 << k).collect();
+    // Between L1 and L2, the second access of a pair is an L1 hit or an L2
+    // hit; from memory, neighbouring-line prefetch blurs the step.
+    let l1 = doc.first().map_or(32 << 10, |c| c.size_bytes);
+    let mut near = 8 * l1;
+    if let Some(l2) = doc.get(1) {
+        near = near.min(l2.size_bytes / 2).max(2 * l1);
+    }
+    let far = 64u64 << 20;
+    let run = |buffer: u64| -> Result<u64, ProbeError> {
+        let mut args = vec!["line".to_string(), buffer.to_string()];
+        args.extend(extents.iter().map(u64::to_string));
+        let rows = bench.run(&args)?;
+        let ns: Vec<f64> = rows
+            .iter()
+            .map(|r| num("line", r, 1))
+            .collect::<Result<_, _>>()?;
+        if ns.len() != extents.len() {
+            return Err(ProbeError::Output {
+                mode: "line".into(),
+                line: format!("{} points for {} extents", ns.len(), extents.len()),
+            });
+        }
+        Ok(line_from_pairs(&extents, &ns))
+    };
+    let bytes = run(near)?;
+    let memory_fetch_bytes = run(far)?.max(bytes);
+    Ok(LineSize {
+        bytes,
+        memory_fetch_bytes,
+        documented_bytes: doc.first().and_then(|c| c.line_bytes),
+    })
+}
+
+/// Chases each size once per listed occurrence and keeps, per size, the
+/// fastest run and whether any ran on huge pages.
+fn chase(
+    bench: &Microbench,
+    stride: u64,
+    page: u64,
+    sizes: &[u64],
+) -> Result<Vec<(u64, f64, bool)>, ProbeError> {
+    let mut args = vec!["chase".to_string(), stride.to_string(), page.to_string()];
+    args.extend(sizes.iter().map(u64::to_string));
+    let mut best: std::collections::BTreeMap<u64, (f64, bool)> = std::collections::BTreeMap::new();
+    for r in bench.run(&args)? {
+        let (x, ns, thp): (u64, f64, i64) = (
+            num("chase", &r, 0)?,
+            num("chase", &r, 1)?,
+            num("chase", &r, 2)?,
+        );
+        let e = best.entry(x).or_insert((f64::INFINITY, false));
+        e.0 = e.0.min(ns);
+        e.1 |= thp > 0;
+    }
+    Ok(best
+        .into_iter()
+        .map(|(x, (ns, thp))| (x, ns, thp))
+        .collect())
+}
+
+/// Sizes up to this are chased twice, in two separate passes over the
+/// sweep: they are cheap, and a burst of activity from other processes
+/// rarely hits the same size twice.
+const REPEAT_BELOW: u64 = 4 << 20;
+
+type CacheCurve = (Vec<CacheLevel>, f64, Vec<CurvePoint>, bool);
+
+fn measure_caches(
+    bench: &Microbench,
+    line: u64,
+    page: u64,
+    max_bytes: u64,
+    per_octave: u32,
+    doc: &[DocumentedCache],
+) -> Result<CacheCurve, ProbeError> {
+    let mut sizes = geometric_sweep(4096, max_bytes, per_octave.max(2), line);
+    let again: Vec<u64> = sizes
+        .iter()
+        .copied()
+        .filter(|&s| s <= REPEAT_BELOW)
+        .collect();
+    sizes.extend(again);
+    let raw = chase(bench, line, page, &sizes)?;
+    let huge = raw.iter().any(|p| p.2);
+    let xs: Vec<f64> = raw.iter().map(|p| p.0 as f64).collect();
+    let ys: Vec<f64> = raw.iter().map(|p| p.1).collect();
+    let mono = enforce_monotonic(&ys);
+    // A cache level spans at least an octave of buffer sizes (each level is
+    // at least twice the one below); shorter flats are transitions.
+    let (mut levels, beyond) = plateaus(&xs, &mono, per_octave.max(2) as usize);
+    // Effective sizes come out at or below the documented ones; a "level"
+    // well beyond the documented last-level cache is main memory whose
+    // latency shifted under load, not another cache.
+    let mut memory_latency = beyond.map(|b| b.min_y);
+    if let Some(llc) = doc.last() {
+        while levels
+            .last()
+            .is_some_and(|l| l.max_x > 1.25 * llc.size_bytes as f64)
+        {
+            let l = levels.pop().expect("checked non-empty");
+            memory_latency = Some(memory_latency.map_or(l.min_y, |m| m.min(l.min_y)));
+        }
+    }
+    // A slow ramp between two levels (a cache shared with a busy SMT
+    // sibling or another tenant) can hold an octave of points. When the
+    // curve shows more levels than sysfs documents, the intermediate ones
+    // spanning the fewest points are such ramps.
+    while !doc.is_empty() && levels.len() > doc.len() && levels.len() > 2 {
+        let ramp = (1..levels.len() - 1)
+            .min_by_key(|&i| levels[i].points.len())
+            .expect("at least three levels");
+        levels.remove(ramp);
+    }
+    let Some(memory_latency) = memory_latency.filter(|_| !levels.is_empty()) else {
+        return Err(ProbeError::NoCacheLevels { points: xs.len() });
+    };
+
+    // The coarse grid puts a level's edge up to a quarter octave below the
+    // truth; probe a few sizes between its last point and the next one and
+    // keep those that still pass the level's quality threshold.
+    let mut fine_sizes = Vec::new();
+    let mut spans = Vec::new();
+    for lvl in &levels {
+        let last = *lvl.points.last().expect("plateaus are non-empty");
+        let Some(&next) = raw.get(last + 1).map(|p| &p.0) else {
+            spans.push(0..0);
+            continue;
+        };
+        let from = fine_sizes.len();
+        let lo = raw[last].0 as f64;
+        let steps = f64::from(REFINE_POINTS + 1);
+        for k in 1..=REFINE_POINTS {
+            let v = lo * (next as f64 / lo).powf(f64::from(k) / steps);
+            fine_sizes.push(((v / line as f64).round() as u64).max(1) * line);
+        }
+        spans.push(from..fine_sizes.len());
+    }
+    let fine = if fine_sizes.is_empty() {
+        Vec::new()
+    } else {
+        let mut runs = fine_sizes.clone();
+        let cheap: Vec<u64> = fine_sizes
+            .iter()
+            .copied()
+            .filter(|&s| s <= REPEAT_BELOW)
+            .collect();
+        runs.extend_from_slice(&cheap);
+        runs.extend_from_slice(&cheap);
+        let measured = chase(bench, line, page, &runs)?;
+        // Back into the order the spans index.
+        fine_sizes
+            .iter()
+            .map(|s| {
+                *measured
+                    .iter()
+                    .find(|m| m.0 == *s)
+                    .expect("every size was measured")
+            })
+            .collect()
+    };
+
+    let mut caches = Vec::new();
+    for (i, (lvl, span)) in levels.iter().zip(spans).enumerate() {
+        let mut members: Vec<f64> = lvl.points.iter().map(|&p| mono[p]).collect();
+        let mut edge = lvl.max_x as u64;
+        let next_y = mono
+            .get(*lvl.points.last().unwrap() + 1)
+            .copied()
+            .unwrap_or(f64::INFINITY);
+        let mut fine_ys: Vec<f64> = fine[span.clone()].iter().map(|p| p.1).collect();
+        fine_ys.push(next_y);
+        let fine_mono = enforce_monotonic(&fine_ys);
+        for (p, y) in fine[span].iter().zip(fine_mono) {
+            members.push(y);
+            if !fits_quality_threshold(&members, crate::stats::QT_RELATIVE_DIAMETER) {
+                break;
+            }
+            edge = p.0;
+        }
+        caches.push(CacheLevel {
+            level: i as u32 + 1,
+            effective_bytes: edge,
+            latency_ns: lvl.min_y,
+            documented_bytes: doc.get(i).map(|c| c.size_bytes),
+        });
+    }
+    let curve = raw
+        .iter()
+        .zip(&mono)
+        .map(|(p, &m)| CurvePoint {
+            x: p.0,
+            ns: p.1,
+            ns_monotonic: m,
+        })
+        .collect();
+    Ok((caches, memory_latency, curve, huge))
+}
+
+fn measure_tlb(
+    bench: &Microbench,
+    page: u64,
+    line: u64,
+    caches: &[CacheLevel],
+) -> Result<(Vec<TlbLevel>, Vec<CurvePoint>), ProbeError> {
+    // Up to 64 Ki pages (256 MiB of address space at 4 KiB), beyond any
+    // second-level TLB, while the touched lines (one per page) stay in L2.
+    let counts = geometric_sweep(8, 1 << 14, 4, 1);
+    let mut args = vec!["tlb".to_string(), page.to_string(), line.to_string()];
+    args.extend(counts.iter().map(u64::to_string));
+    let rows = bench.run(&args)?;
+    let raw: Vec<(u64, f64)> = rows
+        .iter()
+        .map(|r| Ok((num("tlb", r, 0)?, num("tlb", r, 1)?)))
+        .collect::<Result<_, ProbeError>>()?;
+    let xs: Vec<f64> = raw.iter().map(|p| p.0 as f64).collect();
+    let ys: Vec<f64> = raw.iter().map(|p| p.1).collect();
+    let mono = enforce_monotonic(&ys);
+    // A TLB level spans at least a whole octave of page counts; shorter
+    // flats appear where page walks grow more expensive step by step.
+    let (levels, _) = plateaus(&xs, &mono, 4);
+    // Each page contributes one line of data, so the curve also steps when
+    // those lines outgrow a data cache; such steps are not TLB levels.
+    let cache_step = |pages: u64, next: u64| {
+        caches.iter().any(|c| {
+            let s = c.effective_bytes as f64;
+            (pages * line) as f64 <= s * 1.2 && (next * line) as f64 >= s / 1.2
+        })
+    };
+    let mut tlb = Vec::new();
+    for lvl in &levels {
+        let last = *lvl.points.last().unwrap();
+        let entries = raw[last].0;
+        let Some(next) = raw.get(last + 1).map(|p| p.0) else {
+            continue;
+        };
+        if cache_step(entries, next) {
+            continue;
+        }
+        tlb.push(TlbLevel {
+            level: tlb.len() as u32 + 1,
+            entries,
+            reach_bytes: entries * page,
+            latency_ns: lvl.min_y,
+        });
+    }
+    let curve = raw
+        .iter()
+        .zip(&mono)
+        .map(|(p, &m)| CurvePoint {
+            x: p.0,
+            ns: p.1,
+            ns_monotonic: m,
+        })
+        .collect();
+    Ok((tlb, curve))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_is_geometric_rounded_and_bounded() {
+        let s = geometric_sweep(4096, 65536, 4, 64);
+        assert_eq!(s.first(), Some(&4096));
+        assert_eq!(s.last(), Some(&65536));
+        assert_eq!(s.len(), 17);
+        assert!(s.iter().all(|v| v % 64 == 0));
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn line_is_last_extent_before_biggest_step() {
+        let ext = [16, 32, 64, 128, 256, 512];
+        assert_eq!(line_from_pairs(&ext, &[6.0, 5.8, 6.1, 8.5, 8.2, 8.6]), 64);
+        assert_eq!(
+            line_from_pairs(&ext, &[150.0, 152.0, 153.0, 163.0, 162.0, 291.0]),
+            256
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! Runs the real probe once on this machine and checks its numbers against
+//! what sysfs documents (not against constants), so the test holds on any
+//! x86-64 Linux machine with sysfs cache descriptions.
+
+use probe::{ProbeOptions, ProbeResult};
+use std::sync::OnceLock;
+
+fn probed() -> &'static ProbeResult {
+    static RESULT: OnceLock<ProbeResult> = OnceLock::new();
+    RESULT.get_or_init(|| {
+        let r = probe::measure(&ProbeOptions::default(), &mut |s| eprintln!("probe: {s}"))
+            .expect("probe runs");
+        eprintln!("{}", probe::render::table(&r));
+        r
+    })
+}
+
+fn within(measured: u64, documented: u64, frac: f64) -> bool {
+    (measured as f64 - documented as f64).abs() <= frac * documented as f64
+}
+
+#[test]
+fn l1d_and_l2_are_within_25_percent_of_sysfs() {
+    let r = probed();
+    let doc: Vec<u64> = probe::documented::data_caches(&r.documented_caches)
+        .iter()
+        .map(|c| c.size_bytes)
+        .collect();
+    assert!(
+        doc.len() >= 2,
+        "sysfs documents no L1d/L2 here: {:?}",
+        r.documented_caches
+    );
+    assert!(
+        r.caches.len() >= 2,
+        "fewer than two levels found: {:?}",
+        r.caches
+    );
+    for (lvl, &d) in r.caches.iter().zip(&doc).take(2) {
+        assert!(
+            within(lvl.effective_bytes, d, 0.25),
+            "L{} effective {} B vs documented {} B",
+            lvl.level,
+            lvl.effective_bytes,
+            d
+        );
+    }
+}
+
+#[test]
+fn levels_get_slower_outwards_and_memory_is_slowest() {
+    let r = probed();
+    for w in r.caches.windows(2) {
+        assert!(w[1].latency_ns > 1.5 * w[0].latency_ns, "{:?}", r.caches);
+        assert!(
+            w[1].effective_bytes >= 2 * w[0].effective_bytes,
+            "{:?}",
+            r.caches
+        );
+    }
+    assert!(r.memory_latency_ns > 2.0 * r.caches.last().unwrap().latency_ns);
+}
+
+#[test]
+fn line_size_matches_sysfs() {
+    let r = probed();
+    if let Some(doc) = r.line.documented_bytes {
+        assert_eq!(r.line.bytes, doc, "{:?}", r.line);
+    }
+    assert!(r.line.memory_fetch_bytes >= r.line.bytes);
+}
+
+#[test]
+fn first_tlb_level_is_smaller_than_the_l1d_footprint_step() {
+    let r = probed();
+    let first = r.tlb.first().expect("at least one TLB level");
+    // Real L1 dTLBs hold 8..256 entries; the data-cache step (L1d / line
+    // pages) must have been filtered out, not reported as a TLB.
+    assert!((8..=256).contains(&first.entries), "{:?}", r.tlb);
+    let l1_lines = r.caches[0].effective_bytes / r.line.bytes;
+    assert!(
+        r.tlb.iter().all(|t| !within(t.entries, l1_lines, 0.1)),
+        "{:?}",
+        r.tlb
+    );
+}
+
+#[test]
+fn timers_are_characterised() {
+    let r = probed();
+    let mono = r
+        .timers
+        .iter()
+        .find(|t| t.name == "clock_gettime(MONOTONIC)")
+        .unwrap();
+    assert!(
+        mono.resolution_ns > 0.0 && mono.resolution_ns <= 1000.0,
+        "{mono:?}"
+    );
+    assert!(
+        mono.overhead_ns > 1.0 && mono.overhead_ns < 10_000.0,
+        "{mono:?}"
+    );
+    // gettimeofday counts microseconds, so no two readings differ by less.
+    let tod = r.timers.iter().find(|t| t.name == "gettimeofday").unwrap();
+    assert!(tod.resolution_ns >= 999.0, "{tod:?}");
+    let interval = r.recommended_min_interval_s();
+    assert!(interval > 1e-6 && interval < 0.1, "{interval}");
+}
+
+#[test]
+fn tsc_frequency_matches_the_documented_one() {
+    let r = probed();
+    let Some(tsc) = &r.tsc else { return };
+    assert!(tsc.measured_ghz > 0.1 && tsc.measured_ghz < 10.0, "{tsc:?}");
+    if let Some(doc) = tsc.documented_ghz {
+        assert!((tsc.measured_ghz / doc - 1.0).abs() < 0.01, "{tsc:?}");
+    }
+}
+
+#[test]
+fn probe_finishes_within_a_minute() {
+    assert!(probed().duration_s < 60.0, "{} s", probed().duration_s);
+}
