@@ -403,3 +403,26 @@ pub fn flop_count(
         .collect();
     eval_value(&flop.expr, &env).map(|v| Some(v.as_f64()))
 }
+
+/// Parses a `NAME=VALUE` command-line definition (`-D MS=100`). The value is
+/// a number or an expression of numbers (`-D MS=2*64`).
+pub fn parse_define(s: &str) -> Result<(String, f64), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE (e.g. -D MS=100)"))?;
+    let name = name.trim();
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!(
+            "`{name}` is not a macro name (letters, digits, `_`)"
+        ));
+    }
+    let expr = crate::parser::parse_expr(value, 0)
+        .map_err(|d| format!("value of {name}: {}", d.message))?;
+    let v = eval(&expr, &BTreeMap::new()).map_err(|e| format!("value of {name}: {e}"))?;
+    Ok((name.to_string(), v))
+}

@@ -1,9 +1,51 @@
-// PLACEHOLDER: owned by the helper building this command; replaced before landing.
+//! `tdg fmt FILE... [--check]`: rewrite specs in canonical layout.
 use super::CmdResult;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Spec files to format in place.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Change nothing; exit 1 and name the files that are not in canonical layout.
+    #[arg(long, conflicts_with = "stdout")]
+    pub check: bool,
+    /// Print the formatted text instead of rewriting the file.
+    #[arg(long)]
+    pub stdout: bool,
+}
 
-pub fn run(_args: Args) -> CmdResult {
-    anyhow::bail!("`tdg fmt` is not built yet")
+pub fn run(args: Args) -> CmdResult {
+    let mut failed = false;
+    for path in &args.files {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
+        let formatted = match spec_lang::format_source(&src, &file) {
+            Ok(f) => f,
+            Err(d) => {
+                eprintln!("{d}");
+                failed = true;
+                continue;
+            }
+        };
+        if args.stdout {
+            print!("{formatted}");
+        } else if args.check {
+            if let Some(line) = spec_lang::format::first_difference(&src, &formatted) {
+                eprintln!("{file}:{line}: not in canonical layout (run `tdg fmt {file}`)");
+                failed = true;
+            }
+        } else if formatted != src {
+            spec_lang::format::write_atomically(path, &formatted)
+                .with_context(|| format!("cannot write {file}"))?;
+            println!("formatted {file}");
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,0 +1,487 @@
+//! `parse(format(ast)) == ast` over generated specs, formatter idempotence,
+//! and no panic on arbitrary or mutated input.
+
+use proptest::prelude::*;
+use spec_lang::ast::*;
+
+fn sp() -> Span {
+    Span::default()
+}
+
+const NAMES: &[&str] = &[
+    "M", "N", "K", "lda", "ldb", "A", "B", "C", "X", "Y", "alpha", "beta", "n_1", "_tmp", "ZERO",
+    "SEQ", "flush", "init",
+];
+
+fn ident() -> impl Strategy<Value = Ident> {
+    prop_oneof![
+        prop::sample::select(NAMES).prop_map(|s| s.to_string()),
+        "[a-z_][a-zA-Z0-9_]{0,6}".prop_filter("not a keyword", |s| !is_reserved(s)),
+    ]
+    .prop_map(|name| Ident { name, span: sp() })
+}
+
+/// Words that mean something else where a name can stand.
+fn is_reserved(s: &str) -> bool {
+    matches!(
+        s,
+        "RANDOM"
+            | "Macro"
+            | "Range"
+            | "_"
+            | "void"
+            | "char"
+            | "short"
+            | "int"
+            | "long"
+            | "float"
+            | "double"
+            | "signed"
+            | "unsigned"
+            | "_Complex"
+            | "complex"
+            | "_Bool"
+            | "bool"
+            | "const"
+            | "volatile"
+            | "restrict"
+            | "__restrict"
+            | "__restrict__"
+            | "register"
+            | "struct"
+            | "union"
+            | "enum"
+            | "size_t"
+            | "ptrdiff_t"
+            | "int8_t"
+            | "int16_t"
+            | "int32_t"
+            | "int64_t"
+            | "uint8_t"
+            | "uint16_t"
+            | "uint32_t"
+            | "uint64_t"
+    )
+}
+
+fn base_type() -> impl Strategy<Value = BaseType> {
+    use BaseType::*;
+    prop_oneof![
+        prop::sample::select(vec![
+            Char,
+            SignedChar,
+            UnsignedChar,
+            Short,
+            UnsignedShort,
+            Int,
+            UnsignedInt,
+            Long,
+            UnsignedLong,
+            LongLong,
+            UnsignedLongLong,
+            Float,
+            Double,
+            LongDouble,
+            FloatComplex,
+            DoubleComplex,
+            SizeT,
+            PtrdiffT,
+            Int8,
+            Int16,
+            Int32,
+            Int64,
+            UInt8,
+            UInt16,
+            UInt32,
+            UInt64,
+            Bool,
+        ]),
+        Just(Struct("node".into())),
+        Just(Named("su3_matrix".into())),
+    ]
+}
+
+fn ctype(max_ptr: u8) -> impl Strategy<Value = CType> {
+    (any::<bool>(), base_type(), 0..=max_ptr).prop_map(|(is_const, base, pointers)| CType {
+        is_const,
+        base,
+        pointers,
+        span: sp(),
+    })
+}
+
+fn string_text() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9 _./#<>\"\\\\\t\n-]{0,12}"
+}
+
+fn leaf(strings: bool) -> BoxedStrategy<Expr> {
+    let base = prop_oneof![
+        (0i64..1_000_000).prop_map(|i| Expr::Int(i, sp())),
+        (0i64..=i64::MAX).prop_map(|i| Expr::Int(i, sp())),
+        (0.0f64..1e12).prop_map(|f| Expr::Float(f, sp())),
+        prop::sample::select(vec![
+            0.0,
+            0.5,
+            1e-300,
+            1e300,
+            2.5e-7,
+            f64::MAX,
+            f64::MIN_POSITIVE
+        ])
+        .prop_map(|f| Expr::Float(f, sp())),
+        ident().prop_map(Expr::Name),
+        Just(Expr::Random(sp())),
+    ];
+    if strings {
+        prop_oneof![9 => base, 1 => string_text().prop_map(|s| Expr::Str(s, sp()))].boxed()
+    } else {
+        base.boxed()
+    }
+}
+
+fn expr_with(strings: bool) -> impl Strategy<Value = Expr> {
+    leaf(strings).prop_recursive(5, 48, 3, |inner| {
+        prop_oneof![
+            (ident(), inner.clone()).prop_map(|(name, d)| Expr::Macro {
+                name,
+                default: Box::new(d),
+                span: sp()
+            }),
+            (inner.clone(), inner.clone()).prop_map(|(lo, hi)| Expr::RandomRange {
+                lo: Box::new(lo),
+                hi: Box::new(hi),
+                span: sp()
+            }),
+            (inner.clone(), inner.clone()).prop_map(|(b, i)| Expr::Range {
+                begin: Box::new(b),
+                incr: Box::new(i),
+                span: sp()
+            }),
+            inner.clone().prop_map(|e| Expr::Unary {
+                op: UnaryOp::Neg,
+                operand: Box::new(e),
+                span: sp()
+            }),
+            (
+                prop::sample::select(vec![
+                    BinOp::Add,
+                    BinOp::Sub,
+                    BinOp::Mul,
+                    BinOp::Div,
+                    BinOp::Mod
+                ]),
+                inner.clone(),
+                inner
+            )
+                .prop_map(|(op, l, r)| Expr::Binary {
+                    op,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                    span: sp()
+                }),
+        ]
+    })
+}
+
+fn expr() -> impl Strategy<Value = Expr> {
+    expr_with(true)
+}
+
+fn fill() -> impl Strategy<Value = Fill> {
+    prop_oneof![
+        Just(Fill::Random(sp())),
+        (expr(), expr()).prop_map(|(lo, hi)| Fill::RandomRange { lo, hi, span: sp() }),
+        Just(Fill::Zero(sp())),
+        expr().prop_map(|e| Fill::Const(e, sp())),
+        Just(Fill::Seq(sp())),
+        string_text().prop_map(|p| Fill::File(p, sp())),
+    ]
+}
+
+fn attr() -> impl Strategy<Value = Attr> {
+    prop_oneof![
+        Just(Attr::Flush(sp())),
+        Just(Attr::Warm(sp())),
+        Just(Attr::Touch(sp())),
+        (0u32..13).prop_map(|k| Attr::Align(1 << k, sp())),
+        (0u32..13).prop_map(|k| Attr::Misalign(1 << k, sp())),
+    ]
+}
+
+fn array() -> impl Strategy<Value = ArrayInit> {
+    (
+        prop::sample::select(vec![
+            ArrayKind::Vector,
+            ArrayKind::Matrix,
+            ArrayKind::Array2D,
+            ArrayKind::SVector,
+            ArrayKind::SMatrix,
+        ]),
+        ctype(1),
+        prop::collection::vec(expr(), 2),
+        fill(),
+        prop::collection::vec(attr(), 0..4),
+    )
+        .prop_map(|(kind, elem, mut dims, fill, attrs)| {
+            if matches!(kind, ArrayKind::Vector | ArrayKind::SVector) {
+                dims.truncate(1);
+            }
+            ArrayInit {
+                kind,
+                elem,
+                dims,
+                fill,
+                attrs,
+                span: sp(),
+            }
+        })
+}
+
+fn init() -> impl Strategy<Value = Init> {
+    (
+        ident(),
+        prop_oneof![
+            expr().prop_map(InitValue::Scalar),
+            array().prop_map(InitValue::Array)
+        ],
+    )
+        .prop_map(|(name, value)| Init {
+            name,
+            value,
+            span: sp(),
+        })
+}
+
+const BODIES: &[&str] = &[
+    "",
+    " ",
+    "\n  for (int i = 0; i < N; i++) Y[i] += a * X[i];\n",
+    "\n  if (n) { x[0] = '}'; } /* } */ // {\n  return;\n",
+    " const char *s = \"{\\\"}\"; (void)s; ",
+    "{}{{}}",
+];
+
+fn routine() -> impl Strategy<Value = Routine> {
+    (
+        prop_oneof![
+            Just(CType {
+                is_const: false,
+                base: BaseType::Void,
+                pointers: 0,
+                span: sp()
+            }),
+            ctype(2)
+        ],
+        ident(),
+        prop::collection::vec((ident(), ctype(3)), 0..7),
+        prop::option::of(prop::sample::select(BODIES)),
+    )
+        .prop_map(|(ret, name, params, body)| Routine {
+            ret,
+            name,
+            params: params
+                .into_iter()
+                .map(|(name, ty)| Param { name, ty })
+                .collect(),
+            body: body.map(|t| Body {
+                text: t.to_string(),
+                span: sp(),
+            }),
+            span: sp(),
+        })
+}
+
+fn timer() -> impl Strategy<Value = TimerClause> {
+    (
+        prop::option::of(prop::sample::select(vec![
+            TimerMethod::Wall,
+            TimerMethod::Cycle,
+            TimerMethod::Cpu,
+        ])),
+        prop::option::of(1u32..=u32::MAX),
+        prop::option::of(prop::sample::select(vec![
+            Selection::Min,
+            Selection::Median,
+        ])),
+        prop::option::of(prop::sample::select(vec![
+            FlushMethod::Read,
+            FlushMethod::Clflush,
+            FlushMethod::None,
+        ])),
+        prop::option::of(prop_oneof![
+            (1u8..=3).prop_map(FlushSize::Level),
+            Just(FlushSize::Llc),
+            (1u64..1 << 40).prop_map(FlushSize::KiB),
+        ]),
+        prop::option::of(prop_oneof![
+            0u64..1 << 40,
+            (0u64..1000).prop_map(|v| v * 1_000_000_000)
+        ]),
+    )
+        .prop_map(
+            |(method, samples, select, flush, flush_size, min_interval_ns)| TimerClause {
+                method,
+                samples,
+                select,
+                flush,
+                flush_size,
+                min_interval_ns,
+                span: sp(),
+            },
+        )
+}
+
+fn checkpoint() -> impl Strategy<Value = CheckpointClause> {
+    (
+        string_text(),
+        prop_oneof![
+            Just(CheckpointMode::Immediate),
+            (1u32..=u32::MAX).prop_map(CheckpointMode::Delayed)
+        ],
+    )
+        .prop_map(|(image, mode)| CheckpointClause {
+            image,
+            mode,
+            span: sp(),
+        })
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        prop::collection::vec(string_text(), 0..3),
+        prop::sample::select(vec![Lang::C, Lang::Fortran]),
+        routine(),
+        prop::collection::vec(init(), 0..6),
+        prop::collection::vec(ident(), 0..3),
+        prop::option::of(expr_with(false)),
+        prop::option::of(timer()),
+        prop::option::of(checkpoint()),
+    )
+        .prop_map(
+            |(includes, lang, routine, init, returns, flop, timer, checkpoint)| Spec {
+                includes: includes
+                    .into_iter()
+                    .map(|text| Include { text, span: sp() })
+                    .collect(),
+                lang,
+                routine,
+                init,
+                returns,
+                flop: flop.map(|e| Flop {
+                    text: spec_lang::format::expr(&e),
+                    expr: e,
+                    span: sp(),
+                }),
+                timer,
+                checkpoint,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn parse_of_format_is_identity(s in spec()) {
+        let text = spec_lang::format(&s);
+        match spec_lang::parse(&text, "p.spec") {
+            Ok(back) => prop_assert_eq!(&back, &s, "formatted text:\n{}", text),
+            Err(d) => prop_assert!(false, "formatted spec does not parse:\n{}\n---\n{}", d, text),
+        }
+    }
+
+    #[test]
+    fn format_is_idempotent(s in spec()) {
+        let once = spec_lang::format(&s);
+        let twice = spec_lang::format_source(&once, "p.spec").unwrap();
+        prop_assert_eq!(once, twice);
+    }
+
+    #[test]
+    fn expressions_round_trip_with_minimal_parentheses(e in expr()) {
+        let text = spec_lang::format::expr(&e);
+        let back = spec_lang::parse_expr(&text, 0).unwrap();
+        prop_assert_eq!(back, e);
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(src in "\\PC{0,200}") {
+        let _ = spec_lang::parse_and_check(&src, "p.spec");
+        let _ = spec_lang::format_source(&src, "p.spec");
+    }
+
+    #[test]
+    fn mutated_specs_never_panic(s in spec(), cuts in prop::collection::vec((any::<prop::sample::Index>(), 0usize..8, "[(){}\";,=|*/ a-z0-9-]{0,3}"), 1..4)) {
+        let mut text = spec_lang::format(&s);
+        for (at, len, insert) in cuts {
+            let mut i = at.index(text.len() + 1);
+            while !text.is_char_boundary(i) { i -= 1; }
+            let mut j = (i + len).min(text.len());
+            while !text.is_char_boundary(j) { j -= 1; }
+            text.replace_range(i..j, &insert);
+        }
+        // Must not panic; any result is fine, and an error must render.
+        if let Err(d) = spec_lang::parse_and_check(&text, "m.spec") {
+            prop_assert!(!d.items.is_empty());
+            let _ = d.to_string();
+        }
+        let _ = spec_lang::format_source(&text, "m.spec");
+    }
+}
+
+#[test]
+fn bundled_specs_keep_comments_and_are_canonical_after_one_pass() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../specs");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "spec") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).unwrap();
+        let once = spec_lang::format_source(&src, "s").unwrap();
+        assert_eq!(
+            spec_lang::format_source(&once, "s").unwrap(),
+            once,
+            "{}",
+            p.display()
+        );
+        assert_eq!(
+            spec_lang::parse(&once, "s").unwrap(),
+            spec_lang::parse(&src, "s").unwrap()
+        );
+        let comments_in = src
+            .lines()
+            .filter(|l| l.trim_start().starts_with("//"))
+            .count();
+        let comments_out = once
+            .lines()
+            .filter(|l| l.trim_start().starts_with("//"))
+            .count();
+        assert_eq!(
+            comments_in,
+            comments_out,
+            "{}: comments lost\n{once}",
+            p.display()
+        );
+    }
+}
+
+#[test]
+fn format_layout_of_a_messy_spec() {
+    let src = "flop = \"2*N\" ;   // per call\n\
+               routine = double   f( const int N ,const  double *X ) ;\n\
+               /* sizes */ init = { N = Macro( NS , 8 ) ; X = Vector( double , RANDOM , , (N+1)*2 ) ; X2=1; } ;\n\
+               timer={samples=7;min_interval=2000us;flush_size=2048K;};\n\
+               checkpoint={image=\"img\"; mode=delayed(3);};";
+    let want = "routine=double f(const int N, const double* X);\n\
+                init={\n  \
+                /* sizes */\n  \
+                N=Macro(NS, 8);\n  \
+                X=Vector(double, RANDOM, _, (N + 1)*2);\n  \
+                X2=1;\n\
+                };\n\
+                flop=\"2*N\"; // per call\n\
+                timer={ samples=7; flush_size=2M; min_interval=2ms; };\n\
+                checkpoint={ image=\"img\"; mode=delayed(3); };\n";
+    assert_eq!(spec_lang::format_source(src, "m.spec").unwrap(), want);
+}

@@ -1,0 +1,219 @@
+//! `tdg check` and `tdg fmt` end to end: exit codes, rendered diagnostics,
+//! files rewritten (or not).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tdg(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(args)
+        .output()
+        .expect("run tdg")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn spec_path(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("specs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn check_accepts_every_bundled_spec() {
+    let files: Vec<String> = ["gemm", "dot", "axpy", "gemv", "zmv3"]
+        .iter()
+        .map(|n| spec_path(&format!("{n}.spec")))
+        .collect();
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(files.iter().map(String::as_str))
+        .collect();
+    let out = tdg(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 5, "{stdout}");
+    assert!(
+        stdout.contains("gemm.spec: ok (routine ATL_USERMM, 11 parameters, 3 arrays"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("751680 flop per call"),
+        "2*72^3 + 72^2 flops: {stdout}"
+    );
+}
+
+#[test]
+fn check_reports_every_bad_file_with_location_caret_and_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.spec",
+        "routine=void f(const int M, const int lda, double* A);\ninit={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};\n",
+    );
+    let bad2 = write(
+        dir.path(),
+        "bad2.spec",
+        "routine=void g(const int N);\ninit={N=1;};\nflop=\"2*(N\";\n",
+    );
+    let out = tdg(&[
+        "check",
+        bad.to_str().unwrap(),
+        &spec_path("dot.spec"),
+        bad2.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    let b = bad.display();
+    assert!(
+        err.contains(&format!(
+            "{b}:2:36: error: undefined name `ldaa` in the size of `A`"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(" 2 | init={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};"),
+        "{err}"
+    );
+    assert!(
+        err.contains("   |                                    ^^^^"),
+        "{err}"
+    );
+    assert!(err.contains("= hint: did you mean `lda`?"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:3:11: error: flop formula does not parse",
+            bad2.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("2 of 3 spec files failed"), "{err}");
+    // The good file in the middle is still checked and reported.
+    assert!(text(&out.stdout).contains("dot.spec: ok"));
+}
+
+#[test]
+fn check_with_defines_evaluates_sizes() {
+    let gemm = spec_path("gemm.spec");
+    let out = tdg(&[
+        "check", &gemm, "-D", "MS=1000", "-D", "NS=1000", "-D", "KS=1000",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // 3 matrices of 1000x1000 doubles.
+    assert!(
+        text(&out.stdout).contains("22.9 MiB"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("2001000000 flop per call"));
+
+    let out = tdg(&["check", &gemm, "-D", "MS=0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("gemm.spec:9:20: error: `A`: size is 0; it must be at least 1"),
+        "{err}"
+    );
+    assert!(err.contains("hint: with -D MS=0"), "{err}");
+
+    let out = tdg(&["check", &gemm, "-D", "MZ=3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("`-D MZ=...` names no macro or scalar of this spec"));
+
+    let out = tdg(&["check", &gemm, "-D", "MS"]);
+    assert_eq!(out.status.code(), Some(2), "clap rejects a malformed -D");
+    assert!(text(&out.stderr).contains("NAME=VALUE"));
+}
+
+#[test]
+fn check_missing_file_is_one_clear_line() {
+    let out = tdg(&["check", "/nonexistent/x.spec"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("/nonexistent/x.spec: error: cannot read spec: No such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn fmt_rewrites_in_place_keeps_comments_and_then_check_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let messy = "// axpy\nroutine = void daxpy( const int N , const double a, const double *X, double *Y ) ;\n\
+                 init = { N = Macro(NS,100) ; a=2; // scale\n X = Vector(double,RANDOM, ,N); Y=Vector(double,ZERO,flush|align(64),N);};\n";
+    let p = write(dir.path(), "a.spec", messy);
+    let ps = p.to_str().unwrap();
+
+    let out = tdg(&["fmt", "--check", ps]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("a.spec:2: not in canonical layout"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&p).unwrap(),
+        messy,
+        "--check must not write"
+    );
+
+    let out = tdg(&["fmt", ps]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let formatted = std::fs::read_to_string(&p).unwrap();
+    assert_eq!(
+        formatted,
+        "// axpy\nroutine=void daxpy(const int N, const double a, const double* X, double* Y);\n\
+         init={\n  N=Macro(NS, 100);\n  a=2; // scale\n  X=Vector(double, RANDOM, _, N);\n  Y=Vector(double, ZERO, flush|align(64), N);\n};\n"
+    );
+    let out = tdg(&["fmt", "--check", ps]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = tdg(&["check", ps]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn fmt_check_passes_on_bundled_specs() {
+    for n in ["gemm", "dot", "axpy", "gemv", "zmv3"] {
+        let out = tdg(&["fmt", "--stdout", &spec_path(&format!("{n}.spec"))]);
+        assert!(out.status.success(), "{n}: {}", text(&out.stderr));
+        let again = spec_lang::format_source(&text(&out.stdout), "x").unwrap();
+        assert_eq!(
+            again,
+            text(&out.stdout),
+            "{n}: fmt output is not a fixed point"
+        );
+    }
+}
+
+#[test]
+fn fmt_refuses_a_spec_that_does_not_parse_and_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "routine=void f(const int N)\ninit={N=1;};\n";
+    let p = write(dir.path(), "b.spec", src);
+    let out = tdg(&["fmt", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("b.spec:1:28: error: expected `;`"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), src);
+}
+
+#[test]
+fn help_exists_for_check_and_fmt() {
+    for cmd in ["check", "fmt"] {
+        let out = tdg(&[cmd, "--help"]);
+        assert!(out.status.success());
+        assert!(text(&out.stdout).contains("Usage: tdg"), "{cmd}");
+    }
+}
