@@ -169,9 +169,12 @@ pub fn running_as_root() -> bool {
 /// Turn a CRIU log into the most telling cause, as one line. Known failures
 /// get a plain explanation and a way out; otherwise the first error line.
 pub fn diagnose_log(log: &str) -> String {
+    // CRIU complains about raising its own descriptor limit even when all
+    // goes well; that line is never the cause.
     let errors: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("Error (") || l.contains("Error:"))
+        .filter(|l| !l.contains("RLIMIT_NOFILE"))
         .collect();
     let find = |needle: &str| log.lines().find(|l| l.contains(needle));
     if let Some(line) = find("has bad size") {
@@ -189,6 +192,20 @@ pub fn diagnose_log(log: &str) -> String {
         return "the application holds an established TCP connection, which CRIU cannot \
                 checkpoint here; checkpoint before it connects or close the connection first"
             .into();
+    }
+    if let Some(line) = errors
+        .iter()
+        .find(|l| l.contains("criu/sockets.c") || l.contains("criu/sk-inet.c"))
+    {
+        let text = line
+            .split_once("): ")
+            .map(|(_, r)| r)
+            .unwrap_or(line)
+            .trim();
+        return format!(
+            "the application holds a network (TCP/UDP) socket that CRIU cannot checkpoint here ({text}); \
+             checkpoint before the socket is opened, or close it first"
+        );
     }
     if find("External socket").is_some() {
         return "the application holds a UNIX socket connected to a process outside it; \
@@ -259,7 +276,15 @@ mod tests {
         assert!(diagnose_log(tcp).contains("TCP connection"));
         let pid = "Error (criu/cr-restore.c:1230): Can't fork for 4242: File exists\n";
         assert!(diagnose_log(pid).contains("PID 4242 is already in use"));
-        let other = "(0.1) Error (criu/mem.c:12): something odd\n";
+        let inet = "Error (criu/util.c:1533): rlimit: Can't setup RLIMIT_NOFILE for self: Operation not permitted\n\
+                    Error (criu/sockets.c:628): sockets: Can't get 1:16 opt: Operation not supported\n";
+        let cause = diagnose_log(inet);
+        assert!(
+            cause.contains("TCP/UDP) socket") && cause.contains("1:16"),
+            "{cause}"
+        );
+        let other = "Error (criu/util.c:1533): rlimit: Can't setup RLIMIT_NOFILE for self\n\
+                     (0.1) Error (criu/mem.c:12): something odd\n";
         assert_eq!(diagnose_log(other), "CRIU reported: something odd");
     }
 }

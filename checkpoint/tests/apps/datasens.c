@@ -25,7 +25,9 @@
 
 void isort(long *a, int n);
 
+#ifndef CALLS
 #define CALLS 12
+#endif
 #define NODES (1 << 13)
 #define SORT_N (1 << 15)
 #define BALLAST (16 << 20)
@@ -141,12 +143,16 @@ int main(int argc, char **argv)
         } else {
             /* keys in the last quarter of the list: long, similar walks */
             long key = NODES - 1 - (long)(next_random() % (NODES / 4));
-            if (strcmp(mode, "pair") == 0 && call == 8) {
-                int r = tdg_enter_checkpoint("datasens.img");
-                if (r == TDG_CHECKPOINT_ERROR)
-                    return 4;
-                result = search(head, key);
-                tdg_stop_checkpoint();
+            if (strcmp(mode, "pair") == 0) {
+                /* no markers here: the pair alone decides what is captured */
+                if (call == 8) {
+                    if (tdg_enter_checkpoint("datasens.img") == TDG_CHECKPOINT_ERROR)
+                        return 4;
+                    result = search(head, key);
+                    tdg_stop_checkpoint();
+                } else {
+                    result = search(head, key);
+                }
             } else {
                 tdg_region_begin("search");
                 result = search(head, key);

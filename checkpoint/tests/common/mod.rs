@@ -82,26 +82,19 @@ pub fn processes_running(exe: &Path) -> Vec<u32> {
     out
 }
 
-/// Children of this test process (criu/unshare left behind would show here).
-pub fn child_processes() -> Vec<u32> {
-    let me = std::process::id();
+/// PIDs of live processes whose command line mentions `path` (criu or
+/// unshare restoring an image would).
+pub fn processes_mentioning(path: &Path) -> Vec<u32> {
+    let needle = path.to_string_lossy().to_string();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...
-        let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
-        let ppid: u32 = after
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        if ppid == me {
-            out.push(pid);
+        if let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(&needle) {
+                out.push(pid);
+            }
         }
     }
     out

@@ -1,0 +1,376 @@
+//! Restores that must survive: many in a row, concurrent ones, applications
+//! with a terminal and output files, the explicit enter/stop pair; and every
+//! CRIU failure arriving as one clear line. Real CRIU; needs root and setup.
+mod common;
+
+use checkpoint::{
+    auto_delay, capture, time_image, AutoDelayRequest, CaptureRequest, CheckpointError, Manifest,
+    TimeOptions,
+};
+use common::*;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn request(
+    command: Vec<OsString>,
+    image: PathBuf,
+    site: &str,
+    call: u64,
+    delay: u64,
+) -> CaptureRequest {
+    CaptureRequest {
+        command,
+        image,
+        site: Some(site.to_string()),
+        call,
+        delay,
+        timeout: Some(Duration::from_secs(120)),
+        quiet: true,
+    }
+}
+
+fn opts(samples: usize) -> TimeOptions {
+    TimeOptions {
+        samples,
+        criu: Some(criu()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn fifty_restores_in_a_row_all_succeed_and_leave_no_process() {
+    let ws = Workspace::new("fifty");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            img.clone(),
+            "search",
+            6,
+            2,
+        ),
+        &criu(),
+    )
+    .unwrap();
+    let report = time_image(&img, &opts(50)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.samples_ns.len(), 50);
+    assert!(report.samples_ns.iter().all(|&ns| ns > 0));
+    assert!(
+        processes_running(&exe).is_empty(),
+        "restored copies left behind: {:?}",
+        processes_running(&exe)
+    );
+    let helpers = processes_mentioning(&img);
+    assert!(
+        helpers.is_empty(),
+        "criu/unshare processes left behind: {helpers:?}"
+    );
+    // Successful restores leave no logs behind; the image is unchanged.
+    let logs: Vec<_> = std::fs::read_dir(&img)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("restore."))
+        .collect();
+    assert!(logs.is_empty(), "{logs:?}");
+    Manifest::read(&img).unwrap().verify(&img).unwrap();
+}
+
+/// Every copy comes back with the original PID; two timings of one image at
+/// once only work because each restore gets its own PID namespace.
+#[test]
+fn concurrent_timings_of_one_image_do_not_collide_on_pids() {
+    let ws = Workspace::new("concurrent");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            img.clone(),
+            "search",
+            4,
+            1,
+        ),
+        &criu(),
+    )
+    .unwrap();
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let img = img.clone();
+            std::thread::spawn(move || time_image(&img, &opts(6)).map(|r| r.samples_ns.len()))
+        })
+        .collect();
+    for r in runs {
+        assert_eq!(r.join().unwrap().unwrap_or_else(|e| panic!("{e}")), 6);
+    }
+    assert!(processes_running(&exe).is_empty());
+}
+
+/// Captured under a pseudo-terminal (as from an interactive shell), with an
+/// output file it truncates and keeps writing: restores still work, and the
+/// copies do not touch the real output file.
+#[test]
+fn application_holding_a_terminal_and_writing_an_output_file_is_restored() {
+    let ws = Workspace::new("tty");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    let out = ws.out_file();
+    let inner = format!("{} search {}", exe.display(), out.display());
+    let command = os_args(&[&"script", &"-qec", &inner, &"/dev/null"]);
+    capture(&request(command, img.clone(), "search", 5, 2), &criu())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let m = Manifest::read(&img).unwrap();
+    assert!(
+        m.capture.descriptors.iter().any(|d| d.tty_key.is_some()),
+        "the application should have held a terminal: {:?}",
+        m.capture.descriptors
+    );
+    assert_eq!(m.exe, exe.canonicalize().unwrap());
+    let written = std::fs::read(&out).unwrap();
+    assert!(String::from_utf8_lossy(&written).contains("checksum"));
+    let report = time_image(&img, &opts(5)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.samples_ns.len(), 5);
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        written,
+        "a restored copy wrote to the real output file"
+    );
+}
+
+#[test]
+fn explicit_enter_stop_pair_is_captured_and_timed() {
+    let ws = Workspace::new("pair");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    let mut req = request(
+        os_args(&[&exe, &"pair", &ws.out_file()]),
+        img.clone(),
+        "unused",
+        1,
+        0,
+    );
+    req.site = None;
+    capture(&req, &criu()).unwrap_or_else(|e| panic!("{e}"));
+    let m = Manifest::read(&img).unwrap();
+    assert_eq!(m.capture.api, checkpoint::capture_info::MarkerApi::Pair);
+    assert_eq!(m.delay, None);
+    let report = time_image(&img, &opts(5)).unwrap_or_else(|e| panic!("{e}"));
+    // The region between enter and stop is one search of an 8192-node list:
+    // more than a microsecond, far less than a second.
+    assert!(
+        report.region_ns.min > 1_000.0 && report.region_ns.max < 1e9,
+        "{:?}",
+        report.region_ns
+    );
+}
+
+#[test]
+fn established_tcp_connection_fails_the_capture_with_one_clear_line() {
+    let ws = Workspace::new("tcp");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    let err = capture(
+        &request(
+            os_args(&[&exe, &"tcp", &ws.out_file()]),
+            img.clone(),
+            "search",
+            3,
+            0,
+        ),
+        &criu(),
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, CheckpointError::Criu { action: "dump", .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("socket") && msg.contains("TCP") && msg.contains("dump.log"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
+    assert!(img.join("dump.log").is_file());
+}
+
+#[test]
+fn input_file_that_changed_size_fails_the_restore_with_its_name_and_log() {
+    let ws = Workspace::new("input");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    let input = ws.dir.path().join("input.dat");
+    std::fs::write(&input, b"some input").unwrap();
+    capture(
+        &request(
+            os_args(&[&exe, &"input", &ws.out_file(), &input]),
+            img.clone(),
+            "search",
+            3,
+            1,
+        ),
+        &criu(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    time_image(&img, &opts(1)).unwrap_or_else(|e| panic!("before the change: {e}"));
+    std::fs::write(&input, b"some input that grew").unwrap();
+    let err = time_image(&img, &opts(1)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("changed size") && msg.contains("input.dat"),
+        "{msg}"
+    );
+    assert!(msg.contains("log: ") && msg.contains("restore."), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+}
+
+#[test]
+fn image_of_a_rebuilt_binary_is_refused_before_restoring() {
+    let ws = Workspace::new("rebuilt");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            img.clone(),
+            "search",
+            3,
+            1,
+        ),
+        &criu(),
+    )
+    .unwrap();
+    // Same path, different code.
+    ws.build("datasens.c", "datasens", &["-DCALLS=13"]);
+    let err = time_image(&img, &opts(1)).unwrap_err();
+    assert!(
+        matches!(err, CheckpointError::BinaryChanged { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("recapture"), "{err}");
+}
+
+#[test]
+fn corrupted_or_moved_images_are_refused() {
+    let ws = Workspace::new("corrupt");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            img.clone(),
+            "search",
+            3,
+            1,
+        ),
+        &criu(),
+    )
+    .unwrap();
+    let moved = ws.image("moved");
+    std::fs::rename(&img, &moved).unwrap();
+    let err = time_image(&moved, &opts(1)).unwrap_err().to_string();
+    assert!(err.contains("move it back"), "{err}");
+    std::fs::rename(&moved, &img).unwrap();
+    let pages = std::fs::read_dir(&img)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("pages-"))
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&pages).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&pages, bytes).unwrap();
+    let err = time_image(&img, &opts(1)).unwrap_err().to_string();
+    assert!(err.contains("does not match its checksum"), "{err}");
+}
+
+#[test]
+fn bad_requests_get_a_cause_and_a_way_out() {
+    let ws = Workspace::new("bad");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let cmd = os_args(&[&exe, &"search", &ws.out_file()]);
+    let err = capture(
+        &request(cmd.clone(), ws.image("a"), "search", 3, 3),
+        &criu(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--delay 3 needs --call > 3"), "{err}");
+    // The application has 12 calls; call 40 is never reached.
+    let err = capture(
+        &request(cmd.clone(), ws.image("b"), "search", 40, 2),
+        &criu(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("before call 38 of region search"), "{err}");
+    let err = capture(&request(cmd, ws.image("c"), "no-such-site", 2, 0), &criu())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("region no-such-site"), "{err}");
+    let err = time_image(Path::new("/nonexistent/image"), &opts(1))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a tdg checkpoint image"), "{err}");
+    // A directory with someone else's files is not overwritten.
+    let theirs = ws.image("theirs");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("notes.txt"), "mine").unwrap();
+    let err = capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            theirs.clone(),
+            "search",
+            2,
+            0,
+        ),
+        &criu(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("refusing to overwrite"), "{err}");
+    assert!(theirs.join("notes.txt").exists());
+}
+
+/// Seed 003 section 3.2: delays 0, 1, 2, ... until successive ones agree. The
+/// search is ~15x slower right after a restore, so delay 0 is never chosen.
+#[test]
+fn auto_delay_walks_delays_until_they_agree_and_keeps_that_image() {
+    let ws = Workspace::new("auto");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("img");
+    let report = auto_delay(
+        &AutoDelayRequest {
+            capture: request(
+                os_args(&[&exe, &"search", &ws.out_file()]),
+                img.clone(),
+                "search",
+                8,
+                0,
+            ),
+            samples: 7,
+            threshold: 0.10,
+            max_delay: 5,
+            time: opts(7),
+        },
+        &criu(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{}", report.render_text());
+    assert!(report.chosen >= 1, "{}", report.render_text());
+    assert!(report.rows.len() >= 2);
+    assert!(
+        report.rows[0].region_ns.median
+            > 2.0 * report.rows[report.chosen as usize].region_ns.median
+    );
+    let m = Manifest::read(&img).unwrap();
+    assert_eq!(m.delay, Some(report.chosen));
+    m.verify(&img).unwrap();
+    // Trial images are gone.
+    let leftovers: Vec<_> = std::fs::read_dir(&ws.images)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".delay"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
