@@ -1,0 +1,268 @@
+//! End to end on a real open-source program: zlib 1.2.13 built from
+//! Debian's source package by scripts/setup.d/40-profile-apps.sh. minigzip
+//! computes a CRC-32 over every byte it compresses or decompresses, so the
+//! recorded `len` values must add up to the file size exactly.
+
+use instrument::{contexts, drive, format, report};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use toolchain::{CCompiler, CompileJob};
+
+fn tdg() -> &'static str {
+    env!("CARGO_BIN_EXE_tdg")
+}
+
+fn zlib_dir() -> PathBuf {
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"));
+    let dir = deps.join("zlib");
+    assert!(
+        dir.join("minigzipsh").is_file() && dir.join("kernel/crc32.c").is_file(),
+        "zlib is not built in {}: run `bash scripts/setup` first",
+        dir.display()
+    );
+    dir
+}
+
+fn spec_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("instrument/examples/zlib/crc32.spec")
+}
+
+/// ~3 MB of compressible text (the workspace's own sources, repeated).
+fn input_file(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut text = Vec::new();
+    let mut part = std::fs::read(root.join("Cargo.lock")).unwrap();
+    part.extend(std::fs::read(root.join("instrument/c/tdg_instrument.c")).unwrap());
+    while text.len() < 3_000_000 {
+        text.extend_from_slice(&part);
+    }
+    let p = dir.join("input.txt");
+    std::fs::write(&p, &text).unwrap();
+    p
+}
+
+fn sum_of_len(p: &format::Profile) -> u64 {
+    let len_at = p.routines[0]
+        .values
+        .iter()
+        .position(|v| v.name == "len")
+        .expect("len is recorded");
+    p.records.iter().map(|r| r.values()[len_at] as u64).sum()
+}
+
+#[test]
+fn minigzip_profiled_through_ld_preload_end_to_end() {
+    let z = zlib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let input = input_file(dir.path());
+    let size = std::fs::metadata(&input).unwrap().len();
+    let prof = dir.path().join("crc32.tdgp");
+
+    let plain = Command::new(z.join("minigzipsh"))
+        .arg("-c")
+        .arg(&input)
+        .env("LD_LIBRARY_PATH", &z)
+        .output()
+        .unwrap();
+    assert!(plain.status.success());
+    let profiled = Command::new(tdg())
+        .args(["profile", "--spec"])
+        .arg(spec_path())
+        .arg("-o")
+        .arg(&prof)
+        .arg("--")
+        .arg(z.join("minigzipsh"))
+        .arg("-c")
+        .arg(&input)
+        .env("LD_LIBRARY_PATH", &z)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&profiled.stderr);
+    assert!(profiled.status.success(), "{stderr}");
+    assert!(stderr.contains("crc32") && stderr.contains("0 dropped"), "{stderr}");
+    // The shim forwards every call unchanged: byte-identical output.
+    assert!(plain.stdout == profiled.stdout, "compressed output differs under the shim");
+
+    let p = format::read(&prof).unwrap();
+    assert_eq!(sum_of_len(&p), size, "every input byte passes through crc32 once");
+    assert!(p.nontemporal && p.dropped == 0);
+
+    let json = Command::new(tdg())
+        .args(["profile", "report", "--json", "--svg"])
+        .arg(dir.path().join("crc32.svg"))
+        .arg(&prof)
+        .output()
+        .unwrap();
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let top = &v["contexts"][0];
+    assert_eq!(top["values"][0]["name"], "len");
+    assert_eq!(top["values"][0]["value"], 16384, "deflate reads 16 KiB chunks");
+    assert!(top["share"].as_f64().unwrap() > 0.9);
+    assert_eq!(v["data_values"][0][0], "crc", "the running CRC is data, not context");
+    let svg = std::fs::read_to_string(dir.path().join("crc32.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.matches("<circle").count() as u64 >= p.records.len() as u64);
+
+    let spec_out = dir.path().join("crc32.profiled.spec");
+    let ctx_out = dir.path().join("crc32.contexts.json");
+    let sfp = Command::new(tdg())
+        .arg("spec-from-profile")
+        .arg(&prof)
+        .arg("--spec")
+        .arg(spec_path())
+        .arg("-o")
+        .arg(&spec_out)
+        .arg("--contexts")
+        .arg(&ctx_out)
+        .output()
+        .unwrap();
+    assert!(sfp.status.success(), "{}", String::from_utf8_lossy(&sfp.stderr));
+    let text = std::fs::read_to_string(&spec_out).unwrap();
+    assert!(text.contains("len=Macro(LEN, 16384);"), "{text}");
+    let file = contexts::ContextsFile::load(&ctx_out).unwrap();
+    assert_eq!(file.contexts[0].defines["LEN"], "16384");
+    assert_eq!(file.calls as usize, p.records.len());
+
+    // The driver, built from zlib's own crc32.c with the dominant context,
+    // reproduces the in-app per-call time (warm: minigzip's input chunk was
+    // just read into cache). Generous bounds: the machine is shared.
+    let spec = spec_lang::load(&spec_out).unwrap();
+    let opts = driver_gen::RunOptions {
+        flush: Some(spec_lang::ast::FlushMethod::None),
+        samples: Some(9),
+        verify: false,
+        ..Default::default()
+    };
+    let pred =
+        drive::predict_with_driver(&spec, &z.join("kernel/crc32.c"), &opts, &file, 1).unwrap();
+    let row = &pred.rows[0];
+    let app_median = file.contexts[0].in_app_median_ns;
+    let ratio = row.driver_ns_per_call / app_median;
+    assert!(
+        (0.5..2.0).contains(&ratio),
+        "driver {} ns vs in-app median {} ns\n{}",
+        row.driver_ns_per_call,
+        app_median,
+        contexts::render_prediction(&pred)
+    );
+    println!("{}", contexts::render_prediction(&pred));
+}
+
+#[test]
+fn statically_linked_minigzip_profiled_through_the_wrap_object() {
+    let z = zlib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let input = input_file(dir.path());
+    let size = std::fs::metadata(&input).unwrap().len();
+    let inst = dir.path().join("inst");
+    let out = Command::new(tdg())
+        .arg("instrument")
+        .arg(spec_path())
+        .arg("-o")
+        .arg(&inst)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exe = dir.path().join("minigzip_wrapped");
+    CCompiler::find(None)
+        .unwrap()
+        .compile(&CompileJob {
+            sources: vec![z.join("minigzip.o")],
+            output: exe.clone(),
+            link_args: vec![
+                "-Wl,--wrap=crc32".into(),
+                inst.join("tdg_wrap_crc32.o").display().to_string(),
+                z.join("libz.a").display().to_string(),
+                inst.join("libtdg_instrument.a").display().to_string(),
+                "-lpthread".into(),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+    // Compression: crc32 sees every input byte exactly once.
+    let prof = dir.path().join("c.tdgp");
+    let gz = dir.path().join("input.txt.gz");
+    let run = Command::new(&exe)
+        .arg("-c")
+        .arg(&input)
+        .env("TDG_PROFILE_OUT", &prof)
+        .stdout(std::fs::File::create(&gz).unwrap())
+        .status()
+        .unwrap();
+    assert!(run.success());
+    let p = format::read(&prof).unwrap();
+    assert_eq!(sum_of_len(&p), size, "every input byte passes through crc32 once");
+
+    // Decompression: every output byte, plus the two bytes of the gzip
+    // header's flags field that inflate also checksums.
+    let prof = dir.path().join("d.tdgp");
+    let run = Command::new(&exe)
+        .arg("-d")
+        .arg(&gz)
+        .env("TDG_PROFILE_OUT", &prof)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(run.success());
+    let p = format::read(&prof).unwrap();
+    let sum = sum_of_len(&p);
+    assert!((size..=size + 16).contains(&sum), "{sum} vs {size}");
+    assert_eq!(std::fs::metadata(&input).unwrap().len(), size, "round trip restored the file");
+    let rep = report::build(&p, &Default::default()).unwrap();
+    assert!(rep.contexts.len() > 1, "inflate produces chunks of many sizes");
+}
+
+#[test]
+fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
+    let z = zlib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let input = input_file(dir.path());
+    let prof = dir.path().join("crc32.tdgp");
+    let st = Command::new(tdg())
+        .args(["profile", "--spec"])
+        .arg(spec_path())
+        .arg("-o")
+        .arg(&prof)
+        .arg("--")
+        .arg(z.join("minigzipsh"))
+        .arg("-c")
+        .arg(&input)
+        .env("LD_LIBRARY_PATH", &z)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = Command::new(tdg())
+        .arg("validate")
+        .arg(&prof)
+        .arg("--spec")
+        .arg(spec_path())
+        .arg("--impl")
+        .arg(z.join("kernel/crc32.c"))
+        .args(["--samples", "9"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for want in ["in-app, later calls", "driver, warm", "driver, flushed", "verdict:"] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+    println!("{text}");
+    // Bad input gets a one-line error with a way out.
+    let bad = Command::new(tdg())
+        .args(["validate"])
+        .arg(&prof)
+        .arg("--spec")
+        .arg(spec_path())
+        .arg("--impl")
+        .arg(z.join("kernel/crc32.c"))
+        .args(["--rank", "99"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("--rank must be 1..="), "{err}");
+}
