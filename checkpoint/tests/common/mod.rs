@@ -2,9 +2,13 @@
 //! host library, image directories on tmpfs, and a process census.
 #![allow(dead_code)]
 
-use checkpoint::{Criu, SampleStats};
+use checkpoint::{
+    capture, measure_in_app, time_image, CaptureRequest, Criu, InAppRequest, SampleStats,
+    TimeOptions,
+};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::time::Duration;
 
 pub const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps");
 
@@ -109,4 +113,100 @@ pub fn describe(label: &str, s: &SampleStats) -> String {
         "{label}: min {:.0} ns, median {:.0} ns, max {:.0} ns (n={})",
         s.min, s.median, s.max, s.n
     )
+}
+
+#[derive(Default)]
+pub struct Samples {
+    pub cpu: Vec<f64>,
+    pub wall: Vec<f64>,
+}
+
+impl Samples {
+    pub fn add(&mut self, wall: &[u64], cpu: &[u64]) {
+        self.wall.extend(wall.iter().map(|&n| n as f64));
+        self.cpu.extend(cpu.iter().map(|&n| n as f64));
+    }
+    pub fn wall_stats(&self) -> SampleStats {
+        SampleStats::of(&self.wall).unwrap()
+    }
+    pub fn cpu_stats(&self) -> SampleStats {
+        SampleStats::of(&self.cpu).unwrap()
+    }
+}
+
+pub struct Comparison {
+    pub in_app: Samples,
+    pub delayed: Samples,
+    pub immediate: Samples,
+}
+
+/// Capture `call` of `site` delayed by `delay` and immediately, then measure
+/// plain in-app runs and restores of both images interleaved in rounds, so
+/// the shared machine's noise falls on all three alike.
+pub fn compare_in_app_delayed_immediate(
+    ws: &Workspace,
+    command: Vec<OsString>,
+    site: &str,
+    call: u64,
+    delay: u64,
+    rounds: usize,
+    per_round: usize,
+) -> Comparison {
+    let criu = criu();
+    let capture_at = |delay: u64, name: &str| {
+        let req = CaptureRequest {
+            command: command.clone(),
+            image: ws.image(name),
+            site: Some(site.to_string()),
+            call,
+            delay,
+            timeout: Some(Duration::from_secs(300)),
+            quiet: true,
+        };
+        capture(&req, &criu).unwrap_or_else(|e| panic!("{e}"));
+        ws.image(name)
+    };
+    let delayed_img = capture_at(delay, "delayed");
+    let immediate_img = capture_at(0, "immediate");
+    let opts = TimeOptions {
+        samples: per_round,
+        criu: Some(criu.clone()),
+        ..Default::default()
+    };
+    let mut c = Comparison {
+        in_app: Samples::default(),
+        delayed: Samples::default(),
+        immediate: Samples::default(),
+    };
+    for _ in 0..rounds {
+        let r = measure_in_app(&InAppRequest {
+            command: command.clone(),
+            site: Some(site.to_string()),
+            call,
+            runs: per_round,
+            timeout: Some(Duration::from_secs(300)),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        c.in_app.add(&r.samples_ns, &r.samples_cpu_ns);
+        let time = |img: &Path| time_image(img, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let d = time(&delayed_img);
+        c.delayed.add(&d.samples_ns, &d.samples_cpu_ns);
+        let i = time(&immediate_img);
+        c.immediate.add(&i.samples_ns, &i.samples_cpu_ns);
+    }
+    for (label, s) in [
+        ("in-app", &c.in_app),
+        ("delayed", &c.delayed),
+        ("immediate", &c.immediate),
+    ] {
+        eprintln!(
+            "{site}: {}",
+            describe(&format!("{label} wall"), &s.wall_stats())
+        );
+        eprintln!(
+            "{site}: {}",
+            describe(&format!("{label} cpu"), &s.cpu_stats())
+        );
+    }
+    c
 }

@@ -1,0 +1,66 @@
+//! A real open-source program: bzip2 1.0.8, built from Debian's source by
+//! scripts/setup.d/50-checkpoint-apps.sh with region markers around the
+//! mainQSort3 bucket sorts (seed 003's mainGtU experiment). Call 550 of the
+//! region, compressing bzip2's own manual.ps at -9, is captured and timed.
+mod common;
+
+use checkpoint::stats::relative_difference;
+use common::*;
+use std::path::PathBuf;
+
+const CALL: u64 = 550;
+const DELAY: u64 = 3;
+
+fn bzip2_dir() -> PathBuf {
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));
+    let dir = deps.join("bzip2-ckpt");
+    assert!(
+        dir.join("bzip2").is_file(),
+        "{} is missing: run scripts/setup (scripts/setup.d/50-checkpoint-apps.sh builds it)",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
+    let bz = bzip2_dir();
+    let ws = Workspace::new("bzip2");
+    let input = ws.dir.path().join("manual.ps");
+    std::fs::copy(bz.join("manual.ps"), &input).unwrap();
+    // -k -f: keep the input, (over)write manual.ps.bz2 — an output file that
+    // keeps growing after the checkpoint.
+    let command = os_args(&[&bz.join("bzip2"), &"-kf9", &input]);
+    let c = compare_in_app_delayed_immediate(&ws, command, "mainQSort3", CALL, DELAY, 3, 5);
+    // This region is ~0.6 ms: long enough to be preempted now and then on the
+    // shared machine, so the assertion uses CPU time (wall time is printed).
+    let (in_app, delayed, immediate) = (
+        c.in_app.cpu_stats(),
+        c.delayed.cpu_stats(),
+        c.immediate.cpu_stats(),
+    );
+    let err = relative_difference(delayed.median, in_app.median);
+    eprintln!(
+        "bzip2 mainQSort3 call {CALL}: delayed {:+.1}%, immediate {:+.1}% vs in-app (CPU-time medians)",
+        (delayed.median / in_app.median - 1.0) * 100.0,
+        (immediate.median / in_app.median - 1.0) * 100.0
+    );
+    assert!(
+        err < 0.10,
+        "delayed median {:.0} ns is {:.1}% away from in-app {:.0} ns",
+        delayed.median,
+        err * 100.0,
+        in_app.median
+    );
+    // The restored copies' writes went to substitutes: the real output is a
+    // valid bzip2 stream of the input.
+    let out = ws.dir.path().join("manual.ps.bz2");
+    let check = std::process::Command::new(bz.join("bzip2"))
+        .arg("-t")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(check.success(), "{} was corrupted", out.display());
+}
