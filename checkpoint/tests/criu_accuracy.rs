@@ -68,3 +68,42 @@ fn nearly_sorted_insertion_sort_delayed_matches_in_app() {
     let m = measure("sort");
     assert_delayed_matches_in_app("sort", &m);
 }
+
+/// The reason checkpointing exists: the default driver times the sort on
+/// random data (quadratic), the application sorts nearly sorted data
+/// (linear). The pointer-chasing search has no default driver at all: a spec
+/// cannot describe the application's linked list.
+#[test]
+fn default_driver_with_random_data_misses_the_in_app_sort_time() {
+    let ws = Workspace::new("default-driver");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let in_app = checkpoint::measure_in_app(&checkpoint::InAppRequest {
+        command: os_args(&[&exe, &"sort", &ws.out_file()]),
+        site: Some("sort".into()),
+        call: CALL,
+        runs: 5,
+        timeout: Some(std::time::Duration::from_secs(60)),
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let spec_path = std::path::Path::new(APPS).join("isort.spec");
+    let spec = spec_lang::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let report = driver_gen::run_driver(
+        &spec,
+        &std::path::Path::new(APPS).join("isort.c"),
+        &driver_gen::RunOptions {
+            samples: Some(3),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "sort: default driver (random data) {:.0} ns per call; in-app median {:.0} ns",
+        report.reported_ns, in_app.region_ns.median
+    );
+    assert!(
+        report.reported_ns > 20.0 * in_app.region_ns.median,
+        "default driver {:.0} ns vs in-app {:.0} ns: random data should be far slower than nearly sorted",
+        report.reported_ns,
+        in_app.region_ns.median
+    );
+}
