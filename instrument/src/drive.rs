@@ -30,11 +30,11 @@ pub fn time_context(
     build_driver(spec, impl_c, &o)?.run(&o)
 }
 
-/// Per-call time a prediction multiplies by the call count: the median of
-/// the driver's samples (the application's total is a sum over typical
-/// calls, which the minimum would underestimate).
+/// Per-call time a prediction multiplies by the call count: the statistic
+/// the driver reports (`--select`; the minimum by default, since on a
+/// shared machine other activity only ever adds time to a sample).
 pub fn per_call_ns(r: &RunReport) -> f64 {
-    r.stats.median
+    r.reported_ns
 }
 
 /// `tdg run SPEC --impl IMPL --contexts FILE`: times the top `top` contexts
