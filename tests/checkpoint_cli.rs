@@ -1,0 +1,172 @@
+//! `tdg checkpoint` and `tdg doctor` from the command line, with real CRIU
+//! (root and `scripts/setup` needed, as in CI).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/checkpoint/tests/apps");
+
+fn tdg(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(args.iter().map(|a| a.as_ref()))
+        .output()
+        .expect("tdg runs")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// `tdg checkpoint lib` output is all a user needs to build an application.
+fn build_app(dir: &Path) -> PathBuf {
+    let lib = dir.join("hostlib");
+    let o = tdg(&[&"checkpoint", &"lib", &"-o", &lib]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let exe = dir.join("datasens");
+    let cc = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(&lib)
+        .arg(Path::new(APPS).join("datasens.c"))
+        .arg(Path::new(APPS).join("isort.c"))
+        .arg(lib.join("tdg_checkpoint.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
+#[test]
+fn capture_then_time_json_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_app(dir.path());
+    let img = PathBuf::from(format!("/dev/shm/tdg-cli-{}", std::process::id()));
+    let out = dir.path().join("out.txt");
+    let o = tdg(&[
+        &"checkpoint",
+        &"capture",
+        &"--site",
+        &"search",
+        &"--call",
+        &"6",
+        &"--delay",
+        &"2",
+        &"-o",
+        &img,
+        &"--",
+        &exe,
+        &"search",
+        &out,
+    ]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    assert!(
+        se.contains("captured") && se.contains("call 6, delay 2"),
+        "{se}"
+    );
+    // The application ran to completion and its output is intact.
+    assert!(std::fs::read_to_string(&out).unwrap().contains("checksum"));
+
+    let o = tdg(&[&"checkpoint", &"time", &img, &"--samples", &"7", &"--json"]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    assert_eq!(v["samples_ns"].as_array().unwrap().len(), 7);
+    assert_eq!(v["delay"], 2);
+    let (min, med, max) = (
+        v["region_ns"]["min"].as_f64().unwrap(),
+        v["region_ns"]["median"].as_f64().unwrap(),
+        v["region_ns"]["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= med && med <= max, "{v}");
+
+    let o = tdg(&[&"checkpoint", &"time", &img, &"-r", &"3"]);
+    let (so, _) = text(&o);
+    assert!(
+        so.contains("restored 3 times") && so.contains("region wall time: min"),
+        "{so}"
+    );
+    let _ = std::fs::remove_dir_all(&img);
+}
+
+#[test]
+fn failures_are_one_line_with_a_way_out() {
+    let o = tdg(&[&"checkpoint", &"time", &"/nonexistent/image"]);
+    let (_, se) = text(&o);
+    assert!(!o.status.success());
+    assert_eq!(se.trim().lines().count(), 1, "{se}");
+    assert!(
+        se.starts_with("tdg: error: ") && se.contains("not a tdg checkpoint image"),
+        "{se}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_app(dir.path());
+    let img = dir.path().join("img");
+    let o = tdg(&[
+        &"checkpoint",
+        &"capture",
+        &"--call",
+        &"40",
+        &"-o",
+        &img,
+        &"--",
+        &exe,
+        &"search",
+        &dir.path().join("o"),
+    ]);
+    let (_, se) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        se.contains("before call 40") && se.contains("check --site/--call"),
+        "{se}"
+    );
+
+    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["checkpoint", "time"])
+        .arg(&img)
+        .env("TDG_CRIU", "/nonexistent/criu")
+        .output()
+        .unwrap();
+    let (_, se) = text(&o);
+    assert!(!o.status.success());
+    assert_eq!(se.trim().lines().count(), 1, "{se}");
+}
+
+#[test]
+fn doctor_reports_criu_and_readiness() {
+    let o = tdg(&[&"doctor"]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    assert!(
+        so.contains("criu 4.") && so.contains("criu check: Looks good"),
+        "{so}"
+    );
+    assert!(so.contains("checkpointing: ready"), "{so}");
+
+    // With a criu that does not exist the doctor says so and how to fix it.
+    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .arg("doctor")
+        .env("TDG_CRIU", "/nonexistent/criu")
+        .output()
+        .unwrap();
+    let (so, _) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        so.contains("CRIU not found") && so.contains("fix: scripts/setup"),
+        "{so}"
+    );
+    assert!(so.contains("checkpointing: NOT ready"), "{so}");
+
+    let o = tdg(&[&"doctor", &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["can_checkpoint"], true);
+}
