@@ -1,1 +1,31 @@
-//! Searches implementation parameters with the generated driver as the objective.
+//! Searches implementation parameters (macros a kernel is compiled with)
+//! with the generated timing driver as the objective: a model-predicted
+//! start from the probe's effective cache sizes, then local search, every
+//! configuration built and timed at most once and logged as JSON lines.
+
+pub mod driver;
+pub mod model;
+pub mod progress;
+pub mod search;
+pub mod space;
+
+pub use driver::{element_bytes, DriverObjective};
+pub use model::{starts, MachineModel, Start};
+pub use search::{Evaluation, Measurement, Objective, Outcome, Progress, Tuner};
+pub use space::{parse_param, Param, Point, Space};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("--param {text}: {why}")]
+    BadParam { text: String, why: String },
+    #[error("nothing to tune: give at least one --param NAME=LO:HI[:STEP]")]
+    EmptySpace,
+    #[error("{0}")]
+    Objective(String),
+    #[error(
+        "none of the {tried} configurations tried could be built and timed; the last error: {last}"
+    )]
+    NothingWorked { tried: usize, last: String },
+    #[error("writing the evaluation log failed: {0}")]
+    Log(#[source] std::io::Error),
+}

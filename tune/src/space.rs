@@ -1,0 +1,240 @@
+//! The search space: named integer parameters (macros the kernel is
+//! compiled with), each with an explicit list of values.
+
+use crate::TuneError;
+use serde::Serialize;
+use std::fmt;
+
+/// One tunable macro and the values it may take, ascending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Param {
+    pub name: String,
+    pub values: Vec<i64>,
+}
+
+/// A parameter by `NAME=LO:HI[:STEP]` or `NAME=V1,V2,...`.
+pub fn parse_param(text: &str) -> Result<Param, TuneError> {
+    let bad = |why: String| TuneError::BadParam {
+        text: text.to_string(),
+        why,
+    };
+    let (name, range) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected NAME=LO:HI[:STEP] or NAME=V1,V2,...".into()))?;
+    let name = name.trim();
+    if name.is_empty()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(bad(format!("`{name}` is not a C macro name")));
+    }
+    let int = |s: &str| {
+        s.trim()
+            .parse::<i64>()
+            .map_err(|_| bad(format!("`{}` is not an integer", s.trim())))
+    };
+    let mut values: Vec<i64> = if range.contains(':') {
+        let parts: Vec<&str> = range.split(':').collect();
+        if parts.len() > 3 {
+            return Err(bad("a range has at most LO:HI:STEP".into()));
+        }
+        let (lo, hi) = (int(parts[0])?, int(parts[1])?);
+        let step = if parts.len() == 3 { int(parts[2])? } else { 1 };
+        if step <= 0 {
+            return Err(bad(format!("step {step} must be positive")));
+        }
+        if hi < lo {
+            return Err(bad(format!("{lo}:{hi} is empty (LO > HI)")));
+        }
+        if (hi - lo) / step >= 100_000 {
+            return Err(bad("more than 100000 values; use a larger step".into()));
+        }
+        (0..)
+            .map(|i| lo + i * step)
+            .take_while(|&v| v <= hi)
+            .collect()
+    } else {
+        range.split(',').map(int).collect::<Result<_, _>>()?
+    };
+    values.sort_unstable();
+    values.dedup();
+    if values.is_empty() {
+        return Err(bad("no values".into()));
+    }
+    Ok(Param {
+        name: name.to_string(),
+        values,
+    })
+}
+
+/// The cartesian product of the parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Space {
+    pub params: Vec<Param>,
+}
+
+/// A point of the space as one index into each parameter's values.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Point(pub Vec<usize>);
+
+impl Space {
+    pub fn new(params: Vec<Param>) -> Result<Space, TuneError> {
+        if params.is_empty() {
+            return Err(TuneError::EmptySpace);
+        }
+        for (i, p) in params.iter().enumerate() {
+            if params[..i].iter().any(|q| q.name == p.name) {
+                return Err(TuneError::BadParam {
+                    text: p.name.clone(),
+                    why: "given twice".into(),
+                });
+            }
+        }
+        Ok(Space { params })
+    }
+
+    /// Number of configurations.
+    pub fn size(&self) -> u128 {
+        self.params.iter().map(|p| p.values.len() as u128).product()
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.params
+            .iter()
+            .position(|p| p.name.eq_ignore_ascii_case(name))
+    }
+
+    /// `(name, value)` pairs of a point.
+    pub fn values(&self, p: &Point) -> Vec<(String, i64)> {
+        self.params
+            .iter()
+            .zip(&p.0)
+            .map(|(param, &i)| (param.name.clone(), param.values[i]))
+            .collect()
+    }
+
+    /// The point whose values are nearest to `wanted` (by parameter).
+    pub fn nearest(&self, wanted: &[i64]) -> Point {
+        Point(
+            self.params
+                .iter()
+                .zip(wanted)
+                .map(|(p, &w)| {
+                    (0..p.values.len())
+                        .min_by_key(|&i| ((p.values[i] - w).abs(), p.values[i]))
+                        .expect("parameters have values")
+                })
+                .collect(),
+        )
+    }
+
+    /// Moves dimension `dim` by `delta` indices; `None` off the edge.
+    pub fn step(&self, p: &Point, dim: usize, delta: isize) -> Option<Point> {
+        let i = p.0[dim] as isize + delta;
+        if i < 0 || i as usize >= self.params[dim].values.len() {
+            return None;
+        }
+        let mut q = p.clone();
+        q.0[dim] = i as usize;
+        Some(q)
+    }
+
+    /// Every point, last parameter varying fastest.
+    pub fn all_points(&self) -> Vec<Point> {
+        let mut out = vec![Point(Vec::new())];
+        for p in &self.params {
+            out = out
+                .into_iter()
+                .flat_map(|prefix| {
+                    (0..p.values.len()).map(move |i| {
+                        let mut v = prefix.0.clone();
+                        v.push(i);
+                        Point(v)
+                    })
+                })
+                .collect();
+        }
+        out
+    }
+
+    /// "NB=64 MU=4 NU=2".
+    pub fn describe(&self, p: &Point) -> String {
+        self.values(p)
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl fmt::Display for Space {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .params
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({} values {}..{})",
+                    p.name,
+                    p.values.len(),
+                    p.values[0],
+                    p.values[p.values.len() - 1]
+                )
+            })
+            .collect();
+        write!(f, "{}", parts.join(" x "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranges_steps_and_lists() {
+        assert_eq!(
+            parse_param("NB=16:64:16").unwrap().values,
+            vec![16, 32, 48, 64]
+        );
+        assert_eq!(parse_param("MU=1:4").unwrap().values, vec![1, 2, 3, 4]);
+        assert_eq!(parse_param("NB=16:60:16").unwrap().values, vec![16, 32, 48]);
+        assert_eq!(parse_param("X=8,2,4,2").unwrap().values, vec![2, 4, 8]);
+    }
+
+    #[test]
+    fn rejects_bad_params_with_the_reason() {
+        for (text, why) in [
+            ("NB", "expected NAME="),
+            ("NB=16:8", "empty"),
+            ("NB=1:8:0", "must be positive"),
+            ("NB=a:8", "not an integer"),
+            ("9X=1:2", "not a C macro name"),
+            ("NB=1:2:3:4", "at most"),
+        ] {
+            let e = parse_param(text).unwrap_err().to_string();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        let dup = Space::new(vec![
+            parse_param("A=1:2").unwrap(),
+            parse_param("A=3:4").unwrap(),
+        ]);
+        assert!(dup.unwrap_err().to_string().contains("given twice"));
+    }
+
+    #[test]
+    fn enumerates_steps_and_snaps() {
+        let s = Space::new(vec![
+            parse_param("NB=16:64:16").unwrap(),
+            parse_param("MU=1:3").unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(s.size(), 12);
+        let all = s.all_points();
+        assert_eq!(all.len(), 12);
+        assert_eq!(s.describe(&all[1]), "NB=16 MU=2");
+        let p = s.nearest(&[37, 9]);
+        assert_eq!(s.describe(&p), "NB=32 MU=3");
+        assert_eq!(s.step(&p, 1, 1), None);
+        assert_eq!(s.describe(&s.step(&p, 0, 2).unwrap()), "NB=64 MU=3");
+    }
+}
