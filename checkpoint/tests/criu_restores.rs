@@ -374,3 +374,44 @@ fn auto_delay_walks_delays_until_they_agree_and_keeps_that_image() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A spec's `checkpoint` clause: `tdg run SPEC` times the image through
+/// `time_checkpoint_clause`, which refuses an image captured with another delay.
+#[test]
+fn spec_checkpoint_clause_times_the_image_and_checks_its_mode() {
+    let ws = Workspace::new("clause");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let img = ws.image("search-img");
+    capture(
+        &request(
+            os_args(&[&exe, &"search", &ws.out_file()]),
+            img.clone(),
+            "search",
+            6,
+            2,
+        ),
+        &criu(),
+    )
+    .unwrap();
+    let spec_for = |mode: &str| {
+        let src = format!(
+            "routine=void search(long key);\ninit={{ key=Macro(KEY, 1); }};\ncheckpoint={{ image=\"search-img\"; mode={mode}; }};\n"
+        );
+        spec_lang::parse(&src, "search.spec").unwrap_or_else(|e| panic!("{e}"))
+    };
+    let spec = spec_for("delayed(2)");
+    let clause = spec.checkpoint.as_ref().expect("checkpoint clause parsed");
+    let report = checkpoint::time_checkpoint_clause(clause, &ws.images, &opts(3))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.samples_ns.len(), 3);
+    assert_eq!(report.delay, Some(2));
+    let spec = spec_for("immediate");
+    let err =
+        checkpoint::time_checkpoint_clause(spec.checkpoint.as_ref().unwrap(), &ws.images, &opts(1))
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("captured with delay 2") && err.contains("--delay 0"),
+        "{err}"
+    );
+}

@@ -1,0 +1,309 @@
+//! The checkpoint cost and accuracy tables (run by scripts/bench-checkpoint).
+//!
+//! For each routine: plain whole runs of the application (the in-app
+//! reference and the "whole run" cost), restores of a delayed and an
+//! immediate image, and the default driver where a spec can describe the
+//! data, all interleaved in rounds in one process so the shared machine's
+//! noise falls on every column alike. Figures are medians; ratios compare
+//! columns measured side by side.
+
+use checkpoint::stats::human_ns;
+use checkpoint::{
+    capture, measure_in_app, time_image, CaptureRequest, InAppRequest, SampleStats, TimeOptions,
+};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps");
+
+struct Case {
+    name: &'static str,
+    command: Vec<OsString>,
+    site: &'static str,
+    call: u64,
+    delay: u64,
+    /// (spec, implementation) of a default driver for the routine, if a spec can describe its data.
+    default_driver: Option<(PathBuf, PathBuf)>,
+}
+
+#[derive(Default)]
+struct Column {
+    region_wall: Vec<f64>,
+    region_cpu: Vec<f64>,
+    cost_ms: Vec<f64>,
+}
+
+impl Column {
+    fn med(v: &[f64]) -> f64 {
+        SampleStats::of(v).map(|s| s.median).unwrap_or(f64::NAN)
+    }
+}
+
+struct Row {
+    name: &'static str,
+    in_app: Column,
+    delayed: Column,
+    immediate: Column,
+    driver: Option<Column>,
+    capture_ms: f64,
+    image_mib: f64,
+}
+
+fn main() {
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let per_round: usize = std::env::var("BENCH_PER_ROUND")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let criu = checkpoint::find_criu().unwrap_or_else(|e| fail(&e.to_string()));
+    let work = tempfile::tempdir().expect("temp dir");
+    let images = PathBuf::from(format!("/dev/shm/tdg-bench-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&images).expect("image dir on /dev/shm");
+
+    let datasens = build_datasens(work.path());
+    let out = work.path().join("out.txt");
+    let mut cases = vec![
+        Case {
+            name: "datasens search (pointer chase)",
+            command: vec![datasens.clone().into(), "search".into(), out.clone().into()],
+            site: "search",
+            call: 8,
+            delay: 3,
+            default_driver: None,
+        },
+        Case {
+            name: "datasens sort (nearly sorted)",
+            command: vec![datasens.clone().into(), "sort".into(), out.clone().into()],
+            site: "sort",
+            call: 8,
+            delay: 3,
+            default_driver: Some((
+                Path::new(APPS).join("isort.spec"),
+                Path::new(APPS).join("isort.c"),
+            )),
+        },
+    ];
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));
+    let bz = deps.join("bzip2-ckpt");
+    if bz.join("bzip2").is_file() {
+        let input = work.path().join("manual.ps");
+        std::fs::copy(bz.join("manual.ps"), &input).expect("copy manual.ps");
+        cases.push(Case {
+            name: "bzip2 -9 mainQSort3 call 550",
+            command: vec![bz.join("bzip2").into(), "-kf9".into(), input.into()],
+            site: "mainQSort3",
+            call: 550,
+            delay: 3,
+            default_driver: None,
+        });
+    } else {
+        eprintln!(
+            "bench: {} missing (run scripts/setup); skipping bzip2",
+            bz.display()
+        );
+    }
+
+    let mut rows = Vec::new();
+    for case in &cases {
+        eprintln!("bench: {} ...", case.name);
+        rows.push(bench_case(case, &criu, &images, rounds, per_round));
+    }
+    let _ = std::fs::remove_dir_all(&images);
+    print_tables(&rows, rounds * per_round);
+}
+
+fn bench_case(
+    case: &Case,
+    criu: &checkpoint::Criu,
+    images: &Path,
+    rounds: usize,
+    per_round: usize,
+) -> Row {
+    let capture_at = |delay: u64, name: &str| -> (PathBuf, f64, f64) {
+        let image = images.join(name);
+        let started = Instant::now();
+        let outcome = capture(
+            &CaptureRequest {
+                command: case.command.clone(),
+                image: image.clone(),
+                site: Some(case.site.into()),
+                call: case.call,
+                delay,
+                timeout: Some(Duration::from_secs(600)),
+                quiet: true,
+            },
+            criu,
+        )
+        .unwrap_or_else(|e| fail(&e.to_string()));
+        let mib = outcome.manifest.image_bytes() as f64 / (1024.0 * 1024.0);
+        (image, started.elapsed().as_secs_f64() * 1e3, mib)
+    };
+    let (delayed_img, capture_ms, image_mib) =
+        capture_at(case.delay, &format!("{}-delayed", case.site));
+    let (immediate_img, _, _) = capture_at(0, &format!("{}-immediate", case.site));
+    let built = case.default_driver.as_ref().map(|(spec, imp)| {
+        let spec = spec_lang::load(spec).unwrap_or_else(|e| fail(&e.to_string()));
+        let opts = driver_gen::RunOptions {
+            samples: Some(per_round as u32),
+            ..Default::default()
+        };
+        let b =
+            driver_gen::build_driver(&spec, imp, &opts).unwrap_or_else(|e| fail(&e.to_string()));
+        (b, opts)
+    });
+    let opts = TimeOptions {
+        samples: per_round,
+        criu: Some(criu.clone()),
+        ..Default::default()
+    };
+    let mut row = Row {
+        name: case.name,
+        in_app: Column::default(),
+        delayed: Column::default(),
+        immediate: Column::default(),
+        driver: built.as_ref().map(|_| Column::default()),
+        capture_ms,
+        image_mib,
+    };
+    for _ in 0..rounds {
+        let r = measure_in_app(&InAppRequest {
+            command: case.command.clone(),
+            site: Some(case.site.into()),
+            call: case.call,
+            runs: per_round,
+            timeout: Some(Duration::from_secs(600)),
+        })
+        .unwrap_or_else(|e| fail(&e.to_string()));
+        row.in_app
+            .region_wall
+            .extend(r.samples_ns.iter().map(|&n| n as f64));
+        row.in_app
+            .region_cpu
+            .extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
+        row.in_app.cost_ms.push(r.run_wall_ms.median);
+        for (img, col) in [
+            (&delayed_img, &mut row.delayed),
+            (&immediate_img, &mut row.immediate),
+        ] {
+            let t = time_image(img, &opts).unwrap_or_else(|e| fail(&e.to_string()));
+            col.region_wall
+                .extend(t.samples_ns.iter().map(|&n| n as f64));
+            col.region_cpu
+                .extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
+            col.cost_ms.push(t.restore_wall_ms.median);
+        }
+        if let (Some((b, o)), Some(col)) = (&built, row.driver.as_mut()) {
+            let started = Instant::now();
+            let rep = b.run(o).unwrap_or_else(|e| fail(&e.to_string()));
+            col.cost_ms
+                .push(started.elapsed().as_secs_f64() * 1e3 / per_round as f64);
+            col.region_wall.extend(rep.samples_ns.iter().copied());
+        }
+    }
+    row
+}
+
+fn print_tables(rows: &[Row], n: usize) {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "tdg checkpoint bench: medians of {n} samples per cell, columns interleaved in rounds"
+    );
+    println!(
+        "machine load average (1/5/15 min): {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!();
+    println!("Cost of one timing sample (wall time, median), as in seed 003 Table 1");
+    println!(
+        "{:<34} {:>11} {:>13} {:>15} {:>15} {:>13} {:>8}",
+        "routine",
+        "whole run",
+        "delayed ckpt",
+        "immediate ckpt",
+        "default driver",
+        "capture once",
+        "image"
+    );
+    for r in rows {
+        let d = r
+            .driver
+            .as_ref()
+            .map(|c| format!("{:.1} ms", Column::med(&c.cost_ms)))
+            .unwrap_or_else(|| "n/a".into());
+        println!(
+            "{:<34} {:>8.1} ms {:>10.1} ms {:>12.1} ms {:>15} {:>10.1} ms {:>4.1} MiB",
+            r.name,
+            Column::med(&r.in_app.cost_ms),
+            Column::med(&r.delayed.cost_ms),
+            Column::med(&r.immediate.cost_ms),
+            d,
+            r.capture_ms,
+            r.image_mib
+        );
+    }
+    println!();
+    for (clock, pick) in [("wall", 0usize), ("CPU", 1usize)] {
+        println!("Region time, {clock} clock (median; ratio to the in-app median in parentheses)");
+        println!(
+            "{:<34} {:>12} {:>22} {:>22} {:>24}",
+            "routine", "in-app", "delayed ckpt", "immediate ckpt", "default driver (random)"
+        );
+        for r in rows {
+            let get = |c: &Column| {
+                Column::med(if pick == 0 {
+                    &c.region_wall
+                } else {
+                    &c.region_cpu
+                })
+            };
+            let base = get(&r.in_app);
+            let cell = |v: f64| format!("{} ({:.2}x)", human_ns(v), v / base);
+            let d = match (&r.driver, pick) {
+                (Some(c), 0) => cell(Column::med(&c.region_wall)),
+                (Some(_), _) => "(wall only)".into(),
+                (None, _) => "n/a".into(),
+            };
+            println!(
+                "{:<34} {:>12} {:>22} {:>22} {:>24}",
+                r.name,
+                human_ns(base),
+                cell(get(&r.delayed)),
+                cell(get(&r.immediate)),
+                d
+            );
+        }
+        println!();
+    }
+}
+
+fn build_datasens(dir: &Path) -> PathBuf {
+    let lib = checkpoint::write_host_library(&dir.join("hostlib")).expect("host library");
+    let cc = toolchain::CCompiler::find(None).unwrap_or_else(|e| fail(&e.to_string()));
+    let exe = dir.join("datasens");
+    checkpoint::build_with_host_library(
+        &cc,
+        &lib,
+        &[
+            Path::new(APPS).join("datasens.c"),
+            Path::new(APPS).join("isort.c"),
+        ],
+        &exe,
+        &["-O2"],
+    )
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    exe
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("bench-checkpoint: {msg}");
+    std::process::exit(1)
+}
