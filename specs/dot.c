@@ -1,13 +1,14 @@
-/* Dot product with two partial sums (breaks the add dependency chain). */
+/* Dot product with eight independent partial sums: enough parallel adds to
+ * keep up with the loads, so the kernel is limited by where X and Y come
+ * from (cache or memory), not by the add latency. */
 double ddot(const int N, const double *X, const double *Y)
 {
-    double s0 = 0.0, s1 = 0.0;
-    int i;
-    for (i = 0; i + 1 < N; i += 2) {
-        s0 += X[i] * Y[i];
-        s1 += X[i + 1] * Y[i + 1];
-    }
-    if (i < N)
-        s0 += X[i] * Y[i];
-    return s0 + s1;
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i, j;
+    for (i = 0; i + 8 <= N; i += 8)
+        for (j = 0; j < 8; j++)
+            s[j] += X[i + j] * Y[i + j];
+    for (; i < N; i++)
+        s[0] += X[i] * Y[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }

@@ -784,6 +784,11 @@ fn build_operand(
             other => other,
         })
     };
+    // Sizes must not change per call: validate against the fixed values
+    // even though the driver evaluates them at run time.
+    for d in &a.dims {
+        dim_c(d, NameStyle::Constant)?;
+    }
     let dims_rt: Vec<String> = a
         .dims
         .iter()
@@ -1048,7 +1053,16 @@ fn build_routine(spec: &Spec) -> RoutineModel {
         } else {
             ref_params.join(", ")
         };
-        format!("static {ret_ty} tdg_reference({rp})\n{{{}}}", b.text)
+        // The spec's body need not use every parameter; keep -Wextra quiet.
+        let unused: String = r
+            .params
+            .iter()
+            .map(|p| format!("    (void){};\n", p.name.name))
+            .collect();
+        format!(
+            "static {ret_ty} tdg_reference({rp})\n{{\n{unused}{}}}",
+            b.text
+        )
     });
     RoutineModel {
         name: r.name.name.clone(),
@@ -1075,8 +1089,8 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
                 let n = &p.name.name;
                 match operands.iter().find(|o| o.name == *n) {
                     Some(o) => format!("({}){}", o.param_c_type, op(n)),
-                    None if by_ref => format!("&{scal}.{n}"),
-                    None => format!("{scal}.{n}"),
+                    None if by_ref => format!("&{scal}{n}"),
+                    None => format!("{scal}{n}"),
                 }
             })
             .collect();
@@ -1090,8 +1104,8 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
             } else {
                 r.name.name.clone()
             },
-            "S",
-            &|n| format!("tdg_users_{n}[set]"),
+            "tdg_S.",
+            &|n| format!("tdg_users_{n}[tdg_set]"),
             fortran,
         ),
         dummy: make(
@@ -1100,7 +1114,7 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
             } else {
                 r.name.name.clone()
             },
-            "D",
+            "tdg_D->",
             &|n| format!("tdg_users_{n}[0]"),
             fortran,
         ),
@@ -1110,13 +1124,13 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
             } else {
                 r.name.name.clone()
             },
-            "V",
+            "tdg_V->",
             &|n| format!("tdg_vimp_{n}.user"),
             fortran,
         ),
         verify_ref: make(
             "tdg_reference",
-            "V",
+            "tdg_V->",
             &|n| format!("tdg_vref_{n}.user"),
             false,
         ),

@@ -1,0 +1,167 @@
+//! What the user sees when things go wrong: build failures, crashes,
+//! wrong results, bad input. Nothing may panic; every message says why.
+
+mod driver_support;
+use driver_gen::RunError;
+use driver_support::*;
+use std::process::Command;
+
+const AXPY: &str = r#"
+routine=void daxpy(const int N, const double alpha, const double* X, double* Y) {
+  for (int i = 0; i < N; i++) Y[i] += alpha * X[i];
+};
+init={
+  N=1000; alpha=RANDOM(-1, 1);
+  X=Vector(double, RANDOM, flush, N);
+  Y=Vector(double, RANDOM, flush, N);
+};
+returns(Y);
+"#;
+
+#[test]
+fn build_failure_shows_the_compilers_message() {
+    let e = try_build(
+        AXPY,
+        "void daxpy(int N) { return undeclared_thing; }\n",
+        &opts(),
+    )
+    .err()
+    .expect("must fail");
+    let msg = e.to_string();
+    assert!(matches!(e, RunError::ImplBuild { .. }), "{msg}");
+    assert!(msg.contains("undeclared_thing"), "{msg}");
+}
+
+#[test]
+fn segfault_is_reported_with_signal_and_phase() {
+    // Crashes on its third call: the warm-up and the probe succeed.
+    let imp = "static int n; void daxpy(const int N, const double a, const double *X, double *Y) { (void)N; (void)a; (void)X; (void)Y; if (++n == 3) *(volatile int *)0 = 1; }\n";
+    let kit = build(AXPY, imp, &opts());
+    let mut o = opts();
+    o.min_interval_ns = Some(0);
+    let e = kit.built.run(&o).err().expect("must crash");
+    let msg = e.to_string();
+    assert!(msg.contains("SIGSEGV"), "{msg}");
+    assert!(msg.contains("timing sample 1"), "{msg}");
+}
+
+#[test]
+fn sigfpe_in_the_warm_up_call_names_that_call() {
+    let imp = "volatile int zero; int q; void daxpy(const int N, const double a, const double *X, double *Y) { (void)a; (void)X; (void)Y; q = N / zero; }\n";
+    let kit = build(AXPY, imp, &opts());
+    match kit.built.run(&opts()) {
+        Err(RunError::Crashed {
+            signal_name, phase, ..
+        }) => {
+            assert_eq!(signal_name, "SIGFPE");
+            assert!(phase.contains("warm-up"), "{phase}");
+        }
+        other => panic!("expected a SIGFPE crash, got {other:?}"),
+    }
+}
+
+#[test]
+fn wrong_results_fail_verification_loudly() {
+    let wrong = "void daxpy(const int N, const double a, const double *X, double *Y) { int i; for (i = 0; i < N; i++) Y[i] += 2 * a * X[i]; }\n";
+    let kit = build(AXPY, wrong, &opts());
+    match kit.built.run(&opts()) {
+        Err(e @ RunError::VerificationFailed { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("Y["), "{msg}");
+            assert!(msg.contains("reference"), "{msg}");
+        }
+        other => panic!("expected a verification failure, got {other:?}"),
+    }
+    let right = "void daxpy(const int N, const double a, const double *X, double *Y) { int i; for (i = 0; i < N; i++) Y[i] += a * X[i]; }\n";
+    let kit = build(AXPY, right, &opts());
+    assert_eq!(kit.run(&opts()).verification.status, "passed");
+}
+
+#[test]
+fn wrong_return_value_fails_verification() {
+    let spec_src = r#"
+routine=double ddot(const int N, const double* X, const double* Y) {
+  double s = 0; for (int i = 0; i < N; i++) s += X[i] * Y[i]; return s;
+};
+init={ N=500; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };
+returns(ddot);
+"#;
+    let off_by_one = "double ddot(const int N, const double *X, const double *Y) { double s = 0; int i; for (i = 1; i < N; i++) s += X[i] * Y[i]; return s; }\n";
+    let kit = build(spec_src, off_by_one, &opts());
+    let e = kit.built.run(&opts()).err().expect("must fail");
+    assert!(e.to_string().contains("return value"), "{e}");
+}
+
+#[test]
+fn model_errors_say_what_to_do() {
+    let no_body = r#"
+routine=void f(const int N, double* Y);
+init={ N=10; Y=Vector(double, RANDOM, _, N); };
+returns(Y);
+"#;
+    // Parsed without spec-lang's checks: the model guards on its own.
+    let e = driver_gen::DriverModel::from_spec(
+        &spec_lang::parse(no_body, "t.spec").unwrap(),
+        &driver_gen::DriverConfig::new(driver_gen::machine_defaults()),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("routine body"), "{e}");
+
+    let ranged_size = r#"
+routine=void f(const int N, double* Y);
+init={ N=Range(10, 1); Y=Vector(double, RANDOM, _, N); };
+"#;
+    let e = driver_gen::DriverModel::from_spec(
+        &spec_lang::parse(ranged_size, "t.spec").unwrap(),
+        &driver_gen::DriverConfig::new(driver_gen::machine_defaults()),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sizes must be fixed"), "{e}");
+}
+
+fn tdg(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn cli_rejects_bad_input_with_one_clear_line() {
+    let (code, _, err) = tdg(&["run", "specs/dot.spec", "--impl", "no/such/kernel.c"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--impl") && err.contains("not found"), "{err}");
+    assert!(!err.contains("panicked"));
+
+    let (code, _, err) = tdg(&[
+        "run",
+        "specs/dot.spec",
+        "--impl",
+        "specs/dot.c",
+        "-D",
+        "9X=1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("NAME=VALUE"), "{err}");
+
+    let (code, _, err) = tdg(&["gen", "specs/missing.spec"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("missing.spec"), "{err}");
+
+    let (code, _, err) = tdg(&[
+        "run",
+        "specs/dot.spec",
+        "--impl",
+        "specs/dot.c",
+        "--flush-level",
+        "9",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no L9 cache"), "{err}");
+}

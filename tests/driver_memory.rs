@@ -1,0 +1,220 @@
+//! Allocation, page touching, instruction-load warm-up and overflow guard,
+//! each proven by what it changes.
+
+mod driver_support;
+use driver_gen::{machine_defaults, render, DriverConfig, DriverModel};
+use driver_support::*;
+use spec_lang::ast::FlushMethod;
+use std::process::Command;
+use std::time::Duration;
+use toolchain::{CCompiler, CompileJob};
+
+const HARNESS: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include "tdg_runtime.h"
+int main(void) {
+    static const size_t cases[][2] = {{8, 0}, {16, 0}, {64, 0}, {4096, 0}, {8, 16}, {8, 64}, {16, 64}, {32, 64}, {64, 128}, {24, 64}};
+    size_t c, i, bad_align = 0, bad_misalign = 0, total = 0;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t align = cases[c][0], misalign = cases[c][1];
+        for (i = 0; i < 2000; i++) {
+            size_t size = 1 + (i * 7919) % 5000;
+            unsigned char *p = tdg_amalloc(size, align, misalign);
+            if (p == NULL) return 1;
+            if ((size_t)p % align) bad_align++;
+            if (misalign && (size_t)p % misalign == 0) bad_misalign++;
+            memset(p, 0xab, size); /* the whole block is usable */
+            tdg_afree(p);
+            total++;
+        }
+    }
+    printf("total=%zu bad_align=%zu bad_misalign=%zu\n", total, bad_align, bad_misalign);
+    return 0;
+}
+"#;
+
+#[test]
+fn amalloc_aligns_and_misaligns_over_many_allocations() {
+    let model =
+        DriverModel::from_spec(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
+    let generated = render(&model, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    generated.write_to(dir.path()).unwrap();
+    std::fs::write(dir.path().join("harness.c"), HARNESS).unwrap();
+    let exe = dir.path().join("harness");
+    let cc = CCompiler::find(None).unwrap();
+    cc.compile(&CompileJob {
+        sources: vec![
+            dir.path().join("harness.c"),
+            dir.path().join("tdg_runtime.c"),
+        ],
+        output: exe.clone(),
+        // AddressSanitizer would catch a wrong afree or an overrun.
+        cflags: vec!["-std=c99".into(), "-O1".into(), "-fsanitize=address".into()],
+        link_args: vec!["-lm".into(), "-pthread".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let out = toolchain::run(&mut Command::new(&exe), Some(Duration::from_secs(60))).unwrap();
+    assert_eq!(out.stdout.trim(), "total=20000 bad_align=0 bad_misalign=0");
+}
+
+#[test]
+fn driver_operands_honour_align_and_misalign() {
+    let spec_src = r#"
+routine=double ddot(const int N, const double* X, const double* Y);
+init={
+  N=1000;
+  X=Vector(double, RANDOM, align(64), N);
+  Y=Vector(double, RANDOM, align(16)|misalign(64), N);
+};
+"#;
+    let kit = build(spec_src, &dot_impl(), &opts());
+    for _ in 0..5 {
+        let r = kit.run(&opts());
+        assert_eq!(r.operands[0].address % 64, 0);
+        assert_eq!(r.operands[1].address % 16, 0);
+        assert_ne!(r.operands[1].address % 64, 0);
+    }
+}
+
+/// Writes every element of a ZERO-filled (calloc'd, untouched) output.
+const WRITE_SPEC: &str = r#"
+routine=void fill(const int N, double* W);
+init={
+  N=Macro(NS, 1048576);
+  W=Vector(double, ZERO, _, N);
+};
+"#;
+const WRITE_IMPL: &str =
+    "void fill(const int N, double *W) { int i; for (i = 0; i < N; i++) W[i] = 1.0; }\n";
+
+#[test]
+fn touching_pages_keeps_page_faults_out_of_the_timing() {
+    let mut o = opts();
+    o.samples = Some(3);
+    o.min_interval_ns = Some(0);
+    o.flush = Some(FlushMethod::None);
+    o.dummy_call = false; // the warm-up call would also fault the pages in
+    o.overflow_guard = false;
+    let kit = build(WRITE_SPEC, WRITE_IMPL, &o);
+    let touched = kit.run(&o);
+    let mut lazy_o = o.clone();
+    lazy_o.touch_pages = false;
+    let lazy = kit.run(&lazy_o);
+    // 8 MiB = 2048 pages of 4 KiB, each faulting on first write.
+    eprintln!(
+        "page faults while timing: touched {}, untouched {}; first sample {:.0} vs {:.0} ns",
+        touched.page_faults_during_timing,
+        lazy.page_faults_during_timing,
+        touched.samples_ns[0],
+        lazy.samples_ns[0]
+    );
+    assert!(
+        touched.page_faults_during_timing < 64,
+        "{}",
+        touched.page_faults_during_timing
+    );
+    assert!(
+        lazy.page_faults_during_timing >= 1000,
+        "{}",
+        lazy.page_faults_during_timing
+    );
+    // (The faults land in the first timed call, the repetition probe, which
+    // is why the count, not the samples, is asserted on.)
+}
+
+#[test]
+fn untimed_warm_up_call_absorbs_the_first_call_cost() {
+    // The first call of this kernel costs ~5 ms extra (like loading its code).
+    let spec_src = "routine=void k(const int N);\ninit={ N=1; };\n";
+    let imp = r#"
+#define _GNU_SOURCE
+#include <time.h>
+static int first = 1;
+void k(const int N) {
+    (void)N;
+    if (first) {
+        struct timespec t0, t1;
+        first = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t1);
+        while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 5000000L);
+    }
+}
+"#;
+    let mut o = opts();
+    o.samples = Some(3);
+    let kit = build(spec_src, imp, &o);
+    let with = kit.run(&o);
+    let mut no = o.clone();
+    no.dummy_call = false;
+    let without = kit.run(&no);
+    eprintln!(
+        "R with warm-up {}, without {} (probe call paid the 5 ms first-call cost)",
+        with.reps_per_sample, without.reps_per_sample
+    );
+    // The first timed call is the repetition probe. Without the warm-up it
+    // pays the first-call cost, looks long, and the driver wrongly times a
+    // sub-microsecond routine one call at a time.
+    assert!(with.reps_per_sample > 1, "{}", with.reps_per_sample);
+    assert_eq!(without.reps_per_sample, 1);
+    assert!(with.dummy_call && !without.dummy_call);
+}
+
+#[test]
+fn warm_up_call_happens_before_any_flush() {
+    let kit = build(DOT_SPEC, &dot_impl(), &opts());
+    let out = Command::new(&kit.built.exe)
+        .args(["--json", "--samples=1"])
+        .env("TDG_TRACE_PHASES", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let pos = |needle: &str| {
+        err.find(needle)
+            .unwrap_or_else(|| panic!("no `{needle}` in {err}"))
+    };
+    assert!(pos("untimed warm-up call") < pos("preparing the cache flush"));
+    assert!(pos("preparing the cache flush") < pos("timing sample 1"));
+}
+
+/// y += alpha*x with x = 1e307: overflows after a handful of calls unless
+/// the guard flips alpha's sign or restores y.
+const ACC_SPEC: &str = r#"
+routine=void acc(const int N, const double alpha, const double* X, double* Y);
+init={
+  N=64; alpha=1;
+  X=Vector(double, CONST(1e307), _, N);
+  Y=Vector(double, ZERO, _, N);
+};
+"#;
+const ACC_IMPL: &str = "void acc(const int N, const double alpha, const double *X, double *Y) { int i; for (i = 0; i < N; i++) Y[i] += alpha * X[i]; }\n";
+
+#[test]
+fn overflow_guard_keeps_repeated_accumulation_finite() {
+    let mut o = opts();
+    o.flush = Some(FlushMethod::None);
+    let kit = build(ACC_SPEC, ACC_IMPL, &o);
+    // Many calls per sample on the same data: alpha alternation.
+    let guarded = kit.run(&o);
+    assert!(guarded.reps_per_sample > 20);
+    assert!(guarded.outputs_finite, "{:?}", guarded.warnings);
+    assert!(guarded.overflow_guard.contains("alpha"));
+    let mut off = o.clone();
+    off.overflow_guard = false;
+    let unguarded = kit.run(&off);
+    assert!(!unguarded.outputs_finite);
+    assert!(unguarded.warnings.iter().any(|w| w.contains("non-finite")));
+
+    // One call per sample: outputs restored before each sample.
+    let mut single = o.clone();
+    single.min_interval_ns = Some(0);
+    single.samples = Some(40);
+    let restored = kit.run(&single);
+    assert_eq!(restored.reps_per_sample, 1);
+    assert!(restored.outputs_finite);
+    single.overflow_guard = false;
+    assert!(!kit.run(&single).outputs_finite);
+}

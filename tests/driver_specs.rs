@@ -1,0 +1,216 @@
+//! Every spec in specs/ is generated, compiled warning-free (gcc and clang,
+//! -Wall -Wextra -Werror), run against its kernel in specs/*.c and verified.
+
+mod driver_support;
+use driver_gen::{machine_defaults, render, run_driver, DriverConfig, DriverModel};
+use driver_support::*;
+use std::path::PathBuf;
+use std::process::Command;
+use toolchain::{CCompiler, CompileJob};
+
+fn all_specs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo().join("specs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "spec"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5, "expected the example specs, found {v:?}");
+    v
+}
+
+#[test]
+fn every_spec_runs_and_verifies_against_its_kernel() {
+    for path in all_specs() {
+        let spec = spec_lang::load(&path).unwrap_or_else(|d| panic!("{d}"));
+        let imp = path.with_extension("c");
+        assert!(
+            imp.exists(),
+            "{} has no kernel {}",
+            path.display(),
+            imp.display()
+        );
+        let mut o = opts();
+        o.samples = Some(3);
+        let r = run_driver(&spec, &imp, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        eprintln!(
+            "{}: {:.0} ns/call, {} x{}, verification {}",
+            path.display(),
+            r.reported_ns,
+            r.mode,
+            r.reps_per_sample,
+            r.verification.status
+        );
+        assert!(r.reported_ns > 0.0);
+        assert_eq!(r.samples_ns.len(), 3);
+        let has_body = spec.routine.body.is_some();
+        let expected = if has_body { "passed" } else { "skipped" };
+        assert_eq!(r.verification.status, expected, "{}", path.display());
+        assert!(r.mflops_best.is_some(), "{}: flop formula", path.display());
+    }
+}
+
+#[test]
+fn generated_c_is_warning_free_under_gcc_and_clang() {
+    let mut compilers = vec!["gcc"];
+    if have("clang") {
+        compilers.push("clang");
+    } else {
+        eprintln!("clang not installed (scripts/setup.d/20-compilers.sh installs it): gcc only");
+    }
+    for path in all_specs() {
+        let spec = spec_lang::load(&path).unwrap();
+        let model = DriverModel::from_spec(&spec, &DriverConfig::new(machine_defaults())).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        render(&model, None).unwrap().write_to(dir.path()).unwrap();
+        for cc in &compilers {
+            let cc = CCompiler::find(Some(cc)).unwrap();
+            for src in ["driver.c", "tdg_runtime.c"] {
+                cc.compile(&CompileJob {
+                    sources: vec![dir.path().join(src)],
+                    output: dir.path().join(format!("{src}.{}.o", cc.program)),
+                    cflags: ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                    object_only: true,
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{} {src} with {}: {e}", path.display(), cc.program));
+            }
+        }
+    }
+}
+
+#[test]
+fn tdg_gen_writes_a_driver_that_builds_and_runs_without_tdg() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["gen", "specs/axpy.spec", "-o"])
+        .arg(dir.path())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["driver.c", "tdg_runtime.c", "tdg_runtime.h", "Makefile"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    let make = Command::new("make")
+        .arg("-s")
+        .arg(format!("IMPL={}", repo().join("specs/axpy.c").display()))
+        .arg("DEFS=-DNS=5000")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        make.status.success(),
+        "{}",
+        String::from_utf8_lossy(&make.stderr)
+    );
+    let run = Command::new(dir.path().join("driver"))
+        .args(["--samples=3", "--json"])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(v["verification"]["status"], "passed");
+    // -DNS=5000 resized it without regenerating: 2 operands x 5000 doubles.
+    assert_eq!(v["operands"][0]["bytes"], 40000);
+}
+
+#[test]
+fn templates_dir_overrides_the_built_in_templates() {
+    let tdir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("templates/driver.c.hbs")).unwrap();
+    std::fs::write(
+        tdir.path().join("driver.c.hbs"),
+        format!("/* site-local driver layout */\n{original}"),
+    )
+    .unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["gen", "specs/dot.spec", "--templates"])
+        .arg(tdir.path())
+        .arg("-o")
+        .arg(out_dir.path())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c = std::fs::read_to_string(out_dir.path().join("driver.c")).unwrap();
+    assert!(c.starts_with("/* site-local driver layout */"));
+    // Untouched templates still come from the binary.
+    assert!(out_dir.path().join("tdg_runtime.c").exists());
+}
+
+#[test]
+fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args([
+            "explain",
+            "specs/dot.spec",
+            "-D",
+            "NS=1000",
+            "--flush-kb",
+            "512",
+        ])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("8000 bytes"), "{text}");
+    assert!(text.contains("aligned to 64 bytes"), "{text}");
+    assert!(text.contains("512 KiB"), "{text}");
+    assert!(text.contains("out of cache"), "{text}");
+}
+
+#[test]
+fn run_prints_table_json_and_csv() {
+    let base = [
+        "run",
+        "specs/dot.spec",
+        "--impl",
+        "specs/dot.c",
+        "-D",
+        "NS=2000",
+        "--samples",
+        "3",
+    ];
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+            .args(base)
+            .args(extra)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let table = run(&[]);
+    assert!(
+        table.contains("reported") && table.contains("MFLOPS"),
+        "{table}"
+    );
+    let json: driver_gen::RunReport = serde_json::from_str(&run(&["--json"])).unwrap();
+    assert_eq!(json.samples_ns.len(), 3);
+    assert!(json.stats.min <= json.stats.median && json.stats.median <= json.stats.max);
+    let csv = run(&["--csv"]);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("routine,"));
+    let sweep = run(&["--flush-kb", "0,1024"]);
+    assert!(sweep.contains("flush KiB"), "{sweep}");
+}

@@ -1,0 +1,284 @@
+//! Timers, repetitions below resolution, per-call scalars, flop counts.
+
+mod driver_support;
+use driver_support::*;
+use spec_lang::ast::{FlushMethod, TimerMethod};
+
+#[test]
+fn routine_below_resolution_gets_repetitions_and_a_stable_figure() {
+    let tiny = DOT_SPEC.replace("Macro(NS, 16384)", "Macro(NS, 64)");
+    let o = opts();
+    let kit = build(&tiny, &dot_impl(), &o);
+    let runs: Vec<_> = (0..3).map(|_| kit.run(&o)).collect();
+    for r in &runs {
+        assert!(r.reps_per_sample > 1, "R = {}", r.reps_per_sample);
+        assert_eq!(r.mode, "self-flushing");
+        // Each sample's interval really reached the minimum interval.
+        assert!(r.stats.min * r.reps_per_sample as f64 >= 0.5 * r.min_interval_ns as f64);
+    }
+    let figs: Vec<f64> = runs.iter().map(|r| r.reported_ns).collect();
+    let (lo, hi) = figs
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), x| (a.min(*x), b.max(*x)));
+    eprintln!("per-call figures over 3 runs: {figs:?}");
+    assert!(hi <= 1.5 * lo, "unstable per-call figure: {figs:?}");
+}
+
+/// Records each distinct X/Y pointer the kernel receives; prints at exit.
+const RECORDING_DOT: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+static const void *seen_x[8192], *seen_y[8192];
+static int nx, ny, registered;
+static void note(const void **seen, int *n, const void *p) {
+    int i;
+    for (i = 0; i < *n; i++) if (seen[i] == p) return;
+    if (*n < 8192) seen[(*n)++] = p;
+}
+static void report(void) {
+    int i, mis = 0, al = 0;
+    for (i = 0; i < nx; i++) al += ((size_t)seen_x[i] % 64) != 0;
+    for (i = 0; i < ny; i++) mis += ((size_t)seen_y[i] % 64) == 0;
+    fprintf(stderr, "distinct_x=%d distinct_y=%d x_not_64_aligned=%d y_64_aligned=%d\n", nx, ny, al, mis);
+}
+double ddot(const int N, const double *X, const double *Y) {
+    double s = 0.0; int i;
+    if (!registered) { registered = 1; atexit(report); }
+    note(seen_x, &nx, X); note(seen_y, &ny, Y);
+    for (i = 0; i < N; i++) s += X[i] * Y[i];
+    return s;
+}
+"#;
+
+fn counts(stderr: &str) -> (usize, usize, usize, usize) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("distinct_x="))
+        .unwrap_or_else(|| panic!("no report in {stderr}"));
+    let v: Vec<usize> = line
+        .split_whitespace()
+        .map(|kv| kv.split('=').nth(1).unwrap().parse().unwrap())
+        .collect();
+    (v[0], v[1], v[2], v[3])
+}
+
+#[test]
+fn self_flushing_working_sets_really_rotate_and_keep_alignment() {
+    // X flushed and 64-aligned; Y warm and never 64-aligned.
+    let spec_src = r#"
+routine=double ddot(const int N, const double* X, const double* Y);
+init={
+  N=Macro(NS, 256);
+  X=Vector(double, RANDOM, flush|align(64), N);
+  Y=Vector(double, RANDOM, warm|align(8)|misalign(64), N);
+};
+"#;
+    let o = opts();
+    let kit = build(spec_src, RECORDING_DOT, &o);
+    let (stdout, stderr) = kit.run_raw(&["--json", "--samples=3", "--flush-kib=1024"]);
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let (dx, dy, x_bad, y_bad) = counts(&stderr);
+    eprintln!(
+        "mode {} R {} sets {}: distinct X {dx}, Y {dy}",
+        r["mode"], r["reps"], r["working_sets"]
+    );
+    assert_eq!(r["mode"], "self-flushing");
+    let sets = r["working_sets"].as_u64().unwrap() as usize;
+    assert!(
+        dx >= sets.min(8),
+        "X should visit many working sets, saw {dx} of {sets}"
+    );
+    assert_eq!(dy, 1, "a warm operand never advances");
+    assert_eq!(x_bad, 0, "every X copy must be 64-byte aligned");
+    assert_eq!(y_bad, 0, "no Y copy may be 64-byte aligned");
+
+    // Without flushing nothing rotates.
+    let (_, stderr) = kit.run_raw(&["--json", "--samples=3", "--flush=none"]);
+    let (dx, dy, _, _) = counts(&stderr);
+    assert_eq!((dx, dy), (1, 1));
+}
+
+#[test]
+fn empty_routine_costs_a_small_multiple_of_the_serialised_tsc_read() {
+    let spec_src = r#"
+routine=void nothing(const int N);
+init={ N=1; };
+"#;
+    let kit = build(
+        spec_src,
+        "void nothing(const int N) { (void)N; }\n",
+        &opts(),
+    );
+    let mut o = opts();
+    o.timer = Some(TimerMethod::Cycle);
+    o.min_interval_ns = Some(0);
+    // No flush: a cache flush before a single call also evicts the call's
+    // own code and stack, which is a real cost but not the timer's.
+    o.flush = Some(FlushMethod::None);
+    let single = kit.run(&o);
+    let ovh = single.timer_overhead_ns;
+    eprintln!(
+        "TSC pair overhead {ovh:.1} ns; empty call single {:.1} ns",
+        single.reported_ns
+    );
+    assert!(
+        ovh > 0.5 && ovh < 500.0,
+        "implausible serialised TSC cost {ovh}"
+    );
+    assert_eq!(single.reps_per_sample, 1);
+    assert!(single.reported_ns >= 0.0);
+    assert!(
+        single.reported_ns <= 3.0 * ovh,
+        "{} vs overhead {ovh}",
+        single.reported_ns
+    );
+    let repeated = kit.run(&opts());
+    assert!(repeated.reps_per_sample > 1);
+    assert!(repeated.reported_ns <= 3.0 * ovh);
+    assert_eq!(repeated.timer, "cycle");
+    assert!(repeated.tsc_hz.unwrap() > 1e8);
+}
+
+#[test]
+fn cpu_time_excludes_sleep_and_reports_the_median() {
+    let spec_src = r#"
+routine=void nap(const int us);
+init={ us=3000; };
+"#;
+    let imp = "#define _GNU_SOURCE\n#include <time.h>\nvoid nap(const int us) { struct timespec t = {0, us * 1000L}; nanosleep(&t, 0); }\n";
+    let kit = build(spec_src, imp, &opts());
+    let mut o = opts();
+    o.samples = Some(3);
+    o.flush = Some(FlushMethod::None);
+    o.timer = Some(TimerMethod::Wall);
+    let wall = kit.run(&o);
+    o.timer = Some(TimerMethod::Cpu);
+    let cpu = kit.run(&o);
+    eprintln!(
+        "wall {:.0} ns, cpu {:.0} ns",
+        wall.reported_ns, cpu.reported_ns
+    );
+    assert!(wall.reported_ns >= 2.5e6);
+    assert!(cpu.reported_ns < 1.0e6, "CPU time must not count sleeping");
+    assert_eq!(cpu.selection, "median");
+    assert_eq!(wall.selection, "min");
+    assert!(cpu.reported_why.contains("median"));
+}
+
+#[test]
+fn cycle_timer_agrees_with_the_wall_clock() {
+    // A fixed amount of arithmetic: cycle and wall timers must agree once
+    // cycles are converted with the calibrated TSC rate.
+    let spec_src = r#"
+routine=double spin(const int n);
+init={ n=300000; };
+"#;
+    let imp = "double spin(const int n) { volatile double x = 1.0; int i; for (i = 0; i < n; i++) x = x * 1.0000001; return x; }\n";
+    let kit = build(spec_src, imp, &opts());
+    let mut o = opts();
+    o.flush = Some(FlushMethod::None);
+    o.timer = Some(TimerMethod::Cycle);
+    let cyc = kit.min_of(&o, 3);
+    o.timer = Some(TimerMethod::Wall);
+    let wall = kit.min_of(&o, 3);
+    eprintln!("cycle {cyc:.0} ns, wall {wall:.0} ns");
+    assert!((cyc / wall - 1.0).abs() < 0.2, "cycle {cyc} vs wall {wall}");
+}
+
+#[test]
+fn flop_count_is_computed_in_double_for_large_sizes() {
+    // 2*M*N*K + M*N at 3000^3 overflows 32-bit int arithmetic.
+    let gemm = std::fs::read_to_string(spec_path("gemm.spec")).unwrap();
+    let mut o = opts();
+    o.defines = vec![
+        ("MS".into(), "3000".into()),
+        ("NS".into(), "3000".into()),
+        ("KS".into(), "3000".into()),
+    ];
+    let imp = std::fs::read_to_string(spec_path("gemm.c")).unwrap();
+    let kit = build(&gemm, &imp, &o);
+    let (stdout, _) = kit.run_raw(&["--describe"]);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["flops_per_call"].as_f64().unwrap(), 2.0 * 27e9 + 9e6);
+    assert_eq!(v["operands"][0]["bytes"].as_u64().unwrap(), 3000 * 3000 * 8);
+}
+
+#[test]
+fn mflops_best_and_average_follow_from_min_and_mean() {
+    let o = opts();
+    let kit = build(DOT_SPEC, &dot_impl(), &o);
+    let r = kit.run(&o);
+    let flops = r.flops_per_call.unwrap();
+    assert_eq!(flops, 2.0 * 16384.0);
+    let best = r.mflops_best.unwrap();
+    let avg = r.mflops_avg.unwrap();
+    assert!((best - flops / r.stats.min * 1e3).abs() < 1e-6 * best);
+    assert!((avg - flops / r.stats.mean * 1e3).abs() < 1e-6 * avg);
+    assert!(best >= avg);
+    assert_eq!(r.samples_ns.len(), 5);
+}
+
+#[test]
+fn range_and_random_scalars_change_per_call_as_specified() {
+    let spec_src = r#"
+routine=void probe(const int k, const int r);
+init={ k=Range(5, 3); r=RANDOM(10, 20); };
+"#;
+    let imp = r#"
+#include <stdio.h>
+#include <stdlib.h>
+static int ks[64], rs[64], n, reg;
+static void dump(void) { int i; fprintf(stderr, "calls"); for (i = 0; i < n; i++) fprintf(stderr, " %d:%d", ks[i], rs[i]); fprintf(stderr, "\n"); }
+void probe(const int k, const int r) {
+    if (!reg) { reg = 1; atexit(dump); }
+    if (n < 64) { ks[n] = k; rs[n] = r; n++; }
+}
+"#;
+    let kit = build(spec_src, imp, &opts());
+    let (_, stderr) = kit.run_raw(&[
+        "--json",
+        "--min-interval-ns=0",
+        "--samples=10",
+        "--flush=none",
+    ]);
+    let line = stderr.lines().find(|l| l.starts_with("calls")).unwrap();
+    let pairs: Vec<(i64, i64)> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|p| {
+            let (a, b) = p.split_once(':').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    // Call 0 is the untimed warm-up (it does not advance the Range); the
+    // timed calls then see 5, 8, 11, ...
+    assert!(pairs.len() >= 11, "{line}");
+    for (i, (k, _)) in pairs[1..].iter().enumerate() {
+        assert_eq!(*k, 5 + 3 * i as i64, "{line}");
+    }
+    assert!(pairs.iter().all(|(_, r)| (10..=20).contains(r)), "{line}");
+    let first = pairs[1].1;
+    assert!(
+        pairs[1..].iter().any(|(_, r)| *r != first),
+        "RANDOM never changed: {line}"
+    );
+}
+
+#[test]
+fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
+    let mut o = opts();
+    o.min_interval_ns = Some(0);
+    let kit = build(DOT_SPEC, &dot_impl(), &o);
+    let unpinned = kit.run(&o);
+    assert!(unpinned.warnings.iter().any(|w| w.contains("not pinned")));
+    let cpu = std::thread::available_parallelism().unwrap().get() as u32 - 1;
+    o.pin_cpu = Some(cpu);
+    let pinned = kit.run(&o);
+    assert!(
+        pinned.sample_cpus.iter().all(|c| *c == cpu as i32),
+        "{:?}",
+        pinned.sample_cpus
+    );
+    assert!(!pinned.warnings.iter().any(|w| w.contains("not pinned")));
+    assert_eq!(pinned.pinned_cpu, Some(cpu as i32));
+}
