@@ -20,7 +20,7 @@ pub use measure::{measure, ProbeOptions};
 
 /// Bumped when the result layout or the methods change, so stale cache
 /// files are re-measured instead of misread.
-pub const RESULT_VERSION: u32 = 1;
+pub const RESULT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -112,6 +112,24 @@ pub struct LineSize {
     pub documented_bytes: Option<u64>,
 }
 
+/// How large a read-flush must be to push a warm operand out of every
+/// cache level, measured rather than assumed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlushProbe {
+    /// Size of the operand that is warmed, flushed and re-read.
+    pub operand_bytes: u64,
+    /// ns per access re-reading the operand without a flush.
+    pub warm_ns: f64,
+    /// ns per access after the largest flush tried (memory latency).
+    pub cold_ns: f64,
+    /// x = flush bytes, ns = per-access time of the pass after that flush.
+    pub curve: Vec<CurvePoint>,
+    /// Smallest flush after which the pass costs at least 90% of the way
+    /// from warm to cold (and every larger flush does too); `None` when
+    /// flushing made no measurable difference.
+    pub sufficient_bytes: Option<u64>,
+}
+
 /// Everything `tdg probe` measures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeResult {
@@ -133,7 +151,12 @@ pub struct ProbeResult {
     pub cache_curve_huge_pages: bool,
     pub cache_curve: Vec<CurvePoint>,
     pub tlb_curve: Vec<CurvePoint>,
+    pub flush: Option<FlushProbe>,
     pub documented_caches: Vec<DocumentedCache>,
+    /// 1-minute load average and CPU count when the probe started: other
+    /// work shares the caches and shrinks the effective sizes.
+    pub load_average: Option<f64>,
+    pub cpus: u32,
 }
 
 impl ProbeResult {
@@ -177,6 +200,11 @@ impl ProbeResult {
             Some(m) if m.min_interval_ns <= 2.0 * best.min_interval_ns => m,
             _ => best,
         })
+    }
+    /// Was the machine busy enough while probing to distort the results?
+    pub fn was_busy(&self) -> bool {
+        self.load_average
+            .is_some_and(|l| l > 0.75 * f64::from(self.cpus.max(1)))
     }
     /// Minimum interval a driver should time per sample, in seconds.
     pub fn recommended_min_interval_s(&self) -> f64 {
@@ -335,7 +363,10 @@ mod tests {
             cache_curve_huge_pages: true,
             cache_curve: curve,
             tlb_curve: vec![],
+            flush: None,
             documented_caches: vec![],
+            load_average: Some(0.1),
+            cpus: 2,
         }
     }
 

@@ -4,8 +4,8 @@ use crate::csource::{microbench_source, timers, MicrobenchParams};
 use crate::documented::{self, DocumentedCache};
 use crate::stats::{enforce_monotonic, fits_quality_threshold, plateaus, relative_steps};
 use crate::{
-    CacheLevel, CurvePoint, LineSize, ProbeError, ProbeResult, TimerInfo, TlbLevel, TscInfo,
-    RESULT_VERSION,
+    CacheLevel, CurvePoint, FlushProbe, LineSize, ProbeError, ProbeResult, TimerInfo, TlbLevel,
+    TscInfo, RESULT_VERSION,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -109,6 +109,10 @@ pub fn measure(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ProbeResult, ProbeError> {
     let started = Instant::now();
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let documented_caches = documented::caches_from_sysfs(&opts.sysfs_cpu_dir);
     let doc_data = documented::data_caches(&documented_caches);
     let page = documented::page_size();
@@ -141,6 +145,9 @@ pub fn measure(
     progress("TLB levels");
     let (tlb, tlb_curve) = measure_tlb(&bench, page, line.bytes, &caches)?;
 
+    progress("flush size that evicts a warm operand");
+    let flush = measure_flush(&bench, page, line.bytes, &caches, &doc_data)?;
+
     Ok(ProbeResult {
         version: RESULT_VERSION,
         cpu_model: documented::cpu_model(),
@@ -158,7 +165,10 @@ pub fn measure(
         cache_curve_huge_pages: huge,
         cache_curve,
         tlb_curve,
+        flush: Some(flush),
         documented_caches,
+        load_average,
+        cpus,
     })
 }
 
@@ -477,6 +487,92 @@ fn measure_tlb(
     Ok((tlb, curve))
 }
 
+/// Share of the warm-to-cold gap a flush must close to count as sufficient.
+const FLUSH_SUFFICIENT: f64 = 0.9;
+
+fn measure_flush(
+    bench: &Microbench,
+    page: u64,
+    line: u64,
+    caches: &[CacheLevel],
+    doc: &[DocumentedCache],
+) -> Result<FlushProbe, ProbeError> {
+    // An operand that sits in L2 (and so in any inclusive or victim L3).
+    let l2 = caches.get(1).map_or(256 << 10, |c| c.effective_bytes);
+    let operand = (l2 / 4).clamp(16 << 10, 256 << 10) / line * line;
+    // From the operand's own size to 8x the larger of the documented and
+    // effective last-level caches, so the far end is surely cold: caches
+    // that protect reused lines from streaming traffic need far more than
+    // their capacity (measured: several times the LLC on an AMD EPYC VM).
+    let llc = doc
+        .last()
+        .map(|c| c.size_bytes)
+        .into_iter()
+        .chain(caches.last().map(|c| c.effective_bytes))
+        .max()
+        .unwrap_or(32 << 20);
+    let sizes = geometric_sweep(operand, (8 * llc).min(1 << 30), 2, line);
+    let mut args = vec![
+        "flush".to_string(),
+        operand.to_string(),
+        line.to_string(),
+        page.to_string(),
+    ];
+    args.extend(sizes.iter().map(u64::to_string));
+    let rows = bench.run(&args)?;
+    let mut warm = None;
+    let mut raw = Vec::new();
+    for r in &rows {
+        if r.first().map(String::as_str) == Some("warm") {
+            warm = Some(num("flush", r, 1)?);
+        } else {
+            raw.push((num::<u64>("flush", r, 0)?, num::<f64>("flush", r, 1)?));
+        }
+    }
+    let (Some(warm_ns), Some(&(_, cold_ns))) = (warm, raw.last()) else {
+        return Err(ProbeError::Output {
+            mode: "flush".into(),
+            line: rows
+                .iter()
+                .map(|r| r.join(" "))
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    };
+    let mono = enforce_monotonic(&raw.iter().map(|p| p.1).collect::<Vec<_>>());
+    Ok(FlushProbe {
+        operand_bytes: operand,
+        warm_ns,
+        cold_ns,
+        sufficient_bytes: sufficient_flush(
+            &raw.iter().map(|p| p.0).collect::<Vec<_>>(),
+            &mono,
+            warm_ns,
+        ),
+        curve: raw
+            .iter()
+            .zip(&mono)
+            .map(|(p, &m)| CurvePoint {
+                x: p.0,
+                ns: p.1,
+                ns_monotonic: m,
+            })
+            .collect(),
+    })
+}
+
+/// Smallest flush size whose (monotonic) latency closes
+/// [`FLUSH_SUFFICIENT`] of the gap between warm and the coldest point;
+/// `None` when the flush changes the latency by less than a quarter.
+fn sufficient_flush(sizes: &[u64], mono: &[f64], warm: f64) -> Option<u64> {
+    let cold = *mono.last()?;
+    if cold < 1.25 * warm {
+        return None;
+    }
+    let bar = warm + FLUSH_SUFFICIENT * (cold - warm);
+    mono.iter().position(|&y| y >= bar).map(|i| sizes[i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +585,19 @@ mod tests {
         assert_eq!(s.len(), 17);
         assert!(s.iter().all(|v| v % 64 == 0));
         assert!(s.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn sufficient_flush_is_the_first_size_near_cold() {
+        let sizes = [1, 2, 4, 8, 16];
+        assert_eq!(
+            sufficient_flush(&sizes, &[3.0, 5.0, 40.0, 78.0, 80.0], 2.0),
+            Some(8)
+        );
+        assert_eq!(
+            sufficient_flush(&sizes, &[2.0, 2.0, 2.1, 2.2, 2.2], 2.0),
+            None
+        );
     }
 
     #[test]

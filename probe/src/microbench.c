@@ -119,21 +119,25 @@ static int reps_for(size_t elements)
     return elements > ((size_t)1 << 16) ? TDG_REPS_LARGE : TDG_REPS;
 }
 
-/* Cache curve: one element per `stride` bytes; pages are visited in random
- * order and every line of a page is visited (in random order) before the
- * next page, so a TLB miss is amortised over page/stride cache misses. */
-static double chase_latency(size_t bytes, size_t stride, size_t page, long *thp_kb)
+/* A pointer chain through a buffer: one element per `stride` bytes; pages
+ * are visited in random order and every line of a page is visited (in
+ * random order) before the next page, so a TLB miss is amortised over
+ * page/stride cache misses. */
+struct chain {
+    char *buf;
+    void **first;
+    size_t n;
+};
+
+static struct chain build_chain(size_t bytes, size_t stride, size_t page, enum page_policy policy)
 {
     size_t per_page = page / stride, pages, n = bytes / stride, i, k = 0;
     size_t *page_order, *line_order, *order;
-    char *buf;
-    void **first;
-    double t;
+    struct chain c;
     if (n < 2)
         n = 2;
     pages = (n + per_page - 1) / per_page;
-    buf = alloc_buffer(pages * page, PAGES_HUGE);
-    *thp_kb = huge_kb();
+    c.buf = alloc_buffer(pages * page, policy);
     page_order = malloc(pages * sizeof *page_order);
     line_order = malloc(per_page * sizeof *line_order);
     order = malloc(n * sizeof *order);
@@ -156,15 +160,49 @@ static double chase_latency(size_t bytes, size_t stride, size_t page, long *thp_
             order[k++] = page_order[i] * page + line_order[j] * stride;
     }
     for (i = 0; i < n; i++)
-        *(void **)(buf + order[i]) = buf + order[(i + 1) % n];
-    first = (void **)(buf + order[0]);
-    time_chase(first, n * 2); /* warm: bring the buffer into the cache */
-    t = min_of_reps(first, accesses_for(n), reps_for(n));
+        *(void **)(c.buf + order[i]) = c.buf + order[(i + 1) % n];
+    c.first = (void **)(c.buf + order[0]);
+    c.n = n;
     free(order);
     free(line_order);
     free(page_order);
-    free(buf);
+    return c;
+}
+
+/* Cache curve point: ns per access over a warm buffer of `bytes`. */
+static double chase_latency(size_t bytes, size_t stride, size_t page, long *thp_kb)
+{
+    struct chain c = build_chain(bytes, stride, page, PAGES_HUGE);
+    double t;
+    *thp_kb = huge_kb();
+    time_chase(c.first, c.n * 2); /* warm: bring the buffer into the cache */
+    t = min_of_reps(c.first, accesses_for(c.n), reps_for(c.n));
+    free(c.buf);
     return t;
+}
+
+/* Flush sufficiency: an operand is made warm, a flush buffer of `bytes` is
+ * read one word per line (as the drivers' read-flush does), then one pass
+ * over the operand is timed. Enough flush makes that pass run at memory
+ * latency. The minimum over repetitions keeps the most-cached outcome, so
+ * a flush is only called sufficient when it evicts every time. */
+static double after_flush_latency(struct chain *op, const char *flush, size_t bytes, size_t line, int reps)
+{
+    double best = 1e300;
+    int r;
+    for (r = 0; r < reps; r++) {
+        uintptr_t s = 0;
+        size_t i;
+        double t;
+        time_chase(op->first, op->n * 2);
+        for (i = 0; i < bytes; i += line)
+            s += *(const volatile uintptr_t *)(flush + i);
+        chase_sink += s;
+        t = time_chase(op->first, op->n);
+        if (t < best)
+            best = t;
+    }
+    return best;
 }
 
 /* Line size: pairs of accesses, the first to a random 512-byte-aligned slot
@@ -289,6 +327,24 @@ int main(int argc, char **argv)
             size_t pages = strtoull(argv[i], NULL, 10);
             printf("%zu %.6g\n", pages, tlb_latency(pages, page, line));
         }
+    } else if (strcmp(argv[1], "flush") == 0 && argc >= 7) {
+        /* flush OPERAND_BYTES LINE PAGE FLUSH_BYTES... (ascending) */
+        size_t op_bytes = strtoull(argv[2], NULL, 10), line = strtoull(argv[3], NULL, 10);
+        size_t page = strtoull(argv[4], NULL, 10), max_flush = 0;
+        struct chain op = build_chain(op_bytes, line, page, PAGES_HUGE);
+        char *flush;
+        for (i = 5; i < argc; i++)
+            if (strtoull(argv[i], NULL, 10) > max_flush)
+                max_flush = strtoull(argv[i], NULL, 10);
+        flush = alloc_buffer(max_flush, PAGES_DEFAULT);
+        time_chase(op.first, op.n * 2);
+        printf("warm %.6g\n", min_of_reps(op.first, op.n, TDG_REPS));
+        for (i = 5; i < argc; i++) {
+            size_t bytes = strtoull(argv[i], NULL, 10);
+            printf("%zu %.6g\n", bytes, after_flush_latency(&op, flush, bytes, line, TDG_REPS_LARGE));
+        }
+        free(flush);
+        free(op.buf);
     } else if (strcmp(argv[1], "timers") == 0) {
         for (i = 0; i < TDG_TIMER_COUNT; i++)
             measure_timer(i);

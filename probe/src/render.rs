@@ -29,6 +29,15 @@ pub fn table(r: &ProbeResult) -> String {
     let mut s = String::new();
     let doc = |d: Option<u64>| d.map_or("-".to_string(), bytes);
     let _ = writeln!(s, "{} (probed in {:.1} s)", r.cpu_model, r.duration_s);
+    if r.was_busy() {
+        let _ = writeln!(
+            s,
+            "warning: load average {:.1} on {} CPUs while probing: other work shared the caches, so the \
+             effective sizes below are smaller and noisier than on an idle machine; `tdg probe --force` when idle",
+            r.load_average.unwrap_or(0.0),
+            r.cpus
+        );
+    }
     let _ = writeln!(
         s,
         "\n{:<24} {:>12} {:>12} {:>10}",
@@ -129,9 +138,28 @@ pub fn table(r: &ProbeResult) -> String {
             t.measured_ghz
         );
     }
+    if let Some(f) = &r.flush {
+        let _ = writeln!(
+            s,
+            "\nread-flush needed to evict a warm {} operand (warm {}, cold {}):",
+            bytes(f.operand_bytes),
+            ns(f.warm_ns),
+            ns(f.cold_ns)
+        );
+        let row: Vec<String> = f
+            .curve
+            .iter()
+            .map(|p| format!("{} {}", bytes(p.x), ns(p.ns_monotonic)))
+            .collect();
+        let _ = writeln!(s, "  {}", row.join(" | "));
+    }
+    let why = match r.flush.as_ref().and_then(|f| f.sufficient_bytes) {
+        Some(_) => "smallest flush reaching 90% of cold",
+        None => "2 x effective LLC",
+    };
     let _ = writeln!(
         s,
-        "\nfor timing drivers: flush {} (2 x effective LLC), time at least {} per sample ({})",
+        "\nfor timing drivers: flush {} ({why}), time at least {} per sample ({})",
         bytes(r.recommended_flush_bytes()),
         ns(r.recommended_min_interval_s() * 1e9),
         r.recommended_timer().map_or("-", |t| t.name.as_str())

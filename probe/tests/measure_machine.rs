@@ -122,3 +122,22 @@ fn tsc_frequency_matches_the_documented_one() {
 fn probe_finishes_within_a_minute() {
     assert!(probed().duration_s < 60.0, "{} s", probed().duration_s);
 }
+
+#[test]
+fn a_small_flush_leaves_the_operand_cached_and_the_recommended_one_evicts_it() {
+    let r = probed();
+    let f = r.flush.as_ref().expect("flush probe ran");
+    let smallest = f.curve.first().unwrap();
+    // Reading only as much as the operand leaves it in the outer caches.
+    assert!(smallest.ns < 0.5 * f.cold_ns, "{f:?}");
+    let rec = r.recommended_flush_bytes();
+    assert!(
+        rec > r.caches[1].effective_bytes,
+        "a flush must exceed L2: {rec}"
+    );
+    if f.sufficient_bytes.is_some() {
+        let at = f.curve.iter().find(|p| p.x >= rec).unwrap();
+        // After the recommended flush the operand comes from memory again.
+        assert!(at.ns > 3.0 * f.warm_ns, "{at:?} vs warm {}", f.warm_ns);
+    }
+}
