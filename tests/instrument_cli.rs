@@ -28,16 +28,25 @@ fn bad_inputs_get_one_line_errors_with_a_way_out() {
     std::fs::write(d.join("junk.tdgp"), "this is not a profile at all").unwrap();
 
     let e = one_error_line(&tdg(&["profile", "report", "missing.tdgp"], d));
-    assert!(e.contains("missing.tdgp") && e.contains("No such file"), "{e}");
+    assert!(
+        e.contains("missing.tdgp") && e.contains("No such file"),
+        "{e}"
+    );
     let e = one_error_line(&tdg(&["profile", "report", "junk.tdgp"], d));
-    assert!(e.contains("not a tdg profile") && e.contains("tdg profile"), "{e}");
+    assert!(
+        e.contains("not a tdg profile") && e.contains("tdg profile"),
+        "{e}"
+    );
     let e = one_error_line(&tdg(&["profile"], d));
     assert!(e.contains("after `--`"), "{e}");
     let e = one_error_line(&tdg(&["profile", "--", "/nonexistent/program"], d));
     assert!(e.contains("could not be started"), "{e}");
     // A program that never calls a profiled routine: say why nothing came.
     let e = one_error_line(&tdg(&["profile", "--", "true"], d));
-    assert!(e.contains("recorded no profiled call") && e.contains("TDG_PROFILE"), "{e}");
+    assert!(
+        e.contains("recorded no profiled call") && e.contains("TDG_PROFILE"),
+        "{e}"
+    );
 
     std::fs::write(
         d.join("opaque.spec"),
@@ -58,8 +67,16 @@ fn runtime_only_output_builds_a_marker_program_that_tdg_profile_collects() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let out = tdg(&["instrument", "--runtime-only", "-o", "rt"], d);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in ["tdg_instrument.h", "libtdg_instrument.a", "libtdg_instrument.so"] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "tdg_instrument.h",
+        "libtdg_instrument.a",
+        "libtdg_instrument.so",
+    ] {
         assert!(d.join("rt").join(f).is_file(), "{f}");
     }
     // A `static` routine: only the markers can see it.
@@ -77,18 +94,36 @@ int main(void) {
     )
     .unwrap();
     let st = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-Irt", "app.c", "rt/libtdg_instrument.a", "-lpthread", "-o", "app"])
+        .args([
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Irt",
+            "app.c",
+            "rt/libtdg_instrument.a",
+            "-lpthread",
+            "-o",
+            "app",
+        ])
         .current_dir(d)
         .status()
         .unwrap();
     assert!(st.success());
     let out = tdg(&["profile", "-o", "poly.tdgp", "--", "./app"], d);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rep = tdg(&["profile", "report", "poly.tdgp"], d);
     let text = String::from_utf8_lossy(&rep.stdout);
     assert!(text.contains("500 calls"), "{text}");
     assert!(text.contains("n=32") && text.contains("n=8"), "{text}");
     // Exit status of the profiled program is passed through.
-    let out = tdg(&["profile", "-o", "x.tdgp", "--", "sh", "-c", "./app; exit 3"], d);
+    let out = tdg(
+        &["profile", "-o", "x.tdgp", "--", "sh", "-c", "./app; exit 3"],
+        d,
+    );
     assert_eq!(out.status.code(), Some(3));
 }

@@ -20,7 +20,12 @@ fn build_marked(dir: &Path, src: &str) -> PathBuf {
     cc().compile(&CompileJob {
         sources: vec![c],
         output: exe.clone(),
-        cflags: vec!["-O2".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+        cflags: vec![
+            "-O2".into(),
+            "-Wall".into(),
+            "-Wextra".into(),
+            "-Werror".into(),
+        ],
         include_dirs: vec![rt.include_dir.clone()],
         link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
         ..Default::default()
@@ -164,7 +169,9 @@ int main(int argc, char **argv) {{
         let mut cmd = Command::new(&exe);
         cmd.args(extra).env("TDG_PROFILE_OUT", &out);
         match toolchain::run(&mut cmd, Some(Duration::from_secs(30))) {
-            Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => assert_eq!(signal_name, signal),
+            Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => {
+                assert_eq!(signal_name, signal)
+            }
             other => panic!("expected death by signal {signal}, got {other:?}"),
         }
         let p = format::read(&out).unwrap();
@@ -222,9 +229,20 @@ int main(void) {{
     .unwrap();
     let p = format::read(&out).unwrap();
     let rep = report::build(&p, &Default::default()).unwrap();
-    let big = rep.contexts.iter().find(|c| c.values[0].value == 200000).unwrap();
-    let small = rep.contexts.iter().find(|c| c.values[0].value == 200).unwrap();
-    assert_eq!(rep.contexts[0].values[0].value, 200000, "the big context dominates");
+    let big = rep
+        .contexts
+        .iter()
+        .find(|c| c.values[0].value == 200000)
+        .unwrap();
+    let small = rep
+        .contexts
+        .iter()
+        .find(|c| c.values[0].value == 200)
+        .unwrap();
+    assert_eq!(
+        rep.contexts[0].values[0].value, 200000,
+        "the big context dominates"
+    );
     assert!(
         big.all.min_ns > 50.0 * small.all.min_ns,
         "1000x the work must take far longer: {} vs {}",
@@ -293,7 +311,9 @@ fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
     let (app, _) = build_shared_lib_app(dir.path());
     let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
     let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
-    let plain = toolchain::run(&mut Command::new(&app), None).unwrap().stdout;
+    let plain = toolchain::run(&mut Command::new(&app), None)
+        .unwrap()
+        .stdout;
 
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -314,7 +334,10 @@ fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
     assert_eq!(rep.contexts[0].values[0].value, 4096);
     assert_eq!(rep.contexts[0].calls, 100);
     assert_eq!(rep.contexts[1].calls, 200);
-    assert_eq!(rep.contexts[0].distinct_pointers, vec![("a".to_string(), 1)]);
+    assert_eq!(
+        rep.contexts[0].distinct_pointers,
+        vec![("a".to_string(), 1)]
+    );
 
     // The shim forwards faithfully: same output as without it.
     let shimmed = toolchain::run(
@@ -344,7 +367,11 @@ fn every_process_of_a_pipeline_is_merged_into_one_profile() {
         &out_dir,
     )
     .unwrap();
-    assert_eq!(outcome.files.len(), 2, "sh itself never calls ksum: no file");
+    assert_eq!(
+        outcome.files.len(),
+        2,
+        "sh itself never calls ksum: no file"
+    );
     assert_eq!(outcome.profile.pids.len(), 2);
     assert_eq!(outcome.profile.records.len(), 90);
 }

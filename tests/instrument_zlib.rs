@@ -81,12 +81,22 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&profiled.stderr);
     assert!(profiled.status.success(), "{stderr}");
-    assert!(stderr.contains("crc32") && stderr.contains("0 dropped"), "{stderr}");
+    assert!(
+        stderr.contains("crc32") && stderr.contains("0 dropped"),
+        "{stderr}"
+    );
     // The shim forwards every call unchanged: byte-identical output.
-    assert!(plain.stdout == profiled.stdout, "compressed output differs under the shim");
+    assert!(
+        plain.stdout == profiled.stdout,
+        "compressed output differs under the shim"
+    );
 
     let p = format::read(&prof).unwrap();
-    assert_eq!(sum_of_len(&p), size, "every input byte passes through crc32 once");
+    assert_eq!(
+        sum_of_len(&p),
+        size,
+        "every input byte passes through crc32 once"
+    );
     assert!(p.nontemporal && p.dropped == 0);
 
     let json = Command::new(tdg())
@@ -95,15 +105,27 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         .arg(&prof)
         .output()
         .unwrap();
-    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let top = &v["contexts"][0];
     assert_eq!(top["values"][0]["name"], "len");
-    assert_eq!(top["values"][0]["value"], 16384, "deflate reads 16 KiB chunks");
+    assert_eq!(
+        top["values"][0]["value"], 16384,
+        "deflate reads 16 KiB chunks"
+    );
     assert!(top["share"].as_f64().unwrap() > 0.9);
-    assert_eq!(v["data_values"][0][0], "crc", "the running CRC is data, not context");
+    assert_eq!(
+        v["data_values"][0][0], "crc",
+        "the running CRC is data, not context"
+    );
     let svg = std::fs::read_to_string(dir.path().join("crc32.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.matches("<circle").count() as u64 >= p.records.len() as u64);
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<circle").count() as u64 >= p.records.len() as u64
+    );
 
     let spec_out = dir.path().join("crc32.profiled.spec");
     let ctx_out = dir.path().join("crc32.contexts.json");
@@ -118,7 +140,11 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         .arg(&ctx_out)
         .output()
         .unwrap();
-    assert!(sfp.status.success(), "{}", String::from_utf8_lossy(&sfp.stderr));
+    assert!(
+        sfp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sfp.stderr)
+    );
     let text = std::fs::read_to_string(&spec_out).unwrap();
     assert!(text.contains("len=Macro(LEN, 16384);"), "{text}");
     let file = contexts::ContextsFile::load(&ctx_out).unwrap();
@@ -164,7 +190,11 @@ fn statically_linked_minigzip_profiled_through_the_wrap_object() {
         .arg(&inst)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let exe = dir.path().join("minigzip_wrapped");
     CCompiler::find(None)
         .unwrap()
@@ -193,7 +223,11 @@ fn statically_linked_minigzip_profiled_through_the_wrap_object() {
         .unwrap();
     assert!(run.success());
     let p = format::read(&prof).unwrap();
-    assert_eq!(sum_of_len(&p), size, "every input byte passes through crc32 once");
+    assert_eq!(
+        sum_of_len(&p),
+        size,
+        "every input byte passes through crc32 once"
+    );
 
     // Decompression: every output byte, plus the two bytes of the gzip
     // header's flags field that inflate also checksums.
@@ -209,9 +243,16 @@ fn statically_linked_minigzip_profiled_through_the_wrap_object() {
     let p = format::read(&prof).unwrap();
     let sum = sum_of_len(&p);
     assert!((size..=size + 16).contains(&sum), "{sum} vs {size}");
-    assert_eq!(std::fs::metadata(&input).unwrap().len(), size, "round trip restored the file");
+    assert_eq!(
+        std::fs::metadata(&input).unwrap().len(),
+        size,
+        "round trip restored the file"
+    );
     let rep = report::build(&p, &Default::default()).unwrap();
-    assert!(rep.contexts.len() > 1, "inflate produces chunks of many sizes");
+    assert!(
+        rep.contexts.len() > 1,
+        "inflate produces chunks of many sizes"
+    );
 }
 
 #[test]
@@ -246,8 +287,17 @@ fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for want in ["in-app, later calls", "driver, warm", "driver, flushed", "verdict:"] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "in-app, later calls",
+        "driver, warm",
+        "driver, flushed",
+        "verdict:",
+    ] {
         assert!(text.contains(want), "missing `{want}` in:\n{text}");
     }
     println!("{text}");

@@ -23,7 +23,10 @@ fn main() -> ExitCode {
         None => 3,
         Some(Ok(n)) if n > 0 => n,
         Some(_) => {
-            eprintln!("predict_contexts: TOP must be a positive integer, got `{}`", args[3]);
+            eprintln!(
+                "predict_contexts: TOP must be a positive integer, got `{}`",
+                args[3]
+            );
             return ExitCode::from(2);
         }
     };

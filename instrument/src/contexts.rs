@@ -87,11 +87,8 @@ impl ContextsFile {
             .contexts
             .iter()
             .map(|c| {
-                let values: BTreeMap<String, i64> = c
-                    .values
-                    .iter()
-                    .map(|v| (v.name.clone(), v.value))
-                    .collect();
+                let values: BTreeMap<String, i64> =
+                    c.values.iter().map(|v| (v.name.clone(), v.value)).collect();
                 ContextEntry {
                     rank: c.rank,
                     defines: defines_for(c),
@@ -270,8 +267,16 @@ pub fn render_prediction(p: &Prediction) -> String {
     let _ = writeln!(
         o,
         "{:>4}  {:<w$}  {:>9}  {:>11}  {:>11}  {:>11}  {:>11}  {:>8}  {:>11}  {:>8}",
-        "rank", "context", "calls", "driver/call", "app/call", "predicted", "in-app", "error",
-        "in-app*", "error*"
+        "rank",
+        "context",
+        "calls",
+        "driver/call",
+        "app/call",
+        "predicted",
+        "in-app",
+        "error",
+        "in-app*",
+        "error*"
     );
     for r in &p.rows {
         let _ = writeln!(
@@ -336,7 +341,11 @@ mod tests {
             calls: 111,
             dropped: 0,
             measured_total_ns: 100.0 * 100.0 + 10.0 * 500.0 + 1.0 * 7.0,
-            contexts: vec![entry(2, 50, 10, 500.0), entry(1, 10, 100, 100.0), entry(3, 1, 1, 7.0)],
+            contexts: vec![
+                entry(2, 50, 10, 500.0),
+                entry(1, 10, 100, 100.0),
+                entry(3, 1, 1, 7.0),
+            ],
         }
     }
 
@@ -365,8 +374,11 @@ mod tests {
         assert_eq!(back, f);
         let e = ContextsFile::parse("{\"a\":1}", "x").unwrap_err();
         assert!(e.to_string().contains("spec-from-profile"), "{e}");
-        let e = ContextsFile::parse(&f.to_json().replace("\"version\": 1", "\"version\": 7"), "x")
-            .unwrap_err();
+        let e = ContextsFile::parse(
+            &f.to_json().replace("\"version\": 1", "\"version\": 7"),
+            "x",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("version 7"), "{e}");
         let e = predict(&f, 3, |_| Err::<f64, &str>("driver failed")).unwrap_err();
         assert_eq!(e, "driver failed");

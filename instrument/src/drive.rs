@@ -120,7 +120,9 @@ pub fn validate_context(
 pub enum ValidateError {
     #[error("there is no context of rank {rank}: the profile has {count}; pick one with --rank 1..={count}")]
     NoContext { rank: usize, count: usize },
-    #[error("no samples to compare (the context has no recorded call or the driver returned none)")]
+    #[error(
+        "no samples to compare (the context has no recorded call or the driver returned none)"
+    )]
     NoSamples,
     #[error(transparent)]
     Driver(#[from] RunError),

@@ -257,7 +257,9 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
     let flags = le_u16(bytes, 60);
     let record_size = le_u16(bytes, 62) as usize;
     if record_size < RECORD_SIZE {
-        return Err(corrupt(format!("record size {record_size} < {RECORD_SIZE}")));
+        return Err(corrupt(format!(
+            "record size {record_size} < {RECORD_SIZE}"
+        )));
     }
     let mut cur = Cursor {
         buf: bytes,
@@ -466,7 +468,10 @@ mod tests {
         for cut in [20, HEADER_SIZE, HEADER_SIZE + 5, b.len() - 1] {
             let e = parse(&b[..cut], "x").unwrap_err();
             assert!(
-                matches!(e, FormatError::Corrupt { .. } | FormatError::BadMagic { .. }),
+                matches!(
+                    e,
+                    FormatError::Corrupt { .. } | FormatError::BadMagic { .. }
+                ),
                 "{e}"
             );
         }

@@ -128,9 +128,8 @@ pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
 }
 
 fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
-    let opaque = |t: &CType| {
-        t.pointers == 0 && matches!(t.base, BaseType::Struct(_) | BaseType::Named(_))
-    };
+    let opaque =
+        |t: &CType| t.pointers == 0 && matches!(t.base, BaseType::Struct(_) | BaseType::Named(_));
     let r = &spec.routine;
     // With include= clauses the struct/typedef may well be defined there;
     // let the C compiler be the judge then.
@@ -203,7 +202,9 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     if kind == InterposerKind::Preload {
         c.push_str("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <unistd.h>\n");
     }
-    c.push_str("#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n");
+    c.push_str(
+        "#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
+    );
     c.push_str("#include \"tdg_instrument.h\"\n");
     for inc in &spec.includes {
         c.push_str(&inc.text);
@@ -244,7 +245,10 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
         InterposerKind::Wrap => format!("__real_{sym}"),
     };
     if is_void {
-        let _ = writeln!(c, "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}");
+        let _ = writeln!(
+            c,
+            "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}"
+        );
     } else {
         let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
     }
@@ -265,7 +269,11 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     } else {
         let _ = writeln!(c, "    {ret} tdg_r_ = {callee}({args});");
     }
-    let _ = writeln!(c, "    tdg_end(tdg_id_, tdg_t0_, {}, tdg_v_);", values.len());
+    let _ = writeln!(
+        c,
+        "    tdg_end(tdg_id_, tdg_t0_, {}, tdg_v_);",
+        values.len()
+    );
     c.push_str("    tdg_depth_--;\n");
     if !is_void {
         c.push_str("    return tdg_r_;\n");

@@ -261,7 +261,8 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
             let a = &accs[slot];
             let split = opts.early_calls.min(a.samples.len());
             let all = Summary::of(&a.samples).expect("non-empty");
-            let cutoff = (all.median_ns * INTERRUPTED_FACTOR).max(all.median_ns + INTERRUPTED_EXTRA_NS);
+            let cutoff =
+                (all.median_ns * INTERRUPTED_FACTOR).max(all.median_ns + INTERRUPTED_EXTRA_NS);
             let (interrupted, uninterrupted_total_ns) = if a.samples.len() >= 3 {
                 let slow: Vec<f64> = a.samples.iter().copied().filter(|&t| t > cutoff).collect();
                 (slow.len() as u64, totals[slot] - slow.iter().sum::<f64>())
@@ -474,7 +475,11 @@ pub fn render_svg(report: &Report) -> String {
         .map(|p| p.0)
         .fold(f64::INFINITY, f64::min)
         .max(0.1);
-    let hi = pts.iter().map(|p| p.0).fold(0.0f64, f64::max).max(lo * 10.0);
+    let hi = pts
+        .iter()
+        .map(|p| p.0)
+        .fold(0.0f64, f64::max)
+        .max(lo * 10.0);
     let (llo, lhi) = (lo.log10().floor(), hi.log10().ceil());
     let n = pts.len().max(2) as f64;
     let x = |i: usize| L + (i as f64) / (n - 1.0) * (W - L - R);
@@ -530,7 +535,10 @@ pub fn render_svg(report: &Report) -> String {
         pts.len().saturating_sub(1)
     );
     for (i, &(ns, rank)) in pts.iter().enumerate().step_by(stride) {
-        let color = PALETTE.get(rank.wrapping_sub(1)).copied().unwrap_or("#999999");
+        let color = PALETTE
+            .get(rank.wrapping_sub(1))
+            .copied()
+            .unwrap_or("#999999");
         let _ = writeln!(
             s,
             r#"<circle cx="{:.1}" cy="{:.1}" r="1.6" fill="{color}"/>"#,
@@ -654,7 +662,13 @@ mod tests {
                 routine: 0,
                 thread: 0,
                 nvalues: 2,
-                values: [(i * 7919) as i64, if i % 2 == 0 { 4096 } else { 512 }, 0, 0, 0],
+                values: [
+                    (i * 7919) as i64,
+                    if i % 2 == 0 { 4096 } else { 512 },
+                    0,
+                    0,
+                    0,
+                ],
             })
             .collect();
         let r = build(&p, &ReportOptions::default()).unwrap();

@@ -50,10 +50,7 @@ impl SessionOutcome {
     pub fn how_it_ended(&self) -> String {
         match (self.status.code(), self.status.signal()) {
             (Some(c), _) => format!("exited with status {c}"),
-            (None, Some(s)) => format!(
-                "was killed by {} (signal {s})",
-                toolchain::signal_name(s)
-            ),
+            (None, Some(s)) => format!("was killed by {} (signal {s})", toolchain::signal_name(s)),
             _ => "ended".into(),
         }
     }

@@ -199,7 +199,11 @@ mod tests {
         let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
         assert_eq!(back.routine, spec.routine);
         assert_eq!(e.macros["len"], "LEN");
-        let d = e.defines_for(&[("len".to_string(), "64".to_string())].into_iter().collect());
+        let d = e.defines_for(
+            &[("len".to_string(), "64".to_string())]
+                .into_iter()
+                .collect(),
+        );
         assert_eq!(d["LEN"], "64");
         assert!(e.notes.is_empty());
     }

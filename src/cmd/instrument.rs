@@ -32,7 +32,12 @@ pub fn run(a: Args) -> CmdResult {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let Some(spec_path) = a.spec else {
         let rt = runtime::build(&cc, dir)?;
-        println!("wrote {}/tdg_instrument.h, {} and {}", dir.display(), rt.static_lib.display(), rt.shared_lib.display());
+        println!(
+            "wrote {}/tdg_instrument.h, {} and {}",
+            dir.display(),
+            rt.static_lib.display(),
+            rt.shared_lib.display()
+        );
         println!(
             "use: #include \"tdg_instrument.h\", wrap a call in TDG_PROFILE(\"name\", \"n:i\", call, n), build with -I{} and link {} -lpthread; then `tdg profile -- ./app`",
             dir.display(),
@@ -56,7 +61,11 @@ pub fn run(a: Args) -> CmdResult {
         "routine {} (symbol {}), recorded values: {}",
         spec.routine.name.name,
         built.symbol,
-        if recorded.is_empty() { "none".to_string() } else { recorded.join(", ") }
+        if recorded.is_empty() {
+            "none".to_string()
+        } else {
+            recorded.join(", ")
+        }
     );
     println!(
         "shared library routine: LD_PRELOAD={} TDG_PROFILE_OUT=prof.%p.tdgp ./app   (or: tdg profile --spec {} -- ./app)",
@@ -69,6 +78,10 @@ pub fn run(a: Args) -> CmdResult {
         built.wrap_object.display(),
         built.runtime.static_lib.display()
     );
-    println!("sources: {}, {}", built.preload_source.display(), built.wrap_source.display());
+    println!(
+        "sources: {}, {}",
+        built.preload_source.display(),
+        built.wrap_source.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -119,7 +119,9 @@ fn run_profile(a: RunArgs) -> CmdResult {
         cached_stores: a.cached_stores,
     };
     let outcome = session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir)?;
-    let output = a.output.unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
+    let output = a
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
     format::write(&outcome.profile, &output)
         .with_context(|| format!("writing {}", output.display()))?;
     let p = &outcome.profile;

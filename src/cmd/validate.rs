@@ -51,7 +51,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CmdResult {
-    anyhow::ensure!(a.samples >= 3, "--samples must be at least 3 to compare distributions");
+    anyhow::ensure!(
+        a.samples >= 3,
+        "--samples must be at least 3 to compare distributions"
+    );
     let src = std::fs::read_to_string(&a.spec)
         .with_context(|| format!("reading spec {}", a.spec.display()))?;
     let file = a.spec.display().to_string();
@@ -60,7 +63,11 @@ pub fn run(a: Args) -> CmdResult {
     let rep = report::build(
         &profile,
         &report::ReportOptions {
-            routine: Some(a.routine.clone().unwrap_or_else(|| spec.routine.name.name.clone())),
+            routine: Some(
+                a.routine
+                    .clone()
+                    .unwrap_or_else(|| spec.routine.name.name.clone()),
+            ),
             early_calls: a.early,
         },
     )?;
