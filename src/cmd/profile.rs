@@ -70,6 +70,10 @@ struct ReportArgs {
     /// Calls of each context counted as "early" (cold-cache start).
     #[arg(long, default_value_t = 4)]
     early: usize,
+    /// Also print every call in order (call index, ns, context rank); with
+    /// --json, adds a "timeline" array of [ns, rank].
+    #[arg(long)]
+    timeline: bool,
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -167,9 +171,19 @@ fn run_report(a: ReportArgs) -> CmdResult {
         },
     )?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        let mut value = serde_json::to_value(&rep)?;
+        if a.timeline {
+            value["timeline"] = serde_json::to_value(&rep.timeline)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", report::render_table(&rep, a.top));
+        if a.timeline {
+            println!("\n{:>8}  {:>12}  context", "call", "ns");
+            for (i, (ns, rank)) in rep.timeline.iter().enumerate() {
+                println!("{i:>8}  {ns:>12.1}  {rank}");
+            }
+        }
     }
     if let Some(svg) = &a.svg {
         std::fs::write(svg, report::render_svg(&rep))
