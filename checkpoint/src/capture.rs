@@ -103,6 +103,7 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     if !running_as_root() {
         return Err(CheckpointError::NotRoot);
     }
+    crate::criu::prepare_kdat_cache_dir()?;
     let image = prepare_image_dir(&req.image)?;
 
     let mut cmd = Command::new(program);

@@ -108,6 +108,7 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
         "cannot resolve {}",
         image.display()
     )))?;
+    crate::criu::prepare_kdat_cache_dir()?;
     let plan = RestorePlan::new(&image, &manifest, &criu, opts.timeout)?;
     let mut samples_ns = Vec::with_capacity(opts.samples);
     let mut samples_cpu_ns = Vec::with_capacity(opts.samples);

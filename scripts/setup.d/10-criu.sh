@@ -9,6 +9,13 @@ set -euo pipefail
 
 min_major=4 min_minor=1
 criu_bin="$TDG_DEPS/bin/criu"
+# CRIU caches its kernel probe (criu.kdat, ~40 ms per run otherwise) only on
+# tmpfs; /run is not tmpfs on every machine, so point it at a directory on
+# /dev/shm that tdg creates root-owned, mode 0700, before running criu.
+# (Keep in step with checkpoint::criu::KDAT_CACHE_DIR.)
+rundir=/dev/shm/tdg-criu
+build_flags="rundir=$rundir"
+flags_file="$TDG_DEPS/lib/criu-build-flags"
 
 version_ok() { # version_ok X.Y[.Z]: is it >= min?
   local major minor
@@ -19,6 +26,7 @@ version_ok() { # version_ok X.Y[.Z]: is it >= min?
 installed_version() { "$criu_bin" --version 2>/dev/null | awk '/^Version:/ {print $2}'; }
 
 if [ -x "$criu_bin" ] && [ -e "$TDG_DEPS/lib/libcriu.so" ] && [ -e "$TDG_DEPS/include/criu/criu.h" ] \
+   && [ "$(cat "$flags_file" 2>/dev/null)" = "$build_flags" ] \
    && v=$(installed_version) && [ -n "$v" ] && version_ok "$v"; then
   echo "criu $v already in $TDG_DEPS"
   exit 0
@@ -37,13 +45,13 @@ ver=$(basename "$tarball" | sed -E 's/^criu_([0-9.]+)\.orig\..*/\1/')
 version_ok "$ver" || { echo "setup: Debian trixie offers criu $ver, tdg needs >= $min_major.$min_minor" >&2; exit 1; }
 
 build="$src_root/criu-$ver"
-if [ ! -d "$build" ]; then
-  tar -C "$src_root" -xf "$tarball"
-fi
+# Always from a fresh tree: make does not notice a changed RUNDIR.
+rm -rf "$build"
+tar -C "$src_root" -xf "$tarball"
 echo "setup: building criu $ver (about a minute)"
 # criu's own build flags trip nothing here, but keep the log out of the way.
 log="$src_root/build.log"
-if ! make -C "$build" -j"$(nproc)" criu lib >"$log" 2>&1; then
+if ! make -C "$build" -j"$(nproc)" criu lib RUNDIR="$rundir" >"$log" 2>&1; then
   echo "setup: building criu failed; last lines of $log:" >&2
   tail -n 20 "$log" >&2
   exit 1
@@ -59,4 +67,5 @@ install -m 0644 "$build/lib/c/criu.h" "$TDG_DEPS/include/criu/"
 for h in "$build/criu/include/version.h" "$build"/images/rpc.pb-c.h "$build"/lib/c/images/rpc.pb-c.h; do
   [ -e "$h" ] && install -m 0644 "$h" "$TDG_DEPS/include/criu/"
 done
+echo "$build_flags" > "$flags_file"
 echo "criu $(installed_version) installed in $TDG_DEPS"
