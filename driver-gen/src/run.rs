@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub selection: Option<Selection>,
     pub flush: Option<FlushMethod>,
     pub flush_kib: Option<u64>,
+    /// Size the flush from this cache level (1, 2, 3).
+    pub flush_level: Option<u8>,
     pub min_interval_ns: Option<u64>,
     /// Force this many calls per sample.
     pub reps: Option<u64>,
@@ -58,6 +60,7 @@ impl Default for RunOptions {
             selection: None,
             flush: None,
             flush_kib: None,
+            flush_level: None,
             min_interval_ns: None,
             reps: None,
             pin_cpu: None,
@@ -246,6 +249,7 @@ pub fn build_driver(
     cfg.selection = opts.selection;
     cfg.flush = opts.flush;
     cfg.flush_kib = opts.flush_kib;
+    cfg.flush_level = opts.flush_level;
     cfg.min_interval_ns = opts.min_interval_ns;
     cfg.flush_all_cpus = opts.flush_all_cpus;
     cfg.pin_cpu = opts.pin_cpu;

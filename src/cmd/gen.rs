@@ -31,6 +31,7 @@ pub fn model_for(spec: &spec_lang::Spec, timing: &TimingArgs) -> anyhow::Result<
     cfg.selection = o.selection;
     cfg.flush = o.flush;
     cfg.flush_kib = o.flush_kib;
+    cfg.flush_level = o.flush_level;
     cfg.min_interval_ns = o.min_interval_ns;
     cfg.flush_all_cpus = o.flush_all_cpus;
     cfg.pin_cpu = o.pin_cpu;

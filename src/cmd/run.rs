@@ -2,9 +2,9 @@
 //! implementation, run it and report (table, --json or --csv).
 
 use super::CmdResult;
-use anyhow::{bail, Context};
+use anyhow::bail;
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
-use driver_gen::{build_driver, flush_sweep, machine_defaults, RunOptions};
+use driver_gen::{build_driver, flush_sweep, RunOptions};
 use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,7 +48,7 @@ pub struct TimingArgs {
     /// Flush size(s) in KiB; several (comma-separated) run a flush sweep.
     #[arg(long = "flush-kb", alias = "flush-kib", value_delimiter = ',')]
     pub flush_kb: Vec<u64>,
-    /// Flush size = this cache level's size (1, 2, 3), from sysfs.
+    /// Flush sized from this cache level (1, 2, 3; twice its sysfs size).
     #[arg(long, conflicts_with = "flush_kb")]
     pub flush_level: Option<u8>,
     /// Flush on every CPU (for parallel routines).
@@ -86,20 +86,7 @@ impl TimingArgs {
             FlushArg::None => FlushMethod::None,
         });
         o.flush_kib = self.flush_kb.first().copied();
-        if let Some(level) = self.flush_level {
-            let m = machine_defaults();
-            let c = m.level(level).with_context(|| {
-                format!(
-                    "this machine reports no L{level} cache ({}); use --flush-kb",
-                    m.caches
-                        .iter()
-                        .map(|c| format!("L{}={}K", c.level, c.kib))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            })?;
-            o.flush_kib = Some(c.kib);
-        }
+        o.flush_level = self.flush_level;
         o.flush_all_cpus = self.flush_all_cpus;
         o.min_interval_ns = self.min_interval_ns;
         o.pin_cpu = self.pin;
