@@ -170,3 +170,39 @@ fn doctor_reports_criu_and_readiness() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["can_checkpoint"], true);
 }
+
+#[test]
+fn not_root_and_too_old_criu_are_named_with_the_fix() {
+    // Not root: drop to nobody with util-linux's setpriv.
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_tdg"))
+        .args(["checkpoint", "time", "/nonexistent/image"])
+        .output()
+        .unwrap();
+    let (_, se) = text(&o);
+    assert!(!o.status.success());
+    assert!(se.contains("needs root") && se.contains("sudo"), "{se}");
+    assert_eq!(se.trim().lines().count(), 1, "{se}");
+
+    // A CRIU older than 4.1 (a stand-in that reports 3.17, like bookworm's).
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("criu");
+    std::fs::write(&fake, "#!/bin/sh\necho 'Version: 3.17'\n").unwrap();
+    Command::new("chmod")
+        .arg("755")
+        .arg(&fake)
+        .status()
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .arg("doctor")
+        .env("TDG_CRIU", &fake)
+        .output()
+        .unwrap();
+    let (so, _) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        so.contains("version 3.17") && so.contains(">= 4.1") && so.contains("scripts/setup"),
+        "{so}"
+    );
+}

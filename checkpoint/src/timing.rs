@@ -93,10 +93,10 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
             "--samples must be at least 1".into(),
         ));
     }
-    let manifest = Manifest::read(image)?;
     if !running_as_root() {
         return Err(CheckpointError::NotRoot);
     }
+    let manifest = Manifest::read(image)?;
     if opts.verify {
         manifest.verify(image)?;
     }
