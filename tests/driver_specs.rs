@@ -50,6 +50,46 @@ fn every_spec_runs_and_verifies_against_its_kernel() {
     }
 }
 
+const EXTRA_SPECS: &[(&str, &str)] = &[
+    (
+        "storage",
+        r#"
+routine=void fills(const int n, double** A, const double* S, const int* Q,
+                   const unsigned char* F, const double* R, double* out);
+init={
+  n=Macro(NN, 16);
+  A=Array2D(double, n, 8, CONST(1.5), align(32));
+  S=SVector(double, CONST(2.5), _, n);
+  Q=Vector(int, SEQ, _, n);
+  F=Vector(unsigned char, FILE("f.bin"), _, 32);
+  R=Vector(double, RANDOM(3, 4), _, n);
+  out=SMatrix(double, 2, n, ZERO, _);
+};
+"#,
+    ),
+    (
+        "complex-return",
+        r#"
+routine=float _Complex cdot(const int n, const float _Complex* x, const int k, const float r) {
+  float _Complex s = 0; for (int i = 0; i < n; i++) s += x[i] * (float)k * r; return s;
+};
+init={ n=100; k=Range(1,2); r=RANDOM; x=Vector(float _Complex, RANDOM, flush, n); };
+returns(cdot);
+"#,
+    ),
+    (
+        "fortran",
+        r#"
+lang=fortran;
+routine=void DSCAL(const int N, const double alpha, double* X) {
+  for (int i = 0; i < N; i++) X[i] *= alpha;
+};
+init={ N=1000; alpha=0.5; X=Vector(double, RANDOM, warm|align(8)|misalign(16), N); };
+returns(X);
+"#,
+    ),
+];
+
 #[test]
 fn generated_c_is_warning_free_under_gcc_and_clang() {
     let mut compilers = vec!["gcc"];
@@ -58,8 +98,16 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
     } else {
         eprintln!("clang not installed (scripts/setup.d/20-compilers.sh installs it): gcc only");
     }
-    for path in all_specs() {
-        let spec = spec_lang::load(&path).unwrap();
+    let mut specs: Vec<(String, spec_lang::Spec)> = all_specs()
+        .into_iter()
+        .map(|p| (p.display().to_string(), spec_lang::load(&p).unwrap()))
+        .collect();
+    // Features the examples do not use: every storage kind and fill, Range
+    // and RANDOM scalars, a complex return value, Fortran conventions.
+    for (name, src) in EXTRA_SPECS {
+        specs.push((name.to_string(), spec(src)));
+    }
+    for (path, spec) in specs {
         let model = DriverModel::from_spec(&spec, &DriverConfig::new(machine_defaults())).unwrap();
         let dir = tempfile::tempdir().unwrap();
         render(&model, None).unwrap().write_to(dir.path()).unwrap();
@@ -76,7 +124,7 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
                     object_only: true,
                     ..Default::default()
                 })
-                .unwrap_or_else(|e| panic!("{} {src} with {}: {e}", path.display(), cc.program));
+                .unwrap_or_else(|e| panic!("{path} {src} with {}: {e}", cc.program));
             }
         }
     }
