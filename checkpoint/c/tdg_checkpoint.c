@@ -317,8 +317,11 @@ static int checkpoint_here(const char *image, bool pair_api)
     close(result_fd);
     close(dirfd_img);
     if (ret < 0) {
-        fprintf(stderr, "tdg_checkpoint: CRIU could not checkpoint this process (criu_dump: %d); see %s/%s\n", ret,
-                image, DUMP_LOG);
+        /* Under `tdg checkpoint capture` tdg reads the log and reports the
+         * cause itself; on its own the library says where to look. */
+        if (!getenv(ENV_IMAGE))
+            fprintf(stderr, "tdg_checkpoint: CRIU could not checkpoint this process (criu_dump: %d); see %s/%s\n",
+                    ret, image, DUMP_LOG);
         return TDG_CHECKPOINT_ERROR;
     }
     g.checkpointed = true;
