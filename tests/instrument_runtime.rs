@@ -451,3 +451,60 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
     .unwrap();
     assert_eq!(interpose::symbol_name(&spec), "daxpy_");
 }
+
+#[test]
+fn first_calls_on_cold_data_form_a_slower_early_group() {
+    // Seed 003 Figs. 8-9: the operands start out of cache (flushed line by
+    // line here), so the first call of the context runs at memory speed and
+    // the later ones at cache speed. 512 KiB fits this machine's L2.
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        &format!(
+            "{SUM_KERNEL}
+#include <x86intrin.h>
+/* One load per cache line: memory-bound, so where the lines are decides the time. */
+static long per_line(const long *a, long n) {{ long s = 0; for (long i = 0; i < n; i += 8) s += a[i]; return s; }}
+int main(void) {{
+    long n = 65536;
+    long *a = aligned_alloc(64, (size_t)n * sizeof *a);
+    for (long i = 0; i < n; i++) a[i] = i;
+    for (long i = 0; i < n; i += 8) _mm_clflush(&a[i]);
+    _mm_mfence();
+    for (int k = 0; k < 60; k++) TDG_PROFILE(\"per_line\", \"n:i\", sink = per_line(a, n), n);
+    sink = sum(a, 0); /* the shared prelude's kernel, unused here */
+    free(a);
+    return 0;
+}}"
+        ),
+    );
+    let out = dir.path().join("p.tdgp");
+    toolchain::run(
+        Command::new(&exe).env("TDG_PROFILE_OUT", &out),
+        Some(Duration::from_secs(30)),
+    )
+    .unwrap();
+    let p = format::read(&out).unwrap();
+    let rep = report::build(
+        &p,
+        &report::ReportOptions {
+            routine: None,
+            early_calls: 1,
+        },
+    )
+    .unwrap();
+    let c = &rep.contexts[0];
+    let (early, late) = (c.early.unwrap(), c.late.unwrap());
+    println!(
+        "cold first call {} ns, warm median {} ns",
+        early.min_ns, late.median_ns
+    );
+    // Noise only ever adds time, and the late median is robust to it.
+    assert!(
+        early.min_ns > 2.0 * late.median_ns,
+        "cold first call {} ns vs warm median {} ns",
+        early.min_ns,
+        late.median_ns
+    );
+    assert!(report::render_table(&rep, 3).contains("early/late mean x"));
+}
