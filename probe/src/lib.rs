@@ -244,6 +244,14 @@ pub fn load_cached_from(path: &Path) -> Result<Option<ProbeResult>, ProbeError> 
             })
         }
     };
+    // A file from another version of the probe is stale, not broken: check
+    // the version before insisting on this version's layout.
+    let version = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("version").and_then(serde_json::Value::as_u64));
+    if version.is_some_and(|v| v != u64::from(RESULT_VERSION)) {
+        return Ok(None);
+    }
     match serde_json::from_str::<ProbeResult>(&text) {
         Ok(r) if r.version == RESULT_VERSION && r.cpu_model == documented::cpu_model() => {
             Ok(Some(r))
