@@ -260,3 +260,78 @@ pub fn macros_in(e: &Expr, out: &mut Vec<(String, Expr)>) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spec_lang::ast::{Ident, Span};
+
+    fn name(n: &str) -> Expr {
+        Expr::Name(Ident {
+            name: n.into(),
+            span: Span::default(),
+        })
+    }
+    fn int(v: i64) -> Expr {
+        Expr::Int(v, Span::default())
+    }
+    fn bin(op: BinOp, l: Expr, r: Expr) -> Expr {
+        Expr::Binary {
+            op,
+            lhs: Box::new(l),
+            rhs: Box::new(r),
+            span: Span::default(),
+        }
+    }
+
+    #[test]
+    fn integer_division_truncates_like_c() {
+        let v = Values::new();
+        assert_eq!(
+            eval(&bin(BinOp::Div, int(7), int(2)), &v),
+            Some(Num::Int(3))
+        );
+        assert_eq!(
+            eval(
+                &bin(BinOp::Div, Expr::Float(7.0, Span::default()), int(2)),
+                &v
+            ),
+            Some(Num::Real(3.5))
+        );
+        assert_eq!(eval(&bin(BinOp::Div, int(1), int(0)), &v), None);
+    }
+
+    #[test]
+    fn flop_leaves_become_doubles_and_names_resolve() {
+        let mut scalars = BTreeMap::new();
+        scalars.insert("M".to_string(), (int(3), true));
+        scalars.insert("R".to_string(), (Expr::Random(Span::default()), false));
+        let macros = BTreeMap::new();
+        let env = ExprEnv {
+            scalars: &scalars,
+            macros: &macros,
+        };
+        let e = bin(BinOp::Mul, int(2), name("M"));
+        assert_eq!(
+            to_c(&e, &env, NameStyle::Runtime, true).unwrap(),
+            "(2.0 * ((double)S->M))"
+        );
+        assert_eq!(
+            to_c(&e, &env, NameStyle::Constant, false).unwrap(),
+            "(2 * (3))"
+        );
+        assert_eq!(
+            to_c(&name("R"), &env, NameStyle::Constant, false),
+            Err(ModelError::NotConstant("R".into()))
+        );
+        assert_eq!(
+            to_c(&name("Q"), &env, NameStyle::Runtime, false),
+            Err(ModelError::UnknownName("Q".into()))
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped_for_c() {
+        assert_eq!(c_string_literal("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+}

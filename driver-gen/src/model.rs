@@ -1177,3 +1177,110 @@ fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defaults::CacheLevel;
+
+    fn machine() -> MachineDefaults {
+        MachineDefaults {
+            caches: vec![
+                CacheLevel { level: 1, kib: 32 },
+                CacheLevel {
+                    level: 2,
+                    kib: 1024,
+                },
+                CacheLevel {
+                    level: 3,
+                    kib: 32768,
+                },
+            ],
+            caches_source: "test".into(),
+            timer_resolution_ns: 20.0,
+            min_interval_ns: 20_000,
+        }
+    }
+
+    const GEMM: &str = r#"
+routine=void ATL_USERMM(const int M, const int N, const int K,
+    const double alpha, const double* A, const int lda,
+    const double* B, const int ldb, const double beta,
+    double* C, const int ldc);
+init={
+  M=Macro(MS,72); N=Macro(NS,72); K=Macro(KS,72);
+  lda=MS; ldb=KS; ldc=MS; alpha=1; beta=1;
+  A=Matrix(double, M, K, RANDOM, flush|align(16));
+  B=Matrix(double, K, N, RANDOM, flush|align(16));
+  C=Matrix(double, M, N, RANDOM, warm|align(16));
+};
+flop="2*M*N*K+M*N";
+"#;
+
+    fn model(src: &str, cfg: &DriverConfig) -> DriverModel {
+        let spec = spec_lang::parse(src, "t.spec").unwrap();
+        DriverModel::from_spec(&spec, cfg).unwrap()
+    }
+
+    #[test]
+    fn gemm_plan_follows_the_spec_and_the_overrides() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.defines.insert("MS".into(), "100".into());
+        let m = model(GEMM, &cfg);
+        assert_eq!(m.macros.len(), 3);
+        let a = m.operand("A").unwrap();
+        assert_eq!((a.rows_value, a.cols_value), (Some(1), Some(100 * 72)));
+        assert_eq!(a.cache, CacheState::Flushed);
+        assert!(!a.is_output);
+        let c = m.operand("C").unwrap();
+        assert_eq!(c.cache, CacheState::Warm);
+        assert!(c.is_output);
+        assert_eq!(
+            m.flop.as_ref().unwrap().value,
+            Some(2.0 * 100.0 * 72.0 * 72.0 + 7200.0)
+        );
+        // alpha is a fixed real scalar: the paper's sign-alternation guard.
+        assert_eq!(m.guard.alternate.as_deref(), Some("alpha"));
+        assert_eq!(m.guard.restore, vec!["C".to_string()]);
+        // Default flush: twice the last-level cache.
+        assert_eq!(m.flush.kib, 2 * 32768);
+        assert_eq!(m.timing.selection, "min");
+        assert!(m.verify.is_none());
+    }
+
+    #[test]
+    fn cpu_time_defaults_to_the_median_and_levels_size_the_flush() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.timer = Some(TimerMethod::Cpu);
+        cfg.flush_level = Some(1);
+        let m = model(GEMM, &cfg);
+        assert_eq!(m.timing.selection, "median");
+        assert_eq!(m.flush.kib, 64);
+        cfg.flush_level = Some(4);
+        let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
+        assert!(matches!(
+            DriverModel::from_spec(&spec, &cfg),
+            Err(ModelError::NoSuchCache(4, _))
+        ));
+    }
+
+    #[test]
+    fn flushing_off_makes_every_operand_warm() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.flush = Some(FlushMethod::None);
+        let m = model(GEMM, &cfg);
+        assert!(m.operands.iter().all(|o| o.cache == CacheState::Warm));
+    }
+
+    #[test]
+    fn scalars_are_initialised_after_what_they_use() {
+        let src = r#"
+routine=void f(const int a, const int b, const int c, double* X);
+init={ a=b+c; b=c*2; c=3; X=Vector(double, ZERO, _, a); };
+"#;
+        let m = model(src, &DriverConfig::new(machine()));
+        let order: Vec<&str> = m.scalars.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(order, vec!["c", "b", "a"]);
+        assert_eq!(m.operand("X").unwrap().cols_value, Some(9));
+    }
+}
