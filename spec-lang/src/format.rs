@@ -78,10 +78,7 @@ impl Comments {
             .as_ref()
             .map(|b| (b.span.start, b.span.end));
         let mut c = Comments::default();
-        for (start, end) in comment_spans(src) {
-            if body.is_some_and(|(bs, be)| start >= bs && end <= be) {
-                continue; // kept verbatim with the body
-            }
+        for (start, end) in comment_spans(src, body) {
             let text = src[start..end].trim_end().to_string();
             // Inside an entry (`M /* rows */`): it follows that entry.
             if let Some((s, _)) = anchors.iter().find(|(s, e)| *s < start && end <= *e) {
@@ -122,12 +119,21 @@ impl Comments {
     }
 }
 
-/// Byte ranges of `//` and `/* */` comments outside strings.
-fn comment_spans(src: &str) -> Vec<(usize, usize)> {
+/// Byte ranges of `//` and `/* */` comments outside strings and outside
+/// `skip` (the routine body, kept verbatim: its text is C, where an unclosed
+/// `/*` is the C compiler's business, not a spec comment).
+fn comment_spans(src: &str, skip: Option<(usize, usize)>) -> Vec<(usize, usize)> {
     let b = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
+        if let Some((s, e)) = skip {
+            // `s < e`: an empty body has nothing to skip (and jumping would loop).
+            if i == s && s < e {
+                i = e;
+                continue;
+            }
+        }
         match b[i] {
             q @ (b'"' | b'\'') => {
                 i += 1;

@@ -1031,8 +1031,19 @@ impl Builder {
             }
             _ => {
                 let e = v.into_inner().next().expect("grammar: flop_bare expr");
-                let text = e.as_str().to_string();
                 let expr = self.expr(e, 0)?;
+                let mut string = None;
+                expr.walk(&mut |x| {
+                    if let Expr::Str(_, s) = x {
+                        string.get_or_insert(*s);
+                    }
+                });
+                if let Some(s) = string {
+                    return Err(Diagnostic::new("a flop formula cannot contain a string", s)
+                        .with_hint("write the formula itself in quotes: flop=\"2*M*N\";"));
+                }
+                // Canonical text (no comments): it is printed back inside quotes.
+                let text = crate::format::expr(&expr);
                 Ok(Flop { text, expr, span })
             }
         }
@@ -1519,8 +1530,11 @@ fn parse_duration_ns(s: &str) -> Option<u64> {
         "s" => 1e9,
         _ => return None,
     };
+    // `0.1s` is not exactly 1e8 in binary: round, but refuse real sub-ns parts.
     let ns = v * mult;
-    (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64 && ns.fract() == 0.0).then_some(ns as u64)
+    let r = ns.round();
+    let whole = (ns - r).abs() <= 1e-6 * r.max(1.0);
+    (ns.is_finite() && ns >= 0.0 && r < u64::MAX as f64 && whole).then_some(r as u64)
 }
 
 fn is_type_word(w: &str) -> bool {

@@ -485,3 +485,65 @@ fn format_layout_of_a_messy_spec() {
                 checkpoint={ image=\"img\"; mode=delayed(3); };\n";
     assert_eq!(spec_lang::format_source(src, "m.spec").unwrap(), want);
 }
+
+/// Found by the fuzzer: an unclosed `/*` inside the routine body is C text,
+/// not a spec comment, and must not swallow the rest of the file.
+#[test]
+fn unclosed_block_comment_inside_a_body_stays_in_the_body() {
+    let src =
+        "routine=void f(const int N) {\n  int x; /* never closed\n};\ninit={N=1;};\nflop=\"N\";\n";
+    let spec = spec_lang::parse(src, "b.spec").unwrap();
+    assert!(spec
+        .routine
+        .body
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("/* never closed"));
+    let out = spec_lang::format_source(src, "b.spec").unwrap();
+    assert_eq!(spec_lang::parse(&out, "o.spec").unwrap(), spec, "{out}");
+    assert_eq!(out, src.replace("init={N=1;}", "init={\n  N=1;\n}"));
+}
+
+/// An empty body once made the comment scanner loop forever.
+#[test]
+fn empty_body_formats() {
+    let src = "routine=void f(void) {}; // nothing\n";
+    assert_eq!(
+        spec_lang::format_source(src, "e.spec").unwrap(),
+        "routine=void f() {}; // nothing\n"
+    );
+}
+
+/// Found by the fuzzer: an unquoted flop formula is printed back in quotes,
+/// so it may not contain a string (or a comment with a quote).
+#[test]
+fn unquoted_flop_formula_is_kept_canonical() {
+    let d = spec_lang::parse("routine=void f(const int N);\nflop=2*\"N\";", "f.spec").unwrap_err();
+    assert_eq!((d.first().line, d.first().col), (2, 8));
+    assert!(d.first().message.contains("cannot contain a string"));
+    let s = spec_lang::parse(
+        "routine=void f(const int N);\nflop=2* /* \" */ N;",
+        "f.spec",
+    )
+    .unwrap();
+    assert_eq!(s.flop.as_ref().unwrap().text, "2*N");
+    let out = spec_lang::format(&s);
+    assert_eq!(spec_lang::parse(&out, "o.spec").unwrap(), s);
+}
+
+#[test]
+fn durations_in_decimal_seconds_are_exact() {
+    let s = spec_lang::parse(
+        "routine=void f(void);\ntimer={min_interval=0.1s;};",
+        "t.spec",
+    )
+    .unwrap();
+    assert_eq!(s.timer.unwrap().min_interval_ns, Some(100_000_000));
+    let d = spec_lang::parse(
+        "routine=void f(void);\ntimer={min_interval=0.5ns;};",
+        "t.spec",
+    )
+    .unwrap_err();
+    assert!(d.first().message.contains("not a duration"));
+}
