@@ -114,8 +114,46 @@ fn main() {
         eprintln!("bench: {} ...", case.name);
         rows.push(bench_case(case, &criu, &images, rounds, per_round));
     }
-    let _ = std::fs::remove_dir_all(&images);
     print_tables(&rows, rounds * per_round);
+    if let Some(bz_case) = cases.iter().find(|c| c.site == "mainQSort3") {
+        eprintln!("bench: bzip2 per-call sweep ...");
+        call_sweep(bz_case, &criu, &images, per_round);
+    }
+    let _ = std::fs::remove_dir_all(&images);
+}
+
+/// Seed 003 Fig. 11(b): several distinct calls of the routine, each captured
+/// (delayed and immediate) and timed, against the in-app time of that call.
+fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usize) {
+    println!("Per-call sweep: bzip2 mainQSort3, wall-clock medians of {samples} samples per cell");
+    println!(
+        "{:>6} {:>12} {:>22} {:>22}",
+        "call", "in-app", "delayed (ratio)", "immediate (ratio)"
+    );
+    for call in [300u64, 450, 500, 548, 550, 552, 600] {
+        let c = Case {
+            name: case.name,
+            command: case.command.clone(),
+            site: case.site,
+            call,
+            delay: case.delay,
+            default_driver: None,
+        };
+        let row = bench_case(&c, criu, images, 1, samples);
+        let base = Column::med(&row.in_app.region_wall);
+        let cell = |col: &Column| {
+            let v = Column::med(&col.region_wall);
+            format!("{} ({:.2}x)", human_ns(v), v / base)
+        };
+        println!(
+            "{:>6} {:>12} {:>22} {:>22}",
+            call,
+            human_ns(base),
+            cell(&row.delayed),
+            cell(&row.immediate)
+        );
+    }
+    println!();
 }
 
 fn bench_case(
