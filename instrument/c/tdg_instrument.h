@@ -59,13 +59,16 @@ uint64_t tdg_dropped(void);
  * before the call) under routine `name` described by `params`. */
 #define TDG_PROFILE(name, params, call, ...)                                  \
     do {                                                                      \
-        static int tdg_id_ = -2;                                              \
-        if (tdg_id_ == -2)                                                    \
-            tdg_id_ = tdg_routine((name), (params));                         \
+        static int tdg_id_ = -2; /* registered once, race-free */          \
+        int tdg_idv_ = __atomic_load_n(&tdg_id_, __ATOMIC_RELAXED);           \
+        if (tdg_idv_ == -2) {                                                 \
+            tdg_idv_ = tdg_routine((name), (params));                         \
+            __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);           \
+        }                                                                     \
         const int64_t tdg_values_[] = {__VA_ARGS__};                          \
         uint64_t tdg_t0_ = tdg_begin();                                       \
         call;                                                                 \
-        tdg_end(tdg_id_, tdg_t0_,                                             \
+        tdg_end(tdg_idv_, tdg_t0_,                                            \
                 (int)(sizeof tdg_values_ / sizeof tdg_values_[0]),            \
                 tdg_values_);                                                 \
     } while (0)

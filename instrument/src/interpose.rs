@@ -222,17 +222,21 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
             let _ = writeln!(c, "typedef {ret} (*tdg_real_fn_)({param_list});");
             c.push_str("static tdg_real_fn_ tdg_real_;\n\n");
             let _ = writeln!(c, "{ret} {sym}({param_list}) {{");
-            let _ = writeln!(c, "    if (!tdg_real_) {{");
             let _ = writeln!(
                 c,
-                "        tdg_real_ = (tdg_real_fn_)dlsym(RTLD_NEXT, \"{sym}\");"
+                "    tdg_real_fn_ tdg_fn_ = __atomic_load_n(&tdg_real_, __ATOMIC_ACQUIRE);"
             );
-            let _ = writeln!(c, "        if (!tdg_real_) {{");
+            let _ = writeln!(c, "    if (!tdg_fn_) {{");
+            let _ = writeln!(
+                c,
+                "        tdg_fn_ = (tdg_real_fn_)dlsym(RTLD_NEXT, \"{sym}\");"
+            );
+            let _ = writeln!(c, "        if (!tdg_fn_) {{");
             let _ = writeln!(
                 c,
                 "            static const char msg[] = \"tdg shim: no later definition of {sym} to forward to (dlsym RTLD_NEXT failed)\\n\";"
             );
-            c.push_str("            (void)!write(2, msg, sizeof msg - 1);\n            abort();\n        }\n    }\n");
+            c.push_str("            (void)!write(2, msg, sizeof msg - 1);\n            abort();\n        }\n        __atomic_store_n(&tdg_real_, tdg_fn_, __ATOMIC_RELEASE);\n    }\n");
         }
         InterposerKind::Wrap => {
             let _ = writeln!(c, "{ret} __real_{sym}({param_list});");
@@ -241,7 +245,7 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
         }
     }
     let callee = match kind {
-        InterposerKind::Preload => "tdg_real_".to_string(),
+        InterposerKind::Preload => "tdg_fn_".to_string(),
         InterposerKind::Wrap => format!("__real_{sym}"),
     };
     if is_void {
@@ -252,9 +256,11 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     } else {
         let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
     }
+    // Relaxed atomics: threads racing on the first call all register the
+    // same name (tdg_routine is idempotent) and store the same id.
     let _ = writeln!(
         c,
-        "    if (tdg_id_ == -2)\n        tdg_id_ = tdg_routine(\"{}\", \"{descr}\");",
+        "    int tdg_idv_ = __atomic_load_n(&tdg_id_, __ATOMIC_RELAXED);\n    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
         spec.routine.name.name
     );
     if values.is_empty() {
@@ -271,7 +277,7 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     }
     let _ = writeln!(
         c,
-        "    tdg_end(tdg_id_, tdg_t0_, {}, tdg_v_);",
+        "    tdg_end(tdg_idv_, tdg_t0_, {}, tdg_v_);",
         values.len()
     );
     c.push_str("    tdg_depth_--;\n");
