@@ -395,6 +395,21 @@ impl<'a> Checker<'a> {
             for d in &a.dims {
                 self.integral_size(d, name);
             }
+            let fill_values: Vec<&Expr> = match &a.fill {
+                Fill::RandomRange { lo, hi, .. } => vec![lo, hi],
+                Fill::Const(e, _) => vec![e],
+                _ => vec![],
+            };
+            for e in fill_values {
+                e.walk(&mut |x| {
+                    if let Expr::Str(_, s) = x {
+                        self.out.push(
+                            Diagnostic::new("a fill value must be a number, not a string", *s)
+                                .with_hint("use FILE(\"path\") to fill from recorded bytes"),
+                        );
+                    }
+                });
+            }
             if let Fill::File(path, span) = &a.fill {
                 if path.is_empty() {
                     self.out.push(
@@ -669,6 +684,32 @@ impl<'a> Checker<'a> {
                     );
                 }
                 self.out.push(d);
+            }
+        }
+        // RANDOM(lo, hi) with lo > hi would draw from an empty interval.
+        let mut ranges: Vec<(&Expr, &Expr, Span)> = Vec::new();
+        for init in &self.spec.init {
+            match &init.value {
+                InitValue::Scalar(e) => e.walk(&mut |x| {
+                    if let Expr::RandomRange { lo, hi, span } = x {
+                        ranges.push((lo, hi, *span));
+                    }
+                }),
+                InitValue::Array(a) => {
+                    if let Fill::RandomRange { lo, hi, span } = &a.fill {
+                        ranges.push((lo, hi, *span));
+                    }
+                }
+            }
+        }
+        for (lo, hi, span) in ranges {
+            if let (Ok(l), Ok(h)) = (eval::eval_value(lo, &env), eval::eval_value(hi, &env)) {
+                if l.as_f64() > h.as_f64() {
+                    self.out.push(
+                        Diagnostic::new(format!("RANDOM({l}, {h}) has its bounds reversed"), span)
+                            .with_hint(format!("write RANDOM({h}, {l})")),
+                    );
+                }
             }
         }
         if let Some(f) = &self.spec.flop {

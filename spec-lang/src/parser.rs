@@ -145,8 +145,9 @@ fn rule_name(rule: Rule) -> Option<&'static str> {
         init_entry => "an entry `name=value;`",
         array_init | array_kind => "`Vector(...)`/`Matrix(...)`",
         elem_type => "an element type",
-        array_arg | expr | term | unary | primary | call | neg | int | float | string
-        | flop_bare | flop_formula => "an expression",
+        string => "a quoted string",
+        array_arg | expr | term | unary | primary | call | neg | int | float | flop_bare
+        | flop_formula => "an expression",
         add_op | mul_op => "an operator",
         setting => "a setting `name=value;`",
         setting_value | quantity => "a value",
@@ -206,7 +207,9 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
             }
         }
     }
-    if let ErrorVariant::ParsingError { positives, .. } = &e.variant {
+    // pest's rule list belongs to its own location; it only describes the
+    // furthest position when the two coincide.
+    if let (ErrorVariant::ParsingError { positives, .. }, true) = (&e.variant, pos == loc) {
         for r in positives {
             if let Some(n) = rule_name(*r) {
                 push_unique(&mut expected, n.to_string());
@@ -219,7 +222,7 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
         expected.retain(|e| !matches!(e.as_str(), "`+`" | "`-`" | "`*`" | "`/`" | "`%`"));
     }
     if has("an expression", &expected) {
-        expected.retain(|e| !matches!(e.as_str(), "`(`" | "`-`" | "a name"));
+        expected.retain(|e| !matches!(e.as_str(), "`(`" | "`-`" | "a name" | "a quoted string"));
     }
     if has(CLAUSE_NAME, &expected) {
         expected.retain(|e| e != "a name");
@@ -297,8 +300,15 @@ fn unclosed_at(src: &str, pos: usize, base: usize) -> Option<Diagnostic> {
     };
     if let Some(pos) = open.filter(|&p| matching_brace(src, p).is_none()) {
         return Some(
-            Diagnostic::new("this `{` is never closed", Span::new(base + pos, base + pos + 1))
-                .with_hint("check the braces of the routine body (braces in strings and comments do not count)"),
+            Diagnostic::new(
+                "this `{` is never closed",
+                Span::new(base + pos, base + pos + 1),
+            )
+            .with_hint(if src[..pos].trim_end().ends_with(')') {
+                "check the braces of the routine body (braces in strings and comments do not count)"
+            } else {
+                "add the matching `}` (and the `;` after it)"
+            }),
         );
     }
     None

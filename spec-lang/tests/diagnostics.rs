@@ -587,3 +587,33 @@ fn every_error_is_reported_not_only_the_first() {
     // Sorted by position: the prototype's `Y` comes first.
     assert!(d.items[0].message.contains("`Y`"), "{msgs:?}");
 }
+
+#[test]
+fn random_bounds_reversed() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM(1, -1), _, N);}};"),
+        x(
+            2,
+            29,
+            "RANDOM(1, -1) has its bounds reversed",
+            Some("RANDOM(-1, 1)"),
+        ),
+    );
+    rejects(
+        "routine=void f(const double a);\ninit={a=RANDOM(Macro(HI, 2), 0.5);};",
+        x(2, 9, "RANDOM(2, 0.5) has its bounds reversed", None),
+    );
+}
+
+#[test]
+fn string_as_a_fill_value() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, CONST(\"1\"), _, N);}};"),
+        x(
+            2,
+            35,
+            "a fill value must be a number, not a string",
+            Some("FILE"),
+        ),
+    );
+}
