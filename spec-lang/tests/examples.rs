@@ -113,3 +113,15 @@ fn zmv3_uses_double_complex_operands() {
     };
     assert!(matches!(c.fill, Fill::Zero(_)));
 }
+
+#[test]
+fn crlf_and_byte_order_mark_are_accepted() {
+    let src = std::fs::read_to_string(specs_dir().join("gemm.spec")).unwrap();
+    let dos = format!("\u{FEFF}{}", src.replace('\n', "\r\n"));
+    let a = spec_lang::parse_and_check(&dos, "dos.spec").unwrap_or_else(|d| panic!("{d}"));
+    assert_eq!(a, load("gemm.spec"));
+    assert_eq!(
+        spec_lang::format_source(&dos, "dos.spec").unwrap(),
+        spec_lang::format_source(&src, "gemm.spec").unwrap()
+    );
+}
