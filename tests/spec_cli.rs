@@ -217,3 +217,41 @@ fn help_exists_for_check_and_fmt() {
         assert!(text(&out.stdout).contains("Usage: tdg"), "{cmd}");
     }
 }
+
+#[test]
+fn check_json_gives_one_object_per_file_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "bad.spec", "routine=void f(const int N, double* X);\ninit={N=1; X=Vector(double, RANDOM, flush|warm, NN);};\n");
+    let out = tdg(&[
+        "check",
+        "--format",
+        "json",
+        &spec_path("axpy.spec"),
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["ok"], true);
+    assert!(lines[0]["summary"]
+        .as_str()
+        .unwrap()
+        .contains("routine daxpy"));
+    assert_eq!(lines[1]["ok"], false);
+    let d = lines[1]["diagnostics"].as_array().unwrap();
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(
+        d[0]["message"],
+        "`flush` and `warm` conflict: an operand cannot be both evicted and cache-resident"
+    );
+    assert_eq!(
+        (d[0]["line"].as_u64(), d[0]["col"].as_u64()),
+        (Some(2), Some(43))
+    );
+    assert_eq!(d[1]["message"], "undefined name `NN` in the size of `X`");
+    assert_eq!(d[1]["hint"], "did you mean `N`?");
+    assert_eq!(d[1]["span"]["start"].as_u64(), Some(88));
+}

@@ -14,7 +14,7 @@ use crate::ast::Span;
 use std::fmt;
 
 /// One error with where it is and, when we can guess, how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
     pub message: String,
     /// Where in the source; `None` for errors about the file as a whole

@@ -4,6 +4,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    /// `file:line:col: error: ...` with the source line, a caret and a hint.
+    Text,
+    /// One JSON object per file on stdout (for editors and scripts).
+    Json,
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Spec files to validate (all are checked; the exit code is 1 if any is bad).
@@ -12,17 +20,34 @@ pub struct Args {
     /// Also evaluate sizes and the flop count with this macro value, as `tdg gen -D` would.
     #[arg(short = 'D', long = "define", value_name = "NAME=VALUE", value_parser = spec_lang::eval::parse_define)]
     pub defines: Vec<(String, f64)>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
 }
 
 pub fn run(args: Args) -> CmdResult {
     let overrides: BTreeMap<String, f64> = args.defines.into_iter().collect();
     let mut bad = 0usize;
     for path in &args.files {
-        match spec_lang::check_file(path, &overrides) {
-            Ok(summary) => println!("{}: ok ({summary})", path.display()),
-            Err(d) => {
-                bad += 1;
-                eprintln!("{d}");
+        let result = spec_lang::check_file(path, &overrides);
+        if result.is_err() {
+            bad += 1;
+        }
+        match (args.format, result) {
+            (Format::Text, Ok(summary)) => println!("{}: ok ({summary})", path.display()),
+            (Format::Text, Err(d)) => eprintln!("{d}"),
+            (Format::Json, r) => {
+                let (ok, summary, diagnostics) = match r {
+                    Ok(s) => (true, Some(s), Vec::new()),
+                    Err(d) => (false, None, d.items),
+                };
+                let obj = serde_json::json!({
+                    "file": path.display().to_string(),
+                    "ok": ok,
+                    "summary": summary,
+                    "diagnostics": diagnostics,
+                });
+                println!("{obj}");
             }
         }
     }
