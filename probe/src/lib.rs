@@ -176,9 +176,13 @@ impl ProbeResult {
         self.caches.last().map(|c| c.effective_bytes / 1024)
     }
     /// Flush buffer that evicts a routine's operands from every cache level:
-    /// twice the effective last-level cache, since replacement is not exact
-    /// LRU and one capacity's worth of traffic leaves some lines behind.
+    /// the measured sufficient read-flush; without that measurement, twice
+    /// the effective last-level cache, since replacement is not exact LRU
+    /// and one capacity's worth of traffic leaves some lines behind.
     pub fn recommended_flush_bytes(&self) -> u64 {
+        if let Some(b) = self.flush.as_ref().and_then(|f| f.sufficient_bytes) {
+            return b;
+        }
         self.caches
             .last()
             .map_or(64 << 20, |c| 2 * c.effective_bytes)
@@ -444,6 +448,15 @@ mod tests {
         assert_eq!(r.l2_kib(), Some(512));
         assert_eq!(r.llc_kib(), Some(8 << 10));
         assert_eq!(r.recommended_flush_bytes(), 16 << 20);
+        let mut measured = r.clone();
+        measured.flush = Some(FlushProbe {
+            operand_bytes: 256 << 10,
+            warm_ns: 3.0,
+            cold_ns: 80.0,
+            curve: vec![],
+            sufficient_bytes: Some(96 << 20),
+        });
+        assert_eq!(measured.recommended_flush_bytes(), 96 << 20, "the measured flush wins");
         // rdtsc is more than 2x better than clock_gettime here.
         assert_eq!(r.recommended_timer().unwrap().name, "rdtsc");
         assert!((r.recommended_min_interval_s() - 10.4e-6).abs() < 1e-12);
