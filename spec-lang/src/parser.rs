@@ -199,7 +199,17 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
                     .is_some_and(|c| c.is_alphanumeric() || c == '_')
                 || matches!(
                     t,
-                    "//" | "/*" | " " | "\t" | "\r" | "\n" | "\u{0C}" | "." | "\\" | "\"" | "'"
+                    "//" | "/*"
+                        | " "
+                        | "\t"
+                        | "\r"
+                        | "\n"
+                        | "\u{0C}"
+                        | "\u{FEFF}"
+                        | "."
+                        | "\\"
+                        | "\""
+                        | "'"
                 )
                 || (t.len() > 2 && t.contains(".."));
             if !noise {

@@ -617,3 +617,38 @@ fn string_as_a_fill_value() {
         ),
     );
 }
+
+#[test]
+fn opaque_struct_elements_cannot_be_filled_with_numbers() {
+    rejects(
+        "routine=void f(const int N, struct node* p);\ninit={N=4; p=Vector(struct node, RANDOM, _, N);};",
+        x(2, 34, "`struct node` elements can only be filled with ZERO or FILE(...)", Some("fields")),
+    );
+    let ok = "routine=void f(const int N, struct node* p);\ninit={N=4; p=Vector(struct node, FILE(\"nodes.bin\"), _, N);};";
+    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+}
+
+#[test]
+fn array2d_needs_a_pointer_to_pointer_parameter() {
+    rejects(
+        "routine=void f(const int N, double* A);\ninit={N=4; A=Array2D(double, N, N, RANDOM, _);};",
+        x(
+            2,
+            14,
+            "`A` is a single pointer (`double*`) but is initialised as an array",
+            Some("double** A"),
+        ),
+    );
+    let ok = "routine=void f(const int N, double** A);\ninit={N=4; A=Array2D(double, N, N, RANDOM, _);};";
+    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+}
+
+#[test]
+fn const_char_parameter_takes_a_string() {
+    let ok = "routine=void dgemm(const char* transa, const int N, double* A);\ninit={transa=\"N\"; N=4; A=Vector(double, RANDOM, _, N*N);};";
+    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    rejects(
+        "routine=void f(const int N);\ninit={N=\"4\";};",
+        x(2, 9, "`N` is a `const int`, not a string", None),
+    );
+}
