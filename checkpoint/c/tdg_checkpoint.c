@@ -247,6 +247,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         return TDG_CHECKPOINT_ERROR;
     }
     result_fd = fcntl(pipefd[1], F_DUPFD, RESULT_FD_MIN);
+    if (result_fd < 0) /* a descriptor limit below RESULT_FD_MIN: any free one will do */
+        result_fd = dup(pipefd[1]);
     close(pipefd[0]);
     close(pipefd[1]);
     if (result_fd < 0 || fstat(result_fd, &st) < 0) {

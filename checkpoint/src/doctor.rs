@@ -1,7 +1,7 @@
 //! `tdg doctor`: can this machine checkpoint, time and profile? Each finding
 //! says what is missing and how to fix it.
 
-use crate::criu::{criu_candidates, find_criu, running_as_root};
+use crate::criu::{find_criu, running_as_root};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -109,7 +109,6 @@ pub fn run_doctor() -> DoctorReport {
             }
         }
         Err(e) => {
-            let _ = criu_candidates();
             f.push(finding(
                 "checkpoint",
                 Status::Fail,
