@@ -1265,6 +1265,28 @@ flop="2*M*N*K+M*N";
     }
 
     #[test]
+    fn spec_timer_clause_is_the_default_and_the_command_line_wins() {
+        let src = format!(
+            "{GEMM}timer={{ method=wall; samples=11; select=median; flush=clflush; flush_size=L2; min_interval=1ms; }};\n"
+        );
+        let mut cfg = DriverConfig::new(machine());
+        let m = model(&src, &cfg);
+        assert_eq!(
+            (m.timing.method, m.timing.samples, m.timing.selection),
+            ("wall", 11, "median")
+        );
+        assert_eq!((m.flush.method, m.flush.kib), ("clflush", 2 * 1024));
+        assert_eq!(m.timing.min_interval_ns, 1_000_000);
+        cfg.samples = Some(3);
+        cfg.flush_kib = Some(100);
+        cfg.timer = Some(TimerMethod::Cycle);
+        let m = model(&src, &cfg);
+        assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
+        assert_eq!(m.flush.kib, 100);
+        assert_eq!(m.flush.kib_source, "command line");
+    }
+
+    #[test]
     fn flushing_off_makes_every_operand_warm() {
         let mut cfg = DriverConfig::new(machine());
         cfg.flush = Some(FlushMethod::None);

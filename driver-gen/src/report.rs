@@ -139,5 +139,16 @@ pub fn format_sweep(reports: &[RunReport]) -> String {
             r.mode
         );
     }
+    // Where the curve flattens: the first size within 5% of the slowest.
+    let slowest = reports.iter().map(|r| r.reported_ns).fold(0.0, f64::max);
+    if let Some(cold) = reports.iter().find(|r| r.reported_ns >= 0.95 * slowest) {
+        if reports.len() > 2 && cold.flush_kib > 0 {
+            let _ = writeln!(
+                s,
+                "time stops rising (within 5% of the slowest) from {} KiB: operands cold there",
+                cold.flush_kib
+            );
+        }
+    }
     s
 }
