@@ -154,7 +154,7 @@ mod tests {
     use super::choose_delay;
 
     #[test]
-    fn chooses_first_delay_that_agrees_with_its_predecessor() {
+    fn chooses_smallest_delay_one_more_call_no_longer_changes() {
         // cold, warming, warm, warm
         assert_eq!(choose_delay(&[4.0, 1.3, 1.02, 1.0], 0.05), Some(2));
         assert_eq!(choose_delay(&[4.0, 3.0], 0.05), None);
