@@ -78,6 +78,20 @@ returns(cdot);
 "#,
     ),
     (
+        "su3-structs",
+        r#"
+include="typedef struct { double _Complex e[3][3]; } su3_matrix;";
+include="typedef struct { double _Complex c[3]; } su3_vector;";
+routine=void mult_su3_mat_vec(const int n, const su3_matrix* a, const su3_vector* b, su3_vector* c) {
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < 3; i++)
+      c[s].c[i] = a[s].e[i][0] * b[s].c[0] + a[s].e[i][1] * b[s].c[1] + a[s].e[i][2] * b[s].c[2];
+};
+init={ n=500; a=Vector(su3_matrix, RANDOM, flush, n); b=Vector(su3_vector, RANDOM, warm, n); c=Vector(su3_vector, ZERO, flush, n); };
+returns(c);
+"#,
+    ),
+    (
         "fortran",
         r#"
 lang=fortran;

@@ -91,3 +91,41 @@ returns(X);
     assert_eq!(r.verification.status, "passed");
     assert_eq!(kit.built.model.routine.symbol, "dscal_");
 }
+
+const SU3_SPEC: &str = r#"
+include="typedef struct { double _Complex e[3][3]; } su3_matrix;";
+include="typedef struct { double _Complex c[3]; } su3_vector;";
+routine=void mult_su3_mat_vec(const int n, const su3_matrix* a, const su3_vector* b, su3_vector* c) {
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < 3; i++)
+      c[s].c[i] = a[s].e[i][0] * b[s].c[0] + a[s].e[i][1] * b[s].c[1] + a[s].e[i][2] * b[s].c[2];
+};
+init={ n=500; a=Vector(su3_matrix, RANDOM, flush, n); b=Vector(su3_vector, RANDOM, flush, n); c=Vector(su3_vector, ZERO, flush, n); };
+returns(c);
+flop="66*n";
+"#;
+
+fn su3_impl(scale: &str) -> String {
+    format!(
+        "typedef struct {{ double _Complex e[3][3]; }} su3_matrix;\n\
+         typedef struct {{ double _Complex c[3]; }} su3_vector;\n\
+         void mult_su3_mat_vec(const int n, const su3_matrix *a, const su3_vector *b, su3_vector *c) {{\n\
+           int s, i;\n\
+           for (s = 0; s < n; s++) for (i = 0; i < 3; i++)\n\
+             c[s].c[i] = {scale} * (a[s].e[i][2] * b[s].c[2] + a[s].e[i][1] * b[s].c[1] + a[s].e[i][0] * b[s].c[0]);\n\
+         }}\n"
+    )
+}
+
+#[test]
+fn struct_operands_are_filled_randomly_and_compared_with_tolerance() {
+    // Summation order differs from the reference: equal within tolerance.
+    let kit = build(SU3_SPEC, &su3_impl("1.0"), &opts());
+    let r = kit.run(&opts());
+    assert_eq!(r.verification.status, "passed");
+    assert_eq!(r.operands[0].bytes, 500 * 144);
+    // A relative error of 1e-7 is not.
+    let kit = build(SU3_SPEC, &su3_impl("1.0000001"), &opts());
+    let e = kit.built.run(&opts()).expect_err("must fail verification");
+    assert!(e.to_string().contains("c: double"), "{e}");
+}

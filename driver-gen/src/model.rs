@@ -944,6 +944,16 @@ fn build_fill(
     };
     let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
     Ok(match fill {
+        Fill::Random(_) if kind == ElemKind::Opaque => FillPlan {
+            // Structs of doubles/complex (e.g. an SU(3) matrix) get mixed-sign
+            // doubles over their storage; other sizes get random bytes.
+            kind: "random_words",
+            value_c: String::new(),
+            file: None,
+            text: format!(
+                "pseudo-random doubles in [-0.5, 0.5) over each {elem_c} (random bytes if its size is not a multiple of 8)"
+            ),
+        },
         Fill::Random(_) => {
             need_arith("RANDOM")?;
             let v = match kind {

@@ -291,7 +291,11 @@ pub fn build_model(
             output: obj(&format!("{src}.o")),
             cflags: DRIVER_CFLAGS.iter().map(|s| s.to_string()).collect(),
             defines: defines.clone(),
-            include_dirs: vec![dir.path().to_path_buf()],
+            // The spec's include= lines usually name headers that sit next
+            // to the implementation.
+            include_dirs: std::iter::once(dir.path().to_path_buf())
+                .chain(impl_c.parent().map(Path::to_path_buf))
+                .collect(),
             object_only: true,
             ..Default::default()
         };
