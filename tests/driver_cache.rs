@@ -95,7 +95,7 @@ fn warm_operand_is_retouched_after_the_flush() {
     );
     let mut o = fast_opts();
     o.min_interval_ns = Some(0);
-    o.flush = Some(FlushMethod::Clflush);
+    o.flush = Some(FlushMethod::Read);
     let both = build(DOT_SPEC, &dot_impl(), &o);
     let half = build(&partial, &dot_impl(), &o);
     let cold = both.min_of(&o, 3);
