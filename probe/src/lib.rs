@@ -24,22 +24,20 @@ pub const RESULT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("building or running the probe's micro-benchmarks failed: {0}")]
+    /// The toolchain's own message already says what failed and how to fix it.
+    #[error(transparent)]
     Toolchain(#[from] toolchain::ToolchainError),
     #[error("the `{mode}` micro-benchmark printed an unreadable line `{line}`")]
     Output { mode: String, line: String },
     #[error("the cache-latency curve shows no cache level (all {points} points in one cluster); the machine may be too loaded to probe, retry when it is idle")]
     NoCacheLevels { points: usize },
-    #[error(
-        "probe cache {path}: {source}; delete it or set TDG_CACHE_DIR to a writable directory"
-    )]
+    #[error("probe cache {path}: {cause}; delete it or set TDG_CACHE_DIR to a writable directory")]
     CacheFile {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("probe scratch files: {0}")]
+    Io(std::io::Error),
 }
 
 /// One point of a measured curve.
@@ -241,10 +239,10 @@ pub fn load_cached_from(path: &Path) -> Result<Option<ProbeResult>, ProbeError> 
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
+        Err(cause) => {
             return Err(ProbeError::CacheFile {
                 path: path.to_path_buf(),
-                source,
+                cause,
             })
         }
     };
@@ -271,9 +269,9 @@ pub fn load_cached_from(path: &Path) -> Result<Option<ProbeResult>, ProbeError> 
 /// Writes the result atomically (temp file + rename) so a concurrent reader
 /// never sees half a file.
 pub fn save_to(result: &ProbeResult, path: &Path) -> Result<(), ProbeError> {
-    let err = |source| ProbeError::CacheFile {
+    let err = |cause| ProbeError::CacheFile {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
@@ -456,7 +454,11 @@ mod tests {
             curve: vec![],
             sufficient_bytes: Some(96 << 20),
         });
-        assert_eq!(measured.recommended_flush_bytes(), 96 << 20, "the measured flush wins");
+        assert_eq!(
+            measured.recommended_flush_bytes(),
+            96 << 20,
+            "the measured flush wins"
+        );
         // rdtsc is more than 2x better than clock_gettime here.
         assert_eq!(r.recommended_timer().unwrap().name, "rdtsc");
         assert!((r.recommended_min_interval_s() - 10.4e-6).abs() < 1e-12);

@@ -47,7 +47,8 @@ struct Microbench {
 impl Microbench {
     fn build(dir: &Path, cc: Option<&str>) -> Result<Microbench, ProbeError> {
         let src = dir.join("tdg_probe.c");
-        std::fs::write(&src, microbench_source(&MicrobenchParams::default()))?;
+        std::fs::write(&src, microbench_source(&MicrobenchParams::default()))
+            .map_err(ProbeError::Io)?;
         let exe = dir.join("tdg_probe");
         let cc = toolchain::CCompiler::find(cc)?;
         cc.compile(&toolchain::CompileJob {
@@ -116,7 +117,7 @@ pub fn measure(
     let documented_caches = documented::caches_from_sysfs(&opts.sysfs_cpu_dir);
     let doc_data = documented::data_caches(&documented_caches);
     let page = documented::page_size();
-    let scratch = toolchain::scratch_dir("tdg-probe")?;
+    let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
     progress("building micro-benchmarks");
     let bench = Microbench::build(scratch.path(), opts.cc.as_deref())?;
 

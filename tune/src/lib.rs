@@ -27,5 +27,5 @@ pub enum TuneError {
     )]
     NothingWorked { tried: usize, last: String },
     #[error("writing the evaluation log failed: {0}")]
-    Log(#[source] std::io::Error),
+    Log(std::io::Error),
 }
