@@ -86,34 +86,60 @@ fn flush_sweep_rises_monotonically_within_noise() {
     assert_eq!(a[3].flush_kib, llc * 2);
 }
 
+/// Sums two vectors of different lengths; which one is warm decides the time.
+const SUM2_IMPL: &str = r#"
+double sum2(const int n, const double *X, const int m, const double *Y) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i, j;
+    for (i = 0; i + 8 <= n; i += 8) for (j = 0; j < 8; j++) s[j] += X[i + j];
+    for (i = 0; i + 8 <= m; i += 8) for (j = 0; j < 8; j++) s[j] += Y[i + j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+"#;
+
+fn sum2_spec(n: u32, x_attr: &str, m: u32, y_attr: &str) -> String {
+    format!(
+        "routine=double sum2(const int n, const double* X, const int m, const double* Y);\n\
+         init={{ n={n}; m={m}; X=Vector(double, RANDOM, {x_attr}|align(64), n); \
+         Y=Vector(double, RANDOM, {y_attr}|align(64), m); }};\n"
+    )
+}
+
 #[test]
 fn warm_operand_is_retouched_after_the_flush() {
-    // X warm, Y flushed: the partial flush lands between all-warm and all-cold.
-    let partial = DOT_SPEC.replace(
-        "X=Vector(double, RANDOM, flush|align(64), N);",
-        "X=Vector(double, RANDOM, warm|align(64), N);",
-    );
+    // Partial flush (paper section 3.1): a warm operand is re-read after the
+    // flush, a flushed one is not. Shapes are chosen so each effect is large.
     let mut o = fast_opts();
     o.min_interval_ns = Some(0);
     o.flush = Some(FlushMethod::Read);
-    let both = build(DOT_SPEC, &dot_impl(), &o);
-    let half = build(&partial, &dot_impl(), &o);
-    let cold = both.min_of(&o, 3);
-    let part = half.min_of(&o, 3);
-    let mut wo = o.clone();
-    wo.flush = Some(FlushMethod::None);
-    let warm = both.min_of(&wo, 3);
-    let r = half.run(&o);
-    assert_eq!(r.operands[0].cache, "warm");
-    assert_eq!(r.operands[1].cache, "flushed");
-    eprintln!("all warm {warm:.0} ns, X warm + Y flushed {part:.0} ns, both flushed {cold:.0} ns");
-    assert!(
-        part <= 0.9 * cold,
-        "warm X should save time: {part} vs {cold}"
+    let mut warm_o = o.clone();
+    warm_o.flush = Some(FlushMethod::None);
+
+    // (a) 384 KiB warm X + 4 KiB flushed Y stays close to all-warm and far
+    // from all-flushed.
+    let big_x_warm = build(&sum2_spec(49152, "warm", 512, "flush"), SUM2_IMPL, &o);
+    let big_x_cold = build(&sum2_spec(49152, "flush", 512, "flush"), SUM2_IMPL, &o);
+    let part = big_x_warm.min_of(&o, 3);
+    let cold = big_x_cold.min_of(&o, 3);
+    let r = big_x_warm.run(&o);
+    assert_eq!(
+        (r.operands[0].cache.as_str(), r.operands[1].cache.as_str()),
+        ("warm", "flushed")
     );
+    eprintln!("X 384 KiB warm + Y 4 KiB flushed {part:.0} ns; both flushed {cold:.0} ns");
     assert!(
-        part >= 1.1 * warm,
-        "flushed Y should cost time: {part} vs {warm}"
+        part <= 0.75 * cold,
+        "warm X must stay cached: {part} vs {cold}"
+    );
+
+    // (b) 4 KiB warm X + 384 KiB flushed Y is far slower than all-warm.
+    let big_y_cold = build(&sum2_spec(512, "warm", 49152, "flush"), SUM2_IMPL, &o);
+    let part = big_y_cold.min_of(&o, 3);
+    let warm = big_y_cold.min_of(&warm_o, 3);
+    eprintln!("X 4 KiB warm + Y 384 KiB flushed {part:.0} ns; all warm {warm:.0} ns");
+    assert!(
+        part >= 1.5 * warm,
+        "flushed Y must be cold: {part} vs {warm}"
     );
 }
 
