@@ -91,6 +91,11 @@ init={ n=500; a=Vector(su3_matrix, RANDOM, flush, n); b=Vector(su3_vector, RANDO
 returns(c);
 "#,
     ),
+    ("no-parameters", "routine=void f();\n"),
+    (
+        "return-only",
+        "routine=int g() { return 42; };\nreturns(g);\n",
+    ),
     (
         "fortran",
         r#"
