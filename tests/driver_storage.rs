@@ -129,3 +129,17 @@ fn struct_operands_are_filled_randomly_and_compared_with_tolerance() {
     let e = kit.built.run(&opts()).expect_err("must fail verification");
     assert!(e.to_string().contains("c: double"), "{e}");
 }
+
+#[test]
+fn macro_names_cannot_collide_with_the_drivers_identifiers() {
+    // `b` and `S` are names the driver's own C uses; -D still resizes.
+    let spec_src = r#"
+routine=double ddot(const int N, const double* X, const double* Y);
+init={ N=Macro(b, 1000) + Macro(S, 0); X=Vector(double, RANDOM, flush, N); Y=Vector(double, RANDOM, flush, N); };
+"#;
+    let mut o = opts();
+    o.defines = vec![("b".into(), "3000".into())];
+    let kit = build(spec_src, &dot_impl(), &o);
+    let r = kit.run(&o);
+    assert_eq!(r.operands[0].bytes, 3000 * 8);
+}

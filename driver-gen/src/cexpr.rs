@@ -81,9 +81,9 @@ fn to_c_depth(
                 }
             } else if env.macros.contains_key(&id.name) {
                 if as_double {
-                    format!("((double)({}))", id.name)
+                    format!("((double){})", macro_c_name(&id.name))
                 } else {
-                    format!("({})", id.name)
+                    macro_c_name(&id.name)
                 }
             } else {
                 return Err(ModelError::UnknownName(id.name.clone()));
@@ -91,9 +91,9 @@ fn to_c_depth(
         }
         Expr::Macro { name, .. } => {
             if as_double {
-                format!("((double)({}))", name.name)
+                format!("((double){})", macro_c_name(&name.name))
             } else {
-                format!("({})", name.name)
+                macro_c_name(&name.name)
             }
         }
         Expr::Random(_) | Expr::RandomRange { .. } | Expr::Range { .. } => {
@@ -108,6 +108,13 @@ fn to_c_depth(
             format!("({} {} {})", rec(lhs)?, op.symbol(), rec(rhs)?)
         }
     })
+}
+
+/// The driver's own spelling of a spec macro. The user's name is never
+/// #defined by the driver (a macro called `b` or `S` would rewrite the
+/// driver's code); `-D NAME=...` still works through it (see driver.c.hbs).
+pub fn macro_c_name(name: &str) -> String {
+    format!("TDG_MACRO_{name}")
 }
 
 fn float_literal(v: f64) -> String {

@@ -124,6 +124,8 @@ pub struct RoutineModel {
 #[derive(Debug, Clone, Serialize)]
 pub struct MacroDefault {
     pub name: String,
+    /// `TDG_MACRO_<name>`, what the driver's code uses.
+    pub c_name: String,
     pub default_c: String,
 }
 
@@ -431,6 +433,7 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
     for (name, default) in &macros {
         macro_defaults.push(MacroDefault {
             name: name.clone(),
+            c_name: cexpr::macro_c_name(name),
             default_c: cexpr::to_c(default, &env, NameStyle::Constant, false)?,
         });
     }

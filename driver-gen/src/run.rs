@@ -284,13 +284,21 @@ pub fn build_model(
         .iter()
         .map(|(k, v)| (k.clone(), Some(v.clone())))
         .collect();
+    // The driver sees only the spec's macros, under its own prefixed names;
+    // the implementation gets every -D as written.
+    let driver_defines: Vec<(String, Option<String>)> = opts
+        .defines
+        .iter()
+        .filter(|(k, _)| model.macros.iter().any(|m| &m.name == k))
+        .map(|(k, v)| (crate::cexpr::macro_c_name(k), Some(v.clone())))
+        .collect();
     let obj = |n: &str| dir.path().join(n);
     for src in ["driver.c", "tdg_runtime.c"] {
         let job = CompileJob {
             sources: vec![dir.path().join(src)],
             output: obj(&format!("{src}.o")),
             cflags: DRIVER_CFLAGS.iter().map(|s| s.to_string()).collect(),
-            defines: defines.clone(),
+            defines: driver_defines.clone(),
             // The spec's include= lines usually name headers that sit next
             // to the implementation.
             include_dirs: std::iter::once(dir.path().to_path_buf())
