@@ -183,7 +183,24 @@ impl Printer {
             self.out.push_str("lang=fortran;\n");
         }
         let routine = self.routine(&spec.routine);
-        self.item(c, spec.routine.span.start, "", &routine);
+        if spec.routine.body.is_some() {
+            // Nothing may follow a body on its last line: the body is C text
+            // kept verbatim, and an unbalanced quote in it could pair with a
+            // quote in the comment. Its trailing comments go above it instead.
+            for l in c.leading_for(spec.routine.span.start) {
+                for line in l.lines() {
+                    let _ = writeln!(self.out, "{}", line.trim_start());
+                }
+            }
+            if let Some(t) = c.trailing_for(spec.routine.span.start) {
+                self.out.push_str(&t);
+                self.out.push('\n');
+            }
+            self.out.push_str(&routine);
+            self.out.push('\n');
+        } else {
+            self.item(c, spec.routine.span.start, "", &routine);
+        }
         if !spec.init.is_empty() {
             self.out.push_str("init={\n");
             for i in &spec.init {

@@ -511,7 +511,7 @@ fn empty_body_formats() {
     let src = "routine=void f(void) {}; // nothing\n";
     assert_eq!(
         spec_lang::format_source(src, "e.spec").unwrap(),
-        "routine=void f() {}; // nothing\n"
+        "// nothing\nroutine=void f() {};\n"
     );
 }
 
@@ -546,4 +546,22 @@ fn durations_in_decimal_seconds_are_exact() {
     )
     .unwrap_err();
     assert!(d.first().message.contains("not a duration"));
+}
+
+/// Found by the fuzzer: a comment after a body was printed on the body's
+/// last line, where a stray quote in the (verbatim) C text paired with a
+/// quote in the comment and swallowed the closing brace.
+#[test]
+fn comment_after_a_body_goes_above_the_routine() {
+    let src = "// head\nroutine=void f(void) {\n  x = '\"'; }\n// after \" quote\n;\n";
+    let out = spec_lang::format_source(src, "c.spec").unwrap();
+    assert_eq!(
+        out,
+        "// head\n// after \" quote\nroutine=void f() {\n  x = '\"'; };\n"
+    );
+    assert_eq!(
+        spec_lang::parse(&out, "o.spec").unwrap(),
+        spec_lang::parse(src, "c.spec").unwrap()
+    );
+    assert_eq!(spec_lang::format_source(&out, "o.spec").unwrap(), out);
 }
