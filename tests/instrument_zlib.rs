@@ -316,3 +316,104 @@ fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("--rank must be 1..="), "{err}");
 }
+
+#[test]
+fn markers_around_a_static_routine_of_zlib_profile_a_rebuilt_minigzip() {
+    // deflate()'s block compressor (deflate_stored/_huff/_rle/_slow, picked
+    // through a static function table) cannot be interposed: it is static.
+    // A few lines of source change make it visible.
+    let z = zlib_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = input_file(d);
+    let src = d.join("zsrc");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut sources = Vec::new();
+    for e in std::fs::read_dir(z.join("src")).unwrap() {
+        let p = e.unwrap().path();
+        let to = src.join(p.file_name().unwrap());
+        std::fs::copy(&p, &to).unwrap();
+        if to.extension().is_some_and(|x| x == "c") {
+            sources.push(to);
+        }
+    }
+    let deflate_c = src.join("deflate.c");
+    let text = std::fs::read_to_string(&deflate_c).unwrap();
+    let start = text
+        .find("bstate = s->level == 0 ? deflate_stored(s, flush) :")
+        .expect("zlib 1.2.13's deflate() block dispatch");
+    let end_pat = "(*(configuration_table[s->level].func))(s, flush);";
+    let end = start + text[start..].find(end_pat).unwrap() + end_pat.len();
+    let call = text[start..end - 1].to_string(); // without the `;`
+    let patched = format!(
+        "{}TDG_PROFILE(\"deflate_block\", \"flush:i,level:i\", {call}, flush, s->level);{}",
+        &text[..start],
+        &text[end..]
+    )
+    .replacen(
+        "#include \"deflate.h\"",
+        "#include \"deflate.h\"\n#include \"tdg_instrument.h\"",
+        1,
+    );
+    std::fs::write(&deflate_c, patched).unwrap();
+
+    let rt = instrument::runtime::build(&CCompiler::find(None).unwrap(), &d.join("rt")).unwrap();
+    let exe = d.join("minigzip_marked");
+    CCompiler::find(None)
+        .unwrap()
+        .compile(&CompileJob {
+            sources,
+            output: exe.clone(),
+            cflags: vec!["-O2".into()],
+            include_dirs: vec![src.clone(), rt.include_dir.clone()],
+            link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    let prof = d.join("deflate.tdgp");
+    let out = Command::new(tdg())
+        .args(["profile", "-o"])
+        .arg(&prof)
+        .arg("--")
+        .arg(&exe)
+        .arg("-c")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Behaviour unchanged: the output is a gzip stream of the input.
+    let gz = d.join("out.gz");
+    std::fs::write(&gz, &out.stdout).unwrap();
+    let back = Command::new("gzip").arg("-dc").arg(&gz).output().unwrap();
+    assert!(back.status.success());
+    assert!(
+        back.stdout == std::fs::read(&input).unwrap(),
+        "round trip through the marked build"
+    );
+
+    let p = format::read(&prof).unwrap();
+    let rep = report::build(&p, &Default::default()).unwrap();
+    assert_eq!(rep.routine, "deflate_block");
+    let calls_with = |flush: i64| {
+        rep.contexts
+            .iter()
+            .filter(|c| c.values[0].value == flush && c.values[1].value == 6)
+            .map(|c| c.calls)
+            .sum::<u64>()
+    };
+    assert!(
+        calls_with(0) >= 10,
+        "Z_NO_FLUSH blocks:\n{}",
+        report::render_table(&rep, 5)
+    );
+    assert!(
+        calls_with(4) >= 1,
+        "the Z_FINISH block:\n{}",
+        report::render_table(&rep, 5)
+    );
+    println!("{}", report::render_table(&rep, 5));
+}

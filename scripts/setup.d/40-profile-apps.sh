@@ -4,7 +4,8 @@
 # `minigzipsh` (minigzip linked against that libz.so) give an LD_PRELOAD
 # target (crc32 is exported, so even libz's own calls go through the PLT);
 # libz.a plus minigzip.o give a static link for the -Wl,--wrap= path;
-# kernel/crc32.c is the implementation the timing driver is built with.
+# kernel/crc32.c is the implementation the timing driver is built with;
+# src/ holds the sources for a build with marker macros in deflate.c.
 # Idempotent: skipped when the build products are already there.
 set -euo pipefail
 : "${TDG_ROOT:?run via scripts/setup}" "${TDG_DEPS:?run via scripts/setup}"
@@ -12,7 +13,8 @@ set -euo pipefail
 
 prefix="$TDG_DEPS/zlib"
 if [ -x "$prefix/minigzipsh" ] && [ -e "$prefix/libz.so" ] && [ -e "$prefix/libz.a" ] \
-   && [ -e "$prefix/minigzip.o" ] && [ -e "$prefix/zlib.h" ] && [ -e "$prefix/kernel/crc32.c" ]; then
+   && [ -e "$prefix/minigzip.o" ] && [ -e "$prefix/zlib.h" ] && [ -e "$prefix/kernel/crc32.c" ] \
+   && [ -e "$prefix/src/deflate.c" ] && [ -e "$prefix/src/minigzip.c" ]; then
   echo "zlib already built in $prefix"
   exit 0
 fi
@@ -43,4 +45,8 @@ cp "$build"/minigzipsh "$prefix"/
 # timing driver links as the implementation when predicting minigzip's time.
 mkdir -p "$prefix/kernel"
 cp "$build"/crc32.c "$build"/crc32.h "$build"/zutil.h "$build"/zlib.h "$build"/zconf.h "$prefix/kernel"/
+# The library's and minigzip's sources, for building a copy with TDG_PROFILE
+# markers around a static routine (deflate's block compressor).
+mkdir -p "$prefix/src"
+cp "$build"/*.c "$build"/*.h "$build"/test/minigzip.c "$prefix/src"/
 echo "zlib built in $prefix ($(basename "$tarball"))"
