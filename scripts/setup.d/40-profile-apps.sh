@@ -19,7 +19,7 @@ if [ -x "$prefix/minigzipsh" ] && [ -e "$prefix/libz.so" ] && [ -e "$prefix/libz
   exit 0
 fi
 
-apt_install make gcc xz-utils
+apt_install make gcc bzip2 gzip
 
 src_root="$TDG_DEPS/src/zlib"
 if ! ls "$src_root"/zlib_*.orig.tar.* >/dev/null 2>&1; then
