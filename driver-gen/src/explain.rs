@@ -28,15 +28,12 @@ pub fn explain(m: &DriverModel) -> String {
     for sc in &m.scalars {
         let val = sc
             .value
-            .map(|v| {
-                format!(
-                    " = {}",
-                    match v {
-                        crate::cexpr::Num::Int(i) => i.to_string(),
-                        crate::cexpr::Num::Real(r) => format!("{r}"),
-                    }
-                )
+            .map(|v| match v {
+                crate::cexpr::Num::Int(i) => i.to_string(),
+                crate::cexpr::Num::Real(r) => format!("{r}"),
             })
+            .filter(|v| *v != sc.text)
+            .map(|v| format!(" = {v}"))
             .unwrap_or_default();
         let how = match &sc.kind {
             ScalarKind::Fixed => "fixed for every call".to_string(),
