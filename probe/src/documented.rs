@@ -156,6 +156,28 @@ fn kernel_log_tsc_mhz() -> Option<f64> {
     refined.or(detected)
 }
 
+/// Data-TLB entries for 4 KiB pages per level (L1, L2) as cpuid documents
+/// them: AMD's extended leaves 0x80000005/0x80000006 (Intel leaves those
+/// fields zero and describes TLBs in descriptor form, not decoded here).
+pub fn documented_dtlb_entries() -> Vec<Option<u64>> {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: leaf 0x80000000 exists on every x86-64 processor.
+        let max_ext = unsafe { __cpuid(0x8000_0000) }.eax;
+        if max_ext >= 0x8000_0006 {
+            // SAFETY: both leaves are within the advertised range.
+            let l1 = (unsafe { __cpuid(0x8000_0005) }.ebx >> 16) & 0xff;
+            // SAFETY: as above.
+            let l2 = (unsafe { __cpuid(0x8000_0006) }.ebx >> 16) & 0xfff;
+            let nz = |v: u32| (v != 0).then_some(u64::from(v));
+            return vec![nz(l1), nz(l2)];
+        }
+    }
+    Vec::new()
+}
+
 /// The base page size (`sysconf(_SC_PAGESIZE)`).
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

@@ -20,7 +20,7 @@ pub use measure::{measure, ProbeOptions};
 
 /// Bumped when the result layout or the methods change, so stale cache
 /// files are re-measured instead of misread.
-pub const RESULT_VERSION: u32 = 2;
+pub const RESULT_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -74,6 +74,9 @@ pub struct TlbLevel {
     pub reach_bytes: u64,
     /// ns per access while inside this level.
     pub latency_ns: f64,
+    /// Entries for base-size pages that cpuid documents for this level.
+    #[serde(default)]
+    pub documented_entries: Option<u64>,
 }
 
 /// A timer's measured properties.

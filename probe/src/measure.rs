@@ -459,6 +459,7 @@ fn measure_tlb(
             (pages * line) as f64 <= s * 1.2 && (next * line) as f64 >= s / 1.2
         })
     };
+    let documented = documented::documented_dtlb_entries();
     let mut tlb = Vec::new();
     for lvl in &levels {
         let last = *lvl.points.last().unwrap();
@@ -474,6 +475,7 @@ fn measure_tlb(
             entries,
             reach_bytes: entries * page,
             latency_ns: lvl.min_y,
+            documented_entries: documented.get(tlb.len()).copied().flatten(),
         });
     }
     let curve = raw

@@ -95,15 +95,20 @@ pub fn table(r: &ProbeResult) -> String {
     );
     let _ = writeln!(
         s,
-        "\n{:<24} {:>12} {:>12} {:>10}",
-        "TLB", "entries", "reach", "latency"
+        "\n{:<24} {:>12} {:>12} {:>12} {:>10}",
+        "TLB", "entries", "documented", "reach", "latency"
     );
     for t in &r.tlb {
+        let dev = match t.documented_entries {
+            Some(d) if d > 0 => format!(" ({:+.0}%)", 100.0 * (t.entries as f64 / d as f64 - 1.0)),
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "{:<24} {:>12} {:>12} {:>10}",
+            "{:<24} {:>12} {:>12} {:>12} {:>10}{dev}",
             format!("L{} dTLB ({} pages)", t.level, bytes(r.page_bytes)),
             t.entries,
+            t.documented_entries.map_or("-".into(), |d| d.to_string()),
             bytes(t.reach_bytes),
             ns(t.latency_ns)
         );

@@ -109,6 +109,17 @@ fn first_tlb_level_is_smaller_than_the_l1d_footprint_step() {
     // Real L1 dTLBs hold 8..256 entries; the data-cache step (L1d / line
     // pages) must have been filtered out, not reported as a TLB.
     assert!((8..=256).contains(&first.entries), "{:?}", r.tlb);
+    // Where cpuid documents the TLBs, the effective reach is at most a
+    // grid step above and not far below (a few entries hold code, stack
+    // and page-table pages).
+    for t in &r.tlb {
+        if let Some(d) = t.documented_entries {
+            assert!(
+                t.entries as f64 <= 1.2 * d as f64 && t.entries as f64 >= 0.5 * d as f64,
+                "{t:?}"
+            );
+        }
+    }
     let l1_lines = r.caches[0].effective_bytes / r.line.bytes;
     assert!(
         r.tlb.iter().all(|t| !within(t.entries, l1_lines, 0.1)),
