@@ -206,6 +206,12 @@ impl ProbeResult {
             _ => best,
         })
     }
+    /// A timer's measurements by the name the table shows, e.g.
+    /// `"clock_gettime(MONOTONIC_RAW)"` or `"rdtscp"`: a driver that has
+    /// already chosen its timer takes that timer's `min_interval_ns`.
+    pub fn timer(&self, name: &str) -> Option<&TimerInfo> {
+        self.timers.iter().find(|t| t.name == name)
+    }
     /// Was the machine busy enough while probing to distort the results?
     pub fn was_busy(&self) -> bool {
         self.load_average
@@ -465,6 +471,11 @@ mod tests {
         // rdtsc is more than 2x better than clock_gettime here.
         assert_eq!(r.recommended_timer().unwrap().name, "rdtsc");
         assert!((r.recommended_min_interval_s() - 10.4e-6).abs() < 1e-12);
+        assert_eq!(
+            r.timer("clock_gettime(MONOTONIC)").unwrap().min_interval_ns,
+            45_000.0
+        );
+        assert!(r.timer("no such timer").is_none());
     }
 
     #[test]
