@@ -49,6 +49,27 @@ pub fn format_table(r: &RunReport) -> String {
             ""
         }
     );
+    for op in &r.operands {
+        let _ = writeln!(
+            s,
+            "operand      {} {} bytes at 0x{:x} (align {}{}), {}{}",
+            op.name,
+            op.bytes,
+            op.address,
+            op.align,
+            if op.misalign > 0 {
+                format!(", never {}", op.misalign)
+            } else {
+                String::new()
+            },
+            op.cache,
+            if op.copies > 1 {
+                format!(", {} rotating copies", op.copies)
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "samples      {}",
