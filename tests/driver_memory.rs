@@ -218,3 +218,67 @@ fn overflow_guard_keeps_repeated_accumulation_finite() {
     single.overflow_guard = false;
     assert!(!kit.run(&single).outputs_finite);
 }
+
+const ENV_HARNESS: &str = r#"
+#include <stdio.h>
+#include "tdg_runtime.h"
+int main(int argc, char **argv) {
+    char buf[4096];
+    tdg_environment_warnings_in(argc > 1 ? argv[1] : "", buf, sizeof buf, argc > 2);
+    fputs(buf, stdout);
+    return 0;
+}
+"#;
+
+#[test]
+fn environment_warnings_follow_governor_turbo_and_load() {
+    let model =
+        DriverModel::from_spec(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    render(&model, None).unwrap().write_to(dir.path()).unwrap();
+    std::fs::write(dir.path().join("env.c"), ENV_HARNESS).unwrap();
+    let exe = dir.path().join("env");
+    CCompiler::find(None)
+        .unwrap()
+        .compile(&CompileJob {
+            sources: vec![dir.path().join("env.c"), dir.path().join("tdg_runtime.c")],
+            output: exe.clone(),
+            cflags: vec!["-std=c99".into(), "-O1".into()],
+            link_args: vec!["-lm".into(), "-pthread".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    // A fake machine: powersave governor, turbo on, busy.
+    let root = tempfile::tempdir().unwrap();
+    let put = |rel: &str, text: &str| {
+        let p = root.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    put(
+        "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        "powersave\n",
+    );
+    put("sys/devices/system/cpu/intel_pstate/no_turbo", "0\n");
+    put("proc/loadavg", "3.50 2.00 1.00 4/300 12345\n");
+    let run = |args: &[&str]| {
+        toolchain::run(Command::new(&exe).args(args), Some(Duration::from_secs(10)))
+            .unwrap()
+            .stdout
+    };
+    let root_s = root.path().to_str().unwrap();
+    let noisy = run(&[root_s]);
+    assert!(noisy.contains("governor is 'powersave'"), "{noisy}");
+    assert!(noisy.contains("turbo boost is on"), "{noisy}");
+    assert!(noisy.contains("load average 3.50"), "{noisy}");
+    assert!(noisy.contains("not pinned"), "{noisy}");
+    // A quiet, tuned machine, pinned: no warnings at all.
+    put(
+        "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        "performance\n",
+    );
+    put("sys/devices/system/cpu/intel_pstate/no_turbo", "1\n");
+    put("proc/loadavg", "0.02 0.01 0.00 1/300 12345\n");
+    let quiet = run(&[root_s, "pinned"]);
+    assert_eq!(quiet, "", "{quiet}");
+}
