@@ -152,12 +152,15 @@ fn flush_on_every_cpu_really_runs_on_every_cpu() {
     o.min_interval_ns = Some(0);
     o.samples = Some(3);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
+    let want = usable_cpus();
     let r = kit.run(&o);
-    let n = std::thread::available_parallelism().unwrap().get() as i32;
-    let want: Vec<i32> = (0..n).collect();
     assert!(r.flush_all_cpus);
     assert_eq!(
         r.flush_cpus, want,
         "flush threads must have run on every CPU"
     );
+    // Pinning the driver does not narrow the CPUs that get flushed.
+    o.pin_cpu = Some(want[0] as u32);
+    let pinned = kit.run(&o);
+    assert_eq!(pinned.flush_cpus, want);
 }

@@ -271,7 +271,7 @@ fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let unpinned = kit.run(&o);
     assert!(unpinned.warnings.iter().any(|w| w.contains("not pinned")));
-    let cpu = std::thread::available_parallelism().unwrap().get() as u32 - 1;
+    let cpu = *usable_cpus().last().unwrap() as u32;
     o.pin_cpu = Some(cpu);
     let pinned = kit.run(&o);
     assert!(

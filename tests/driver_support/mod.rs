@@ -105,3 +105,21 @@ pub fn have(program: &str) -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false)
 }
+
+/// CPUs this process may run on, from /proc/self/status (e.g. "0-1,4").
+pub fn usable_cpus() -> Vec<i32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<i32>().unwrap()..=b.parse::<i32>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
