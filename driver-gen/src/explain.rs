@@ -105,6 +105,14 @@ pub fn explain(m: &DriverModel) -> String {
                 "in cache: re-read after any flush, the same copy for every call".to_string()
             }
         };
+        let cache = if o.storage == Storage::Static && o.cache == CacheState::Flushed {
+            format!(
+                "{}; but static storage cannot rotate, so with R > 1 calls per sample it stays at one address (cached after the first call)",
+                cache.split("; with R > 1").next().unwrap_or(&cache)
+            )
+        } else {
+            cache
+        };
         let _ = writeln!(s, "      before each timed call: {cache}");
         if o.is_output {
             let _ = writeln!(s, "      written by the routine: restored from a pristine copy before each single-call sample");
