@@ -94,6 +94,30 @@ fn capture_then_time_json_from_the_command_line() {
         so.contains("restored 3 times") && so.contains("region wall time: min"),
         "{so}"
     );
+
+    // A spec whose checkpoint clause names the image: `tdg run SPEC` times the
+    // image (no --impl needed), and refuses to silently ignore an --impl.
+    let spec = img.with_extension("spec");
+    let image_name = img.file_name().unwrap().to_string_lossy().to_string();
+    std::fs::write(
+        &spec,
+        format!(
+            "routine=void search(long key);\ninit={{ key=Macro(KEY, 1); }};\n\
+             checkpoint={{ image=\"{image_name}\"; mode=delayed(2); }};\n"
+        ),
+    )
+    .unwrap();
+    let o = tdg(&[&"run", &spec, &"--samples", &"3", &"--json"]);
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    assert_eq!(v["samples_ns"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["delay"], 2);
+    let o = tdg(&[&"run", &spec, &"--impl", &Path::new(APPS).join("isort.c")]);
+    let (_, se) = text(&o);
+    assert!(!o.status.success());
+    assert!(se.contains("--default-driver"), "{se}");
+    let _ = std::fs::remove_file(&spec);
     let _ = std::fs::remove_dir_all(&img);
 }
 

@@ -1,6 +1,8 @@
 //! Machine-derived defaults: the one seam through which what we know about
-//! this machine (cache sizes, timer resolution) reaches the driver model.
-//! The probe's cached measurements can later replace [`machine_defaults`].
+//! this machine (cache sizes, flush size, timer resolution) reaches the
+//! driver model. The source is `tdg probe`'s cached measurement (taken once,
+//! automatically, when none exists); sysfs and a clock-resolution estimate
+//! are the fallback when probing is switched off (`TDG_NO_PROBE=1`) or fails.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -25,6 +27,14 @@ pub struct MachineDefaults {
     /// Default shortest timed interval: far enough above resolution that a
     /// one-tick error is below 0.1%.
     pub min_interval_ns: u64,
+    /// Why `min_interval_ns` has the value it has.
+    pub min_interval_source: String,
+    /// Read-flush size that was measured to evict a warm operand from every
+    /// cache level (the default flush); `None` without a probe result, when
+    /// the model falls back to a multiple of the last-level cache.
+    pub full_flush_kib: Option<u64>,
+    /// Why `full_flush_kib` has the value it has.
+    pub full_flush_source: String,
 }
 
 impl MachineDefaults {
@@ -40,31 +50,105 @@ impl MachineDefaults {
 /// last-level caches per socket.
 const FALLBACK_LLC_KIB: u64 = 32 * 1024;
 
-/// This machine's defaults, measured once per process.
+/// This machine's defaults, resolved once per process: the probe's cached
+/// measurements when available, else sysfs.
 pub fn machine_defaults() -> MachineDefaults {
     static CACHED: OnceLock<MachineDefaults> = OnceLock::new();
     CACHED
         .get_or_init(|| {
-            let (caches, caches_source) =
-                match read_sysfs_caches(Path::new("/sys/devices/system/cpu/cpu0/cache")) {
-                    Some(c) if !c.is_empty() => (c, "sysfs".to_string()),
-                    _ => (
-                        vec![CacheLevel {
-                            level: 3,
-                            kib: FALLBACK_LLC_KIB,
-                        }],
-                        "fallback (sysfs has no cache information)".to_string(),
+            let probing_off = std::env::var_os("TDG_NO_PROBE").is_some_and(|v| v != "0");
+            if !probing_off {
+                match probe::cached_or_measure() {
+                    Ok(p) => return from_probe(&p, &probe::cache_path()),
+                    Err(e) => tracing::warn!(
+                        "machine probe unavailable ({e}); flush size and minimum interval come from sysfs"
                     ),
-                };
-            let res = measure_clock_resolution_ns();
-            MachineDefaults {
-                caches,
-                caches_source,
-                timer_resolution_ns: res,
-                min_interval_ns: min_interval_from_resolution(res),
+                }
             }
+            from_sysfs()
         })
         .clone()
+}
+
+/// Defaults from a probe result: effective cache sizes, the measured
+/// sufficient flush, and the minimum interval of the serialised TSC (the
+/// driver's default timer).
+pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
+    let caches: Vec<CacheLevel> = p
+        .caches
+        .iter()
+        .map(|c| CacheLevel {
+            level: c.level as u8,
+            kib: (c.effective_bytes / 1024).max(1),
+        })
+        .collect();
+    if caches.is_empty() {
+        return from_sysfs();
+    }
+    let where_ = format!("tdg probe, {}", path.display());
+    let tsc_timer = p
+        .timer("rdtscp")
+        .or_else(|| p.timer("clock_gettime(MONOTONIC_RAW)"));
+    let (timer_resolution_ns, min_interval_ns, min_interval_source) = match tsc_timer {
+        Some(t) => (
+            t.resolution_ns,
+            // Never below 10 us: shorter windows are dominated by interrupts.
+            (t.min_interval_ns as u64).max(10_000),
+            format!(
+                "{where_}: 0.1% error interval of {}, at least 10 us",
+                t.name
+            ),
+        ),
+        None => {
+            let res = measure_clock_resolution_ns();
+            (
+                res,
+                min_interval_from_resolution(res),
+                format!("1000 x measured clock resolution ({res:.0} ns), at least 10 us"),
+            )
+        }
+    };
+    let full_flush_kib = (p.recommended_flush_bytes() / 1024).max(1);
+    let full_flush_source = match p.flush.as_ref().and_then(|f| f.sufficient_bytes) {
+        Some(_) => format!("{where_}: smallest read-flush measured to evict a warm operand"),
+        None => format!("{where_}: 2 x effective last-level cache"),
+    };
+    MachineDefaults {
+        caches,
+        caches_source: format!("{where_}: effective sizes"),
+        timer_resolution_ns,
+        min_interval_ns,
+        min_interval_source,
+        full_flush_kib: Some(full_flush_kib),
+        full_flush_source,
+    }
+}
+
+/// Defaults from sysfs alone (no probe).
+pub fn from_sysfs() -> MachineDefaults {
+    let (caches, caches_source) =
+        match read_sysfs_caches(Path::new("/sys/devices/system/cpu/cpu0/cache")) {
+            Some(c) if !c.is_empty() => (c, "sysfs".to_string()),
+            _ => (
+                vec![CacheLevel {
+                    level: 3,
+                    kib: FALLBACK_LLC_KIB,
+                }],
+                "fallback (sysfs has no cache information)".to_string(),
+            ),
+        };
+    let res = measure_clock_resolution_ns();
+    MachineDefaults {
+        caches,
+        caches_source,
+        timer_resolution_ns: res,
+        min_interval_ns: min_interval_from_resolution(res),
+        min_interval_source: format!(
+            "1000 x measured clock resolution ({res:.0} ns), at least 10 us"
+        ),
+        full_flush_kib: None,
+        full_flush_source: String::new(),
+    }
 }
 
 /// 1000 timer steps keep the quantisation error under 0.1%; never below

@@ -539,10 +539,7 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         (None, Some(v)) => (v, "spec timer={...}".to_string()),
         (None, None) => (
             cfg.machine.min_interval_ns,
-            format!(
-                "1000 x measured clock resolution ({:.0} ns), at least 10 us",
-                cfg.machine.timer_resolution_ns
-            ),
+            cfg.machine.min_interval_source.clone(),
         ),
     };
 
@@ -727,16 +724,20 @@ fn resolve_flush_kib(
                 )
             })
             .ok_or_else(|| ModelError::NoSuchCache(l, have())),
-        Some(FlushSize::Llc) | None => {
-            let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
-            Ok((
-                llc.kib * FLUSH_OVERSIZE,
-                format!(
-                    "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
-                    llc.level, llc.kib, m.caches_source
-                ),
-            ))
-        }
+        Some(FlushSize::Llc) | None => match m.full_flush_kib {
+            // Measured: the smallest read that evicts a warm operand.
+            Some(k) => Ok((k, m.full_flush_source.clone())),
+            None => {
+                let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
+                Ok((
+                    llc.kib * FLUSH_OVERSIZE,
+                    format!(
+                        "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
+                        llc.level, llc.kib, m.caches_source
+                    ),
+                ))
+            }
+        },
     }
 }
 
@@ -1212,7 +1213,25 @@ mod tests {
             caches_source: "test".into(),
             timer_resolution_ns: 20.0,
             min_interval_ns: 20_000,
+            min_interval_source: "test machine".into(),
+            full_flush_kib: None,
+            full_flush_source: String::new(),
         }
+    }
+
+    #[test]
+    fn measured_full_flush_is_the_default_and_says_where_it_came_from() {
+        let mut machine = machine();
+        machine.full_flush_kib = Some(96 * 1024);
+        machine.full_flush_source = "tdg probe: measured".into();
+        let m = model(GEMM, &DriverConfig::new(machine.clone()));
+        assert_eq!(m.flush.kib, 96 * 1024);
+        assert_eq!(m.flush.kib_source, "tdg probe: measured");
+        assert_eq!(m.timing.min_interval_source, "test machine");
+        // A cache level still means that level's (effective) size.
+        let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
+        let m = model(&src, &DriverConfig::new(machine));
+        assert_eq!(m.flush.kib, 1024 * FLUSH_OVERSIZE);
     }
 
     const GEMM: &str = r#"

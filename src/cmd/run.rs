@@ -1,12 +1,16 @@
 //! `tdg run SPEC --impl kernel.c`: build the driver against an
 //! implementation, run it and report (table, --json or --csv).
+//! Two other paths share the command: `--contexts FILE` times a profile's
+//! top call contexts and predicts the application's total time in the
+//! routine; a spec with a `checkpoint` clause times its CRIU image instead
+//! of a generated driver.
 
 use super::CmdResult;
 use anyhow::bail;
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
 use driver_gen::{build_driver, flush_sweep, RunOptions};
 use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -114,9 +118,20 @@ pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 pub struct Args {
     /// The routine's spec file.
     pub spec: PathBuf,
-    /// C file implementing the routine.
+    /// C file implementing the routine (not needed when the spec has a
+    /// `checkpoint` clause: the image holds the application's own code).
     #[arg(long = "impl", value_name = "FILE")]
-    pub implementation: PathBuf,
+    pub implementation: Option<PathBuf>,
+    /// Time the top call contexts of this contexts file (written by
+    /// `tdg spec-from-profile`) and predict the application's total time.
+    #[arg(long, value_name = "FILE", conflicts_with = "flush_kb")]
+    pub contexts: Option<PathBuf>,
+    /// How many contexts `--contexts` times, heaviest first.
+    #[arg(long, default_value_t = 3, requires = "contexts")]
+    pub top: usize,
+    /// Ignore the spec's `checkpoint` clause and time --impl with a generated driver.
+    #[arg(long)]
+    pub default_driver: bool,
     /// More C files to link with the implementation.
     #[arg(long = "extra", value_name = "FILE")]
     pub extra: Vec<PathBuf>,
@@ -162,6 +177,15 @@ pub struct Args {
 
 pub fn run(args: Args) -> CmdResult {
     let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
+        return run_checkpoint(&args, clause);
+    }
+    let Some(implementation) = args.implementation.as_deref() else {
+        bail!(
+            "--impl FILE is required: the C file implementing `{}` (only specs with a checkpoint clause run without one)",
+            spec.routine.name.name
+        );
+    };
     let mut o = RunOptions {
         cc: args.cc.clone(),
         cflags: args.cflags.split_whitespace().map(String::from).collect(),
@@ -177,7 +201,10 @@ pub fn run(args: Args) -> CmdResult {
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
-    let built = build_driver(&spec, &args.implementation, &o)?;
+    if let Some(path) = &args.contexts {
+        return run_contexts(&args, &spec, implementation, &o, path);
+    }
+    let built = build_driver(&spec, implementation, &o)?;
     let reports = if args.timing.flush_kb.len() > 1 {
         flush_sweep(&built, &o, &args.timing.flush_kb)?
     } else {
@@ -202,6 +229,59 @@ pub fn run(args: Args) -> CmdResult {
         }
     } else {
         print!("{}", format_table(&reports[0]));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--contexts`: Σ calls × driver time over the heaviest contexts, beside
+/// the in-application total the profile measured.
+fn run_contexts(
+    args: &Args,
+    spec: &spec_lang::ast::Spec,
+    implementation: &Path,
+    o: &RunOptions,
+    path: &Path,
+) -> CmdResult {
+    let file = instrument::contexts::ContextsFile::load(path)?;
+    let prediction =
+        instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&prediction)?);
+    } else {
+        print!("{}", instrument::contexts::render_prediction(&prediction));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A spec with a `checkpoint` clause: restore its image and time the region
+/// on the application's own data.
+fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> CmdResult {
+    if args.implementation.is_some() {
+        bail!(
+            "the spec times the checkpoint image {}; drop --impl, or pass --default-driver to time the implementation with a generated driver",
+            clause.image
+        );
+    }
+    let spec_dir = args
+        .spec
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut opts = checkpoint::TimeOptions {
+        timeout: Duration::from_secs(args.timeout),
+        ..Default::default()
+    };
+    if let Some(n) = args.timing.samples {
+        if n == 0 {
+            bail!("--samples must be at least 1");
+        }
+        opts.samples = n as usize;
+    }
+    let report = checkpoint::time_checkpoint_clause(clause, spec_dir, &opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
     }
     Ok(ExitCode::SUCCESS)
 }
