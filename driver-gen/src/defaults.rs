@@ -126,17 +126,17 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
 
 /// Defaults from sysfs alone (no probe).
 pub fn from_sysfs() -> MachineDefaults {
-    let (caches, caches_source) =
-        match read_sysfs_caches(Path::new("/sys/devices/system/cpu/cpu0/cache")) {
-            Some(c) if !c.is_empty() => (c, "sysfs".to_string()),
-            _ => (
-                vec![CacheLevel {
-                    level: 3,
-                    kib: FALLBACK_LLC_KIB,
-                }],
-                "fallback (sysfs has no cache information)".to_string(),
-            ),
-        };
+    let caches = sysfs_caches(Path::new("/sys/devices/system/cpu/cpu0"));
+    let (caches, caches_source) = match caches {
+        c if !c.is_empty() => (c, "sysfs".to_string()),
+        _ => (
+            vec![CacheLevel {
+                level: 3,
+                kib: FALLBACK_LLC_KIB,
+            }],
+            "fallback (sysfs has no cache information)".to_string(),
+        ),
+    };
     let res = measure_clock_resolution_ns();
     MachineDefaults {
         caches,
@@ -170,58 +170,26 @@ fn measure_clock_resolution_ns() -> f64 {
     finest as f64
 }
 
-/// Parses `index*/{level,type,size}` under a sysfs cache directory.
-pub fn read_sysfs_caches(dir: &Path) -> Option<Vec<CacheLevel>> {
+/// The data/unified cache levels sysfs documents under `cpu_dir`
+/// (`/sys/devices/system/cpu/cpu0`), one entry per level, smallest first.
+pub fn sysfs_caches(cpu_dir: &Path) -> Vec<CacheLevel> {
     let mut out: Vec<CacheLevel> = Vec::new();
-    for entry in std::fs::read_dir(dir).ok()? {
-        let p = entry.ok()?.path();
-        if !p
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("index"))
-        {
-            continue;
-        }
-        let read = |f: &str| std::fs::read_to_string(p.join(f)).ok();
-        let ty = read("type").unwrap_or_default();
-        if ty.trim() == "Instruction" {
-            continue;
-        }
-        let Some(level) = read("level").and_then(|s| s.trim().parse::<u8>().ok()) else {
-            continue;
-        };
-        let Some(kib) = read("size").and_then(|s| parse_size_kib(s.trim())) else {
-            continue;
-        };
-        if !out.iter().any(|c| c.level == level) {
-            out.push(CacheLevel { level, kib });
+    for c in probe::documented::data_caches(&probe::documented::caches_from_sysfs(cpu_dir)) {
+        let level = c.level as u8;
+        if !out.iter().any(|o| o.level == level) {
+            out.push(CacheLevel {
+                level,
+                kib: c.size_bytes / 1024,
+            });
         }
     }
     out.sort_by_key(|c| c.level);
-    Some(out)
-}
-
-/// "32K", "1024K", "36M", "1G" -> KiB.
-pub fn parse_size_kib(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last()? {
-        'K' | 'k' => (&s[..s.len() - 1], 1),
-        'M' | 'm' => (&s[..s.len() - 1], 1024),
-        'G' | 'g' => (&s[..s.len() - 1], 1024 * 1024),
-        _ => return s.parse::<u64>().ok().map(|b| b / 1024),
-    };
-    num.trim().parse::<u64>().ok().map(|n| n * mult)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_like_sysfs() {
-        assert_eq!(parse_size_kib("32K"), Some(32));
-        assert_eq!(parse_size_kib("36M"), Some(36 * 1024));
-        assert_eq!(parse_size_kib("bogus"), None);
-    }
 
     #[test]
     fn sysfs_caches_skip_instruction_caches() {
@@ -234,13 +202,13 @@ mod tests {
         .iter()
         .enumerate()
         {
-            let d = dir.path().join(format!("index{i}"));
-            std::fs::create_dir(&d).unwrap();
+            let d = dir.path().join(format!("cache/index{i}"));
+            std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("level"), format!("{level}\n")).unwrap();
             std::fs::write(d.join("type"), format!("{ty}\n")).unwrap();
             std::fs::write(d.join("size"), format!("{size}\n")).unwrap();
         }
-        let c = read_sysfs_caches(dir.path()).unwrap();
+        let c = sysfs_caches(dir.path());
         assert_eq!(
             c,
             vec![

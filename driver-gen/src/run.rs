@@ -243,20 +243,27 @@ pub fn build_driver(
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
-    let mut cfg = DriverConfig::new(machine_defaults());
-    cfg.timer = opts.timer;
-    cfg.samples = opts.samples;
-    cfg.selection = opts.selection;
-    cfg.flush = opts.flush;
-    cfg.flush_kib = opts.flush_kib;
-    cfg.flush_level = opts.flush_level;
-    cfg.min_interval_ns = opts.min_interval_ns;
-    cfg.flush_all_cpus = opts.flush_all_cpus;
-    cfg.pin_cpu = opts.pin_cpu;
-    cfg.tolerance = opts.tolerance;
-    cfg.defines = opts.defines.iter().cloned().collect();
-    let model = DriverModel::from_spec(spec, &cfg)?;
+    let model = DriverModel::from_spec(spec, &opts.driver_config())?;
     build_model(model, impl_c, opts)
+}
+
+impl RunOptions {
+    /// The model's configuration: these options over this machine's defaults.
+    pub fn driver_config(&self) -> DriverConfig {
+        let mut cfg = DriverConfig::new(machine_defaults());
+        cfg.timer = self.timer;
+        cfg.samples = self.samples;
+        cfg.selection = self.selection;
+        cfg.flush = self.flush;
+        cfg.flush_kib = self.flush_kib;
+        cfg.flush_level = self.flush_level;
+        cfg.min_interval_ns = self.min_interval_ns;
+        cfg.flush_all_cpus = self.flush_all_cpus;
+        cfg.pin_cpu = self.pin_cpu;
+        cfg.tolerance = self.tolerance;
+        cfg.defines = self.defines.iter().cloned().collect();
+        cfg
+    }
 }
 
 /// Builds an already-made model (callers that adjust the model first).

@@ -3,7 +3,7 @@
 
 use super::run::TimingArgs;
 use super::CmdResult;
-use driver_gen::{machine_defaults, render, DriverConfig, DriverModel, RunOptions};
+use driver_gen::{render, DriverModel, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,18 +25,7 @@ pub struct Args {
 pub fn model_for(spec: &spec_lang::Spec, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
     let mut o = RunOptions::default();
     timing.apply(&mut o)?;
-    let mut cfg = DriverConfig::new(machine_defaults());
-    cfg.timer = o.timer;
-    cfg.samples = o.samples;
-    cfg.selection = o.selection;
-    cfg.flush = o.flush;
-    cfg.flush_kib = o.flush_kib;
-    cfg.flush_level = o.flush_level;
-    cfg.min_interval_ns = o.min_interval_ns;
-    cfg.flush_all_cpus = o.flush_all_cpus;
-    cfg.pin_cpu = o.pin_cpu;
-    cfg.defines = o.defines.into_iter().collect();
-    Ok(DriverModel::from_spec(spec, &cfg)?)
+    Ok(DriverModel::from_spec(spec, &o.driver_config())?)
 }
 
 pub fn run(args: Args) -> CmdResult {
