@@ -20,7 +20,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate spec files; exits non-zero with diagnostics on the first bad one.
+    /// Validate spec files; prints every diagnostic, exits 1 if any file is bad.
     Check(cmd::check::Args),
     /// Rewrite a spec in canonical layout (or only check it is).
     Fmt(cmd::fmt::Args),
