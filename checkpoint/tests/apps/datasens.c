@@ -23,6 +23,17 @@
 
 #include "tdg_checkpoint.h"
 
+/* Built with -DTDG_INSTRUMENT_MARKERS, the timed calls are also profiled with
+ * tdg's instrument library (the in-app reference the checkpoint timing is
+ * checked against), recording the call number and the routine's argument.
+ * Without it the calls are left exactly as they were. */
+#ifdef TDG_INSTRUMENT_MARKERS
+#include "tdg_instrument.h"
+#define PROFILED(name, params, stmt, ...) TDG_PROFILE(name, params, stmt, __VA_ARGS__)
+#else
+#define PROFILED(name, params, stmt, ...) stmt
+#endif
+
 void isort(long *a, int n);
 
 #ifndef CALLS
@@ -137,7 +148,7 @@ int main(int argc, char **argv)
                 arr[i + 1] = t;
             }
             tdg_region_begin("sort");
-            isort(arr, SORT_N);
+            PROFILED("sort", "call:i,n:i", isort(arr, SORT_N), call, SORT_N);
             tdg_region_end("sort");
             result = arr[SORT_N / 2];
         } else {
@@ -155,7 +166,7 @@ int main(int argc, char **argv)
                 }
             } else {
                 tdg_region_begin("search");
-                result = search(head, key);
+                PROFILED("search", "call:i,key:i", result = search(head, key), call, key);
                 tdg_region_end("search");
             }
         }
