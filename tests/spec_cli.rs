@@ -139,9 +139,103 @@ fn check_missing_file_is_one_clear_line() {
     let out = tdg(&["check", "/nonexistent/x.spec"]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "the error and the summary only:\n{err}");
     assert!(
-        err.starts_with("/nonexistent/x.spec: error: cannot read spec: No such file"),
+        lines[0].starts_with("/nonexistent/x.spec: error: cannot read spec: No such file"),
         "{err}"
+    );
+    assert!(lines[0].contains("check the path"), "{err}");
+    assert_eq!(lines[1], "tdg check: 1 of 1 spec file failed");
+}
+
+/// A directory, a non-UTF-8 file and a good file in one call: each bad one is
+/// one clear line (the encoding error located like any other), nothing
+/// panics, and the good file is still checked.
+#[test]
+fn check_and_fmt_report_directories_and_non_utf8_files_and_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("specs.d");
+    std::fs::create_dir(&sub).unwrap();
+    let latin1 = dir.path().join("latin1.spec");
+    // `é` in Latin-1 inside a comment on line 2.
+    std::fs::write(
+        &latin1,
+        b"routine=void f(const int N);\n// caf\xe9\ninit={N=1;};\n",
+    )
+    .unwrap();
+    let good = write(
+        dir.path(),
+        "good.spec",
+        "routine=void f(const int N);\ninit={N = 1;};\n",
+    );
+    let (sub_s, latin1_s, good_s) = (
+        sub.to_str().unwrap(),
+        latin1.to_str().unwrap(),
+        good.to_str().unwrap(),
+    );
+
+    let out = tdg(&["check", sub_s, latin1_s, good_s]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.lines().any(|l| l
+            == format!(
+                "{sub_s}: error: cannot read spec: it is a directory; name the spec files in it, e.g. `{sub_s}/*.spec`"
+            )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{latin1_s}:2:7: error: not UTF-8 text: byte 0xe9 cannot start a character here"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("save the file as UTF-8"), "{err}");
+    assert!(err.contains("2 of 3 spec files failed"), "{err}");
+    assert!(text(&out.stdout).contains("good.spec: ok"));
+
+    // fmt goes on past the bad files too and still rewrites the good one.
+    let out = tdg(&["fmt", sub_s, latin1_s, good_s]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("it is a directory"), "{err}");
+    assert!(
+        err.contains(&format!("{latin1_s}:2:7: error: not UTF-8 text")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&good).unwrap(),
+        "routine=void f(const int N);\ninit={\n  N=1;\n};\n"
+    );
+    assert_eq!(
+        std::fs::read(&latin1).unwrap().last(),
+        Some(&b'\n'),
+        "the bad file is left alone"
+    );
+}
+
+/// `tdg fmt` through a symlink rewrites the file it points to and keeps the link.
+#[test]
+fn fmt_through_a_symlink_keeps_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = write(
+        dir.path(),
+        "real.spec",
+        "routine=void f(const int N);\ninit={N = 1;};\n",
+    );
+    let link = dir.path().join("link.spec");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let out = tdg(&["fmt", link.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&real).unwrap(),
+        "routine=void f(const int N);\ninit={\n  N=1;\n};\n"
     );
 }
 

@@ -24,16 +24,54 @@ use std::path::Path;
 /// Reads, parses and checks a spec file.
 pub fn load(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
     let path = path.as_ref();
+    let src = read_source(path)?;
+    parse_and_check(&src, &path.display().to_string())
+}
+
+/// Reads a spec file as text. A file that cannot be read gives one line with
+/// the cause and a way out; text that is not UTF-8 is located at its first
+/// bad byte, like any other error.
+pub fn read_source(path: &Path) -> Result<String, Diagnostics> {
     let file = path.display().to_string();
-    let src = std::fs::read_to_string(path).map_err(|e| {
+    let io_error = |why: String| {
         Diagnostics::single(
             &file,
             "",
-            Diagnostic::whole_file(format!("cannot read spec: {e}"))
-                .with_hint("check the path; spec files are text files like specs/gemm.spec"),
+            Diagnostic::whole_file(format!("cannot read spec: {why}")),
         )
+    };
+    if path.is_dir() {
+        return Err(io_error(format!(
+            "it is a directory; name the spec files in it, e.g. `{}/*.spec`",
+            file.trim_end_matches('/')
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        let way_out = match e.kind() {
+            std::io::ErrorKind::NotFound => "check the path (the bundled specs are in specs/)",
+            std::io::ErrorKind::PermissionDenied => "make the file readable (chmod +r)",
+            _ => "check that the file exists and is a readable text file",
+        };
+        io_error(format!("{e}; {way_out}"))
     })?;
-    parse_and_check(&src, &file)
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let byte = e.as_bytes()[at];
+        // The lossy text has the same bytes up to `at`, so the location and
+        // the source line shown under it stay right.
+        let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+        Diagnostics::single(
+            &file,
+            &text,
+            Diagnostic::new(
+                format!("not UTF-8 text: byte 0x{byte:02x} cannot start a character here"),
+                ast::Span::new(at, at + char::REPLACEMENT_CHARACTER.len_utf8()),
+            )
+            .with_hint(
+                "specs are plain text: save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+            ),
+        )
+    })
 }
 
 /// Parses and checks spec text (what [`load`] does after reading the file).
@@ -51,9 +89,9 @@ pub fn check_file(
     overrides: &std::collections::BTreeMap<String, f64>,
 ) -> Result<String, Diagnostics> {
     let path = path.as_ref();
-    let spec = load(path)?;
     let file = path.display().to_string();
-    let src = std::fs::read_to_string(path).unwrap_or_default();
+    let src = read_source(path)?;
+    let spec = parse_and_check(&src, &file)?;
     let why = (!overrides.is_empty()).then(|| {
         let defs: Vec<String> = overrides
             .iter()

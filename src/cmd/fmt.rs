@@ -1,6 +1,5 @@
 //! `tdg fmt FILE... [--check]`: rewrite specs in canonical layout.
 use super::CmdResult;
-use anyhow::Context;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,7 +20,15 @@ pub fn run(args: Args) -> CmdResult {
     let mut failed = false;
     for path in &args.files {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).with_context(|| format!("cannot read {file}"))?;
+        // A bad file is reported and skipped so the rest still get formatted.
+        let src = match spec_lang::read_source(path) {
+            Ok(s) => s,
+            Err(d) => {
+                eprintln!("{d}");
+                failed = true;
+                continue;
+            }
+        };
         let formatted = match spec_lang::format_source(&src, &file) {
             Ok(f) => f,
             Err(d) => {
@@ -38,9 +45,13 @@ pub fn run(args: Args) -> CmdResult {
                 failed = true;
             }
         } else if formatted != src {
-            spec_lang::format::write_atomically(path, &formatted)
-                .with_context(|| format!("cannot write {file}"))?;
-            println!("formatted {file}");
+            match spec_lang::format::write_atomically(path, &formatted) {
+                Ok(()) => println!("formatted {file}"),
+                Err(e) => {
+                    eprintln!("{file}: error: cannot write the formatted spec: {e}; the file is unchanged (try `tdg fmt --stdout {file}`)");
+                    failed = true;
+                }
+            }
         }
     }
     Ok(if failed {
