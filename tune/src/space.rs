@@ -46,13 +46,13 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
         if hi < lo {
             return Err(bad(format!("{lo}:{hi} is empty (LO > HI)")));
         }
-        if (hi - lo) / step >= 100_000 {
+        // i128: LO and HI anywhere in i64 must neither overflow nor wrap
+        // into a range that never ends.
+        let count = (i128::from(hi) - i128::from(lo)) / i128::from(step) + 1;
+        if count > 100_000 {
             return Err(bad("more than 100000 values; use a larger step".into()));
         }
-        (0..)
-            .map(|i| lo + i * step)
-            .take_while(|&v| v <= hi)
-            .collect()
+        (0..count as i64).map(|i| lo + i * step).collect()
     } else {
         range.split(',').map(int).collect::<Result<_, _>>()?
     };
@@ -121,7 +121,7 @@ impl Space {
                 .zip(wanted)
                 .map(|(p, &w)| {
                     (0..p.values.len())
-                        .min_by_key(|&i| ((p.values[i] - w).abs(), p.values[i]))
+                        .min_by_key(|&i| (p.values[i].abs_diff(w), p.values[i]))
                         .expect("parameters have values")
                 })
                 .collect(),
@@ -139,22 +139,24 @@ impl Space {
         Some(q)
     }
 
-    /// Every point, last parameter varying fastest.
-    pub fn all_points(&self) -> Vec<Point> {
-        let mut out = vec![Point(Vec::new())];
-        for p in &self.params {
-            out = out
-                .into_iter()
-                .flat_map(|prefix| {
-                    (0..p.values.len()).map(move |i| {
-                        let mut v = prefix.0.clone();
-                        v.push(i);
-                        Point(v)
-                    })
-                })
-                .collect();
-        }
-        out
+    /// Every point, last parameter varying fastest. Lazy, so `--exhaustive`
+    /// with a budget on a huge space does not materialise the product.
+    pub fn all_points(&self) -> impl Iterator<Item = Point> + '_ {
+        let mut next = Some(Point(vec![0; self.params.len()]));
+        std::iter::from_fn(move || {
+            let current = next.take()?;
+            let mut q = current.clone();
+            // Odometer increment from the last parameter.
+            for dim in (0..q.0.len()).rev() {
+                q.0[dim] += 1;
+                if q.0[dim] < self.params[dim].values.len() {
+                    next = Some(q);
+                    break;
+                }
+                q.0[dim] = 0;
+            }
+            Some(current)
+        })
     }
 
     /// "NB=64 MU=4 NU=2".
@@ -199,6 +201,13 @@ mod tests {
         assert_eq!(parse_param("MU=1:4").unwrap().values, vec![1, 2, 3, 4]);
         assert_eq!(parse_param("NB=16:60:16").unwrap().values, vec![16, 32, 48]);
         assert_eq!(parse_param("X=8,2,4,2").unwrap().values, vec![2, 4, 8]);
+        // A range ending near i64::MAX stops at HI instead of wrapping.
+        assert_eq!(
+            parse_param("N=9223372036854775800:9223372036854775807:5")
+                .unwrap()
+                .values,
+            vec![9223372036854775800, 9223372036854775805]
+        );
     }
 
     #[test]
@@ -210,6 +219,10 @@ mod tests {
             ("NB=a:8", "not an integer"),
             ("9X=1:2", "not a C macro name"),
             ("NB=1:2:3:4", "at most"),
+            (
+                "NB=-9223372036854775808:9223372036854775807",
+                "more than 100000",
+            ),
         ] {
             let e = parse_param(text).unwrap_err().to_string();
             assert!(e.contains(why), "{text}: {e}");
@@ -229,9 +242,14 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.size(), 12);
-        let all = s.all_points();
+        let all: Vec<Point> = s.all_points().collect();
         assert_eq!(all.len(), 12);
         assert_eq!(s.describe(&all[1]), "NB=16 MU=2");
+        assert_eq!(s.describe(&all[11]), "NB=64 MU=3");
+        let mut uniq = all.clone();
+        uniq.sort();
+        uniq.dedup();
+        assert_eq!(uniq.len(), 12);
         let p = s.nearest(&[37, 9]);
         assert_eq!(s.describe(&p), "NB=32 MU=3");
         assert_eq!(s.step(&p, 1, 1), None);
