@@ -117,7 +117,12 @@ pub fn run(args: Args) -> CmdResult {
     } else {
         let probed = probe::cached_or_measure()
             .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
-        let m = tune::MachineModel::from_probe(&probed, tune::element_bytes(&spec));
+        let cc = toolchain::CCompiler::find(args.cc.as_deref())?;
+        let m = tune::MachineModel::from_probe(
+            &probed,
+            tune::element_bytes(&spec),
+            tune::model::fp_registers(&cc.program, &base.cflags),
+        );
         if !args.json {
             eprintln!(
                 "tdg tune: model from the probe cached at {} (effective caches {})",

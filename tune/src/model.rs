@@ -17,26 +17,45 @@ pub struct MachineModel {
 }
 
 impl MachineModel {
-    pub fn from_probe(p: &probe::ProbeResult, elem_bytes: u64) -> MachineModel {
+    /// `fp_registers` from [`fp_registers`] for the flags the kernel is
+    /// built with.
+    pub fn from_probe(p: &probe::ProbeResult, elem_bytes: u64, fp_registers: u32) -> MachineModel {
         MachineModel {
             cache_bytes: p.caches.iter().map(|c| c.effective_bytes).collect(),
-            fp_registers: fp_registers(),
+            fp_registers,
             elem_bytes,
         }
     }
 }
 
-/// 32 vector registers with AVX-512, 16 otherwise on x86-64 (and a
-/// conservative 16 elsewhere): the count the register-tile model uses.
-pub fn fp_registers() -> u32 {
-    let avx512 = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|t| {
-            t.lines()
-                .find(|l| l.starts_with("flags"))
-                .is_some_and(|l| l.split_whitespace().any(|f| f == "avx512f"))
-        })
-        .unwrap_or(false);
-    if avx512 {
+/// Floating-point registers the compiler can allocate in a kernel built by
+/// `cc` with `cflags`. What counts is the ISA the kernel is compiled for,
+/// not what the CPU offers: at plain `-O2` a kernel on an AVX-512 machine
+/// still gets baseline x86-64's 16 SSE registers, and only flags that
+/// enable AVX-512 (`-mavx512f`, `-march=native` there) give it 32. The
+/// compiler is asked which ISA macros the flags define; 16 when it cannot
+/// say.
+pub fn fp_registers(cc: &str, cflags: &[String]) -> u32 {
+    let macros = std::process::Command::new(cc)
+        .args(cflags)
+        .args(["-dM", "-E", "-x", "c", "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    fp_registers_from_macros(&macros)
+}
+
+/// [`fp_registers`] from the compiler's predefined macros (`cc -dM -E`).
+pub fn fp_registers_from_macros(macros: &str) -> u32 {
+    let defined = |name: &str| {
+        macros
+            .lines()
+            .any(|l| l.starts_with(&format!("#define {name} ")))
+    };
+    if defined("__AVX512F__") || defined("__aarch64__") {
         32
     } else {
         16
@@ -150,6 +169,24 @@ pub fn starts(space: &Space, m: &MachineModel, fixed: &[(String, i64)]) -> Vec<S
 mod tests {
     use super::*;
     use crate::space::parse_param;
+
+    #[test]
+    fn registers_follow_the_compiled_isa_not_the_cpu() {
+        assert_eq!(
+            fp_registers_from_macros("#define __SSE2__ 1\n#define __x86_64__ 1\n"),
+            16
+        );
+        assert_eq!(
+            fp_registers_from_macros("#define __AVX2__ 1\n#define __AVX512F__ 1\n"),
+            32
+        );
+        // The real compiler at plain -O2 targets baseline x86-64 (16 SSE
+        // registers) whatever this CPU supports.
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(fp_registers("cc", &["-O2".into()]), 16);
+            assert_eq!(fp_registers("cc", &["-O2".into(), "-mavx512f".into()]), 32);
+        }
+    }
 
     #[test]
     fn register_tile_follows_the_inequality() {
