@@ -107,6 +107,40 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
     };
     let mut rows: Vec<DelayRow> = Vec::new();
     let mut chosen = None;
+    let tried = trial_delays(req, criu, last, &trial, &mut rows, &mut chosen);
+    // Timed trial images go whether or not every trial worked, so a failed
+    // search does not leave an image per delay behind; the failing trial's
+    // directory stays, as the error names the CRIU log in it. CRIU reopens
+    // an image directory at its captured path, so a trial image cannot be
+    // renamed into place either: the chosen delay is captured once more.
+    for row in &rows {
+        let _ = std::fs::remove_dir_all(trial(row.delay));
+    }
+    tried?;
+    let converged = chosen.is_some();
+    let chosen = chosen.unwrap_or(last);
+    let mut c = req.capture.clone();
+    c.delay = chosen;
+    capture(&c, criu)?;
+    Ok(AutoDelayReport {
+        rows,
+        chosen,
+        converged,
+        threshold: req.threshold,
+        image: final_image,
+    })
+}
+
+/// Capture and time delays 0..=last into `rows` until two successive
+/// medians agree (`chosen`).
+fn trial_delays(
+    req: &AutoDelayRequest,
+    criu: &Criu,
+    last: u64,
+    trial: &dyn Fn(u64) -> PathBuf,
+    rows: &mut Vec<DelayRow>,
+    chosen: &mut Option<u64>,
+) -> Result<()> {
     for k in 0..=last {
         let mut c = req.capture.clone();
         c.delay = k;
@@ -126,27 +160,11 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         });
         let medians: Vec<f64> = rows.iter().map(|r| r.region_ns.median).collect();
         if let Some(k) = choose_delay(&medians, req.threshold) {
-            chosen = Some(k as u64);
+            *chosen = Some(k as u64);
             break;
         }
     }
-    let converged = chosen.is_some();
-    let chosen = chosen.unwrap_or(last);
-    // CRIU reopens the image directory at its captured path, so a trial image
-    // cannot be renamed into place: capture the chosen delay once more there.
-    for row in &rows {
-        let _ = std::fs::remove_dir_all(trial(row.delay));
-    }
-    let mut c = req.capture.clone();
-    c.delay = chosen;
-    capture(&c, criu)?;
-    Ok(AutoDelayReport {
-        rows,
-        chosen,
-        converged,
-        threshold: req.threshold,
-        image: final_image,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

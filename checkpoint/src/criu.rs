@@ -120,11 +120,20 @@ pub fn criu_candidates() -> Vec<PathBuf> {
 pub fn find_criu() -> Result<Criu> {
     let candidates = criu_candidates();
     let mut too_old = None;
+    let mut broken = None;
     for cand in &candidates {
         if !cand.is_file() {
             continue;
         }
-        let version = criu_version(cand)?;
+        // A broken criu early on PATH must not hide a good one later
+        // (e.g. the one scripts/setup built into .deps).
+        let version = match criu_version(cand) {
+            Ok(v) => v,
+            Err(e) => {
+                broken.get_or_insert(e);
+                continue;
+            }
+        };
         if version < MIN_CRIU {
             too_old.get_or_insert((cand.clone(), version));
             continue;
@@ -142,6 +151,9 @@ pub fn find_criu() -> Result<Criu> {
             path,
             version: version.to_string(),
         });
+    }
+    if let Some(e) = broken {
+        return Err(e);
     }
     Err(CheckpointError::CriuNotFound {
         tried: candidates

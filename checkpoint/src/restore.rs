@@ -147,19 +147,22 @@ impl RestorePlan {
             detail,
             log: self.log_path(),
         };
-        if outcome.is_ok() {
-            let _ = std::fs::remove_file(self.log_path());
-        }
         match outcome {
-            Ok(_) => parse_result(&text)
-                .map(|(region_ns, region_cpu_ns)| RestoredRun {
-                    region_ns,
-                    region_cpu_ns,
-                    wall,
-                })
-                .ok_or_else(|| {
-                failed("exited without reporting a time (did it reach the end of the region?)".into())
-            }),
+            // The log is removed only after a good sample: a copy that ran
+            // but reported nothing still needs it for diagnosis.
+            Ok(_) => match parse_result(&text) {
+                Some((region_ns, region_cpu_ns)) => {
+                    let _ = std::fs::remove_file(self.log_path());
+                    Ok(RestoredRun {
+                        region_ns,
+                        region_cpu_ns,
+                        wall,
+                    })
+                }
+                None => Err(failed(
+                    "exited without reporting a time (did it reach the end of the region?)".into(),
+                )),
+            },
             Err(toolchain::ToolchainError::TimedOut { seconds, .. }) => Err(failed(format!(
                 "did not finish within {seconds} s and was killed with its PID namespace; raise --timeout"
             ))),

@@ -128,7 +128,11 @@ fn capture(a: CaptureArgs) -> CmdResult {
                 samples: a.samples,
                 threshold: a.threshold,
                 max_delay: a.max_delay,
-                time: checkpoint::TimeOptions::default(),
+                // A restored copy is the application too: same limit.
+                time: checkpoint::TimeOptions {
+                    timeout: Duration::from_secs(a.timeout),
+                    ..Default::default()
+                },
             },
             &criu,
         )?;
