@@ -32,6 +32,15 @@ if [ -x "$criu_bin" ] && [ -e "$TDG_DEPS/lib/libcriu.so" ] && [ -e "$TDG_DEPS/in
   exit 0
 fi
 
+# A good CRIU the system already has (>= 4.1, with libcriu for the self-dump)
+# is used as it is: tdg finds criu on PATH and libcriu through the loader.
+if sys_criu=$(command -v criu 2>/dev/null) && [ "$sys_criu" != "$criu_bin" ] \
+   && v=$("$sys_criu" --version 2>/dev/null | awk '/^Version:/ {print $2}') && [ -n "$v" ] \
+   && version_ok "$v" && ldconfig -p 2>/dev/null | grep -q 'libcriu\.so'; then
+  echo "criu $v already installed at $sys_criu; nothing to build"
+  exit 0
+fi
+
 apt_install make gcc pkg-config xz-utils python3 \
   libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler libcap-dev libnl-3-dev \
   libnet1-dev libbsd-dev libnftables-dev libgnutls28-dev uuid-dev python3-protobuf libaio-dev
