@@ -238,6 +238,8 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
         expected.retain(|e| e != "a name");
     }
     expected.truncate(6);
+    // Asked before the list is joined into the message (which pops its last entry).
+    let expects_semicolon = has("`;`", &expected);
     let found = describe_at(src, pos, kind);
     let message = match expected.len() {
         0 => format!("unexpected {found}"),
@@ -249,9 +251,8 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
     };
     // A missing `;` is best shown right after the token it should follow
     // when the next token is on a later line.
-    let wants_semicolon = has("`;`", &expected) || message.starts_with("expected `;`");
     let prev_end = src[..pos].trim_end().len();
-    if wants_semicolon && src[prev_end..pos].contains('\n') {
+    if expects_semicolon && src[prev_end..pos].contains('\n') {
         return Diagnostic::new(
             message.replacen(&format!(", found {found}"), "", 1) + " at the end of this line",
             Span::new(base + prev_end, base + prev_end),
@@ -259,11 +260,20 @@ fn pest_error(e: &pest::error::Error<Rule>, src: &str, base: usize, kind: InputK
         .with_hint("every clause and init entry ends with `;`");
     }
     let end = pos + token_len_at(src, pos);
-    let mut d = Diagnostic::new(message, Span::new(base + pos, base + end));
-    if has("`;`", &expected) {
-        d = d.with_hint("every clause and init entry ends with `;`");
-    }
-    d
+    let hint = if expects_semicolon {
+        "every clause and init entry ends with `;`"
+    } else {
+        match kind {
+            InputKind::Formula => {
+                "a flop formula is arithmetic (`+ - * / %`, parentheses) on parameters, macros and numbers, e.g. \"2*M*N*K + M*N\""
+            }
+            InputKind::File if message.contains(CLAUSE_NAME) => {
+                "each clause reads `name=value;`, e.g. `flop=\"2*N\";`; docs/spec-language.md lists them"
+            }
+            InputKind::File => "docs/spec-language.md shows the syntax of each clause and value",
+        }
+    };
+    Diagnostic::new(message, Span::new(base + pos, base + end)).with_hint(hint)
 }
 
 const CLAUSE_NAME: &str = "a clause (`routine=`, `init=`, `flop=`, ...)";

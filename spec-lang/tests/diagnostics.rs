@@ -314,7 +314,12 @@ fn flop_formula_that_does_not_parse_points_inside_the_string() {
     );
     rejects(
         &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nflop=\"2 N\";"),
-        x(3, 9, "flop formula does not parse", None),
+        x(
+            3,
+            9,
+            "flop formula does not parse",
+            Some("e.g. \"2*M*N*K + M*N\""),
+        ),
     );
 }
 
@@ -650,5 +655,18 @@ fn const_char_parameter_takes_a_string() {
     rejects(
         "routine=void f(const int N);\ninit={N=\"4\";};",
         x(2, 9, "`N` is a `const int`, not a string", None),
+    );
+}
+
+#[test]
+fn stray_token_between_clauses_says_what_a_clause_looks_like() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\n}}\n"),
+        x(
+            3,
+            1,
+            "expected end of file or a clause (`routine=`, `init=`, `flop=`, ...), found `}`",
+            Some("each clause reads `name=value;`"),
+        ),
     );
 }
