@@ -96,8 +96,21 @@ fn base_type() -> impl Strategy<Value = BaseType> {
             UInt64,
             Bool,
         ]),
-        Just(Struct("node".into())),
-        Just(Named("su3_matrix".into())),
+        prop::sample::select(vec!["node", "su3_matrix", "s_2"]).prop_map(|n| Struct(n.into())),
+        prop::sample::select(vec!["su3_matrix", "real_t"]).prop_map(|n| Named(n.into())),
+    ]
+}
+
+/// A parameter's type: any of the above, or `void` behind at least one `*`.
+fn param_type() -> impl Strategy<Value = CType> {
+    prop_oneof![
+        4 => ctype(3),
+        1 => (any::<bool>(), 1u8..=2).prop_map(|(is_const, pointers)| CType {
+            is_const,
+            base: BaseType::Void,
+            pointers,
+            span: sp(),
+        }),
     ]
 }
 
@@ -270,10 +283,10 @@ fn routine() -> impl Strategy<Value = Routine> {
                 pointers: 0,
                 span: sp()
             }),
-            ctype(2)
+            param_type()
         ],
         ident(),
-        prop::collection::vec((ident(), ctype(3)), 0..7),
+        prop::collection::vec((ident(), param_type()), 0..7),
         prop::option::of(prop::sample::select(BODIES)),
     )
         .prop_map(|(ret, name, params, body)| Routine {
