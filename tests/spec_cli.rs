@@ -275,7 +275,7 @@ fn fmt_rewrites_in_place_keeps_comments_and_then_check_passes() {
 }
 
 #[test]
-fn fmt_check_passes_on_bundled_specs() {
+fn fmt_output_of_bundled_specs_is_a_fixed_point() {
     for n in ["gemm", "dot", "axpy", "gemv", "zmv3"] {
         let out = tdg(&["fmt", "--stdout", &spec_path(&format!("{n}.spec"))]);
         assert!(out.status.success(), "{n}: {}", text(&out.stderr));

@@ -125,3 +125,29 @@ fn crlf_and_byte_order_mark_are_accepted() {
         spec_lang::format_source(&src, "gemm.spec").unwrap()
     );
 }
+
+/// The issue's acceptance text, character for character (specs/gemm.spec
+/// carries a comment and could be reformatted; this literal cannot drift).
+#[test]
+fn the_papers_gemm_text_is_accepted_as_written() {
+    let src = "routine=void ATL_USERMM(const int M, const int N, const int K,
+    const double alpha, const double* A, const int lda,
+    const double* B, const int ldb, const double beta,
+    double* C, const int ldc);
+init={
+  M=Macro(MS,72); N=Macro(NS,72); K=Macro(KS,72);
+  lda=MS; ldb=KS; ldc=MS; alpha=1; beta=1;
+  A=Matrix(double, M, K, RANDOM, flush|align(16));
+  B=Matrix(double, K, N, RANDOM, flush|align(16));
+  C=Matrix(double, M, N, RANDOM, flush|align(16));
+};
+flop=\"2*M*N*K+M*N\";
+";
+    let s = match spec_lang::parse_and_check(src, "paper.spec") {
+        Ok(s) => s,
+        Err(d) => panic!("the paper's spec is rejected:\n{d}"),
+    };
+    assert_eq!(s, load("gemm.spec"), "specs/gemm.spec means the same");
+    let flops = spec_lang::eval::flop_count(&s, &Default::default()).unwrap();
+    assert_eq!(flops, Some(2.0 * 72f64.powi(3) + 72f64.powi(2)));
+}
