@@ -63,6 +63,7 @@ fn main() {
     let work = tempfile::tempdir().expect("temp dir");
     let images = PathBuf::from(format!("/dev/shm/tdg-bench-ckpt-{}", std::process::id()));
     std::fs::create_dir_all(&images).expect("image dir on /dev/shm");
+    let _ = IMAGES.set(images.clone());
 
     let datasens = build_datasens(work.path());
     let out = work.path().join("out.txt");
@@ -341,7 +342,14 @@ fn build_datasens(dir: &Path) -> PathBuf {
     exe
 }
 
+/// The images directory (in RAM), removed by `fail` too: a failed bench
+/// must not leave hundreds of MiB in /dev/shm.
+static IMAGES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 fn fail(msg: &str) -> ! {
+    if let Some(dir) = IMAGES.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     eprintln!("bench-checkpoint: {msg}");
     std::process::exit(1)
 }
