@@ -178,7 +178,9 @@ fn binary(op: BinOp, a: Value, b: Value, span: Span) -> Result<Value, EvalError>
             BinOp::Sub => x.checked_sub(y).ok_or_else(overflow)?,
             BinOp::Mul => x.checked_mul(y).ok_or_else(overflow)?,
             BinOp::Div | BinOp::Mod if y == 0 => {
-                return Err(EvalError::at("division by zero", span))
+                return Err(EvalError::at("division by zero", span).hint(Some(
+                    "the divisor is 0 with these values; change it or its macro default".into(),
+                )))
             }
             BinOp::Div => x.checked_div(y).ok_or_else(overflow)?,
             BinOp::Mod => x.checked_rem(y).ok_or_else(overflow)?,
@@ -307,9 +309,9 @@ pub fn typed_env(
             if env.contains_key(*name) {
                 return false;
             }
-            match eval_value(e, &env) {
+            match eval_value(e, &env).and_then(|v| convert(v, *ty, name, e.span())) {
                 Ok(v) => {
-                    env.insert(name.to_string(), convert(v, *ty));
+                    env.insert(name.to_string(), v);
                     false
                 }
                 Err(err) => {
@@ -329,14 +331,54 @@ pub fn typed_env(
 }
 
 /// C's assignment conversion to the parameter type.
-fn convert(v: Value, ty: Option<&CType>) -> Value {
+///
+/// A value outside an integer type's range is an error: C would wrap it
+/// silently (`const int N=3000000000;` passes a negative N), while sizes
+/// here were computed from the unwrapped value.
+fn convert(v: Value, ty: Option<&CType>, name: &str, span: Span) -> Result<Value, EvalError> {
     match ty {
-        Some(t) if t.pointers == 0 && t.base.is_integral() => match v {
-            Value::Int(i) => Value::Int(i),
-            Value::Float(f) => Value::Int(f.trunc() as i64),
-        },
-        Some(t) if t.pointers == 0 && t.base.is_floating() => Value::Float(v.as_f64()),
-        _ => v,
+        Some(t) if t.pointers == 0 && t.base.is_integral() => {
+            let i = match v {
+                Value::Int(i) => i as i128,
+                Value::Float(f) => f.trunc() as i128,
+            };
+            let (lo, hi) = int_range(&t.base);
+            if i < lo || i > hi {
+                return Err(EvalError::at(
+                    format!(
+                        "`{name}` is a `{}`: {} does not fit (it holds {lo} to {hi})",
+                        crate::check::type_text(t),
+                        v.as_f64()
+                    ),
+                    span,
+                )
+                .hint(Some(
+                    "use a wider type in the prototype (long, size_t) or a smaller value".into(),
+                )));
+            }
+            Ok(Value::Int(i as i64))
+        }
+        Some(t) if t.pointers == 0 && t.base.is_floating() => Ok(Value::Float(v.as_f64())),
+        _ => Ok(v),
+    }
+}
+
+/// Range of a C integer type on x86-64 Linux (LP64, signed `char`), capped
+/// at what the evaluator's 64-bit integers hold.
+fn int_range(b: &BaseType) -> (i128, i128) {
+    use BaseType::*;
+    let signed = |bits: u32| (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
+    let unsigned = |bits: u32| (0, ((1i128 << bits) - 1).min(i64::MAX as i128));
+    match b {
+        Bool => (0, 1),
+        Char | SignedChar | Int8 => signed(8),
+        UnsignedChar | UInt8 => unsigned(8),
+        Short | Int16 => signed(16),
+        UnsignedShort | UInt16 => unsigned(16),
+        Int | Int32 => signed(32),
+        UnsignedInt | UInt32 => unsigned(32),
+        UnsignedLong | UnsignedLongLong | SizeT | UInt64 => unsigned(64),
+        _ => signed(64),
     }
 }
 

@@ -100,10 +100,10 @@ pub fn check_file(
         format!("with {}", defs.join(" "))
     });
     let fail = |e: eval::EvalError| {
-        let d = e.to_diagnostic();
-        let d = match (&d.hint, &why) {
-            (None, Some(w)) => d.with_hint(w.clone()),
-            _ => d,
+        let mut d = e.to_diagnostic();
+        d.hint = match (d.hint.take(), &why) {
+            (Some(h), Some(w)) => Some(format!("{h} ({w})")),
+            (h, w) => h.or_else(|| w.clone()),
         };
         Diagnostics::single(&file, &src, d)
     };
@@ -116,9 +116,10 @@ pub fn check_file(
             let b = eval::array_bytes(a, &env).map_err(|e| {
                 let mut d = e.to_diagnostic();
                 d.message = format!("`{}`: {}", init.name.name, d.message);
-                if d.hint.is_none() {
-                    d.hint = why.clone();
-                }
+                d.hint = match (d.hint.take(), &why) {
+                    (Some(h), Some(w)) => Some(format!("{h} ({w})")),
+                    (h, w) => h.or_else(|| w.clone()),
+                };
                 Diagnostics::single(&file, &src, d)
             })?;
             bytes = bytes.saturating_add(b.unwrap_or(0));

@@ -670,3 +670,44 @@ fn stray_token_between_clauses_says_what_a_clause_looks_like() {
         ),
     );
 }
+
+/// C would wrap these silently; sizes computed from the unwrapped value would
+/// then disagree with what the routine receives.
+#[test]
+fn integer_value_that_does_not_fit_its_parameter_type() {
+    rejects(
+        "routine=void f(const int N, double* X);\ninit={N=3000000000; X=Vector(double, RANDOM, _, 4);};",
+        x(
+            2,
+            9,
+            "`N` is a `const int`: 3000000000 does not fit (it holds -2147483648 to 2147483647)",
+            Some("wider type"),
+        ),
+    );
+    rejects(
+        "routine=void f(size_t n, double* X);\ninit={n=Macro(NS, 1) - 2; X=Vector(double, RANDOM, _, 4);};",
+        x(2, 9, "`n` is a `size_t`: -1 does not fit", Some("wider type")),
+    );
+    rejects(
+        "routine=void f(unsigned char c, double* X);\ninit={c=256; X=Vector(double, RANDOM, _, 4);};",
+        x(2, 9, "`c` is a `unsigned char`: 256 does not fit (it holds 0 to 255)", None),
+    );
+    // The edges themselves are fine.
+    for ok in [
+        "routine=void f(const int N);\ninit={N=2147483647;};",
+        "routine=void f(const int N);\ninit={N=-2147483648;};",
+        "routine=void f(size_t n);\ninit={n=9223372036854775807;};",
+    ] {
+        if let Err(d) = spec_lang::parse_and_check(ok, "ok.spec") {
+            panic!("{ok}\n{d}");
+        }
+    }
+}
+
+#[test]
+fn division_by_zero_has_a_hint() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1/0; X=Vector(double, RANDOM, _, 4);}};"),
+        x(2, 9, "division by zero", Some("divisor is 0")),
+    );
+}
