@@ -165,3 +165,21 @@ fn cli_rejects_bad_input_with_one_clear_line() {
     assert_eq!(code, 1);
     assert!(err.contains("L9") && err.contains("L1"), "{err}");
 }
+
+#[test]
+fn negative_size_is_a_clear_error_not_a_crash() {
+    // -D NS=-5 compiles, but a size cast to size_t is huge: the driver must
+    // refuse it in one line instead of corrupting the heap.
+    let mut o = opts();
+    o.defines = vec![("NS".into(), "-5".into())];
+    let kit = build(DOT_SPEC, &dot_impl(), &o);
+    match kit.built.run(&o) {
+        Err(e @ RunError::DriverFailed { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("X has a negative size"), "{msg}");
+            assert!(msg.contains("-D"), "{msg}");
+            assert_eq!(msg.lines().count(), 1, "{msg}");
+        }
+        other => panic!("expected a one-line driver error, got {other:?}"),
+    }
+}

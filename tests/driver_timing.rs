@@ -98,6 +98,75 @@ init={
     assert_eq!((dx, dy), (1, 1));
 }
 
+/// Records the X pointer of each call, in call order; prints how the
+/// sequence moves at exit.
+const SEQUENCE_DOT: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#define TDG_MAXCALLS 200000
+static uintptr_t xs[TDG_MAXCALLS];
+static int n, registered;
+static void report(void) {
+    uintptr_t top = 0;
+    int i, down = 0, wrap = 0, other = 0;
+    for (i = 0; i < n; i++) if (xs[i] > top) top = xs[i];
+    for (i = 1; i < n; i++) {
+        if (xs[i] < xs[i - 1]) down++;
+        else if (xs[i] == top && xs[i - 1] != top) wrap++;
+        else if (xs[i] != xs[i - 1]) other++;
+    }
+    fprintf(stderr, "calls=%d down=%d wrap_to_top=%d other=%d\n", n, down, wrap, other);
+}
+double ddot(const int N, const double *X, const double *Y) {
+    double s = 0.0; int i;
+    if (!registered) { registered = 1; atexit(report); }
+    if (n < TDG_MAXCALLS) xs[n++] = (uintptr_t)X;
+    for (i = 0; i < N; i++) s += X[i] * Y[i];
+    return s;
+}
+"#;
+
+#[test]
+fn self_flushing_sets_are_walked_from_the_greatest_address_down() {
+    // Small operands come from the heap, which hands blocks out in
+    // ascending order: the driver must still walk its sets downwards in
+    // memory (against the ascending stream inside each call), wrapping
+    // from the lowest set back to the highest.
+    let spec_src = r#"
+routine=double ddot(const int N, const double* X, const double* Y);
+init={
+  N=Macro(NS, 256);
+  X=Vector(double, RANDOM, flush|align(64), N);
+  Y=Vector(double, RANDOM, flush|align(64), N);
+};
+"#;
+    let o = opts();
+    let kit = build(spec_src, SEQUENCE_DOT, &o);
+    let (stdout, stderr) = kit.run_raw(&["--json", "--samples=3", "--flush-kib=1024"]);
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(r["mode"], "self-flushing");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("calls="))
+        .unwrap_or_else(|| panic!("no report in {stderr}"));
+    let v: Vec<usize> = line
+        .split_whitespace()
+        .map(|kv| kv.split('=').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let (calls, down, wrap, other) = (v[0], v[1], v[2], v[3]);
+    let sets = r["working_sets"].as_u64().unwrap() as usize;
+    eprintln!("{sets} sets: {line}");
+    assert_eq!(
+        other, 0,
+        "a step went up without wrapping to the top set: {line}"
+    );
+    assert!(down >= calls / 2, "most steps move down in memory: {line}");
+    // One wrap per traversal of the sets (plus the jump from the first,
+    // single-set phase to the top set).
+    assert!(wrap <= calls / sets + 2, "{line}");
+}
+
 #[test]
 fn empty_routine_costs_a_small_multiple_of_the_serialised_tsc_read() {
     let spec_src = r#"
@@ -163,6 +232,18 @@ init={ us=3000; };
     assert_eq!(cpu.selection, "median");
     assert_eq!(wall.selection, "min");
     assert!(cpu.reported_why.contains("median"));
+    // The figure reported is that statistic of the samples, not another.
+    assert_eq!(cpu.reported_ns, cpu.stats.median);
+    assert_eq!(wall.reported_ns, wall.stats.min);
+    // An explicit --select wins whatever order the options come in.
+    for args in [
+        ["--select=min", "--timer=cpu"],
+        ["--timer=cpu", "--select=min"],
+    ] {
+        let (stdout, _) = kit.run_raw(&["--json", "--samples=1", "--flush=none", args[0], args[1]]);
+        let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(v["selection"], "min", "{args:?}");
+    }
 }
 
 #[test]
