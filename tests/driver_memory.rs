@@ -13,23 +13,36 @@ const HARNESS: &str = r#"
 #include <stdio.h>
 #include <string.h>
 #include "tdg_runtime.h"
+/* Every block stays live until its case ends, so malloc hands out many
+ * different base addresses (freeing at once would recycle one chunk and
+ * test a single base residue 2000 times). */
+static unsigned char *live[2000];
 int main(void) {
     static const size_t cases[][2] = {{8, 0}, {16, 0}, {64, 0}, {4096, 0}, {8, 16}, {8, 64}, {16, 64}, {32, 64}, {64, 128}, {24, 64}};
-    size_t c, i, bad_align = 0, bad_misalign = 0, total = 0;
+    size_t c, i, bad_align = 0, bad_misalign = 0, total = 0, fewest_offsets = 4096;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        size_t align = cases[c][0], misalign = cases[c][1];
+        size_t align = cases[c][0], misalign = cases[c][1], offsets = 0;
+        static unsigned char seen[4096];
+        memset(seen, 0, sizeof seen);
         for (i = 0; i < 2000; i++) {
             size_t size = 1 + (i * 7919) % 5000;
             unsigned char *p = tdg_amalloc(size, align, misalign);
             if (p == NULL) return 1;
             if ((size_t)p % align) bad_align++;
             if (misalign && (size_t)p % misalign == 0) bad_misalign++;
+            offsets += !seen[(size_t)p % 4096];
+            seen[(size_t)p % 4096] = 1;
             memset(p, 0xab, size); /* the whole block is usable */
-            tdg_afree(p);
+            live[i] = p;
             total++;
         }
+        for (i = 0; i < 2000; i++)
+            tdg_afree(live[i]);
+        if (misalign && offsets < fewest_offsets)
+            fewest_offsets = offsets;
     }
     printf("total=%zu bad_align=%zu bad_misalign=%zu\n", total, bad_align, bad_misalign);
+    printf("fewest_page_offsets=%zu\n", fewest_offsets);
     return 0;
 }
 "#;
@@ -57,7 +70,21 @@ fn amalloc_aligns_and_misaligns_over_many_allocations() {
     })
     .unwrap();
     let out = toolchain::run(&mut Command::new(&exe), Some(Duration::from_secs(60))).unwrap();
-    assert_eq!(out.stdout.trim(), "total=20000 bad_align=0 bad_misalign=0");
+    let mut lines = out.stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("total=20000 bad_align=0 bad_misalign=0"),
+        "{}",
+        out.stdout
+    );
+    // The misaligned cases really met many different malloc bases (every
+    // residue the step-off logic must handle), not one recycled block.
+    let offsets: usize = lines
+        .next()
+        .and_then(|l| l.strip_prefix("fewest_page_offsets="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no offset count in {}", out.stdout));
+    assert!(offsets >= 16, "only {offsets} distinct page offsets");
 }
 
 #[test]
