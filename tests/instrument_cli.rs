@@ -41,6 +41,15 @@ fn bad_inputs_get_one_line_errors_with_a_way_out() {
     assert!(e.contains("after `--`"), "{e}");
     let e = one_error_line(&tdg(&["profile", "--", "/nonexistent/program"], d));
     assert!(e.contains("could not be started"), "{e}");
+    // A zero or wrapping buffer size would be ignored or overflow inside the
+    // runtime: refused before the program runs.
+    let e = one_error_line(&tdg(&["profile", "--calls", "0", "--", "true"], d));
+    assert!(e.contains("--calls 0") && e.contains("positive"), "{e}");
+    let e = one_error_line(&tdg(
+        &["profile", "--records", "288230376151711744", "--", "true"],
+        d,
+    ));
+    assert!(e.contains("--records") && e.contains("memory"), "{e}");
     // A program that never calls a profiled routine: say why nothing came.
     let e = one_error_line(&tdg(&["profile", "--", "true"], d));
     assert!(

@@ -19,6 +19,8 @@ pub enum SessionError {
     },
     #[error("{0}")]
     NoProfile(String),
+    #[error("{0}")]
+    BadSettings(String),
     #[error(transparent)]
     Format(#[from] format::FormatError),
     #[error("I/O error: {0}")]
@@ -34,6 +36,45 @@ pub struct RuntimeSettings {
     pub records: Option<u64>,
     /// `TDG_PROFILE_STORES=cached`: ordinary stores instead of movnti.
     pub cached_stores: bool,
+}
+
+/// Bytes of one record in the runtime's buffer (format::RECORD_SIZE).
+const RECORD_BYTES: u64 = crate::format::RECORD_SIZE as u64;
+
+impl RuntimeSettings {
+    /// The runtime silently falls back to its default for a zero size, and
+    /// a size whose byte count overflows would wrap inside it: refuse both
+    /// here, and a buffer larger than the machine's memory, with the way out.
+    pub fn check(&self, mem_total_bytes: Option<u64>) -> Result<(), SessionError> {
+        for (flag, value) in [("--calls", self.calls), ("--records", self.records)] {
+            let Some(n) = value else { continue };
+            if n == 0 {
+                return Err(SessionError::BadSettings(format!(
+                    "{flag} 0: the buffer needs room for at least one record; give a positive count"
+                )));
+            }
+            let bytes = n.checked_mul(RECORD_BYTES);
+            let too_big = match (bytes, mem_total_bytes) {
+                (None, _) => true,
+                (Some(b), Some(mem)) => b > mem,
+                (Some(_), None) => false,
+            };
+            if too_big {
+                return Err(SessionError::BadSettings(format!(
+                    "{flag} {n}: {n} records of {RECORD_BYTES} bytes is more than this machine's memory; give a smaller count (the buffer is allocated up front)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// MemTotal from /proc/meminfo, in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// What one profiled run produced.
@@ -65,6 +106,7 @@ pub fn run_profiled(
     work_dir: &Path,
 ) -> Result<SessionOutcome, SessionError> {
     let (program, args) = command.split_first().ok_or(SessionError::NoCommand)?;
+    settings.check(mem_total_bytes())?;
     let pattern = work_dir.join("profile.%p.tdgp");
     let mut cmd = Command::new(program);
     cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
@@ -110,7 +152,9 @@ pub fn run_profiled(
     for f in &profile_files {
         parts.push(format::read(f)?);
     }
-    let profile = format::merge(parts).expect("at least one part");
+    let profile = format::merge(parts).ok_or_else(|| {
+        SessionError::NoProfile("internal: profile files vanished while merging".into())
+    })?;
     Ok(SessionOutcome {
         profile,
         status,
@@ -129,4 +173,32 @@ fn collect_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_sizes_that_the_runtime_would_ignore_or_wrap_are_refused() {
+        let s = |calls, records| RuntimeSettings {
+            calls,
+            records,
+            cached_stores: false,
+        };
+        let gib = Some(1u64 << 30);
+        assert!(s(Some(1000), None).check(gib).is_ok());
+        assert!(s(None, Some(1 << 24)).check(gib).is_ok()); // exactly 1 GiB
+        let e = s(Some(0), None).check(gib).unwrap_err().to_string();
+        assert!(e.contains("--calls 0") && e.contains("positive"), "{e}");
+        let e = s(None, Some((1 << 24) + 1))
+            .check(gib)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--records") && e.contains("memory"), "{e}");
+        // 2^58 records x 64 bytes wraps a u64 to zero.
+        let e = s(None, Some(1 << 58)).check(None).unwrap_err().to_string();
+        assert!(e.contains("memory"), "{e}");
+        assert!(mem_total_bytes().is_some_and(|m| m > 1 << 20));
+    }
 }

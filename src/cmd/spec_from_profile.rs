@@ -63,7 +63,13 @@ pub fn run(a: Args) -> CmdResult {
         a.rank,
         Some(out.display().to_string()),
     )?;
-    let chosen = &rep.contexts[a.rank - 1];
+    // derive() has checked that this rank exists; ranks are 1-based labels,
+    // not positions, so look it up rather than index.
+    let chosen = rep
+        .contexts
+        .iter()
+        .find(|c| c.rank == a.rank)
+        .context("the chosen context vanished from the report")?;
     let edit = &derived.edit;
     std::fs::write(&out, &edit.text).with_context(|| format!("writing {}", out.display()))?;
     let file = &derived.contexts;
