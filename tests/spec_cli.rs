@@ -129,6 +129,19 @@ fn check_with_defines_evaluates_sizes() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("`-D MZ=...` names no macro or scalar of this spec"));
 
+    // An override is range-checked against its parameter's C type too.
+    let dot = spec_path("dot.spec");
+    let src = std::fs::read_to_string(&dot).unwrap();
+    assert!(src.contains("const int N"), "dot.spec has an int N:\n{src}");
+    let out = tdg(&["check", &dot, "-D", "N=3000000000"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("error: `N` is a `const int`: 3000000000 does not fit")
+            && err.contains("(with -D N=3000000000)"),
+        "{err}"
+    );
+
     let out = tdg(&["check", &gemm, "-D", "MS"]);
     assert_eq!(out.status.code(), Some(2), "clap rejects a malformed -D");
     assert!(text(&out.stderr).contains("NAME=VALUE"));

@@ -276,7 +276,14 @@ pub fn typed_env(
     }
     let mut env: BTreeMap<String, Value> = BTreeMap::new();
     for (k, v) in overrides {
-        env.insert(k.clone(), Value::from_f64(*v));
+        let v = Value::from_f64(*v);
+        // Range-checked like a value in the file; otherwise kept as given, so
+        // `-D N=2.5` for an integer size is still reported as not integral.
+        convert(v, spec.param(k).map(|p| &p.ty), k, Span::default()).map_err(|mut e| {
+            e.span = None;
+            e
+        })?;
+        env.insert(k.clone(), v);
     }
     // Fixed-point over the scalar definitions so that order in the file does
     // not matter (`lda=M;` may come before `M=Macro(MS,72);`). Each pass
