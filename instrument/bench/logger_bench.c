@@ -8,8 +8,8 @@
  *                   one fprintf line per call to a buffered file.
  *     Prints the loop's wall time per call in ns.
  *
- *   logger_bench kernel WORKSET_BYTES CALLS bare|log
- *     A cache-sensitive kernel (256 dependent loads chasing a random cycle
+ *   logger_bench kernel WORKSET_BYTES CALLS bare|log [STEPS]
+ *     A cache-sensitive kernel (STEPS, default 256, dependent loads chasing a random cycle
  *     through a WORKSET_BYTES table sized to a cache level), each call timed with serialised TSC reads; with `log`
  *     every call is also recorded by tdg (store mode from
  *     TDG_PROFILE_STORES). Prints the kernel's own median and min ticks.
@@ -32,9 +32,9 @@ __attribute__((noinline)) static long tiny(long x) { return x * 3 + 1; }
  * cache lines: latency-bound, no prefetcher or overlap hides a miss, so any
  * table line the log evicts costs a full next-level latency when the chase
  * comes back to it. */
-__attribute__((noinline)) static long chase(const long *a, long *pos) {
+__attribute__((noinline)) static long chase(const long *a, long *pos, int steps) {
     long p = *pos;
-    for (int i = 0; i < 256; i++)
+    for (int i = 0; i < steps; i++)
         p = a[p];
     *pos = p;
     return p;
@@ -109,7 +109,7 @@ static int cmp_u32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int kernel(long bytes, long calls, int log) {
+static int kernel(long bytes, long calls, int log, int steps) {
     long n = bytes / (long)sizeof(long);
     long *a = aligned_alloc(64, (size_t)n * sizeof(long));
     /* 4 bytes per call: one new line every 16 calls, the same in every mode. */
@@ -144,7 +144,7 @@ static int kernel(long bytes, long calls, int log) {
          * record (if any) is written after it, so what differs between
          * modes is only what the previous calls' logging left in cache. */
         uint64_t t0 = tdg_begin();
-        sink = chase(a, &pos);
+        sink = chase(a, &pos, steps);
         uint64_t t1 = ser_end();
         if (log)
             tdg_end(id, t0, 1, &v);
@@ -162,8 +162,12 @@ static int kernel(long bytes, long calls, int log) {
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "cost") == 0)
         return cost(argv[2], atol(argv[3]));
-    if (argc == 5 && strcmp(argv[1], "kernel") == 0)
-        return kernel(atol(argv[2]), atol(argv[3]), strcmp(argv[4], "log") == 0);
-    fprintf(stderr, "usage: %s cost none|tdg|fprintf CALLS | kernel BYTES CALLS bare|log\n", argv[0]);
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "kernel") == 0) {
+        int steps = argc == 6 ? atoi(argv[5]) : 256;
+        if (steps < 1)
+            steps = 1;
+        return kernel(atol(argv[2]), atol(argv[3]), strcmp(argv[4], "log") == 0, steps);
+    }
+    fprintf(stderr, "usage: %s cost none|tdg|fprintf CALLS | kernel BYTES CALLS bare|log [STEPS]\n", argv[0]);
     return 2;
 }
