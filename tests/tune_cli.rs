@@ -169,6 +169,10 @@ fn bad_input_gets_one_line_errors() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+        // tdg's own errors are one line (clap's usage errors add a hint line).
+        if err.starts_with("tdg: error") {
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
     }
     let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
         .args([
@@ -185,6 +189,7 @@ fn bad_input_gets_one_line_errors() {
         !out.status.success() && err.contains("no such file"),
         "{err}"
     );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
 #[test]
