@@ -78,7 +78,12 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tdg: error: {e:#}");
+            // Spec diagnostics already name file:line:col and say "error:";
+            // they are printed as they are, source line and caret included.
+            match e.downcast_ref::<spec_lang::Diagnostics>() {
+                Some(d) => eprintln!("{}", d.to_string().trim_end()),
+                None => eprintln!("tdg: error: {e:#}"),
+            }
             ExitCode::FAILURE
         }
     }

@@ -29,7 +29,7 @@ pub fn model_for(spec: &spec_lang::Spec, timing: &TimingArgs) -> anyhow::Result<
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let spec = spec_lang::load(&args.spec)?;
     let model = model_for(&spec, &args.timing)?;
     let generated = render(&model, args.templates.as_deref())?;
     let written = generated.write_to(&args.output)?;

@@ -96,7 +96,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
         .unwrap_or_else(|| "profile".into());
     let shim = match &a.spec {
         Some(spec_path) => {
-            let spec = spec_lang::load(spec_path).map_err(|d| anyhow::anyhow!("{d}"))?;
+            let spec = spec_lang::load(spec_path)?;
             let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
             let mut incs = a.include.clone();
             if incs.is_empty() {

@@ -176,7 +176,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let spec = spec_lang::load(&args.spec)?;
     if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
         return run_checkpoint(&args, clause);
     }

@@ -76,7 +76,7 @@ pub fn run(args: Args) -> CmdResult {
             Ok((n.trim().to_string(), v))
         })
         .collect::<anyhow::Result<_>>()?;
-    let spec = spec_lang::load(&args.spec).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let spec = spec_lang::load(&args.spec)?;
     if !args.implementation.is_file() {
         anyhow::bail!(
             "--impl {}: no such file; pass the C file that implements the routine",

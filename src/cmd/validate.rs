@@ -58,7 +58,7 @@ pub fn run(a: Args) -> CmdResult {
     let src = std::fs::read_to_string(&a.spec)
         .with_context(|| format!("reading spec {}", a.spec.display()))?;
     let file = a.spec.display().to_string();
-    let spec = spec_lang::parse_and_check(&src, &file).map_err(|d| anyhow::anyhow!("{d}"))?;
+    let spec = spec_lang::parse_and_check(&src, &file)?;
     let profile = format::read(&a.profile)?;
     let rep = report::build(
         &profile,
