@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +42,10 @@
 #endif
 #define TDG_DEFAULT_CALLS (1u << 18)
 #define TDG_MAX_CHUNK 4096u
+/* A thread's first claim; each later claim doubles, up to g.chunk, so many
+ * short-lived threads (one call each) cannot strand the buffer in big,
+ * mostly empty chunks while a thread that records a lot still claims rarely. */
+#define TDG_FIRST_CHUNK 64u
 #define TDG_VERSION 1u
 #define TDG_HEADER_SIZE 80u
 
@@ -75,6 +81,7 @@ static struct {
     _Atomic uint32_t nthreads;
     atomic_flag registry_lock;
     _Atomic int writing;
+    int membarrier_ok;
     struct tdg_routine_slot routines[TDG_MAX_ROUTINES];
     int disabled;
     int nontemporal;
@@ -89,6 +96,7 @@ static struct {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread struct tdg_record *t_cursor;
 static __thread struct tdg_record *t_limit;
+static __thread uint64_t t_chunk;
 static __thread int t_thread = -1;
 
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
@@ -130,14 +138,28 @@ static inline uint64_t read_end(void) {
 
 /* ---- environment ---------------------------------------------------- */
 
-static uint64_t env_u64(const char *name, uint64_t fallback) {
+/* A positive decimal count from the environment, else `fallback`. Bad text
+ * ("1e6", "-1", "abc", "0", out of range) is reported on one stderr line
+ * instead of silently becoming the default. */
+static uint64_t env_u64(const char *name, uint64_t fallback, const char *fallback_text) {
     const char *s = getenv(name);
     if (!s || !*s)
         return fallback;
     char *end;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || v == 0)
+    /* strtoull accepts leading blanks and a sign ("-1" wraps to 2^64-1). */
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || v == 0 || errno == ERANGE) {
+        if (fallback_text)
+            fprintf(stderr,
+                    "tdg_instrument: %s=\"%s\" is not a positive whole number; using %s.\n",
+                    name, s, fallback_text);
+        else
+            fprintf(stderr,
+                    "tdg_instrument: %s=\"%s\" is not a positive whole number; using %llu.\n",
+                    name, s, (unsigned long long)fallback);
         return fallback;
+    }
     return (uint64_t)v;
 }
 
@@ -224,22 +246,37 @@ static uint64_t ticks_per_second(void) {
 #endif
 }
 
-static int write_profile(void) {
+/* Writes the profile. `dying` is set by the fatal-signal handler and at exit:
+ * if another write is in progress (an explicit tdg_flush on this or another
+ * thread), it may never finish, since the process ends right after, so the
+ * final write makes a complete profile of its own through a different
+ * temporary name, renames it into place and removes the abandoned .part. */
+static int write_profile(int dying) {
     if (!g.arena || atomic_load(&g.nroutines) == 0)
         return 0;
     int expected = 0;
-    if (!atomic_compare_exchange_strong(&g.writing, &expected, 1))
-        return 0; /* a signal arrived while this thread was writing */
+    int owns_lock = atomic_compare_exchange_strong(&g.writing, &expected, 1);
+    if (!owns_lock && !dying)
+        return 0; /* another thread is writing a superset right now */
 #if TDG_HAVE_TSC
     _mm_sfence(); /* make this thread's streamed records visible */
 #endif
     atomic_thread_fence(memory_order_seq_cst);
+    /* Other threads' movnti stores may still sit in their cores'
+     * write-combining buffers; an expedited membarrier interrupts every core
+     * running this process, which drains them. A record being stored at this
+     * very moment can still be missed (its valid flag not yet visible). */
+    if (g.membarrier_ok)
+        (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
     int rc = -1;
-    char tmp[sizeof g.path + 8];
+    char tmp[sizeof g.path + 16];
+    char abandoned[sizeof g.path + 16];
     size_t tl = 0;
-    for (; g.path[tl] && tl + 6 < sizeof tmp; tl++)
+    for (; g.path[tl] && tl + 10 < sizeof tmp; tl++)
         tmp[tl] = g.path[tl];
-    memcpy(tmp + tl, ".part", 6);
+    memcpy(abandoned, tmp, tl);
+    memcpy(abandoned + tl, ".part", 6);
+    memcpy(tmp + tl, owns_lock ? ".part" : ".sig.part", owns_lock ? 6 : 10);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         goto out;
@@ -268,12 +305,18 @@ static int write_profile(void) {
     }
     struct tdg_record batch[64];
     int nb = 0;
-    uint64_t count = 0;
+    uint64_t count = 0, unknown_routine = 0;
     for (uint64_t i = 0; i < used; i++) {
         const struct tdg_record *r = &g.arena[i];
         /* Unused tails of claimed chunks are still zero, hence invalid. */
-        if (!(r->flags & RECORD_VALID) || r->routine >= nroutines)
+        if (!(r->flags & RECORD_VALID))
             continue;
+        if (r->routine >= nroutines) {
+            /* tdg_end rejects such ids, so this means a damaged record:
+             * reported as dropped, never silently lost. */
+            unknown_routine++;
+            continue;
+        }
         batch[nb++] = *r;
         count++;
         if (nb == 64) {
@@ -290,7 +333,7 @@ static int write_profile(void) {
     put_u32(header + 12, TDG_HEADER_SIZE);
     put_u64(header + 16, ticks_per_second());
     put_u64(header + 24, count);
-    put_u64(header + 32, atomic_load(&g.dropped));
+    put_u64(header + 32, atomic_load(&g.dropped) + unknown_routine);
     put_u64(header + 40, g.capacity);
     put_u32(header + 48, (uint32_t)getpid());
     put_u32(header + 52, (uint32_t)nroutines);
@@ -309,16 +352,19 @@ close:
         rc = -1;
     if (rc != 0)
         unlink(tmp);
+    else if (!owns_lock)
+        unlink(abandoned);
 out:
-    atomic_store(&g.writing, 0);
+    if (owns_lock)
+        atomic_store(&g.writing, 0);
     return rc;
 }
 
-static void write_at_exit(void) { write_profile(); }
+static void write_at_exit(void) { write_profile(1); }
 
 static void on_fatal_signal(int sig) {
     int saved = errno;
-    write_profile();
+    write_profile(1);
     /* Hand the signal back to whatever handled it before (normally the
      * default action: terminate, maybe dump core) and deliver it again. */
     sigaction(sig, &g.old_actions[sig], NULL);
@@ -354,6 +400,7 @@ static void after_fork_in_child(void) {
     atomic_store(&g.nthreads, 0);
     atomic_store(&g.writing, 0);
     t_cursor = t_limit = NULL;
+    t_chunk = 0;
     t_thread = -1;
     expand_path();
 }
@@ -376,13 +423,34 @@ static void init(void) {
     const char *stores = getenv("TDG_PROFILE_STORES");
     g.nontemporal = !(stores && strcmp(stores, "cached") == 0);
 
-    /* Fig. 2 of the POET paper: routines x recorded values x expected calls;
-     * the values live inside the fixed 64-byte record. */
-    uint64_t records = env_u64("TDG_PROFILE_RECORDS", 0);
-    if (!records)
-        records = env_u64("TDG_PROFILE_ROUTINES", TDG_DEFAULT_ROUTINES) *
-                  env_u64("TDG_PROFILE_CALLS", TDG_DEFAULT_CALLS);
-    size_t bytes = (size_t)records * sizeof(struct tdg_record);
+    /* Fig. 2 of the POET paper sizes the log as routines x recorded values x
+     * expected calls. Here the values live inside the record, which is one
+     * 64-byte line whatever their number (a full line is what lets movnti
+     * write it without a read-for-ownership), so the size is routines x
+     * calls x one line. The routine count is not known here: routines
+     * register lazily, on their first call; hence TDG_PROFILE_ROUTINES (or
+     * -DTDG_DEFAULT_ROUTINES when building the runtime for N routines). */
+    uint64_t records = env_u64("TDG_PROFILE_RECORDS", 0, "TDG_PROFILE_ROUTINES x TDG_PROFILE_CALLS");
+    const char *too_big = "TDG_PROFILE_RECORDS";
+    if (!records) {
+        uint64_t routines = env_u64("TDG_PROFILE_ROUTINES", TDG_DEFAULT_ROUTINES, NULL);
+        uint64_t calls = env_u64("TDG_PROFILE_CALLS", TDG_DEFAULT_CALLS, NULL);
+        too_big = "TDG_PROFILE_ROUTINES x TDG_PROFILE_CALLS";
+        if (__builtin_mul_overflow(routines, calls, &records))
+            records = UINT64_MAX;
+    }
+    size_t bytes;
+    /* Unchecked, a huge count wraps to a small mapping while the capacity
+     * stays huge, and records would be written past its end. */
+    if (__builtin_mul_overflow(records, (uint64_t)sizeof(struct tdg_record), &bytes) ||
+        (uint64_t)bytes / sizeof(struct tdg_record) != records) {
+        fprintf(stderr,
+                "tdg_instrument: %s is too large (%llu records do not fit in memory); "
+                "use e.g. TDG_PROFILE_RECORDS=1000000 (64 MB). Profiling is off.\n",
+                too_big, (unsigned long long)records);
+        g.disabled = 1;
+        return;
+    }
     void *arena = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (arena == MAP_FAILED) {
@@ -413,6 +481,8 @@ static void init(void) {
 #if TDG_HAVE_TSC
     tsc_clock_pair(&g.tick0, &g.ns0);
 #endif
+    g.membarrier_ok =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     g.arena = arena;
     atexit(write_at_exit);
     pthread_atfork(NULL, NULL, after_fork_in_child);
@@ -444,10 +514,17 @@ int tdg_routine(const char *name, const char *params) {
 }
 
 static int claim_chunk(void) {
-    uint64_t start = atomic_fetch_add(&g.next, g.chunk);
+    /* Once full, stay off the shared counter (and never let it wrap). */
+    if (atomic_load_explicit(&g.next, memory_order_relaxed) >= g.capacity)
+        return 0;
+    uint64_t want = t_chunk ? t_chunk * 2 : TDG_FIRST_CHUNK;
+    if (want > g.chunk)
+        want = g.chunk;
+    uint64_t start = atomic_fetch_add(&g.next, want);
     if (start >= g.capacity)
         return 0;
-    uint64_t end = start + g.chunk;
+    t_chunk = want;
+    uint64_t end = start + want;
     if (end > g.capacity)
         end = g.capacity;
     if (t_thread < 0)
@@ -474,6 +551,12 @@ void tdg_end(int id, uint64_t t0, int n, const int64_t *values) {
     uint64_t t1 = read_end();
     if (id < 0 || !g.arena)
         return;
+    if (id >= atomic_load_explicit(&g.nroutines, memory_order_relaxed)) {
+        /* Not an id tdg_routine handed out: the record could not be
+         * attributed, so it counts as dropped rather than vanishing. */
+        atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
+        return;
+    }
     if (t_cursor == t_limit && !claim_chunk()) {
         atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
         if (id < TDG_MAX_ROUTINES)
@@ -500,7 +583,7 @@ void tdg_end(int id, uint64_t t0, int n, const int64_t *values) {
 int tdg_flush(void) {
     if (!g.arena)
         return 0;
-    return write_profile();
+    return write_profile(0);
 }
 
 uint64_t tdg_dropped(void) { return atomic_load(&g.dropped); }

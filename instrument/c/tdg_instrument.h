@@ -4,6 +4,14 @@
  * TDG_MAX_VALUES parameter values, start tick and elapsed ticks from a
  * serialised TSC read) into a buffer allocated once at start-up, with
  * non-temporal stores so logging does not evict the application's data.
+ * The record is one cache line whatever the number of values, because only
+ * a full line can be streamed out without reading it first; so the buffer
+ * holds routines x expected calls records (TDG_PROFILE_ROUTINES x
+ * TDG_PROFILE_CALLS, or TDG_PROFILE_RECORDS), not routines x values x calls.
+ * Routines register on their first call, after the buffer exists, so their
+ * number cannot size it: set TDG_PROFILE_ROUTINES (or build the runtime
+ * with -DTDG_DEFAULT_ROUTINES=N). Calls that do not fit are counted as
+ * dropped, per routine, and reported.
  * The buffer is written to $TDG_PROFILE_OUT ("%p" becomes the pid) at exit,
  * on fatal signals and on tdg_flush(). See docs/profiling.md for the
  * environment variables and the file format.
@@ -48,7 +56,8 @@ void tdg_end(int id, uint64_t t0, int n, const int64_t *values);
  * write later replaces it with a superset). Returns 0 or -1 (errno set). */
 int tdg_flush(void);
 
-/* Records that could not be stored because the buffer was full. */
+/* Records that could not be stored: the buffer was full, or `id` was not
+ * one tdg_routine returned. */
 uint64_t tdg_dropped(void);
 
 /* Pointer argument for TDG_PROFILE's value list. */

@@ -1,0 +1,299 @@
+//! The profiling runtime at its limits: absurd or malformed sizes from the
+//! environment, many short-lived threads, a full buffer, ids it never handed
+//! out, and a fatal signal in the middle of an explicit flush. Each case runs
+//! a real C program against the real runtime.
+
+use instrument::{format, runtime};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use toolchain::{CCompiler, CompileJob};
+
+fn cc() -> CCompiler {
+    CCompiler::find(None).expect("a C compiler (scripts/setup installs gcc)")
+}
+
+/// Builds the runtime into `dir` and a marker-instrumented program from `main`.
+fn build_marked(dir: &Path, main: &str) -> PathBuf {
+    let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
+    let c = dir.join("app.c");
+    std::fs::write(&c, format!("{PRELUDE}{main}")).unwrap();
+    let exe = dir.join("app");
+    cc().compile(&CompileJob {
+        sources: vec![c],
+        output: exe.clone(),
+        cflags: vec![
+            "-O2".into(),
+            "-Wall".into(),
+            "-Wextra".into(),
+            "-Werror".into(),
+        ],
+        include_dirs: vec![rt.include_dir.clone()],
+        link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    exe
+}
+
+const PRELUDE: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include "tdg_instrument.h"
+static volatile long sink;
+static long sum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
+"#;
+
+/// 100000 profiled calls whose results the program checks itself.
+const COUNTING_MAIN: &str = r#"
+int main(void) {
+    long a[16];
+    for (int i = 0; i < 16; i++) a[i] = i;
+    long total = 0;
+    for (int k = 0; k < 100000; k++) {
+        TDG_PROFILE("sum", "n:i", sink = sum(a, 16), 16);
+        total += sink;
+    }
+    printf("%ld %lu\n", total, (unsigned long)tdg_dropped());
+    return 0;
+}
+"#;
+
+fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect()
+}
+
+fn run(cmd: &mut Command) -> toolchain::RunOutput {
+    toolchain::run(cmd, Some(Duration::from_secs(60))).unwrap()
+}
+
+#[test]
+fn sizes_that_overflow_turn_profiling_off_and_the_program_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(dir.path(), COUNTING_MAIN);
+    // 2^58 + 1 records x 64 bytes wraps to 64 bytes; 3 x ((2^64 + 2) / 3)
+    // routines x calls wraps to 2 records.
+    let cases: [(&[(&str, &str)], &str); 2] = [
+        (
+            &[("TDG_PROFILE_RECORDS", "288230376151711745")],
+            "TDG_PROFILE_RECORDS",
+        ),
+        (
+            &[
+                ("TDG_PROFILE_ROUTINES", "3"),
+                ("TDG_PROFILE_CALLS", "6148914691236517206"),
+            ],
+            "TDG_PROFILE_CALLS",
+        ),
+    ];
+    for (vars, named) in cases {
+        let out_pattern = dir.path().join("p.tdgp");
+        let mut cmd = Command::new(&exe);
+        cmd.envs(vars.iter().copied())
+            .env("TDG_PROFILE_OUT", &out_pattern);
+        let out = run(&mut cmd);
+        assert_eq!(
+            out.stdout.trim(),
+            "12000000 0",
+            "{vars:?}: the program's own results"
+        );
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{vars:?}: one line, got {:?}", out.stderr);
+        assert!(lines[0].contains(named), "{vars:?}: {}", lines[0]);
+        assert!(
+            lines[0].contains("TDG_PROFILE_RECORDS=1000000"),
+            "a sane value: {}",
+            lines[0]
+        );
+        assert!(lines[0].contains("Profiling is off"), "{}", lines[0]);
+        assert!(
+            !out_pattern.exists(),
+            "{vars:?}: profiling was off, no file"
+        );
+    }
+}
+
+#[test]
+fn malformed_sizes_are_reported_and_the_default_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(dir.path(), COUNTING_MAIN);
+    for (var, text) in [
+        ("TDG_PROFILE_CALLS", "1e6"),
+        ("TDG_PROFILE_CALLS", "abc"),
+        ("TDG_PROFILE_ROUTINES", "0"),
+        ("TDG_PROFILE_CALLS", "-1"),
+        ("TDG_PROFILE_RECORDS", "1e6"),
+        ("TDG_PROFILE_RECORDS", "99999999999999999999999"),
+    ] {
+        let file = dir.path().join("p.tdgp");
+        let out = run(Command::new(&exe)
+            .env(var, text)
+            .env("TDG_PROFILE_OUT", &file));
+        assert_eq!(out.stdout.trim(), "12000000 0");
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{var}={text}: got {:?}", out.stderr);
+        assert!(
+            lines[0].contains(var) && lines[0].contains(text) && lines[0].contains("using"),
+            "{var}={text}: {}",
+            lines[0]
+        );
+        let p = format::read(&file).unwrap();
+        assert_eq!(p.capacity, 262144, "{var}={text}: the default size");
+        assert_eq!(p.records.len(), 100000);
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+const THREADS_MAIN: &str = r#"
+static int calls_per_thread;
+static void *worker(void *arg) {
+    long a[4] = {1, 2, 3, 4};
+    (void)arg;
+    for (int k = 0; k < calls_per_thread; k++) TDG_PROFILE("sum", "n:i", sink = sum(a, 4), 4);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    int threads = atoi(argv[1]);
+    calls_per_thread = atoi(argv[2]);
+    (void)argc;
+    for (int i = 0; i < threads; i++) {
+        /* One after the other: each thread is gone before the next starts,
+         * the worst case for chunks claimed and then abandoned. */
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker, NULL) != 0) return 2;
+        pthread_join(t, NULL);
+    }
+    printf("%lu\n", (unsigned long)tdg_dropped());
+    return 0;
+}
+"#;
+
+#[test]
+fn many_short_lived_threads_do_not_exhaust_the_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(dir.path(), THREADS_MAIN);
+    // A 20000-record buffer, and the default one (262144 records).
+    for records in [Some("20000"), None] {
+        let file = dir.path().join("p.tdgp");
+        let mut cmd = Command::new(&exe);
+        cmd.args(["200", "1"]).env("TDG_PROFILE_OUT", &file);
+        if let Some(r) = records {
+            cmd.env("TDG_PROFILE_RECORDS", r);
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.stdout.trim(), "0", "{records:?}: no call dropped");
+        let p = format::read(&file).unwrap();
+        assert_eq!(p.dropped, 0);
+        assert_eq!(p.threads, 200);
+        assert_eq!(p.records.len(), 200);
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+#[test]
+fn a_full_buffer_shared_by_threads_accounts_for_every_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(dir.path(), THREADS_MAIN);
+    let file = dir.path().join("p.tdgp");
+    let out = run(Command::new(&exe)
+        .args(["4", "1000"])
+        .env("TDG_PROFILE_RECORDS", "1000")
+        .env("TDG_PROFILE_OUT", &file));
+    let p = format::read(&file).unwrap();
+    let dropped: u64 = out.stdout.trim().parse().unwrap();
+    assert_eq!(p.dropped, dropped, "file and program agree");
+    assert_eq!(p.routines[0].dropped, dropped);
+    assert_eq!(
+        p.records.len() as u64 + dropped,
+        4000,
+        "every call stored or counted"
+    );
+    // Only the unused tails of the 4 threads' last chunks (at most 1000/64
+    // records each) may go unused.
+    assert!(
+        p.records.len() >= 1000 - 4 * 15,
+        "{} of 1000 used",
+        p.records.len()
+    );
+    assert!(p.records.len() <= 1000);
+}
+
+#[test]
+fn records_for_ids_never_handed_out_count_as_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        r#"
+int main(void) {
+    int id = tdg_routine("sum", "n:i");
+    int64_t v = 3;
+    long a[3] = {1, 2, 3};
+    uint64_t t0 = tdg_begin(); sink = sum(a, 3); tdg_end(id, t0, 1, &v);
+    t0 = tdg_begin(); sink = sum(a, 3); tdg_end(id + 5, t0, 1, &v);
+    t0 = tdg_begin(); sink = sum(a, 3); tdg_end(70000, t0, 1, &v);
+    printf("%d %lu\n", id, (unsigned long)tdg_dropped());
+    return 0;
+}
+"#,
+    );
+    let file = dir.path().join("p.tdgp");
+    let out = run(Command::new(&exe).env("TDG_PROFILE_OUT", &file));
+    assert_eq!(out.stdout.trim(), "0 2");
+    let p = format::read(&file).unwrap();
+    assert_eq!(p.records.len(), 1);
+    assert_eq!(p.records[0].values(), &[3]);
+    assert_eq!(p.dropped, 2, "the two unattributable records are reported");
+}
+
+#[test]
+fn a_fatal_signal_during_an_explicit_flush_still_leaves_a_complete_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked(
+        dir.path(),
+        r#"
+static void *flusher(void *arg) {
+    (void)arg;
+    for (;;) tdg_flush(); /* always inside the writer, as far as possible */
+    return NULL;
+}
+int main(void) {
+    long a[4] = {1, 2, 3, 4};
+    for (int k = 0; k < 300000; k++) TDG_PROFILE("sum", "n:i", sink = sum(a, 4), 4);
+    pthread_t t;
+    pthread_create(&t, NULL, flusher, NULL);
+    struct timespec ts = {0, 60 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    pthread_kill(t, SIGTERM); /* lands in the flushing thread */
+    pause();
+    return 0;
+}
+"#,
+    );
+    let file = dir.path().join("p.tdgp");
+    match toolchain::run(
+        Command::new(&exe)
+            .env("TDG_PROFILE_RECORDS", "400000")
+            .env("TDG_PROFILE_OUT", &file),
+        Some(Duration::from_secs(60)),
+    ) {
+        Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => {
+            assert_eq!(signal_name, "SIGTERM")
+        }
+        other => panic!("expected death by SIGTERM, got {other:?}"),
+    }
+    let p = format::read(&file).unwrap();
+    assert_eq!(p.records.len(), 300000);
+    assert_eq!(
+        files_with_suffix(dir.path(), ".part"),
+        Vec::<PathBuf>::new(),
+        "no half-written profile left behind"
+    );
+}
