@@ -17,6 +17,7 @@ fn fast_opts() -> driver_gen::RunOptions {
 
 #[test]
 fn flushed_dot_in_l2_is_at_least_1_5x_the_warm_time() {
+    let _serial = exclusive();
     // 2 x 16384 doubles = 256 KiB: fits the 1 MiB L2, not the 32 KiB L1.
     let mut o = fast_opts();
     o.min_interval_ns = Some(0); // one call per sample
@@ -36,6 +37,7 @@ fn flushed_dot_in_l2_is_at_least_1_5x_the_warm_time() {
 
 #[test]
 fn self_flushing_working_sets_are_slower_than_repeated_warm_calls() {
+    let _serial = exclusive();
     // Below the minimum interval: R calls per sample. Rotating through
     // working sets larger than the LLC must keep every call cold.
     let mut o = fast_opts();
@@ -60,12 +62,18 @@ fn self_flushing_working_sets_are_slower_than_repeated_warm_calls() {
 
 #[test]
 fn flush_sweep_rises_monotonically_within_noise() {
+    let _serial = exclusive();
     let mut o = fast_opts();
     o.min_interval_ns = Some(0);
     o.samples = Some(5);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
-    let llc = driver_gen::machine_defaults().llc().unwrap().kib;
-    let sizes = [0, 256, 2048, llc * 2];
+    // The largest size is the one that evicts everything: the probe's
+    // measured full flush (2 x the sysfs LLC without a probe).
+    let m = driver_gen::machine_defaults();
+    let full = m
+        .full_flush_kib
+        .unwrap_or_else(|| m.llc().unwrap().kib * driver_gen::model::FLUSH_OVERSIZE);
+    let sizes = [0, 256, 2048, full];
     // Per size, the minimum over two sweeps.
     let a = flush_sweep(&kit.built, &o, &sizes).unwrap();
     let b = flush_sweep(&kit.built, &o, &sizes).unwrap();
@@ -83,7 +91,7 @@ fn flush_sweep_rises_monotonically_within_noise() {
         "a flush beyond the LLC must be cold: {t:?}"
     );
     assert_eq!(a[0].flush_kib, 0);
-    assert_eq!(a[3].flush_kib, llc * 2);
+    assert_eq!(a[3].flush_kib, full);
 }
 
 /// Sums two vectors of different lengths; which one is warm decides the time.
@@ -107,6 +115,7 @@ fn sum2_spec(n: u32, x_attr: &str, m: u32, y_attr: &str) -> String {
 
 #[test]
 fn warm_operand_is_retouched_after_the_flush() {
+    let _serial = exclusive();
     // Partial flush (paper section 3.1): a warm operand is re-read after the
     // flush, a flushed one is not. Shapes are chosen so each effect is large.
     let mut o = fast_opts();
@@ -145,6 +154,7 @@ fn warm_operand_is_retouched_after_the_flush() {
 
 #[test]
 fn flush_on_every_cpu_really_runs_on_every_cpu() {
+    let _serial = exclusive();
     let mut o = opts();
     o.flush_all_cpus = true;
     o.flush = Some(FlushMethod::Read);

@@ -6,6 +6,7 @@ use spec_lang::ast::{FlushMethod, TimerMethod};
 
 #[test]
 fn routine_below_resolution_gets_repetitions_and_a_stable_figure() {
+    let _serial = exclusive();
     let tiny = DOT_SPEC.replace("Macro(NS, 16384)", "Macro(NS, 64)");
     let o = opts();
     let kit = build(&tiny, &dot_impl(), &o);
@@ -64,6 +65,7 @@ fn counts(stderr: &str) -> (usize, usize, usize, usize) {
 
 #[test]
 fn self_flushing_working_sets_really_rotate_and_keep_alignment() {
+    let _serial = exclusive();
     // X flushed and 64-aligned; Y warm and never 64-aligned.
     let spec_src = r#"
 routine=double ddot(const int N, const double* X, const double* Y);
@@ -129,6 +131,7 @@ double ddot(const int N, const double *X, const double *Y) {
 
 #[test]
 fn self_flushing_sets_are_walked_from_the_greatest_address_down() {
+    let _serial = exclusive();
     // Small operands come from the heap, which hands blocks out in
     // ascending order: the driver must still walk its sets downwards in
     // memory (against the ascending stream inside each call), wrapping
@@ -169,6 +172,7 @@ init={
 
 #[test]
 fn empty_routine_costs_a_small_multiple_of_the_serialised_tsc_read() {
+    let _serial = exclusive();
     let spec_src = r#"
 routine=void nothing(const int N);
 init={ N=1; };
@@ -210,6 +214,7 @@ init={ N=1; };
 
 #[test]
 fn cpu_time_excludes_sleep_and_reports_the_median() {
+    let _serial = exclusive();
     let spec_src = r#"
 routine=void nap(const int us);
 init={ us=3000; };
@@ -248,6 +253,7 @@ init={ us=3000; };
 
 #[test]
 fn cycle_timer_agrees_with_the_wall_clock() {
+    let _serial = exclusive();
     // A fixed amount of arithmetic: cycle and wall timers must agree once
     // cycles are converted with the calibrated TSC rate.
     let spec_src = r#"
@@ -268,6 +274,7 @@ init={ n=300000; };
 
 #[test]
 fn flop_count_is_computed_in_double_for_large_sizes() {
+    let _serial = exclusive();
     // 2*M*N*K + M*N at 3000^3 overflows 32-bit int arithmetic.
     let gemm = std::fs::read_to_string(spec_path("gemm.spec")).unwrap();
     let mut o = opts();
@@ -286,6 +293,7 @@ fn flop_count_is_computed_in_double_for_large_sizes() {
 
 #[test]
 fn mflops_best_and_average_follow_from_min_and_mean() {
+    let _serial = exclusive();
     let o = opts();
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let r = kit.run(&o);
@@ -301,6 +309,7 @@ fn mflops_best_and_average_follow_from_min_and_mean() {
 
 #[test]
 fn range_and_random_scalars_change_per_call_as_specified() {
+    let _serial = exclusive();
     let spec_src = r#"
 routine=void probe(const int k, const int r);
 init={ k=Range(5, 3); r=RANDOM(10, 20); };
@@ -347,6 +356,7 @@ void probe(const int k, const int r) {
 
 #[test]
 fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
+    let _serial = exclusive();
     let mut o = opts();
     o.min_interval_ns = Some(0);
     let kit = build(DOT_SPEC, &dot_impl(), &o);

@@ -153,6 +153,7 @@ fn exclusive() -> MutexGuard<'static, ()> {
 /// in rounds, so the shared machine's noise falls on all three alike.
 fn measure(site: &str, tsc_hz: f64) -> Measured {
     let _alone = exclusive();
+    pin_to_one_cpu();
     let ws = Workspace::new(&format!("vs-instr-{site}"));
     let exe = build_marked(&ws);
     let criu = criu();

@@ -712,18 +712,24 @@ fn resolve_flush_kib(
     };
     match spec_size {
         Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into())),
-        Some(FlushSize::Level(l)) => m
-            .level(l)
-            .map(|c| {
-                (
-                    c.kib * FLUSH_OVERSIZE,
-                    format!(
-                        "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
-                        c.kib, m.caches_source
-                    ),
-                )
-            })
-            .ok_or_else(|| ModelError::NoSuchCache(l, have())),
+        // Flushing the last level means flushing everything: the measured
+        // full flush, not a multiple of the (effective, shared) LLC size,
+        // which on this kind of L3 leaves reused lines behind.
+        Some(FlushSize::Level(l)) => match (m.full_flush_kib, m.llc()) {
+            (Some(k), Some(llc)) if llc.level == l => Ok((k, m.full_flush_source.clone())),
+            _ => m
+                .level(l)
+                .map(|c| {
+                    (
+                        c.kib * FLUSH_OVERSIZE,
+                        format!(
+                            "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
+                            c.kib, m.caches_source
+                        ),
+                    )
+                })
+                .ok_or_else(|| ModelError::NoSuchCache(l, have())),
+        },
         Some(FlushSize::Llc) | None => match m.full_flush_kib {
             // Measured: the smallest read that evicts a warm operand.
             Some(k) => Ok((k, m.full_flush_source.clone())),
@@ -1228,10 +1234,14 @@ mod tests {
         assert_eq!(m.flush.kib, 96 * 1024);
         assert_eq!(m.flush.kib_source, "tdg probe: measured");
         assert_eq!(m.timing.min_interval_source, "test machine");
-        // A cache level still means that level's (effective) size.
+        // A cache level below the last still means that level's (effective)
+        // size; the last level means the measured full flush.
         let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
-        let m = model(&src, &DriverConfig::new(machine));
+        let m = model(&src, &DriverConfig::new(machine.clone()));
         assert_eq!(m.flush.kib, 1024 * FLUSH_OVERSIZE);
+        let src = format!("{GEMM}timer={{ flush_size=L3; }};\n");
+        let m = model(&src, &DriverConfig::new(machine));
+        assert_eq!(m.flush.kib, 96 * 1024);
     }
 
     const GEMM: &str = r#"

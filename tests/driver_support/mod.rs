@@ -6,6 +6,15 @@ use driver_gen::{build_driver, BuiltDriver, RunError, RunOptions, RunReport};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Timing measurements within one test binary run one at a time: two of them
+/// on this machine's two cores share the L3 and the memory bandwidth, which
+/// is what they measure (seen: a flush sweep's cold end at 1.4x instead of
+/// 4x while another cache test ran beside it).
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -104,6 +104,31 @@ pub fn processes_mentioning(path: &Path) -> Vec<u32> {
     out
 }
 
+/// Pins the calling thread, and so every process it starts from now on
+/// (plain runs, captured applications, criu and the copies it restores), to
+/// one CPU. Unpinned, the runs of one comparison land on either vCPU of this
+/// shared machine, whose speeds differ at times (seen: the same sort call at
+/// 28 or 52 us depending on the CPU), and a median of 15 flips between them.
+pub fn pin_to_one_cpu() {
+    // SAFETY: plain libc calls on a zeroed cpu_set_t owned by this frame.
+    unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+            return;
+        }
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&c| libc::CPU_ISSET(c, &allowed))
+        else {
+            return;
+        };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        libc::sched_setaffinity(0, size, &one);
+    }
+}
+
 pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
     args.iter().map(|a| a.as_ref().to_os_string()).collect()
 }
