@@ -111,15 +111,28 @@ fn first_tlb_level_is_smaller_than_the_l1d_footprint_step() {
     assert!((8..=256).contains(&first.entries), "{:?}", r.tlb);
     // Where cpuid documents the TLBs, the effective reach is at most a
     // grid step above and not far below (a few entries hold code, stack
-    // and page-table pages).
-    for t in &r.tlb {
-        if let Some(d) = t.documented_entries {
-            assert!(
-                t.entries as f64 <= 1.2 * d as f64 && t.entries as f64 >= 0.5 * d as f64,
-                "{t:?}"
-            );
-        }
+    // and page-table pages). Other work only ever evicts entries and adds
+    // steps, so as for the cache sizes the least disturbed of up to three
+    // probes counts (a CI rehearsal once read a 304-entry step for the
+    // 3072-entry L2 TLB).
+    let documented_reach_fits = |r: &ProbeResult| {
+        r.tlb.iter().all(|t| {
+            t.documented_entries.is_none_or(|d| {
+                t.entries as f64 <= 1.2 * d as f64 && t.entries as f64 >= 0.5 * d as f64
+            })
+        })
+    };
+    let mut fits = documented_reach_fits(r);
+    let mut seen = vec![r.tlb.clone()];
+    while !fits && seen.len() < 3 {
+        let again = probe::measure(&ProbeOptions::default(), &mut |_| {}).expect("probe runs");
+        fits = documented_reach_fits(&again);
+        seen.push(again.tlb);
     }
+    assert!(
+        fits,
+        "no probe within 0.5-1.2x of cpuid's TLB entries: {seen:?}"
+    );
     let l1_lines = r.caches[0].effective_bytes / r.line.bytes;
     assert!(
         r.tlb.iter().all(|t| !within(t.entries, l1_lines, 0.1)),
