@@ -357,33 +357,13 @@ fn first_unclosed_brace(src: &str) -> Option<usize> {
     let b = src.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        match b[i] {
-            b'{' => match matching_brace(src, i) {
+        if b[i] == b'{' {
+            match matching_brace(src, i) {
                 Some(close) => i = close,
                 None => return Some(i),
-            },
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != q && b[i] != b'\n' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
             }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
-            _ => {}
+        } else if let Some((end, _)) = skip_literal_or_comment(b, i) {
+            i = end;
         }
         i += 1;
     }
@@ -405,35 +385,55 @@ fn matching_brace(src: &str, open: usize) -> Option<usize> {
                     return Some(i);
                 }
             }
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    if b[i] == b'\n' {
+            _ => {
+                if let Some((end, closed)) = skip_literal_or_comment(b, i) {
+                    if !closed {
                         return None;
                     }
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
+                    i = end;
                 }
             }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
-            _ => {}
         }
         i += 1;
     }
     None
+}
+
+/// When a string, character literal or comment starts at `i`: the offset of
+/// its last byte (the closing quote, the newline ending a `//` comment, the
+/// `/` of `*/`) and whether a literal closed before the end of its line.
+/// Shared by the brace scanners so both read C text the same way.
+fn skip_literal_or_comment(b: &[u8], start: usize) -> Option<(usize, bool)> {
+    let mut i = start;
+    match b[i] {
+        q @ (b'"' | b'\'') => {
+            i += 1;
+            while i < b.len() && b[i] != q {
+                if b[i] == b'\n' {
+                    return Some((i, false));
+                }
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            Some((i, i < b.len()))
+        }
+        b'/' if b.get(i + 1) == Some(&b'/') => {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            Some((i, true))
+        }
+        b'/' if b.get(i + 1) == Some(&b'*') => {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            Some((i + 1, true))
+        }
+        _ => None,
+    }
 }
 
 fn token_len_at(src: &str, pos: usize) -> usize {
