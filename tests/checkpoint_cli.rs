@@ -121,6 +121,133 @@ fn capture_then_time_json_from_the_command_line() {
     let _ = std::fs::remove_dir_all(&img);
 }
 
+/// `cmd` inside a fresh PID (and mount) namespace that does not contain its
+/// session leader — how CI runners and containers started without setsid
+/// look from inside. Descriptors opened in the outer mount namespace (a
+/// file on stdin, ones leaked by the test harness) are not passed in: CRIU
+/// cannot record those, a different failure from the one tested here.
+fn outside_session(program: &Path) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "--"])
+        .args(["sh", "-c", "exec \"$0\" \"$@\" </dev/null"])
+        .arg(program);
+    // SAFETY: close_range is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+#[test]
+fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
+    // The condition itself: inside such a namespace a process's session id is 0.
+    let stat = outside_session(Path::new("cat"))
+        .arg("/proc/self/stat")
+        .output()
+        .unwrap();
+    let stat = String::from_utf8_lossy(&stat.stdout).to_string();
+    let sid = stat.rsplit(')').next().unwrap().split_whitespace().nth(3);
+    assert_eq!(sid, Some("0"), "{stat}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_app(dir.path());
+    let img = PathBuf::from(format!("/dev/shm/tdg-cli-nosession-{}", std::process::id()));
+    let o = outside_session(Path::new(env!("CARGO_BIN_EXE_tdg")))
+        .args([
+            "checkpoint",
+            "capture",
+            "--site",
+            "search",
+            "--call",
+            "4",
+            "--delay",
+            "1",
+        ])
+        .arg("-o")
+        .arg(&img)
+        .arg("--")
+        .arg(&exe)
+        .arg("search")
+        .arg(dir.path().join("out.txt"))
+        .output()
+        .unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    let o = outside_session(Path::new(env!("CARGO_BIN_EXE_tdg")))
+        .args(["checkpoint", "time"])
+        .arg(&img)
+        .args(["--samples", "3", "--json"])
+        .output()
+        .unwrap();
+    let (so, se) = text(&o);
+    assert!(o.status.success(), "{so}{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    assert_eq!(v["samples_ns"].as_array().unwrap().len(), 3, "{v}");
+    let _ = std::fs::remove_dir_all(&img);
+}
+
+/// The application leads its own session, out of reach of the terminal's
+/// Ctrl-C, so it must die with tdg rather than run on unattended.
+#[test]
+fn application_being_captured_dies_with_tdg() {
+    let img = PathBuf::from(format!("/dev/shm/tdg-cli-orphan-{}", std::process::id()));
+    let mut tdg = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["checkpoint", "capture", "-o"])
+        .arg(&img)
+        .args(["--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{0}/task/{0}/children", tdg.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let app: u32 = loop {
+        let listed = std::fs::read_to_string(&children).unwrap_or_default();
+        let sleeping = listed.split_whitespace().find(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        });
+        if let Some(pid) = sleeping {
+            break pid.parse().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tdg started no application"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{app}/stat")).unwrap();
+    let sid = stat.rsplit(')').next().unwrap().split_whitespace().nth(3);
+    assert_eq!(
+        sid,
+        Some(app.to_string().as_str()),
+        "its own session: {stat}"
+    );
+    tdg.kill().unwrap();
+    tdg.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while Path::new(&format!("/proc/{app}")).exists() {
+        // Gone, or a zombie waiting for init to reap it.
+        let state = std::fs::read_to_string(format!("/proc/{app}/stat")).unwrap_or_default();
+        if state
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "application {app} outlived tdg"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_dir_all(&img);
+}
+
 #[test]
 fn failures_are_one_line_with_a_way_out() {
     let o = tdg(&[&"checkpoint", &"time", &"/nonexistent/image"]);

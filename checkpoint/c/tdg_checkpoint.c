@@ -266,7 +266,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         api.set_service_binary(criu);
     api.set_images_dir_fd(dirfd_img);
     api.set_leave_running(true);
-    /* The application shares tdg's session (and maybe its terminal). */
+    /* Under `tdg checkpoint capture` the application leads its own session;
+     * started any other way it may share its shell's (and its terminal). */
     api.set_shell_job(true);
     api.set_log_level(4);
     api.set_log_file(DUMP_LOG);

@@ -7,6 +7,7 @@ use crate::env;
 use crate::error::{io_err, CheckpointError, Result};
 use crate::manifest::{checksum_image, sha256_file, Manifest, MANIFEST_FILE, MANIFEST_FORMAT};
 use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -122,6 +123,34 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     }
     if req.quiet {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    // The application gets a session of its own. CRIU refuses to dump a
+    // process whose session leader it cannot see ("session leader ... is
+    // outside of its pid namespace"), which is every process of a container
+    // started without setsid — CI runners among them — if it inherits tdg's
+    // session. As its own session leader the application's sid is its pid,
+    // which the restore gives back in its fresh PID namespace.
+    // Out of tdg's process group the terminal's Ctrl-C no longer reaches the
+    // application, so it is tied to tdg instead: it is killed when tdg dies.
+    // (A restored copy inherits the setting, harmlessly: its parent is the
+    // restoring criu, which outlives it.)
+    let tdg_pid = std::process::id() as libc::pid_t;
+    // SAFETY: setsid, prctl, getppid and raise are async-signal-safe; nothing
+    // else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != tdg_pid {
+                // tdg died before the death signal was armed.
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
     }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {

@@ -228,6 +228,26 @@ pub fn diagnose_log(log: &str) -> String {
              (restore it, or reopen it O_WRONLY|O_APPEND, or recapture)"
         );
     }
+    if find("is outside of its pid namespace").is_some() {
+        return "the application's session leader is outside its PID namespace (a container or \
+                `unshare --pid` started without setsid), so CRIU cannot record its session; \
+                start it through `tdg checkpoint capture`, which gives it a session of its own, \
+                or under `setsid`"
+            .into();
+    }
+    if let Some(line) = find("Can't lookup mount=") {
+        let fd = line
+            .split("for fd=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or("?");
+        let path = line.split("path=").nth(1).unwrap_or("?").trim();
+        return format!(
+            "the application holds descriptor {fd} ({path}) opened in another mount namespace, \
+             which CRIU cannot record; close it before starting tdg (e.g. `{fd}<&-` in the shell) \
+             or start tdg in the namespace that opened it"
+        );
+    }
     if find("Connected TCP socket").is_some() {
         return "the application holds an established TCP connection, which CRIU cannot \
                 checkpoint here; checkpoint before it connects or close the connection first"
@@ -321,6 +341,19 @@ mod tests {
         let cause = diagnose_log(inet);
         assert!(
             cause.contains("TCP/UDP) socket") && cause.contains("1:16"),
+            "{cause}"
+        );
+        let session = "Error (criu/cr-dump.c:1664): A session leader of 4929(4929) is outside of its pid namespace\n";
+        let cause = diagnose_log(session);
+        assert!(
+            cause.contains("session leader") && cause.contains("setsid"),
+            "{cause}"
+        );
+        let mount =
+            "Error (criu/files-reg.c:1790): Can't lookup mount=24 for fd=10 path=/dev/null\n";
+        let cause = diagnose_log(mount);
+        assert!(
+            cause.contains("descriptor 10 (/dev/null)") && cause.contains("10<&-"),
             "{cause}"
         );
         let other = "Error (criu/util.c:1533): rlimit: Can't setup RLIMIT_NOFILE for self\n\
