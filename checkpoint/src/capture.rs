@@ -135,10 +135,15 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     // (A restored copy inherits the setting, harmlessly: its parent is the
     // restoring criu, which outlives it.)
     let tdg_pid = std::process::id() as libc::pid_t;
-    // SAFETY: setsid, prctl, getppid and raise are async-signal-safe; nothing
-    // else runs between fork and exec.
+    let reopen = crate::inherited::foreign_memory_devices();
+    if !reopen.is_empty() {
+        tracing::debug!("reopening inherited descriptors from another mount namespace: {reopen:?}");
+    }
+    // SAFETY: setsid, prctl, getppid, raise, open, dup2 and close are
+    // async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            crate::inherited::reopen_in_child(&reopen)?;
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }

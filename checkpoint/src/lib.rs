@@ -17,6 +17,7 @@ pub mod env;
 pub mod error;
 pub mod hostlib;
 pub mod inapp;
+pub mod inherited;
 pub mod manifest;
 pub mod restore;
 pub mod stats;
