@@ -6,15 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// 64 Ki longs = 512 KiB: fits this machine's 1 MiB L2, so a warm call runs
-/// from cache and a cold one from memory. The odd stride (n is a power of
+/// 32 Ki longs = 256 KiB: a quarter of this machine's 1 MiB L2, so a warm
+/// call runs from cache and a cold one from memory. (At 512 KiB the warm time
+/// of a process depended on where its pages landed: 4 KiB pages in random
+/// physical frames overflow some sets of the physically indexed 8-way L2, and
+/// one run in six read 37 µs or 69 µs for the same warm call.) The odd stride (n is a power of
 /// two) visits every element once, 4 KiB apart, so the prefetchers cannot
 /// hide where the lines are and the two states differ by a wide margin.
 const KSUM_C: &str = "long ksum(const long *a, int n) { long s = 0; for (long i = 0; i < n; i++) s += a[(i * 521) & (n - 1)]; return s; }\n";
 
 const KSUM_SPEC: &str = "routine=long ksum(const long* a, int n);\ninit={ n=Macro(NK, 100); a=Vector(long, RANDOM, align(64), n); };\n";
 
-/// Calls ksum 60 times on one 512 KiB buffer; with `evict`, streams through
+/// Calls ksum 60 times on one 256 KiB buffer; with `evict`, streams through
 /// 128 MiB (well past the last-level cache) before every call.
 const HOST_C: &str = r#"#include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,7 @@ const HOST_C: &str = r#"#include <stdio.h>
 long ksum(const long *a, int n);
 int main(int argc, char **argv) {
     int evict = argc > 1;
-    int n = 65536;
+    int n = 32768;
     size_t big = (size_t)128 << 20;
     long *a = malloc((size_t)n * sizeof *a), t = 0;
     char *junk = evict ? malloc(big) : NULL;
