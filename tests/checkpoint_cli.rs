@@ -121,6 +121,14 @@ fn capture_then_time_json_from_the_command_line() {
     let _ = std::fs::remove_dir_all(&img);
 }
 
+/// Fields of `/proc/PID/stat` counted after the command name, which may
+/// itself hold spaces and parentheses (proc(5): state is field 3, session 6).
+const STATE: usize = 0;
+const SID: usize = 3;
+fn stat_field(stat: &str, index: usize) -> Option<&str> {
+    stat.rsplit_once(')')?.1.split_whitespace().nth(index)
+}
+
 /// `program` inside a fresh PID (and mount) namespace that does not contain
 /// its session leader: how CI runners and containers started without setsid
 /// look from inside. Its stdin (`/dev/null`, opened by this test before the
@@ -141,8 +149,7 @@ fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
         .output()
         .unwrap();
     let stat = String::from_utf8_lossy(&stat.stdout).to_string();
-    let sid = stat.rsplit(')').next().unwrap().split_whitespace().nth(3);
-    assert_eq!(sid, Some("0"), "{stat}");
+    assert_eq!(stat_field(&stat, SID), Some("0"), "{stat}");
 
     let dir = tempfile::tempdir().unwrap();
     let exe = build_app(dir.path());
@@ -209,9 +216,8 @@ fn application_being_captured_dies_with_tdg() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     let stat = std::fs::read_to_string(format!("/proc/{app}/stat")).unwrap();
-    let sid = stat.rsplit(')').next().unwrap().split_whitespace().nth(3);
     assert_eq!(
-        sid,
+        stat_field(&stat, SID),
         Some(app.to_string().as_str()),
         "its own session: {stat}"
     );
@@ -220,14 +226,8 @@ fn application_being_captured_dies_with_tdg() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while Path::new(&format!("/proc/{app}")).exists() {
         // Gone, or a zombie waiting for init to reap it.
-        let state = std::fs::read_to_string(format!("/proc/{app}/stat")).unwrap_or_default();
-        if state
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-        {
+        let stat = std::fs::read_to_string(format!("/proc/{app}/stat")).unwrap_or_default();
+        if stat_field(&stat, STATE) == Some("Z") {
             break;
         }
         assert!(
