@@ -112,28 +112,26 @@ impl RestorePlan {
         for _ in &self.substitutes {
             passed.push(open_dev_null()?);
         }
-        let raw: Vec<i32> = passed.iter().map(|f| f.as_raw_fd()).collect();
         let terminal = if self.needs_terminal {
             Some(Terminal::open()?)
         } else {
             None
         };
-        let stdin_tty = terminal
-            .as_ref()
-            .and_then(|t| t.slave.as_ref())
-            .map(|s| s.as_raw_fd());
+        // (descriptor here, number in the restorer): the result pipe and the
+        // substitutes at RESULT_FD, RESULT_FD + 1, ...; the terminal on stdin.
+        let mut moves: Vec<(i32, i32)> = passed
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.as_raw_fd(), RESULT_FD + i as i32))
+            .collect();
+        if let Some(tty) = terminal.as_ref().and_then(|t| t.slave.as_ref()) {
+            moves.push((tty.as_raw_fd(), 0));
+        }
         let mut cmd = self.command();
         // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+        let mut parked = vec![-1; moves.len()];
         unsafe {
-            cmd.pre_exec(move || {
-                place_descriptors(&raw, RESULT_FD)?;
-                if let Some(tty) = stdin_tty {
-                    if libc::dup2(tty, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
         }
         let started = Instant::now();
         let outcome = toolchain::run(&mut cmd, Some(self.timeout));
@@ -291,19 +289,24 @@ fn open_dev_null() -> Result<OwnedFd> {
 /// In the child: put `fds[i]` at descriptor `first + i`, without CLOEXEC.
 /// Moves everything high first so a source that already sits in the target
 /// range is not clobbered.
-fn place_descriptors(fds: &[i32], first: i32) -> std::io::Result<()> {
-    let mut high = Vec::with_capacity(fds.len());
-    for &fd in fds {
+/// Puts each `(from, to)` descriptor at number `to`, in a forked child. All
+/// sources go to high numbers first: a source may sit at another's target
+/// (the parent's pseudo-terminal at 4, say, where the second substitute goes),
+/// and moving them in one pass would overwrite it before it is moved.
+/// `parked` (as long as `moves`, allocated before the fork) holds the high
+/// numbers: no allocation between fork and exec.
+fn place_descriptors(moves: &[(i32, i32)], parked: &mut [i32]) -> std::io::Result<()> {
+    debug_assert_eq!(moves.len(), parked.len());
+    for (slot, &(from, _)) in parked.iter_mut().zip(moves) {
         // SAFETY: plain descriptor duplication.
-        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 512) };
-        if h < 0 {
+        *slot = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 512) };
+        if *slot < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        high.push(h);
     }
-    for (i, &h) in high.iter().enumerate() {
+    for (&h, &(_, to)) in parked.iter().zip(moves) {
         // SAFETY: dup2 onto a descriptor number we reserve for the restorer.
-        if unsafe { libc::dup2(h, first + i as i32) } < 0 {
+        if unsafe { libc::dup2(h, to) } < 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
@@ -322,4 +325,55 @@ fn read_available(fd: &OwnedFd) -> String {
         out.extend_from_slice(&buf[..n as usize]);
     }
     String::from_utf8_lossy(&out).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The terminal's descriptor sits at 4, the second substitute's target:
+    /// moving in one pass put `/dev/null` on the restorer's stdin (a CI run:
+    /// "Don't have tty to inherit session from").
+    #[test]
+    fn descriptors_sitting_at_each_others_targets_all_arrive() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, name).unwrap();
+            (std::fs::File::open(&path).unwrap(), path)
+        };
+        let (result, result_path) = open("result");
+        let (substitute, substitute_path) = open("substitute");
+        let (terminal, terminal_path) = open("terminal");
+        // Well away from 0-4, so only the collision set up below happens.
+        let high = |f: &std::fs::File| unsafe {
+            OwnedFd::from_raw_fd(libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100))
+        };
+        let (result, substitute, terminal) = (high(&result), high(&substitute), high(&terminal));
+        let (result, substitute, terminal) = (
+            result.as_raw_fd(),
+            substitute.as_raw_fd(),
+            terminal.as_raw_fd(),
+        );
+        let moves = vec![(result, 3), (substitute, 4), (4, 0)];
+        let mut parked = vec![-1; moves.len()];
+        let mut cmd = Command::new("readlink");
+        cmd.args(["/proc/self/fd/0", "/proc/self/fd/3", "/proc/self/fd/4"]);
+        // SAFETY: dup2 and fcntl only, in the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(terminal, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                place_descriptors(&moves, &mut parked)
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let got: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(got, [terminal_path, result_path, substitute_path]);
+    }
 }

@@ -65,7 +65,10 @@ impl Workspace {
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.images);
+        // A failed test keeps its images and CRIU logs: the error names them.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.images);
+        }
     }
 }
 
