@@ -128,8 +128,8 @@ impl RestorePlan {
             moves.push((tty.as_raw_fd(), 0));
         }
         let mut cmd = self.command();
-        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
         let mut parked = vec![-1; moves.len()];
+        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
         unsafe {
             cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
         }
@@ -286,9 +286,6 @@ fn open_dev_null() -> Result<OwnedFd> {
     Ok(f.into())
 }
 
-/// In the child: put `fds[i]` at descriptor `first + i`, without CLOEXEC.
-/// Moves everything high first so a source that already sits in the target
-/// range is not clobbered.
 /// Puts each `(from, to)` descriptor at number `to`, in a forked child. All
 /// sources go to high numbers first: a source may sit at another's target
 /// (the parent's pseudo-terminal at 4, say, where the second substitute goes),
@@ -349,12 +346,8 @@ mod tests {
         let high = |f: &std::fs::File| unsafe {
             OwnedFd::from_raw_fd(libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100))
         };
-        let (result, substitute, terminal) = (high(&result), high(&substitute), high(&terminal));
-        let (result, substitute, terminal) = (
-            result.as_raw_fd(),
-            substitute.as_raw_fd(),
-            terminal.as_raw_fd(),
-        );
+        let owned = [high(&result), high(&substitute), high(&terminal)];
+        let [result, substitute, terminal] = owned.each_ref().map(|f| f.as_raw_fd());
         let moves = vec![(result, 3), (substitute, 4), (4, 0)];
         let mut parked = vec![-1; moves.len()];
         let mut cmd = Command::new("readlink");
