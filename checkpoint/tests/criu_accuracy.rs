@@ -13,14 +13,6 @@ struct Measured {
     immediate: SampleStats,
 }
 
-/// The three tests of this file measure one at a time: beside each other on
-/// the two cores they share the L3 and skew each other's in-app times (seen:
-/// a 10.3% miss that vanished run alone).
-fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 const CALL: u64 = 8;
 const DELAY: u64 = 3;
 const ROUNDS: usize = 3;

@@ -16,7 +16,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 const CALL: u64 = 8;
@@ -135,17 +134,6 @@ struct Measured {
     profiled: SampleStats,
     delayed: SampleStats,
     immediate: SampleStats,
-}
-
-/// The tests of this binary run one at a time: the load test's spinning
-/// threads would otherwise land inside the timing tests' measurements, and
-/// two timing tests would disturb each other on a 2-core machine.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn exclusive() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Capture call CALL of `site` delayed and immediately from the marked

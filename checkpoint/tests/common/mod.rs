@@ -238,3 +238,14 @@ pub fn compare_in_app_delayed_immediate(
     }
     c
 }
+
+/// Holds the timing tests of one binary to one at a time: beside each other
+/// on the two cores they share the L3 and skew each other's in-app times
+/// (seen: a 10.3% miss that vanished run alone), and a load test's spinning
+/// threads would land inside another test's measurements.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
