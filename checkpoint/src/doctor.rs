@@ -198,11 +198,14 @@ fn criu_check(criu: &Path) -> Finding {
 }
 
 fn pid_namespace_check(root: bool) -> Finding {
-    let Ok(unshare) = crate::restore::find_unshare() else {
+    let (Ok(unshare), Ok(setsid)) = (
+        crate::restore::find_util_linux("unshare"),
+        crate::restore::find_util_linux("setsid"),
+    ) else {
         return finding(
             "checkpoint",
             Status::Fail,
-            "unshare (util-linux) not found; every restore runs in a fresh PID namespace through it",
+            "unshare or setsid (util-linux) not found; every restore runs in a fresh PID namespace and session through them",
             Some("apt-get install util-linux"),
         );
     };
@@ -215,14 +218,9 @@ fn pid_namespace_check(root: bool) -> Finding {
         );
     }
     let ok = Command::new(unshare)
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-            "true",
-        ])
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+        .arg(setsid)
+        .args(["--wait", "true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -15,8 +15,8 @@ pub enum CheckpointError {
     LibcriuNotFound { criu: PathBuf, tried: String },
     #[error("checkpointing needs root (CRIU needs CAP_SYS_ADMIN and CAP_SYS_PTRACE); rerun as root or with sudo")]
     NotRoot,
-    #[error("`unshare` (util-linux) not found; restores run in a fresh PID namespace through it: apt-get install util-linux")]
-    NoUnshare,
+    #[error("`{tool}` (util-linux) not found; every restore runs through it (a fresh PID namespace and session): apt-get install util-linux")]
+    NoUtilLinux { tool: &'static str },
     #[error("CRIU {action} failed: {cause} (log: {log})")]
     Criu {
         action: &'static str,

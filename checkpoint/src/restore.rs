@@ -35,6 +35,7 @@ pub struct RestorePlan {
     pub image: PathBuf,
     pub criu: PathBuf,
     pub unshare: PathBuf,
+    pub setsid: PathBuf,
     pub result_channel: String,
     pub substitutes: Vec<InheritedDescriptor>,
     /// The application held a terminal: give CRIU a fresh one to restore
@@ -43,12 +44,13 @@ pub struct RestorePlan {
     pub timeout: Duration,
 }
 
-pub fn find_unshare() -> Result<PathBuf> {
-    ["/usr/bin/unshare", "/bin/unshare"]
+/// util-linux's `unshare` or `setsid`, which every restore runs through.
+pub fn find_util_linux(tool: &'static str) -> Result<PathBuf> {
+    ["/usr/bin", "/bin"]
         .iter()
-        .map(PathBuf::from)
+        .map(|dir| Path::new(dir).join(tool))
         .find(|p| p.is_file())
-        .ok_or(CheckpointError::NoUnshare)
+        .ok_or(CheckpointError::NoUtilLinux { tool })
 }
 
 impl RestorePlan {
@@ -61,7 +63,8 @@ impl RestorePlan {
         Ok(RestorePlan {
             image: image.to_path_buf(),
             criu: criu.path.clone(),
-            unshare: find_unshare()?,
+            unshare: find_util_linux("unshare")?,
+            setsid: find_util_linux("setsid")?,
             result_channel: manifest.capture.result_channel.clone(),
             substitutes: restore_substitutes(&manifest.capture)
                 .into_iter()
@@ -89,8 +92,19 @@ impl RestorePlan {
         let mut cmd = Command::new(&self.unshare);
         // --kill-child: if tdg kills unshare (timeout), criu, the namespace's
         // init, dies too and the kernel kills every process in it.
-        cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
-            .arg(&self.criu)
+        cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"]);
+        // criu, the namespace's init, leads its own session and process
+        // group: a `--shell-job` copy that was not a session leader joins the
+        // restorer's session and group, and an inherited session or group
+        // outside the namespace reads as 0 inside it. A copy that held a
+        // terminal also needs the fresh terminal to be that session's
+        // controlling one: CRIU makes the copy's group its foreground group
+        // (TIOCSPGRP), which only a session's own terminal accepts.
+        cmd.arg(&self.setsid).arg("--wait");
+        if self.needs_terminal {
+            cmd.arg("--ctty");
+        }
+        cmd.arg(&self.criu)
             .arg("restore")
             .arg("-D")
             .arg(&self.image)

@@ -109,15 +109,25 @@ fn concurrent_timings_of_one_image_do_not_collide_on_pids() {
 
 /// Captured under a pseudo-terminal (as from an interactive shell), with an
 /// output file it truncates and keeps writing: restores still work, and the
-/// copies do not touch the real output file.
-#[test]
-fn application_holding_a_terminal_and_writing_an_output_file_is_restored() {
-    let ws = Workspace::new("tty");
+/// copies do not touch the real output file. `script` gives the program a
+/// terminal through `sh -c LINE`; LINE decides where the program sits.
+fn restores_an_application_on_a_terminal(name: &str, line: &str, expected_shape: &str) {
+    let ws = Workspace::new(name);
     let exe = ws.build("datasens.c", "datasens", &[]);
     let img = ws.image("img");
     let out = ws.out_file();
-    let inner = format!("{} search {}", exe.display(), out.display());
-    let command = os_args(&[&"script", &"-qec", &inner, &"/dev/null"]);
+    let line = line
+        .replace("APP", &exe.display().to_string())
+        .replace("OUT", &out.display().to_string());
+    // SHELL is set: `script` runs $SHELL, and CI's environment has none.
+    let command = os_args(&[
+        &"env",
+        &"SHELL=/bin/sh",
+        &"script",
+        &"-qec",
+        &line,
+        &"/dev/null",
+    ]);
     capture(&request(command, img.clone(), "search", 5, 2), &criu())
         .unwrap_or_else(|e| panic!("{e}"));
     let m = Manifest::read(&img).unwrap();
@@ -128,13 +138,51 @@ fn application_holding_a_terminal_and_writing_an_output_file_is_restored() {
     );
     assert_eq!(m.exe, exe.canonicalize().unwrap());
     let written = std::fs::read(&out).unwrap();
-    assert!(String::from_utf8_lossy(&written).contains("checksum"));
+    let text = String::from_utf8_lossy(&written);
+    assert!(
+        text.lines().next() == Some(expected_shape),
+        "the test did not set up the case it names: {text:.120}"
+    );
+    assert!(text.contains("checksum"));
     let report = time_image(&img, &opts(5)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.samples_ns.len(), 5);
     assert_eq!(
         std::fs::read(&out).unwrap(),
         written,
         "a restored copy wrote to the real output file"
+    );
+}
+
+/// `exec` in the shell: the program leads the terminal's session.
+#[test]
+fn session_leader_on_a_terminal_is_restored() {
+    restores_an_application_on_a_terminal(
+        "tty-leader",
+        "exec APP search OUT",
+        "session leader, process group leader, terminal foreground yes",
+    );
+}
+
+/// A shell without job control forks the program into its own group: CRIU
+/// moves the copy into the restorer's session and group (a CI run, where
+/// `sh` is dash: "tty: Failed to set group 0 on 0").
+#[test]
+fn program_in_its_shells_process_group_on_a_terminal_is_restored() {
+    restores_an_application_on_a_terminal(
+        "tty-member",
+        "APP search OUT; true",
+        "session member, process group member, terminal foreground yes",
+    );
+}
+
+/// An interactive shell's foreground job: its own process group, the
+/// shell's session. CRIU makes the copy's group the terminal's foreground.
+#[test]
+fn foreground_job_of_an_interactive_shell_is_restored() {
+    restores_an_application_on_a_terminal(
+        "tty-job",
+        "set -m; APP search OUT; true",
+        "session member, process group leader, terminal foreground yes",
     );
 }
 

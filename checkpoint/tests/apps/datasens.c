@@ -117,6 +117,11 @@ int main(int argc, char **argv)
         perror(argv[2]);
         return 2;
     }
+    /* Where it sat when captured: a test restores each shape a shell can
+     * give a program on a terminal (see criu_restores.rs). */
+    fprintf(out, "session %s, process group %s, terminal foreground %s\n",
+            getsid(0) == getpid() ? "leader" : "member", getpgrp() == getpid() ? "leader" : "member",
+            tcgetpgrp(STDIN_FILENO) == getpgrp() ? "yes" : "no");
     FILE *in = NULL;
     if (strcmp(mode, "input") == 0) {
         if (argc < 4 || !(in = fopen(argv[3], "r"))) {
