@@ -163,9 +163,9 @@ fn session_leader_on_a_terminal_is_restored() {
     );
 }
 
-/// A shell without job control forks the program into its own group: CRIU
-/// moves the copy into the restorer's session and group (a CI run, where
-/// `sh` is dash: "tty: Failed to set group 0 on 0").
+/// A shell without job control forks the program and leaves it in the
+/// shell's process group: CRIU moves the copy into the restorer's session
+/// and group (a CI run, where `sh` is dash: "tty: Failed to set group 0 on 0").
 #[test]
 fn program_in_its_shells_process_group_on_a_terminal_is_restored() {
     restores_an_application_on_a_terminal(
