@@ -5,34 +5,10 @@ use instrument::{format, interpose, report, runtime, session};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use toolchain::{CCompiler, CompileJob};
+use toolchain::CompileJob;
 
-fn cc() -> CCompiler {
-    CCompiler::find(None).expect("a C compiler (scripts/setup installs gcc)")
-}
-
-/// Builds the runtime into `dir` and a marker-instrumented program from `src`.
-fn build_marked(dir: &Path, src: &str) -> PathBuf {
-    let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
-    let c = dir.join("app.c");
-    std::fs::write(&c, src).unwrap();
-    let exe = dir.join("app");
-    cc().compile(&CompileJob {
-        sources: vec![c],
-        output: exe.clone(),
-        cflags: vec![
-            "-O2".into(),
-            "-Wall".into(),
-            "-Wextra".into(),
-            "-Werror".into(),
-        ],
-        include_dirs: vec![rt.include_dir.clone()],
-        link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
-        ..Default::default()
-    })
-    .unwrap();
-    exe
-}
+mod instrument_support;
+use instrument_support::{build_host_with_shared_kernel, build_marked, cc};
 
 fn profile_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -258,17 +234,9 @@ fn build_shared_lib_app(dir: &Path) -> (PathBuf, PathBuf) {
         "long ksum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) s += a[i] * (i + 1); return s; }\n",
     )
     .unwrap();
-    let lib = dir.join("libk.so");
-    cc().compile(&CompileJob {
-        sources: vec![lib_c.clone()],
-        output: lib.clone(),
-        cflags: vec!["-O2".into(), "-fPIC".into(), "-shared".into()],
-        ..Default::default()
-    })
-    .unwrap();
-    let app_c = dir.join("app.c");
-    std::fs::write(
-        &app_c,
+    let app = build_host_with_shared_kernel(
+        dir,
+        &lib_c,
         r#"#include <stdio.h>
 #include <stdlib.h>
 long ksum(const long *a, int n);
@@ -281,21 +249,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#,
-    )
-    .unwrap();
-    let app = dir.join("app");
-    cc().compile(&CompileJob {
-        sources: vec![app_c],
-        output: app.clone(),
-        cflags: vec!["-O2".into()],
-        link_args: vec![
-            format!("-L{}", dir.display()),
-            "-lk".into(),
-            format!("-Wl,-rpath,{}", dir.display()),
-        ],
-        ..Default::default()
-    })
-    .unwrap();
+    );
     (app, lib_c)
 }
 
@@ -387,7 +341,7 @@ fn wrap_object_profiles_a_statically_linked_routine() {
     let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
     let exe = dir.path().join("static_app");
     cc().compile(&CompileJob {
-        sources: vec![dir.path().join("app.c"), lib_c],
+        sources: vec![dir.path().join("host.c"), lib_c],
         output: exe.clone(),
         cflags: vec!["-O2".into()],
         link_args: vec![

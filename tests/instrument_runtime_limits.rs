@@ -3,38 +3,13 @@
 //! out, and a fatal signal in the middle of an explicit flush. Each case runs
 //! a real C program against the real runtime.
 
-use instrument::{format, runtime};
+use instrument::format;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use toolchain::{CCompiler, CompileJob};
 
-fn cc() -> CCompiler {
-    CCompiler::find(None).expect("a C compiler (scripts/setup installs gcc)")
-}
-
-/// Builds the runtime into `dir` and a marker-instrumented program from `main`.
-fn build_marked(dir: &Path, main: &str) -> PathBuf {
-    let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
-    let c = dir.join("app.c");
-    std::fs::write(&c, format!("{PRELUDE}{main}")).unwrap();
-    let exe = dir.join("app");
-    cc().compile(&CompileJob {
-        sources: vec![c],
-        output: exe.clone(),
-        cflags: vec![
-            "-O2".into(),
-            "-Wall".into(),
-            "-Wextra".into(),
-            "-Werror".into(),
-        ],
-        include_dirs: vec![rt.include_dir.clone()],
-        link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
-        ..Default::default()
-    })
-    .unwrap();
-    exe
-}
+mod instrument_support;
+use instrument_support::build_marked;
 
 const PRELUDE: &str = r#"
 #include <pthread.h>
@@ -47,6 +22,11 @@ const PRELUDE: &str = r#"
 static volatile long sink;
 static long sum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }
 "#;
+
+/// A marker-instrumented program: `PRELUDE`, then `main`.
+fn build_with_prelude(dir: &Path, main: &str) -> PathBuf {
+    build_marked(dir, &format!("{PRELUDE}{main}"))
+}
 
 /// 100000 profiled calls whose results the program checks itself.
 const COUNTING_MAIN: &str = r#"
@@ -78,7 +58,7 @@ fn run(cmd: &mut Command) -> toolchain::RunOutput {
 #[test]
 fn sizes_that_overflow_turn_profiling_off_and_the_program_runs_on() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(dir.path(), COUNTING_MAIN);
+    let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
     // 2^58 + 1 records x 64 bytes wraps to 64 bytes; 3 x ((2^64 + 2) / 3)
     // routines x calls wraps to 2 records.
     let cases: [(&[(&str, &str)], &str); 2] = [
@@ -124,7 +104,7 @@ fn sizes_that_overflow_turn_profiling_off_and_the_program_runs_on() {
 #[test]
 fn malformed_sizes_are_reported_and_the_default_is_used() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(dir.path(), COUNTING_MAIN);
+    let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
     for (var, text) in [
         ("TDG_PROFILE_CALLS", "1e6"),
         ("TDG_PROFILE_CALLS", "abc"),
@@ -179,7 +159,7 @@ int main(int argc, char **argv) {
 #[test]
 fn many_short_lived_threads_do_not_exhaust_the_buffer() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(dir.path(), THREADS_MAIN);
+    let exe = build_with_prelude(dir.path(), THREADS_MAIN);
     // A 20000-record buffer, and the default one (262144 records).
     for records in [Some("20000"), None] {
         let file = dir.path().join("p.tdgp");
@@ -201,7 +181,7 @@ fn many_short_lived_threads_do_not_exhaust_the_buffer() {
 #[test]
 fn a_full_buffer_shared_by_threads_accounts_for_every_call() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(dir.path(), THREADS_MAIN);
+    let exe = build_with_prelude(dir.path(), THREADS_MAIN);
     let file = dir.path().join("p.tdgp");
     let out = run(Command::new(&exe)
         .args(["4", "1000"])
@@ -229,7 +209,7 @@ fn a_full_buffer_shared_by_threads_accounts_for_every_call() {
 #[test]
 fn records_for_ids_never_handed_out_count_as_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(
+    let exe = build_with_prelude(
         dir.path(),
         r#"
 int main(void) {
@@ -256,7 +236,7 @@ int main(void) {
 #[test]
 fn a_fatal_signal_during_an_explicit_flush_still_leaves_a_complete_profile() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_marked(
+    let exe = build_with_prelude(
         dir.path(),
         r#"
 static void *flusher(void *arg) {

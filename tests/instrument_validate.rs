@@ -6,6 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod instrument_support;
+use instrument_support::build_host_with_shared_kernel;
+
 /// 32 Ki longs = 256 KiB: a quarter of this machine's 1 MiB L2, so a warm
 /// call runs from cache and a cold one from memory. (At 512 KiB the warm time
 /// of a process depended on where its pages landed: 4 KiB pages in random
@@ -40,34 +43,11 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn cc(args: &[&dyn AsRef<std::ffi::OsStr>]) {
-    let o = Command::new("cc")
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 fn build(dir: &Path) -> PathBuf {
     let k = dir.join("k.c");
     std::fs::write(&k, KSUM_C).unwrap();
     std::fs::write(dir.join("ksum.spec"), KSUM_SPEC).unwrap();
-    let lib = dir.join("libk.so");
-    cc(&[&"-O2", &"-fPIC", &"-shared", &k, &"-o", &lib]);
-    let host = dir.join("host.c");
-    std::fs::write(&host, HOST_C).unwrap();
-    let exe = dir.join("host");
-    cc(&[
-        &"-O2",
-        &host,
-        &"-L",
-        &dir,
-        &"-lk",
-        &format!("-Wl,-rpath,{}", dir.display()),
-        &"-o",
-        &exe,
-    ]);
-    exe
+    build_host_with_shared_kernel(dir, &k, HOST_C)
 }
 
 /// Profiles the host (evicting or not) and validates context 1; returns the

@@ -4,8 +4,11 @@
 //! contexts file, and `tdg run --contexts` times the heaviest contexts with
 //! the generated driver and predicts the program's total time in the routine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+
+mod instrument_support;
+use instrument_support::build_host_with_shared_kernel;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -27,14 +30,6 @@ fn ok(o: &Output) -> String {
     so
 }
 
-fn cc(args: &[&dyn AsRef<std::ffi::OsStr>]) {
-    let o = Command::new("cc")
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// A host program that calls `ddot` from a shared library in two contexts:
 /// 3000 short vectors and 200 long ones.
 const HOST: &str = r#"
@@ -53,37 +48,11 @@ int main(void)
 }
 "#;
 
-fn build_host(dir: &Path) -> PathBuf {
-    let lib = dir.join("libkernel.so");
-    cc(&[
-        &"-O2",
-        &"-fPIC",
-        &"-shared",
-        &Path::new(ROOT).join("specs/dot.c"),
-        &"-o",
-        &lib,
-    ]);
-    let src = dir.join("host.c");
-    std::fs::write(&src, HOST).unwrap();
-    let exe = dir.join("host");
-    cc(&[
-        &"-O2",
-        &src,
-        &"-L",
-        &dir,
-        &"-lkernel",
-        &format!("-Wl,-rpath,{}", dir.display()),
-        &"-o",
-        &exe,
-    ]);
-    exe
-}
-
 #[test]
 fn contexts_prediction_from_a_real_profile() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let host = build_host(d);
+    let host = build_host_with_shared_kernel(d, &Path::new(ROOT).join("specs/dot.c"), HOST);
     let spec = Path::new(ROOT).join("specs/dot.spec");
 
     ok(&tdg(

@@ -136,6 +136,17 @@ pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> 
     args.iter().map(|a| a.as_ref().to_os_string()).collect()
 }
 
+/// Right after an immediate restore the pointer chase's list is out of the
+/// caches: its median must be clearly (over 2x) slower than the delayed one.
+pub fn assert_immediate_is_cold(site: &str, immediate: &SampleStats, delayed: &SampleStats) {
+    assert!(
+        immediate.median > 2.0 * delayed.median,
+        "{site}: immediate median {:.0} ns is not clearly slower than delayed {:.0} ns",
+        immediate.median,
+        delayed.median
+    );
+}
+
 pub fn describe(label: &str, s: &SampleStats) -> String {
     format!(
         "{label}: min {:.0} ns, median {:.0} ns, max {:.0} ns (n={})",
