@@ -11,7 +11,7 @@ pub mod space;
 
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
-pub use search::{Evaluation, Measurement, Objective, Outcome, Progress, Tuner};
+pub use search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
 pub use space::{parse_param, Param, Point, Space};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +26,10 @@ pub enum TuneError {
         "none of the {tried} configurations tried could be built and timed; the last error: {last}"
     )]
     NothingWorked { tried: usize, last: String },
+    /// The executor failed (the cluster, not the configuration): the
+    /// search stops rather than recording configurations as failed.
+    #[error("{0}")]
+    Executor(String),
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
 }

@@ -22,6 +22,30 @@ pub struct Measurement {
 pub trait Objective {
     /// `values` are the parameter names and values to compile with.
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError>;
+
+    /// Evaluate one round of independent configurations together (default:
+    /// one after another). An objective may interleave them to share drift.
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        round.iter().map(|values| self.evaluate(values)).collect()
+    }
+
+    /// The node and CPU model `values` was last evaluated on, when the
+    /// objective knows (the campaign log records it per evaluation).
+    fn placement(&self, _values: &[(String, i64)]) -> Option<Placement> {
+        None
+    }
+}
+
+/// Where an evaluation ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Placement {
+    /// Slurm's name for the node, or this host's name for local runs.
+    pub node: String,
+    /// `model name` from the node's /proc/cpuinfo.
+    pub cpu: String,
 }
 
 /// One line of the JSON log.
@@ -40,6 +64,12 @@ pub struct Evaluation {
     pub elapsed_s: f64,
     /// Best time so far, including this evaluation.
     pub best_ns: Option<f64>,
+    /// Node the configuration was timed on, when the objective says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// CPU model of that node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
 }
 
 /// Progress notifications, for a progress bar.
@@ -65,6 +95,18 @@ pub struct Outcome {
     pub budget: usize,
     pub starts: Vec<String>,
     pub seconds: f64,
+}
+
+/// Configurations of an exhaustive search evaluated as one round (one job
+/// array on a cluster): large enough to fill many nodes, small enough that
+/// an interrupted campaign loses little.
+const EXHAUSTIVE_ROUND: usize = 64;
+
+/// What a round says about one of its points.
+struct Scored {
+    time: Option<f64>,
+    /// It improved on the best when it was recorded.
+    became_best: bool,
 }
 
 pub struct Tuner<'a> {
@@ -112,22 +154,70 @@ impl<'a> Tuner<'a> {
         self.best.as_ref().map_or(f64::INFINITY, |b| b.1.time_ns)
     }
 
-    /// Time of `p`, from the cache when it was evaluated before; `None`
-    /// when it failed or the budget is spent. The first configuration's
-    /// failure aborts the search: it is almost always a broken spec or
-    /// kernel rather than a bad parameter value.
+    /// Evaluates one round of independent points together and returns,
+    /// per point, its time (`None` when it failed or the budget is spent)
+    /// and whether it became the best. A point seen before comes from the
+    /// cache; a repeated point and points past the budget are not
+    /// evaluated. Results are recorded in the round's order, so the log,
+    /// the budget and the running best are those of evaluating the points
+    /// one after another. The first configuration's failure aborts the
+    /// search: it is almost always a broken spec or kernel rather than a
+    /// bad parameter value; so does an executor's failure (the cluster,
+    /// not the configuration).
+    fn eval_round(&mut self, points: &[Point], phase: &str) -> Result<Vec<Scored>, TuneError> {
+        let mut fresh: Vec<&Point> = Vec::new();
+        for p in points {
+            let left = self.budget.saturating_sub(self.evaluations.len());
+            if !self.seen.contains_key(p) && !fresh.contains(&p) && fresh.len() < left {
+                fresh.push(p);
+            }
+        }
+        let values: Vec<Vec<(String, i64)>> = fresh.iter().map(|p| self.space.values(p)).collect();
+        let mut results = if values.is_empty() {
+            Vec::new()
+        } else {
+            self.objective.evaluate_round(&values)
+        };
+        if results.len() != values.len() {
+            return Err(TuneError::Executor(format!(
+                "the objective returned {} results for a round of {}",
+                results.len(),
+                values.len()
+            )));
+        }
+        let mut fresh_results: HashMap<&Point, (Vec<(String, i64)>, _)> = HashMap::new();
+        for ((p, v), r) in fresh.iter().zip(values).zip(results.drain(..)) {
+            fresh_results.insert(*p, (v, r));
+        }
+        let mut scored = Vec::with_capacity(points.len());
+        for p in points {
+            let time = match fresh_results.remove(p) {
+                Some((values, result)) => self.record(p, values, result, phase)?,
+                None => self.seen.get(p).cloned().flatten().map(|m| m.time_ns),
+            };
+            let became_best = time.is_some() && self.best.as_ref().is_some_and(|b| &b.0 == p);
+            scored.push(Scored { time, became_best });
+        }
+        Ok(scored)
+    }
+
+    /// One point on its own (a step that depends on the previous one).
     fn eval(&mut self, p: &Point, phase: &str) -> Result<Option<f64>, TuneError> {
-        if let Some(m) = self.seen.get(p) {
-            return Ok(m.as_ref().map(|m| m.time_ns));
-        }
-        if self.exhausted() {
-            return Ok(None);
-        }
-        let values = self.space.values(p);
-        let result = self.objective.evaluate(&values);
+        Ok(self.eval_round(std::slice::from_ref(p), phase)?[0].time)
+    }
+
+    /// Logs one new evaluation and updates the running best.
+    fn record(
+        &mut self,
+        p: &Point,
+        values: Vec<(String, i64)>,
+        result: Result<Measurement, TuneError>,
+        phase: &str,
+    ) -> Result<Option<f64>, TuneError> {
         let (m, error) = match result {
             Ok(m) if m.time_ns.is_finite() && m.time_ns > 0.0 => (Some(m), None),
             Ok(m) => (None, Some(format!("the driver reported {} ns", m.time_ns))),
+            Err(e @ TuneError::Executor(_)) => return Err(e),
             Err(e) if self.evaluations.is_empty() => return Err(e),
             Err(e) => (None, Some(e.to_string())),
         };
@@ -137,6 +227,7 @@ impl<'a> Tuner<'a> {
             }
         }
         self.seen.insert(p.clone(), m.clone());
+        let placement = self.objective.placement(&values);
         let e = Evaluation {
             n: self.evaluations.len() + 1,
             phase: phase.to_string(),
@@ -149,6 +240,8 @@ impl<'a> Tuner<'a> {
             error,
             elapsed_s: self.started.elapsed().as_secs_f64(),
             best_ns: self.best.as_ref().map(|b| b.1.time_ns),
+            node: placement.as_ref().map(|p| p.node.clone()),
+            cpu: placement.map(|p| p.cpu),
         };
         if let Some(log) = self.log.as_mut() {
             let line = serde_json::to_string(&e).expect("evaluations serialise");
@@ -169,9 +262,8 @@ impl<'a> Tuner<'a> {
     /// noisy or rugged neighbourhood does not stop the search early; stop
     /// when no stride improves or the budget is spent.
     pub fn search(mut self, starts: &[crate::model::Start]) -> Result<Outcome, TuneError> {
-        for s in starts {
-            self.eval(&s.point, "model")?;
-        }
+        let start_points: Vec<Point> = starts.iter().map(|s| s.point.clone()).collect();
+        self.eval_round(&start_points, "model")?;
         let dims = self.space.params.len();
         let max_stride = self
             .space
@@ -186,16 +278,21 @@ impl<'a> Tuner<'a> {
                 break;
             };
             let before = self.best_ns();
+            // The neighbourhood is one round: its members are independent.
+            let neighbours: Vec<(Point, usize, isize)> = (0..dims)
+                .flat_map(|dim| [-1isize, 1].map(|dir| (dim, dir * stride)))
+                .filter_map(|(dim, delta)| {
+                    self.space
+                        .step(&current, dim, delta)
+                        .map(|q| (q, dim, delta))
+                })
+                .collect();
+            let points: Vec<Point> = neighbours.iter().map(|n| n.0.clone()).collect();
+            let scored = self.eval_round(&points, "local")?;
             let mut moved: Option<(usize, isize)> = None;
-            for dim in 0..dims {
-                for dir in [-1isize, 1] {
-                    if let Some(q) = self.space.step(&current, dim, dir * stride) {
-                        if let Some(t) = self.eval(&q, "local")? {
-                            if t < before && self.best.as_ref().is_some_and(|b| b.0 == q) {
-                                moved = Some((dim, dir * stride));
-                            }
-                        }
-                    }
+            for ((_, dim, delta), s) in neighbours.iter().zip(&scored) {
+                if s.time.is_some_and(|t| t < before) && s.became_best {
+                    moved = Some((*dim, *delta));
                 }
             }
             if let Some((dim, delta)) = moved {
@@ -223,11 +320,14 @@ impl<'a> Tuner<'a> {
 
     /// Every configuration, in order (the reference the bench compares to).
     pub fn exhaustive(mut self) -> Result<Outcome, TuneError> {
-        for p in self.space.all_points() {
-            if self.exhausted() {
+        let mut points = self.space.all_points();
+        while !self.exhausted() {
+            let left = self.budget - self.evaluations.len();
+            let round: Vec<Point> = points.by_ref().take(left.min(EXHAUSTIVE_ROUND)).collect();
+            if round.is_empty() {
                 break;
             }
-            self.eval(&p, "exhaustive")?;
+            self.eval_round(&round, "exhaustive")?;
         }
         self.finish(Vec::new())
     }
@@ -420,6 +520,81 @@ mod tests {
             .search(&[start])
             .unwrap_err();
         assert!(err.to_string().contains("MU=3 does not compile"), "{err}");
+    }
+
+    /// Evaluates each round back to front (as a cluster finishing tasks in
+    /// any order would) and remembers the rounds it was given.
+    struct Rounds {
+        bowl: Bowl,
+        rounds: Vec<usize>,
+    }
+
+    impl Objective for Rounds {
+        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
+            self.bowl.evaluate(v)
+        }
+        fn evaluate_round(
+            &mut self,
+            round: &[Vec<(String, i64)>],
+        ) -> Vec<Result<Measurement, TuneError>> {
+            self.rounds.push(round.len());
+            let mut out: Vec<_> = round.iter().rev().map(|v| self.evaluate(v)).collect();
+            out.reverse();
+            out
+        }
+    }
+
+    #[test]
+    fn rounds_evaluated_together_log_and_count_as_one_after_another() {
+        let space = space();
+        let starts = [
+            Start {
+                point: space.nearest(&[32, 1, 8]),
+                reason: "a".into(),
+            },
+            Start {
+                point: space.nearest(&[256, 8, 1]),
+                reason: "b".into(),
+            },
+        ];
+        let run = |obj: &mut dyn Objective, budget| {
+            let mut buf: Vec<u8> = Vec::new();
+            let out = Tuner::new(&space, obj, &mut (), Some(Box::new(&mut buf)), budget)
+                .search(&starts)
+                .unwrap();
+            let configs: Vec<String> = String::from_utf8(buf)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    format!("{} {} {}", v["n"], v["phase"], v["config"])
+                })
+                .collect();
+            (out.best_description, out.evaluations, configs)
+        };
+        for budget in [200, 17] {
+            let mut one_by_one = bowl();
+            let mut together = Rounds {
+                bowl: bowl(),
+                rounds: Vec::new(),
+            };
+            let a = run(&mut one_by_one, budget);
+            let b = run(&mut together, budget);
+            assert_eq!(a, b);
+            assert_eq!(b.1, budget.min(b.1));
+            // Two starts, then neighbourhoods of up to six configurations.
+            assert_eq!(together.rounds[0], 2);
+            assert!(
+                together.rounds.iter().any(|&n| n >= 4),
+                "{:?}",
+                together.rounds
+            );
+            assert_eq!(together.rounds.iter().sum::<usize>(), b.1);
+            let (mut x, mut y) = (one_by_one.calls.clone(), together.bowl.calls.clone());
+            x.sort();
+            y.sort();
+            assert_eq!(x, y, "the same configurations, each evaluated once");
+        }
     }
 
     #[test]
