@@ -1,23 +1,25 @@
 //! `tdg tune SPEC --impl kernel.c --param NB=16:256:8 ...`: search the
-//! kernel's compile-time parameters with the generated driver as objective.
+//! kernel's compile-time parameters with the generated driver as objective,
+//! evaluating here or, with `--executor slurm`, as Slurm job arrays.
 use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
 use driver_gen::RunOptions;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The routine's spec file.
-    pub spec: PathBuf,
+    #[arg(required_unless_present_any = ["resume", "task"])]
+    pub spec: Option<PathBuf>,
     /// C file implementing the routine, parameterised by macros.
-    #[arg(long = "impl", value_name = "FILE")]
-    pub implementation: PathBuf,
+    #[arg(long = "impl", value_name = "FILE", required_unless_present_any = ["resume", "task"])]
+    pub implementation: Option<PathBuf>,
     /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... (repeatable).
-    #[arg(long = "param", value_name = "NAME=RANGE", required = true)]
+    #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task"])]
     pub params: Vec<String>,
     /// Most configurations to build and time (default: all of a small
     /// space, else 60).
@@ -50,9 +52,194 @@ pub struct Args {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub campaign: CampaignArgs,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecutorKind {
+    /// Here, one configuration after another.
+    Local,
+    /// Each round of the search one Slurm job array, one configuration per task.
+    Slurm,
+}
+
+#[derive(clap::Args)]
+pub struct CampaignArgs {
+    /// Where evaluations run.
+    #[arg(long, value_enum, default_value = "local")]
+    pub executor: ExecutorKind,
+    /// Campaign directory: every result is stored there as it arrives, so
+    /// `--resume` can continue (for slurm it must be on a filesystem the
+    /// nodes share; default <spec name>.campaign).
+    #[arg(long, value_name = "DIR")]
+    pub campaign: Option<PathBuf>,
+    /// Continue the campaign in DIR with its original options: finished
+    /// evaluations are read back, not run again.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "implementation", "params", "campaign"])]
+    pub resume: Option<PathBuf>,
+    /// Slurm partition for the evaluations.
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm account to charge.
+    #[arg(long)]
+    pub account: Option<String>,
+    /// Time limit of each evaluation's task (sbatch --time: MM, MM:SS, HH:MM:SS, D-HH:MM:SS).
+    #[arg(long, value_name = "TIME")]
+    pub time_limit: Option<String>,
+    /// One more sbatch option, e.g. --sbatch-option=--constraint=avx512 (repeatable).
+    #[arg(
+        long = "sbatch-option",
+        value_name = "OPTION",
+        allow_hyphen_values = true
+    )]
+    pub sbatch_options: Vec<String>,
+    /// TOML file with partition, account, time_limit, sbatch_options (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub slurm_config: Option<PathBuf>,
+    /// The nodes are identical: they share one probe measurement (kept in
+    /// the campaign directory) instead of each measuring itself.
+    #[arg(long)]
+    pub identical_nodes: bool,
+    /// Accept evaluations timed on different CPU models in one campaign.
+    #[arg(long)]
+    pub allow_mixed_cpus: bool,
+    /// Run one evaluation of a campaign round (what each Slurm task runs).
+    #[arg(long, value_name = "ROUND_DIR", hide = true)]
+    pub task: Option<PathBuf>,
+}
+
+/// `tdg tune` arguments as stored in a campaign, parsed again for
+/// `--resume` and by the tasks on the nodes.
+#[derive(clap::Parser)]
+#[command(name = "tdg tune", no_binary_name = true)]
+struct StoredArgs {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn stored_args(manifest: &tune::Manifest) -> anyhow::Result<Args> {
+    use clap::Parser;
+    StoredArgs::try_parse_from(&manifest.args)
+        .map(|s| s.args)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the campaign's stored arguments do not parse: {}",
+                e.to_string().lines().next().unwrap_or("")
+            )
+        })
+}
+
+/// This command's own arguments (after `tune`), as the campaign stores them.
+fn own_args() -> Vec<String> {
+    std::env::args()
+        .skip(1)
+        .skip_while(|a| a != "tune")
+        .skip(1)
+        // The global logging flags belong to `tdg`, not to the campaign.
+        .filter(|a| {
+            !matches!(
+                a.as_str(),
+                "-v" | "-vv" | "-vvv" | "--verbose" | "-q" | "--quiet"
+            )
+        })
+        .collect()
+}
+
+/// The spec, the implementation and the driver options every evaluation
+/// shares: the same for the search and for each task on a node.
+fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf, RunOptions)> {
+    let spec_path = args.spec.as_ref().context("give the spec file")?;
+    let implementation = args
+        .implementation
+        .clone()
+        .context("give the implementation with --impl")?;
+    let spec = spec_lang::load(spec_path)?;
+    if !implementation.is_file() {
+        anyhow::bail!(
+            "--impl {}: no such file; pass the C file that implements the routine",
+            implementation.display()
+        );
+    }
+    let mut base = RunOptions {
+        cc: args.cc.clone(),
+        cflags: args.cflags.split_whitespace().map(String::from).collect(),
+        timeout: Duration::from_secs(args.timeout),
+        ..RunOptions::default()
+    };
+    args.timing.apply(&mut base)?;
+    Ok((spec, implementation, base))
+}
+
+/// One task of a Slurm round: evaluate the configuration at
+/// `$SLURM_ARRAY_TASK_ID` of the round and store its result in the campaign.
+fn run_task(round: &Path) -> CmdResult {
+    let index: usize = std::env::var("SLURM_ARRAY_TASK_ID")
+        .ok()
+        .and_then(|i| i.parse().ok())
+        .context("--task runs inside a Slurm array task (SLURM_ARRAY_TASK_ID is not set)")?;
+    let tasks = round.join("tasks.json");
+    let configs: Vec<Vec<(String, i64)>> = serde_json::from_str(
+        &std::fs::read_to_string(&tasks)
+            .with_context(|| format!("cannot read {}", tasks.display()))?,
+    )
+    .with_context(|| format!("{} is damaged", tasks.display()))?;
+    let values = configs
+        .get(index)
+        .with_context(|| format!("{} has no task {index}", tasks.display()))?;
+    let campaign_dir = round
+        .parent()
+        .and_then(Path::parent)
+        .context("the round directory is not inside a campaign")?;
+    let (campaign, manifest) = tune::Campaign::open(campaign_dir)?;
+    let args = stored_args(&manifest)?;
+    let (spec, impl_c, base) = objective_parts(&args)?;
+    let mut objective = tune::DriverObjective {
+        spec: &spec,
+        impl_c,
+        base,
+    };
+    let result = tune::campaign::run_task(&mut objective, values);
+    campaign.store(&result)?;
+    match (&result.time_ns, &result.error) {
+        (Some(t), _) => println!(
+            "{}: {t:.0} ns on {} ({}) in {:.1} s",
+            tune::campaign::describe(values),
+            result.node,
+            result.cpu,
+            result.seconds
+        ),
+        (None, e) => println!(
+            "{}: failed: {}",
+            tune::campaign::describe(values),
+            e.as_deref().unwrap_or("")
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(args: Args) -> CmdResult {
+    if let Some(round) = &args.campaign.task {
+        return run_task(round);
+    }
+    if let Some(dir) = &args.campaign.resume {
+        let (campaign, manifest) = tune::Campaign::open(dir)?;
+        std::env::set_current_dir(&manifest.cwd).with_context(|| {
+            format!(
+                "the campaign was started in {}, which is not reachable here",
+                manifest.cwd.display()
+            )
+        })?;
+        let mut stored = stored_args(&manifest)?;
+        // How the output is shown is this run's choice.
+        stored.json = args.json;
+        return search(stored, Some(campaign));
+    }
+    search(args, None)
+}
+
+/// The search, in a new campaign or (`resumed`) an existing one.
+fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let params = args
         .params
         .iter()
@@ -76,20 +263,8 @@ pub fn run(args: Args) -> CmdResult {
             Ok((n.trim().to_string(), v))
         })
         .collect::<anyhow::Result<_>>()?;
-    let spec = spec_lang::load(&args.spec)?;
-    if !args.implementation.is_file() {
-        anyhow::bail!(
-            "--impl {}: no such file; pass the C file that implements the routine",
-            args.implementation.display()
-        );
-    }
-    let mut base = RunOptions {
-        cc: args.cc.clone(),
-        cflags: args.cflags.split_whitespace().map(String::from).collect(),
-        timeout: Duration::from_secs(args.timeout),
-        ..RunOptions::default()
-    };
-    args.timing.apply(&mut base)?;
+    let (spec, implementation, base) = objective_parts(&args)?;
+    let spec_path = args.spec.clone().expect("checked by objective_parts");
 
     let size = space.size();
     let budget = match args.budget {
@@ -138,12 +313,33 @@ pub fn run(args: Args) -> CmdResult {
         tune::starts(&space, &m, &fixed)
     };
 
-    let log_path = args.log.clone().unwrap_or_else(|| {
-        let stem = args
-            .spec
-            .file_stem()
-            .map_or("tune".into(), |s| s.to_string_lossy().to_string());
-        PathBuf::from(format!("{stem}.tune.jsonl"))
+    let stem = spec_path
+        .file_stem()
+        .map_or("tune".into(), |s| s.to_string_lossy().to_string());
+    let campaign = match resumed {
+        Some(c) => Some(c),
+        None => {
+            let dir = match (&args.campaign.campaign, args.campaign.executor) {
+                (Some(d), _) => Some(d.clone()),
+                (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{stem}.campaign"))),
+                (None, ExecutorKind::Local) => None,
+            };
+            match dir {
+                Some(dir) => Some(tune::Campaign::create(
+                    &dir,
+                    &tune::Manifest {
+                        version: 1,
+                        cwd: std::env::current_dir()?,
+                        args: own_args(),
+                    },
+                )?),
+                None => None,
+            }
+        }
+    };
+    let log_path = args.log.clone().unwrap_or_else(|| match &campaign {
+        Some(c) => c.dir.join("tune.jsonl"),
+        None => PathBuf::from(format!("{stem}.tune.jsonl")),
     });
     let log_file = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create the log {}", log_path.display()))?;
@@ -155,13 +351,43 @@ pub fn run(args: Args) -> CmdResult {
             eprintln!("tdg tune: start {}", s.reason);
         }
     }
-    let mut objective = tune::DriverObjective {
+    let mut driver = tune::DriverObjective {
         spec: &spec,
-        impl_c: args.implementation.clone(),
+        impl_c: implementation,
         base,
     };
+    let mut local;
+    let mut slurm;
+    let mut in_campaign;
+    let objective: &mut dyn tune::Objective = match &campaign {
+        None => &mut driver,
+        Some(campaign) => {
+            let executor: &mut dyn tune::Executor = match args.campaign.executor {
+                ExecutorKind::Local => {
+                    local = tune::LocalTasks {
+                        objective: &mut driver,
+                    };
+                    &mut local
+                }
+                ExecutorKind::Slurm => {
+                    slurm = slurm_executor(&args.campaign, campaign)?;
+                    if !args.json {
+                        eprintln!(
+                            "tdg tune: each round one Slurm job array; campaign {}",
+                            campaign.dir.display()
+                        );
+                    }
+                    slurm.wait_for_leftovers(campaign)?;
+                    &mut slurm
+                }
+            };
+            in_campaign =
+                tune::CampaignObjective::new(campaign, executor, args.campaign.allow_mixed_cpus);
+            &mut in_campaign
+        }
+    };
     let mut bar = tune::progress::Bar::new(budget);
-    let tuner = tune::Tuner::new(&space, &mut objective, &mut bar, Some(log), budget);
+    let tuner = tune::Tuner::new(&space, objective, &mut bar, Some(log), budget);
     let outcome = if args.exhaustive {
         tuner.exhaustive()
     } else {
@@ -172,6 +398,9 @@ pub fn run(args: Args) -> CmdResult {
     if args.json {
         let mut v = serde_json::to_value(&outcome)?;
         v["log"] = serde_json::Value::from(log_path.display().to_string());
+        if let Some(c) = &campaign {
+            v["campaign"] = serde_json::Value::from(c.dir.display().to_string());
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("best         {}", outcome.best_description);
@@ -185,6 +414,12 @@ pub fn run(args: Args) -> CmdResult {
             outcome.evaluations, outcome.space_size, outcome.failed, outcome.seconds
         );
         println!("log          {}", log_path.display());
+        if let Some(c) = &campaign {
+            println!(
+                "campaign     {} (tdg tune --resume continues it)",
+                c.dir.display()
+            );
+        }
         let defines: Vec<String> = outcome
             .best_description
             .split(' ')
@@ -193,4 +428,30 @@ pub fn run(args: Args) -> CmdResult {
         println!("build with   {}", defines.join(" "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Slurm executor with the settings file under the flags.
+fn slurm_executor(
+    a: &CampaignArgs,
+    campaign: &tune::Campaign,
+) -> anyhow::Result<tune::SlurmExecutor> {
+    let from_file = match &a.slurm_config {
+        Some(f) => tune::SlurmConfig::load(f)?,
+        None => tune::SlurmConfig::default(),
+    };
+    let config = from_file.overridden_by(tune::SlurmConfig {
+        partition: a.partition.clone(),
+        account: a.account.clone(),
+        time_limit: a.time_limit.clone(),
+        sbatch_options: a.sbatch_options.clone(),
+    });
+    let tdg = std::env::current_exe().context("cannot find the tdg binary the tasks should run")?;
+    let mut executor = tune::SlurmExecutor::new(config, tdg, std::env::current_dir()?)?;
+    // A cache directory the user chose is theirs (and exported to the
+    // tasks); otherwise each node's probe is kept with the campaign.
+    if std::env::var_os("TDG_CACHE_DIR").is_none() {
+        executor.probe_dir = Some(campaign.dir.join("probe"));
+    }
+    executor.identical_nodes = a.identical_nodes;
+    Ok(executor)
 }

@@ -1,6 +1,6 @@
 //! The generated timing driver as the search objective.
 
-use crate::search::{Measurement, Objective};
+use crate::search::{Measurement, Objective, Placement};
 use crate::TuneError;
 use driver_gen::RunOptions;
 use spec_lang::ast::{InitValue, Spec};
@@ -24,17 +24,17 @@ impl Objective for DriverObjective<'_> {
             .retain(|(k, _)| !values.iter().any(|(n, _)| n == k));
         opts.defines
             .extend(values.iter().map(|(k, v)| (k.clone(), v.to_string())));
-        let described = values
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ");
+        let described = crate::campaign::describe(values);
         let report = driver_gen::run_driver(self.spec, &self.impl_c, &opts)
             .map_err(|e| TuneError::Objective(format!("{described}: {e}")))?;
         Ok(Measurement {
             time_ns: report.reported_ns,
             mflops: report.mflops_best,
         })
+    }
+
+    fn placement(&self, _values: &[(String, i64)]) -> Option<Placement> {
+        Some(crate::campaign::this_host())
     }
 }
 

@@ -1,17 +1,22 @@
 //! Searches implementation parameters (macros a kernel is compiled with)
 //! with the generated timing driver as the objective: a model-predicted
 //! start from the probe's effective cache sizes, then local search, every
-//! configuration built and timed at most once and logged as JSON lines.
+//! configuration built and timed at most once and logged as JSON lines;
+//! evaluated here or, one job array per round, on a Slurm cluster.
 
+pub mod campaign;
 pub mod driver;
 pub mod model;
 pub mod progress;
 pub mod search;
+pub mod slurm;
 pub mod space;
 
+pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest};
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
 pub use search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
+pub use slurm::{SlurmConfig, SlurmExecutor};
 pub use space::{parse_param, Param, Point, Space};
 
 #[derive(Debug, thiserror::Error)]

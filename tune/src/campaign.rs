@@ -1,0 +1,449 @@
+//! A tuning campaign on disk: the directory (on a filesystem every node
+//! shares, for a cluster) that holds how the campaign was started and one
+//! result file per evaluated configuration. Results are written atomically
+//! (a temporary file renamed into place), so a reader never sees half a
+//! result, a task killed mid-write leaves none, and `--resume` replays the
+//! search from the stored results without timing anything twice.
+
+use crate::search::{Measurement, Objective, Placement};
+use crate::TuneError;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const MANIFEST: &str = "campaign.json";
+const MANIFEST_VERSION: u32 = 1;
+
+/// How the campaign was started: enough for `--resume` and for the tasks
+/// on the nodes to rebuild the same objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: u32,
+    /// Directory the command ran in; relative paths in `args` are relative
+    /// to it (tasks run there too).
+    pub cwd: PathBuf,
+    /// The `tdg tune` arguments, without `--resume`.
+    pub args: Vec<String>,
+}
+
+/// One evaluated configuration, as its task wrote it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub config: Vec<(String, i64)>,
+    pub time_ns: Option<f64>,
+    pub mflops: Option<f64>,
+    /// Why the configuration failed (it did not build, verify or run).
+    pub error: Option<String>,
+    pub node: String,
+    pub cpu: String,
+    /// Wall time of the task's build and run.
+    pub seconds: f64,
+    /// The Slurm job (`ARRAYJOB_TASK`) that produced it, if any.
+    pub job: Option<String>,
+}
+
+impl TaskResult {
+    pub fn measurement(&self) -> Result<Measurement, TuneError> {
+        match (self.time_ns, &self.error) {
+            (Some(t), None) => Ok(Measurement {
+                time_ns: t,
+                mflops: self.mflops,
+            }),
+            (_, Some(e)) => Err(TuneError::Objective(e.clone())),
+            (None, None) => Err(TuneError::Objective("no time recorded".into())),
+        }
+    }
+
+    pub fn placement(&self) -> Placement {
+        Placement {
+            node: self.node.clone(),
+            cpu: self.cpu.clone(),
+        }
+    }
+}
+
+/// "NB=64 MU=4 NU=2": the configuration as it is written everywhere.
+pub fn describe(values: &[(String, i64)]) -> String {
+    values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// This machine as a task reports it: Slurm's node name when it runs in a
+/// job (what `--exclude` takes), else the host name.
+pub fn this_host() -> Placement {
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "localhost".into());
+    Placement {
+        node,
+        cpu: probe::documented::cpu_model(),
+    }
+}
+
+/// Evaluates one configuration here and now: what a task does on its node.
+pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> TaskResult {
+    let started = Instant::now();
+    let result = objective.evaluate(values);
+    let here = this_host();
+    let job = match (
+        std::env::var("SLURM_ARRAY_JOB_ID"),
+        std::env::var("SLURM_ARRAY_TASK_ID"),
+    ) {
+        (Ok(j), Ok(t)) => Some(format!("{j}_{t}")),
+        _ => std::env::var("SLURM_JOB_ID").ok(),
+    };
+    let (time_ns, mflops, error) = match result {
+        Ok(m) => (Some(m.time_ns), m.mflops, None),
+        Err(e) => (None, None, Some(e.to_string())),
+    };
+    TaskResult {
+        config: values.to_vec(),
+        time_ns,
+        mflops,
+        error,
+        node: here.node,
+        cpu: here.cpu,
+        seconds: started.elapsed().as_secs_f64(),
+        job,
+    }
+}
+
+pub struct Campaign {
+    pub dir: PathBuf,
+}
+
+fn io_error(what: String) -> impl FnOnce(std::io::Error) -> TuneError {
+    move |e| TuneError::Executor(format!("{what}: {e}"))
+}
+
+impl Campaign {
+    /// A new campaign in `dir` (created if missing); refuses a directory
+    /// that already holds one, so no finished result is overwritten.
+    pub fn create(dir: &Path, manifest: &Manifest) -> Result<Campaign, TuneError> {
+        if dir.join(MANIFEST).exists() {
+            return Err(TuneError::Executor(format!(
+                "{} already holds a campaign; continue it with `tdg tune --resume {}` or choose another --campaign",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        for sub in ["results", "rounds"] {
+            std::fs::create_dir_all(dir.join(sub)).map_err(io_error(format!(
+                "cannot create the campaign directory {}",
+                dir.display()
+            )))?;
+        }
+        let dir = dir
+            .canonicalize()
+            .map_err(io_error(format!("{}", dir.display())))?;
+        let c = Campaign { dir };
+        let text = serde_json::to_string_pretty(manifest).expect("manifest serialises");
+        c.write_atomically(&c.dir.join(MANIFEST), text.as_bytes())?;
+        Ok(c)
+    }
+
+    /// An existing campaign and how it was started.
+    pub fn open(dir: &Path) -> Result<(Campaign, Manifest), TuneError> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            TuneError::Executor(format!(
+                "{} is not a tdg campaign ({}: {e}); pass the directory given to --campaign",
+                dir.display(),
+                path.display()
+            ))
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+            TuneError::Executor(format!(
+                "{}: {e}; the campaign file is damaged",
+                path.display()
+            ))
+        })?;
+        if manifest.version != MANIFEST_VERSION {
+            return Err(TuneError::Executor(format!(
+                "{} was written by another tdg version ({}); start a new campaign",
+                path.display(),
+                manifest.version
+            )));
+        }
+        let dir = dir
+            .canonicalize()
+            .map_err(io_error(format!("{}", dir.display())))?;
+        Ok((Campaign { dir }, manifest))
+    }
+
+    fn result_path(&self, values: &[(String, i64)]) -> PathBuf {
+        // One file per configuration; the name is the configuration.
+        let name: String = describe(values).replace(' ', "_");
+        self.dir.join("results").join(format!("{name}.json"))
+    }
+
+    /// The stored result of a configuration, if a task finished it.
+    pub fn result(&self, values: &[(String, i64)]) -> Option<TaskResult> {
+        let text = std::fs::read_to_string(self.result_path(values)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn store(&self, result: &TaskResult) -> Result<(), TuneError> {
+        let text = serde_json::to_string_pretty(result).expect("results serialise");
+        self.write_atomically(&self.result_path(&result.config), text.as_bytes())
+    }
+
+    /// Writes `path` so that it appears whole or not at all, even on a
+    /// network filesystem shared by nodes: a uniquely named temporary in
+    /// the same directory, synced, then renamed.
+    pub fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), TuneError> {
+        let dir = path.parent().unwrap_or(&self.dir);
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .map_err(io_error(format!("cannot write {}", path.display())))?;
+        tmp.write_all(bytes)
+            .and_then(|_| tmp.as_file().sync_all())
+            .map_err(io_error(format!("cannot write {}", path.display())))?;
+        tmp.persist(path)
+            .map_err(|e| io_error(format!("cannot write {}", path.display()))(e.error))?;
+        Ok(())
+    }
+
+    /// A fresh directory for one submission of a round.
+    pub fn new_round_dir(&self) -> Result<PathBuf, TuneError> {
+        let rounds = self.dir.join("rounds");
+        for n in 1.. {
+            let d = rounds.join(format!("{n:04}"));
+            match std::fs::create_dir(&d) {
+                Ok(()) => return Ok(d),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_error(format!("cannot create {}", d.display()))(e)),
+            }
+        }
+        unreachable!("some round number is free")
+    }
+}
+
+/// Runs a round's configurations with local tasks: one after another in
+/// this process, each result stored in the campaign like a cluster task's.
+pub struct LocalTasks<'a> {
+    pub objective: &'a mut dyn Objective,
+}
+
+/// Where a campaign's evaluations run.
+pub trait Executor {
+    /// Evaluates the configurations (none of which has a stored result)
+    /// and stores a result for each one it finished. A configuration
+    /// without a stored result afterwards is reported as lost.
+    fn run(&mut self, campaign: &Campaign, configs: &[Vec<(String, i64)>])
+        -> Result<(), TuneError>;
+}
+
+impl Executor for LocalTasks<'_> {
+    fn run(
+        &mut self,
+        campaign: &Campaign,
+        configs: &[Vec<(String, i64)>],
+    ) -> Result<(), TuneError> {
+        for values in configs {
+            campaign.store(&run_task(self.objective, values))?;
+        }
+        Ok(())
+    }
+}
+
+/// The search's objective for a campaign: stored results first, the rest
+/// through the executor; every result read back from the campaign, so a
+/// local and a cluster campaign score exactly what their tasks wrote.
+pub struct CampaignObjective<'a> {
+    pub campaign: &'a Campaign,
+    pub executor: &'a mut dyn Executor,
+    /// Accept evaluations timed on different CPU models.
+    pub allow_mixed_cpus: bool,
+    placements: HashMap<String, Placement>,
+    /// The CPU model and node of the campaign's first evaluation.
+    first_cpu: Option<Placement>,
+}
+
+impl<'a> CampaignObjective<'a> {
+    pub fn new(
+        campaign: &'a Campaign,
+        executor: &'a mut dyn Executor,
+        allow_mixed_cpus: bool,
+    ) -> Self {
+        CampaignObjective {
+            campaign,
+            executor,
+            allow_mixed_cpus,
+            placements: HashMap::new(),
+            first_cpu: None,
+        }
+    }
+
+    fn check_cpu(&mut self, r: &TaskResult) -> Result<(), TuneError> {
+        if r.cpu.is_empty() {
+            return Ok(());
+        }
+        let first = self.first_cpu.get_or_insert_with(|| r.placement());
+        if first.cpu != r.cpu && !self.allow_mixed_cpus {
+            return Err(TuneError::Executor(format!(
+                "{} ran on node {} ({}) but the campaign began on node {} ({}); timings from different CPU models do not compare: restrict the campaign to one model (--partition or --sbatch-option=--constraint=...), or pass --allow-mixed-cpus",
+                describe(&r.config),
+                r.node,
+                r.cpu,
+                first.node,
+                first.cpu
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Objective for CampaignObjective<'_> {
+    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
+        self.evaluate_round(&[values.to_vec()])
+            .pop()
+            .expect("one result per configuration")
+    }
+
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        let missing: Vec<Vec<(String, i64)>> = round
+            .iter()
+            .filter(|v| self.campaign.result(v).is_none())
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            if let Err(e) = self.executor.run(self.campaign, &missing) {
+                return round.iter().map(|_| Err(clone_error(&e))).collect();
+            }
+        }
+        round
+            .iter()
+            .map(|values| {
+                let r = self.campaign.result(values).ok_or_else(|| {
+                    TuneError::Executor(format!(
+                        "{}: the task finished without storing a result in {}",
+                        describe(values),
+                        self.campaign.dir.display()
+                    ))
+                })?;
+                self.check_cpu(&r)?;
+                self.placements.insert(describe(values), r.placement());
+                r.measurement()
+            })
+            .collect()
+    }
+
+    fn placement(&self, values: &[(String, i64)]) -> Option<Placement> {
+        self.placements.get(&describe(values)).cloned()
+    }
+}
+
+fn clone_error(e: &TuneError) -> TuneError {
+    match e {
+        TuneError::Objective(s) => TuneError::Objective(s.clone()),
+        other => TuneError::Executor(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl Objective for Fixed {
+        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
+            if v[0].1 < 0 {
+                return Err(TuneError::Objective("negative".into()));
+            }
+            Ok(Measurement {
+                time_ns: 1000.0 + v[0].1 as f64,
+                mflops: None,
+            })
+        }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            cwd: "/".into(),
+            args: vec!["x".into()],
+        }
+    }
+
+    #[test]
+    fn results_are_stored_once_and_served_from_the_campaign() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
+        let mut inner = Fixed;
+        let mut local = LocalTasks {
+            objective: &mut inner,
+        };
+        let mut obj = CampaignObjective::new(&campaign, &mut local, false);
+        let round = vec![vec![("NB".to_string(), 3)], vec![("NB".to_string(), -1)]];
+        let r = obj.evaluate_round(&round);
+        assert_eq!(r[0].as_ref().unwrap().time_ns, 1003.0);
+        assert!(r[1].as_ref().unwrap_err().to_string().contains("negative"));
+        assert_eq!(obj.placement(&round[0]).unwrap(), this_host());
+        let stored = campaign.result(&round[0]).unwrap();
+        assert_eq!(stored.time_ns, Some(1003.0));
+        // A second campaign objective over the same directory reads the
+        // result instead of evaluating again.
+        struct Never;
+        impl Executor for Never {
+            fn run(&mut self, _: &Campaign, c: &[Vec<(String, i64)>]) -> Result<(), TuneError> {
+                panic!("evaluated again: {c:?}");
+            }
+        }
+        let (again, m) = Campaign::open(dir.path()).unwrap();
+        assert_eq!(m, manifest());
+        let mut never = Never;
+        let mut obj = CampaignObjective::new(&again, &mut never, false);
+        assert_eq!(obj.evaluate(&round[0]).unwrap().time_ns, 1003.0);
+        let err = Campaign::create(dir.path(), &manifest()).err().unwrap();
+        assert!(err.to_string().contains("--resume"), "{err}");
+    }
+
+    #[test]
+    fn a_different_cpu_model_is_refused_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
+        for (nb, node, cpu) in [(1, "n1", "Xeon A"), (2, "n2", "Xeon B")] {
+            campaign
+                .store(&TaskResult {
+                    config: vec![("NB".into(), nb)],
+                    time_ns: Some(10.0),
+                    mflops: None,
+                    error: None,
+                    node: node.into(),
+                    cpu: cpu.into(),
+                    seconds: 0.1,
+                    job: None,
+                })
+                .unwrap();
+        }
+        let round = vec![vec![("NB".to_string(), 1)], vec![("NB".to_string(), 2)]];
+        let mut inner = Fixed;
+        let mut local = LocalTasks {
+            objective: &mut inner,
+        };
+        let mut obj = CampaignObjective::new(&campaign, &mut local, false);
+        let r = obj.evaluate_round(&round);
+        assert!(r[0].is_ok());
+        let e = r[1].as_ref().unwrap_err().to_string();
+        assert!(
+            e.contains("Xeon B") && e.contains("--allow-mixed-cpus"),
+            "{e}"
+        );
+        let mut obj = CampaignObjective::new(&campaign, &mut local, true);
+        assert!(obj.evaluate_round(&round).iter().all(|r| r.is_ok()));
+    }
+}

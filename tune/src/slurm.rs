@@ -1,0 +1,504 @@
+//! The Slurm executor: each round of the search is one `sbatch --array`
+//! job whose tasks each evaluate one configuration on their node
+//! (`--exclusive`, so no two timings share a node) and store the result in
+//! the campaign directory. tdg polls `squeue` until the array has left the
+//! queue, retries once what ended without a result (a failed, cancelled or
+//! killed task, a dead node) on another node where the partition has one,
+//! and records what fails twice as failed. Ctrl-C (or SIGTERM) cancels the
+//! campaign's jobs with `scancel`.
+
+use crate::campaign::{describe, Campaign, Executor, TaskResult};
+use crate::TuneError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The cluster settings a user keeps in a file (`--slurm-config`, TOML);
+/// command-line flags override them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmConfig {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    /// `--time` of each task: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS.
+    pub time_limit: Option<String>,
+    /// More `sbatch` options, each one argument (`--qos=short`).
+    #[serde(default)]
+    pub sbatch_options: Vec<String>,
+}
+
+impl SlurmConfig {
+    pub fn load(path: &Path) -> Result<SlurmConfig, TuneError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TuneError::Executor(format!("--slurm-config {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| {
+            TuneError::Executor(format!(
+                "--slurm-config {}: {}; the keys are partition, account, time_limit and sbatch_options",
+                path.display(),
+                e.message()
+            ))
+        })
+    }
+
+    /// `self` with every setting `over` has replacing this one's.
+    pub fn overridden_by(mut self, over: SlurmConfig) -> SlurmConfig {
+        self.partition = over.partition.or(self.partition);
+        self.account = over.account.or(self.account);
+        self.time_limit = over.time_limit.or(self.time_limit);
+        self.sbatch_options.extend(over.sbatch_options);
+        self
+    }
+}
+
+pub struct SlurmExecutor {
+    pub config: SlurmConfig,
+    /// The `tdg` the tasks run (this binary: it must be at the same path
+    /// on the nodes, as it is on a shared filesystem).
+    pub tdg: PathBuf,
+    /// Directory the tasks run in (where the campaign was started).
+    pub workdir: PathBuf,
+    /// Probe caches for the tasks: `None` keeps each node's own
+    /// (`TDG_CACHE_DIR` as exported); otherwise under this directory, one
+    /// per node unless `identical_nodes`.
+    pub probe_dir: Option<PathBuf>,
+    pub identical_nodes: bool,
+    /// How often to ask `squeue`.
+    pub poll: Duration,
+    interrupted: Arc<AtomicBool>,
+}
+
+/// How one array task ended, as `scontrol` still remembers it.
+#[derive(Debug, Clone, PartialEq)]
+struct TaskEnd {
+    state: String,
+    node: Option<String>,
+}
+
+impl SlurmExecutor {
+    /// Checks that Slurm answers here, and catches Ctrl-C and SIGTERM so
+    /// they cancel the campaign's jobs instead of leaving them running.
+    pub fn new(config: SlurmConfig, tdg: PathBuf, workdir: PathBuf) -> Result<Self, TuneError> {
+        let out = slurm_command("squeue", &["-h", "-o", "%i", "-j", "0"])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // A job id nobody has is the cheapest question the controller
+        // answers; only "cannot reach it" is a problem.
+        if !out.status.success() && !stderr.contains("Invalid job id") {
+            return Err(TuneError::Executor(format!(
+                "the Slurm controller does not answer (squeue: {}); check `scontrol ping` and SLURM_CONF, or run with --executor local",
+                first_line(&stderr)
+            )));
+        }
+        let interrupted = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, Arc::clone(&interrupted)).map_err(|e| {
+                TuneError::Executor(format!("cannot catch Ctrl-C to cancel jobs: {e}"))
+            })?;
+        }
+        Ok(SlurmExecutor {
+            config,
+            tdg,
+            workdir,
+            probe_dir: None,
+            identical_nodes: false,
+            poll: Duration::from_millis(500),
+            interrupted,
+        })
+    }
+
+    /// Waits for the jobs an interrupted run of this campaign left in the
+    /// queue, so `--resume` reads their results instead of timing those
+    /// configurations a second time.
+    pub fn wait_for_leftovers(&self, campaign: &Campaign) -> Result<usize, TuneError> {
+        let mut waited = 0;
+        for job in campaign_jobs(campaign) {
+            if !active_tasks(&job)?.is_empty() {
+                eprintln!(
+                    "tdg tune: waiting for job {job}, still running from the interrupted run"
+                );
+                self.wait(&job, campaign)?;
+                waited += 1;
+            }
+        }
+        Ok(waited)
+    }
+
+    /// Submits one array for `configs`, returns its job id.
+    fn submit(
+        &self,
+        campaign: &Campaign,
+        configs: &[Vec<(String, i64)>],
+        exclude: &[String],
+    ) -> Result<(String, PathBuf), TuneError> {
+        let round = campaign.new_round_dir()?;
+        let tasks = serde_json::to_string_pretty(configs).expect("configurations serialise");
+        campaign.write_atomically(&round.join("tasks.json"), tasks.as_bytes())?;
+        let script = round.join("task.sh");
+        campaign.write_atomically(&script, self.task_script(&round).as_bytes())?;
+        let mut args: Vec<String> = vec![
+            "--parsable".into(),
+            format!("--array=0-{}", configs.len() - 1),
+            "--exclusive".into(),
+            "--nodes=1".into(),
+            "--job-name=tdg-tune".into(),
+            format!("--chdir={}", self.workdir.display()),
+            format!("--output={}/slurm-%A_%a.out", round.display()),
+        ];
+        if let Some(p) = &self.config.partition {
+            args.push(format!("--partition={p}"));
+        }
+        if let Some(a) = &self.config.account {
+            args.push(format!("--account={a}"));
+        }
+        if let Some(t) = &self.config.time_limit {
+            args.push(format!("--time={t}"));
+        }
+        if !exclude.is_empty() {
+            args.push(format!("--exclude={}", exclude.join(",")));
+        }
+        args.extend(self.config.sbatch_options.iter().cloned());
+        args.push(script.display().to_string());
+        let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = slurm_command("sbatch", &arg_refs)?;
+        if !out.status.success() {
+            return Err(TuneError::Executor(format!(
+                "sbatch refused the round: {}; check the partition, account and --sbatch-option values (or `scontrol ping` for the controller)",
+                first_line(&String::from_utf8_lossy(&out.stderr))
+            )));
+        }
+        // --parsable prints "JOBID" or "JOBID;CLUSTER".
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let job = stdout.trim().split(';').next().unwrap_or("").to_string();
+        if job.is_empty() || !job.chars().all(|c| c.is_ascii_digit()) {
+            return Err(TuneError::Executor(format!(
+                "sbatch printed no job id (`{}`)",
+                stdout.trim()
+            )));
+        }
+        campaign.write_atomically(&round.join("job"), job.as_bytes())?;
+        tracing::debug!("round {} submitted as job {job}", round.display());
+        Ok((job, round))
+    }
+
+    fn task_script(&self, round: &Path) -> String {
+        let mut env = String::new();
+        if let Some(dir) = &self.probe_dir {
+            // Each node measures itself once and keeps the result on the
+            // shared filesystem; identical nodes share one measurement.
+            let cache = if self.identical_nodes {
+                shell_quote(&dir.display().to_string())
+            } else {
+                format!(
+                    "{}/\"$SLURMD_NODENAME\"",
+                    shell_quote(&dir.display().to_string())
+                )
+            };
+            env = format!("export TDG_CACHE_DIR={cache}\n");
+        }
+        format!(
+            "#!/bin/sh\n# One evaluation of a tdg tuning campaign (written by tdg tune --executor slurm).\n{env}exec {} tune --task {}\n",
+            shell_quote(&self.tdg.display().to_string()),
+            shell_quote(&round.display().to_string())
+        )
+    }
+
+    /// Polls until no task of `job` is queued or running; on Ctrl-C,
+    /// cancels the job and stops.
+    fn wait(&self, job: &str, campaign: &Campaign) -> Result<(), TuneError> {
+        let mut unreachable_since: Option<Instant> = None;
+        loop {
+            if self.interrupted.load(Ordering::SeqCst) {
+                let cancelled = campaign_jobs(campaign);
+                let mut args = vec!["--quiet"];
+                args.extend(cancelled.iter().map(String::as_str));
+                let _ = slurm_command("scancel", &args);
+                return Err(TuneError::Executor(format!(
+                    "interrupted: cancelled the campaign's jobs ({}); `tdg tune --resume {}` continues it",
+                    cancelled.join(", "),
+                    campaign.dir.display()
+                )));
+            }
+            match active_tasks(job) {
+                Ok(active) if active.is_empty() => return Ok(()),
+                Ok(_) => unreachable_since = None,
+                Err(e) => {
+                    let since = *unreachable_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(120) {
+                        return Err(TuneError::Executor(format!(
+                            "{e}; job {job} may still be running: `tdg tune --resume {}` continues once the controller is back",
+                            campaign.dir.display()
+                        )));
+                    }
+                }
+            }
+            std::thread::sleep(self.poll);
+        }
+    }
+
+    /// The nodes of the partition that could take a task, other than
+    /// `exclude`.
+    fn other_nodes(&self, exclude: &[String]) -> Vec<String> {
+        let mut args = vec!["-h", "-N", "-o", "%N %t"];
+        let p;
+        if let Some(part) = &self.config.partition {
+            p = format!("--partition={part}");
+            args.push(&p);
+        }
+        let Ok(out) = slurm_command("sinfo", &args) else {
+            return Vec::new();
+        };
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, state)| {
+                let s = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+                matches!(s, "idle" | "mix" | "alloc" | "comp")
+            })
+            .map(|(n, _)| n.to_string())
+            .filter(|n| !exclude.contains(n))
+            .collect()
+    }
+}
+
+impl Executor for SlurmExecutor {
+    fn run(
+        &mut self,
+        campaign: &Campaign,
+        configs: &[Vec<(String, i64)>],
+    ) -> Result<(), TuneError> {
+        let mut pending: Vec<Vec<(String, i64)>> = configs.to_vec();
+        let mut history: Vec<Vec<String>> = vec![Vec::new(); configs.len()];
+        let mut exclude: Vec<String> = Vec::new();
+        for attempt in 1..=2 {
+            if self.interrupted.load(Ordering::SeqCst) {
+                break;
+            }
+            let (job, round) = self.submit(campaign, &pending, &exclude)?;
+            self.wait(&job, campaign)?;
+            let ends = task_ends(&job);
+            let mut still = Vec::new();
+            for (i, values) in pending.iter().enumerate() {
+                if campaign.result(values).is_some() {
+                    continue;
+                }
+                let end = ends.get(&i).cloned().unwrap_or(TaskEnd {
+                    state: "ENDED".into(),
+                    node: None,
+                });
+                let slot = configs
+                    .iter()
+                    .position(|c| c == values)
+                    .expect("from configs");
+                let output = round.join(format!("slurm-{job}_{i}.out"));
+                history[slot].push(format!(
+                    "task {job}_{i} {} on {}{}",
+                    end.state,
+                    end.node.as_deref().unwrap_or("an unknown node"),
+                    last_line(&output)
+                        .map(|l| format!(" ({l})"))
+                        .unwrap_or_default()
+                ));
+                if let Some(n) = end.node {
+                    if !exclude.contains(&n) {
+                        exclude.push(n);
+                    }
+                }
+                still.push(values.clone());
+            }
+            pending = still;
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if attempt == 1 {
+                // Retry elsewhere when the partition has another usable
+                // node; on a one-node partition, on the same node.
+                if self.other_nodes(&exclude).is_empty() {
+                    exclude.clear();
+                }
+                eprintln!(
+                    "tdg tune: {} task(s) of job {job} ended without a result; retrying once{}",
+                    pending.len(),
+                    if exclude.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" away from {}", exclude.join(","))
+                    }
+                );
+            }
+        }
+        if self.interrupted.load(Ordering::SeqCst) {
+            return Err(TuneError::Executor(format!(
+                "interrupted; `tdg tune --resume {}` continues the campaign",
+                campaign.dir.display()
+            )));
+        }
+        for values in &pending {
+            let slot = configs
+                .iter()
+                .position(|c| c == values)
+                .expect("from configs");
+            let tries = history[slot].join("; ");
+            campaign.store(&TaskResult {
+                config: values.clone(),
+                time_ns: None,
+                mflops: None,
+                error: Some(format!(
+                    "{}: the Slurm task failed twice: {tries}",
+                    describe(values)
+                )),
+                node: String::new(),
+                cpu: String::new(),
+                seconds: 0.0,
+                job: None,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs a Slurm client command; a missing command is the one error that
+/// needs saying how to get it.
+fn slurm_command(program: &str, args: &[&str]) -> Result<std::process::Output, TuneError> {
+    Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                TuneError::Executor(format!(
+                    "{program} not found: Slurm's client commands are not on PATH here; run tdg tune on a node that can submit jobs (a login node), or use --executor local"
+                ))
+            } else {
+                TuneError::Executor(format!("cannot run {program}: {e}"))
+            }
+        })
+}
+
+/// Tasks of `job` still pending or running, by `squeue`; a job the
+/// controller no longer knows has none.
+fn active_tasks(job: &str) -> Result<Vec<String>, TuneError> {
+    let out = slurm_command("squeue", &["-h", "-r", "-o", "%i %T", "-j", job])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if stderr.contains("Invalid job id") {
+            return Ok(Vec::new());
+        }
+        return Err(TuneError::Executor(format!(
+            "squeue failed ({})",
+            first_line(&stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            let state = l.split_whitespace().nth(1).unwrap_or("");
+            !matches!(
+                state,
+                "COMPLETED"
+                    | "CANCELLED"
+                    | "FAILED"
+                    | "TIMEOUT"
+                    | "NODE_FAIL"
+                    | "PREEMPTED"
+                    | "OUT_OF_MEMORY"
+                    | "BOOT_FAIL"
+                    | "DEADLINE"
+            )
+        })
+        .map(String::from)
+        .collect())
+}
+
+/// How each task of an array ended (state and node), while `scontrol`
+/// remembers the job (MinJobAge); empty when it has forgotten it.
+fn task_ends(job: &str) -> std::collections::HashMap<usize, TaskEnd> {
+    let Ok(out) = slurm_command("scontrol", &["-o", "show", "job", job]) else {
+        return Default::default();
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+                    .map(str::to_string)
+            };
+            let index: usize = field("ArrayTaskId")?.parse().ok()?;
+            let state = field("JobState").unwrap_or_else(|| "ENDED".into());
+            let node = field("NodeList").filter(|n| !n.is_empty() && n != "(null)");
+            Some((index, TaskEnd { state, node }))
+        })
+        .collect()
+}
+
+/// Job ids of every round the campaign submitted.
+fn campaign_jobs(campaign: &Campaign) -> Vec<String> {
+    let mut rounds: Vec<PathBuf> = std::fs::read_dir(campaign.dir.join("rounds"))
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    rounds.sort();
+    rounds
+        .iter()
+        .filter_map(|r| std::fs::read_to_string(r.join("job")).ok())
+        .map(|j| j.trim().to_string())
+        .filter(|j| !j.is_empty())
+        .collect()
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no message")
+        .to_string()
+}
+
+/// The last non-empty line of a task's output, for the failure record.
+fn last_line(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| l.chars().take(200).collect())
+}
+
+/// Single-quoted for /bin/sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_keys_and_flags_override_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("slurm.toml");
+        std::fs::write(
+            &f,
+            "partition = \"short\"\naccount = \"proj\"\ntime_limit = \"10:00\"\nsbatch_options = [\"--qos=low\"]\n",
+        )
+        .unwrap();
+        let c = SlurmConfig::load(&f).unwrap().overridden_by(SlurmConfig {
+            partition: Some("long".into()),
+            sbatch_options: vec!["--constraint=avx512".into()],
+            ..Default::default()
+        });
+        assert_eq!(c.partition.as_deref(), Some("long"));
+        assert_eq!(c.account.as_deref(), Some("proj"));
+        assert_eq!(c.time_limit.as_deref(), Some("10:00"));
+        assert_eq!(c.sbatch_options, ["--qos=low", "--constraint=avx512"]);
+        std::fs::write(&f, "partiton = \"x\"\n").unwrap();
+        let e = SlurmConfig::load(&f).unwrap_err().to_string();
+        assert!(e.contains("partiton") && e.contains("the keys are"), "{e}");
+    }
+
+    #[test]
+    fn shell_quoting_survives_quotes_and_spaces() {
+        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
+    }
+}
