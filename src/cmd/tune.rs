@@ -316,6 +316,12 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let stem = spec_path
         .file_stem()
         .map_or("tune".into(), |s| s.to_string_lossy().to_string());
+    // Slurm is checked before a campaign directory is made, so a cluster
+    // that does not answer leaves nothing behind.
+    let mut slurm = match args.campaign.executor {
+        ExecutorKind::Slurm => Some(slurm_executor(&args.campaign)?),
+        ExecutorKind::Local => None,
+    };
     let campaign = match resumed {
         Some(c) => Some(c),
         None => {
@@ -357,7 +363,6 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
         base,
     };
     let mut local;
-    let mut slurm;
     let mut in_campaign;
     let objective: &mut dyn tune::Objective = match &campaign {
         None => &mut driver,
@@ -370,7 +375,13 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
                     &mut local
                 }
                 ExecutorKind::Slurm => {
-                    slurm = slurm_executor(&args.campaign, campaign)?;
+                    let slurm = slurm.as_mut().expect("made above");
+                    // A cache directory the user chose is theirs (and
+                    // exported to the tasks); otherwise each node's probe
+                    // is kept with the campaign.
+                    if std::env::var_os("TDG_CACHE_DIR").is_none() {
+                        slurm.probe_dir = Some(campaign.dir.join("probe"));
+                    }
                     if !args.json {
                         eprintln!(
                             "tdg tune: each round one Slurm job array; campaign {}",
@@ -378,7 +389,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
                         );
                     }
                     slurm.wait_for_leftovers(campaign)?;
-                    &mut slurm
+                    slurm
                 }
             };
             in_campaign =
@@ -431,10 +442,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
 }
 
 /// The Slurm executor with the settings file under the flags.
-fn slurm_executor(
-    a: &CampaignArgs,
-    campaign: &tune::Campaign,
-) -> anyhow::Result<tune::SlurmExecutor> {
+fn slurm_executor(a: &CampaignArgs) -> anyhow::Result<tune::SlurmExecutor> {
     let from_file = match &a.slurm_config {
         Some(f) => tune::SlurmConfig::load(f)?,
         None => tune::SlurmConfig::default(),
@@ -447,11 +455,6 @@ fn slurm_executor(
     });
     let tdg = std::env::current_exe().context("cannot find the tdg binary the tasks should run")?;
     let mut executor = tune::SlurmExecutor::new(config, tdg, std::env::current_dir()?)?;
-    // A cache directory the user chose is theirs (and exported to the
-    // tasks); otherwise each node's probe is kept with the campaign.
-    if std::env::var_os("TDG_CACHE_DIR").is_none() {
-        executor.probe_dir = Some(campaign.dir.join("probe"));
-    }
     executor.identical_nodes = a.identical_nodes;
     Ok(executor)
 }

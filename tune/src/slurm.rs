@@ -81,14 +81,18 @@ impl SlurmExecutor {
     /// Checks that Slurm answers here, and catches Ctrl-C and SIGTERM so
     /// they cancel the campaign's jobs instead of leaving them running.
     pub fn new(config: SlurmConfig, tdg: PathBuf, workdir: PathBuf) -> Result<Self, TuneError> {
-        let out = slurm_command("squeue", &["-h", "-o", "%i", "-j", "0"])?;
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        // A job id nobody has is the cheapest question the controller
-        // answers; only "cannot reach it" is a problem.
-        if !out.status.success() && !stderr.contains("Invalid job id") {
+        // Slurm's clients retry an unreachable controller for many seconds;
+        // `scontrol ping` answers at once.
+        let out = slurm_command("scontrol", &["ping"])?;
+        if !out.status.success() {
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             return Err(TuneError::Executor(format!(
-                "the Slurm controller does not answer (squeue: {}); check `scontrol ping` and SLURM_CONF, or run with --executor local",
-                first_line(&stderr)
+                "the Slurm controller does not answer (scontrol ping: {}); start slurmctld or point SLURM_CONF at the cluster's slurm.conf, or run with --executor local",
+                first_line(&said)
             )));
         }
         let interrupted = Arc::new(AtomicBool::new(false));

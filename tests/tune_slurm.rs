@@ -1,0 +1,358 @@
+//! `tdg tune --executor slurm` on a real single-node Slurm cluster
+//! (scripts/slurm-cluster), with a kernel whose cost is a fixed function of
+//! its macros (tests/tune_slurm_support/cost.c): every run of the search
+//! takes the same path, so the executors can be compared evaluation by
+//! evaluation, and faults are injected by the kernel killing its task.
+
+mod tune_slurm_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use tune_slurm_support::Cluster;
+
+fn support(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/tune_slurm_support")
+        .join(name)
+}
+
+/// The search over P x Q (R fixed): from the mid-range start P=2 Q=2 it
+/// needs several rounds, one with four configurations, to reach P=1 Q=3.
+fn tune(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tdg"));
+    c.current_dir(dir)
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.join("tally"))
+        .arg("tune")
+        .arg(support("cost.spec"))
+        .arg("--impl")
+        .arg(support("cost.c"))
+        .args(["--param", "P=1:3", "--param", "Q=1:3", "--param", "R=1"])
+        .args(["--no-model", "--flush", "none", "--samples", "3", "--json"])
+        .args(args);
+    c
+}
+
+fn slurm(cluster: &Cluster, dir: &Path, args: &[&str]) -> Command {
+    let mut c = tune(dir, &["--executor", "slurm", "--campaign"]);
+    c.arg(dir.join("campaign"))
+        .args(args)
+        .env("SLURM_CONF", &cluster.conf);
+    c
+}
+
+fn ok(out: Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "tdg tune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn log(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn config(line: &serde_json::Value) -> String {
+    let c = &line["config"];
+    format!("P={} Q={} R={}", c["P"], c["Q"], c["R"])
+}
+
+/// How many driver processes each configuration started.
+fn tally(dir: &Path) -> BTreeMap<String, usize> {
+    let mut t = BTreeMap::new();
+    for l in std::fs::read_to_string(dir.join("tally"))
+        .unwrap_or_default()
+        .lines()
+    {
+        *t.entry(l.to_string()).or_default() += 1;
+    }
+    t
+}
+
+/// Sizes of the job arrays the campaign submitted, in order.
+fn rounds(campaign: &Path) -> Vec<usize> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(campaign.join("rounds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    dirs.iter()
+        .map(|d| {
+            let tasks: Vec<serde_json::Value> =
+                serde_json::from_str(&std::fs::read_to_string(d.join("tasks.json")).unwrap())
+                    .unwrap();
+            tasks.len()
+        })
+        .collect()
+}
+
+#[test]
+fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let here = tempfile::tempdir().unwrap();
+    let there = tempfile::tempdir().unwrap();
+    let local = ok(tune(here.path(), &["--log", "local.jsonl"])
+        .output()
+        .unwrap());
+    let remote = ok(slurm(&cluster, there.path(), &[]).output().unwrap());
+    assert_eq!(local["best_description"], "P=1 Q=3 R=1");
+    assert_eq!(remote["best_description"], "P=1 Q=3 R=1");
+    let a = log(&here.path().join("local.jsonl"));
+    let b = log(&there.path().join("campaign/tune.jsonl"));
+    assert!(a.len() >= 6, "the search should take several rounds: {a:?}");
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(
+            (x["n"].clone(), x["phase"].clone(), config(x)),
+            (y["n"].clone(), y["phase"].clone(), config(y))
+        );
+        // Costs differ by 5 % or more between configurations: a result
+        // stored under the wrong configuration cannot pass this.
+        let (tx, ty) = (
+            x["time_ns"].as_f64().unwrap(),
+            y["time_ns"].as_f64().unwrap(),
+        );
+        assert!(
+            (tx / ty - 1.0).abs() < 0.02,
+            "{}: local {tx} ns, slurm {ty} ns",
+            config(x)
+        );
+        assert!(
+            !y["node"].as_str().unwrap().is_empty() && !y["cpu"].as_str().unwrap().is_empty(),
+            "{y}"
+        );
+    }
+    // Rounds went to the cluster together: the starts, then neighbourhoods.
+    let sizes = rounds(&there.path().join("campaign"));
+    assert_eq!(sizes.iter().sum::<usize>(), b.len(), "{sizes:?}");
+    assert!(sizes.iter().any(|&n| n >= 3), "{sizes:?}");
+    // Each configuration was built and timed once, on both executors.
+    for dir in [here.path(), there.path()] {
+        let t = tally(dir);
+        assert_eq!(t.len(), a.len(), "{t:?}");
+        assert!(t.values().all(|&n| n == 1), "{t:?}");
+    }
+}
+
+#[test]
+fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Both are in the start's neighbourhood: P=1 Q=2 improves on the start
+    // (the search must get its time to go on the same way), P=3 Q=2 does not.
+    let out = slurm(&cluster, dir.path(), &[])
+        .env("TDG_TEST_KILL_ONCE", "P=1 Q=2 R=1")
+        .env("TDG_TEST_KILL_MARK", dir.path().join("killed-once"))
+        .env("TDG_TEST_KILL_ALWAYS", "P=3 Q=2 R=1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let o = ok(out);
+    assert!(dir.path().join("killed-once").exists());
+    assert_eq!(o["best_description"], "P=1 Q=3 R=1");
+    assert_eq!(o["failed"], 1, "{o}");
+    assert!(
+        stderr.contains("ended without a result; retrying once"),
+        "{stderr}"
+    );
+    let lines = log(&dir.path().join("campaign/tune.jsonl"));
+    let line = |c: &str| lines.iter().find(|l| config(l) == c).unwrap().clone();
+    assert!(line("P=1 Q=2 R=1")["time_ns"].as_f64().is_some());
+    let failed = line("P=3 Q=2 R=1");
+    let why = failed["error"].as_str().unwrap();
+    assert!(
+        failed["time_ns"].is_null() && why.contains("failed twice") && why.contains("FAILED"),
+        "{failed}"
+    );
+    let t = tally(dir.path());
+    assert_eq!(t["P=1 Q=2 R=1"], 2, "{t:?}");
+    assert_eq!(t["P=3 Q=2 R=1"], 2, "{t:?}");
+    let others = t
+        .iter()
+        .filter(|(c, _)| !["P=1 Q=2 R=1", "P=3 Q=2 R=1"].contains(&c.as_str()));
+    assert!(others.clone().all(|(_, &n)| n == 1), "{t:?}");
+    assert!(others.count() >= 4, "{t:?}");
+    // The retry was a job of its own holding just the two lost tasks.
+    assert!(rounds(&dir.path().join("campaign")).contains(&2));
+}
+
+#[test]
+fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("campaign");
+    let mut child = slurm(&cluster, dir.path(), &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill tdg while the start's neighbourhood (four tasks) is running.
+    let started = Instant::now();
+    loop {
+        let done = std::fs::read_dir(campaign.join("results")).map_or(0, |d| d.count());
+        if done >= 2 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "no progress");
+        assert!(child.try_wait().unwrap().is_none(), "tdg ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["tune", "--json", "--resume"])
+        .arg(&campaign)
+        .env("SLURM_CONF", &cluster.conf)
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.path().join("tally"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let o = ok(out);
+    assert!(
+        stderr.contains("waiting for job"),
+        "the killed run's job was still running: {stderr}"
+    );
+    assert_eq!(o["best_description"], "P=1 Q=3 R=1");
+    let lines = log(&campaign.join("tune.jsonl"));
+    let t = tally(dir.path());
+    assert_eq!(t.len(), lines.len(), "{t:?}");
+    assert!(
+        t.values().all(|&n| n == 1),
+        "a configuration was evaluated twice: {t:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_the_campaigns_jobs() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The job may not start for a minute, so it is surely still queued.
+    let child = slurm(&cluster, dir.path(), &["--sbatch-option=--begin=now+60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let job_file = dir.path().join("campaign/rounds/0001/job");
+    let started = Instant::now();
+    while !job_file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no job submitted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let job = std::fs::read_to_string(&job_file).unwrap();
+    let queued = |job: &str| {
+        let out = cluster
+            .command("squeue")
+            .args(["-h", "-o", "%i %T", "-j", job.trim()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(queued(&job).contains("PENDING"), "{}", queued(&job));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("interrupted: cancelled the campaign's jobs")
+            && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .trim()
+            .lines()
+            .last()
+            .unwrap()
+            .matches("tdg: error")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let started = Instant::now();
+    while !queued(&job).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "job {job} still queued: {}",
+            queued(&job)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
+    let dir = tempfile::tempdir().unwrap();
+    // No Slurm commands on PATH.
+    let out = tune(dir.path(), &["--executor", "slurm"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("not found") && err.contains("--executor local"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        !dir.path().join("cost.campaign").exists(),
+        "a campaign was left behind"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["tune", "--resume"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is not a tdg campaign"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    cluster.stop();
+    let started = Instant::now();
+    let out = slurm(&cluster, dir.path(), &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("controller does not answer") && err.contains("SLURM_CONF"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !dir.path().join("campaign").exists(),
+        "a campaign was left behind"
+    );
+    let _ = cluster.dir();
+}
