@@ -253,17 +253,32 @@ impl SlurmExecutor {
         let Ok(out) = slurm_command("sinfo", &args) else {
             return Vec::new();
         };
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .filter(|(_, state)| {
-                let s = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
-                matches!(s, "idle" | "mix" | "alloc" | "comp")
-            })
-            .map(|(n, _)| n.to_string())
+        usable_nodes(&String::from_utf8_lossy(&out.stdout))
+            .into_iter()
             .filter(|n| !exclude.contains(n))
             .collect()
     }
+}
+
+/// Nodes that can run a task, from `sinfo -h -N -o "%N %t"` (a node in a
+/// down, drained or failing state cannot; `*`, `~` and the like only flag
+/// a state).
+fn usable_nodes(sinfo: &str) -> Vec<String> {
+    let mut nodes: Vec<String> = sinfo
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, state)| {
+            let s = state
+                .trim()
+                .trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+            matches!(s, "idle" | "mix" | "alloc" | "comp")
+        })
+        .map(|(n, _)| n.to_string())
+        .collect();
+    // A node in several partitions is listed once per partition.
+    nodes.sort();
+    nodes.dedup();
+    nodes
 }
 
 impl Executor for SlurmExecutor {
@@ -499,6 +514,12 @@ mod tests {
         std::fs::write(&f, "partiton = \"x\"\n").unwrap();
         let e = SlurmConfig::load(&f).unwrap_err().to_string();
         assert!(e.contains("partiton") && e.contains("the keys are"), "{e}");
+    }
+
+    #[test]
+    fn retries_go_to_nodes_that_are_up() {
+        let sinfo = "n1 idle\nn2 down*\nn3 mix\nn3 mix\nn4 drain\nn5 alloc~\nn6 fail\n";
+        assert_eq!(usable_nodes(sinfo), ["n1", "n3", "n5"]);
     }
 
     #[test]
