@@ -356,3 +356,40 @@ fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
     );
     let _ = cluster.dir();
 }
+
+#[test]
+fn a_local_campaign_resumed_with_a_larger_budget_goes_on_without_repeating() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = ok(tune(dir.path(), &["--log", "whole.jsonl"])
+        .output()
+        .unwrap());
+    let first_run = tally(dir.path());
+    std::fs::remove_file(dir.path().join("tally")).unwrap();
+    let campaign = dir.path().join("campaign");
+    let part = ok(
+        tune(dir.path(), &["--budget", "3", "--campaign", "campaign"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(part["evaluations"], 3);
+    let resumed = ok(Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args(["tune", "--json", "--budget", "100", "--resume"])
+        .arg(&campaign)
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.path().join("tally"))
+        .output()
+        .unwrap());
+    // The same search as one uninterrupted run, each configuration timed once.
+    assert_eq!(resumed["evaluations"], whole["evaluations"]);
+    assert_eq!(resumed["best_description"], whole["best_description"]);
+    let a: Vec<String> = log(&dir.path().join("whole.jsonl"))
+        .iter()
+        .map(config)
+        .collect();
+    let b: Vec<String> = log(&campaign.join("tune.jsonl"))
+        .iter()
+        .map(config)
+        .collect();
+    assert_eq!(a, b);
+    assert_eq!(tally(dir.path()), first_run);
+}

@@ -74,8 +74,9 @@ pub struct CampaignArgs {
     /// nodes share; default <spec name>.campaign).
     #[arg(long, value_name = "DIR")]
     pub campaign: Option<PathBuf>,
-    /// Continue the campaign in DIR with its original options: finished
-    /// evaluations are read back, not run again.
+    /// Continue the campaign in DIR with its original options (a new
+    /// --budget and --json apply): finished evaluations are read back, not
+    /// run again.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "implementation", "params", "campaign"])]
     pub resume: Option<PathBuf>,
     /// Slurm partition for the evaluations.
@@ -231,8 +232,10 @@ pub fn run(args: Args) -> CmdResult {
             )
         })?;
         let mut stored = stored_args(&manifest)?;
-        // How the output is shown is this run's choice.
+        // How the output is shown is this run's choice, and a campaign
+        // may be given a larger budget to go on.
         stored.json = args.json;
+        stored.budget = args.budget.or(stored.budget);
         return search(stored, Some(campaign));
     }
     search(args, None)

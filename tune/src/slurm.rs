@@ -146,6 +146,9 @@ impl SlurmExecutor {
             format!("--array=0-{}", configs.len() - 1),
             "--exclusive".into(),
             "--nodes=1".into(),
+            // tdg retries a lost task itself, once and elsewhere; Slurm
+            // requeueing it too could time a configuration twice.
+            "--no-requeue".into(),
             "--job-name=tdg-tune".into(),
             format!("--chdir={}", self.workdir.display()),
             format!("--output={}/slurm-%A_%a.out", round.display()),
