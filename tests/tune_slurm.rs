@@ -152,12 +152,19 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
     let dir = tempfile::tempdir().unwrap();
     // Both are in the start's neighbourhood: P=1 Q=2 improves on the start
     // (the search must get its time to go on the same way), P=3 Q=2 does not.
-    let out = slurm(&cluster, dir.path(), &[])
-        .env("TDG_TEST_KILL_ONCE", "P=1 Q=2 R=1")
-        .env("TDG_TEST_KILL_MARK", dir.path().join("killed-once"))
-        .env("TDG_TEST_KILL_ALWAYS", "P=3 Q=2 R=1")
-        .output()
-        .unwrap();
+    // Settings from a file reach sbatch (checked on the job below).
+    let settings = dir.path().join("cluster.toml");
+    std::fs::write(&settings, "partition = \"tdg\"\ntime_limit = \"7:00\"\n").unwrap();
+    let out = slurm(
+        &cluster,
+        dir.path(),
+        &["--slurm-config", settings.to_str().unwrap()],
+    )
+    .env("TDG_TEST_KILL_ONCE", "P=1 Q=2 R=1")
+    .env("TDG_TEST_KILL_MARK", dir.path().join("killed-once"))
+    .env("TDG_TEST_KILL_ALWAYS", "P=3 Q=2 R=1")
+    .output()
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let o = ok(out);
     assert!(dir.path().join("killed-once").exists());
@@ -186,6 +193,19 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
     assert!(others.count() >= 4, "{t:?}");
     // The retry was a job of its own holding just the two lost tasks.
     assert!(rounds(&dir.path().join("campaign")).contains(&2));
+    let job = std::fs::read_to_string(dir.path().join("campaign/rounds/0001/job")).unwrap();
+    let shown = cluster
+        .command("scontrol")
+        .args(["-o", "show", "job", job.trim()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("Partition=tdg")
+            && shown.contains("TimeLimit=00:07:00")
+            && shown.contains("OverSubscribe=NO"),
+        "{shown}"
+    );
 }
 
 #[test]
