@@ -352,6 +352,14 @@ fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 
+    // A cluster setting without the Slurm executor is a mistake, not a no-op.
+    let out = tune(dir.path(), &["--partition", "big"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--partition is for --executor slurm"),
+        "{err}"
+    );
+
     let Some(cluster) = Cluster::start() else {
         return;
     };

@@ -110,6 +110,22 @@ pub struct CampaignArgs {
     pub task: Option<PathBuf>,
 }
 
+impl CampaignArgs {
+    /// The first cluster setting given, which only a Slurm campaign uses.
+    fn slurm_only_flag(&self) -> Option<&'static str> {
+        [
+            (self.partition.is_some(), "--partition"),
+            (self.account.is_some(), "--account"),
+            (self.time_limit.is_some(), "--time-limit"),
+            (!self.sbatch_options.is_empty(), "--sbatch-option"),
+            (self.slurm_config.is_some(), "--slurm-config"),
+            (self.identical_nodes, "--identical-nodes"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+}
+
 /// `tdg tune` arguments as stored in a campaign, parsed again for
 /// `--resume` and by the tasks on the nodes.
 #[derive(clap::Parser)]
@@ -323,7 +339,14 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     // that does not answer leaves nothing behind.
     let mut slurm = match args.campaign.executor {
         ExecutorKind::Slurm => Some(slurm_executor(&args.campaign)?),
-        ExecutorKind::Local => None,
+        ExecutorKind::Local => {
+            if let Some(flag) = args.campaign.slurm_only_flag() {
+                anyhow::bail!(
+                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
+                );
+            }
+            None
+        }
     };
     let campaign = match resumed {
         Some(c) => Some(c),
@@ -336,11 +359,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             match dir {
                 Some(dir) => Some(tune::Campaign::create(
                     &dir,
-                    &tune::Manifest {
-                        version: 1,
-                        cwd: std::env::current_dir()?,
-                        args: own_args(),
-                    },
+                    &tune::Manifest::new(std::env::current_dir()?, own_args()),
                 )?),
                 None => None,
             }

@@ -28,6 +28,16 @@ pub struct Manifest {
     pub args: Vec<String>,
 }
 
+impl Manifest {
+    pub fn new(cwd: PathBuf, args: Vec<String>) -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            cwd,
+            args,
+        }
+    }
+}
+
 /// One evaluated configuration, as its task wrote it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
@@ -372,11 +382,7 @@ mod tests {
     }
 
     fn manifest() -> Manifest {
-        Manifest {
-            version: MANIFEST_VERSION,
-            cwd: "/".into(),
-            args: vec!["x".into()],
-        }
+        Manifest::new("/".into(), vec!["x".into()])
     }
 
     #[test]
