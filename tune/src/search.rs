@@ -172,6 +172,17 @@ impl<'a> Tuner<'a> {
                 fresh.push(p);
             }
         }
+        if self.evaluations.is_empty() && fresh.len() > 1 {
+            // The search's first configuration goes alone: when it fails,
+            // the kernel is broken, and no round of doomed evaluations (a
+            // job array on a cluster) is spent finding that out.
+            let first = points
+                .iter()
+                .position(|p| p == fresh[0])
+                .expect("from points");
+            self.eval_round(&points[..=first], phase)?;
+            return self.eval_round(points, phase);
+        }
         let values: Vec<Vec<(String, i64)>> = fresh.iter().map(|p| self.space.values(p)).collect();
         let mut results = if values.is_empty() {
             Vec::new()
@@ -582,8 +593,9 @@ mod tests {
             let b = run(&mut together, budget);
             assert_eq!(a, b);
             assert_eq!(b.1, budget.min(b.1));
-            // Two starts, then neighbourhoods of up to six configurations.
-            assert_eq!(together.rounds[0], 2);
+            // The first start alone, then the other, then neighbourhoods
+            // of up to six configurations.
+            assert_eq!(together.rounds[..2], [1, 1]);
             assert!(
                 together.rounds.iter().any(|&n| n >= 4),
                 "{:?}",
