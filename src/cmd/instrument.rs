@@ -45,7 +45,7 @@ pub fn run(a: Args) -> CmdResult {
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let spec = spec_lang::load(&spec_path)?;
+    let spec = spec_lang::load_prototype(&spec_path)?;
     let mut incs = a.include.clone();
     if incs.is_empty() {
         if let Some(p) = spec_path.parent().filter(|p| !p.as_os_str().is_empty()) {
