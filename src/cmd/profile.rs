@@ -98,16 +98,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
         Some(spec_path) => {
             let spec = spec_lang::load_prototype(spec_path)?;
             let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
-            let mut incs = a.include.clone();
-            if incs.is_empty() {
-                incs.push(
-                    spec_path
-                        .parent()
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|| PathBuf::from(".")),
-                );
-            }
+            let incs = interpose::include_dirs_for(spec_path, &a.include);
             let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)
                 .context("building the LD_PRELOAD shim")?;
             name = spec.routine.name.name.clone();
