@@ -4,6 +4,8 @@
 //! calling BZ2_blockSort in libbz2 through the PLT, profiled with
 //! prototype-only specs.
 
+mod instrument_support;
+
 use instrument::format;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -114,42 +116,9 @@ fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
     );
 }
 
-/// Deterministic text of `bytes` bytes: words from a small vocabulary in a
-/// pseudo-random order, compressible like prose.
-fn text_input(path: &Path, bytes: usize) {
-    let words = [
-        "tuning",
-        "driver",
-        "kernel",
-        "cache",
-        "matrix",
-        "vector",
-        "block",
-        "sort",
-        "the",
-        "of",
-        "and",
-        "profile",
-        "checkpoint",
-        "restore",
-        "timing",
-        "bzip2",
-    ];
-    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut out = String::with_capacity(bytes + 16);
-    while out.len() < bytes {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.push_str(words[(state % words.len() as u64) as usize]);
-        out.push(if state % 11 == 0 { '\n' } else { ' ' });
-    }
-    std::fs::write(path, out).unwrap();
-}
-
 fn input(d: &Path) -> PathBuf {
     let p = d.join("input.txt");
-    text_input(&p, 3_000_000);
+    instrument_support::text_input(&p, 3_000_000);
     p
 }
 

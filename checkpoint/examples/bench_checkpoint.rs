@@ -176,6 +176,7 @@ fn bench_case(
                 delay,
                 timeout: Some(Duration::from_secs(600)),
                 quiet: true,
+                preload: None,
             },
             criu,
         )

@@ -31,8 +31,19 @@ struct CaptureArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Region site (the string passed to tdg_region_begin); default: the first one marked.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
+    /// Spec of a routine the unmodified application calls through a shared
+    /// library: an LD_PRELOAD shim makes each call of it the region (no
+    /// markers, no rebuild); the site is the routine's name.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<PathBuf>,
+    /// Include directory for the spec's include= clauses [default: the spec's directory].
+    #[arg(short = 'I', value_name = "DIR", requires = "spec")]
+    include: Vec<PathBuf>,
+    /// C compiler for the shim [default: $CC, cc, gcc, clang].
+    #[arg(long, requires = "spec")]
+    cc: Option<String>,
     /// Which call of the region to time (1-based).
     #[arg(long, default_value_t = 1)]
     call: u64,
@@ -112,10 +123,30 @@ pub fn run(args: Args) -> CmdResult {
 
 fn capture(a: CaptureArgs) -> CmdResult {
     let criu = checkpoint::find_criu()?;
+    // Kept until the capture ends: the capture copies the shim into the image.
+    let scratch = toolchain::scratch_dir("tdg-capture-shim")?;
+    let (site, preload) = match &a.spec {
+        Some(spec_path) => {
+            let spec = spec_lang::load_prototype(spec_path)?;
+            let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
+            let host = checkpoint::hostlib::write_host_library(&scratch.path().join("host"))?;
+            let shim = instrument::interpose::build_region_shim(
+                &cc,
+                &spec,
+                &scratch.path().join("shim"),
+                &instrument::interpose::include_dirs_for(spec_path, &a.include),
+                &host.source,
+                &host.dir,
+            )?;
+            (Some(spec.routine.name.name.clone()), Some(shim))
+        }
+        None => (a.site, None),
+    };
     let req = checkpoint::CaptureRequest {
         command: a.command,
         image: a.output,
-        site: a.site,
+        site,
+        preload,
         call: a.call,
         delay: a.delay,
         timeout: Some(Duration::from_secs(a.timeout)),

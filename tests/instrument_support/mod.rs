@@ -63,3 +63,36 @@ pub fn build_host_with_shared_kernel(dir: &Path, kernel: &Path, host_src: &str) 
     .unwrap();
     host
 }
+
+/// Deterministic text of `bytes` bytes: words from a small vocabulary in a
+/// pseudo-random order, compressible like prose.
+pub fn text_input(path: &Path, bytes: usize) {
+    let words = [
+        "tuning",
+        "driver",
+        "kernel",
+        "cache",
+        "matrix",
+        "vector",
+        "block",
+        "sort",
+        "the",
+        "of",
+        "and",
+        "profile",
+        "checkpoint",
+        "restore",
+        "timing",
+        "bzip2",
+    ];
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut out = String::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.push_str(words[(state % words.len() as u64) as usize]);
+        out.push(if state.is_multiple_of(11) { '\n' } else { ' ' });
+    }
+    std::fs::write(path, out).unwrap();
+}

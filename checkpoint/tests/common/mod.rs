@@ -201,6 +201,7 @@ pub fn compare_in_app_delayed_immediate(
             delay,
             timeout: Some(Duration::from_secs(300)),
             quiet: true,
+            preload: None,
         };
         capture(&req, &criu).unwrap_or_else(|e| panic!("{e}"));
         ws.image(name)

@@ -1,0 +1,147 @@
+//! Checkpoints through the shim: `tdg checkpoint capture --spec` on Debian's
+//! unmodified /bin/bzip2, no markers and no rebuild. The region is
+//! BZ2_blockSort, which bzip2 calls in libbz2 through the PLT; the third
+//! call, captured with delay 1, timed by restoring the image, must match the
+//! same call's time in the shim's own profile. Real CRIU: needs root and
+//! `scripts/setup`.
+
+mod instrument_support;
+
+use instrument::format;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const CALL: usize = 3;
+
+fn tdg() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tdg"))
+}
+
+fn spec() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("instrument/examples/bzip2/BZ2_blockSort.spec")
+        .display()
+        .to_string()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Call CALL's time in one profiled run of `bzip2 -9`.
+fn profiled_call_ns(d: &Path, input: &Path) -> f64 {
+    let out = tdg()
+        .args([
+            "profile",
+            "--spec",
+            &spec(),
+            "-o",
+            "bz.tdgp",
+            "--",
+            "/bin/bzip2",
+            "-9",
+            "-c",
+        ])
+        .arg(input)
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = format::read(&d.join("bz.tdgp")).unwrap();
+    assert!(p.records.len() > CALL);
+    p.ticks_to_ns(p.records[CALL - 1].ticks)
+}
+
+/// One restore of `image`: the timed call's wall time.
+fn restored_call_ns(image: &Path) -> f64 {
+    let out = tdg()
+        .args(["checkpoint", "time", "-r", "1", "--json"])
+        .arg(image)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["site"], "BZ2_blockSort");
+    assert_eq!(rep["call"], CALL as u64);
+    rep["region_ns"]["median"].as_f64().unwrap()
+}
+
+#[test]
+fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    instrument_support::text_input(&input, 3_000_000);
+    let image = d.join("img");
+
+    let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
+    let cap = tdg()
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            &spec(),
+            "--call",
+            "3",
+            "--delay",
+            "1",
+            "-o",
+        ])
+        .arg(&image)
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .current_dir(d)
+        .stdout(compressed)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cap.stderr);
+    assert!(cap.status.success(), "{err}");
+    assert!(
+        err.contains("region BZ2_blockSort, call 3, delay 1"),
+        "{err}"
+    );
+    // The image carries its shim (restored copies map it from there), and
+    // bzip2 went on to write its whole, correct output after the dump.
+    assert!(image.join("preload/tdg_region_BZ2_blockSort.so").is_file());
+    let back = Command::new("/bin/bzip2")
+        .args(["-dc", "input.txt.bz2"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(back.stdout == std::fs::read(&input).unwrap());
+
+    // Interleaved, so the other load on the machine hits both alike.
+    let (mut in_app, mut restored) = (Vec::new(), Vec::new());
+    for _ in 0..9 {
+        in_app.push(profiled_call_ns(d, &input));
+        restored.push(restored_call_ns(&image));
+    }
+    let (a, r) = (median(in_app.clone()), median(restored.clone()));
+    let err = (r - a).abs() / a;
+    eprintln!(
+        "BZ2_blockSort call {CALL}: in-app (shim profile) median {:.2} ms, restored median {:.2} ms, difference {:.1}%",
+        a / 1e6,
+        r / 1e6,
+        100.0 * (r - a) / a
+    );
+    assert!(
+        err < 0.10,
+        "restored median {r:.0} ns vs in-app median {a:.0} ns ({:.1}%); in-app {in_app:?}, restored {restored:?}",
+        100.0 * err
+    );
+}
