@@ -13,6 +13,14 @@ use std::process::{Command, Stdio};
 
 const CALL: usize = 3;
 
+/// The tests of this file one at a time: the timing comparison must not
+/// share the 2 cores with another bzip2.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn tdg() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tdg"))
 }
@@ -83,6 +91,7 @@ fn restored_call_ns(image: &Path) -> f64 {
 
 #[test]
 fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -144,4 +153,77 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
         "restored median {r:.0} ns vs in-app median {a:.0} ns ({:.1}%); in-app {in_app:?}, restored {restored:?}",
         100.0 * err
     );
+}
+
+#[test]
+fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    instrument_support::text_input(&input, 2_000_000);
+    // The in-app reference of the marker path, with the shim as the markers.
+    let out = tdg()
+        .args([
+            "checkpoint",
+            "inapp",
+            "--spec",
+            &spec(),
+            "--call",
+            "2",
+            "--runs",
+            "3",
+            "--json",
+        ])
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rep["site"], "BZ2_blockSort");
+    let samples = rep["samples_ns"].as_array().unwrap();
+    assert_eq!(samples.len(), 3);
+    // A 900 kB block sort: milliseconds.
+    assert!(
+        samples.iter().all(|s| s.as_u64().unwrap() > 1_000_000),
+        "{samples:?}"
+    );
+
+    // bzip2 never calls the decompressor's entry point while compressing:
+    // no checkpoint, and one line saying what to check.
+    std::fs::write(
+        d.join("decompress.spec"),
+        "routine=int BZ2_bzDecompressInit(void* strm, int verbosity, int small);\n",
+    )
+    .unwrap();
+    let out = tdg()
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            "decompress.spec",
+            "--call",
+            "1",
+            "-o",
+            "img",
+        ])
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("before call 1 of region BZ2_bzDecompressInit")
+            && err.contains("through a shared library"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
 }

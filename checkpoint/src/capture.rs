@@ -146,13 +146,10 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
         cmd.env(env::LIBCRIU, lib);
     }
     if let Some(shim) = &req.preload {
-        let kept = keep_preload(shim, &image)?;
-        let mut value = kept.into_os_string();
-        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            value.push(":");
-            value.push(existing);
-        }
-        cmd.env("LD_PRELOAD", value);
+        cmd.env(
+            "LD_PRELOAD",
+            toolchain::ld_preload_with(&keep_preload(shim, &image)?),
+        );
     }
     if req.quiet {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());

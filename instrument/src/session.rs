@@ -124,12 +124,7 @@ pub fn run_profiled(
     let mut cmd = Command::new(program);
     cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
     if let Some(shim) = preload {
-        let mut value = OsString::from(shim);
-        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            value.push(":");
-            value.push(existing);
-        }
-        cmd.env("LD_PRELOAD", value);
+        cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
     }
     if let Some(c) = settings.calls {
         cmd.env("TDG_PROFILE_CALLS", c.to_string());
