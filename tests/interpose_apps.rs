@@ -6,17 +6,9 @@
 
 mod instrument_support;
 
-use instrument::format;
+use instrument_support::{json_of, tdg_in as tdg};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn tdg(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use std::process::{Command, Stdio};
 
 fn example(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -73,9 +65,7 @@ fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
     assert!(run.status.success(), "{err}");
     assert_eq!(run.stdout, plain.stdout, "the script's own output: {err}");
 
-    let json = tdg(&["profile", "report", "dgemm.tdgp", "--json"], d);
-    assert!(json.status.success());
-    let rep: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let rep = json_of(&tdg(&["profile", "report", "dgemm.tdgp", "--json"], d));
     assert_eq!(rep["calls"], 10);
     let defined_in = rep["defined_in"].as_str().unwrap();
     assert!(
@@ -111,8 +101,7 @@ fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
     assert_eq!(
         contexts,
         vec![(mnk(100, 20, 80), 3), (mnk(64, 48, 32), 7)],
-        "{}",
-        String::from_utf8_lossy(&json.stdout)
+        "{rep}"
     );
 }
 
@@ -127,27 +116,8 @@ fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = input(d);
-    let spec = example("bzip2/BZ2_blockSort.spec");
     let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args([
-            "profile",
-            "--spec",
-            &spec,
-            "-o",
-            "bz.tdgp",
-            "--",
-            "/bin/bzip2",
-            "-9",
-            "-c",
-        ])
-        .arg(&input)
-        .current_dir(d)
-        .stdout(compressed)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{err}");
+    let p = instrument_support::profile_bzip2(d, &input, compressed.into());
     // The output is bzip2's own: it decompresses to the input.
     let back = Command::new("/bin/bzip2")
         .args(["-dc", "input.txt.bz2"])
@@ -166,7 +136,6 @@ fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
     let nblocks = listing.matches("huff+mtf").count();
     assert!(nblocks >= 4, "{listing}");
 
-    let p = format::read(&d.join("bz.tdgp")).unwrap();
     assert_eq!(p.routines[0].name, "BZ2_blockSort");
     assert!(
         p.routines[0].defined_in.ends_with("libbz2.so.1.0"),

@@ -6,9 +6,9 @@
 mod instrument_support;
 
 use instrument::{format, runtime};
-use instrument_support::cc;
+use instrument_support::{cc, tdg_in as tdg};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use toolchain::CompileJob;
 
 const KERNEL: &str = r#"
@@ -67,14 +67,6 @@ fn compile(dir: &Path, name: &str, src: &str, output: &str, cflags: &[&str], lin
         ..Default::default()
     })
     .unwrap();
-}
-
-fn tdg(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
 }
 
 #[test]
