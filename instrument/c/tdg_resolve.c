@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,32 +84,36 @@ static void *accept(void *found, const struct link_map *self, char *defined_in,
     return found;
 }
 
+/* Appends to `line` (capacity `cap`, `*len` used), truncating at the end. */
+__attribute__((format(printf, 4, 5))) static void append(char *line, size_t cap, size_t *len,
+                                                        const char *fmt, ...) {
+    if (*len + 1 >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
 static void give_up(const char *symbol, const struct tdg_object_list *list,
                     void (*before_exit)(void)) {
-    /* One line, however many objects: a user reads "not in any of these". */
+    /* One line, however many objects: a user reads "not in any of these".
+     * The tail is kept free so a truncated list still ends the line. */
     char line[8192];
+    const size_t tail = 64;
     size_t len = 0;
-    int n = snprintf(line, sizeof line,
-                     "tdg shim: %s is defined in none of the %d loaded objects, so there is "
-                     "nothing to forward the call to; searched the global scope (RTLD_NEXT), then",
-                     symbol, list->count);
-    len = n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    for (int i = 0; i < list->count && len < sizeof line - 1; i++) {
-        const char *name = list->names[i][0] ? list->names[i] : program_path();
-        n = snprintf(line + len, sizeof line - len, "%s %s", i ? "," : "", name);
-        len = n > 0 && (size_t)n < sizeof line - len ? len + (size_t)n : sizeof line - 1;
-    }
-    if (list->missed && len < sizeof line - 1) {
-        n = snprintf(line + len, sizeof line - len, " (and %d more not searched)", list->missed);
-        len = n > 0 && (size_t)n < sizeof line - len ? len + (size_t)n : sizeof line - 1;
-    }
-    n = snprintf(line + len, sizeof line - len, "; exiting with status %d\n", TDG_EXIT_UNRESOLVED);
-    if (n < 0 || (size_t)n >= sizeof line - len) {
-        len = sizeof line - 2;
-        line[len++] = '\n';
-    } else {
-        len += (size_t)n;
-    }
+    append(line, sizeof line - tail, &len,
+           "tdg shim: %s is defined in none of the %d loaded objects, so there is nothing to "
+           "forward the call to; searched the global scope (RTLD_NEXT), then",
+           symbol, list->count);
+    for (int i = 0; i < list->count; i++)
+        append(line, sizeof line - tail, &len, "%s %s", i ? "," : "",
+               list->names[i][0] ? list->names[i] : program_path());
+    if (list->missed)
+        append(line, sizeof line - tail, &len, " (and %d more not searched)", list->missed);
+    append(line, sizeof line, &len, "; exiting with status %d\n", TDG_EXIT_UNRESOLVED);
     if (before_exit)
         before_exit();
     fflush(NULL); /* the program's own output so far is not lost */
