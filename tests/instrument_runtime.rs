@@ -392,28 +392,33 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
     ] {
         let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
         let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
-        // -Werror: the generated C and the resolver compiled into every shim
-        // must be clean under -Wall -Wextra, with gcc and with clang.
+        let host = checkpoint::write_host_library(&dir.path().join(format!("{name}host"))).unwrap();
+        // Every generated interposer (LD_PRELOAD, --wrap, and the region
+        // shim `tdg checkpoint capture --spec` builds with the checkpoint
+        // host library's header) and the resolver compiled into the shims.
+        let mut units = vec![(rt.resolve_source.clone(), "resolver")];
+        for (kind, text) in [
+            ("preload", interpose::generate(&spec, interpose::InterposerKind::Preload)),
+            ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
+            ("region", interpose::generate_region_shim(&spec)),
+        ] {
+            let c = dir.path().join(format!("{name}-{kind}.c"));
+            std::fs::write(&c, text.unwrap()).unwrap();
+            units.push((c, kind));
+        }
+        // -Werror: clean under -Wall -Wextra, with gcc and with clang.
         for compiler in ["gcc", "clang"] {
             let cc = CCompiler::find(Some(compiler)).unwrap();
-            for kind in [interpose::InterposerKind::Preload, interpose::InterposerKind::Wrap] {
-                let c = dir.path().join(format!("{name}{kind:?}.c"));
-                std::fs::write(&c, interpose::generate(&spec, kind).unwrap()).unwrap();
-                let mut sources = vec![c];
-                if kind == interpose::InterposerKind::Preload {
-                    sources.push(rt.resolve_source.clone());
-                }
-                for source in sources {
-                    cc.compile(&CompileJob {
-                        output: dir.path().join(format!("{name}{kind:?}{compiler}.o")),
-                        sources: vec![source],
-                        cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
-                        include_dirs: vec![rt.include_dir.clone()],
-                        object_only: true,
-                        ..Default::default()
-                    })
-                    .unwrap_or_else(|e| panic!("{name} {kind:?} {compiler}: {e}"));
-                }
+            for (source, kind) in &units {
+                cc.compile(&CompileJob {
+                    output: dir.path().join(format!("{name}-{kind}-{compiler}.o")),
+                    sources: vec![source.clone()],
+                    cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+                    include_dirs: vec![rt.include_dir.clone(), host.dir.clone()],
+                    object_only: true,
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{name} {kind} {compiler}: {e}"));
             }
         }
         if name == "prototype" {
