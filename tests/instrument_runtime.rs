@@ -5,7 +5,7 @@ use instrument::{format, interpose, report, runtime, session};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use toolchain::CompileJob;
+use toolchain::{CCompiler, CompileJob};
 
 mod instrument_support;
 use instrument_support::{build_host_with_shared_kernel, build_marked, cc};
@@ -371,6 +371,11 @@ fn wrap_object_profiles_a_statically_linked_routine() {
 #[test]
 fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
     let dir = tempfile::tempdir().unwrap();
+    // A prototype-only spec whose recorded values are all integers.
+    let dgemm = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("instrument/examples/blas/cblas_dgemm.spec"),
+    )
+    .unwrap();
     for (name, src) in [
         (
             "void",
@@ -380,22 +385,44 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             "fortran",
             "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
         ),
+        (
+            "prototype",
+            dgemm.as_str(),
+        ),
     ] {
-        let spec = spec_lang::parse_and_check(src, name).unwrap();
-        // -Werror: the generated C must be clean under -Wall -Wextra.
+        let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
         let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
-        for kind in [interpose::InterposerKind::Preload, interpose::InterposerKind::Wrap] {
-            let c = dir.path().join(format!("{name}{kind:?}.c"));
-            std::fs::write(&c, interpose::generate(&spec, kind).unwrap()).unwrap();
-            cc().compile(&CompileJob {
-                sources: vec![c],
-                output: dir.path().join(format!("{name}{kind:?}.o")),
-                cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
-                include_dirs: vec![rt.include_dir.clone()],
-                object_only: true,
-                ..Default::default()
-            })
-            .unwrap_or_else(|e| panic!("{name} {kind:?}: {e}"));
+        let host = checkpoint::write_host_library(&dir.path().join(format!("{name}host"))).unwrap();
+        // Every generated interposer (LD_PRELOAD, --wrap, and the region
+        // shim `tdg checkpoint capture --spec` builds with the checkpoint
+        // host library's header) and the resolver compiled into the shims.
+        let mut units = vec![(rt.resolve_source.clone(), "resolver")];
+        for (kind, text) in [
+            ("preload", interpose::generate(&spec, interpose::InterposerKind::Preload)),
+            ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
+            ("region", interpose::generate_region_shim(&spec)),
+        ] {
+            let c = dir.path().join(format!("{name}-{kind}.c"));
+            std::fs::write(&c, text.unwrap()).unwrap();
+            units.push((c, kind));
+        }
+        // -Werror: clean under -Wall -Wextra, with gcc and with clang.
+        for compiler in ["gcc", "clang"] {
+            let cc = CCompiler::find(Some(compiler)).unwrap();
+            for (source, kind) in &units {
+                cc.compile(&CompileJob {
+                    output: dir.path().join(format!("{name}-{kind}-{compiler}.o")),
+                    sources: vec![source.clone()],
+                    cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+                    include_dirs: vec![rt.include_dir.clone(), host.dir.clone()],
+                    object_only: true,
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{name} {kind} {compiler}: {e}"));
+            }
+        }
+        if name == "prototype" {
+            continue;
         }
         let values = interpose::recorded_values(&spec);
         assert_eq!(values[0].kind, format::ValueKind::Signed, "{name}");

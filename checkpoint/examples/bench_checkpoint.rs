@@ -176,6 +176,7 @@ fn bench_case(
                 delay,
                 timeout: Some(Duration::from_secs(600)),
                 quiet: true,
+                preload: None,
             },
             criu,
         )
@@ -217,6 +218,7 @@ fn bench_case(
             call: case.call,
             runs: per_round,
             timeout: Some(Duration::from_secs(600)),
+            preload: None,
         })
         .unwrap_or_else(|e| fail(&e.to_string()));
         row.in_app

@@ -27,7 +27,15 @@ pub struct CaptureRequest {
     pub timeout: Option<Duration>,
     /// Send the application's stdout/stderr to /dev/null (auto-delay, tests).
     pub quiet: bool,
+    /// A shim marking the region in an unmodified application (built by
+    /// `tdg checkpoint capture --spec`): copied into the image, where the
+    /// restored copies find it mapped, and put first in `LD_PRELOAD`.
+    pub preload: Option<PathBuf>,
 }
+
+/// Where a capture keeps its `preload` shim: inside the image, so the image
+/// stays restorable on its own.
+pub const PRELOAD_DIR: &str = "preload";
 
 #[derive(Debug, Clone)]
 pub struct CaptureOutcome {
@@ -94,6 +102,22 @@ pub fn prepare_image_dir(image: &Path) -> Result<PathBuf> {
         .map_err(io_err(format!("cannot resolve {}", image.display())))
 }
 
+/// Copies the shim `shim` into `image`/[`PRELOAD_DIR`]: CRIU restores its
+/// mapping from that file, which must outlive the capture.
+fn keep_preload(shim: &Path, image: &Path) -> Result<PathBuf> {
+    let dir = image.join(PRELOAD_DIR);
+    std::fs::create_dir_all(&dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    let name = shim.file_name().ok_or_else(|| {
+        CheckpointError::InvalidRequest(format!("{} is not a file", shim.display()))
+    })?;
+    let kept = dir.join(name);
+    std::fs::copy(shim, &kept).map_err(io_err(format!(
+        "cannot copy {} into the image",
+        shim.display()
+    )))?;
+    Ok(kept)
+}
+
 pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     validate_call_and_delay(req.call, req.delay)?;
     let Some((program, args)) = req.command.split_first() else {
@@ -120,6 +144,12 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     };
     if let Some(lib) = &criu.libcriu {
         cmd.env(env::LIBCRIU, lib);
+    }
+    if let Some(shim) = &req.preload {
+        cmd.env(
+            "LD_PRELOAD",
+            toolchain::ld_preload_with(&keep_preload(shim, &image)?),
+        );
     }
     if req.quiet {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
@@ -185,9 +215,13 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
 
     if !image.join(CAPTURE_INFO_FILE).exists() {
         let site = req.site.as_deref().unwrap_or("(first marked)");
+        let check = if req.preload.is_some() {
+            "check --call, and that the program calls the spec's routine through a shared library (`tdg profile --spec` counts its calls)"
+        } else {
+            "check --site/--call, and that it is built with tdg_checkpoint.c and calls tdg_region_begin"
+        };
         return Err(CheckpointError::NotCaptured(format!(
-            "the application ended ({status}) before call {} of region {site}, where the checkpoint goes; \
-             check --site/--call, and that it is built with tdg_checkpoint.c and calls tdg_region_begin",
+            "the application ended ({status}) before call {} of region {site}, where the checkpoint goes; {check}",
             req.call - req.delay
         )));
     }

@@ -15,6 +15,9 @@ pub struct InAppRequest {
     pub call: u64,
     pub runs: usize,
     pub timeout: Option<Duration>,
+    /// A shim marking the region in an unmodified application (see
+    /// `CaptureRequest::preload`), put first in `LD_PRELOAD`.
+    pub preload: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -60,6 +63,9 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
             Some(s) => cmd.env(env::SITE, s),
             None => cmd.env_remove(env::SITE),
         };
+        if let Some(shim) = &req.preload {
+            cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
+        }
         let started = Instant::now();
         toolchain::run(&mut cmd, req.timeout)?;
         walls.push(started.elapsed().as_secs_f64() * 1e3);

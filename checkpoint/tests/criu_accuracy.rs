@@ -95,6 +95,7 @@ fn default_driver_with_random_data_misses_the_in_app_sort_time() {
         call: CALL,
         runs: 5,
         timeout: Some(std::time::Duration::from_secs(60)),
+        preload: None,
     })
     .unwrap_or_else(|e| panic!("{e}"));
     let spec_path = std::path::Path::new(APPS).join("isort.spec");

@@ -27,6 +27,7 @@ fn request(
         delay,
         timeout: Some(Duration::from_secs(120)),
         quiet: true,
+        preload: None,
     }
 }
 

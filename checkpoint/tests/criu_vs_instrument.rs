@@ -168,6 +168,7 @@ fn measure(site: &str, tsc_hz: f64) -> Measured {
                 delay,
                 timeout: Some(Duration::from_secs(300)),
                 quiet: true,
+                preload: None,
             },
             &criu,
         )

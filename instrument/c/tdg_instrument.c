@@ -46,7 +46,7 @@
  * short-lived threads (one call each) cannot strand the buffer in big,
  * mostly empty chunks while a thread that records a lot still claims rarely. */
 #define TDG_FIRST_CHUNK 64u
-#define TDG_VERSION 1u
+#define TDG_VERSION 2u
 #define TDG_HEADER_SIZE 80u
 
 #define FLAG_NONTEMPORAL 1u
@@ -68,6 +68,7 @@ _Static_assert(sizeof(struct tdg_record) == 64, "a record is one cache line");
 struct tdg_routine_slot {
     char name[64];
     char params[256];
+    char defined_in[512]; /* object the interposer forwards to; "" for markers */
 };
 
 static struct {
@@ -299,6 +300,10 @@ static int write_profile(int dying) {
         put_u16(b, pl);
         if (write_all(fd, b, 2) || write_all(fd, g.routines[i].params, pl))
             goto close;
+        uint16_t dl = (uint16_t)strlen(g.routines[i].defined_in);
+        put_u16(b, dl);
+        if (write_all(fd, b, 2) || write_all(fd, g.routines[i].defined_in, dl))
+            goto close;
         put_u64(b, atomic_load(&g.dropped_by_routine[i]));
         if (write_all(fd, b, 8))
             goto close;
@@ -511,6 +516,16 @@ int tdg_routine(const char *name, const char *params) {
     }
     atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
     return id;
+}
+
+void tdg_routine_defined_in(int id, const char *object) {
+    if (id < 0 || id >= atomic_load(&g.nroutines) || !object)
+        return;
+    while (atomic_flag_test_and_set_explicit(&g.registry_lock, memory_order_acquire))
+        ;
+    struct tdg_routine_slot *s = &g.routines[id];
+    strncpy(s->defined_in, object, sizeof s->defined_in - 1);
+    atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
 }
 
 static int claim_chunk(void) {

@@ -44,6 +44,10 @@ extern "C" {
  * recorded as its bit pattern); e.g. "crc:u,buf:p,len:u". Thread-safe. */
 int tdg_routine(const char *name, const char *params);
 
+/* Records where routine `id`'s definition was found (a generated interposer
+ * says which loaded object it forwards to); written to the profile. */
+void tdg_routine_defined_in(int id, const char *object);
+
 /* Serialised start tick: no earlier instruction is still in flight and no
  * later one has started when the counter is read. */
 uint64_t tdg_begin(void);

@@ -1,10 +1,11 @@
-//! The profile file (`.tdgp`), version 1: what the C runtime writes and
-//! `tdg profile report` reads. All integers little-endian.
+//! The profile file (`.tdgp`), version 2: what the C runtime writes and
+//! `tdg profile report` reads (version 1, without `defined in`, is still
+//! read). All integers little-endian.
 //!
 //! ```text
 //! header (80 bytes)
 //!   0  magic         b"TDGPROF\0"
-//!   8  u32 version   1
+//!   8  u32 version   2
 //!  12  u32 header    size of this header in bytes (80); readers skip extra
 //!  16  u64 ticks/s   tick rate, measured against CLOCK_MONOTONIC_RAW
 //!  24  u64 records   number of records that follow the routine table
@@ -21,7 +22,8 @@
 //! routine table, `routines` entries, id = position:
 //!   u16 len, name bytes; u16 len, params bytes ("name:kind,..."; kind is
 //!   i signed, u unsigned, p pointer address, f double bit pattern);
-//!   u64 dropped calls of this routine
+//!   u16 len, defined-in bytes (the object an interposer forwards to, empty
+//!   for markers; not in version 1); u64 dropped calls of this routine
 //! records, `records` x 64 bytes:
 //!   u64 start tick, u64 elapsed ticks, u16 routine id, u16 thread index,
 //!   u8 value count, u8 flags (bit 0 valid), u16 reserved, 5 x i64 values
@@ -31,7 +33,9 @@ use serde::Serialize;
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"TDGPROF\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version `parse` still reads.
+pub const OLDEST_VERSION: u32 = 1;
 pub const HEADER_SIZE: usize = 80;
 pub const RECORD_SIZE: usize = 64;
 pub const MAX_VALUES: usize = 5;
@@ -46,7 +50,7 @@ pub enum FormatError {
     },
     #[error("{path} is not a tdg profile (bad magic); profiles are written by programs run under `tdg profile`")]
     BadMagic { path: String },
-    #[error("{path} is profile format version {found}; this tdg reads version {VERSION}: re-record it with this tdg")]
+    #[error("{path} is profile format version {found}; this tdg reads versions {OLDEST_VERSION} to {VERSION}: re-record it with this tdg")]
     Version { path: String, found: u32 },
     #[error("{path} is truncated or corrupt: {what}")]
     Corrupt { path: String, what: String },
@@ -110,6 +114,9 @@ pub struct ValueInfo {
 pub struct RoutineInfo {
     pub name: String,
     pub values: Vec<ValueInfo>,
+    /// Path of the loaded object whose definition the shim forwarded to;
+    /// empty when the calls were recorded by markers (or in version 1).
+    pub defined_in: String,
     pub dropped: u64,
 }
 
@@ -239,7 +246,7 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
         });
     }
     let version = le_u32(bytes, 8);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(FormatError::Version {
             path: path.to_string(),
             found: version,
@@ -272,10 +279,16 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
         let params = cur.string("a routine's parameter list")?;
         let values = RoutineInfo::parse_params(&params)
             .map_err(|e| corrupt(format!("routine {i} ({name}): {e}")))?;
+        let defined_in = if version >= 2 {
+            cur.string("a routine's defining object")?
+        } else {
+            String::new()
+        };
         let dropped = cur.u64("a routine's dropped count")?;
         routines.push(RoutineInfo {
             name,
             values,
+            defined_in,
             dropped,
         });
     }
@@ -322,7 +335,7 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
     })
 }
 
-/// The bytes of `profile` in format version 1 (a merged profile keeps only
+/// The bytes of `profile` in format version 2 (a merged profile keeps only
 /// its first pid).
 pub fn to_bytes(profile: &Profile) -> Vec<u8> {
     let mut b = Vec::with_capacity(HEADER_SIZE + profile.records.len() * RECORD_SIZE + 256);
@@ -348,6 +361,8 @@ pub fn to_bytes(profile: &Profile) -> Vec<u8> {
         b.extend_from_slice(r.name.as_bytes());
         b.extend_from_slice(&(params.len() as u16).to_le_bytes());
         b.extend_from_slice(params.as_bytes());
+        b.extend_from_slice(&(r.defined_in.len() as u16).to_le_bytes());
+        b.extend_from_slice(r.defined_in.as_bytes());
         b.extend_from_slice(&r.dropped.to_le_bytes());
     }
     for r in &profile.records {
@@ -392,7 +407,11 @@ pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
             .iter()
             .map(|r| match out.routine_id(&r.name) {
                 Some(id) => {
-                    out.routines[id as usize].dropped += r.dropped;
+                    let mine = &mut out.routines[id as usize];
+                    mine.dropped += r.dropped;
+                    if mine.defined_in.is_empty() {
+                        mine.defined_in.clone_from(&r.defined_in);
+                    }
                     id
                 }
                 None => {
@@ -439,6 +458,7 @@ mod tests {
             routines: vec![RoutineInfo {
                 name: "crc32".into(),
                 values: RoutineInfo::parse_params("crc:u,buf:p,len:u").unwrap(),
+                defined_in: "/usr/lib/libz.so.1".into(),
                 dropped: 3,
             }],
             records: vec![Record {
@@ -460,6 +480,19 @@ mod tests {
         b[8] = 9;
         let e = parse(&b, "x").unwrap_err();
         assert!(e.to_string().contains("version 9"), "{e}");
+    }
+
+    #[test]
+    fn version_1_without_defined_in_is_still_read() {
+        let mut p = sample();
+        p.routines[0].defined_in.clear();
+        let mut b = to_bytes(&p);
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        // Version 1 has no defined-in string: drop its (empty) length field.
+        let at = HEADER_SIZE + 2 + "crc32".len() + 2 + p.routines[0].params_text().len();
+        assert_eq!(&b[at..at + 2], &[0, 0]);
+        b.drain(at..at + 2);
+        assert_eq!(parse(&b, "v1").unwrap(), p);
     }
 
     #[test]
@@ -503,9 +536,9 @@ mod tests {
             let mut p = sample();
             p.ticks_per_sec = rate;
             p.dropped = dropped;
-            p.routines.push(RoutineInfo { name: "b".into(), values: vec![], dropped: 0 });
+            p.routines.push(RoutineInfo { name: "b".into(), values: vec![], defined_in: String::new(), dropped: 0 });
             p.routines.push(RoutineInfo { name: "c".into(),
-                values: RoutineInfo::parse_params("x:f").unwrap(), dropped: 1 });
+                values: RoutineInfo::parse_params("x:f").unwrap(), defined_in: String::new(), dropped: 1 });
             p.records = recs.into_iter().map(|(start, ticks, routine, thread, nvalues, values)| {
                 Record { start, ticks, routine, thread, nvalues, values }
             }).collect();

@@ -1,6 +1,6 @@
 //! Interposers generated from a spec's routine signature: an `LD_PRELOAD`
-//! shim (finds the real routine with `dlsym(RTLD_NEXT)`) for routines in
-//! shared libraries, and a `-Wl,--wrap=NAME` object (`__wrap_NAME` calling
+//! shim (finds the real routine on its first call wherever it is loaded,
+//! `tdg_resolve.h`) for routines in shared libraries, and a `-Wl,--wrap=NAME` object (`__wrap_NAME` calling
 //! `__real_NAME`) for static links. Both profile every outermost call and
 //! forward it unchanged.
 
@@ -162,30 +162,107 @@ pub enum InterposerKind {
     Wrap,
 }
 
+/// The routine's C signature as an interposer declares and calls it.
+struct Signature {
+    /// The symbol interposed (Fortran: lower case with `_`).
+    sym: String,
+    ret: String,
+    is_void: bool,
+    /// `double* a, int n` (or `void`).
+    param_list: String,
+    /// `a, n`.
+    args: String,
+}
+
+impl Signature {
+    fn of(spec: &Spec) -> Signature {
+        let params: Vec<String> = spec
+            .routine
+            .params
+            .iter()
+            .map(|p| format!("{} {}", abi_type(spec, p), p.name.name))
+            .collect();
+        let args: Vec<&str> = spec
+            .routine
+            .params
+            .iter()
+            .map(|p| p.name.name.as_str())
+            .collect();
+        Signature {
+            sym: symbol_name(spec),
+            ret: c_type(&spec.routine.ret),
+            is_void: spec.routine.ret.base == BaseType::Void && spec.routine.ret.pointers == 0,
+            param_list: if params.is_empty() {
+                "void".to_string()
+            } else {
+                params.join(", ")
+            },
+            args: args.join(", "),
+        }
+    }
+}
+
+/// The part every `LD_PRELOAD` interposer shares: the pointer to the real
+/// definition (the one seam through which another implementation could be
+/// substituted), its resolution on the first call (`first_call_extra` runs
+/// then, after resolution; `before_exit` is passed to `tdg_resolve`), and
+/// the interposer's opening lines up to a valid `tdg_fn_`.
+fn preload_head(c: &mut String, sig: &Signature, first_call_extra: &str, before_exit: &str) {
+    let Signature {
+        sym,
+        ret,
+        param_list,
+        ..
+    } = sig;
+    let _ = writeln!(c, "typedef {ret} (*tdg_real_fn_)({param_list});");
+    c.push_str(
+        "/* The definition every call is forwarded to, found on the first call:\n \
+         * the one place another implementation could be substituted. */\n\
+         static tdg_real_fn_ tdg_real_;\n\n",
+    );
+    c.push_str(
+        "/* First call: find the definition (tdg_resolve.h says where it looks). */\n\
+         static __attribute__((noinline, cold)) tdg_real_fn_ tdg_first_call_(const void *caller) {\n    char defined_in[512];\n",
+    );
+    let _ = writeln!(
+        c,
+        "    tdg_real_fn_ fn = (tdg_real_fn_)tdg_resolve(\"{sym}\", (const void *)&tdg_real_, caller,\n                                                defined_in, sizeof defined_in, {before_exit});"
+    );
+    c.push_str(first_call_extra);
+    c.push_str("    __atomic_store_n(&tdg_real_, fn, __ATOMIC_RELEASE);\n    return fn;\n}\n\n");
+    let _ = writeln!(c, "{ret} {sym}({param_list}) {{");
+    c.push_str("    tdg_real_fn_ tdg_fn_ = __atomic_load_n(&tdg_real_, __ATOMIC_ACQUIRE);\n");
+    c.push_str(
+        "    if (__builtin_expect(!tdg_fn_, 0))\n        tdg_fn_ = tdg_first_call_(__builtin_return_address(0));\n",
+    );
+}
+
+/// `if (tdg_depth_) return <callee>(args);`: nested calls are forwarded
+/// untouched (only the outermost call counts).
+fn forward_nested(c: &mut String, sig: &Signature, callee: &str) {
+    let args = &sig.args;
+    if sig.is_void {
+        let _ = writeln!(
+            c,
+            "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}"
+        );
+    } else {
+        let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
+    }
+}
+
 /// The C source of an interposer for `spec`'s routine.
 pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeError> {
     check_forwardable(spec)?;
-    let sym = symbol_name(spec);
-    let ret = c_type(&spec.routine.ret);
-    let is_void = spec.routine.ret.base == BaseType::Void && spec.routine.ret.pointers == 0;
-    let params: Vec<String> = spec
-        .routine
-        .params
-        .iter()
-        .map(|p| format!("{} {}", abi_type(spec, p), p.name.name))
-        .collect();
-    let param_list = if params.is_empty() {
-        "void".to_string()
-    } else {
-        params.join(", ")
-    };
-    let args: Vec<&str> = spec
-        .routine
-        .params
-        .iter()
-        .map(|p| p.name.name.as_str())
-        .collect();
-    let args = args.join(", ");
+    let sig = Signature::of(spec);
+    let Signature {
+        sym,
+        ret,
+        is_void,
+        param_list,
+        args,
+    } = &sig;
+    let is_void = *is_void;
     let values = recorded_values(spec);
     let descr = values
         .iter()
@@ -199,44 +276,37 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
         "/* Generated by `tdg instrument`: profiles every outermost call of {sym}\n \
          * and forwards it unchanged. Do not edit; regenerate from the spec. */"
     );
-    if kind == InterposerKind::Preload {
-        c.push_str("#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <unistd.h>\n");
-    }
     c.push_str(
         "#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
     );
     c.push_str("#include \"tdg_instrument.h\"\n");
+    if kind == InterposerKind::Preload {
+        c.push_str("#include \"tdg_resolve.h\"\n");
+    }
     for inc in &spec.includes {
         c.push_str(&inc.text);
         c.push('\n');
     }
-    c.push_str(
-        "\nstatic inline int64_t tdg_double_bits_(double d) {\n    int64_t b;\n    memcpy(&b, &d, sizeof b);\n    return b;\n}\n",
-    );
+    // Only when used: clang warns about an unused static inline function.
+    if values.iter().any(|v| v.kind == ValueKind::Double) {
+        c.push_str(
+            "\nstatic inline int64_t tdg_double_bits_(double d) {\n    int64_t b;\n    memcpy(&b, &d, sizeof b);\n    return b;\n}\n",
+        );
+    }
     c.push_str("static int tdg_id_ = -2;\n");
     // Only the outermost call is recorded: a routine that calls itself (or
     // the runtime calling back into it) must not nest records.
     c.push_str("static __thread int tdg_depth_;\n");
     match kind {
         InterposerKind::Preload => {
-            let _ = writeln!(c, "typedef {ret} (*tdg_real_fn_)({param_list});");
-            c.push_str("static tdg_real_fn_ tdg_real_;\n\n");
-            let _ = writeln!(c, "{ret} {sym}({param_list}) {{");
-            let _ = writeln!(
-                c,
-                "    tdg_real_fn_ tdg_fn_ = __atomic_load_n(&tdg_real_, __ATOMIC_ACQUIRE);"
+            c.push_str("static void tdg_write_profile_(void) {\n    (void)tdg_flush();\n}\n\n");
+            // Registered with the resolution, so the per-call path only
+            // loads the id; the profile says which object defines it.
+            let register = format!(
+                "    int id = tdg_routine(\"{}\", \"{descr}\");\n    tdg_routine_defined_in(id, defined_in);\n    __atomic_store_n(&tdg_id_, id, __ATOMIC_RELAXED);\n",
+                spec.routine.name.name
             );
-            let _ = writeln!(c, "    if (!tdg_fn_) {{");
-            let _ = writeln!(
-                c,
-                "        tdg_fn_ = (tdg_real_fn_)dlsym(RTLD_NEXT, \"{sym}\");"
-            );
-            let _ = writeln!(c, "        if (!tdg_fn_) {{");
-            let _ = writeln!(
-                c,
-                "            static const char msg[] = \"tdg shim: no later definition of {sym} to forward to (dlsym RTLD_NEXT failed)\\n\";"
-            );
-            c.push_str("            (void)!write(2, msg, sizeof msg - 1);\n            abort();\n        }\n        __atomic_store_n(&tdg_real_, tdg_fn_, __ATOMIC_RELEASE);\n    }\n");
+            preload_head(&mut c, &sig, &register, "tdg_write_profile_");
         }
         InterposerKind::Wrap => {
             let _ = writeln!(c, "{ret} __real_{sym}({param_list});");
@@ -248,21 +318,18 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
         InterposerKind::Preload => "tdg_fn_".to_string(),
         InterposerKind::Wrap => format!("__real_{sym}"),
     };
-    if is_void {
+    forward_nested(&mut c, &sig, &callee);
+    c.push_str("    int tdg_idv_ = __atomic_load_n(&tdg_id_, __ATOMIC_RELAXED);\n");
+    // The shim registered the routine in tdg_first_call_, before publishing
+    // tdg_real_. Relaxed atomics: threads racing on the first call all
+    // register the same name (tdg_routine is idempotent) and store the same id.
+    if kind == InterposerKind::Wrap {
         let _ = writeln!(
             c,
-            "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}"
+            "    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
+            spec.routine.name.name
         );
-    } else {
-        let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
     }
-    // Relaxed atomics: threads racing on the first call all register the
-    // same name (tdg_routine is idempotent) and store the same id.
-    let _ = writeln!(
-        c,
-        "    int tdg_idv_ = __atomic_load_n(&tdg_id_, __ATOMIC_RELAXED);\n    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
-        spec.routine.name.name
-    );
     if values.is_empty() {
         c.push_str("    const int64_t *tdg_v_ = NULL;\n");
     } else {
@@ -286,6 +353,92 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     }
     c.push_str("}\n");
     Ok(c)
+}
+
+/// The C source of an `LD_PRELOAD` shim that marks every outermost call of
+/// `spec`'s routine as the checkpoint region named after the routine
+/// (`tdg_region_begin`/`tdg_region_end` of checkpoint/c/tdg_checkpoint.h)
+/// and forwards it unchanged: `tdg checkpoint capture --spec` with no
+/// change to the application.
+pub fn generate_region_shim(spec: &Spec) -> Result<String, InterposeError> {
+    check_forwardable(spec)?;
+    let sig = Signature::of(spec);
+    let site = &spec.routine.name.name;
+    let mut c = String::new();
+    let _ = writeln!(
+        c,
+        "/* Generated by `tdg checkpoint capture --spec`: every outermost call of {}\n \
+         * is checkpoint region \"{site}\", forwarded unchanged. Do not edit;\n \
+         * regenerate from the spec. */",
+        sig.sym
+    );
+    c.push_str("#include <stddef.h>\n#include \"tdg_checkpoint.h\"\n#include \"tdg_resolve.h\"\n");
+    for inc in &spec.includes {
+        c.push_str(&inc.text);
+        c.push('\n');
+    }
+    c.push_str("\nstatic __thread int tdg_depth_;\n");
+    preload_head(&mut c, &sig, "", "NULL");
+    forward_nested(&mut c, &sig, "tdg_fn_");
+    let _ = writeln!(c, "    tdg_depth_++;\n    tdg_region_begin(\"{site}\");");
+    let args = &sig.args;
+    if sig.is_void {
+        let _ = writeln!(c, "    tdg_fn_({args});");
+    } else {
+        let _ = writeln!(c, "    {} tdg_r_ = tdg_fn_({args});", sig.ret);
+    }
+    let _ = writeln!(c, "    tdg_region_end(\"{site}\");\n    tdg_depth_--;");
+    if !sig.is_void {
+        c.push_str("    return tdg_r_;\n");
+    }
+    c.push_str("}\n");
+    Ok(c)
+}
+
+/// Writes and compiles the region shim of [`generate_region_shim`] into
+/// `dir`, with the checkpoint host library `host_source` (whose header is
+/// in `host_include`) and the resolver compiled in. Returns the `.so`.
+pub fn build_region_shim(
+    cc: &CCompiler,
+    spec: &Spec,
+    dir: &Path,
+    include_dirs: &[PathBuf],
+    host_source: &Path,
+    host_include: &Path,
+) -> Result<PathBuf, InterposeError> {
+    let sym = symbol_name(spec);
+    runtime::write_sources(dir)?;
+    let source = dir.join(format!("tdg_region_{sym}.c"));
+    std::fs::write(&source, generate_region_shim(spec)?)?;
+    let shim = dir.join(format!("tdg_region_{sym}.so"));
+    let mut incs = vec![dir.to_path_buf(), host_include.to_path_buf()];
+    incs.extend(include_dirs.iter().cloned());
+    cc.compile(&CompileJob {
+        sources: vec![source, dir.join("tdg_resolve.c"), host_source.to_path_buf()],
+        output: shim.clone(),
+        cflags: {
+            let mut f = runtime::cflags();
+            f.push("-shared".into());
+            f
+        },
+        include_dirs: incs,
+        link_args: vec!["-ldl".into()],
+        ..Default::default()
+    })?;
+    Ok(shim)
+}
+
+/// Include directories for a spec's `include=` clauses: the ones given
+/// with `-I`, or else the spec's own directory.
+pub fn include_dirs_for(spec_path: &Path, given: &[PathBuf]) -> Vec<PathBuf> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let dir = spec_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    vec![dir.to_path_buf()]
 }
 
 /// What `build_interposers` produced.
@@ -318,7 +471,11 @@ pub fn build_interposers(
     std::fs::write(&preload_source, generate(spec, InterposerKind::Preload)?)?;
     let preload_shim = dir.join(format!("tdg_preload_{sym}.so"));
     cc.compile(&CompileJob {
-        sources: vec![preload_source.clone(), rt.source.clone()],
+        sources: vec![
+            preload_source.clone(),
+            rt.source.clone(),
+            rt.resolve_source.clone(),
+        ],
         output: preload_shim.clone(),
         cflags: {
             let mut f = runtime::cflags();

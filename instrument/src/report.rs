@@ -116,6 +116,9 @@ impl ContextStats {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub routine: String,
+    /// The loaded object whose definition the shim forwarded to (empty for
+    /// calls recorded by markers).
+    pub defined_in: String,
     pub calls: u64,
     pub dropped: u64,
     pub threads: usize,
@@ -304,6 +307,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         interrupted: contexts.iter().map(|c| c.interrupted).sum(),
         uninterrupted_total_ns: contexts.iter().map(|c| c.uninterrupted_total_ns).sum(),
         routine: info.name.clone(),
+        defined_in: info.defined_in.clone(),
         calls: records.len() as u64,
         dropped: info.dropped,
         threads: threads.len(),
@@ -349,6 +353,13 @@ pub fn render_table(report: &Report, top: usize) -> String {
         fmt_ns(report.total_ns),
         report.dropped
     );
+    if !report.defined_in.is_empty() {
+        let _ = writeln!(
+            o,
+            "defined in {} (where the shim found it)",
+            report.defined_in
+        );
+    }
     let _ = writeln!(
         o,
         "timer: {:.3} GHz ticks, empty begin/end pair {} (subtracted from every call), {} stores",
@@ -604,6 +615,7 @@ mod tests {
             routines: vec![RoutineInfo {
                 name: "f".into(),
                 values: RoutineInfo::parse_params("n:i,buf:p").unwrap(),
+                defined_in: String::new(),
                 dropped: 0,
             }],
             records: calls

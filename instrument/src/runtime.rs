@@ -10,6 +10,21 @@ use toolchain::{CCompiler, CompileJob, ToolchainError};
 pub const HEADER: &str = include_str!("../c/tdg_instrument.h");
 /// The runtime's single translation unit.
 pub const SOURCE: &str = include_str!("../c/tdg_instrument.c");
+/// `tdg_resolve.h`: how an `LD_PRELOAD` shim finds the definition it
+/// forwards to, and the exit status when there is none.
+pub const RESOLVE_HEADER: &str = include_str!("../c/tdg_resolve.h");
+/// `tdg_resolve.c`, compiled into every shim (not into the marker runtime).
+pub const RESOLVE_SOURCE: &str = include_str!("../c/tdg_resolve.c");
+
+/// `TDG_EXIT_UNRESOLVED` of `tdg_resolve.h`: a shim exits with it when the
+/// routine is defined in no loaded object.
+pub fn exit_unresolved() -> i32 {
+    RESOLVE_HEADER
+        .lines()
+        .find_map(|l| l.strip_prefix("#define TDG_EXIT_UNRESOLVED "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("tdg_resolve.h defines TDG_EXIT_UNRESOLVED as a number")
+}
 
 /// Flags the runtime and shims are compiled with: optimised, position
 /// independent (it goes into shared objects), and warnings on so a broken
@@ -28,6 +43,8 @@ pub struct RuntimeBuild {
     pub include_dir: PathBuf,
     /// `tdg_instrument.c`, for compiling into another object.
     pub source: PathBuf,
+    /// `tdg_resolve.c`, compiled into `LD_PRELOAD` shims.
+    pub resolve_source: PathBuf,
     /// `libtdg_instrument.a`.
     pub static_lib: PathBuf,
     /// `libtdg_instrument.so`.
@@ -41,6 +58,8 @@ pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     let source = dir.join("tdg_instrument.c");
     std::fs::write(&header, HEADER)?;
     std::fs::write(&source, SOURCE)?;
+    std::fs::write(dir.join("tdg_resolve.h"), RESOLVE_HEADER)?;
+    std::fs::write(dir.join("tdg_resolve.c"), RESOLVE_SOURCE)?;
     Ok((header, source))
 }
 
@@ -71,6 +90,7 @@ pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError>
     })?;
     Ok(RuntimeBuild {
         include_dir: dir.to_path_buf(),
+        resolve_source: dir.join("tdg_resolve.c"),
         source,
         static_lib,
         shared_lib,

@@ -2,6 +2,7 @@
 //! every one of its processes recorded into one profile.
 
 use crate::format::{self, Profile};
+use crate::runtime;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,8 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}", unresolved_explanation(.0))]
+    Unresolved(String),
     #[error("{0}")]
     NoProfile(String),
     #[error("{0}")]
@@ -84,6 +87,16 @@ pub struct SessionOutcome {
     pub status: ExitStatus,
     /// Per-process files that were merged.
     pub files: Vec<PathBuf>,
+    /// A process ended with the shim's "defined nowhere" status.
+    pub unresolved: bool,
+}
+
+/// What the shim's exit status `TDG_EXIT_UNRESOLVED` means and what to do.
+pub fn unresolved_explanation(program: &str) -> String {
+    format!(
+        "`{program}` was stopped at its first call of the interposed routine with status {}: the shim found no definition of it in any object the program had loaded (the `tdg shim:` line above lists them); check the routine's name in the spec against `nm -D --defined-only LIBRARY`, and that the program loads that library",
+        runtime::exit_unresolved()
+    )
 }
 
 impl SessionOutcome {
@@ -111,12 +124,7 @@ pub fn run_profiled(
     let mut cmd = Command::new(program);
     cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
     if let Some(shim) = preload {
-        let mut value = OsString::from(shim);
-        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-            value.push(":");
-            value.push(existing);
-        }
-        cmd.env("LD_PRELOAD", value);
+        cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
     }
     if let Some(c) = settings.calls {
         cmd.env("TDG_PROFILE_CALLS", c.to_string());
@@ -133,6 +141,12 @@ pub fn run_profiled(
         source,
     })?;
     let profile_files = collect_files(work_dir)?;
+    let unresolved = preload.is_some() && status.code() == Some(runtime::exit_unresolved());
+    if profile_files.is_empty() && unresolved {
+        return Err(SessionError::Unresolved(
+            program.to_string_lossy().into_owned(),
+        ));
+    }
     if profile_files.is_empty() {
         let how = match status.signal() {
             Some(s) => format!(" (it was killed by {})", toolchain::signal_name(s)),
@@ -158,6 +172,7 @@ pub fn run_profiled(
     Ok(SessionOutcome {
         profile,
         status,
+        unresolved,
         files: profile_files,
     })
 }

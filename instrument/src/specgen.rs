@@ -50,6 +50,7 @@ pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEd
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut macros = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut new_init: Vec<String> = Vec::new();
     for cp in context {
         if !spec.routine.params.iter().any(|p| p.name.name == cp.name) {
             notes.push(format!(
@@ -82,18 +83,47 @@ pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEd
             },
             None => {
                 let m = macro_name_for(&cp.name);
-                if let Some(first) = spec.init.first() {
-                    let at = first.span.start;
-                    edits.push((at, at, format!("{}=Macro({m}, {}); ", cp.name, cp.value)));
-                    macros.insert(cp.name.clone(), m);
-                } else {
-                    notes.push(format!(
-                        "the spec has no init={{...}} entries; add `{}=Macro({m}, {});`",
-                        cp.name, cp.value
-                    ));
+                let entry = format!("{}=Macro({m}, {});", cp.name, cp.value);
+                match spec.init.first() {
+                    Some(first) => {
+                        let at = first.span.start;
+                        edits.push((at, at, format!("{entry} ")));
+                    }
+                    None => new_init.push(entry),
                 }
+                macros.insert(cp.name.clone(), m);
             }
         }
+    }
+    // A prototype-only spec gets an init clause of what the profile knows.
+    if !new_init.is_empty() {
+        let sep = if src.ends_with('\n') || src.is_empty() {
+            ""
+        } else {
+            "\n"
+        };
+        let body = new_init
+            .iter()
+            .map(|e| format!("  {e}\n"))
+            .collect::<String>();
+        edits.push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
+    }
+    let unset: Vec<&str> = spec
+        .routine
+        .params
+        .iter()
+        .map(|p| p.name.name.as_str())
+        .filter(|n| spec.init_for(n).is_none() && !context.iter().any(|c| c.name == *n))
+        .collect();
+    if !unset.is_empty() {
+        notes.push(format!(
+            "the profile does not give {}: add them to init before building a driver (`tdg check` lists what is missing)",
+            unset
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     edits.sort_by_key(|e| std::cmp::Reverse(e.0));
     let mut text = src.to_string();
@@ -155,7 +185,8 @@ pub fn derive(
         })
         .collect();
     let edit = apply_context(spec, src, &params);
-    let edited = spec_lang::parse_and_check(&edit.text, file)
+    // Still a prototype where the profile could not fill in a value.
+    let edited = spec_lang::parse_and_check_prototype(&edit.text, file)
         .map_err(|d| DeriveError::Reparse(d.to_string()))?;
     if edited.routine != spec.routine {
         return Err(DeriveError::Reparse("the routine changed".into()));
@@ -206,6 +237,26 @@ mod tests {
         );
         assert_eq!(d["LEN"], "64");
         assert!(e.notes.is_empty());
+    }
+
+    #[test]
+    fn a_prototype_gets_an_init_of_what_the_profile_knows() {
+        let src = "include=\"typedef struct EState EState;\";\nroutine=long f(EState* s, long n, int k);\n";
+        let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
+        let e = apply_context(&spec, src, &[cp("n", "4096"), cp("k", "3")]);
+        assert!(e.text.starts_with(src), "{}", e.text);
+        assert!(
+            e.text
+                .ends_with("init={\n  n=Macro(TDG_N, 4096);\n  k=Macro(TDG_K, 3);\n};\n"),
+            "{}",
+            e.text
+        );
+        assert_eq!(e.macros["n"], "TDG_N");
+        assert_eq!(e.notes.len(), 1, "{:?}", e.notes);
+        assert!(e.notes[0].contains("`s`"), "{:?}", e.notes);
+        let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
+        assert_eq!(back.routine, spec.routine);
+        assert_eq!(back.init.len(), 2);
     }
 
     #[test]

@@ -7,9 +7,23 @@ use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
 use crate::eval;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Every semantic error in `spec`.
+/// Every semantic error in `spec`, including what only a driver needs
+/// ([`driver_problems`]).
 pub fn check(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let errors = problems(spec, src);
+    let mut errors = problems(spec, src);
+    errors.extend(driver_problems(spec, src));
+    package(errors, src, file)
+}
+
+/// The semantic errors of `spec` as a routine's signature with whatever
+/// init it has, leaving out what only a driver needs: interposing a routine
+/// (`tdg profile`, `tdg instrument`, `tdg checkpoint capture --spec`) calls
+/// the application's own arguments, so a parameter without a value is fine.
+pub fn check_prototype(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
+    package(problems(spec, src), src, file)
+}
+
+fn package(errors: Vec<Diagnostic>, src: &str, file: &str) -> Result<(), Diagnostics> {
     if errors.is_empty() {
         Ok(())
     } else {
@@ -17,7 +31,20 @@ pub fn check(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
     }
 }
 
-/// The checks' findings without packaging (empty when the spec is sound).
+/// What a driver additionally needs: a value for every parameter (pointers
+/// an allocation), since the driver makes the arguments itself.
+pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
+    let mut c = Checker {
+        spec,
+        src,
+        out: Vec::new(),
+    };
+    c.missing_values();
+    c.out
+}
+
+/// The checks' findings without packaging (empty when the spec is sound as
+/// a signature with its init; [`driver_problems`] adds the driver's needs).
 pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     let mut c = Checker {
         spec,
@@ -31,11 +58,11 @@ pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     c.names_defined();
     c.cycles();
     c.arrays();
-    c.missing_values();
     c.returns();
     c.flop();
     c.checkpoint();
-    if c.out.is_empty() {
+    // Sizes can only be evaluated once every name they use has a value.
+    if c.out.is_empty() && driver_problems(spec, src).is_empty() {
         c.sizes_evaluate();
     }
     c.out

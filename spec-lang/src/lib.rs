@@ -81,6 +81,22 @@ pub fn parse_and_check(src: &str, file: &str) -> Result<Spec, Diagnostics> {
     Ok(spec)
 }
 
+/// Reads, parses and checks a spec used only for its routine's signature
+/// (interposition): like [`load`] without [`check::driver_problems`], so
+/// `routine=...;` alone is a complete spec.
+pub fn load_prototype(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
+    let path = path.as_ref();
+    let src = read_source(path)?;
+    parse_and_check_prototype(&src, &path.display().to_string())
+}
+
+/// [`parse_and_check`] for a spec used only for its routine's signature.
+pub fn parse_and_check_prototype(src: &str, file: &str) -> Result<Spec, Diagnostics> {
+    let spec = parse(src, file)?;
+    check::check_prototype(&spec, src, file)?;
+    Ok(spec)
+}
+
 /// [`load`], then evaluates every size and the flop count with `overrides`
 /// (`-D` values), so a bad override is caught before a driver is built.
 /// Returns a one-line summary for `tdg check`.

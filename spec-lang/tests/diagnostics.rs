@@ -711,3 +711,19 @@ fn division_by_zero_has_a_hint() {
         x(2, 9, "division by zero", Some("divisor is 0")),
     );
 }
+
+#[test]
+fn a_prototype_is_a_complete_spec_for_interposition_but_not_for_a_driver() {
+    let src = "routine=int BZ2_blockSort(EState* s);\ninclude=\"typedef struct EState EState;\";\n";
+    let spec = spec_lang::parse_and_check_prototype(src, "bz.spec").unwrap();
+    assert_eq!(spec.routine.params.len(), 1);
+    let e = spec_lang::parse_and_check(src, "bz.spec")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("pointer parameter `s` has no allocation"), "{e}");
+    // Everything else is still checked: a misspelt type is an error either way.
+    let e = spec_lang::parse_and_check_prototype("routine=int f(Estate* s);\n", "x.spec")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown type `Estate`"), "{e}");
+}

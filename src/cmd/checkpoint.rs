@@ -31,8 +31,10 @@ struct CaptureArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Region site (the string passed to tdg_region_begin); default: the first one marked.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
+    #[command(flatten)]
+    shim: ShimArgs,
     /// Which call of the region to time (1-based).
     #[arg(long, default_value_t = 1)]
     call: u64,
@@ -79,8 +81,10 @@ struct TimeArgs {
 
 #[derive(clap::Args)]
 struct InAppArgs {
-    #[arg(long)]
+    #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
+    #[command(flatten)]
+    shim: ShimArgs,
     #[arg(long, default_value_t = 1)]
     call: u64,
     /// Number of plain runs of the application.
@@ -92,6 +96,48 @@ struct InAppArgs {
     json: bool,
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
+}
+
+/// The region as a routine of an unmodified application (capture, inapp).
+#[derive(clap::Args)]
+struct ShimArgs {
+    /// Spec of a routine the unmodified application calls through a shared
+    /// library: an LD_PRELOAD shim makes each call of it the region (no
+    /// markers, no rebuild); the site is the routine's name.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<PathBuf>,
+    /// Include directory for the spec's include= clauses [default: the spec's directory].
+    #[arg(short = 'I', value_name = "DIR", requires = "spec")]
+    include: Vec<PathBuf>,
+    /// C compiler for the shim [default: $CC, cc, gcc, clang].
+    #[arg(long, requires = "spec")]
+    cc: Option<String>,
+}
+
+impl ShimArgs {
+    /// With --spec: the site (the routine's name) and the region shim,
+    /// built in `scratch`. Without: `site` as given, no shim.
+    fn region(
+        &self,
+        site: Option<String>,
+        scratch: &std::path::Path,
+    ) -> anyhow::Result<(Option<String>, Option<PathBuf>)> {
+        let Some(spec_path) = &self.spec else {
+            return Ok((site, None));
+        };
+        let spec = spec_lang::load_prototype(spec_path)?;
+        let cc = toolchain::CCompiler::find(self.cc.as_deref())?;
+        let host = checkpoint::hostlib::write_host_library(&scratch.join("host"))?;
+        let shim = instrument::interpose::build_region_shim(
+            &cc,
+            &spec,
+            &scratch.join("shim"),
+            &instrument::interpose::include_dirs_for(spec_path, &self.include),
+            &host.source,
+            &host.dir,
+        )?;
+        Ok((Some(spec.routine.name.name.clone()), Some(shim)))
+    }
 }
 
 #[derive(clap::Args)]
@@ -112,10 +158,14 @@ pub fn run(args: Args) -> CmdResult {
 
 fn capture(a: CaptureArgs) -> CmdResult {
     let criu = checkpoint::find_criu()?;
+    // Kept until the capture ends: the capture copies the shim into the image.
+    let scratch = toolchain::scratch_dir("tdg-capture-shim")?;
+    let (site, preload) = a.shim.region(a.site, scratch.path())?;
     let req = checkpoint::CaptureRequest {
         command: a.command,
         image: a.output,
-        site: a.site,
+        site,
+        preload,
         call: a.call,
         delay: a.delay,
         timeout: Some(Duration::from_secs(a.timeout)),
@@ -178,12 +228,15 @@ fn time(a: TimeArgs) -> CmdResult {
 }
 
 fn inapp(a: InAppArgs) -> CmdResult {
+    let scratch = toolchain::scratch_dir("tdg-inapp-shim")?;
+    let (site, preload) = a.shim.region(a.site, scratch.path())?;
     let report = checkpoint::measure_in_app(&checkpoint::InAppRequest {
         command: a.command,
-        site: a.site,
+        site,
         call: a.call,
         runs: a.runs,
         timeout: Some(Duration::from_secs(a.timeout)),
+        preload,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -45,13 +45,8 @@ pub fn run(a: Args) -> CmdResult {
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let spec = spec_lang::load(&spec_path)?;
-    let mut incs = a.include.clone();
-    if incs.is_empty() {
-        if let Some(p) = spec_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            incs.push(p.to_path_buf());
-        }
-    }
+    let spec = spec_lang::load_prototype(&spec_path)?;
+    let incs = interpose::include_dirs_for(&spec_path, &a.include);
     let built = interpose::build_interposers(&cc, &spec, dir, &incs)?;
     let recorded: Vec<String> = interpose::recorded_values(&spec)
         .iter()

@@ -96,18 +96,9 @@ fn run_profile(a: RunArgs) -> CmdResult {
         .unwrap_or_else(|| "profile".into());
     let shim = match &a.spec {
         Some(spec_path) => {
-            let spec = spec_lang::load(spec_path)?;
+            let spec = spec_lang::load_prototype(spec_path)?;
             let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
-            let mut incs = a.include.clone();
-            if incs.is_empty() {
-                incs.push(
-                    spec_path
-                        .parent()
-                        .filter(|p| !p.as_os_str().is_empty())
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|| PathBuf::from(".")),
-                );
-            }
+            let incs = interpose::include_dirs_for(spec_path, &a.include);
             let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)
                 .context("building the LD_PRELOAD shim")?;
             name = spec.routine.name.name.clone();
@@ -122,7 +113,14 @@ fn run_profile(a: RunArgs) -> CmdResult {
         records: a.records,
         cached_stores: a.cached_stores,
     };
-    let outcome = session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir)?;
+    let outcome = match session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir) {
+        Err(e @ session::SessionError::Unresolved(_)) => {
+            // The program's own status passes through, as for any other end.
+            eprintln!("tdg: {e}");
+            return Ok(ExitCode::from(instrument::runtime::exit_unresolved() as u8));
+        }
+        other => other?,
+    };
     let output = a
         .output
         .unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
@@ -146,6 +144,12 @@ fn run_profile(a: RunArgs) -> CmdResult {
         p.pids.len(),
         output.display()
     );
+    if outcome.unresolved {
+        eprintln!(
+            "tdg: {}",
+            session::unresolved_explanation(&a.command[0].to_string_lossy())
+        );
+    }
     if p.dropped > 0 {
         eprintln!(
             "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger",

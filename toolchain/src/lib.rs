@@ -302,6 +302,17 @@ pub fn signal_name(signal: i32) -> &'static str {
     }
 }
 
+/// The `LD_PRELOAD` value that puts `shim` first, ahead of whatever this
+/// process's own `LD_PRELOAD` already holds (kept, not replaced).
+pub fn ld_preload_with(shim: &std::path::Path) -> OsString {
+    let mut value = OsString::from(shim);
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        value.push(":");
+        value.push(existing);
+    }
+    value
+}
+
 /// `$TMPDIR`-style scratch directory for generated sources that survives
 /// until the caller drops it; kept when `TDG_KEEP_TMP` is set, for debugging.
 pub fn scratch_dir(prefix: &str) -> std::io::Result<ScratchDir> {

@@ -201,6 +201,7 @@ pub fn compare_in_app_delayed_immediate(
             delay,
             timeout: Some(Duration::from_secs(300)),
             quiet: true,
+            preload: None,
         };
         capture(&req, &criu).unwrap_or_else(|e| panic!("{e}"));
         ws.image(name)
@@ -224,6 +225,7 @@ pub fn compare_in_app_delayed_immediate(
             call,
             runs: per_round,
             timeout: Some(Duration::from_secs(300)),
+            preload: None,
         })
         .unwrap_or_else(|e| panic!("{e}"));
         c.in_app.add(&r.samples_ns, &r.samples_cpu_ns);

@@ -1,0 +1,148 @@
+//! `tdg profile --spec` on unmodified programs from Debian (installed by
+//! scripts/setup.d/45-python-numpy.sh): python3 + numpy calling cblas_dgemm
+//! in the BLAS its extension module loads with RTLD_LOCAL, and /bin/bzip2
+//! calling BZ2_blockSort in libbz2 through the PLT, profiled with
+//! prototype-only specs.
+
+mod instrument_support;
+
+use instrument_support::{json_of, tdg_in as tdg};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn example(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("instrument/examples")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+/// Multiplies a 64x32 by a 32x48 matrix 7 times and a 100x80 by an 80x20
+/// one 3 times, and prints checksums of the results.
+const SCRIPT: &str = r#"
+import numpy as np
+rng = np.random.default_rng(7)
+a, b = rng.random((64, 32)), rng.random((32, 48))
+c, d = rng.random((100, 80)), rng.random((80, 20))
+x = sum((a @ b).sum() for _ in range(7))
+y = sum((c @ d).sum() for _ in range(3))
+print(f"checksums {x:.6f} {y:.6f}")
+"#;
+
+#[test]
+fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("script.py"), SCRIPT).unwrap();
+    // Debian's interpreter by path: not a virtualenv's or pyenv's.
+    let python = "/usr/bin/python3";
+    let plain = Command::new(python)
+        .arg("script.py")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        plain.status.success(),
+        "python3-numpy missing? run scripts/setup: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let spec = example("blas/cblas_dgemm.spec");
+    let run = tdg(
+        &[
+            "profile",
+            "--spec",
+            &spec,
+            "-o",
+            "dgemm.tdgp",
+            "--",
+            python,
+            "script.py",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert_eq!(run.stdout, plain.stdout, "the script's own output: {err}");
+
+    let rep = json_of(&tdg(&["profile", "report", "dgemm.tdgp", "--json"], d));
+    assert_eq!(rep["calls"], 10);
+    let defined_in = rep["defined_in"].as_str().unwrap();
+    assert!(
+        defined_in.contains("libblas.so") || defined_in.contains("openblas"),
+        "found in Debian's BLAS, not in numpy's module: {defined_in}"
+    );
+    let mut contexts: Vec<(Vec<(String, i64)>, u64)> = rep["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let values = c["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| ["m", "n", "k"].contains(&v["name"].as_str().unwrap()))
+                .map(|v| {
+                    let name = v["name"].as_str().unwrap().to_string();
+                    (name, v["value"].as_i64().unwrap())
+                })
+                .collect();
+            (values, c["calls"].as_u64().unwrap())
+        })
+        .collect();
+    contexts.sort_by_key(|c| c.1);
+    let mnk = |m, n, k| {
+        vec![
+            ("m".to_string(), m),
+            ("n".to_string(), n),
+            ("k".to_string(), k),
+        ]
+    };
+    assert_eq!(
+        contexts,
+        vec![(mnk(100, 20, 80), 3), (mnk(64, 48, 32), 7)],
+        "{rep}"
+    );
+}
+
+fn input(d: &Path) -> PathBuf {
+    let p = d.join("input.txt");
+    instrument_support::text_input(&p, 3_000_000);
+    p
+}
+
+#[test]
+fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = input(d);
+    let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
+    let p = instrument_support::profile_bzip2(d, &input, compressed.into());
+    // The output is bzip2's own: it decompresses to the input.
+    let back = Command::new("/bin/bzip2")
+        .args(["-dc", "input.txt.bz2"])
+        .current_dir(d)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(back.stdout == std::fs::read(&input).unwrap());
+    // One BZ2_blockSort per compressed block; `bzip2 -tvv` lists the blocks.
+    let blocks = Command::new("/bin/bzip2")
+        .args(["-tvv", "input.txt.bz2"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&blocks.stderr);
+    let nblocks = listing.matches("huff+mtf").count();
+    assert!(nblocks >= 4, "{listing}");
+
+    assert_eq!(p.routines[0].name, "BZ2_blockSort");
+    assert!(
+        p.routines[0].defined_in.ends_with("libbz2.so.1.0"),
+        "{}",
+        p.routines[0].defined_in
+    );
+    assert_eq!(p.records.len(), nblocks);
+    // Sorting a 900 kB block takes milliseconds, not the shim's nanoseconds.
+    assert!(p.records.iter().all(|r| p.ticks_to_ns(r.ticks) > 1e6));
+}

@@ -1,0 +1,201 @@
+//! Checkpoints through the shim: `tdg checkpoint capture --spec` on Debian's
+//! unmodified /bin/bzip2, no markers and no rebuild. The region is
+//! BZ2_blockSort, which bzip2 calls in libbz2 through the PLT; the third
+//! call, captured with delay 1, timed by restoring the image, must match the
+//! same call's time in the shim's own profile. Real CRIU: needs root and
+//! `scripts/setup`.
+
+mod instrument_support;
+
+use instrument_support::json_of;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const CALL: usize = 3;
+
+/// The tests of this file one at a time: the timing comparison must not
+/// share the 2 cores with another bzip2.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tdg() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tdg"))
+}
+
+fn spec() -> String {
+    instrument_support::bz2_blocksort_spec()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Call CALL's time in one profiled run of `bzip2 -9`.
+fn profiled_call_ns(d: &Path, input: &Path) -> f64 {
+    let p = instrument_support::profile_bzip2(d, input, Stdio::null());
+    assert!(p.records.len() > CALL);
+    p.ticks_to_ns(p.records[CALL - 1].ticks)
+}
+
+/// One restore of `image`: the timed call's wall time.
+fn restored_call_ns(image: &Path) -> f64 {
+    let out = tdg()
+        .args(["checkpoint", "time", "-r", "1", "--json"])
+        .arg(image)
+        .output()
+        .unwrap();
+    let rep = json_of(&out);
+    assert_eq!(rep["site"], "BZ2_blockSort");
+    assert_eq!(rep["call"], CALL as u64);
+    rep["region_ns"]["median"].as_f64().unwrap()
+}
+
+#[test]
+fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    instrument_support::text_input(&input, 3_000_000);
+    let image = d.join("img");
+
+    let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
+    let cap = tdg()
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            &spec(),
+            "--call",
+            "3",
+            "--delay",
+            "1",
+            "-o",
+        ])
+        .arg(&image)
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .current_dir(d)
+        .stdout(compressed)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cap.stderr);
+    assert!(cap.status.success(), "{err}");
+    assert!(
+        err.contains("region BZ2_blockSort, call 3, delay 1"),
+        "{err}"
+    );
+    // The image carries its shim (restored copies map it from there), and
+    // bzip2 went on to write its whole, correct output after the dump.
+    assert!(image.join("preload/tdg_region_BZ2_blockSort.so").is_file());
+    let back = Command::new("/bin/bzip2")
+        .args(["-dc", "input.txt.bz2"])
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(back.stdout == std::fs::read(&input).unwrap());
+
+    // Interleaved in rounds of one profiled run and one restore, so a phase
+    // of load on the shared machine hits both alike; the rounds' ratios are
+    // compared, which cancels such phases (the two medians are shown too).
+    let (mut in_app, mut restored, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..11 {
+        let a = profiled_call_ns(d, &input);
+        let r = restored_call_ns(&image);
+        in_app.push(a);
+        restored.push(r);
+        ratios.push(r / a);
+    }
+    let (a, r, ratio) = (
+        median(in_app.clone()),
+        median(restored.clone()),
+        median(ratios),
+    );
+    eprintln!(
+        "BZ2_blockSort call {CALL}: in-app (shim profile) median {:.2} ms, restored median {:.2} ms ({:+.1}%); median restored/in-app ratio of the rounds {ratio:.3}",
+        a / 1e6,
+        r / 1e6,
+        100.0 * (r - a) / a
+    );
+    assert!(
+        (ratio - 1.0).abs() < 0.10,
+        "restored/in-app median ratio {ratio:.3} (medians: restored {r:.0} ns, in-app {a:.0} ns); in-app {in_app:?}, restored {restored:?}"
+    );
+}
+
+#[test]
+fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    instrument_support::text_input(&input, 2_000_000);
+    // The in-app reference of the marker path, with the shim as the markers.
+    let out = tdg()
+        .args([
+            "checkpoint",
+            "inapp",
+            "--spec",
+            &spec(),
+            "--call",
+            "2",
+            "--runs",
+            "3",
+            "--json",
+        ])
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let rep = json_of(&out);
+    assert_eq!(rep["site"], "BZ2_blockSort");
+    let samples = rep["samples_ns"].as_array().unwrap();
+    assert_eq!(samples.len(), 3);
+    // A 900 kB block sort: milliseconds.
+    assert!(
+        samples.iter().all(|s| s.as_u64().unwrap() > 1_000_000),
+        "{samples:?}"
+    );
+
+    // bzip2 never calls the decompressor's entry point while compressing:
+    // no checkpoint, and one line saying what to check.
+    std::fs::write(
+        d.join("decompress.spec"),
+        "routine=int BZ2_bzDecompressInit(void* strm, int verbosity, int small);\n",
+    )
+    .unwrap();
+    let out = tdg()
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            "decompress.spec",
+            "--call",
+            "1",
+            "-o",
+            "img",
+        ])
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("before call 1 of region BZ2_bzDecompressInit")
+            && err.contains("through a shared library"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,0 +1,193 @@
+//! Where the LD_PRELOAD shim finds the definition it forwards to: a library
+//! an application opened with `dlopen(RTLD_LOCAL)` after start-up (out of
+//! `dlsym(RTLD_NEXT)`'s reach, as numpy's BLAS is under python3), and a
+//! routine defined nowhere (one line, a documented status, no core dump).
+
+mod instrument_support;
+
+use instrument::{format, runtime};
+use instrument_support::{cc, tdg_in as tdg};
+use std::path::Path;
+use std::process::Command;
+use toolchain::CompileJob;
+
+const KERNEL: &str = r#"
+long kern_sum(const long *v, long n) {
+    long s = 0;
+    for (long i = 0; i < n; i++)
+        s += v[i];
+    return s;
+}
+"#;
+
+/// An extension module: calls the kernel through its PLT, like numpy's
+/// _multiarray_umath calling cblas_dgemm in libblas.
+const EXTENSION: &str = r#"
+long kern_sum(const long *v, long n);
+long ext_run(long n) {
+    long v[64];
+    for (long i = 0; i < 64; i++)
+        v[i] = i;
+    return kern_sum(v, n);
+}
+"#;
+
+/// Opens the extension the way an interpreter opens its modules (local
+/// scope, after start-up) and calls it for n = 10 (3 times) and 40 (5 times).
+const HOST: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    if (argc != 2)
+        return 2;
+    void *ext = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!ext) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    long (*run)(long) = (long (*)(long))dlsym(ext, "ext_run");
+    long total = 0;
+    for (int i = 0; i < 3; i++)
+        total += run(10);
+    for (int i = 0; i < 5; i++)
+        total += run(40);
+    printf("total %ld\n", total);
+    return 0;
+}
+"#;
+
+fn compile(dir: &Path, name: &str, src: &str, output: &str, cflags: &[&str], link: &[String]) {
+    let c = dir.join(name);
+    std::fs::write(&c, src).unwrap();
+    cc().compile(&CompileJob {
+        sources: vec![c],
+        output: dir.join(output),
+        cflags: cflags.iter().map(|s| s.to_string()).collect(),
+        link_args: link.to_vec(),
+        ..Default::default()
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_routine_in_a_locally_dlopened_library_is_found_and_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let lib = ["-O2", "-fPIC", "-shared"];
+    compile(d, "kern.c", KERNEL, "libkern.so", &lib, &[]);
+    let rpath = vec![
+        format!("-L{}", d.display()),
+        "-lkern".into(),
+        format!("-Wl,-rpath,{}", d.display()),
+    ];
+    compile(d, "ext.c", EXTENSION, "libext.so", &lib, &rpath);
+    compile(d, "host.c", HOST, "host", &["-O2"], &["-ldl".into()]);
+    // A prototype is all the shim needs: no allocation for `v`.
+    std::fs::write(
+        d.join("kern.spec"),
+        "routine=long kern_sum(const long* v, long n);\n",
+    )
+    .unwrap();
+    let ext = d.join("libext.so").display().to_string();
+    let host = d.join("host").display().to_string();
+
+    let plain = Command::new(&host).arg(&ext).output().unwrap();
+    assert!(plain.status.success());
+    let run = tdg(
+        &[
+            "profile",
+            "--spec",
+            "kern.spec",
+            "-o",
+            "k.tdgp",
+            "--",
+            &host,
+            &ext,
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    // The program's own output is unchanged: every call was forwarded.
+    assert_eq!(run.stdout, plain.stdout, "{err}");
+
+    let p = format::read(&d.join("k.tdgp")).unwrap();
+    let routine = &p.routines[0];
+    assert_eq!(routine.name, "kern_sum");
+    assert_eq!(
+        Path::new(&routine.defined_in),
+        d.join("libkern.so"),
+        "the profile names the object the shim forwarded to"
+    );
+    let n_of = |n: i64| p.records.iter().filter(|r| r.values()[0] == n).count();
+    assert_eq!((p.records.len(), n_of(10), n_of(40)), (8, 3, 5));
+
+    let report = tdg(&["profile", "report", "k.tdgp"], d);
+    let table = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        table.contains(&format!("defined in {}", d.join("libkern.so").display())),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_routine_defined_nowhere_ends_the_program_with_one_line_and_a_documented_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // A weak reference: the program calls the routine if something defines
+    // it, and under the shim the shim does, with nothing behind it.
+    let src = r#"
+#include <stdio.h>
+extern long kern_missing(long n) __attribute__((weak));
+int main(void) {
+    printf("output before the call\n"); /* buffered: stdout is a pipe */
+    if (kern_missing)
+        printf("%ld\n", kern_missing(3));
+    printf("after the call\n");
+    return 0;
+}
+"#;
+    compile(d, "host.c", src, "host", &["-O2"], &[]);
+    std::fs::write(
+        d.join("missing.spec"),
+        "routine=long kern_missing(long n);\n",
+    )
+    .unwrap();
+    let host = d.join("host").display().to_string();
+    let run = tdg(&["profile", "--spec", "missing.spec", "--", &host], d);
+    let err = String::from_utf8_lossy(&run.stderr);
+    let out = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(runtime::exit_unresolved()), "{err}");
+    assert_eq!(
+        runtime::exit_unresolved(),
+        87,
+        "docs/profiling.md documents 87"
+    );
+    // What the program wrote before is not lost; it did not go on.
+    assert_eq!(out, "output before the call\n", "{err}");
+    let shim_lines: Vec<&str> = err.lines().filter(|l| l.starts_with("tdg shim:")).collect();
+    assert_eq!(shim_lines.len(), 1, "{err}");
+    let line = shim_lines[0];
+    assert!(
+        line.contains("kern_missing is defined in none of the")
+            && line.contains(&host)
+            && line.contains("libc.so.6")
+            && line.contains("status 87"),
+        "{line}"
+    );
+    // tdg explains the status; nothing was killed, nothing dumped core.
+    assert!(
+        err.contains("found no definition") && err.contains("nm -D"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("core dumped"),
+        "{err}"
+    );
+    let cores: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("core"))
+        .collect();
+    assert!(cores.is_empty());
+}
