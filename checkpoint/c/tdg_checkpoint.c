@@ -15,6 +15,15 @@
  *   restore files that will change later (outputs, pipes, terminals).
  * - The copy ends with _exit() so the application's atexit handlers and stdio
  *   buffers cannot write output a second time.
+ * - A restored copy is told what to run through a second inherited pipe, the
+ *   control pipe (its environment is the original's, frozen in the image):
+ *   tdg writes `candidate=K.so` and `outputs=FILE` lines and closes its end
+ *   before the restore, so the copy reads them at once and then EOF. The copy
+ *   dlopen()s the candidate with RTLD_NOW, so a symbol neither the candidate
+ *   nor the application (-rdynamic) defines fails there, named by dlerror().
+ * - A copy catches the fatal signals and reports the signal and the phase
+ *   (delay call k of K, or the timed call) on the result pipe before dying:
+ *   a crashing candidate is a finding, not a lost sample.
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
@@ -48,6 +57,7 @@
 /* The write end of the result pipe sits at a fixed, unlikely descriptor so a
  * restore never clashes with the application's own descriptors. */
 #define RESULT_FD_MIN 1000
+#define MAX_OUTPUTS 16
 
 /* libcriu entry points (signatures from criu.h, stable since CRIU 2.x). */
 struct criu_api {
@@ -77,6 +87,15 @@ static struct {
     int result_fd;
     struct timespec t0;     /* wall clock at the region's start */
     struct timespec cpu0;   /* this thread's CPU time at the region's start */
+    void *candidate;        /* restored copy: the candidate's shared object */
+    char outputs_path[PATH_MAX]; /* restored copy: where to write the outputs */
+    struct output {
+        const void *data;
+        unsigned long count, elem_size;
+        int kind;
+    } outputs[MAX_OUTPUTS];
+    int n_outputs;
+    bool outputs_stale; /* the region ended since they were registered */
 } g = {.result_fd = -1};
 
 static void read_environment(void)
@@ -174,7 +193,7 @@ static bool load_libcriu(struct criu_api *api)
 /* Describe every open descriptor (number, open flags, target) so tdg can
  * decide how each is restored. Runs in the original right after the dump, so
  * the table is the one the image holds, minus the two descriptors used here. */
-static void write_descriptors(FILE *out, int skip1, int skip2)
+static void write_descriptors(FILE *out, int skip1, int skip2, int skip3)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
@@ -190,7 +209,7 @@ static void write_descriptors(FILE *out, int skip1, int skip2)
         if (e->d_name[0] == '.')
             continue;
         fd = atoi(e->d_name);
-        if (fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == fileno(out))
+        if (fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == skip3 || fd == fileno(out))
             continue;
         snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
         n = readlink(link, target, sizeof target - 1);
@@ -219,12 +238,111 @@ static void write_descriptors(FILE *out, int skip1, int skip2)
     closedir(d);
 }
 
+/* The read end of the control pipe, at a high descriptor like the result
+ * pipe; the write end is closed, so a restore that passes nothing reads EOF. */
+static int open_control_pipe(struct stat *st)
+{
+    int p[2], fd;
+    if (pipe(p) < 0)
+        return -1;
+    fd = fcntl(p[0], F_DUPFD, RESULT_FD_MIN);
+    if (fd < 0)
+        fd = dup(p[0]);
+    close(p[0]);
+    close(p[1]);
+    if (fd >= 0 && fstat(fd, st) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Restored copy: report one line on the result pipe. */
+static void report_line(const char *line)
+{
+    size_t len = strlen(line);
+    if (g.result_fd >= 0 && write(g.result_fd, line, len) != (ssize_t)len)
+        _exit(3);
+}
+
+/* Restored copy: report why it cannot run and end (the image is untouched). */
+static void fail_copy(const char *what, const char *detail)
+{
+    char line[PATH_MAX + 512];
+    snprintf(line, sizeof line, "error=%s%s\n", what, detail);
+    for (char *c = line; c[0] && c[1]; c++)
+        if (*c == '\n')
+            *c = ' ';
+    report_line(line);
+    _exit(4);
+}
+
+/* Which call of the site the copy is in, for a crash report. */
+static const char *phase(char *buf, size_t size)
+{
+    long first = g.call - g.delay; /* the call the checkpoint was taken at */
+    if (g.site[0] == '\0' || g.count >= g.call || g.timing_depth > 0)
+        snprintf(buf, size, "the timed call");
+    else
+        snprintf(buf, size, "delay call %ld of %ld", g.count - first + 1, g.delay);
+    return buf;
+}
+
+static void on_fatal_signal(int sig)
+{
+    /* snprintf is not async-signal-safe in general, but this copy dies next
+     * and holds no stdio lock in this single-threaded replay path. */
+    char line[160], where[64];
+    int len = snprintf(line, sizeof line, "crash=%d phase=%s\n", sig, phase(where, sizeof where));
+    if (len > 0 && g.result_fd >= 0 && write(g.result_fd, line, (size_t)len) < 0)
+        _exit(5);
+    _exit(5);
+}
+
+static void catch_fatal_signals(void)
+{
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        sigaction(fatal[i], &sa, NULL);
+}
+
+/* Restored copy: read tdg's instructions (until EOF) and act on them. */
+static void follow_control(int fd)
+{
+    char text[2 * PATH_MAX + 64], *line, *save = NULL;
+    size_t used = 0;
+    ssize_t n;
+    while (used < sizeof text - 1 && (n = read(fd, text + used, sizeof text - 1 - used)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        used += (size_t)n;
+    }
+    text[used] = '\0';
+    close(fd);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "outputs=", 8) == 0) {
+            snprintf(g.outputs_path, sizeof g.outputs_path, "%s", line + 8);
+        } else if (strncmp(line, "candidate=", 10) == 0) {
+            g.candidate = dlopen(line + 10, RTLD_NOW | RTLD_LOCAL);
+            if (!g.candidate)
+                fail_copy("cannot be loaded: ", dlerror());
+        }
+    }
+}
+
 static int checkpoint_here(const char *image, bool pair_api)
 {
     struct criu_api api;
     const char *criu = getenv(ENV_CRIU);
-    int pipefd[2], dirfd_img, ret, result_fd, saved_errno;
-    struct stat st;
+    int pipefd[2], dirfd_img, ret, result_fd, control_fd, saved_errno;
+    struct stat st, control_st;
     char exe[PATH_MAX];
     ssize_t n;
     FILE *info;
@@ -255,9 +373,16 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
     }
+    control_fd = open_control_pipe(&control_st);
+    if (control_fd < 0) {
+        close(result_fd);
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
 
     if (api.init_opts() < 0) {
         complain("criu_init_opts failed%s", "");
+        close(control_fd);
         close(result_fd);
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
@@ -280,6 +405,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         g.restored = true;
         g.result_fd = result_fd;
         close(dirfd_img);
+        catch_fatal_signals();
+        follow_control(control_fd);
         if (pair_api) {
             g.timing_depth = 1;
             start_region_clocks();
@@ -314,9 +441,12 @@ static int checkpoint_here(const char *image, bool pair_api)
         }
         fprintf(info, "result_fd=%d\n", result_fd);
         fprintf(info, "result_channel=pipe:[%lu]\n", (unsigned long)st.st_ino);
-        write_descriptors(info, dirfd_img, result_fd);
+        fprintf(info, "control_fd=%d\n", control_fd);
+        fprintf(info, "control_channel=pipe:[%lu]\n", (unsigned long)control_st.st_ino);
+        write_descriptors(info, dirfd_img, result_fd, control_fd);
         fclose(info);
     }
+    close(control_fd);
     close(result_fd);
     close(dirfd_img);
     if (ret < 0) {
@@ -331,14 +461,43 @@ static int checkpoint_here(const char *image, bool pair_api)
     return TDG_CHECKPOINT_ORIGINAL;
 }
 
+/* Restored copy: the declared outputs, back to back, into the file tdg
+ * named, and one `output=` line each describing them. */
+static void write_outputs(void)
+{
+    char line[160];
+    int fd;
+    if (!g.outputs_path[0])
+        return;
+    fd = open(g.outputs_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fail_copy("could not write its outputs: ", strerror(errno));
+    for (int i = 0; i < g.n_outputs; i++) {
+        const struct output *o = &g.outputs[i];
+        const char *p = o->data;
+        size_t left = o->count * o->elem_size;
+        while (left > 0) {
+            ssize_t n = write(fd, p, left);
+            if (n <= 0)
+                fail_copy("could not write its outputs: ", strerror(errno));
+            p += n;
+            left -= (size_t)n;
+        }
+        snprintf(line, sizeof line, "output=%d count=%lu size=%lu kind=%d\n", i, o->count,
+                 o->elem_size, o->kind);
+        report_line(line);
+    }
+    close(fd);
+}
+
 /* In a restored copy: hand the region's time to tdg and end the copy. */
 static void finish_restored_copy(long long ns, long long cpu_ns)
 {
     char line[96];
-    int len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
     signal(SIGPIPE, SIG_IGN);
-    if (write(g.result_fd, line, (size_t)len) != len)
-        _exit(3);
+    write_outputs();
+    snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
+    report_line(line);
     _exit(0);
 }
 
@@ -430,9 +589,54 @@ void tdg_region_begin(const char *site)
 
 void tdg_region_end(const char *site)
 {
-    if (g.timing_depth <= 0 || !site || strcmp(site, g.site) != 0)
+    if (!g.markers_on || !site || strcmp(site, g.site) != 0)
         return;
+    if (g.timing_depth <= 0) {
+        g.outputs_stale = true;
+        return;
+    }
     if (--g.timing_depth > 0)
         return;
     region_finished();
+}
+
+void *tdg_routine(const char *site, const char *symbol, void *original)
+{
+    static const char *cached_symbol;
+    static void *cached;
+    void *found;
+    if (!g.candidate)
+        return original;
+    if (!site || strcmp(site, g.site) != 0)
+        return original;
+    if (symbol == cached_symbol)
+        return cached;
+    found = dlsym(g.candidate, symbol);
+    if (!found) {
+        char detail[320];
+        snprintf(detail, sizeof detail, "defines no `%s`, the function TDG_ROUTINE(\"%s\", %s) calls",
+                 symbol, site, symbol);
+        fail_copy("", detail);
+    }
+    cached_symbol = symbol;
+    cached = found;
+    return found;
+}
+
+void tdg_region_output(const char *site, const void *data, unsigned long count,
+                       unsigned long elem_size, int kind)
+{
+    if (!g.configured)
+        read_environment();
+    if (!g.markers_on || !site || (!g.site_any && strcmp(site, g.site) != 0))
+        return;
+    if (g.outputs_stale) {
+        g.n_outputs = 0;
+        g.outputs_stale = false;
+    }
+    if (g.n_outputs == MAX_OUTPUTS) {
+        complain("more than 16 outputs declared for region %s; the rest are not verified", site);
+        return;
+    }
+    g.outputs[g.n_outputs++] = (struct output){data, count, elem_size, kind};
 }
