@@ -36,5 +36,6 @@ pub use manifest::Manifest;
 pub use restore::{Candidate, CopyInstructions};
 pub use stats::SampleStats;
 pub use timing::{
-    time_checkpoint_clause, time_image, ImageTimer, TimeOptions, TimingReport, Verification,
+    clause_image, time_checkpoint_clause, time_image, ImageTimer, TimeOptions, TimingReport,
+    Verification,
 };

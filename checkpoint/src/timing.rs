@@ -272,13 +272,9 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
     timer.report(&runs, opts.candidate.as_ref())
 }
 
-/// `tdg run SPEC` with a `checkpoint` clause: the image path is relative to
-/// the spec's directory, and its capture must match the clause's mode.
-pub fn time_checkpoint_clause(
-    clause: &spec_lang::ast::CheckpointClause,
-    spec_dir: &Path,
-    opts: &TimeOptions,
-) -> Result<TimingReport> {
+/// A spec's `checkpoint` clause: the image path is relative to the spec's
+/// directory, and its capture must match the clause's mode.
+pub fn clause_image(clause: &spec_lang::ast::CheckpointClause, spec_dir: &Path) -> Result<PathBuf> {
     let image = spec_dir.join(&clause.image);
     let manifest = Manifest::read(&image)?;
     let want = match clause.mode {
@@ -294,5 +290,14 @@ pub fn time_checkpoint_clause(
             )));
         }
     }
-    time_image(&image, opts)
+    Ok(image)
+}
+
+/// `tdg run SPEC` with a `checkpoint` clause.
+pub fn time_checkpoint_clause(
+    clause: &spec_lang::ast::CheckpointClause,
+    spec_dir: &Path,
+    opts: &TimeOptions,
+) -> Result<TimingReport> {
+    time_image(&clause_image(clause, spec_dir)?, opts)
 }

@@ -103,9 +103,13 @@ pub struct CandidateArgs {
     #[arg(long, requires = "implementation")]
     pub no_verify: bool,
     /// Relative tolerance for floating-point outputs.
-    #[arg(long, default_value_t = 1e-9, requires = "implementation")]
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "implementation")]
     pub tolerance: f64,
 }
+
+/// Floating-point outputs of a candidate may differ this much (relative)
+/// from the original's: reassociation under other flags, not wrong results.
+pub const DEFAULT_TOLERANCE: f64 = 1e-9;
 
 impl CandidateArgs {
     pub fn source(

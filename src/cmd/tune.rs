@@ -1,5 +1,7 @@
 //! `tdg tune SPEC --impl kernel.c --param NB=16:256:8 ...`: search the
-//! kernel's compile-time parameters with the generated driver as objective.
+//! kernel's compile-time parameters with the generated driver as objective,
+//! or, for a spec with a `checkpoint` clause, with the kernel run as a
+//! candidate in restored copies of the application's image.
 use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
@@ -44,13 +46,30 @@ pub struct Args {
     pub cflags: String,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Stop a driver run after this many seconds.
+    /// Stop a driver run (or one restore) after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
+    #[arg(long)]
+    pub default_driver: bool,
+    /// More C files for the candidate (checkpoint tuning).
+    #[arg(long = "extra", value_name = "FILE")]
+    pub extra: Vec<PathBuf>,
+    /// Skip verifying each configuration against the application's code on
+    /// the image (checkpoint tuning).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Relative tolerance for floating-point outputs (checkpoint tuning).
+    #[arg(long, default_value_t = super::checkpoint::DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
 }
+
+/// Restored copies per configuration when --samples is not given: each is
+/// one call on the application's data, so a median of 7 is steady.
+const CHECKPOINT_SAMPLES: u32 = 7;
 
 pub fn run(args: Args) -> CmdResult {
     let params = args
@@ -155,13 +174,50 @@ pub fn run(args: Args) -> CmdResult {
             eprintln!("tdg tune: start {}", s.reason);
         }
     }
-    let mut objective = tune::DriverObjective {
-        spec: &spec,
-        impl_c: args.implementation.clone(),
-        base,
+    let mut driver_objective;
+    let mut checkpoint_objective;
+    let objective: &mut dyn tune::Objective = match (&spec.checkpoint, args.default_driver) {
+        (Some(clause), false) => {
+            let image = checkpoint::clause_image(clause, super::run::spec_dir(&args.spec))?;
+            let timer = checkpoint::ImageTimer::open(
+                &image,
+                &checkpoint::TimeOptions {
+                    timeout: Duration::from_secs(args.timeout),
+                    ..Default::default()
+                },
+            )?;
+            if !args.json {
+                eprintln!(
+                    "tdg tune: every configuration runs in restored copies of {} (--default-driver for random data instead)",
+                    image.display()
+                );
+            }
+            checkpoint_objective = tune::CheckpointObjective::new(
+                timer,
+                checkpoint::CandidateSource {
+                    implementation: args.implementation.clone(),
+                    extra: args.extra.clone(),
+                    cflags: base.cflags.clone(),
+                    defines: base.defines.clone(),
+                    cc: args.cc.clone(),
+                },
+                base.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
+                !args.no_verify,
+                args.tolerance,
+            )?;
+            &mut checkpoint_objective
+        }
+        _ => {
+            driver_objective = tune::DriverObjective {
+                spec: &spec,
+                impl_c: args.implementation.clone(),
+                base,
+            };
+            &mut driver_objective
+        }
     };
     let mut bar = tune::progress::Bar::new(budget);
-    let tuner = tune::Tuner::new(&space, &mut objective, &mut bar, Some(log), budget);
+    let tuner = tune::Tuner::new(&space, objective, &mut bar, Some(log), budget);
     let outcome = if args.exhaustive {
         tuner.exhaustive()
     } else {

@@ -3,12 +3,14 @@
 //! start from the probe's effective cache sizes, then local search, every
 //! configuration built and timed at most once and logged as JSON lines.
 
+pub mod checkpoint;
 pub mod driver;
 pub mod model;
 pub mod progress;
 pub mod search;
 pub mod space;
 
+pub use checkpoint::CheckpointObjective;
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
 pub use search::{Evaluation, Measurement, Objective, Outcome, Progress, Tuner};

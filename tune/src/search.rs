@@ -22,6 +22,15 @@ pub struct Measurement {
 pub trait Objective {
     /// `values` are the parameter names and values to compile with.
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError>;
+
+    /// Evaluate one round of independent configurations together (default:
+    /// one after another). An objective may interleave them to share drift.
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        round.iter().map(|values| self.evaluate(values)).collect()
+    }
 }
 
 /// One line of the JSON log.
