@@ -5,7 +5,9 @@
  * MODE search: pointer-chasing search for a key in a 512 KiB linked list whose
  *              nodes lie in random order in memory (calls differ by key).
  * MODE sort:   insertion sort of a nearly-sorted 256 KiB array (a few local
- *              swaps per call), which exits each inner loop almost at once.
+ *              swaps per call), which exits each inner loop almost at once;
+ *              called through TDG_ROUTINE, so a restored copy can run a
+ *              candidate isort instead.
  * MODE pair:   the search, marked with tdg_enter_checkpoint/tdg_stop_checkpoint.
  * MODE tcp:    holds an established loopback TCP connection, then searches.
  * MODE input:  keeps INFILE open read-only, then searches.
@@ -156,7 +158,7 @@ int main(int argc, char **argv)
                 arr[i + 1] = t;
             }
             tdg_region_begin("sort");
-            PROFILED("sort", "call:i,n:i", isort(arr, SORT_N), call, SORT_N);
+            PROFILED("sort", "call:i,n:i", TDG_ROUTINE("sort", isort)(arr, SORT_N), call, SORT_N);
             tdg_region_end("sort");
             result = arr[SORT_N / 2];
         } else {
