@@ -39,15 +39,21 @@ struct CaptureArgs {
     /// Checkpoint this many calls before the timed one (0: immediate).
     #[arg(long, default_value_t = 0, conflicts_with = "auto_delay")]
     delay: u64,
-    /// Try delays 0, 1, 2, ... until successive medians agree within --threshold.
+    /// Try delays 0, 1, 2, 4, 8, ... until two successive medians agree within
+    /// --threshold and a much larger delay confirms it (or, with --inapp-runs,
+    /// until one is within --threshold of the in-app median).
     #[arg(long)]
     auto_delay: bool,
     /// Relative agreement that ends --auto-delay.
     #[arg(long, default_value_t = 0.05, requires = "auto_delay")]
     threshold: f64,
-    /// Largest delay --auto-delay tries.
-    #[arg(long, default_value_t = 8, requires = "auto_delay")]
+    /// Largest delay --auto-delay tries (capped at --call - 1).
+    #[arg(long, default_value_t = 64, requires = "auto_delay")]
     max_delay: u64,
+    /// Time the call in this many plain runs first and choose the smallest
+    /// delay that reproduces the in-app median (0: plateau rule only).
+    #[arg(long, default_value_t = 0, requires = "auto_delay")]
+    inapp_runs: usize,
     /// Restores per delay for --auto-delay.
     #[arg(long, default_value_t = 11, requires = "auto_delay")]
     samples: usize,
@@ -223,6 +229,7 @@ fn capture(a: CaptureArgs) -> CmdResult {
                 samples: a.samples,
                 threshold: a.threshold,
                 max_delay: a.max_delay,
+                in_app_runs: a.inapp_runs,
                 // A restored copy is the application too: same limit.
                 time: checkpoint::TimeOptions {
                     timeout: Duration::from_secs(a.timeout),
