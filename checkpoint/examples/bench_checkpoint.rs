@@ -102,6 +102,23 @@ fn main() {
             }),
         },
     ];
+    // Region-timing overhead: an empty region and a ~200 ns one, plain runs
+    // against restored copies (each copy measures and subtracts its own
+    // empty-region cost).
+    for (name, site) in [
+        ("datasens empty region", "empty"),
+        ("datasens ~200 ns region", "short"),
+    ] {
+        cases.push(Case {
+            name,
+            command: vec![datasens.clone().into(), "tiny".into(), out.clone().into()],
+            site,
+            call: 8,
+            delay: 3,
+            default_driver: None,
+            candidate: None,
+        });
+    }
     let deps = std::env::var_os("TDG_DEPS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));

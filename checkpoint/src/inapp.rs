@@ -47,6 +47,7 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
         toolchain::scratch_dir("tdg-inapp").map_err(io_err("cannot create a scratch directory"))?;
     let report = scratch.path().join("region-times.txt");
     let mut walls = Vec::with_capacity(req.runs);
+    let tsc_ghz = crate::tsc::region_tsc_ghz();
     for _ in 0..req.runs {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -59,6 +60,10 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
         match &req.site {
             Some(s) => cmd.env(env::SITE, s),
             None => cmd.env_remove(env::SITE),
+        };
+        match tsc_ghz {
+            Some(g) => cmd.env(env::TSC_GHZ, g.to_string()),
+            None => cmd.env_remove(env::TSC_GHZ),
         };
         let started = Instant::now();
         toolchain::run(&mut cmd, req.timeout)?;

@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod restore;
 pub mod stats;
 pub mod timing;
+pub mod tsc;
 
 pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
 pub use candidate::{build_candidate, compare_outputs, CandidateSource, Mismatch};

@@ -87,6 +87,8 @@ pub struct RestorePlan {
     pub setsid: PathBuf,
     pub result_channel: String,
     pub control_channel: Option<String>,
+    /// Passed to every copy for TSC region timing (None: clock_gettime).
+    pub tsc_ghz: Option<f64>,
     pub substitutes: Vec<InheritedDescriptor>,
     /// The application held a terminal: give CRIU a fresh one to restore
     /// the session onto (`--shell-job` takes it from the restorer's stdin).
@@ -117,6 +119,7 @@ impl RestorePlan {
             setsid: find_util_linux("setsid")?,
             result_channel: manifest.capture.result_channel.clone(),
             control_channel: manifest.capture.control_channel.clone(),
+            tsc_ghz: crate::tsc::region_tsc_ghz(),
             substitutes: restore_substitutes(&manifest.capture)
                 .into_iter()
                 .filter(|s| !s.key.starts_with("tty["))
@@ -206,7 +209,11 @@ impl RestorePlan {
         let (result_read, result_write) = pipe()?;
         let mut passed: Vec<OwnedFd> = vec![result_write];
         if self.control_channel.is_some() {
-            passed.push(control_pipe(&instructions.render())?);
+            let tsc = self
+                .tsc_ghz
+                .map(|g| format!("tsc_ghz={g}\n"))
+                .unwrap_or_default();
+            passed.push(control_pipe(&format!("{tsc}{}", instructions.render()))?);
         }
         for _ in &self.substitutes {
             passed.push(open_dev_null()?);
