@@ -61,6 +61,7 @@
 #define ENV_CALL "TDG_REGION_CALL"
 #define ENV_REPORT "TDG_REGION_REPORT"
 #define ENV_TSC_GHZ "TDG_TSC_GHZ"
+#define ENV_SITES "TDG_REGION_SITES"
 
 #define CAPTURE_INFO "tdg-capture.txt"
 #define DUMP_LOG "dump.log"
@@ -68,6 +69,9 @@
  * restore never clashes with the application's own descriptors. */
 #define RESULT_FD_MIN 1000
 #define MAX_OUTPUTS 16
+/* `tdg checkpoint sites`: distinct sites and per-call times kept. */
+#define CENSUS_SITES 64
+#define CENSUS_CALLS (1 << 20)
 /* Back-to-back TSC read pairs whose minimum is the empty-region cost. */
 #define OVERHEAD_PAIRS 101
 
@@ -111,7 +115,31 @@ static struct {
     } outputs[MAX_OUTPUTS];
     int n_outputs;
     bool outputs_stale; /* the region ended since they were registered */
+    const char *census; /* `tdg checkpoint sites`: write every call's time here at exit */
 } g = {.result_fd = -1};
+
+/* The census of every marked site (one plain run under `tdg checkpoint
+ * sites`): each call's time, written out at exit. */
+static struct {
+    struct census_site {
+        char name[128];
+        int depth;       /* recursion: only the outermost call is timed */
+        long calls;
+        unsigned long long t0;
+        struct timespec c0;
+    } sites[CENSUS_SITES];
+    int n_sites;
+    struct census_call {
+        int site;
+        long call;
+        long long ns;
+    } *calls;
+    long n_calls;
+    bool overflow;
+    bool calibrated; /* the empty-region cost is measured */
+} census;
+
+static void write_census(void);
 
 static void read_environment(void)
 {
@@ -139,7 +167,15 @@ static void read_environment(void)
         g.delay = 0;
     s = getenv(ENV_TSC_GHZ);
     g.tsc_ghz = (s && *s) ? strtod(s, NULL) : 0.0;
+
     g.markers_on = g.image != NULL || g.report != NULL;
+    g.census = getenv(ENV_SITES);
+    if (g.census && !*g.census)
+        g.census = NULL;
+    if (g.census) {
+        g.markers_on = true;
+        atexit(write_census);
+    }
 }
 
 static inline void now(struct timespec *t)
@@ -636,6 +672,72 @@ static void region_finished(const struct region_end *t)
         append_report(ns, cpu_ns);
 }
 
+static struct census_site *census_site(const char *site)
+{
+    for (int i = 0; i < census.n_sites; i++)
+        if (strcmp(census.sites[i].name, site) == 0)
+            return &census.sites[i];
+    if (census.n_sites == CENSUS_SITES)
+        return NULL;
+    snprintf(census.sites[census.n_sites].name, sizeof census.sites[0].name, "%s", site);
+    return &census.sites[census.n_sites++];
+}
+
+static void census_begin(const char *site)
+{
+    struct census_site *c = census_site(site);
+    if (!census.calibrated) {
+        measure_overhead();
+        census.calibrated = true;
+    }
+    if (!c || c->depth++ > 0)
+        return;
+    c->calls++;
+    if (use_tsc())
+        c->t0 = tsc_begin();
+    else
+        now(&c->c0);
+}
+
+static void census_end(const char *site, const struct region_end *t)
+{
+    struct census_site *c = census_site(site);
+    long long ns;
+    if (!c || c->depth == 0 || --c->depth > 0)
+        return;
+    if (use_tsc()) {
+        unsigned long long ticks = t->tsc - c->t0;
+        ticks = ticks > g.overhead ? ticks - g.overhead : 0;
+        ns = (long long)((double)ticks / g.tsc_ghz + 0.5);
+    } else {
+        ns = elapsed_ns(&c->c0, &t->clock);
+    }
+    if (!census.calls)
+        census.calls = malloc(sizeof *census.calls * CENSUS_CALLS);
+    if (!census.calls || census.n_calls == CENSUS_CALLS) {
+        census.overflow = true;
+        return;
+    }
+    census.calls[census.n_calls++] = (struct census_call){(int)(c - census.sites), c->calls, ns};
+}
+
+/* At exit: `site NAME` lines, then `call SITE_INDEX CALL NS` per call. */
+static void write_census(void)
+{
+    FILE *f = fopen(g.census, "w");
+    if (!f) {
+        complain("cannot write the site census to %s", g.census);
+        return;
+    }
+    for (int i = 0; i < census.n_sites; i++)
+        fprintf(f, "site %s\n", census.sites[i].name);
+    for (long i = 0; i < census.n_calls; i++)
+        fprintf(f, "call %d %ld %lld\n", census.calls[i].site, census.calls[i].call, census.calls[i].ns);
+    if (census.overflow)
+        fprintf(f, "overflow\n");
+    fclose(f);
+}
+
 int tdg_enter_checkpoint(const char *image_dir)
 {
     const char *image;
@@ -673,6 +775,10 @@ void tdg_region_begin(const char *site)
         read_environment();
     if (!g.markers_on || !site)
         return;
+    if (g.census) {
+        census_begin(site);
+        return;
+    }
     if (g.site_any) {
         snprintf(g.site, sizeof g.site, "%s", site);
         g.site_any = false;
@@ -697,8 +803,12 @@ void tdg_region_begin(const char *site)
 void tdg_region_end(const char *site)
 {
     struct region_end t = {0, {0, 0}};
-    if (g.timing_depth > 0)
+    if (g.timing_depth > 0 || g.census)
         read_region_end(&t);
+    if (g.census && site) {
+        census_end(site, &t);
+        return;
+    }
     if (!g.markers_on || !site || strcmp(site, g.site) != 0)
         return;
     if (g.timing_depth <= 0) {

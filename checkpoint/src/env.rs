@@ -19,4 +19,9 @@ pub const REPORT: &str = "TDG_REGION_REPORT";
 /// Plain run: TSC ticks per ns for region timing (absent: clock_gettime).
 pub const TSC_GHZ: &str = "TDG_TSC_GHZ";
 
-pub const ALL: [&str; 8] = [IMAGE, CRIU, LIBCRIU, DELAY, SITE, CALL, REPORT, TSC_GHZ];
+/// One plain run: write every marked call's time here at exit (`sites`).
+pub const SITES: &str = "TDG_REGION_SITES";
+
+pub const ALL: [&str; 9] = [
+    IMAGE, CRIU, LIBCRIU, DELAY, SITE, CALL, REPORT, TSC_GHZ, SITES,
+];

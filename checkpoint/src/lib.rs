@@ -21,6 +21,7 @@ pub mod inapp;
 pub mod inherited;
 pub mod manifest;
 pub mod restore;
+pub mod sites;
 pub mod stats;
 pub mod timing;
 pub mod tsc;
@@ -35,6 +36,7 @@ pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
 pub use restore::{Candidate, CopyInstructions};
+pub use sites::{list_sites, SitesReport};
 pub use stats::SampleStats;
 pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, TimeOptions, TimingReport,

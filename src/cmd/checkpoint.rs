@@ -23,6 +23,19 @@ enum Action {
     Inapp(InAppArgs),
     /// Write tdg_checkpoint.h and tdg_checkpoint.c (the host library) into a directory.
     Lib(LibArgs),
+    /// Run the application once and list every marked site: calls and per-call times.
+    Sites(SitesArgs),
+}
+
+#[derive(clap::Args)]
+struct SitesArgs {
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    #[arg(long)]
+    json: bool,
+    /// The application and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
 }
 
 #[derive(clap::Args)]
@@ -208,7 +221,18 @@ pub fn run(args: Args) -> CmdResult {
         Action::Time(a) => time(a),
         Action::Inapp(a) => inapp(a),
         Action::Lib(a) => lib(a),
+        Action::Sites(a) => sites(a),
     }
+}
+
+fn sites(a: SitesArgs) -> CmdResult {
+    let report = checkpoint::list_sites(&a.command, Some(Duration::from_secs(a.timeout)))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn capture(a: CaptureArgs) -> CmdResult {

@@ -51,7 +51,7 @@ void isort(long *a, int n);
 #define SORT_N (1 << 15)
 #define BALLAST (16 << 20)
 #ifndef SHORT_STEPS
-#define SHORT_STEPS 200
+#define SHORT_STEPS 300
 #endif
 
 struct node {
