@@ -820,7 +820,7 @@ void tdg_region_end(const char *site)
     region_finished(&t);
 }
 
-void *tdg_routine(const char *site, const char *symbol, void *original)
+void *tdg_redirect(const char *site, const char *symbol, void *original)
 {
     static const char *cached_symbol;
     static void *cached;

@@ -29,7 +29,7 @@
  *     application's own function (one load and a predictable branch). In a
  *     restored copy that `tdg checkpoint time --impl K.c` told to load K.c's
  *     shared object, it yields K.c's function of the same name. Generated
- *     interposition shims call tdg_routine() directly with the original's
+ *     interposition shims call tdg_redirect() directly with the original's
  *     address. Link the application with -rdynamic so a candidate can use the
  *     application's globals and helpers.
  *
@@ -60,7 +60,7 @@ void tdg_region_end(const char *site);
 
 /* The function to call for `symbol` at `site`: `original` unless this is a
  * restored copy whose candidate defines `symbol`. */
-void *tdg_routine(const char *site, const char *symbol, void *original);
+void *tdg_redirect(const char *site, const char *symbol, void *original);
 
 /* Element kinds of an output, for comparing candidate and original. */
 #define TDG_OUTPUT_BYTES 0
@@ -70,7 +70,7 @@ void *tdg_routine(const char *site, const char *symbol, void *original);
 void tdg_region_output(const char *site, const void *data, unsigned long count,
                        unsigned long elem_size, int kind);
 
-#define TDG_ROUTINE(site, fn) ((__typeof__(&(fn)))tdg_routine((site), #fn, (void *)(fn)))
+#define TDG_ROUTINE(site, fn) ((__typeof__(&(fn)))tdg_redirect((site), #fn, (void *)(fn)))
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #define TDG_OUTPUT_KIND(x)                                                                     \
