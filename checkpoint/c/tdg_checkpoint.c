@@ -107,6 +107,7 @@ static struct {
     unsigned long long overhead;  /* empty-region cost in TSC ticks */
     struct timespec cpu0;   /* this thread's CPU time at the region's start */
     void *candidate;        /* restored copy: the candidate's shared object */
+    bool candidate_ran;     /* a TDG_ROUTINE call of the timed site went to it */
     char outputs_path[PATH_MAX]; /* restored copy: where to write the outputs */
     struct output {
         const void *data;
@@ -614,6 +615,9 @@ static void finish_restored_copy(long long ns, long long cpu_ns)
 {
     char line[96];
     signal(SIGPIPE, SIG_IGN);
+    if (g.candidate && !g.candidate_ran)
+        fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
+                  "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
     write_outputs();
     snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f\n", ns, cpu_ns,
              use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0);
@@ -829,6 +833,7 @@ void *tdg_redirect(const char *site, const char *symbol, void *original)
         return original;
     if (!site || strcmp(site, g.site) != 0)
         return original;
+    g.candidate_ran = true;
     if (symbol == cached_symbol)
         return cached;
     found = dlsym(g.candidate, symbol);
