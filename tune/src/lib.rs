@@ -1,5 +1,6 @@
 //! Searches implementation parameters (macros a kernel is compiled with)
-//! with the generated timing driver as the objective: a model-predicted
+//! with the generated timing driver, or restored copies of an application's
+//! checkpoint ([`CheckpointObjective`]), as the objective: a model-predicted
 //! start from the probe's effective cache sizes, then local search, every
 //! configuration built and timed at most once and logged as JSON lines.
 
