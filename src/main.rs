@@ -45,7 +45,8 @@ enum Command {
     /// Measure cache sizes, latencies and timer properties of this machine.
     Probe(cmd::probe::Args),
     /// Search implementation parameters with the driver as the objective.
-    Tune(cmd::tune::Args),
+    // Boxed: its campaign and checkpoint options make it far larger than the others.
+    Tune(Box<cmd::tune::Args>),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
         Command::Checkpoint(a) => cmd::checkpoint::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Probe(a) => cmd::probe::run(a),
-        Command::Tune(a) => cmd::tune::run(a),
+        Command::Tune(a) => cmd::tune::run(*a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tdg", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

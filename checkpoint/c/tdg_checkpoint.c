@@ -15,6 +15,24 @@
  *   restore files that will change later (outputs, pipes, terminals).
  * - The copy ends with _exit() so the application's atexit handlers and stdio
  *   buffers cannot write output a second time.
+ * - A restored copy is told what to run through a second inherited pipe, the
+ *   control pipe (its environment is the original's, frozen in the image):
+ *   tdg writes `candidate=K.so` and `outputs=FILE` lines and closes its end
+ *   before the restore, so the copy reads them at once and then EOF. The copy
+ *   dlopen()s the candidate with RTLD_NOW, so a symbol neither the candidate
+ *   nor the application (-rdynamic) defines fails there, named by dlerror().
+ * - Regions are timed with the serialised TSC when tdg passes its rate
+ *   (TDG_TSC_GHZ in plain runs, `tsc_ghz=` on the control pipe in a copy):
+ *   clock_gettime goes through the vDSO, which a restored copy reaches
+ *   through CRIU's trampolines, so an empty region read ~120 ns plain and
+ *   ~160 ns restored. The process that times the call first measures its
+ *   own empty-region cost (back-to-back reads, the minimum of many) and
+ *   subtracts it, so plain runs and copies mean the same thing. Without a
+ *   rate (an image captured by an older library) CLOCK_MONOTONIC_RAW is used.
+ *   CPU time is read outside the timed window.
+ * - A copy catches the fatal signals and reports the signal and the phase
+ *   (delay call k of K, or the timed call) on the result pipe before dying:
+ *   a crashing candidate is a finding, not a lost sample.
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
@@ -42,12 +60,20 @@
 #define ENV_SITE "TDG_REGION_SITE"
 #define ENV_CALL "TDG_REGION_CALL"
 #define ENV_REPORT "TDG_REGION_REPORT"
+#define ENV_TSC_GHZ "TDG_TSC_GHZ"
+#define ENV_SITES "TDG_REGION_SITES"
 
 #define CAPTURE_INFO "tdg-capture.txt"
 #define DUMP_LOG "dump.log"
 /* The write end of the result pipe sits at a fixed, unlikely descriptor so a
  * restore never clashes with the application's own descriptors. */
 #define RESULT_FD_MIN 1000
+#define MAX_OUTPUTS 16
+/* `tdg checkpoint sites`: distinct sites and per-call times kept. */
+#define CENSUS_SITES 64
+#define CENSUS_CALLS (1 << 20)
+/* Back-to-back TSC read pairs whose minimum is the empty-region cost. */
+#define OVERHEAD_PAIRS 101
 
 /* libcriu entry points (signatures from criu.h, stable since CRIU 2.x). */
 struct criu_api {
@@ -76,8 +102,45 @@ static struct {
     int timing_depth;  /* >0 while inside the timed call */
     int result_fd;
     struct timespec t0;     /* wall clock at the region's start */
+    double tsc_ghz;         /* TSC ticks per ns; 0: time with clock_gettime */
+    unsigned long long tsc0;      /* TSC at the region's start */
+    unsigned long long overhead;  /* empty-region cost in TSC ticks */
     struct timespec cpu0;   /* this thread's CPU time at the region's start */
+    void *candidate;        /* restored copy: the candidate's shared object */
+    bool candidate_ran;     /* a TDG_ROUTINE call of the timed site went to it */
+    char outputs_path[PATH_MAX]; /* restored copy: where to write the outputs */
+    struct output {
+        const void *data;
+        unsigned long count, elem_size;
+        int kind;
+    } outputs[MAX_OUTPUTS];
+    int n_outputs;
+    bool outputs_stale; /* the region ended since they were registered */
+    const char *census; /* `tdg checkpoint sites`: write every call's time here at exit */
 } g = {.result_fd = -1};
+
+/* The census of every marked site (one plain run under `tdg checkpoint
+ * sites`): each call's time, written out at exit. */
+static struct {
+    struct census_site {
+        char name[128];
+        int depth;       /* recursion: only the outermost call is timed */
+        long calls;
+        unsigned long long t0;
+        struct timespec c0;
+    } sites[CENSUS_SITES];
+    int n_sites;
+    struct census_call {
+        int site;
+        long call;
+        long long ns;
+    } *calls;
+    long n_calls;
+    bool overflow;
+    bool calibrated; /* the empty-region cost is measured */
+} census;
+
+static void write_census(void);
 
 static void read_environment(void)
 {
@@ -103,12 +166,81 @@ static void read_environment(void)
         g.call = 1;
     if (g.delay < 0)
         g.delay = 0;
+    s = getenv(ENV_TSC_GHZ);
+    g.tsc_ghz = (s && *s) ? strtod(s, NULL) : 0.0;
+
     g.markers_on = g.image != NULL || g.report != NULL;
+    g.census = getenv(ENV_SITES);
+    if (g.census && !*g.census)
+        g.census = NULL;
+    if (g.census) {
+        g.markers_on = true;
+        atexit(write_census);
+    }
 }
 
 static inline void now(struct timespec *t)
 {
     clock_gettime(CLOCK_MONOTONIC_RAW, t);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_TSC 1
+/* As the drivers read it: lfence on both sides of the start read keeps
+ * earlier work out and the region from starting early; rdtscp at the end
+ * waits for the region to retire, and the lfence after it keeps later work
+ * out. */
+static inline unsigned long long tsc_begin(void)
+{
+    unsigned lo, hi;
+    __asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+static inline unsigned long long tsc_end(void)
+{
+    unsigned lo, hi, aux;
+    __asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+    (void)aux;
+    return ((unsigned long long)hi << 32) | lo;
+}
+#else
+#define HAVE_TSC 0
+static inline unsigned long long tsc_begin(void) { return 0; }
+static inline unsigned long long tsc_end(void) { return 0; }
+#endif
+
+static bool use_tsc(void)
+{
+    return HAVE_TSC && g.tsc_ghz > 0.0;
+}
+
+/* Out of line, so a calibration pair pays the calls and returns an empty
+ * region pays between its two reads (leaving tdg_region_begin, entering
+ * tdg_region_end). */
+static __attribute__((noinline)) unsigned long long calibration_begin(void)
+{
+    return tsc_begin();
+}
+
+static __attribute__((noinline)) unsigned long long calibration_end(void)
+{
+    return tsc_end();
+}
+
+/* The cost of an empty region in this process (a restored copy measures its
+ * own): the fastest of many start/end pairs. */
+static void measure_overhead(void)
+{
+    unsigned long long best = ~0ULL;
+    if (!use_tsc())
+        return;
+    for (int i = 0; i < OVERHEAD_PAIRS; i++) {
+        unsigned long long t0 = calibration_begin(), t1 = calibration_end();
+        if (t1 - t0 < best)
+            best = t1 - t0;
+    }
+    g.overhead = best;
 }
 
 /* CPU time excludes the time the thread was preempted: on a shared machine
@@ -121,8 +253,13 @@ static inline void cpu_now(struct timespec *t)
 
 static void start_region_clocks(void)
 {
+    measure_overhead();
     cpu_now(&g.cpu0);
-    now(&g.t0); /* last, so reading the CPU clock is not timed */
+    /* last, so reading the CPU clock is not timed */
+    if (use_tsc())
+        g.tsc0 = tsc_begin();
+    else
+        now(&g.t0);
 }
 
 static long long elapsed_ns(const struct timespec *a, const struct timespec *b)
@@ -174,7 +311,7 @@ static bool load_libcriu(struct criu_api *api)
 /* Describe every open descriptor (number, open flags, target) so tdg can
  * decide how each is restored. Runs in the original right after the dump, so
  * the table is the one the image holds, minus the two descriptors used here. */
-static void write_descriptors(FILE *out, int skip1, int skip2)
+static void write_descriptors(FILE *out, int skip1, int skip2, int skip3)
 {
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
@@ -190,7 +327,7 @@ static void write_descriptors(FILE *out, int skip1, int skip2)
         if (e->d_name[0] == '.')
             continue;
         fd = atoi(e->d_name);
-        if (fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == fileno(out))
+        if (fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == skip3 || fd == fileno(out))
             continue;
         snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
         n = readlink(link, target, sizeof target - 1);
@@ -219,12 +356,113 @@ static void write_descriptors(FILE *out, int skip1, int skip2)
     closedir(d);
 }
 
+/* The read end of the control pipe, at a high descriptor like the result
+ * pipe; the write end is closed, so a restore that passes nothing reads EOF. */
+static int open_control_pipe(struct stat *st)
+{
+    int p[2], fd;
+    if (pipe(p) < 0)
+        return -1;
+    fd = fcntl(p[0], F_DUPFD, RESULT_FD_MIN);
+    if (fd < 0)
+        fd = dup(p[0]);
+    close(p[0]);
+    close(p[1]);
+    if (fd >= 0 && fstat(fd, st) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Restored copy: report one line on the result pipe. */
+static void report_line(const char *line)
+{
+    size_t len = strlen(line);
+    if (g.result_fd >= 0 && write(g.result_fd, line, len) != (ssize_t)len)
+        _exit(3);
+}
+
+/* Restored copy: report why it cannot run and end (the image is untouched). */
+static void fail_copy(const char *what, const char *detail)
+{
+    char line[PATH_MAX + 512];
+    snprintf(line, sizeof line, "error=%s%s\n", what, detail);
+    for (char *c = line; c[0] && c[1]; c++)
+        if (*c == '\n')
+            *c = ' ';
+    report_line(line);
+    _exit(4);
+}
+
+/* Which call of the site the copy is in, for a crash report. */
+static const char *phase(char *buf, size_t size)
+{
+    long first = g.call - g.delay; /* the call the checkpoint was taken at */
+    if (g.site[0] == '\0' || g.count >= g.call || g.timing_depth > 0)
+        snprintf(buf, size, "the timed call");
+    else
+        snprintf(buf, size, "delay call %ld of %ld", g.count - first + 1, g.delay);
+    return buf;
+}
+
+static void on_fatal_signal(int sig)
+{
+    /* snprintf is not async-signal-safe in general, but this copy dies next
+     * and holds no stdio lock in this single-threaded replay path. */
+    char line[160], where[64];
+    int len = snprintf(line, sizeof line, "crash=%d phase=%s\n", sig, phase(where, sizeof where));
+    if (len > 0 && g.result_fd >= 0 && write(g.result_fd, line, (size_t)len) < 0)
+        _exit(5);
+    _exit(5);
+}
+
+static void catch_fatal_signals(void)
+{
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        sigaction(fatal[i], &sa, NULL);
+}
+
+/* Restored copy: read tdg's instructions (until EOF) and act on them. */
+static void follow_control(int fd)
+{
+    char text[2 * PATH_MAX + 64], *line, *save = NULL;
+    size_t used = 0;
+    ssize_t n;
+    while (used < sizeof text - 1 && (n = read(fd, text + used, sizeof text - 1 - used)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        used += (size_t)n;
+    }
+    text[used] = '\0';
+    close(fd);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "outputs=", 8) == 0) {
+            snprintf(g.outputs_path, sizeof g.outputs_path, "%s", line + 8);
+        } else if (strncmp(line, "tsc_ghz=", 8) == 0) {
+            g.tsc_ghz = strtod(line + 8, NULL);
+        } else if (strncmp(line, "candidate=", 10) == 0) {
+            g.candidate = dlopen(line + 10, RTLD_NOW | RTLD_LOCAL);
+            if (!g.candidate)
+                fail_copy("cannot be loaded: ", dlerror());
+        }
+    }
+}
+
 static int checkpoint_here(const char *image, bool pair_api)
 {
     struct criu_api api;
     const char *criu = getenv(ENV_CRIU);
-    int pipefd[2], dirfd_img, ret, result_fd, saved_errno;
-    struct stat st;
+    int pipefd[2], dirfd_img, ret, result_fd, control_fd, saved_errno;
+    struct stat st, control_st;
     char exe[PATH_MAX];
     ssize_t n;
     FILE *info;
@@ -255,9 +493,16 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
     }
+    control_fd = open_control_pipe(&control_st);
+    if (control_fd < 0) {
+        close(result_fd);
+        close(dirfd_img);
+        return TDG_CHECKPOINT_ERROR;
+    }
 
     if (api.init_opts() < 0) {
         complain("criu_init_opts failed%s", "");
+        close(control_fd);
         close(result_fd);
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
@@ -280,6 +525,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         g.restored = true;
         g.result_fd = result_fd;
         close(dirfd_img);
+        catch_fatal_signals();
+        follow_control(control_fd);
         if (pair_api) {
             g.timing_depth = 1;
             start_region_clocks();
@@ -314,9 +561,12 @@ static int checkpoint_here(const char *image, bool pair_api)
         }
         fprintf(info, "result_fd=%d\n", result_fd);
         fprintf(info, "result_channel=pipe:[%lu]\n", (unsigned long)st.st_ino);
-        write_descriptors(info, dirfd_img, result_fd);
+        fprintf(info, "control_fd=%d\n", control_fd);
+        fprintf(info, "control_channel=pipe:[%lu]\n", (unsigned long)control_st.st_ino);
+        write_descriptors(info, dirfd_img, result_fd, control_fd);
         fclose(info);
     }
+    close(control_fd);
     close(result_fd);
     close(dirfd_img);
     if (ret < 0) {
@@ -331,14 +581,47 @@ static int checkpoint_here(const char *image, bool pair_api)
     return TDG_CHECKPOINT_ORIGINAL;
 }
 
+/* Restored copy: the declared outputs, back to back, into the file tdg
+ * named, and one `output=` line each describing them. */
+static void write_outputs(void)
+{
+    char line[160];
+    int fd;
+    if (!g.outputs_path[0])
+        return;
+    fd = open(g.outputs_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fail_copy("could not write its outputs: ", strerror(errno));
+    for (int i = 0; i < g.n_outputs; i++) {
+        const struct output *o = &g.outputs[i];
+        const char *p = o->data;
+        size_t left = o->count * o->elem_size;
+        while (left > 0) {
+            ssize_t n = write(fd, p, left);
+            if (n <= 0)
+                fail_copy("could not write its outputs: ", strerror(errno));
+            p += n;
+            left -= (size_t)n;
+        }
+        snprintf(line, sizeof line, "output=%d count=%lu size=%lu kind=%d\n", i, o->count,
+                 o->elem_size, o->kind);
+        report_line(line);
+    }
+    close(fd);
+}
+
 /* In a restored copy: hand the region's time to tdg and end the copy. */
 static void finish_restored_copy(long long ns, long long cpu_ns)
 {
     char line[96];
-    int len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
     signal(SIGPIPE, SIG_IGN);
-    if (write(g.result_fd, line, (size_t)len) != len)
-        _exit(3);
+    if (g.candidate && !g.candidate_ran)
+        fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
+                  "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
+    write_outputs();
+    snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f\n", ns, cpu_ns,
+             use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0);
+    report_line(line);
     _exit(0);
 }
 
@@ -352,24 +635,111 @@ static void append_report(long long ns, long long cpu_ns)
         complain("cannot open %s for the region report", g.report);
         return;
     }
-    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld\n", ns, cpu_ns);
+    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f\n", ns, cpu_ns,
+                   use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0);
     if (write(fd, line, (size_t)len) != len)
         complain("short write to %s", g.report);
     close(fd);
 }
 
-static void region_finished(void)
+/* The end of the timed window: read first thing in the end marker, so its
+ * bookkeeping is not timed. */
+struct region_end {
+    unsigned long long tsc;
+    struct timespec clock;
+};
+
+static inline void read_region_end(struct region_end *t)
 {
-    struct timespec t1, cpu1;
+    if (use_tsc())
+        t->tsc = tsc_end();
+    else
+        now(&t->clock);
+}
+
+static void region_finished(const struct region_end *t)
+{
+    struct timespec cpu1;
     long long ns, cpu_ns;
-    now(&t1);
+    if (use_tsc()) {
+        unsigned long long ticks = t->tsc - g.tsc0;
+        ticks = ticks > g.overhead ? ticks - g.overhead : 0;
+        ns = (long long)((double)ticks / g.tsc_ghz + 0.5);
+    } else {
+        ns = elapsed_ns(&g.t0, &t->clock);
+    }
     cpu_now(&cpu1);
-    ns = elapsed_ns(&g.t0, &t1);
     cpu_ns = elapsed_ns(&g.cpu0, &cpu1);
     if (g.restored)
         finish_restored_copy(ns, cpu_ns);
     if (g.report)
         append_report(ns, cpu_ns);
+}
+
+static struct census_site *census_site(const char *site)
+{
+    for (int i = 0; i < census.n_sites; i++)
+        if (strcmp(census.sites[i].name, site) == 0)
+            return &census.sites[i];
+    if (census.n_sites == CENSUS_SITES)
+        return NULL;
+    snprintf(census.sites[census.n_sites].name, sizeof census.sites[0].name, "%s", site);
+    return &census.sites[census.n_sites++];
+}
+
+static void census_begin(const char *site)
+{
+    struct census_site *c = census_site(site);
+    if (!census.calibrated) {
+        measure_overhead();
+        census.calibrated = true;
+    }
+    if (!c || c->depth++ > 0)
+        return;
+    c->calls++;
+    if (use_tsc())
+        c->t0 = tsc_begin();
+    else
+        now(&c->c0);
+}
+
+static void census_end(const char *site, const struct region_end *t)
+{
+    struct census_site *c = census_site(site);
+    long long ns;
+    if (!c || c->depth == 0 || --c->depth > 0)
+        return;
+    if (use_tsc()) {
+        unsigned long long ticks = t->tsc - c->t0;
+        ticks = ticks > g.overhead ? ticks - g.overhead : 0;
+        ns = (long long)((double)ticks / g.tsc_ghz + 0.5);
+    } else {
+        ns = elapsed_ns(&c->c0, &t->clock);
+    }
+    if (!census.calls)
+        census.calls = malloc(sizeof *census.calls * CENSUS_CALLS);
+    if (!census.calls || census.n_calls == CENSUS_CALLS) {
+        census.overflow = true;
+        return;
+    }
+    census.calls[census.n_calls++] = (struct census_call){(int)(c - census.sites), c->calls, ns};
+}
+
+/* At exit: `site NAME` lines, then `call SITE_INDEX CALL NS` per call. */
+static void write_census(void)
+{
+    FILE *f = fopen(g.census, "w");
+    if (!f) {
+        complain("cannot write the site census to %s", g.census);
+        return;
+    }
+    for (int i = 0; i < census.n_sites; i++)
+        fprintf(f, "site %s\n", census.sites[i].name);
+    for (long i = 0; i < census.n_calls; i++)
+        fprintf(f, "call %d %ld %lld\n", census.calls[i].site, census.calls[i].call, census.calls[i].ns);
+    if (census.overflow)
+        fprintf(f, "overflow\n");
+    fclose(f);
 }
 
 int tdg_enter_checkpoint(const char *image_dir)
@@ -395,9 +765,11 @@ int tdg_enter_checkpoint(const char *image_dir)
 
 void tdg_stop_checkpoint(void)
 {
+    struct region_end t;
     if (g.timing_depth > 0) {
+        read_region_end(&t);
         g.timing_depth = 0;
-        region_finished();
+        region_finished(&t);
     }
 }
 
@@ -407,6 +779,10 @@ void tdg_region_begin(const char *site)
         read_environment();
     if (!g.markers_on || !site)
         return;
+    if (g.census) {
+        census_begin(site);
+        return;
+    }
     if (g.site_any) {
         snprintf(g.site, sizeof g.site, "%s", site);
         g.site_any = false;
@@ -430,9 +806,62 @@ void tdg_region_begin(const char *site)
 
 void tdg_region_end(const char *site)
 {
-    if (g.timing_depth <= 0 || !site || strcmp(site, g.site) != 0)
+    struct region_end t = {0, {0, 0}};
+    if (g.timing_depth > 0 || g.census)
+        read_region_end(&t);
+    if (g.census && site) {
+        census_end(site, &t);
         return;
+    }
+    if (!g.markers_on || !site || strcmp(site, g.site) != 0)
+        return;
+    if (g.timing_depth <= 0) {
+        g.outputs_stale = true;
+        return;
+    }
     if (--g.timing_depth > 0)
         return;
-    region_finished();
+    region_finished(&t);
+}
+
+void *tdg_redirect(const char *site, const char *symbol, void *original)
+{
+    static const char *cached_symbol;
+    static void *cached;
+    void *found;
+    if (!g.candidate)
+        return original;
+    if (!site || strcmp(site, g.site) != 0)
+        return original;
+    g.candidate_ran = true;
+    if (symbol == cached_symbol)
+        return cached;
+    found = dlsym(g.candidate, symbol);
+    if (!found) {
+        char detail[320];
+        snprintf(detail, sizeof detail, "defines no `%s`, the function TDG_ROUTINE(\"%s\", %s) calls",
+                 symbol, site, symbol);
+        fail_copy("", detail);
+    }
+    cached_symbol = symbol;
+    cached = found;
+    return found;
+}
+
+void tdg_region_output(const char *site, const void *data, unsigned long count,
+                       unsigned long elem_size, int kind)
+{
+    if (!g.configured)
+        read_environment();
+    if (!g.markers_on || !site || (!g.site_any && strcmp(site, g.site) != 0))
+        return;
+    if (g.outputs_stale) {
+        g.n_outputs = 0;
+        g.outputs_stale = false;
+    }
+    if (g.n_outputs == MAX_OUTPUTS) {
+        complain("more than 16 outputs declared for region %s; the rest are not verified", site);
+        return;
+    }
+    g.outputs[g.n_outputs++] = (struct output){data, count, elem_size, kind};
 }

@@ -2,14 +2,18 @@
 //!
 //! For each routine: plain whole runs of the application (the in-app
 //! reference and the "whole run" cost), restores of a delayed and an
-//! immediate image, and the default driver where a spec can describe the
-//! data, all interleaved in rounds in one process so the shared machine's
+//! immediate image, restores of the delayed image running a candidate
+//! implementation (built from the routine's own source, so its region time
+//! must match the delayed column and its cost shows what loading a candidate
+//! adds), and the default driver where a spec can describe the data, all
+//! interleaved in rounds in one process so the shared machine's
 //! noise falls on every column alike. Figures are medians; ratios compare
 //! columns measured side by side.
 
 use checkpoint::stats::human_ns;
 use checkpoint::{
-    capture, measure_in_app, time_image, CaptureRequest, InAppRequest, SampleStats, TimeOptions,
+    build_candidate, capture, measure_in_app, time_image, CandidateSource, CaptureRequest,
+    InAppRequest, SampleStats, TimeOptions,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,9 @@ struct Case {
     delay: u64,
     /// (spec, implementation) of a default driver for the routine, if a spec can describe its data.
     default_driver: Option<(PathBuf, PathBuf)>,
+    /// The routine's own source as a candidate, if the application calls it
+    /// through TDG_ROUTINE.
+    candidate: Option<CandidateSource>,
 }
 
 #[derive(Default)]
@@ -46,6 +53,7 @@ struct Row {
     delayed: Column,
     immediate: Column,
     driver: Option<Column>,
+    candidate: Option<Column>,
     capture_ms: f64,
     image_mib: f64,
 }
@@ -75,6 +83,7 @@ fn main() {
             call: 8,
             delay: 3,
             default_driver: None,
+            candidate: None,
         },
         Case {
             name: "datasens sort (nearly sorted)",
@@ -86,8 +95,30 @@ fn main() {
                 Path::new(APPS).join("isort.spec"),
                 Path::new(APPS).join("isort.c"),
             )),
+            candidate: Some(CandidateSource {
+                implementation: Path::new(APPS).join("isort.c"),
+                cflags: vec!["-O2".into()],
+                ..Default::default()
+            }),
         },
     ];
+    // Region-timing overhead: an empty region and a ~200 ns one, plain runs
+    // against restored copies (each copy measures and subtracts its own
+    // empty-region cost).
+    for (name, site) in [
+        ("datasens empty region", "empty"),
+        ("datasens ~200 ns region", "short"),
+    ] {
+        cases.push(Case {
+            name,
+            command: vec![datasens.clone().into(), "tiny".into(), out.clone().into()],
+            site,
+            call: 8,
+            delay: 3,
+            default_driver: None,
+            candidate: None,
+        });
+    }
     let deps = std::env::var_os("TDG_DEPS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));
@@ -102,6 +133,12 @@ fn main() {
             call: 550,
             delay: 3,
             default_driver: None,
+            candidate: Some(CandidateSource {
+                implementation: Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("apps/bzip2-mainQSort3-candidate.c"),
+                cflags: vec!["-O2".into(), format!("-I{}", bz.join("src").display())],
+                ..Default::default()
+            }),
         });
     } else {
         eprintln!(
@@ -139,6 +176,7 @@ fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usiz
             call,
             delay: case.delay,
             default_driver: None,
+            candidate: None,
         };
         let row = bench_case(&c, criu, images, 1, samples);
         let base = Column::med(&row.in_app.region_wall);
@@ -202,12 +240,19 @@ fn bench_case(
         criu: Some(criu.clone()),
         ..Default::default()
     };
+    let candidate_opts = case.candidate.as_ref().map(|source| TimeOptions {
+        candidate: Some(
+            build_candidate(source, images, case.site).unwrap_or_else(|e| fail(&e.to_string())),
+        ),
+        ..opts.clone()
+    });
     let mut row = Row {
         name: case.name,
         in_app: Column::default(),
         delayed: Column::default(),
         immediate: Column::default(),
         driver: built.as_ref().map(|_| Column::default()),
+        candidate: candidate_opts.as_ref().map(|_| Column::default()),
         capture_ms,
         image_mib,
     };
@@ -233,6 +278,14 @@ fn bench_case(
             (&immediate_img, &mut row.immediate),
         ] {
             let t = time_image(img, &opts).unwrap_or_else(|e| fail(&e.to_string()));
+            col.region_wall
+                .extend(t.samples_ns.iter().map(|&n| n as f64));
+            col.region_cpu
+                .extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
+            col.cost_ms.push(t.restore_wall_ms.median);
+        }
+        if let (Some(o), Some(col)) = (&candidate_opts, row.candidate.as_mut()) {
+            let t = time_image(&delayed_img, o).unwrap_or_else(|e| fail(&e.to_string()));
             col.region_wall
                 .extend(t.samples_ns.iter().map(|&n| n as f64));
             col.region_cpu
@@ -265,11 +318,12 @@ fn print_tables(rows: &[Row], n: usize) {
     println!();
     println!("Cost of one timing sample (wall time, median), as in seed 003 Table 1");
     println!(
-        "{:<34} {:>11} {:>13} {:>15} {:>15} {:>13} {:>8}",
+        "{:<34} {:>11} {:>13} {:>15} {:>24} {:>15} {:>13} {:>8}",
         "routine",
         "whole run",
         "delayed ckpt",
         "immediate ckpt",
+        "candidate (vs delayed)",
         "default driver",
         "capture once",
         "image"
@@ -280,12 +334,22 @@ fn print_tables(rows: &[Row], n: usize) {
             .as_ref()
             .map(|c| format!("{:.1} ms", Column::med(&c.cost_ms)))
             .unwrap_or_else(|| "n/a".into());
+        let delayed_cost = Column::med(&r.delayed.cost_ms);
+        let c = r
+            .candidate
+            .as_ref()
+            .map(|c| {
+                let v = Column::med(&c.cost_ms);
+                format!("{v:.1} ms ({:.2}x)", v / delayed_cost)
+            })
+            .unwrap_or_else(|| "n/a".into());
         println!(
-            "{:<34} {:>8.1} ms {:>10.1} ms {:>12.1} ms {:>15} {:>10.1} ms {:>4.1} MiB",
+            "{:<34} {:>8.1} ms {:>10.1} ms {:>12.1} ms {:>24} {:>15} {:>10.1} ms {:>4.1} MiB",
             r.name,
             Column::med(&r.in_app.cost_ms),
-            Column::med(&r.delayed.cost_ms),
+            delayed_cost,
             Column::med(&r.immediate.cost_ms),
+            c,
             d,
             r.capture_ms,
             r.image_mib
@@ -295,8 +359,13 @@ fn print_tables(rows: &[Row], n: usize) {
     for (clock, pick) in [("wall", 0usize), ("CPU", 1usize)] {
         println!("Region time, {clock} clock (median; ratio to the in-app median in parentheses)");
         println!(
-            "{:<34} {:>12} {:>22} {:>22} {:>24}",
-            "routine", "in-app", "delayed ckpt", "immediate ckpt", "default driver (random)"
+            "{:<34} {:>12} {:>22} {:>22} {:>22} {:>24}",
+            "routine",
+            "in-app",
+            "delayed ckpt",
+            "immediate ckpt",
+            "candidate (delayed)",
+            "default driver (random)"
         );
         for r in rows {
             let get = |c: &Column| {
@@ -313,12 +382,18 @@ fn print_tables(rows: &[Row], n: usize) {
                 (Some(_), _) => "(wall only)".into(),
                 (None, _) => "n/a".into(),
             };
+            let c = r
+                .candidate
+                .as_ref()
+                .map(|c| cell(get(c)))
+                .unwrap_or_else(|| "n/a".into());
             println!(
-                "{:<34} {:>12} {:>22} {:>22} {:>24}",
+                "{:<34} {:>12} {:>22} {:>22} {:>22} {:>24}",
                 r.name,
                 human_ns(base),
                 cell(get(&r.delayed)),
                 cell(get(&r.immediate)),
+                c,
                 d
             );
         }

@@ -1,30 +1,44 @@
-//! `--auto-delay` (seed 003, section 3.2): capture at delay 0, 1, 2, ... and
-//! stop when two successive delays agree within a threshold.
+//! `--auto-delay` (seed 003, section 3.2, made robust): capture at delays
+//! growing geometrically (0, 1, 2, 4, 8, ...) and stop when two successive
+//! ones agree within a threshold *and* a much larger delay confirms it. Two
+//! small delays can agree on a false plateau: seen on a pointer chase, delays
+//! 1 and 2 read 581 and 591 ns while delays of 16 and more read 290 ns. When
+//! the in-app time is known (plain runs timed with the markers), the
+//! smallest delay that reproduces it is chosen instead, and every row shows
+//! its remaining gap.
 
 use crate::capture::{capture, CaptureRequest};
 use crate::criu::Criu;
 use crate::error::{CheckpointError, Result};
+use crate::inapp::{measure_in_app, InAppRequest};
 use crate::stats::{relative_difference, SampleStats};
 use crate::timing::{time_image, TimeOptions};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
 pub struct AutoDelayRequest {
-    /// `delay` is ignored; every delay from 0 is tried.
+    /// `delay` is ignored; the delays are chosen here.
     pub capture: CaptureRequest,
     pub samples: usize,
-    /// Successive medians agreeing within this fraction stop the search.
+    /// Medians agreeing within this fraction are a plateau.
     pub threshold: f64,
     pub max_delay: u64,
     pub time: TimeOptions,
+    /// Plain runs of the application to time the call in (0: none, plateau
+    /// rule only).
+    pub in_app_runs: usize,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DelayRow {
     pub delay: u64,
     pub region_ns: SampleStats,
-    /// Median relative to the previous delay's median.
+    /// Median relative to the previous (smaller) delay's median.
     pub change_from_previous: Option<f64>,
+    /// Median relative to the in-app median, when that was measured.
+    #[serde(default)]
+    pub gap_to_in_app: Option<f64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -32,58 +46,178 @@ pub struct AutoDelayReport {
     pub rows: Vec<DelayRow>,
     pub chosen: u64,
     pub converged: bool,
+    /// The much larger delay that confirmed the plateau (None: no room for one,
+    /// or chosen by the in-app time).
+    #[serde(default)]
+    pub confirmed_by: Option<u64>,
+    /// The in-app median of the call, when plain runs were timed.
+    #[serde(default)]
+    pub in_app_ns: Option<f64>,
     pub threshold: f64,
     pub image: PathBuf,
 }
 
 impl AutoDelayReport {
     pub fn render_text(&self) -> String {
-        let mut s = String::from("delay  median region time  min            change\n");
+        let mut s = String::from("delay  median region time  min            change  vs in-app\n");
+        let pct = |v: Option<f64>| {
+            v.map(|c| format!("{:+.1}%", c * 100.0))
+                .unwrap_or_else(|| "-".into())
+        };
         for r in &self.rows {
-            let change = r
-                .change_from_previous
-                .map(|c| format!("{:+.1}%", c * 100.0))
-                .unwrap_or_else(|| "-".into());
             s += &format!(
-                "{:>5}  {:>18}  {:>13}  {:>6}{}\n",
+                "{:>5}  {:>18}  {:>13}  {:>6}  {:>9}{}\n",
                 r.delay,
                 crate::stats::human_ns(r.region_ns.median),
                 crate::stats::human_ns(r.region_ns.min),
-                change,
+                pct(r.change_from_previous),
+                pct(r.gap_to_in_app),
                 if r.delay == self.chosen {
                     "  <- chosen"
+                } else if Some(r.delay) == self.confirmed_by {
+                    "  (confirms)"
                 } else {
                     ""
                 }
             );
         }
-        if self.converged {
-            s += &format!(
-                "chosen delay {} (one more call of delay changes the median by less than {:.0}%); image {}\n",
+        let pct_t = self.threshold * 100.0;
+        let gap = self
+            .rows
+            .iter()
+            .find(|r| r.delay == self.chosen)
+            .and_then(|r| r.gap_to_in_app);
+        s += &match (self.converged, self.in_app_ns, self.confirmed_by) {
+            (true, Some(t), _) => format!(
+                "chosen delay {} (the smallest within {pct_t:.0}% of the in-app median {}); image {}\n",
                 self.chosen,
-                self.threshold * 100.0,
+                crate::stats::human_ns(t),
                 self.image.display()
-            );
-        } else {
-            s += &format!(
-                "no two successive delays agreed within {:.0}%; kept the largest tried ({}); image {}\n",
-                self.threshold * 100.0,
+            ),
+            (true, None, Some(c)) => format!(
+                "chosen delay {} (the next delay changes the median by less than {pct_t:.0}%, and delay {c} confirms it); image {}\n",
                 self.chosen,
                 self.image.display()
-            );
-        }
+            ),
+            (true, None, None) => format!(
+                "chosen delay {} (the next delay changes the median by less than {pct_t:.0}%; no room for a larger delay to confirm it); image {}\n",
+                self.chosen,
+                self.image.display()
+            ),
+            (false, Some(_), _) => format!(
+                "no delay came within {pct_t:.0}% of the in-app median; kept the closest ({}, {}); image {}\n",
+                self.chosen,
+                pct(gap),
+                self.image.display()
+            ),
+            (false, None, _) => format!(
+                "no confirmed plateau within {pct_t:.0}%; kept the largest delay tried ({}); image {}\n",
+                self.chosen,
+                self.image.display()
+            ),
+        };
         s
     }
 }
 
-/// Which delay to keep given medians for delays 0..n: the smallest delay
-/// that one more call of delay no longer changes (within the threshold): the
-/// replayed calls have rebuilt the cache state by then, and it is the
-/// cheapest such delay. None when no successive pair agrees.
-pub fn choose_delay(medians: &[f64], threshold: f64) -> Option<usize> {
-    (1..medians.len())
-        .find(|&k| relative_difference(medians[k], medians[k - 1]) <= threshold)
-        .map(|k| k - 1)
+/// The delays tried, in order: 0, 1, 2, 4, 8, ... up to `last` (included).
+pub fn geometric_delays(last: u64) -> Vec<u64> {
+    let mut out = vec![0];
+    let mut k = 1;
+    while k < last {
+        out.push(k);
+        k *= 2;
+    }
+    if last > 0 {
+        out.push(last);
+    }
+    out
+}
+
+/// A delay much larger than `k` to confirm a plateau at: four times it and
+/// at least 8 calls more, within `last`.
+pub fn confirmation_delay(k: u64, last: u64) -> u64 {
+    (k * 4).max(k + 8).min(last)
+}
+
+/// What the search settled on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayChoice {
+    pub delay: u64,
+    pub converged: bool,
+    pub confirmed_by: Option<u64>,
+}
+
+/// The search itself, over `median(delay)` (capture and time in real use):
+/// with `in_app`, the smallest geometric delay whose median is within the
+/// threshold of it (else the closest); without, the smaller delay of the
+/// first two successive geometric delays that agree, provided a much larger
+/// delay agrees too (a false plateau goes on growing).
+pub fn search_delay(
+    last: u64,
+    threshold: f64,
+    in_app: Option<f64>,
+    median: &mut dyn FnMut(u64) -> Result<f64>,
+) -> Result<DelayChoice> {
+    let mut seen: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut get = |k: u64, seen: &mut BTreeMap<u64, f64>| -> Result<f64> {
+        if let Some(&m) = seen.get(&k) {
+            return Ok(m);
+        }
+        let m = median(k)?;
+        seen.insert(k, m);
+        Ok(m)
+    };
+    let agree = |a: f64, b: f64| relative_difference(a, b) <= threshold;
+    let delays = geometric_delays(last);
+    for (i, &k) in delays.iter().enumerate() {
+        let m = get(k, &mut seen)?;
+        if let Some(t) = in_app {
+            if agree(m, t) {
+                return Ok(DelayChoice {
+                    delay: k,
+                    converged: true,
+                    confirmed_by: None,
+                });
+            }
+            continue;
+        }
+        let Some(&p) = i.checked_sub(1).and_then(|j| delays.get(j)) else {
+            continue;
+        };
+        let mp = get(p, &mut seen)?;
+        if !agree(m, mp) {
+            continue;
+        }
+        let c = confirmation_delay(k, last);
+        if c <= k {
+            return Ok(DelayChoice {
+                delay: p,
+                converged: true,
+                confirmed_by: None,
+            });
+        }
+        if agree(get(c, &mut seen)?, mp) {
+            return Ok(DelayChoice {
+                delay: p,
+                converged: true,
+                confirmed_by: Some(c),
+            });
+        }
+    }
+    let delay = match in_app {
+        Some(t) => seen
+            .iter()
+            .min_by(|a, b| relative_difference(*a.1, t).total_cmp(&relative_difference(*b.1, t)))
+            .map(|(&k, _)| k)
+            .unwrap_or(last),
+        None => last,
+    };
+    Ok(DelayChoice {
+        delay,
+        converged: false,
+        confirmed_by: None,
+    })
 }
 
 pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport> {
@@ -99,83 +233,148 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
             req.capture.call
         )));
     }
+    let in_app_ns = if req.in_app_runs > 0 {
+        let r = measure_in_app(&InAppRequest {
+            command: req.capture.command.clone(),
+            site: req.capture.site.clone(),
+            call: req.capture.call,
+            runs: req.in_app_runs,
+            timeout: req.capture.timeout,
+            preload: req.capture.preload.clone(),
+        })?;
+        Some(r.region_ns.median)
+    } else {
+        None
+    };
     let final_image = req.capture.image.clone();
     let trial = |k: u64| {
         let mut p = final_image.clone().into_os_string();
         p.push(format!(".delay{k}"));
         PathBuf::from(p)
     };
-    let mut rows: Vec<DelayRow> = Vec::new();
-    let mut chosen = None;
-    let tried = trial_delays(req, criu, last, &trial, &mut rows, &mut chosen);
+    let mut measured: BTreeMap<u64, SampleStats> = BTreeMap::new();
+    let mut tried: Vec<u64> = Vec::new();
+    let searched = search_delay(last, req.threshold, in_app_ns, &mut |k| {
+        let mut c = req.capture.clone();
+        c.delay = k;
+        c.image = trial(k);
+        tried.push(k);
+        capture(&c, criu)?;
+        let mut t = req.time.clone();
+        t.samples = req.samples;
+        t.criu = Some(criu.clone());
+        let stats = time_image(&c.image, &t)?.region_ns;
+        measured.insert(k, stats);
+        Ok(stats.median)
+    });
     // Timed trial images go whether or not every trial worked, so a failed
     // search does not leave an image per delay behind; the failing trial's
     // directory stays, as the error names the CRIU log in it. CRIU reopens
     // an image directory at its captured path, so a trial image cannot be
     // renamed into place either: the chosen delay is captured once more.
-    for row in &rows {
-        let _ = std::fs::remove_dir_all(trial(row.delay));
+    let failing = searched.is_err().then(|| tried.last().copied()).flatten();
+    for &k in tried.iter().filter(|&&k| Some(k) != failing) {
+        let _ = std::fs::remove_dir_all(trial(k));
     }
-    tried?;
-    let converged = chosen.is_some();
-    let chosen = chosen.unwrap_or(last);
+    let choice = searched?;
     let mut c = req.capture.clone();
-    c.delay = chosen;
+    c.delay = choice.delay;
     capture(&c, criu)?;
+    let mut previous: Option<f64> = None;
+    let rows = measured
+        .into_iter()
+        .map(|(delay, region_ns)| {
+            let row = DelayRow {
+                delay,
+                change_from_previous: previous.map(|p| (region_ns.median - p) / p),
+                gap_to_in_app: in_app_ns.map(|t| (region_ns.median - t) / t),
+                region_ns,
+            };
+            previous = Some(region_ns.median);
+            row
+        })
+        .collect();
     Ok(AutoDelayReport {
         rows,
-        chosen,
-        converged,
+        chosen: choice.delay,
+        converged: choice.converged,
+        confirmed_by: choice.confirmed_by,
+        in_app_ns,
         threshold: req.threshold,
         image: final_image,
     })
 }
 
-/// Capture and time delays 0..=last into `rows` until two successive
-/// medians agree (`chosen`).
-fn trial_delays(
-    req: &AutoDelayRequest,
-    criu: &Criu,
-    last: u64,
-    trial: &dyn Fn(u64) -> PathBuf,
-    rows: &mut Vec<DelayRow>,
-    chosen: &mut Option<u64>,
-) -> Result<()> {
-    for k in 0..=last {
-        let mut c = req.capture.clone();
-        c.delay = k;
-        c.image = trial(k);
-        capture(&c, criu)?;
-        let mut t = req.time.clone();
-        t.samples = req.samples;
-        t.criu = Some(criu.clone());
-        let report = time_image(&c.image, &t)?;
-        let change = rows
-            .last()
-            .map(|prev| (report.region_ns.median - prev.region_ns.median) / prev.region_ns.median);
-        rows.push(DelayRow {
-            delay: k,
-            region_ns: report.region_ns,
-            change_from_previous: change,
-        });
-        let medians: Vec<f64> = rows.iter().map(|r| r.region_ns.median).collect();
-        if let Some(k) = choose_delay(&medians, req.threshold) {
-            *chosen = Some(k as u64);
-            break;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::choose_delay;
+    use super::*;
+
+    fn run(table: &[(u64, f64)], last: u64, in_app: Option<f64>) -> (DelayChoice, Vec<u64>) {
+        let mut asked = Vec::new();
+        let mut median = |k: u64| {
+            asked.push(k);
+            // The table's value at the largest delay not above k.
+            Ok(table.iter().rev().find(|(d, _)| *d <= k).unwrap().1)
+        };
+        let c = search_delay(last, 0.05, in_app, &mut median).unwrap();
+        (c, asked)
+    }
 
     #[test]
-    fn chooses_smallest_delay_one_more_call_no_longer_changes() {
-        // cold, warming, warm, warm
-        assert_eq!(choose_delay(&[4.0, 1.3, 1.02, 1.0], 0.05), Some(2));
-        assert_eq!(choose_delay(&[4.0, 3.0], 0.05), None);
-        assert_eq!(choose_delay(&[1.0, 1.01], 0.05), Some(0));
+    fn delays_grow_geometrically() {
+        assert_eq!(geometric_delays(1), [0, 1]);
+        assert_eq!(geometric_delays(8), [0, 1, 2, 4, 8]);
+        assert_eq!(geometric_delays(20), [0, 1, 2, 4, 8, 16, 20]);
+        assert_eq!(confirmation_delay(2, 64), 10);
+        assert_eq!(confirmation_delay(8, 20), 20);
+    }
+
+    /// The pointer chase: delays 1 and 2 agree (581, 591 ns) but the
+    /// cache state keeps improving up to ~16 calls (290 ns). The confirmations
+    /// at delays 10 and 16 disagree, so the search goes on to a real plateau.
+    #[test]
+    fn a_false_plateau_is_not_chosen() {
+        let table = [
+            (0, 14400.0),
+            (1, 581.0),
+            (2, 591.0),
+            (8, 300.0),
+            (16, 290.0),
+        ];
+        let (c, asked) = run(&table, 64, None);
+        assert_eq!(c.delay, 8, "asked {asked:?}");
+        assert!(c.converged);
+        assert_eq!(c.confirmed_by, Some(64));
+        assert!(
+            asked.contains(&10),
+            "the false plateau was checked: {asked:?}"
+        );
+    }
+
+    #[test]
+    fn a_real_plateau_is_confirmed_and_kept() {
+        let (c, _) = run(&[(0, 4.0), (1, 1.3), (2, 1.02), (3, 1.0)], 64, None);
+        assert_eq!((c.delay, c.confirmed_by), (2, Some(16)));
+        // No room for a larger delay: chosen, unconfirmed.
+        let (c, _) = run(&[(0, 1.0), (1, 1.01)], 1, None);
+        assert_eq!((c.delay, c.converged, c.confirmed_by), (0, true, None));
+        let (c, _) = run(&[(0, 4.0), (1, 3.0)], 1, None);
+        assert_eq!((c.delay, c.converged), (1, false));
+    }
+
+    #[test]
+    fn the_in_app_time_decides_when_known() {
+        let table = [
+            (0, 14400.0),
+            (1, 581.0),
+            (2, 591.0),
+            (8, 300.0),
+            (16, 260.0),
+        ];
+        let (c, _) = run(&table, 64, Some(250.0));
+        assert_eq!((c.delay, c.converged), (16, true));
+        // Never reached: the closest is kept and the search says so.
+        let (c, _) = run(&table, 64, Some(100.0));
+        assert_eq!((c.delay, c.converged), (16, false));
     }
 }

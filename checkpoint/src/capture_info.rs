@@ -44,6 +44,10 @@ pub struct CaptureInfo {
     pub result_fd: i32,
     /// The inherit-fd key of the result pipe's write end, `pipe:[ino]`.
     pub result_channel: String,
+    /// The inherit-fd key of the control pipe's read end, `pipe:[ino]`
+    /// (images captured before candidates existed have none).
+    #[serde(default)]
+    pub control_channel: Option<String>,
     pub descriptors: Vec<OpenDescriptor>,
 }
 
@@ -75,6 +79,7 @@ impl CaptureInfo {
             delay: None,
             result_fd: -1,
             result_channel: String::new(),
+            control_channel: None,
             descriptors: Vec::new(),
         };
         let num = |k: &str, v: &str| {
@@ -103,6 +108,7 @@ impl CaptureInfo {
                 "delay" => info.delay = Some(num(key, value)?),
                 "result_fd" => info.result_fd = num(key, value)? as i32,
                 "result_channel" => info.result_channel = value.to_string(),
+                "control_channel" => info.control_channel = Some(value.to_string()),
                 "fd" => {
                     let mut parts = value.splitn(3, ' ');
                     let (Some(fd), Some(flags), Some(target)) =

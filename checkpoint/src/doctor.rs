@@ -298,13 +298,7 @@ fn fs_is_tmpfs(path: &str) -> bool {
 }
 
 fn tsc_check() -> Finding {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .unwrap_or("");
-    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    if has("constant_tsc") && has("nonstop_tsc") {
+    if crate::tsc::tsc_is_invariant() {
         finding(
             "timing",
             Status::Ok,

@@ -16,4 +16,12 @@ pub const CALL: &str = "TDG_REGION_CALL";
 /// Plain run: append the timed call's time to this file.
 pub const REPORT: &str = "TDG_REGION_REPORT";
 
-pub const ALL: [&str; 7] = [IMAGE, CRIU, LIBCRIU, DELAY, SITE, CALL, REPORT];
+/// Plain run: TSC ticks per ns for region timing (absent: clock_gettime).
+pub const TSC_GHZ: &str = "TDG_TSC_GHZ";
+
+/// One plain run: write every marked call's time here at exit (`sites`).
+pub const SITES: &str = "TDG_REGION_SITES";
+
+pub const ALL: [&str; 9] = [
+    IMAGE, CRIU, LIBCRIU, DELAY, SITE, CALL, REPORT, TSC_GHZ, SITES,
+];

@@ -41,6 +41,18 @@ pub enum CheckpointError {
         detail: String,
         log: PathBuf,
     },
+    #[error(
+        "{what} {detail}, in {copy} of {image} (the image is unchanged and can be restored again)"
+    )]
+    CopyReported {
+        what: String,
+        detail: String,
+        /// "restored copy N" or "the verification copy".
+        copy: String,
+        image: PathBuf,
+    },
+    #[error("the candidate {file} failed to compile:\n{stderr}")]
+    CandidateBuild { file: PathBuf, stderr: String },
     #[error("{0}")]
     InvalidRequest(String),
     #[error("{context}: {source}")]

@@ -50,6 +50,7 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
         toolchain::scratch_dir("tdg-inapp").map_err(io_err("cannot create a scratch directory"))?;
     let report = scratch.path().join("region-times.txt");
     let mut walls = Vec::with_capacity(req.runs);
+    let tsc_ghz = crate::tsc::region_tsc_ghz();
     for _ in 0..req.runs {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -66,6 +67,10 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
         if let Some(shim) = &req.preload {
             cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
         }
+        match tsc_ghz {
+            Some(g) => cmd.env(env::TSC_GHZ, g.to_string()),
+            None => cmd.env_remove(env::TSC_GHZ),
+        };
         let started = Instant::now();
         toolchain::run(&mut cmd, req.timeout)?;
         walls.push(started.elapsed().as_secs_f64() * 1e3);

@@ -9,6 +9,7 @@
 //! [`run_doctor`].
 
 pub mod autodelay;
+pub mod candidate;
 pub mod capture;
 pub mod capture_info;
 pub mod criu;
@@ -20,10 +21,13 @@ pub mod inapp;
 pub mod inherited;
 pub mod manifest;
 pub mod restore;
+pub mod sites;
 pub mod stats;
 pub mod timing;
+pub mod tsc;
 
 pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
+pub use candidate::{build_candidate, compare_outputs, CandidateSource, Mismatch};
 pub use capture::{capture, CaptureOutcome, CaptureRequest};
 pub use criu::{find_criu, Criu, CriuVersion};
 pub use doctor::{run_doctor, DoctorReport};
@@ -31,5 +35,10 @@ pub use error::{CheckpointError, Result};
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
+pub use restore::{Candidate, CopyInstructions};
+pub use sites::{list_sites, SitesReport};
 pub use stats::SampleStats;
-pub use timing::{time_checkpoint_clause, time_image, TimeOptions, TimingReport};
+pub use timing::{
+    clause_image, time_checkpoint_clause, time_image, ImageTimer, TimeOptions, TimingReport,
+    Verification,
+};

@@ -17,9 +17,56 @@ use std::time::{Duration, Instant};
 pub const RESTORE_LOG_PREFIX: &str = "restore.";
 /// The restorer's descriptor that carries the result pipe into the copy.
 const RESULT_FD: i32 = 3;
+/// The restorer's descriptor that carries the control pipe (when the image has one).
+const CONTROL_FD: i32 = 4;
+
+/// A candidate implementation, built ([`crate::build_candidate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// What the copies dlopen().
+    pub shared_object: PathBuf,
+    /// The C file it was built from (for messages and reports).
+    pub source: PathBuf,
+}
+
+/// What one restored copy is told to do through the control pipe.
+#[derive(Debug, Clone, Default)]
+pub struct CopyInstructions {
+    /// TDG_ROUTINE calls of the timed site run this candidate.
+    pub candidate: Option<Candidate>,
+    /// Write the region's declared outputs here after the timed call.
+    pub outputs: Option<PathBuf>,
+}
+
+impl CopyInstructions {
+    /// The control pipe's text, as tdg_checkpoint.c's follow_control reads it.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if let Some(p) = &self.outputs {
+            text.push_str(&format!("outputs={}\n", p.display()));
+        }
+        if let Some(c) = &self.candidate {
+            text.push_str(&format!("candidate={}\n", c.shared_object.display()));
+        }
+        text
+    }
+
+    fn is_empty(&self) -> bool {
+        self.candidate.is_none() && self.outputs.is_none()
+    }
+}
+
+/// One output the copy wrote (in order, back to back, into the outputs file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLayout {
+    pub count: u64,
+    pub elem_size: u64,
+    /// TDG_OUTPUT_BYTES/SIGNED/UNSIGNED/FLOAT (tdg_checkpoint.h).
+    pub kind: u32,
+}
 
 /// One restored copy's measurement.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RestoredRun {
     /// The region's wall-clock time inside the copy.
     pub region_ns: u64,
@@ -27,6 +74,8 @@ pub struct RestoredRun {
     pub region_cpu_ns: u64,
     /// The whole restore, replayed calls and exit, seen from tdg.
     pub wall: Duration,
+    /// The outputs the copy wrote, when asked to.
+    pub outputs: Vec<OutputLayout>,
 }
 
 /// Everything needed to restore one image repeatedly.
@@ -37,6 +86,9 @@ pub struct RestorePlan {
     pub unshare: PathBuf,
     pub setsid: PathBuf,
     pub result_channel: String,
+    pub control_channel: Option<String>,
+    /// Passed to every copy for TSC region timing (None: clock_gettime).
+    pub tsc_ghz: Option<f64>,
     pub substitutes: Vec<InheritedDescriptor>,
     /// The application held a terminal: give CRIU a fresh one to restore
     /// the session onto (`--shell-job` takes it from the restorer's stdin).
@@ -66,6 +118,8 @@ impl RestorePlan {
             unshare: find_util_linux("unshare")?,
             setsid: find_util_linux("setsid")?,
             result_channel: manifest.capture.result_channel.clone(),
+            control_channel: manifest.capture.control_channel.clone(),
+            tsc_ghz: crate::tsc::region_tsc_ghz(),
             substitutes: restore_substitutes(&manifest.capture)
                 .into_iter()
                 .filter(|s| !s.key.starts_with("tty["))
@@ -112,17 +166,55 @@ impl RestorePlan {
             .arg(self.log_name())
             .arg("--inherit-fd")
             .arg(format!("fd[{RESULT_FD}]:{}", self.result_channel));
+        if let Some(control) = &self.control_channel {
+            cmd.arg("--inherit-fd")
+                .arg(format!("fd[{CONTROL_FD}]:{control}"));
+        }
+        let first = self.first_substitute_fd();
         for (i, s) in self.substitutes.iter().enumerate() {
             cmd.arg("--inherit-fd")
-                .arg(format!("fd[{}]:{}", RESULT_FD + 1 + i as i32, s.key));
+                .arg(format!("fd[{}]:{}", first + i as i32, s.key));
         }
         cmd
     }
 
+    fn first_substitute_fd(&self) -> i32 {
+        if self.control_channel.is_some() {
+            CONTROL_FD + 1
+        } else {
+            RESULT_FD + 1
+        }
+    }
+
+    /// A candidate or outputs need the control pipe, which images captured
+    /// by an older host library lack.
+    pub fn check_instructions(&self, instructions: &CopyInstructions) -> Result<()> {
+        if self.control_channel.is_none() && !instructions.is_empty() {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "{} was captured by an older tdg_checkpoint.c without the control pipe, so its copies cannot load a candidate; \
+                 rebuild the application with `tdg checkpoint lib` and recapture",
+                self.image.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Restore once, wait for the copy to finish its region, return its time.
-    pub fn restore_once(&self, sample: usize) -> Result<RestoredRun> {
+    pub fn restore_once(
+        &self,
+        sample: usize,
+        instructions: &CopyInstructions,
+    ) -> Result<RestoredRun> {
+        self.check_instructions(instructions)?;
         let (result_read, result_write) = pipe()?;
         let mut passed: Vec<OwnedFd> = vec![result_write];
+        if self.control_channel.is_some() {
+            let tsc = self
+                .tsc_ghz
+                .map(|g| format!("tsc_ghz={g}\n"))
+                .unwrap_or_default();
+            passed.push(control_pipe(&format!("{tsc}{}", instructions.render()))?);
+        }
         for _ in &self.substitutes {
             passed.push(open_dev_null()?);
         }
@@ -159,17 +251,23 @@ impl RestorePlan {
             detail,
             log: self.log_path(),
         };
+        let report = CopyReport::parse(&text);
+        if let Some(e) = self.reported_failure(&report, sample, instructions) {
+            return Err(e);
+        }
+        let run = |(region_ns, region_cpu_ns)| RestoredRun {
+            region_ns,
+            region_cpu_ns,
+            wall,
+            outputs: report.outputs.clone(),
+        };
         match outcome {
             // The log is removed only after a good sample: a copy that ran
             // but reported nothing still needs it for diagnosis.
-            Ok(_) => match parse_result(&text) {
-                Some((region_ns, region_cpu_ns)) => {
+            Ok(_) => match report.times {
+                Some(times) => {
                     let _ = std::fs::remove_file(self.log_path());
-                    Ok(RestoredRun {
-                        region_ns,
-                        region_cpu_ns,
-                        wall,
-                    })
+                    Ok(run(times))
                 }
                 None => Err(failed(
                     "exited without reporting a time (did it reach the end of the region?)".into(),
@@ -189,13 +287,9 @@ impl RestorePlan {
                         cause: diagnose_log(&format!("{log}\n{stderr}")),
                         log: self.log_path(),
                     })
-                } else if let Some((region_ns, region_cpu_ns)) = parse_result(&text) {
+                } else if let Some(times) = report.times {
                     // The copy reported, then something after it failed.
-                    Ok(RestoredRun {
-                        region_ns,
-                        region_cpu_ns,
-                        wall,
-                    })
+                    Ok(run(times))
                 } else {
                     Err(failed(format!("exited with status {code} before the end of the region")))
                 }
@@ -262,6 +356,123 @@ impl Drop for Terminal {
             let _ = t.join();
         }
     }
+}
+
+impl RestorePlan {
+    /// A copy that said why it could not run the candidate, or that caught a
+    /// fatal signal: one line naming the candidate, the cause and the phase.
+    fn reported_failure(
+        &self,
+        report: &CopyReport,
+        sample: usize,
+        instructions: &CopyInstructions,
+    ) -> Option<CheckpointError> {
+        let what = match &instructions.candidate {
+            Some(c) => format!("candidate {}", c.source.display()),
+            None => "the application's own code".to_string(),
+        };
+        let detail = if let Some(error) = &report.error {
+            explain_copy_error(error)
+        } else if let Some((signal, phase)) = &report.crash {
+            format!(
+                "was killed by {} in {phase}",
+                toolchain::signal_name(*signal)
+            )
+        } else {
+            return None;
+        };
+        let _ = std::fs::remove_file(self.log_path());
+        let copy = if sample == 0 {
+            "the verification copy".to_string()
+        } else {
+            format!("restored copy {sample}")
+        };
+        Some(CheckpointError::CopyReported {
+            what,
+            detail,
+            copy,
+            image: self.image.clone(),
+        })
+    }
+}
+
+/// dlopen's wording, turned into the cause and the way out.
+fn explain_copy_error(error: &str) -> String {
+    if let Some(symbol) = error.split("undefined symbol: ").nth(1) {
+        let symbol = symbol.split_whitespace().next().unwrap_or(symbol);
+        return format!(
+            "uses `{symbol}`, which neither it nor the application exports \
+             (define it in the candidate or an --extra file, or link the application with -rdynamic)"
+        );
+    }
+    error.to_string()
+}
+
+/// Everything a copy writes on the result pipe.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CopyReport {
+    /// `ns=<wall> cpu_ns=<cpu>`.
+    pub times: Option<(u64, u64)>,
+    /// `error=<why the copy could not run>`.
+    pub error: Option<String>,
+    /// `crash=<signal> phase=<phase>`.
+    pub crash: Option<(i32, String)>,
+    /// `output=<i> count=<n> size=<bytes> kind=<k>`, in order.
+    pub outputs: Vec<OutputLayout>,
+}
+
+impl CopyReport {
+    pub fn parse(text: &str) -> CopyReport {
+        let mut report = CopyReport {
+            times: parse_result(text),
+            ..Default::default()
+        };
+        let field = |line: &str, key: &str| -> Option<u64> {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(key))
+                .and_then(|v| v.parse().ok())
+        };
+        for line in text.lines() {
+            if let Some(e) = line.strip_prefix("error=") {
+                report.error = Some(e.to_string());
+            } else if let Some(rest) = line.strip_prefix("crash=") {
+                let (sig, phase) = rest.split_once(" phase=").unwrap_or((rest, "the region"));
+                report.crash = Some((sig.trim().parse().unwrap_or(0), phase.to_string()));
+            } else if line.starts_with("output=") {
+                if let (Some(count), Some(elem_size), Some(kind)) = (
+                    field(line, "count="),
+                    field(line, "size="),
+                    field(line, "kind="),
+                ) {
+                    report.outputs.push(OutputLayout {
+                        count,
+                        elem_size,
+                        kind: kind as u32,
+                    });
+                }
+            }
+        }
+        report
+    }
+}
+
+/// The read end of a pipe holding `text`, its write end already closed:
+/// the copy reads the instructions, then EOF.
+fn control_pipe(text: &str) -> Result<OwnedFd> {
+    let (read, write) = pipe()?;
+    let bytes = text.as_bytes();
+    // Far below the pipe's 64 KiB, so the write never blocks.
+    // SAFETY: bytes is valid for its length; write is a plain descriptor write.
+    let n = unsafe { libc::write(write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+    if n != bytes.len() as isize {
+        return Err(std::io::Error::last_os_error())
+            .map_err(io_err("cannot fill the control pipe"));
+    }
+    drop(write);
+    // The copy blocks on it until EOF: make it blocking again.
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, 0) };
+    Ok(read)
 }
 
 /// `ns=<wall> cpu_ns=<cpu>`, as the host library writes it.

@@ -1,10 +1,11 @@
 //! `tdg checkpoint time`: restore an image R times and summarise the copies'
 //! region times like a default driver does.
 
+use crate::candidate::{compare_outputs, Mismatch};
 use crate::criu::{find_criu, running_as_root, Criu};
-use crate::error::{CheckpointError, Result};
+use crate::error::{io_err, CheckpointError, Result};
 use crate::manifest::Manifest;
-use crate::restore::RestorePlan;
+use crate::restore::{Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun};
 use crate::stats::{human_ns, SampleStats};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,6 +19,9 @@ pub struct TimeOptions {
     pub verify: bool,
     /// Use this CRIU instead of searching for one.
     pub criu: Option<Criu>,
+    /// A candidate ([`crate::build_candidate`]) to run in every copy
+    /// instead of the application's own routine.
+    pub candidate: Option<Candidate>,
 }
 
 impl Default for TimeOptions {
@@ -27,6 +31,7 @@ impl Default for TimeOptions {
             timeout: Duration::from_secs(60),
             verify: true,
             criu: None,
+            candidate: None,
         }
     }
 }
@@ -38,6 +43,9 @@ pub struct TimingReport {
     pub site: Option<String>,
     pub call: Option<u64>,
     pub delay: Option<u64>,
+    /// The candidate's source the copies ran (None: the application's code).
+    #[serde(default)]
+    pub candidate: Option<PathBuf>,
     /// Wall-clock region time of each restored copy, in order, nanoseconds.
     pub samples_ns: Vec<u64>,
     /// CPU time of the same regions (robust to a loaded machine).
@@ -62,8 +70,13 @@ impl TimingReport {
         };
         let r = &self.region_ns;
         let c = &self.region_cpu_ns;
+        let ran = match &self.candidate {
+            Some(so) => format!("candidate {}", so.display()),
+            None => "the application's own code".to_string(),
+        };
         format!(
             "image {} ({}; {:.1} MiB, binary {})\n\
+             ran {}\n\
              restored {} times; restore cost {:.1} ms per sample (median wall)\n\
              region wall time: min {}  median {}  mean {}  max {}\n\
              region CPU time:  min {}  median {}  mean {}  max {}\n",
@@ -71,6 +84,7 @@ impl TimingReport {
             what,
             self.image_bytes as f64 / (1024.0 * 1024.0),
             self.exe.display(),
+            ran,
             r.n,
             self.restore_wall_ms.median,
             human_ns(r.min),
@@ -85,6 +99,159 @@ impl TimingReport {
     }
 }
 
+/// An image opened for restoring: checked once, restored many times.
+pub struct ImageTimer {
+    pub image: PathBuf,
+    pub manifest: Manifest,
+    plan: RestorePlan,
+}
+
+/// The candidate's outputs against the original's on the same image.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verification {
+    /// Outputs the application declares with TDG_REGION_OUTPUT (0: nothing
+    /// could be compared).
+    pub outputs: usize,
+    pub elements: u64,
+    pub mismatch: Option<Mismatch>,
+}
+
+impl Verification {
+    pub fn render_text(&self) -> String {
+        match (&self.mismatch, self.outputs) {
+            (Some(m), _) => format!("verification FAILED: {m}\n"),
+            (None, 0) => "not verified: the application declares no outputs for this region \
+                          (TDG_REGION_OUTPUT before tdg_region_begin)\n"
+                .to_string(),
+            (None, n) => format!(
+                "verified: {n} output(s), {} element(s) equal to the original's on the image\n",
+                self.elements
+            ),
+        }
+    }
+}
+
+impl ImageTimer {
+    /// Check root, the manifest (and, with `opts.verify`, every checksum and
+    /// the binary's identity), find CRIU and plan the restores.
+    pub fn open(image: &Path, opts: &TimeOptions) -> Result<ImageTimer> {
+        if !running_as_root() {
+            return Err(CheckpointError::NotRoot);
+        }
+        let manifest = Manifest::read(image)?;
+        if opts.verify {
+            manifest.verify(image)?;
+        }
+        let criu = match &opts.criu {
+            Some(c) => c.clone(),
+            None => find_criu()?,
+        };
+        let image = image
+            .canonicalize()
+            .map_err(io_err(format!("cannot resolve {}", image.display())))?;
+        crate::criu::prepare_kdat_cache_dir()?;
+        let plan = RestorePlan::new(&image, &manifest, &criu, opts.timeout)?;
+        Ok(ImageTimer {
+            image,
+            manifest,
+            plan,
+        })
+    }
+
+    /// One restored copy running `instructions`.
+    pub fn restore(&self, sample: usize, instructions: &CopyInstructions) -> Result<RestoredRun> {
+        let run = self.plan.restore_once(sample, instructions)?;
+        tracing::debug!(
+            sample,
+            region_ns = run.region_ns,
+            wall_ms = run.wall.as_secs_f64() * 1e3,
+            "restored"
+        );
+        Ok(run)
+    }
+
+    /// Fail early (before any sample) on instructions the image cannot carry.
+    pub fn check(&self, instructions: &CopyInstructions) -> Result<()> {
+        self.plan.check_instructions(instructions)
+    }
+
+    /// Summarise the copies' times like a default driver does.
+    pub fn report(
+        &self,
+        runs: &[RestoredRun],
+        candidate: Option<&Candidate>,
+    ) -> Result<TimingReport> {
+        if runs.is_empty() {
+            return Err(CheckpointError::InvalidRequest(
+                "--samples must be at least 1".into(),
+            ));
+        }
+        let samples_ns: Vec<u64> = runs.iter().map(|r| r.region_ns).collect();
+        let samples_cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
+        let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
+        let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
+        let stats = |v: &[f64]| SampleStats::of(v).expect("at least one sample");
+        Ok(TimingReport {
+            image: self.image.clone(),
+            exe: self.manifest.exe.clone(),
+            site: self.manifest.site.clone(),
+            call: self.manifest.call,
+            delay: self.manifest.delay,
+            candidate: candidate.map(|c| c.source.clone()),
+            region_ns: stats(&as_f64(&samples_ns)),
+            region_cpu_ns: stats(&as_f64(&samples_cpu_ns)),
+            restore_wall_ms: stats(&walls),
+            samples_ns,
+            samples_cpu_ns,
+            image_bytes: self.manifest.image_bytes(),
+        })
+    }
+
+    /// Restore the image once with the application's code and once with
+    /// `candidate`, each writing the region's declared outputs after the
+    /// timed call, and compare them (floating point within `tolerance`).
+    pub fn verify(&self, candidate: &Candidate, tolerance: f64) -> Result<Verification> {
+        let scratch = toolchain::scratch_dir("tdg-ckpt-verify")
+            .map_err(io_err("cannot create a scratch directory"))?;
+        let run_with = |name: &str,
+                        c: Option<&Candidate>|
+         -> Result<(Vec<OutputLayout>, Vec<u8>)> {
+            let file = scratch.path().join(name);
+            let run = self.restore(
+                0,
+                &CopyInstructions {
+                    candidate: c.cloned(),
+                    outputs: Some(file.clone()),
+                },
+            )?;
+            let bytes = if run.outputs.is_empty() {
+                Vec::new()
+            } else {
+                std::fs::read(&file).map_err(io_err(format!("cannot read {}", file.display())))?
+            };
+            Ok((run.outputs, bytes))
+        };
+        let (layout, original) = run_with("original.bin", None)?;
+        let (candidate_layout, produced) = run_with("candidate.bin", Some(candidate))?;
+        let elements = layout.iter().map(|o| o.count).sum();
+        let mismatch = if candidate_layout != layout {
+            Some(Mismatch {
+                output: candidate_layout.len().min(layout.len()),
+                element: 0,
+                original: format!("{} output(s) declared", layout.len()),
+                candidate: format!("{} output(s) declared", candidate_layout.len()),
+            })
+        } else {
+            compare_outputs(&layout, &original, &produced, tolerance)
+        };
+        Ok(Verification {
+            outputs: layout.len(),
+            elements,
+            mismatch,
+        })
+    }
+}
+
 /// Restore `image` `opts.samples` times in a row and report the region times.
 /// This is what a spec's `checkpoint` clause runs.
 pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
@@ -93,61 +260,21 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
             "--samples must be at least 1".into(),
         ));
     }
-    if !running_as_root() {
-        return Err(CheckpointError::NotRoot);
-    }
-    let manifest = Manifest::read(image)?;
-    if opts.verify {
-        manifest.verify(image)?;
-    }
-    let criu = match &opts.criu {
-        Some(c) => c.clone(),
-        None => find_criu()?,
+    let timer = ImageTimer::open(image, opts)?;
+    let instructions = CopyInstructions {
+        candidate: opts.candidate.clone(),
+        outputs: None,
     };
-    let image = image.canonicalize().map_err(crate::error::io_err(format!(
-        "cannot resolve {}",
-        image.display()
-    )))?;
-    crate::criu::prepare_kdat_cache_dir()?;
-    let plan = RestorePlan::new(&image, &manifest, &criu, opts.timeout)?;
-    let mut samples_ns = Vec::with_capacity(opts.samples);
-    let mut samples_cpu_ns = Vec::with_capacity(opts.samples);
-    let mut walls = Vec::with_capacity(opts.samples);
-    for sample in 1..=opts.samples {
-        let run = plan.restore_once(sample)?;
-        tracing::debug!(
-            sample,
-            region_ns = run.region_ns,
-            wall_ms = run.wall.as_secs_f64() * 1e3,
-            "restored"
-        );
-        samples_ns.push(run.region_ns);
-        samples_cpu_ns.push(run.region_cpu_ns);
-        walls.push(run.wall.as_secs_f64() * 1e3);
-    }
-    let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
-    Ok(TimingReport {
-        exe: manifest.exe.clone(),
-        site: manifest.site.clone(),
-        call: manifest.call,
-        delay: manifest.delay,
-        region_ns: SampleStats::of(&as_f64(&samples_ns)).expect("at least one sample"),
-        region_cpu_ns: SampleStats::of(&as_f64(&samples_cpu_ns)).expect("at least one sample"),
-        samples_cpu_ns,
-        restore_wall_ms: SampleStats::of(&walls).expect("at least one sample"),
-        samples_ns,
-        image_bytes: manifest.image_bytes(),
-        image,
-    })
+    timer.check(&instructions)?;
+    let runs = (1..=opts.samples)
+        .map(|sample| timer.restore(sample, &instructions))
+        .collect::<Result<Vec<_>>>()?;
+    timer.report(&runs, opts.candidate.as_ref())
 }
 
-/// `tdg run SPEC` with a `checkpoint` clause: the image path is relative to
-/// the spec's directory, and its capture must match the clause's mode.
-pub fn time_checkpoint_clause(
-    clause: &spec_lang::ast::CheckpointClause,
-    spec_dir: &Path,
-    opts: &TimeOptions,
-) -> Result<TimingReport> {
+/// A spec's `checkpoint` clause: the image path is relative to the spec's
+/// directory, and its capture must match the clause's mode.
+pub fn clause_image(clause: &spec_lang::ast::CheckpointClause, spec_dir: &Path) -> Result<PathBuf> {
     let image = spec_dir.join(&clause.image);
     let manifest = Manifest::read(&image)?;
     let want = match clause.mode {
@@ -163,5 +290,14 @@ pub fn time_checkpoint_clause(
             )));
         }
     }
-    time_image(&image, opts)
+    Ok(image)
+}
+
+/// `tdg run SPEC` with a `checkpoint` clause.
+pub fn time_checkpoint_clause(
+    clause: &spec_lang::ast::CheckpointClause,
+    spec_dir: &Path,
+    opts: &TimeOptions,
+) -> Result<TimingReport> {
+    time_image(&clause_image(clause, spec_dir)?, opts)
 }

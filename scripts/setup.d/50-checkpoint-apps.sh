@@ -3,6 +3,11 @@
 # markers around the mainQSort3 bucket sorts of mainSort (the routine family
 # of seed 003's mainGtU experiment): the real open-source program the
 # checkpoint tests capture and time. Its own manual.ps is the input.
+# Linked with -rdynamic, so a candidate mainQSort3 built from the same
+# blocksort.c (checkpoint/apps/bzip2-mainQSort3-candidate.c) resolves bzip2's
+# helpers in a restored copy; src/ keeps the sources such a candidate needs,
+# and bzip2-sort-O0 is the same program with blocksort.c at -O0 (the in-app
+# side of the -O0/-O2 candidate comparison).
 # Idempotent: skipped when the build matches the current patch and host library.
 set -euo pipefail
 : "${TDG_ROOT:?run via scripts/setup}" "${TDG_DEPS:?run via scripts/setup}"
@@ -11,8 +16,9 @@ set -euo pipefail
 prefix="$TDG_DEPS/bzip2-ckpt"
 patch_file="$TDG_ROOT/checkpoint/apps/bzip2-1.0.8-tdg-regions.patch"
 hostlib="$TDG_ROOT/checkpoint/c"
-stamp=$(cat "$patch_file" "$hostlib/tdg_checkpoint.c" "$hostlib/tdg_checkpoint.h" | sha256sum | cut -c1-16)
-if [ -x "$prefix/bzip2" ] && [ -e "$prefix/manual.ps" ] && [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
+stamp=$( (cat "$patch_file" "$hostlib/tdg_checkpoint.c" "$hostlib/tdg_checkpoint.h"; echo rdynamic-sort-O0) | sha256sum | cut -c1-16)
+if [ -x "$prefix/bzip2" ] && [ -x "$prefix/bzip2-sort-O0" ] && [ -e "$prefix/manual.ps" ] &&
+  [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "bzip2 (with tdg region markers) already built in $prefix"
   exit 0
 fi
@@ -33,14 +39,19 @@ tar -xf "$tarball" -C "$build" --strip-components=1
   patch -p1 --quiet < "$patch_file"
   # bzip2's own flags (its Makefile: -O2 -g -D_FILE_OFFSET_BITS=64), plus the
   # host library compiled in.
-  gcc -O2 -g -Wall -D_FILE_OFFSET_BITS=64 -I"$hostlib" \
-    blocksort.c huffman.c crctable.c randtable.c compress.c decompress.c bzlib.c bzip2.c \
-    "$hostlib/tdg_checkpoint.c" -o bzip2
-  # It must still be bzip2: round-trip its own test file.
-  ./bzip2 -c -9 sample3.ref | ./bzip2 -dc | cmp - sample3.ref
+  flags=(-g -Wall -D_FILE_OFFSET_BITS=64 -I"$hostlib")
+  others=(huffman.c crctable.c randtable.c compress.c decompress.c bzlib.c bzip2.c "$hostlib/tdg_checkpoint.c")
+  gcc -O2 "${flags[@]}" -rdynamic blocksort.c "${others[@]}" -o bzip2
+  gcc -O0 "${flags[@]}" -c blocksort.c -o blocksort-O0.o
+  gcc -O2 "${flags[@]}" -rdynamic blocksort-O0.o "${others[@]}" -o bzip2-sort-O0
+  # They must still be bzip2: round-trip its own test file.
+  for b in ./bzip2 ./bzip2-sort-O0; do
+    "$b" -c -9 sample3.ref | "$b" -dc | cmp - sample3.ref
+  done
 )
-mkdir -p "$prefix"
-install -m 0755 "$build/bzip2" "$prefix/bzip2"
+mkdir -p "$prefix/src"
+install -m 0755 "$build/bzip2" "$build/bzip2-sort-O0" "$prefix/"
+cp "$build/blocksort.c" "$build/bzlib_private.h" "$build/bzlib.h" "$hostlib/tdg_checkpoint.h" "$prefix/src/"
 cp "$build/manual.ps" "$prefix/manual.ps"
 echo "$stamp" > "$prefix/.stamp"
 echo "bzip2 with tdg region markers built in $prefix"

@@ -23,6 +23,19 @@ enum Action {
     Inapp(InAppArgs),
     /// Write tdg_checkpoint.h and tdg_checkpoint.c (the host library) into a directory.
     Lib(LibArgs),
+    /// Run the application once and list every marked site: calls and per-call times.
+    Sites(SitesArgs),
+}
+
+#[derive(clap::Args)]
+struct SitesArgs {
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    #[arg(long)]
+    json: bool,
+    /// The application and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
 }
 
 #[derive(clap::Args)]
@@ -41,15 +54,21 @@ struct CaptureArgs {
     /// Checkpoint this many calls before the timed one (0: immediate).
     #[arg(long, default_value_t = 0, conflicts_with = "auto_delay")]
     delay: u64,
-    /// Try delays 0, 1, 2, ... until successive medians agree within --threshold.
+    /// Try delays 0, 1, 2, 4, 8, ... until two successive medians agree within
+    /// --threshold and a much larger delay confirms it (or, with --inapp-runs,
+    /// until one is within --threshold of the in-app median).
     #[arg(long)]
     auto_delay: bool,
     /// Relative agreement that ends --auto-delay.
     #[arg(long, default_value_t = 0.05, requires = "auto_delay")]
     threshold: f64,
-    /// Largest delay --auto-delay tries.
-    #[arg(long, default_value_t = 8, requires = "auto_delay")]
+    /// Largest delay --auto-delay tries (capped at --call - 1).
+    #[arg(long, default_value_t = 64, requires = "auto_delay")]
     max_delay: u64,
+    /// Time the call in this many plain runs first and choose the smallest
+    /// delay that reproduces the in-app median (0: plateau rule only).
+    #[arg(long, default_value_t = 0, requires = "auto_delay")]
+    inapp_runs: usize,
     /// Restores per delay for --auto-delay.
     #[arg(long, default_value_t = 11, requires = "auto_delay")]
     samples: usize,
@@ -77,6 +96,101 @@ struct TimeArgs {
     /// JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    candidate: CandidateArgs,
+}
+
+/// A candidate implementation for the restored copies (`--impl`).
+#[derive(clap::Args, Clone)]
+pub struct CandidateArgs {
+    /// C file implementing the routine the application calls through
+    /// TDG_ROUTINE (same name and signature); every restored copy runs it for
+    /// the delay calls and the timed call. Without it: the application's code.
+    #[arg(long = "impl", value_name = "FILE")]
+    pub implementation: Option<PathBuf>,
+    /// More C files for the candidate's shared object.
+    #[arg(long = "extra", value_name = "FILE", requires = "implementation")]
+    pub extra: Vec<PathBuf>,
+    /// Flags for the candidate, e.g. --cflags "-O3 -march=native".
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
+    pub cflags: String,
+    /// Define a macro for the candidate, e.g. -D CUTOFF=64 (repeatable).
+    #[arg(short = 'D', value_name = "NAME=VALUE", requires = "implementation")]
+    pub define: Vec<String>,
+    /// C compiler (default: $CC, cc, gcc, clang).
+    #[arg(long)]
+    pub cc: Option<String>,
+    /// Skip comparing the candidate's outputs with the original's on the image.
+    #[arg(long, requires = "implementation")]
+    pub no_verify: bool,
+    /// Relative tolerance for floating-point outputs.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "implementation")]
+    pub tolerance: f64,
+}
+
+/// Floating-point outputs of a candidate may differ this much (relative)
+/// from the original's: reassociation under other flags, not wrong results.
+pub const DEFAULT_TOLERANCE: f64 = 1e-9;
+
+impl CandidateArgs {
+    pub fn source(
+        &self,
+        implementation: &std::path::Path,
+    ) -> anyhow::Result<checkpoint::CandidateSource> {
+        Ok(checkpoint::CandidateSource {
+            implementation: implementation.to_path_buf(),
+            extra: self.extra.clone(),
+            cflags: self.cflags.split_whitespace().map(String::from).collect(),
+            defines: super::run::parse_defines(&self.define)?,
+            cc: self.cc.clone(),
+        })
+    }
+}
+
+/// Time `image` with the application's code or, with `--impl`, build the
+/// candidate, verify it against the original on the image (exit 3 when its
+/// outputs differ) and time it. Shared by `checkpoint time` and `tdg run` on
+/// a spec with a checkpoint clause.
+pub fn time_with_candidate(
+    image: &std::path::Path,
+    candidate: &CandidateArgs,
+    mut opts: checkpoint::TimeOptions,
+    json: bool,
+) -> CmdResult {
+    let scratch = toolchain::scratch_dir("tdg-candidate")?;
+    let mut verification = None;
+    if let Some(implementation) = &candidate.implementation {
+        let so = checkpoint::build_candidate(
+            &candidate.source(implementation)?,
+            scratch.path(),
+            "candidate",
+        )?;
+        if !candidate.no_verify {
+            let timer = checkpoint::ImageTimer::open(image, &opts)?;
+            let v = timer.verify(&so, candidate.tolerance)?;
+            if v.mismatch.is_some() {
+                eprint!("tdg: {}", v.render_text());
+                return Ok(ExitCode::from(3));
+            }
+            verification = Some(v);
+            opts.verify = false; // just checked
+        }
+        opts.candidate = Some(so);
+    }
+    let report = checkpoint::time_image(image, &opts)?;
+    if json {
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(ver) = &verification {
+            v["verification"] = serde_json::to_value(ver)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", report.render_text());
+        if let Some(ver) = &verification {
+            print!("{}", ver.render_text());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
@@ -153,7 +267,18 @@ pub fn run(args: Args) -> CmdResult {
         Action::Time(a) => time(a),
         Action::Inapp(a) => inapp(a),
         Action::Lib(a) => lib(a),
+        Action::Sites(a) => sites(a),
     }
+}
+
+fn sites(a: SitesArgs) -> CmdResult {
+    let report = checkpoint::list_sites(&a.command, Some(Duration::from_secs(a.timeout)))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn capture(a: CaptureArgs) -> CmdResult {
@@ -178,6 +303,7 @@ fn capture(a: CaptureArgs) -> CmdResult {
                 samples: a.samples,
                 threshold: a.threshold,
                 max_delay: a.max_delay,
+                in_app_runs: a.inapp_runs,
                 // A restored copy is the application too: same limit.
                 time: checkpoint::TimeOptions {
                     timeout: Duration::from_secs(a.timeout),
@@ -211,20 +337,16 @@ fn capture(a: CaptureArgs) -> CmdResult {
 }
 
 fn time(a: TimeArgs) -> CmdResult {
-    let report = checkpoint::time_image(
+    time_with_candidate(
         &a.image,
-        &checkpoint::TimeOptions {
+        &a.candidate,
+        checkpoint::TimeOptions {
             samples: a.samples,
             timeout: Duration::from_secs(a.timeout),
             ..Default::default()
         },
-    )?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
-    Ok(ExitCode::SUCCESS)
+        a.json,
+    )
 }
 
 fn inapp(a: InAppArgs) -> CmdResult {

@@ -118,8 +118,9 @@ pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
 pub struct Args {
     /// The routine's spec file.
     pub spec: PathBuf,
-    /// C file implementing the routine (not needed when the spec has a
-    /// `checkpoint` clause: the image holds the application's own code).
+    /// C file implementing the routine. With a spec's `checkpoint` clause it
+    /// is optional: without it the image's own code is timed, with it the
+    /// candidate runs (and is verified) in every restored copy.
     #[arg(long = "impl", value_name = "FILE")]
     pub implementation: Option<PathBuf>,
     /// Time the top call contexts of this contexts file (written by
@@ -256,17 +257,6 @@ fn run_contexts(
 /// A spec with a `checkpoint` clause: restore its image and time the region
 /// on the application's own data.
 fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> CmdResult {
-    if args.implementation.is_some() {
-        bail!(
-            "the spec times the checkpoint image {}; drop --impl, or pass --default-driver to time the implementation with a generated driver",
-            clause.image
-        );
-    }
-    let spec_dir = args
-        .spec
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
     let mut opts = checkpoint::TimeOptions {
         timeout: Duration::from_secs(args.timeout),
         ..Default::default()
@@ -277,11 +267,24 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
         }
         opts.samples = n as usize;
     }
-    let report = checkpoint::time_checkpoint_clause(clause, spec_dir, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
-    Ok(ExitCode::SUCCESS)
+    let image = checkpoint::clause_image(clause, spec_dir(&args.spec))?;
+    let candidate = super::checkpoint::CandidateArgs {
+        implementation: args.implementation.clone(),
+        extra: args.extra.clone(),
+        cflags: args.cflags.clone(),
+        define: args.timing.define.clone(),
+        cc: args.cc.clone(),
+        no_verify: args.no_verify,
+        tolerance: args
+            .tolerance
+            .unwrap_or(super::checkpoint::DEFAULT_TOLERANCE),
+    };
+    super::checkpoint::time_with_candidate(&image, &candidate, opts, args.json)
+}
+
+/// The directory a spec's relative paths (a checkpoint image) start from.
+pub fn spec_dir(spec: &Path) -> &Path {
+    spec.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }

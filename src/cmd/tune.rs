@@ -1,6 +1,8 @@
 //! `tdg tune SPEC --impl kernel.c --param NB=16:256:8 ...`: search the
 //! kernel's compile-time parameters with the generated driver as objective,
-//! evaluating here or, with `--executor slurm`, as Slurm job arrays.
+//! evaluating here or, with `--executor slurm`, as Slurm job arrays; for a
+//! spec with a `checkpoint` clause the kernel runs as a candidate in
+//! restored copies of the application's image instead.
 use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
@@ -46,9 +48,22 @@ pub struct Args {
     pub cflags: String,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Stop a driver run after this many seconds.
+    /// Stop a driver run (or one restore) after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
+    #[arg(long)]
+    pub default_driver: bool,
+    /// More C files for the candidate (checkpoint tuning).
+    #[arg(long = "extra", value_name = "FILE")]
+    pub extra: Vec<PathBuf>,
+    /// Skip verifying each configuration against the application's code on
+    /// the image (checkpoint tuning).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Relative tolerance for floating-point outputs (checkpoint tuning).
+    #[arg(long, default_value_t = super::checkpoint::DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
@@ -235,6 +250,10 @@ fn run_task(round: &Path) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Restored copies per configuration when --samples is not given: each is
+/// one call on the application's data, so a median of 7 is steady.
+const CHECKPOINT_SAMPLES: u32 = 7;
+
 pub fn run(args: Args) -> CmdResult {
     if let Some(round) = &args.campaign.task {
         return run_task(round);
@@ -379,20 +398,63 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             eprintln!("tdg tune: start {}", s.reason);
         }
     }
-    let mut driver = tune::DriverObjective {
-        spec: &spec,
-        impl_c: implementation,
-        base,
+    let mut driver_objective;
+    let mut checkpoint_objective;
+    let base_objective: &mut dyn tune::Objective = match (&spec.checkpoint, args.default_driver) {
+        (Some(clause), false) => {
+            if args.campaign.executor == ExecutorKind::Slurm {
+                anyhow::bail!(
+                    "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers"
+                );
+            }
+            let spec_path = args.spec.as_ref().context("give the spec file")?;
+            let image = checkpoint::clause_image(clause, super::run::spec_dir(spec_path))?;
+            let timer = checkpoint::ImageTimer::open(
+                &image,
+                &checkpoint::TimeOptions {
+                    timeout: Duration::from_secs(args.timeout),
+                    ..Default::default()
+                },
+            )?;
+            if !args.json {
+                eprintln!(
+                    "tdg tune: every configuration runs in restored copies of {} (--default-driver for random data instead)",
+                    image.display()
+                );
+            }
+            checkpoint_objective = tune::CheckpointObjective::new(
+                timer,
+                checkpoint::CandidateSource {
+                    implementation: implementation.clone(),
+                    extra: args.extra.clone(),
+                    cflags: base.cflags.clone(),
+                    defines: base.defines.clone(),
+                    cc: args.cc.clone(),
+                },
+                base.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
+                !args.no_verify,
+                args.tolerance,
+            )?;
+            &mut checkpoint_objective
+        }
+        _ => {
+            driver_objective = tune::DriverObjective {
+                spec: &spec,
+                impl_c: implementation,
+                base,
+            };
+            &mut driver_objective
+        }
     };
     let mut local;
     let mut in_campaign;
     let objective: &mut dyn tune::Objective = match &campaign {
-        None => &mut driver,
+        None => base_objective,
         Some(campaign) => {
             let executor: &mut dyn tune::Executor = match args.campaign.executor {
                 ExecutorKind::Local => {
                     local = tune::LocalTasks {
-                        objective: &mut driver,
+                        objective: base_objective,
                     };
                     &mut local
                 }

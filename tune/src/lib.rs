@@ -1,10 +1,12 @@
 //! Searches implementation parameters (macros a kernel is compiled with)
-//! with the generated timing driver as the objective: a model-predicted
+//! with the generated timing driver, or restored copies of an application's
+//! checkpoint ([`CheckpointObjective`]), as the objective: a model-predicted
 //! start from the probe's effective cache sizes, then local search, every
 //! configuration built and timed at most once and logged as JSON lines;
 //! evaluated here or, one job array per round, on a Slurm cluster.
 
 pub mod campaign;
+pub mod checkpoint;
 pub mod driver;
 pub mod model;
 pub mod progress;
@@ -13,6 +15,7 @@ pub mod slurm;
 pub mod space;
 
 pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest};
+pub use checkpoint::CheckpointObjective;
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
 pub use search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};

@@ -5,8 +5,13 @@
  * MODE search: pointer-chasing search for a key in a 512 KiB linked list whose
  *              nodes lie in random order in memory (calls differ by key).
  * MODE sort:   insertion sort of a nearly-sorted 256 KiB array (a few local
- *              swaps per call), which exits each inner loop almost at once.
+ *              swaps per call), which exits each inner loop almost at once;
+ *              called through TDG_ROUTINE, so a restored copy can run a
+ *              candidate isort instead.
  * MODE pair:   the search, marked with tdg_enter_checkpoint/tdg_stop_checkpoint.
+ * MODE tiny:   two short regions per call: "empty" (nothing between the
+ *              markers) and "short" (a ~200 ns dependent chain over 64 longs in
+ *              L1), for the region-timing overhead figures.
  * MODE tcp:    holds an established loopback TCP connection, then searches.
  * MODE input:  keeps INFILE open read-only, then searches.
  * Every mode also owns 16 MiB of other data (the rest of an application) and
@@ -45,6 +50,9 @@ void isort(long *a, int n);
 #define NODES (1 << 12)
 #define SORT_N (1 << 15)
 #define BALLAST (16 << 20)
+#ifndef SHORT_STEPS
+#define SHORT_STEPS 300
+#endif
 
 struct node {
     struct node *next;
@@ -77,6 +85,15 @@ static struct node *build_list(struct node *nodes, long *order)
         n->key = i;
     }
     return &nodes[order[0]];
+}
+
+/* About 200 ns of dependent multiply-adds over data in L1. */
+static long short_work(const long *a, long seed)
+{
+    long x = seed;
+    for (int i = 0; i < SHORT_STEPS; i++)
+        x = x * 3 + a[i & 63];
+    return x;
 }
 
 /* Walk the list until the key; the work depends on where the key sits. */
@@ -147,7 +164,13 @@ int main(int argc, char **argv)
     long checksum = 0;
     for (int call = 1; call <= CALLS; call++) {
         long result;
-        if (strcmp(mode, "sort") == 0) {
+        if (strcmp(mode, "tiny") == 0) {
+            tdg_region_begin("empty");
+            tdg_region_end("empty");
+            tdg_region_begin("short");
+            result = short_work(arr, call);
+            tdg_region_end("short");
+        } else if (strcmp(mode, "sort") == 0) {
             /* nearly sorted: a few local swaps */
             for (int s = 0; s < 64; s++) {
                 long i = (long)(next_random() % (SORT_N - 1));
@@ -156,7 +179,7 @@ int main(int argc, char **argv)
                 arr[i + 1] = t;
             }
             tdg_region_begin("sort");
-            PROFILED("sort", "call:i,n:i", isort(arr, SORT_N), call, SORT_N);
+            PROFILED("sort", "call:i,n:i", TDG_ROUTINE("sort", isort)(arr, SORT_N), call, SORT_N);
             tdg_region_end("sort");
             result = arr[SORT_N / 2];
         } else {

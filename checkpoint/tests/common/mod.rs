@@ -42,19 +42,18 @@ impl Workspace {
 
     /// Build tests/apps/<main>.c (+ isort.c) with the host library.
     pub fn build(&self, main: &str, exe_name: &str, defines: &[&str]) -> PathBuf {
+        self.build_app(&[main, "isort.c"], exe_name, defines)
+    }
+
+    /// Build tests/apps/<sources> with the host library (-O2, warnings as errors).
+    pub fn build_app(&self, sources: &[&str], exe_name: &str, flags: &[&str]) -> PathBuf {
         let lib = checkpoint::write_host_library(&self.dir.path().join("hostlib")).unwrap();
         let cc = toolchain::CCompiler::find(None).unwrap();
         let exe = self.dir.path().join(exe_name);
-        let mut flags = vec!["-O2", "-Wall", "-Wextra", "-Werror"];
-        flags.extend_from_slice(defines);
-        checkpoint::build_with_host_library(
-            &cc,
-            &lib,
-            &[Path::new(APPS).join(main), Path::new(APPS).join("isort.c")],
-            &exe,
-            &flags,
-        )
-        .unwrap();
+        let mut all = vec!["-O2", "-Wall", "-Wextra", "-Werror"];
+        all.extend_from_slice(flags);
+        let sources: Vec<PathBuf> = sources.iter().map(|s| Path::new(APPS).join(s)).collect();
+        checkpoint::build_with_host_library(&cc, &lib, &sources, &exe, &all).unwrap();
         exe
     }
 

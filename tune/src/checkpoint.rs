@@ -1,0 +1,131 @@
+//! A CRIU checkpoint of the application as the search objective: every
+//! configuration is built as a candidate shared object, verified against the
+//! application's own code on the image, and timed in restored copies
+//! (seed 003, section 3.2, used for tuning rather than only measuring).
+
+use crate::search::{Measurement, Objective};
+use crate::TuneError;
+use checkpoint::{Candidate, CandidateSource, CopyInstructions, ImageTimer, SampleStats};
+
+/// Times each configuration on the image: the median region wall time of
+/// `samples` restored copies.
+pub struct CheckpointObjective {
+    pub timer: ImageTimer,
+    /// The candidate without the tuned macros (flags, --extra, fixed -D).
+    pub base: CandidateSource,
+    pub samples: usize,
+    /// Compare each configuration's outputs with the original's first.
+    pub verify: bool,
+    pub tolerance: f64,
+    scratch: toolchain::ScratchDir,
+    built: usize,
+}
+
+impl CheckpointObjective {
+    pub fn new(
+        timer: ImageTimer,
+        base: CandidateSource,
+        samples: usize,
+        verify: bool,
+        tolerance: f64,
+    ) -> Result<Self, TuneError> {
+        let scratch = toolchain::scratch_dir("tdg-tune-candidates")
+            .map_err(|e| TuneError::Objective(format!("cannot create a scratch directory: {e}")))?;
+        Ok(CheckpointObjective {
+            timer,
+            base,
+            samples: samples.max(1),
+            verify,
+            tolerance,
+            scratch,
+            built: 0,
+        })
+    }
+
+    /// Build (and verify) one configuration's candidate.
+    fn prepare(&mut self, values: &[(String, i64)]) -> Result<Candidate, TuneError> {
+        let described = describe(values);
+        let fail = |e: String| TuneError::Objective(format!("{described}: {e}"));
+        let mut source = self.base.clone();
+        source
+            .defines
+            .retain(|(k, _)| !values.iter().any(|(n, _)| n == k));
+        source
+            .defines
+            .extend(values.iter().map(|(k, v)| (k.clone(), v.to_string())));
+        self.built += 1;
+        let candidate = checkpoint::build_candidate(
+            &source,
+            self.scratch.path(),
+            &format!("candidate{}", self.built),
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        if self.verify {
+            let v = self
+                .timer
+                .verify(&candidate, self.tolerance)
+                .map_err(|e| fail(e.to_string()))?;
+            if let Some(m) = v.mismatch {
+                return Err(fail(format!("verification FAILED on the image: {m}")));
+            }
+        }
+        Ok(candidate)
+    }
+}
+
+fn describe(values: &[(String, i64)]) -> String {
+    values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Objective for CheckpointObjective {
+    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
+        self.evaluate_round(&[values.to_vec()])
+            .pop()
+            .expect("one result per configuration")
+    }
+
+    /// Builds every configuration of the round, then restores the image for
+    /// them round-robin, one sample each in turn: a slow minute of the shared
+    /// machine falls on all of them alike instead of on whichever was timed
+    /// then. A configuration that fails (build, verification, a crash in a
+    /// copy) drops out with its error; the others go on.
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        let mut state: Vec<Result<(Candidate, Vec<f64>), TuneError>> = round
+            .iter()
+            .map(|values| self.prepare(values).map(|c| (c, Vec::new())))
+            .collect();
+        for sample in 1..=self.samples {
+            for (values, slot) in round.iter().zip(state.iter_mut()) {
+                let Ok((candidate, times)) = slot else {
+                    continue;
+                };
+                let instructions = CopyInstructions {
+                    candidate: Some(candidate.clone()),
+                    outputs: None,
+                };
+                match self.timer.restore(sample, &instructions) {
+                    Ok(run) => times.push(run.region_ns as f64),
+                    Err(e) => {
+                        *slot = Err(TuneError::Objective(format!("{}: {e}", describe(values))))
+                    }
+                }
+            }
+        }
+        state
+            .into_iter()
+            .map(|slot| {
+                slot.map(|(_, times)| Measurement {
+                    time_ns: SampleStats::of(&times).expect("samples >= 1").median,
+                    mflops: None,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,172 @@
+//! Random data misleads, the checkpoint does not (issue 9's acceptance
+//! test). An application sorts nearly sorted data with a hybrid sort whose
+//! insertion-sort cutoff is the knob. Tuning the cutoff with the default
+//! driver (random data) and on a checkpoint of the application picks two
+//! different values, and the application built with each shows the
+//! checkpoint's choice faster in its own runs, by a margin above the
+//! run-to-run noise. Real CRIU and real restores; needs root and
+//! `scripts/setup`.
+
+use checkpoint::{
+    build_with_host_library, capture, measure_in_app, write_host_library, CandidateSource,
+    CaptureRequest, ImageTimer, InAppRequest, SampleStats, TimeOptions,
+};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tune::{CheckpointObjective, DriverObjective, Objective, Space, Tuner};
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../checkpoint/tests/apps");
+const CALL: u64 = 8;
+const DELAY: u64 = 2;
+/// Small cutoffs suit random data, large ones nearly sorted data.
+const CUTOFFS: &str = "CUTOFF=16,64,512,4096";
+
+fn build_app(dir: &Path, cutoff: i64) -> PathBuf {
+    let lib = write_host_library(&dir.join("hostlib")).unwrap();
+    let cc = toolchain::CCompiler::find(None).unwrap();
+    let exe = dir.join(format!("nearsort-{cutoff}"));
+    let define = format!("-DCUTOFF={cutoff}");
+    build_with_host_library(
+        &cc,
+        &lib,
+        &[
+            Path::new(APPS).join("nearsort.c"),
+            Path::new(APPS).join("hsort.c"),
+        ],
+        &exe,
+        &["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", &define],
+    )
+    .unwrap();
+    exe
+}
+
+fn best_cutoff(space: &Space, objective: &mut dyn Objective) -> i64 {
+    let outcome = Tuner::new(space, objective, &mut (), None, 4)
+        .exhaustive()
+        .unwrap_or_else(|e| panic!("{e}"));
+    outcome.best["CUTOFF"].as_i64().unwrap()
+}
+
+#[test]
+fn random_data_misleads_the_checkpoint_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = PathBuf::from(format!("/dev/shm/tdg-tune-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&images);
+    std::fs::create_dir_all(&images).unwrap();
+    let image = images.join("img");
+
+    // The application as shipped (CUTOFF=16), captured before call 8.
+    let shipped = build_app(dir.path(), 16);
+    let criu = checkpoint::find_criu().unwrap_or_else(|e| panic!("{e}"));
+    capture(
+        &CaptureRequest {
+            command: vec![shipped.into_os_string()],
+            image: image.clone(),
+            site: Some("hsort".into()),
+            call: CALL,
+            delay: DELAY,
+            timeout: Some(Duration::from_secs(120)),
+            quiet: true,
+        },
+        &criu,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let spec_path = dir.path().join("hsort.spec");
+    std::fs::write(
+        &spec_path,
+        format!(
+            "routine=void hsort(long* A, const int N);\n\
+             init={{ N=Macro(NS, 32768); A=Vector(long, RANDOM, flush|align(64), N); }};\n\
+             checkpoint={{ image=\"{}\"; mode=delayed({DELAY}); }};\n",
+            image.display()
+        ),
+    )
+    .unwrap();
+    let spec = spec_lang::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let space = Space::new(vec![tune::parse_param(CUTOFFS).unwrap()]).unwrap();
+    let kernel = Path::new(APPS).join("hsort.c");
+
+    let mut driver = DriverObjective {
+        spec: &spec,
+        impl_c: kernel.clone(),
+        base: driver_gen::RunOptions::default(),
+    };
+    let on_random_data = best_cutoff(&space, &mut driver);
+
+    let clause = spec.checkpoint.as_ref().unwrap();
+    let timer = ImageTimer::open(
+        &checkpoint::clause_image(clause, dir.path()).unwrap(),
+        &TimeOptions {
+            criu: Some(criu),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut on_image = CheckpointObjective::new(
+        timer,
+        CandidateSource {
+            implementation: kernel,
+            cflags: vec!["-O2".into()],
+            ..Default::default()
+        },
+        7,
+        true,
+        0.0,
+    )
+    .unwrap();
+    let on_checkpoint = best_cutoff(&space, &mut on_image);
+    eprintln!(
+        "default driver picks CUTOFF={on_random_data}, the checkpoint CUTOFF={on_checkpoint}"
+    );
+    assert_ne!(
+        on_random_data, on_checkpoint,
+        "random data and the checkpoint should disagree on nearly sorted data"
+    );
+
+    // The application built with each choice, call 8 timed in plain runs,
+    // the two builds interleaved in rounds so drift falls on both.
+    let builds = [
+        build_app(dir.path(), on_random_data),
+        build_app(dir.path(), on_checkpoint),
+    ];
+    let mut rounds: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut all: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for _ in 0..4 {
+        for (i, exe) in builds.iter().enumerate() {
+            let r = measure_in_app(&InAppRequest {
+                command: vec![exe.clone().into_os_string()],
+                site: Some("hsort".into()),
+                call: CALL,
+                runs: 5,
+                timeout: Some(Duration::from_secs(120)),
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            rounds[i].push(r.region_ns.median);
+            all[i].extend(r.samples_ns.iter().map(|&n| n as f64));
+        }
+    }
+    let median = |v: &[f64]| SampleStats::of(v).unwrap().median;
+    let (random_choice, checkpoint_choice) = (median(&all[0]), median(&all[1]));
+    // Run-to-run noise: how far one round's median strays from the overall
+    // median, relative, the worst over both builds and all rounds.
+    let noise = (0..2)
+        .flat_map(|i| {
+            let m = median(&all[i]);
+            rounds[i].iter().map(move |r| (r - m).abs() / m)
+        })
+        .fold(0.0f64, f64::max);
+    let margin = random_choice / checkpoint_choice - 1.0;
+    eprintln!(
+        "in-app call {CALL}: CUTOFF={on_random_data} {random_choice:.0} ns, CUTOFF={on_checkpoint} \
+         {checkpoint_choice:.0} ns; the checkpoint's choice is {:.1}% faster, run-to-run noise {:.1}%",
+        margin * 100.0,
+        noise * 100.0
+    );
+    assert!(
+        margin > noise.max(0.02),
+        "the checkpoint's choice must be faster in-app by more than the noise: margin {:.1}%, noise {:.1}%",
+        margin * 100.0,
+        noise * 100.0
+    );
+    let _ = std::fs::remove_dir_all(&images);
+}
