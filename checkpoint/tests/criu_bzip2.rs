@@ -100,6 +100,7 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
             delay: DELAY,
             timeout: Some(std::time::Duration::from_secs(300)),
             quiet: true,
+            preload: None,
         },
         &criu(),
     )
@@ -158,6 +159,7 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
                     call: CALL,
                     runs: 3,
                     timeout: Some(std::time::Duration::from_secs(300)),
+                    preload: None,
                 })
                 .unwrap_or_else(|e| panic!("{e}"));
                 in_app[i].add(&r.samples_ns, &r.samples_cpu_ns);

@@ -36,6 +36,7 @@ fn fixture(name: &str) -> Fixture {
             delay: DELAY,
             timeout: Some(Duration::from_secs(120)),
             quiet: true,
+            preload: None,
         },
         &criu(),
     )

@@ -67,6 +67,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
             delay: DELAY,
             timeout: Some(Duration::from_secs(120)),
             quiet: true,
+            preload: None,
         },
         &criu,
     )
@@ -139,6 +140,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
                 call: CALL,
                 runs: 5,
                 timeout: Some(Duration::from_secs(120)),
+                preload: None,
             })
             .unwrap_or_else(|e| panic!("{e}"));
             rounds[i].push(r.region_ns.median);
