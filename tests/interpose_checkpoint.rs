@@ -199,3 +199,84 @@ fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() 
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// bzip2's own `blocksort.c` (Debian's source, unpacked by
+/// scripts/setup.d/50-checkpoint-apps.sh) with its private header.
+fn blocksort_source() -> std::path::PathBuf {
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"));
+    let src = deps.join("bzip2-ckpt/src");
+    assert!(
+        src.join("blocksort.c").is_file() && src.join("bzlib_private.h").is_file(),
+        "{} lacks blocksort.c: run scripts/setup",
+        src.display()
+    );
+    src
+}
+
+/// The shim redirects to a candidate in restored copies with no source
+/// change: BZ2_blockSort built from bzip2's own blocksort.c replaces
+/// libbz2's in the copies. Its effect is the proof that it ran: the same
+/// source at -O0 sorts the same block several times slower than at -O2.
+#[test]
+fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    instrument_support::text_input(&input, 3_000_000);
+    let image = d.join("img");
+    let cap = tdg()
+        .args(["checkpoint", "capture", "--spec", &spec(), "--call", "3"])
+        .args(["--delay", "1", "-o"])
+        .arg(&image)
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(&input)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        cap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cap.stderr)
+    );
+    let src = blocksort_source();
+    let candidate_ns = |opt: &str| -> f64 {
+        let out = tdg()
+            .args(["checkpoint", "time", "-r", "3", "--json", "--impl"])
+            .arg(src.join("blocksort.c"))
+            .arg("--cflags")
+            .arg(format!("{opt} -I{}", src.display()))
+            .arg(&image)
+            .output()
+            .unwrap();
+        let rep = json_of(&out);
+        assert_eq!(rep["site"], "BZ2_blockSort");
+        rep["region_ns"]["median"].as_f64().unwrap()
+    };
+    let (mut o0, mut o2) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        o2.push(candidate_ns("-O2"));
+        o0.push(candidate_ns("-O0"));
+    }
+    let ratio = median(o0.clone()) / median(o2.clone());
+    eprintln!("BZ2_blockSort from blocksort.c on the shim's image: -O0 {o0:?} ns, -O2 {o2:?} ns, -O0/-O2 {ratio:.2}");
+    assert!(
+        ratio > 1.5,
+        "-O0/-O2 = {ratio:.2}: the candidate did not replace libbz2's BZ2_blockSort (-O0 {o0:?}, -O2 {o2:?})"
+    );
+    // An uncompilable candidate is one clear error, and the image still
+    // restores afterwards.
+    std::fs::write(d.join("broken.c"), "void BZ2_blockSort(void *s) { s-> }\n").unwrap();
+    let out = tdg()
+        .args(["checkpoint", "time", "-r", "1", "--impl"])
+        .arg(d.join("broken.c"))
+        .arg(&image)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("broken.c"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(restored_call_ns(&image) > 0.0);
+}
