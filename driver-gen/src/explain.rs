@@ -28,10 +28,7 @@ pub fn explain(m: &DriverModel) -> String {
     for sc in &m.scalars {
         let val = sc
             .value
-            .map(|v| match v {
-                crate::cexpr::Num::Int(i) => i.to_string(),
-                crate::cexpr::Num::Real(r) => format!("{r}"),
-            })
+            .map(|v| v.to_string())
             .filter(|v| *v != sc.text)
             .map(|v| format!(" = {v}"))
             .unwrap_or_default();

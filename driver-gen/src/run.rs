@@ -238,12 +238,21 @@ pub struct BuiltDriver {
 }
 
 /// Builds the driver for `spec` with the options' configuration.
+///
+/// The generated C is the same for every `-D` value: sizes are evaluated by
+/// the driver at run time, and the options' defines reach it as compiler
+/// defines. So the model is the spec's at its defaults, and a define that
+/// makes a size impossible is refused by the driver itself, as it is for
+/// `make DEFS=...` on a `tdg gen` driver. (`tdg run` checks the defines
+/// against the spec before it gets here, so its users see a located error.)
 pub fn build_driver(
     spec: &Spec,
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
-    let model = DriverModel::from_spec(spec, &opts.driver_config())?;
+    let mut cfg = opts.driver_config();
+    cfg.defines.clear();
+    let model = DriverModel::from_spec(spec, &cfg)?;
     build_model(model, impl_c, opts)
 }
 

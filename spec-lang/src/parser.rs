@@ -313,6 +313,17 @@ fn unclosed_at(src: &str, pos: usize, base: usize) -> Option<Diagnostic> {
             );
         }
     }
+    // A `/* ...` never closed swallows the rest of the file, braces included:
+    // the comment is the cause, not the brace it hides.
+    if let Some(start) = unclosed_block_comment(src).filter(|&c| c <= pos) {
+        return Some(
+            Diagnostic::new(
+                "this comment is never closed",
+                Span::new(base + start, base + start + 2),
+            )
+            .with_hint("add `*/` where the comment ends"),
+        );
+    }
     let open = if pos == src.len() {
         first_unclosed_brace(src)
     } else {
@@ -370,6 +381,23 @@ fn first_unclosed_brace(src: &str) -> Option<usize> {
     None
 }
 
+/// Start of a `/*` comment that runs to the end of the text (strings and
+/// other comments skipped the way the brace scanners skip them).
+fn unclosed_block_comment(src: &str) -> Option<usize> {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if let Some((end, closed)) = skip_literal_or_comment(b, i) {
+            if !closed && b[i] == b'/' {
+                return Some(i);
+            }
+            i = end;
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Offset of the `}` closing the `{` at `open`, skipping strings, character
 /// literals and comments the way the grammar's `body` rule does.
 fn matching_brace(src: &str, open: usize) -> Option<usize> {
@@ -401,7 +429,8 @@ fn matching_brace(src: &str, open: usize) -> Option<usize> {
 
 /// When a string, character literal or comment starts at `i`: the offset of
 /// its last byte (the closing quote, the newline ending a `//` comment, the
-/// `/` of `*/`) and whether a literal closed before the end of its line.
+/// `/` of `*/`) and whether it closed (a literal before the end of its line,
+/// a `/*` comment before the end of the text).
 /// Shared by the brace scanners so both read C text the same way.
 fn skip_literal_or_comment(b: &[u8], start: usize) -> Option<(usize, bool)> {
     let mut i = start;
@@ -430,7 +459,7 @@ fn skip_literal_or_comment(b: &[u8], start: usize) -> Option<(usize, bool)> {
             while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
                 i += 1;
             }
-            Some((i + 1, true))
+            Some((i + 1, i + 1 < b.len()))
         }
         _ => None,
     }

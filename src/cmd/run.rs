@@ -201,6 +201,8 @@ pub fn run(args: Args) -> CmdResult {
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
+    // The -D values checked against the spec, located as `tdg check -D` does.
+    spec_lang::load_with_defines(&args.spec, &o.defines)?;
     if let Some(path) = &args.contexts {
         return run_contexts(&args, &spec, implementation, &o, path);
     }
