@@ -67,7 +67,7 @@ fn explain_sizes_operands_with_the_same_d_expression_check_evaluates() {
     assert!(ok, "{err}");
     assert!(out.contains("= 128: fixed for every call"), "{out}");
     assert!(
-        out.contains("X (const double *): double [N] in one heap block, 1024 bytes"),
+        out.contains("X (const double*): double [N] in one heap block, 1024 bytes"),
         "{out}"
     );
     // An override that breaks a size is the same located error on both paths.

@@ -328,27 +328,9 @@ fn elem_kind(t: &CType) -> ElemKind {
     }
 }
 
-/// `const double *` etc., as written in a prototype.
-fn c_type_text(t: &CType) -> String {
-    let mut s = String::new();
-    if t.is_const {
-        s.push_str("const ");
-    }
-    s.push_str(&t.base.c_name());
-    if t.pointers > 0 {
-        s.push(' ');
-        s.push_str(&"*".repeat(t.pointers as usize));
-    }
-    s
-}
-
+/// `const double* X`: a parameter declaration.
 fn decl(t: &CType, name: &str) -> String {
-    let ty = c_type_text(t);
-    if ty.ends_with('*') {
-        format!("{ty}{name}")
-    } else {
-        format!("{ty} {name}")
-    }
+    format!("{} {name}", t.text())
 }
 
 fn default_tolerance(kind: &BaseType) -> f64 {
@@ -400,7 +382,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
     for sc in &checked.scalars {
         let mut field_ty = sc.ty.clone();
         field_ty.is_const = sc.ty.is_pointer() && sc.ty.is_const;
-        let c_type = c_type_text(&field_ty);
+        let c_type = field_ty.text();
         let integral = sc.ty.pointers == 0 && sc.ty.base.is_integral();
         let c = |e: &Expr| cexpr::to_c(e, &env, NameStyle::Runtime, false);
         let (init_c, kind) = match &sc.per_call {
@@ -655,7 +637,7 @@ fn build_operand(
     let elem_c = {
         let mut t = elem.clone();
         t.is_const = false;
-        c_type_text(&t)
+        t.text()
     };
     let kind = elem_kind(elem);
     let storage = match a.kind {
@@ -715,7 +697,7 @@ fn build_operand(
     }
     Ok(OperandModel {
         name: name.to_string(),
-        param_c_type: c_type_text(&param_t),
+        param_c_type: param_t.text(),
         elem_c_type: elem_c,
         elem_kind: kind,
         storage,
@@ -843,12 +825,8 @@ fn build_fill(
 fn build_routine(spec: &Spec) -> RoutineModel {
     let r = &spec.routine;
     let fortran = spec.lang == Lang::Fortran;
-    let symbol = if fortran {
-        format!("{}_", r.name.name.to_lowercase())
-    } else {
-        r.name.name.clone()
-    };
-    let ret_ty = c_type_text(&r.ret);
+    let symbol = spec.symbol();
+    let ret_ty = r.ret.text();
     let params_c: Vec<String> = r
         .params
         .iter()
@@ -921,31 +899,19 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
     };
     CallText {
         timed: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_S.",
             &|n| format!("tdg_users_{n}[tdg_set]"),
             fortran,
         ),
         dummy: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_D->",
             &|n| format!("tdg_users_{n}[0]"),
             fortran,
         ),
         verify_impl: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_V->",
             &|n| format!("tdg_vimp_{n}.user"),
             fortran,
@@ -965,7 +931,7 @@ fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String
     if !has_value {
         return format!("{call};");
     }
-    let ty = c_type_text(&r.ret);
+    let ty = r.ret.text();
     match elem_kind(&r.ret) {
         ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
         ElemKind::Complex => {

@@ -548,6 +548,19 @@ impl Spec {
     }
 }
 
+impl CType {
+    /// The type as C writes it in a declaration (`const double*`): the one
+    /// spelling for spec text, messages, prototypes and generated C.
+    pub fn text(&self) -> String {
+        format!(
+            "{}{}{}",
+            if self.is_const { "const " } else { "" },
+            self.base.c_name(),
+            "*".repeat(self.pointers as usize)
+        )
+    }
+}
+
 impl Expr {
     /// Calls `f` on this expression and every sub-expression, pre-order.
     pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {

@@ -888,14 +888,9 @@ const C_TYPE_NAMES: &[&str] = &[
     "_Complex",
 ];
 
-/// `const double*` as C would write it.
+/// Short name for [`CType::text`] in the messages above.
 pub(crate) fn type_text(t: &CType) -> String {
-    format!(
-        "{}{}{}",
-        if t.is_const { "const " } else { "" },
-        t.base.c_name(),
-        "*".repeat(t.pointers as usize)
-    )
+    t.text()
 }
 
 fn contains_word(hay: &str, word: &str) -> bool {
