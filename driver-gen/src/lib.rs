@@ -12,7 +12,7 @@ pub mod render;
 pub mod report;
 pub mod run;
 
-pub use defaults::{machine_defaults, MachineDefaults};
+pub use defaults::{machine_defaults, recorded_defaults, MachineDefaults};
 pub use explain::explain;
 pub use model::{DriverConfig, DriverModel, ModelError};
 pub use render::{render, GeneratedDriver, RenderError};

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 use toolchain::{CCompiler, CompileJob, ToolchainError};
 
-use crate::defaults::machine_defaults;
+use crate::defaults::{recorded_defaults, MachineDefaults};
 use crate::model::{DriverConfig, DriverModel, ModelError};
 use crate::render::{render, RenderError};
 
@@ -47,6 +47,12 @@ pub struct RunOptions {
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
     pub extra_sources: Vec<PathBuf>,
+    /// This machine's cache sizes, flush size and timer figures. `None`:
+    /// [`recorded_defaults`] (the probe's cached result or sysfs; a library
+    /// never starts a probe); the command line passes [`machine_defaults`].
+    ///
+    /// [`machine_defaults`]: crate::machine_defaults
+    pub machine: Option<MachineDefaults>,
 }
 
 impl Default for RunOptions {
@@ -73,6 +79,7 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
+            machine: None,
         }
     }
 }
@@ -259,7 +266,8 @@ pub fn build_driver(
 impl RunOptions {
     /// The model's configuration: these options over this machine's defaults.
     pub fn driver_config(&self) -> DriverConfig {
-        let mut cfg = DriverConfig::new(machine_defaults());
+        let machine = self.machine.clone().unwrap_or_else(recorded_defaults);
+        let mut cfg = DriverConfig::new(machine);
         cfg.timer = self.timer;
         cfg.samples = self.samples;
         cfg.selection = self.selection;

@@ -95,6 +95,8 @@ impl TimingArgs {
         o.min_interval_ns = self.min_interval_ns;
         o.pin_cpu = self.pin;
         o.defines = parse_defines(&self.define)?;
+        // The one place a machine probe may start (and says so).
+        o.machine = Some(driver_gen::machine_defaults());
         Ok(())
     }
 }

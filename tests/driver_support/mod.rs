@@ -31,6 +31,8 @@ pub fn opts() -> RunOptions {
     RunOptions {
         samples: Some(5),
         timeout: Duration::from_secs(120),
+        // Probe-grounded flush and interval, as `tdg run` uses.
+        machine: Some(driver_gen::machine_defaults()),
         ..RunOptions::default()
     }
 }
