@@ -96,6 +96,8 @@ pub struct DriverModel {
     pub calls: CallText,
     /// True when some scalar changes per call (Range/RANDOM).
     pub per_call_scalars: bool,
+    /// The `tdg_driver` version of the driver's `--json` line.
+    pub json_version: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -560,6 +562,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         flop,
         calls,
         per_call_scalars,
+        json_version: crate::run::DRIVER_JSON_VERSION,
     })
 }
 

@@ -149,6 +149,12 @@ pub struct Verification {
     pub detail: String,
 }
 
+/// Version of the driver's `--json` line (its `tdg_driver` field), the
+/// contract between a generated driver and the tdg that reads it; the table
+/// in docs/drivers.md describes each field. Bump it when a field changes
+/// meaning or goes away (new fields alone do not need a bump).
+pub const DRIVER_JSON_VERSION: u32 = 1;
+
 /// What the driver prints with `--json` (one line).
 #[derive(Debug, Clone, Deserialize)]
 struct DriverJson {
@@ -242,6 +248,25 @@ pub struct BuiltDriver {
     pub impl_cflags: Vec<String>,
     pub defines: Vec<String>,
     _dir: toolchain::ScratchDir,
+}
+
+/// The driver's `--json` line, checked against [`DRIVER_JSON_VERSION`].
+fn parse_driver_json(line: &str) -> Result<DriverJson, RunError> {
+    let bad = |why: String| RunError::BadOutput {
+        why,
+        stdout: line.chars().take(400).collect(),
+    };
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+    match value.get("tdg_driver").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(DRIVER_JSON_VERSION) => {}
+        Some(v) => {
+            return Err(bad(format!(
+                "report format version {v}, this tdg reads version {DRIVER_JSON_VERSION}; regenerate the driver with this tdg (`tdg gen`)"
+            )))
+        }
+        None => return Err(bad("no `tdg_driver` format version".into())),
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
 }
 
 /// Builds the driver for `spec` with the options' configuration.
@@ -513,11 +538,7 @@ impl BuiltDriver {
                 why: "no JSON line".into(),
                 stdout: stdout.chars().take(400).collect(),
             })?;
-        let j: DriverJson = serde_json::from_str(line).map_err(|e| RunError::BadOutput {
-            why: e.to_string(),
-            stdout: line.chars().take(400).collect(),
-        })?;
-        Ok(self.report(j))
+        Ok(self.report(parse_driver_json(line)?))
     }
 
     fn report(&self, j: DriverJson) -> RunReport {
@@ -619,4 +640,19 @@ pub fn flush_sweep(
             built.run(&o)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod json_contract {
+    use super::*;
+
+    #[test]
+    fn a_report_of_another_format_version_is_refused_with_the_way_out() {
+        let e = parse_driver_json(r#"{"tdg_driver":2,"routine":"f"}"#).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("report format version 2"), "{msg}");
+        assert!(msg.contains("regenerate the driver"), "{msg}");
+        let e = parse_driver_json(r#"{"routine":"f"}"#).unwrap_err();
+        assert!(e.to_string().contains("no `tdg_driver`"), "{e}");
+    }
 }
