@@ -13,6 +13,7 @@ use crate::cexpr::{self, ExprEnv, NameStyle};
 use crate::defaults::MachineDefaults;
 use spec_lang::checked::{self, CheckedSpec, OperandDef, PerCall};
 use spec_lang::eval::Value;
+use spec_lang::vocabulary::Keyword;
 
 /// Why a driver model cannot be built. A checked spec fails here only on
 /// facts of the machine or the configuration; `Spec` carries the checker's
@@ -522,36 +523,17 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         scalars,
         operands,
         flush: FlushPlan {
-            method: match flush_method {
-                FlushMethod::Read => "read",
-                FlushMethod::Clflush => "clflush",
-                FlushMethod::None => "none",
-            },
-            method_c: match flush_method {
-                FlushMethod::Read => "TDG_FLUSH_READ",
-                FlushMethod::Clflush => "TDG_FLUSH_CLFLUSH",
-                FlushMethod::None => "TDG_FLUSH_NONE",
-            },
+            method: flush_method.spelling(),
+            method_c: flush_method.c_name(),
             kib: flush_kib,
             kib_source,
             all_cpus: cfg.flush_all_cpus,
         },
         timing: TimingPlan {
-            method: match timer {
-                TimerMethod::Wall => "wall",
-                TimerMethod::Cycle => "cycle",
-                TimerMethod::Cpu => "cpu",
-            },
-            method_c: match timer {
-                TimerMethod::Wall => "TDG_TIMER_WALL",
-                TimerMethod::Cycle => "TDG_TIMER_CYCLE",
-                TimerMethod::Cpu => "TDG_TIMER_CPU",
-            },
+            method: timer.spelling(),
+            method_c: timer.c_name(),
             samples,
-            selection: match selection {
-                Selection::Min => "min",
-                Selection::Median => "median",
-            },
+            selection: selection.spelling(),
             selection_median: selection == Selection::Median,
             min_interval_ns,
             min_interval_source,

@@ -13,6 +13,7 @@ pub mod diag;
 pub mod eval;
 pub mod format;
 pub mod parser;
+pub mod vocabulary;
 
 pub use ast::Spec;
 pub use check::{check, check_with};
