@@ -1,6 +1,7 @@
 //! What the user sees when things go wrong: build failures, crashes,
 //! wrong results, bad input. Nothing may panic; every message says why.
 
+#[path = "../driver-gen/tests/driver_support/mod.rs"]
 mod driver_support;
 use driver_gen::RunError;
 use driver_support::*;

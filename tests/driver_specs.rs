@@ -1,6 +1,7 @@
 //! Every spec in specs/ is generated, compiled warning-free (gcc and clang,
 //! -Wall -Wextra -Werror), run against its kernel in specs/*.c and verified.
 
+#[path = "../driver-gen/tests/driver_support/mod.rs"]
 mod driver_support;
 use driver_gen::{machine_defaults, render, run_driver, DriverConfig, DriverModel};
 use driver_support::*;
