@@ -140,24 +140,10 @@ pub fn c_string_literal(s: &str) -> String {
     out
 }
 
-/// Short human rendering of an expression for messages.
+/// An expression as the spec would write it (the canonical formatter's
+/// spelling, parentheses kept), for messages and explanations.
 pub fn describe(e: &Expr) -> String {
-    match e {
-        Expr::Int(v, _) => v.to_string(),
-        Expr::Float(v, _) => format!("{v}"),
-        Expr::Str(s, _) => format!("{s:?}"),
-        Expr::Name(id) => id.name.clone(),
-        Expr::Macro { name, default, .. } => format!("Macro({}, {})", name.name, describe(default)),
-        Expr::Random(_) => "RANDOM".into(),
-        Expr::RandomRange { lo, hi, .. } => format!("RANDOM({}, {})", describe(lo), describe(hi)),
-        Expr::Range { begin, incr, .. } => {
-            format!("Range({}, {})", describe(begin), describe(incr))
-        }
-        Expr::Unary { operand, .. } => format!("-{}", describe(operand)),
-        Expr::Binary { op, lhs, rhs, .. } => {
-            format!("{} {} {}", describe(lhs), op.symbol(), describe(rhs))
-        }
-    }
+    spec_lang::format::expr(e)
 }
 
 #[cfg(test)]
