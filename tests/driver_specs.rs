@@ -32,7 +32,7 @@ fn every_spec_runs_and_verifies_against_its_kernel() {
             imp.display()
         );
         let mut o = opts();
-        o.samples = Some(3);
+        o.timing.samples = Some(3);
         let r = run_driver(&spec, &imp, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         eprintln!(
             "{}: {:.0} ns/call, {} x{}, verification {}",

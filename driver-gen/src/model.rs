@@ -38,10 +38,11 @@ pub enum ModelError {
     NoSamples,
 }
 
-/// Settings the command line (or a caller) imposes; `None` falls back to the
-/// spec's `timer={...}`, then to the machine defaults.
-#[derive(Debug, Clone)]
-pub struct DriverConfig {
+/// Timing settings the command line (or a caller) imposes; `None` falls
+/// back to the spec's `timer={...}`, then to the machine defaults. One
+/// struct from `tdg`'s options through `RunOptions` to the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimingOverrides {
     pub timer: Option<TimerMethod>,
     pub samples: Option<u32>,
     pub selection: Option<Selection>,
@@ -54,6 +55,12 @@ pub struct DriverConfig {
     pub pin_cpu: Option<u32>,
     /// Relative tolerance for verification; `None`: per element type.
     pub tolerance: Option<f64>,
+}
+
+/// Everything the model is built under besides the spec.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    pub timing: TimingOverrides,
     /// `-D NAME=VALUE` overrides, used for explanations (the driver itself
     /// receives them as compiler defines).
     pub defines: BTreeMap<String, String>,
@@ -63,16 +70,7 @@ pub struct DriverConfig {
 impl DriverConfig {
     pub fn new(machine: MachineDefaults) -> Self {
         DriverConfig {
-            timer: None,
-            samples: None,
-            selection: None,
-            flush: None,
-            flush_kib: None,
-            flush_level: None,
-            min_interval_ns: None,
-            flush_all_cpus: false,
-            pin_cpu: None,
-            tolerance: None,
+            timing: TimingOverrides::default(),
             defines: BTreeMap::new(),
             machine,
         }
@@ -424,17 +422,23 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
 
     // Flush and timing plans.
     let tc = spec.timer.clone().unwrap_or_default();
-    let flush_method = cfg.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
-    let (flush_kib, kib_source) =
-        resolve_flush_kib(cfg, cfg.flush_level.map(FlushSize::Level).or(tc.flush_size))?;
-    let timer = cfg.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
-    let samples = cfg.samples.or(tc.samples).unwrap_or(7);
+    let flush_method = cfg.timing.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
+    let (flush_kib, kib_source) = resolve_flush_kib(
+        cfg,
+        cfg.timing
+            .flush_level
+            .map(FlushSize::Level)
+            .or(tc.flush_size),
+    )?;
+    let timer = cfg.timing.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
+    let samples = cfg.timing.samples.or(tc.samples).unwrap_or(7);
     if samples == 0 {
         return Err(ModelError::NoSamples);
     }
     // ATLAS: min for wall-clock timers (noise only adds), median for CPU time
     // (its error goes both ways).
     let selection = cfg
+        .timing
         .selection
         .or(tc.select)
         .unwrap_or(if timer == TimerMethod::Cpu {
@@ -442,14 +446,15 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         } else {
             Selection::Min
         });
-    let (min_interval_ns, min_interval_source) = match (cfg.min_interval_ns, tc.min_interval_ns) {
-        (Some(v), _) => (v, "command line".to_string()),
-        (None, Some(v)) => (v, "spec timer={...}".to_string()),
-        (None, None) => (
-            cfg.machine.min_interval_ns,
-            cfg.machine.min_interval_source.clone(),
-        ),
-    };
+    let (min_interval_ns, min_interval_source) =
+        match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
+            (Some(v), _) => (v, "command line".to_string()),
+            (None, Some(v)) => (v, "spec timer={...}".to_string()),
+            (None, None) => (
+                cfg.machine.min_interval_ns,
+                cfg.machine.min_interval_source.clone(),
+            ),
+        };
 
     // Operands.
     let mut operands = Vec::new();
@@ -480,7 +485,10 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         Some(VerifyPlan {
             operands: names,
             compare_return: ret_is_value(spec),
-            tolerance: cfg.tolerance.unwrap_or(if tol > 0.0 { tol } else { 1e-9 }),
+            tolerance: cfg
+                .timing
+                .tolerance
+                .unwrap_or(if tol > 0.0 { tol } else { 1e-9 }),
         })
     };
 
@@ -527,7 +535,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             method_c: flush_method.c_name(),
             kib: flush_kib,
             kib_source,
-            all_cpus: cfg.flush_all_cpus,
+            all_cpus: cfg.timing.flush_all_cpus,
         },
         timing: TimingPlan {
             method: timer.spelling(),
@@ -537,7 +545,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             selection_median: selection == Selection::Median,
             min_interval_ns,
             min_interval_source,
-            pin_cpu: cfg.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+            pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
         },
         guard: OverflowGuard { alternate, restore },
         verify,
@@ -564,7 +572,7 @@ fn resolve_flush_kib(
     cfg: &DriverConfig,
     spec_size: Option<FlushSize>,
 ) -> Result<(u64, String), ModelError> {
-    if let Some(k) = cfg.flush_kib {
+    if let Some(k) = cfg.timing.flush_kib {
         return Ok((k, "command line".into()));
     }
     let m = &cfg.machine;
@@ -1024,12 +1032,12 @@ flop="2*M*N*K+M*N";
     #[test]
     fn cpu_time_defaults_to_the_median_and_levels_size_the_flush() {
         let mut cfg = DriverConfig::new(machine());
-        cfg.timer = Some(TimerMethod::Cpu);
-        cfg.flush_level = Some(1);
+        cfg.timing.timer = Some(TimerMethod::Cpu);
+        cfg.timing.flush_level = Some(1);
         let m = model(GEMM, &cfg);
         assert_eq!(m.timing.selection, "median");
         assert_eq!(m.flush.kib, 64);
-        cfg.flush_level = Some(4);
+        cfg.timing.flush_level = Some(4);
         let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
         assert!(matches!(
             DriverModel::from_spec(&spec, &cfg),
@@ -1050,9 +1058,9 @@ flop="2*M*N*K+M*N";
         );
         assert_eq!((m.flush.method, m.flush.kib), ("clflush", 2 * 1024));
         assert_eq!(m.timing.min_interval_ns, 1_000_000);
-        cfg.samples = Some(3);
-        cfg.flush_kib = Some(100);
-        cfg.timer = Some(TimerMethod::Cycle);
+        cfg.timing.samples = Some(3);
+        cfg.timing.flush_kib = Some(100);
+        cfg.timing.timer = Some(TimerMethod::Cycle);
         let m = model(&src, &cfg);
         assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
         assert_eq!(m.flush.kib, 100);
@@ -1062,7 +1070,7 @@ flop="2*M*N*K+M*N";
     #[test]
     fn flushing_off_makes_every_operand_warm() {
         let mut cfg = DriverConfig::new(machine());
-        cfg.flush = Some(FlushMethod::None);
+        cfg.timing.flush = Some(FlushMethod::None);
         let m = model(GEMM, &cfg);
         assert!(m.operands.iter().all(|o| o.cache == CacheState::Warm));
     }

@@ -2,14 +2,15 @@
 //! turn its JSON line into a [`RunReport`].
 
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::{FlushMethod, Selection, Spec, TimerMethod};
+use spec_lang::ast::{FlushMethod, Spec};
+use spec_lang::vocabulary::Keyword;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use toolchain::{CCompiler, CompileJob, ToolchainError};
 
 use crate::defaults::{recorded_defaults, MachineDefaults};
-use crate::model::{DriverConfig, DriverModel, ModelError};
+use crate::model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 use crate::render::{render, RenderError};
 
 /// Flags the driver's own sources are always built with: the product must be
@@ -24,25 +25,17 @@ pub struct RunOptions {
     pub cflags: Vec<String>,
     /// `-D NAME=VALUE`, applied to the driver and the implementation.
     pub defines: Vec<(String, String)>,
-    pub timer: Option<TimerMethod>,
-    pub samples: Option<u32>,
-    pub selection: Option<Selection>,
-    pub flush: Option<FlushMethod>,
-    pub flush_kib: Option<u64>,
-    /// Size the flush from this cache level (1, 2, 3).
-    pub flush_level: Option<u8>,
-    pub min_interval_ns: Option<u64>,
+    /// Timer, samples, selection, flush, minimum interval, pinning and
+    /// verification tolerance the caller imposes.
+    pub timing: TimingOverrides,
     /// Force this many calls per sample.
     pub reps: Option<u64>,
-    pub pin_cpu: Option<u32>,
-    pub flush_all_cpus: bool,
     /// Write every operand page before timing (lazy page zeroing guard).
     pub touch_pages: bool,
     /// One untimed call before timing (instruction load guard).
     pub dummy_call: bool,
     pub overflow_guard: bool,
     pub verify: bool,
-    pub tolerance: Option<f64>,
     pub timeout: Duration,
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
@@ -61,21 +54,12 @@ impl Default for RunOptions {
             cc: None,
             cflags: vec!["-O2".into()],
             defines: Vec::new(),
-            timer: None,
-            samples: None,
-            selection: None,
-            flush: None,
-            flush_kib: None,
-            flush_level: None,
-            min_interval_ns: None,
+            timing: TimingOverrides::default(),
             reps: None,
-            pin_cpu: None,
-            flush_all_cpus: false,
             touch_pages: true,
             dummy_call: true,
             overflow_guard: true,
             verify: true,
-            tolerance: None,
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
@@ -293,16 +277,7 @@ impl RunOptions {
     pub fn driver_config(&self) -> DriverConfig {
         let machine = self.machine.clone().unwrap_or_else(recorded_defaults);
         let mut cfg = DriverConfig::new(machine);
-        cfg.timer = self.timer;
-        cfg.samples = self.samples;
-        cfg.selection = self.selection;
-        cfg.flush = self.flush;
-        cfg.flush_kib = self.flush_kib;
-        cfg.flush_level = self.flush_level;
-        cfg.min_interval_ns = self.min_interval_ns;
-        cfg.flush_all_cpus = self.flush_all_cpus;
-        cfg.pin_cpu = self.pin_cpu;
-        cfg.tolerance = self.tolerance;
+        cfg.timing = self.timing.clone();
         cfg.defines = self.defines.iter().cloned().collect();
         cfg
     }
@@ -418,52 +393,31 @@ pub fn build_model(
 /// Command-line arguments for the driver binary from the run-time options.
 pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     let mut a = vec!["--json".to_string()];
-    if let Some(t) = opts.timer {
-        a.push(format!(
-            "--timer={}",
-            match t {
-                TimerMethod::Wall => "wall",
-                TimerMethod::Cycle => "cycle",
-                TimerMethod::Cpu => "cpu",
-            }
-        ));
+    if let Some(t) = opts.timing.timer {
+        a.push(format!("--timer={}", t.spelling()));
     }
-    if let Some(s) = opts.samples {
+    if let Some(s) = opts.timing.samples {
         a.push(format!("--samples={s}"));
     }
-    if let Some(s) = opts.selection {
-        a.push(format!(
-            "--select={}",
-            if s == Selection::Median {
-                "median"
-            } else {
-                "min"
-            }
-        ));
+    if let Some(s) = opts.timing.selection {
+        a.push(format!("--select={}", s.spelling()));
     }
-    if let Some(f) = opts.flush {
-        a.push(format!(
-            "--flush={}",
-            match f {
-                FlushMethod::Read => "read",
-                FlushMethod::Clflush => "clflush",
-                FlushMethod::None => "none",
-            }
-        ));
+    if let Some(f) = opts.timing.flush {
+        a.push(format!("--flush={}", f.spelling()));
     }
-    if let Some(k) = opts.flush_kib {
+    if let Some(k) = opts.timing.flush_kib {
         a.push(format!("--flush-kib={k}"));
     }
-    if let Some(m) = opts.min_interval_ns {
+    if let Some(m) = opts.timing.min_interval_ns {
         a.push(format!("--min-interval-ns={m}"));
     }
     if let Some(r) = opts.reps {
         a.push(format!("--reps={r}"));
     }
-    if let Some(c) = opts.pin_cpu {
+    if let Some(c) = opts.timing.pin_cpu {
         a.push(format!("--pin={c}"));
     }
-    if opts.flush_all_cpus {
+    if opts.timing.flush_all_cpus {
         a.push("--flush-all-cpus".into());
     }
     if !opts.touch_pages {
@@ -478,7 +432,7 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if !opts.verify {
         a.push("--no-verify".into());
     }
-    if let Some(t) = opts.tolerance {
+    if let Some(t) = opts.timing.tolerance {
         a.push(format!("--tolerance={t:e}"));
     }
     a
@@ -633,9 +587,9 @@ pub fn flush_sweep(
     kibs.iter()
         .map(|k| {
             let mut o = opts.clone();
-            o.flush_kib = Some(*k);
-            if *k > 0 && o.flush == Some(FlushMethod::None) {
-                o.flush = Some(FlushMethod::Read);
+            o.timing.flush_kib = Some(*k);
+            if *k > 0 && o.timing.flush == Some(FlushMethod::None) {
+                o.timing.flush = Some(FlushMethod::Read);
             }
             built.run(&o)
         })

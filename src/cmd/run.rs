@@ -52,18 +52,18 @@ pub struct TimingArgs {
 
 impl TimingArgs {
     pub fn apply(&self, o: &mut RunOptions) -> anyhow::Result<()> {
-        o.timer = self.timer;
-        o.samples = self.samples;
-        if o.samples == Some(0) {
+        o.timing.timer = self.timer;
+        o.timing.samples = self.samples;
+        if o.timing.samples == Some(0) {
             bail!("--samples must be at least 1");
         }
-        o.selection = self.select;
-        o.flush = self.flush;
-        o.flush_kib = self.flush_kb.first().copied();
-        o.flush_level = self.flush_level;
-        o.flush_all_cpus = self.flush_all_cpus;
-        o.min_interval_ns = self.min_interval_ns;
-        o.pin_cpu = self.pin;
+        o.timing.selection = self.select;
+        o.timing.flush = self.flush;
+        o.timing.flush_kib = self.flush_kb.first().copied();
+        o.timing.flush_level = self.flush_level;
+        o.timing.flush_all_cpus = self.flush_all_cpus;
+        o.timing.min_interval_ns = self.min_interval_ns;
+        o.timing.pin_cpu = self.pin;
         o.defines = parse_defines(&self.define)?;
         // The one place a machine probe may start (and says so).
         o.machine = Some(driver_gen::machine_defaults());
@@ -166,13 +166,13 @@ pub fn run(args: Args) -> CmdResult {
         dummy_call: !args.no_dummy_call,
         overflow_guard: !args.no_overflow_guard,
         verify: !args.no_verify,
-        tolerance: args.tolerance,
         timeout: Duration::from_secs(args.timeout),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
+    o.timing.tolerance = args.tolerance;
     // The -D values checked against the spec, located as `tdg check -D` does.
     spec_lang::load_with_defines(&args.spec, &o.defines)?;
     if let Some(path) = &args.contexts {

@@ -35,7 +35,10 @@ pub fn spec(src: &str) -> spec_lang::Spec {
 /// Options for tests: few samples, a generous timeout.
 pub fn opts() -> RunOptions {
     RunOptions {
-        samples: Some(5),
+        timing: driver_gen::TimingOverrides {
+            samples: Some(5),
+            ..Default::default()
+        },
         timeout: Duration::from_secs(120),
         // Probe-grounded flush and interval, as `tdg run` uses.
         machine: Some(driver_gen::machine_defaults()),
