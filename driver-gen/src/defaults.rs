@@ -39,6 +39,31 @@ pub struct MachineDefaults {
 }
 
 impl MachineDefaults {
+    /// A fixed machine (32 KiB L1, 1 MiB L2, 32 MiB L3, 20 ns timer, no
+    /// measured flush) for output that must not depend on where it is made:
+    /// unit tests and the committed golden driver.
+    pub fn fixed_for_tests() -> MachineDefaults {
+        MachineDefaults {
+            caches: vec![
+                CacheLevel { level: 1, kib: 32 },
+                CacheLevel {
+                    level: 2,
+                    kib: 1024,
+                },
+                CacheLevel {
+                    level: 3,
+                    kib: 32768,
+                },
+            ],
+            caches_source: "test".into(),
+            timer_resolution_ns: 20.0,
+            min_interval_ns: 20_000,
+            min_interval_source: "test machine".into(),
+            full_flush_kib: None,
+            full_flush_source: String::new(),
+        }
+    }
+
     pub fn llc(&self) -> Option<&CacheLevel> {
         self.caches.iter().max_by_key(|c| c.level)
     }

@@ -940,28 +940,9 @@ fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::defaults::CacheLevel;
 
     fn machine() -> MachineDefaults {
-        MachineDefaults {
-            caches: vec![
-                CacheLevel { level: 1, kib: 32 },
-                CacheLevel {
-                    level: 2,
-                    kib: 1024,
-                },
-                CacheLevel {
-                    level: 3,
-                    kib: 32768,
-                },
-            ],
-            caches_source: "test".into(),
-            timer_resolution_ns: 20.0,
-            min_interval_ns: 20_000,
-            min_interval_source: "test machine".into(),
-            full_flush_kib: None,
-            full_flush_source: String::new(),
-        }
+        MachineDefaults::fixed_for_tests()
     }
 
     #[test]

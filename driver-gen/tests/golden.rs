@@ -4,7 +4,6 @@
 //!
 //! After an intended change: `TDG_BLESS=1 cargo test -p driver-gen --test golden`.
 
-use driver_gen::defaults::CacheLevel;
 use driver_gen::{render, DriverConfig, DriverModel, MachineDefaults};
 use std::path::{Path, PathBuf};
 
@@ -12,23 +11,11 @@ use std::path::{Path, PathBuf};
 /// runs (a probe-measured flush differs from machine to machine).
 fn machine() -> MachineDefaults {
     MachineDefaults {
-        caches: vec![
-            CacheLevel { level: 1, kib: 32 },
-            CacheLevel {
-                level: 2,
-                kib: 1024,
-            },
-            CacheLevel {
-                level: 3,
-                kib: 32768,
-            },
-        ],
         caches_source: "golden test machine".into(),
-        timer_resolution_ns: 20.0,
-        min_interval_ns: 20_000,
         min_interval_source: "golden test machine".into(),
         full_flush_kib: Some(98304),
         full_flush_source: "golden test machine".into(),
+        ..MachineDefaults::fixed_for_tests()
     }
 }
 
