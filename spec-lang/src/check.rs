@@ -74,6 +74,7 @@ pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     c.arrays();
     c.missing_values();
     c.returns();
+    c.per_call_whole_values();
     c.flop();
     c.checkpoint();
     if c.out.is_empty() {
@@ -748,6 +749,36 @@ impl<'a> Checker<'a> {
                 )
                 .with_hint("give the routine a body: `routine=void f(...) { ... };`"),
             );
+        }
+    }
+
+    /// `Range` and `RANDOM` change per call, so each must be a scalar's
+    /// whole value: inside an expression the driver has no per-call value
+    /// to put there.
+    fn per_call_whole_values(&mut self) {
+        for init in &self.spec.init {
+            let InitValue::Scalar(e) = &init.value else {
+                continue;
+            };
+            let inner: Vec<&Expr> = match e {
+                Expr::Range { begin, incr, .. } => vec![begin, incr],
+                Expr::RandomRange { lo, hi, .. } => vec![lo, hi],
+                other => vec![other],
+            };
+            for x in inner {
+                x.walk(&mut |sub| {
+                    if let Expr::Random(s) | Expr::RandomRange { span: s, .. } | Expr::Range { span: s, .. } = sub {
+                        let what = if matches!(sub, Expr::Range { .. }) { "Range(...)" } else { "RANDOM" };
+                        self.out.push(
+                            Diagnostic::new(
+                                format!("{what} changes per call and must be the whole value of `{}`", init.name.name),
+                                *s,
+                            )
+                            .with_hint("give it a scalar of its own, e.g. `t=Range(1, 1);`, or a fixed value"),
+                        );
+                    }
+                });
+            }
         }
     }
 

@@ -761,3 +761,20 @@ fn value_fills_need_arithmetic_elements_and_file_needs_one_block() {
         x(2, 36, "FILE(...) fills need contiguous storage", Some("Matrix")),
     );
 }
+
+#[test]
+fn a_per_call_value_inside_an_expression_is_located() {
+    rejects(
+        "routine=void f(const int N, const double a, double* X);\ninit={N=4; a=Range(1, 1) * 2; X=Vector(double, ZERO, _, N);};",
+        x(
+            2,
+            14,
+            "Range(...) changes per call and must be the whole value of `a`",
+            Some("a scalar of its own"),
+        ),
+    );
+    rejects(
+        "routine=void f(const int N, double* X);\ninit={N=Macro(NS, RANDOM); X=Vector(double, ZERO, _, N);};",
+        x(2, 19, "RANDOM changes per call", None),
+    );
+}
