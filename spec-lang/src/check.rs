@@ -763,6 +763,7 @@ impl<'a> Checker<'a> {
             let inner: Vec<&Expr> = match e {
                 Expr::Range { begin, incr, .. } => vec![begin, incr],
                 Expr::RandomRange { lo, hi, .. } => vec![lo, hi],
+                Expr::Random(_) => vec![],
                 other => vec![other],
             };
             for x in inner {

@@ -777,4 +777,10 @@ fn a_per_call_value_inside_an_expression_is_located() {
         "routine=void f(const int N, double* X);\ninit={N=Macro(NS, RANDOM); X=Vector(double, ZERO, _, N);};",
         x(2, 19, "RANDOM changes per call", None),
     );
+    // As whole values they are fine.
+    spec_lang::parse_and_check(
+        "routine=void f(const int N, const double a, const double b, const int k, double* X);\ninit={N=4; a=RANDOM; b=RANDOM(0, N); k=Range(1, N); X=Vector(double, ZERO, _, N);};",
+        "t.spec",
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
 }
