@@ -1,6 +1,7 @@
 //! What the user sees when things go wrong: build failures, crashes,
 //! wrong results, bad input. Nothing may panic; every message says why.
 
+#[path = "../driver-gen/tests/driver_support/mod.rs"]
 mod driver_support;
 use driver_gen::RunError;
 use driver_support::*;
@@ -38,7 +39,7 @@ fn segfault_is_reported_with_signal_and_phase() {
     let imp = "static int n; void daxpy(const int N, const double a, const double *X, double *Y) { (void)N; (void)a; (void)X; (void)Y; if (++n == 3) *(volatile int *)0 = 1; }\n";
     let kit = build(AXPY, imp, &opts());
     let mut o = opts();
-    o.min_interval_ns = Some(0);
+    o.timing.min_interval_ns = Some(0);
     let e = kit.built.run(&o).expect_err("must crash");
     let msg = e.to_string();
     assert!(msg.contains("SIGSEGV"), "{msg}");

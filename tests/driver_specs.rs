@@ -1,6 +1,7 @@
 //! Every spec in specs/ is generated, compiled warning-free (gcc and clang,
 //! -Wall -Wextra -Werror), run against its kernel in specs/*.c and verified.
 
+#[path = "../driver-gen/tests/driver_support/mod.rs"]
 mod driver_support;
 use driver_gen::{machine_defaults, render, run_driver, DriverConfig, DriverModel};
 use driver_support::*;
@@ -31,7 +32,7 @@ fn every_spec_runs_and_verifies_against_its_kernel() {
             imp.display()
         );
         let mut o = opts();
-        o.samples = Some(3);
+        o.timing.samples = Some(3);
         let r = run_driver(&spec, &imp, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         eprintln!(
             "{}: {:.0} ns/call, {} x{}, verification {}",

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../instrument/tests/instrument_support/mod.rs"]
 mod instrument_support;
 use instrument_support::build_host_with_shared_kernel;
 

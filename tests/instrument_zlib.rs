@@ -160,8 +160,11 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     // just read into cache). Generous bounds: the machine is shared.
     let spec = spec_lang::load(&spec_out).unwrap();
     let opts = driver_gen::RunOptions {
-        flush: Some(spec_lang::ast::FlushMethod::None),
-        samples: Some(9),
+        timing: driver_gen::TimingOverrides {
+            flush: Some(spec_lang::ast::FlushMethod::None),
+            samples: Some(9),
+            ..Default::default()
+        },
         verify: false,
         ..Default::default()
     };

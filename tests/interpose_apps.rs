@@ -4,9 +4,9 @@
 //! calling BZ2_blockSort in libbz2 through the PLT, profiled with
 //! prototype-only specs.
 
-mod instrument_support;
+mod interpose_support;
 
-use instrument_support::{json_of, tdg_in as tdg};
+use interpose_support::{json_of, tdg_in as tdg};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -107,7 +107,7 @@ fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
 
 fn input(d: &Path) -> PathBuf {
     let p = d.join("input.txt");
-    instrument_support::text_input(&p, 3_000_000);
+    interpose_support::text_input(&p, 3_000_000);
     p
 }
 
@@ -117,7 +117,7 @@ fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
     let d = tmp.path();
     let input = input(d);
     let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
-    let p = instrument_support::profile_bzip2(d, &input, compressed.into());
+    let p = interpose_support::profile_bzip2(d, &input, compressed.into());
     // The output is bzip2's own: it decompresses to the input.
     let back = Command::new("/bin/bzip2")
         .args(["-dc", "input.txt.bz2"])

@@ -5,9 +5,9 @@
 //! same call's time in the shim's own profile. Real CRIU: needs root and
 //! `scripts/setup`.
 
-mod instrument_support;
+mod interpose_support;
 
-use instrument_support::json_of;
+use interpose_support::json_of;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -26,7 +26,7 @@ fn tdg() -> Command {
 }
 
 fn spec() -> String {
-    instrument_support::bz2_blocksort_spec()
+    interpose_support::bz2_blocksort_spec()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -41,7 +41,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Call CALL's time in one profiled run of `bzip2 -9`.
 fn profiled_call_ns(d: &Path, input: &Path) -> f64 {
-    let p = instrument_support::profile_bzip2(d, input, Stdio::null());
+    let p = interpose_support::profile_bzip2(d, input, Stdio::null());
     assert!(p.records.len() > CALL);
     p.ticks_to_ns(p.records[CALL - 1].ticks)
 }
@@ -65,7 +65,7 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
-    instrument_support::text_input(&input, 3_000_000);
+    interpose_support::text_input(&input, 3_000_000);
     let image = d.join("img");
 
     let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
@@ -138,7 +138,7 @@ fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() 
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
-    instrument_support::text_input(&input, 2_000_000);
+    interpose_support::text_input(&input, 2_000_000);
     // The in-app reference of the marker path, with the shim as the markers.
     let out = tdg()
         .args([
@@ -225,7 +225,7 @@ fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
-    instrument_support::text_input(&input, 3_000_000);
+    interpose_support::text_input(&input, 3_000_000);
     let image = d.join("img");
     let cap = tdg()
         .args(["checkpoint", "capture", "--spec", &spec(), "--call", "3"])

@@ -3,13 +3,16 @@
 //! `dlsym(RTLD_NEXT)`'s reach, as numpy's BLAS is under python3), and a
 //! routine defined nowhere (one line, a documented status, no core dump).
 
+#[path = "../instrument/tests/instrument_support/mod.rs"]
 mod instrument_support;
+mod interpose_support;
 
-use instrument::{format, runtime};
-use instrument_support::{cc, tdg_in as tdg};
+use instrument::{format, interpose, runtime};
+use instrument_support::cc;
+use interpose_support::tdg_in as tdg;
 use std::path::Path;
 use std::process::Command;
-use toolchain::CompileJob;
+use toolchain::{CCompiler, CompileJob};
 
 const KERNEL: &str = r#"
 long kern_sum(const long *v, long n) {
@@ -190,4 +193,72 @@ int main(void) {
         .filter(|e| e.file_name().to_string_lossy().starts_with("core"))
         .collect();
     assert!(cores.is_empty());
+}
+
+#[test]
+fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
+    let dir = tempfile::tempdir().unwrap();
+    // A prototype-only spec whose recorded values are all integers.
+    let dgemm = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("instrument/examples/blas/cblas_dgemm.spec"),
+    )
+    .unwrap();
+    for (name, src) in [
+        (
+            "void",
+            "routine=void scale(double* x, const int n, const double a);\ninit={ n=Macro(N, 10); a=2.0; x=Vector(double, RANDOM, align(64), n); };\n",
+        ),
+        (
+            "fortran",
+            "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
+        ),
+        (
+            "prototype",
+            dgemm.as_str(),
+        ),
+    ] {
+        let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
+        let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
+        let host = checkpoint::write_host_library(&dir.path().join(format!("{name}host"))).unwrap();
+        // Every generated interposer (LD_PRELOAD, --wrap, and the region
+        // shim `tdg checkpoint capture --spec` builds with the checkpoint
+        // host library's header) and the resolver compiled into the shims.
+        let mut units = vec![(rt.resolve_source.clone(), "resolver")];
+        for (kind, text) in [
+            ("preload", interpose::generate(&spec, interpose::InterposerKind::Preload)),
+            ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
+            ("region", interpose::generate_region_shim(&spec)),
+        ] {
+            let c = dir.path().join(format!("{name}-{kind}.c"));
+            std::fs::write(&c, text.unwrap()).unwrap();
+            units.push((c, kind));
+        }
+        // -Werror: clean under -Wall -Wextra, with gcc and with clang.
+        for compiler in ["gcc", "clang"] {
+            let cc = CCompiler::find(Some(compiler)).unwrap();
+            for (source, kind) in &units {
+                cc.compile(&CompileJob {
+                    output: dir.path().join(format!("{name}-{kind}-{compiler}.o")),
+                    sources: vec![source.clone()],
+                    cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
+                    include_dirs: vec![rt.include_dir.clone(), host.dir.clone()],
+                    object_only: true,
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{name} {kind} {compiler}: {e}"));
+            }
+        }
+        if name == "prototype" {
+            continue;
+        }
+        let values = interpose::recorded_values(&spec);
+        assert_eq!(values[0].kind, format::ValueKind::Signed, "{name}");
+        assert_eq!(values[1].kind, format::ValueKind::Double, "{name}");
+    }
+    let spec = spec_lang::parse_and_check(
+        "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
+        "f",
+    )
+    .unwrap();
+    assert_eq!(interpose::symbol_name(&spec), "daxpy_");
 }

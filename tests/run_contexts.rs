@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "../instrument/tests/instrument_support/mod.rs"]
 mod instrument_support;
 use instrument_support::build_host_with_shared_kernel;
 

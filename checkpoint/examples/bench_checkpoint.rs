@@ -228,7 +228,10 @@ fn bench_case(
     let built = case.default_driver.as_ref().map(|(spec, imp)| {
         let spec = spec_lang::load(spec).unwrap_or_else(|e| fail(&e.to_string()));
         let opts = driver_gen::RunOptions {
-            samples: Some(per_round as u32),
+            timing: driver_gen::TimingOverrides {
+                samples: Some(per_round as u32),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let b =

@@ -104,7 +104,10 @@ fn default_driver_with_random_data_misses_the_in_app_sort_time() {
         &spec,
         &std::path::Path::new(APPS).join("isort.c"),
         &driver_gen::RunOptions {
-            samples: Some(3),
+            timing: driver_gen::TimingOverrides {
+                samples: Some(3),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )

@@ -1,10 +1,10 @@
-//! Spec expressions as C text, and their values for explanations.
+//! Spec expressions as C text.
 //!
 //! Sizes are evaluated by the generated C at run time (so `-D MS=100` resizes
-//! a driver without regenerating it); the Rust evaluator mirrors C's integer
-//! arithmetic so `tdg explain` quotes the same byte counts the driver uses.
+//! a driver without regenerating it); their values for explanations come
+//! from `spec_lang::eval`, the one evaluator, which follows C's arithmetic.
 
-use spec_lang::ast::{BinOp, Expr, UnaryOp};
+use spec_lang::ast::{Expr, UnaryOp};
 use std::collections::BTreeMap;
 
 use crate::model::ModelError;
@@ -140,138 +140,16 @@ pub fn c_string_literal(s: &str) -> String {
     out
 }
 
-/// Short human rendering of an expression for messages.
+/// An expression as the spec would write it (the canonical formatter's
+/// spelling, parentheses kept), for messages and explanations.
 pub fn describe(e: &Expr) -> String {
-    match e {
-        Expr::Int(v, _) => v.to_string(),
-        Expr::Float(v, _) => format!("{v}"),
-        Expr::Str(s, _) => format!("{s:?}"),
-        Expr::Name(id) => id.name.clone(),
-        Expr::Macro { name, default, .. } => format!("Macro({}, {})", name.name, describe(default)),
-        Expr::Random(_) => "RANDOM".into(),
-        Expr::RandomRange { lo, hi, .. } => format!("RANDOM({}, {})", describe(lo), describe(hi)),
-        Expr::Range { begin, incr, .. } => {
-            format!("Range({}, {})", describe(begin), describe(incr))
-        }
-        Expr::Unary { operand, .. } => format!("-{}", describe(operand)),
-        Expr::Binary { op, lhs, rhs, .. } => {
-            format!("{} {} {}", describe(lhs), op.symbol(), describe(rhs))
-        }
-    }
-}
-
-/// A value with C's int/double distinction (integer division truncates).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Num {
-    Int(i64),
-    Real(f64),
-}
-
-impl Num {
-    pub fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Real(r) => r,
-        }
-    }
-}
-
-/// Values of names for [`eval`]: scalars (initial values) and macros.
-pub type Values = BTreeMap<String, Num>;
-
-/// Evaluates `e` the way the driver's C does; `None` for values only known
-/// per call (RANDOM) or strings.
-pub fn eval(e: &Expr, values: &Values) -> Option<Num> {
-    Some(match e {
-        Expr::Int(v, _) => Num::Int(*v),
-        Expr::Float(v, _) => Num::Real(*v),
-        Expr::Str(..) | Expr::Random(_) | Expr::RandomRange { .. } => return None,
-        Expr::Name(id) => *values.get(&id.name)?,
-        Expr::Macro { name, default, .. } => match values.get(&name.name) {
-            Some(v) => *v,
-            None => eval(default, values)?,
-        },
-        Expr::Range { begin, .. } => eval(begin, values)?,
-        Expr::Unary { operand, .. } => match eval(operand, values)? {
-            Num::Int(i) => Num::Int(i.checked_neg()?),
-            Num::Real(r) => Num::Real(-r),
-        },
-        Expr::Binary { op, lhs, rhs, .. } => {
-            let (a, b) = (eval(lhs, values)?, eval(rhs, values)?);
-            match (a, b) {
-                (Num::Int(x), Num::Int(y)) => Num::Int(match op {
-                    BinOp::Add => x.checked_add(y)?,
-                    BinOp::Sub => x.checked_sub(y)?,
-                    BinOp::Mul => x.checked_mul(y)?,
-                    BinOp::Div => x.checked_div(y)?,
-                    BinOp::Mod => x.checked_rem(y)?,
-                }),
-                _ => {
-                    let (x, y) = (a.as_f64(), b.as_f64());
-                    Num::Real(match op {
-                        BinOp::Add => x + y,
-                        BinOp::Sub => x - y,
-                        BinOp::Mul => x * y,
-                        BinOp::Div => x / y,
-                        BinOp::Mod => x % y,
-                    })
-                }
-            }
-        }
-    })
-}
-
-/// Names an expression mentions (scalars or macros), for ordering scalar
-/// initialisation.
-pub fn names_in(e: &Expr, out: &mut Vec<String>) {
-    match e {
-        Expr::Name(id) => out.push(id.name.clone()),
-        Expr::Macro { default, .. } => names_in(default, out),
-        Expr::RandomRange { lo, hi, .. } => {
-            names_in(lo, out);
-            names_in(hi, out);
-        }
-        Expr::Range { begin, incr, .. } => {
-            names_in(begin, out);
-            names_in(incr, out);
-        }
-        Expr::Unary { operand, .. } => names_in(operand, out),
-        Expr::Binary { lhs, rhs, .. } => {
-            names_in(lhs, out);
-            names_in(rhs, out);
-        }
-        _ => {}
-    }
-}
-
-/// Every `Macro(NAME, default)` inside `e`.
-pub fn macros_in(e: &Expr, out: &mut Vec<(String, Expr)>) {
-    match e {
-        Expr::Macro { name, default, .. } => {
-            out.push((name.name.clone(), (**default).clone()));
-            macros_in(default, out);
-        }
-        Expr::RandomRange { lo, hi, .. } => {
-            macros_in(lo, out);
-            macros_in(hi, out);
-        }
-        Expr::Range { begin, incr, .. } => {
-            macros_in(begin, out);
-            macros_in(incr, out);
-        }
-        Expr::Unary { operand, .. } => macros_in(operand, out),
-        Expr::Binary { lhs, rhs, .. } => {
-            macros_in(lhs, out);
-            macros_in(rhs, out);
-        }
-        _ => {}
-    }
+    spec_lang::format::expr(e)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spec_lang::ast::{Ident, Span};
+    use spec_lang::ast::{BinOp, Ident, Span};
 
     fn name(n: &str) -> Expr {
         Expr::Name(Ident {
@@ -289,23 +167,6 @@ mod tests {
             rhs: Box::new(r),
             span: Span::default(),
         }
-    }
-
-    #[test]
-    fn integer_division_truncates_like_c() {
-        let v = Values::new();
-        assert_eq!(
-            eval(&bin(BinOp::Div, int(7), int(2)), &v),
-            Some(Num::Int(3))
-        );
-        assert_eq!(
-            eval(
-                &bin(BinOp::Div, Expr::Float(7.0, Span::default()), int(2)),
-                &v
-            ),
-            Some(Num::Real(3.5))
-        );
-        assert_eq!(eval(&bin(BinOp::Div, int(1), int(0)), &v), None);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Machine-derived defaults: the one seam through which what we know about
 //! this machine (cache sizes, flush size, timer resolution) reaches the
-//! driver model. The source is `tdg probe`'s cached measurement (taken once,
-//! automatically, when none exists); sysfs and a clock-resolution estimate
-//! are the fallback when probing is switched off (`TDG_NO_PROBE=1`) or fails.
+//! driver model. The source is `tdg probe`'s cached measurement; sysfs and a
+//! clock-resolution estimate are the fallback. Only [`machine_defaults`],
+//! which the command line calls, may start a probe; library paths read what
+//! is recorded ([`recorded_defaults`]).
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -38,6 +39,31 @@ pub struct MachineDefaults {
 }
 
 impl MachineDefaults {
+    /// A fixed machine (32 KiB L1, 1 MiB L2, 32 MiB L3, 20 ns timer, no
+    /// measured flush) for output that must not depend on where it is made:
+    /// unit tests and the committed golden driver.
+    pub fn fixed_for_tests() -> MachineDefaults {
+        MachineDefaults {
+            caches: vec![
+                CacheLevel { level: 1, kib: 32 },
+                CacheLevel {
+                    level: 2,
+                    kib: 1024,
+                },
+                CacheLevel {
+                    level: 3,
+                    kib: 32768,
+                },
+            ],
+            caches_source: "test".into(),
+            timer_resolution_ns: 20.0,
+            min_interval_ns: 20_000,
+            min_interval_source: "test machine".into(),
+            full_flush_kib: None,
+            full_flush_source: String::new(),
+        }
+    }
+
     pub fn llc(&self) -> Option<&CacheLevel> {
         self.caches.iter().max_by_key(|c| c.level)
     }
@@ -51,7 +77,12 @@ impl MachineDefaults {
 const FALLBACK_LLC_KIB: u64 = 32 * 1024;
 
 /// This machine's defaults, resolved once per process: the probe's cached
-/// measurements when available, else sysfs.
+/// measurements, measuring them first (under a minute) when there are none;
+/// sysfs when probing is off (`TDG_NO_PROBE=1`) or fails.
+///
+/// Only the command line calls this: it is the one place a probe may start,
+/// and `tdg` says so when it does. Libraries take the defaults they are
+/// given ([`crate::RunOptions::machine`]) or [`recorded_defaults`].
 pub fn machine_defaults() -> MachineDefaults {
     static CACHED: OnceLock<MachineDefaults> = OnceLock::new();
     CACHED
@@ -66,6 +97,22 @@ pub fn machine_defaults() -> MachineDefaults {
                 }
             }
             from_sysfs()
+        })
+        .clone()
+}
+
+/// This machine's defaults without measuring anything: the probe's cached
+/// result when one exists, else sysfs. What a library uses when its caller
+/// passed no machine defaults.
+pub fn recorded_defaults() -> MachineDefaults {
+    static CACHED: OnceLock<MachineDefaults> = OnceLock::new();
+    CACHED
+        .get_or_init(|| {
+            let path = probe::cache_path();
+            match probe::load_cached_from(&path) {
+                Ok(Some(p)) => from_probe(&p, &path),
+                _ => from_sysfs(),
+            }
         })
         .clone()
 }

@@ -4,11 +4,10 @@
 use crate::model::{CacheState, DriverModel, ScalarKind, Storage};
 use std::fmt::Write;
 
+/// `800000 bytes (781.2 KiB)`: the exact count, and spec-lang's short form.
 fn bytes_text(b: u64) -> String {
-    if b >= 1 << 20 {
-        format!("{b} bytes ({:.1} MiB)", b as f64 / 1048576.0)
-    } else if b >= 1 << 10 {
-        format!("{b} bytes ({:.1} KiB)", b as f64 / 1024.0)
+    if b >= 1 << 10 {
+        format!("{b} bytes ({})", spec_lang::human_bytes(b))
     } else {
         format!("{b} bytes")
     }
@@ -28,10 +27,7 @@ pub fn explain(m: &DriverModel) -> String {
     for sc in &m.scalars {
         let val = sc
             .value
-            .map(|v| match v {
-                crate::cexpr::Num::Int(i) => i.to_string(),
-                crate::cexpr::Num::Real(r) => format!("{r}"),
-            })
+            .map(|v| v.to_string())
             .filter(|v| *v != sc.text)
             .map(|v| format!(" = {v}"))
             .unwrap_or_default();

@@ -12,9 +12,9 @@ pub mod render;
 pub mod report;
 pub mod run;
 
-pub use defaults::{machine_defaults, MachineDefaults};
+pub use defaults::{machine_defaults, recorded_defaults, MachineDefaults};
 pub use explain::explain;
-pub use model::{DriverConfig, DriverModel, ModelError};
+pub use model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 pub use render::{render, GeneratedDriver, RenderError};
 pub use run::{
     build_driver, flush_sweep, run_driver, BuiltDriver, RunError, RunOptions, RunReport,

@@ -4,16 +4,26 @@
 
 use serde::Serialize;
 use spec_lang::ast::{
-    ArrayInit, ArrayKind, Attr, BaseType, CType, Expr, Fill, FlushMethod, FlushSize, InitValue,
-    Lang, Selection, Spec, TimerMethod,
+    ArrayKind, BaseType, CType, Expr, Fill, FlushMethod, FlushSize, Lang, Selection, Spec,
+    TimerMethod,
 };
 use std::collections::BTreeMap;
 
-use crate::cexpr::{self, ExprEnv, NameStyle, Num, Values};
+use crate::cexpr::{self, ExprEnv, NameStyle};
 use crate::defaults::MachineDefaults;
+use spec_lang::checked::{self, CheckedSpec, OperandDef, PerCall};
+use spec_lang::eval::Value;
+use spec_lang::vocabulary::Keyword;
 
+/// Why a driver model cannot be built. A checked spec fails here only on
+/// facts of the machine or the configuration; `Spec` carries the checker's
+/// verdict for callers that hand in a spec `spec_lang::check` never saw.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModelError {
+    #[error("{0}")]
+    Spec(String),
+    #[error("{0}")]
+    Define(String),
     #[error("`{0}` is not a routine parameter nor a Macro name; define it in init={{...}} or use Macro({0}, default)")]
     UnknownName(String),
     #[error("`{0}` changes per call (Range/RANDOM) but is used where a fixed value is needed (a size); give it a fixed value")]
@@ -22,32 +32,17 @@ pub enum ModelError {
     PerCallInExpression(String),
     #[error("the values of {0} depend on each other in a cycle; break the cycle in init={{...}}")]
     Cycle(String),
-    #[error("parameter `{0}` has no value in init={{...}}; add e.g. `{0}=1;` (scalars) or an allocation (pointers)")]
-    MissingInit(String),
-    #[error("parameter `{0}` is a pointer but init gives it a scalar value; use Vector(...) or Matrix(...)")]
-    ScalarForPointer(String),
-    #[error("parameter `{0}` is a scalar but init allocates an array for it; declare it as a pointer in routine=")]
-    ArrayForScalar(String),
-    #[error("operand `{name}`: {what}")]
-    Operand { name: String, what: String },
-    #[error("Macro `{0}` is given two different defaults; use one default everywhere")]
-    MacroConflict(String),
-    #[error(
-        "returns({0}) names something that is not an allocated operand; list output arrays only"
-    )]
-    BadReturn(String),
-    #[error("returns(...) needs a routine body (the reference implementation) to compare against; add `{{ ... }}` after the prototype")]
-    ReturnsWithoutBody,
     #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
     NoSuchCache(u8, String),
     #[error("samples must be at least 1")]
     NoSamples,
 }
 
-/// Settings the command line (or a caller) imposes; `None` falls back to the
-/// spec's `timer={...}`, then to the machine defaults.
-#[derive(Debug, Clone)]
-pub struct DriverConfig {
+/// Timing settings the command line (or a caller) imposes; `None` falls
+/// back to the spec's `timer={...}`, then to the machine defaults. One
+/// struct from `tdg`'s options through `RunOptions` to the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimingOverrides {
     pub timer: Option<TimerMethod>,
     pub samples: Option<u32>,
     pub selection: Option<Selection>,
@@ -60,6 +55,12 @@ pub struct DriverConfig {
     pub pin_cpu: Option<u32>,
     /// Relative tolerance for verification; `None`: per element type.
     pub tolerance: Option<f64>,
+}
+
+/// Everything the model is built under besides the spec.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    pub timing: TimingOverrides,
     /// `-D NAME=VALUE` overrides, used for explanations (the driver itself
     /// receives them as compiler defines).
     pub defines: BTreeMap<String, String>,
@@ -69,16 +70,7 @@ pub struct DriverConfig {
 impl DriverConfig {
     pub fn new(machine: MachineDefaults) -> Self {
         DriverConfig {
-            timer: None,
-            samples: None,
-            selection: None,
-            flush: None,
-            flush_kib: None,
-            flush_level: None,
-            min_interval_ns: None,
-            flush_all_cpus: false,
-            pin_cpu: None,
-            tolerance: None,
+            timing: TimingOverrides::default(),
             defines: BTreeMap::new(),
             machine,
         }
@@ -103,6 +95,8 @@ pub struct DriverModel {
     pub calls: CallText,
     /// True when some scalar changes per call (Range/RANDOM).
     pub per_call_scalars: bool,
+    /// The `tdg_driver` version of the driver's `--json` line.
+    pub json_version: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -158,7 +152,7 @@ pub struct ScalarModel {
     pub text: String,
     /// Initial value when computable (explain).
     #[serde(skip)]
-    pub value: Option<Num>,
+    pub value: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -292,8 +286,29 @@ pub struct CallText {
 }
 
 impl DriverModel {
-    pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+    /// The model of a checked spec (its `-D` overrides already applied).
+    pub fn from_checked(spec: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         build(spec, cfg)
+    }
+
+    /// The model of a parsed spec: checks it (the first problem is the
+    /// error), applies `cfg.defines` to its macros, then [`Self::from_checked`].
+    pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        if let Some(d) = spec_lang::check::problems(spec, "").first() {
+            return Err(ModelError::Spec(match &d.hint {
+                Some(h) => format!("{}; {h}", d.message),
+                None => d.message.clone(),
+            }));
+        }
+        let defines: Vec<(String, String)> = cfg
+            .defines
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let overrides = checked::spec_overrides(spec, &defines).map_err(ModelError::Define)?;
+        let checked =
+            checked::resolve(spec, &overrides).map_err(|e| ModelError::Spec(e.to_string()))?;
+        build(&checked, cfg)
     }
 
     pub fn operand(&self, name: &str) -> Option<&OperandModel> {
@@ -314,27 +329,9 @@ fn elem_kind(t: &CType) -> ElemKind {
     }
 }
 
-/// `const double *` etc., as written in a prototype.
-fn c_type_text(t: &CType) -> String {
-    let mut s = String::new();
-    if t.is_const {
-        s.push_str("const ");
-    }
-    s.push_str(&t.base.c_name());
-    if t.pointers > 0 {
-        s.push(' ');
-        s.push_str(&"*".repeat(t.pointers as usize));
-    }
-    s
-}
-
+/// `const double* X`: a parameter declaration.
 fn decl(t: &CType, name: &str) -> String {
-    let ty = c_type_text(t);
-    if ty.ends_with('*') {
-        format!("{ty}{name}")
-    } else {
-        format!("{ty} {name}")
-    }
+    format!("{} {name}", t.text())
 }
 
 fn default_tolerance(kind: &BaseType) -> f64 {
@@ -355,124 +352,43 @@ fn seed_for(name: &str) -> u64 {
     h
 }
 
-fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+    let spec = &checked.spec;
     let params = &spec.routine.params;
-    let inits: BTreeMap<&str, &spec_lang::ast::Init> = spec
-        .init
+    let scalar_exprs: BTreeMap<String, (Expr, bool)> = checked
+        .scalars
         .iter()
-        .map(|i| (i.name.name.as_str(), i))
+        .map(|s| (s.name.clone(), (s.expr.clone(), s.is_fixed())))
         .collect();
-
-    // Macros and scalar expressions.
-    let mut macros: BTreeMap<String, Expr> = BTreeMap::new();
-    let mut collect_macros = |e: &Expr| -> Result<(), ModelError> {
-        let mut found = Vec::new();
-        cexpr::macros_in(e, &mut found);
-        for (name, default) in found {
-            match macros.get(&name) {
-                Some(prev) if *prev != default => return Err(ModelError::MacroConflict(name)),
-                _ => {
-                    macros.insert(name, default);
-                }
-            }
-        }
-        Ok(())
-    };
-    for init in &spec.init {
-        match &init.value {
-            InitValue::Scalar(e) => collect_macros(e)?,
-            InitValue::Array(a) => {
-                for d in &a.dims {
-                    collect_macros(d)?;
-                }
-                if let Fill::RandomRange { lo, hi, .. } = &a.fill {
-                    collect_macros(lo)?;
-                    collect_macros(hi)?;
-                }
-                if let Fill::Const(e, _) = &a.fill {
-                    collect_macros(e)?;
-                }
-            }
-        }
-    }
-    if let Some(f) = &spec.flop {
-        collect_macros(&f.expr)?;
-    }
-
-    // Scalars: params initialised with a scalar value.
-    let mut scalar_exprs: BTreeMap<String, (Expr, bool)> = BTreeMap::new();
-    for p in params {
-        let init = inits
-            .get(p.name.name.as_str())
-            .ok_or_else(|| ModelError::MissingInit(p.name.name.clone()))?;
-        match &init.value {
-            InitValue::Scalar(e) => {
-                let is_string = matches!(e, Expr::Str(..));
-                if p.ty.is_pointer() && !is_string {
-                    return Err(ModelError::ScalarForPointer(p.name.name.clone()));
-                }
-                let fixed = !matches!(
-                    e,
-                    Expr::Random(_) | Expr::RandomRange { .. } | Expr::Range { .. }
-                );
-                scalar_exprs.insert(p.name.name.clone(), (e.clone(), fixed));
-            }
-            InitValue::Array(_) => {
-                if !p.ty.is_pointer() {
-                    return Err(ModelError::ArrayForScalar(p.name.name.clone()));
-                }
-            }
-        }
-    }
+    let macros: BTreeMap<String, Expr> = checked
+        .macros
+        .iter()
+        .map(|m| (m.name.clone(), m.default.clone()))
+        .collect();
     let env = ExprEnv {
         scalars: &scalar_exprs,
         macros: &macros,
     };
 
     let mut macro_defaults = Vec::new();
-    for (name, default) in &macros {
+    for m in &checked.macros {
         macro_defaults.push(MacroDefault {
-            name: name.clone(),
-            c_name: cexpr::macro_c_name(name),
-            default_c: cexpr::to_c(default, &env, NameStyle::Constant, false)?,
+            name: m.name.clone(),
+            c_name: cexpr::macro_c_name(&m.name),
+            default_c: cexpr::to_c(&m.default, &env, NameStyle::Constant, false)?,
         });
     }
 
-    // Initial values for explanations, honouring -D overrides.
-    let mut values: Values = BTreeMap::new();
-    for (name, v) in &cfg.defines {
-        if let Ok(i) = v.trim().parse::<i64>() {
-            values.insert(name.clone(), Num::Int(i));
-        } else if let Ok(f) = v.trim().parse::<f64>() {
-            values.insert(name.clone(), Num::Real(f));
-        }
-    }
-    for (name, default) in &macros {
-        if !values.contains_key(name) {
-            if let Some(v) = cexpr::eval(default, &values) {
-                values.insert(name.clone(), v);
-            }
-        }
-    }
-
-    // Scalar initialisation order: dependencies first.
-    let order = init_order(params.iter().map(|p| p.name.name.clone()), &scalar_exprs)?;
     let mut scalars = Vec::new();
-    for name in order {
-        let p = params.iter().find(|p| p.name.name == name).expect("param");
-        let (e, _) = &scalar_exprs[&name];
-        let mut field_ty = p.ty.clone();
-        field_ty.is_const = p.ty.is_pointer() && p.ty.is_const;
-        let c_type = c_type_text(&field_ty);
-        let integral = p.ty.pointers == 0 && p.ty.base.is_integral();
-        let (init_c, kind) = match e {
-            Expr::Range { begin, incr, .. } => (
-                cexpr::to_c(begin, &env, NameStyle::Runtime, false)?,
-                ScalarKind::Range {
-                    incr_c: cexpr::to_c(incr, &env, NameStyle::Runtime, false)?,
-                },
-            ),
-            Expr::Random(_) => {
+    for sc in &checked.scalars {
+        let mut field_ty = sc.ty.clone();
+        field_ty.is_const = sc.ty.is_pointer() && sc.ty.is_const;
+        let c_type = field_ty.text();
+        let integral = sc.ty.pointers == 0 && sc.ty.base.is_integral();
+        let c = |e: &Expr| cexpr::to_c(e, &env, NameStyle::Runtime, false);
+        let (init_c, kind) = match &sc.per_call {
+            PerCall::Range { begin, incr } => (c(begin)?, ScalarKind::Range { incr_c: c(incr)? }),
+            PerCall::Random { bounds: None } => {
                 let (lo, hi) = if integral {
                     ("0".to_string(), "100".to_string())
                 } else {
@@ -480,53 +396,49 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
                 };
                 (String::new(), ScalarKind::Random { lo_c: lo, hi_c: hi })
             }
-            Expr::RandomRange { lo, hi, .. } => (
+            PerCall::Random {
+                bounds: Some((lo, hi)),
+            } => (
                 String::new(),
                 ScalarKind::Random {
-                    lo_c: cexpr::to_c(lo, &env, NameStyle::Runtime, false)?,
-                    hi_c: cexpr::to_c(hi, &env, NameStyle::Runtime, false)?,
+                    lo_c: c(lo)?,
+                    hi_c: c(hi)?,
                 },
             ),
-            other => (
-                cexpr::to_c(other, &env, NameStyle::Runtime, false)?,
-                ScalarKind::Fixed,
-            ),
+            PerCall::Fixed => (c(&sc.expr)?, ScalarKind::Fixed),
         };
-        let value = cexpr::eval(e, &values);
-        if let Some(v) = value {
-            let v = if integral {
-                Num::Int(v.as_f64() as i64)
-            } else {
-                v
-            };
-            values.insert(name.clone(), v);
-        }
         scalars.push(ScalarModel {
-            name: name.clone(),
+            name: sc.name.clone(),
             c_type,
             init_c,
             is_range: matches!(kind, ScalarKind::Range { .. }),
             is_random: matches!(kind, ScalarKind::Random { .. }),
             kind,
             integral,
-            text: cexpr::describe(e),
-            value,
+            text: cexpr::describe(&sc.expr),
+            value: sc.value,
         });
     }
 
     // Flush and timing plans.
     let tc = spec.timer.clone().unwrap_or_default();
-    let flush_method = cfg.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
-    let (flush_kib, kib_source) =
-        resolve_flush_kib(cfg, cfg.flush_level.map(FlushSize::Level).or(tc.flush_size))?;
-    let timer = cfg.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
-    let samples = cfg.samples.or(tc.samples).unwrap_or(7);
+    let flush_method = cfg.timing.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
+    let (flush_kib, kib_source) = resolve_flush_kib(
+        cfg,
+        cfg.timing
+            .flush_level
+            .map(FlushSize::Level)
+            .or(tc.flush_size),
+    )?;
+    let timer = cfg.timing.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
+    let samples = cfg.timing.samples.or(tc.samples).unwrap_or(7);
     if samples == 0 {
         return Err(ModelError::NoSamples);
     }
     // ATLAS: min for wall-clock timers (noise only adds), median for CPU time
     // (its error goes both ways).
     let selection = cfg
+        .timing
         .selection
         .or(tc.select)
         .unwrap_or(if timer == TimerMethod::Cpu {
@@ -534,71 +446,50 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         } else {
             Selection::Min
         });
-    let (min_interval_ns, min_interval_source) = match (cfg.min_interval_ns, tc.min_interval_ns) {
-        (Some(v), _) => (v, "command line".to_string()),
-        (None, Some(v)) => (v, "spec timer={...}".to_string()),
-        (None, None) => (
-            cfg.machine.min_interval_ns,
-            cfg.machine.min_interval_source.clone(),
-        ),
-    };
+    let (min_interval_ns, min_interval_source) =
+        match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
+            (Some(v), _) => (v, "command line".to_string()),
+            (None, Some(v)) => (v, "spec timer={...}".to_string()),
+            (None, None) => (
+                cfg.machine.min_interval_ns,
+                cfg.machine.min_interval_source.clone(),
+            ),
+        };
 
     // Operands.
     let mut operands = Vec::new();
-    for p in params {
-        let init = inits[p.name.name.as_str()];
-        let InitValue::Array(a) = &init.value else {
-            continue;
-        };
-        operands.push(build_operand(
-            &p.name.name,
-            &p.ty,
-            a,
-            &env,
-            &values,
-            flush_method,
-        )?);
+    for op in &checked.operands {
+        operands.push(build_operand(op, &env, flush_method)?);
     }
 
-    // Verification.
-    let verify = if spec.returns.is_empty() && !(spec.routine.body.is_some() && ret_is_value(spec))
-    {
+    // Verification: the spec's outputs (and return value) against its body.
+    let nothing_to_compare = spec.returns.is_empty() && !ret_is_value(spec);
+    let verify = if spec.routine.body.is_none() || nothing_to_compare {
         None
     } else {
-        if spec.routine.body.is_none() {
-            if spec.returns.is_empty() {
-                None
-            } else {
-                return Err(ModelError::ReturnsWithoutBody);
-            }
-        } else {
-            let mut names = Vec::new();
-            let mut tol: f64 = 0.0;
-            for r in spec
-                .returns
-                .iter()
-                .filter(|r| r.name != spec.routine.name.name)
-            {
-                let op = operands
-                    .iter()
-                    .find(|o| o.name == r.name)
-                    .ok_or_else(|| ModelError::BadReturn(r.name.clone()))?;
+        let mut names = Vec::new();
+        let mut tol: f64 = 0.0;
+        for r in spec
+            .returns
+            .iter()
+            .filter(|r| r.name != spec.routine.name.name)
+        {
+            if let Some(op) = checked.operands.iter().find(|o| o.name == r.name) {
                 names.push(op.name.clone());
-                let p = params
-                    .iter()
-                    .find(|p| p.name.name == r.name)
-                    .expect("param");
-                tol = tol.max(default_tolerance(&p.ty.base));
+                tol = tol.max(default_tolerance(&op.param_ty.base));
             }
-            if ret_is_value(spec) {
-                tol = tol.max(default_tolerance(&spec.routine.ret.base));
-            }
-            Some(VerifyPlan {
-                operands: names,
-                compare_return: ret_is_value(spec),
-                tolerance: cfg.tolerance.unwrap_or(if tol > 0.0 { tol } else { 1e-9 }),
-            })
         }
+        if ret_is_value(spec) {
+            tol = tol.max(default_tolerance(&spec.routine.ret.base));
+        }
+        Some(VerifyPlan {
+            operands: names,
+            compare_return: ret_is_value(spec),
+            tolerance: cfg
+                .timing
+                .tolerance
+                .unwrap_or(if tol > 0.0 { tol } else { 1e-9 }),
+        })
     };
 
     // Overflow guard: the paper's alpha trick when the routine has a real
@@ -624,7 +515,7 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         Some(f) => Some(FlopPlan {
             text: f.text.clone(),
             c_expr: cexpr::to_c(&f.expr, &env, NameStyle::Runtime, true)?,
-            value: cexpr::eval(&f.expr, &values).map(|v| v.as_f64()),
+            value: checked.flop_count(),
         }),
         None => None,
     };
@@ -640,46 +531,28 @@ fn build(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         scalars,
         operands,
         flush: FlushPlan {
-            method: match flush_method {
-                FlushMethod::Read => "read",
-                FlushMethod::Clflush => "clflush",
-                FlushMethod::None => "none",
-            },
-            method_c: match flush_method {
-                FlushMethod::Read => "TDG_FLUSH_READ",
-                FlushMethod::Clflush => "TDG_FLUSH_CLFLUSH",
-                FlushMethod::None => "TDG_FLUSH_NONE",
-            },
+            method: flush_method.spelling(),
+            method_c: flush_method.c_name(),
             kib: flush_kib,
             kib_source,
-            all_cpus: cfg.flush_all_cpus,
+            all_cpus: cfg.timing.flush_all_cpus,
         },
         timing: TimingPlan {
-            method: match timer {
-                TimerMethod::Wall => "wall",
-                TimerMethod::Cycle => "cycle",
-                TimerMethod::Cpu => "cpu",
-            },
-            method_c: match timer {
-                TimerMethod::Wall => "TDG_TIMER_WALL",
-                TimerMethod::Cycle => "TDG_TIMER_CYCLE",
-                TimerMethod::Cpu => "TDG_TIMER_CPU",
-            },
+            method: timer.spelling(),
+            method_c: timer.c_name(),
             samples,
-            selection: match selection {
-                Selection::Min => "min",
-                Selection::Median => "median",
-            },
+            selection: selection.spelling(),
             selection_median: selection == Selection::Median,
             min_interval_ns,
             min_interval_source,
-            pin_cpu: cfg.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+            pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
         },
         guard: OverflowGuard { alternate, restore },
         verify,
         flop,
         calls,
         per_call_scalars,
+        json_version: crate::run::DRIVER_JSON_VERSION,
     })
 }
 
@@ -699,7 +572,7 @@ fn resolve_flush_kib(
     cfg: &DriverConfig,
     spec_size: Option<FlushSize>,
 ) -> Result<(u64, String), ModelError> {
-    if let Some(k) = cfg.flush_kib {
+    if let Some(k) = cfg.timing.flush_kib {
         return Ok((k, "command line".into()));
     }
     let m = &cfg.machine;
@@ -747,50 +620,17 @@ fn resolve_flush_kib(
     }
 }
 
-fn init_order(
-    names: impl Iterator<Item = String>,
-    scalars: &BTreeMap<String, (Expr, bool)>,
-) -> Result<Vec<String>, ModelError> {
-    let names: Vec<String> = names.filter(|n| scalars.contains_key(n)).collect();
-    let mut done: Vec<String> = Vec::new();
-    let mut pending = names.clone();
-    while !pending.is_empty() {
-        let before = pending.len();
-        pending.retain(|n| {
-            let mut deps = Vec::new();
-            cexpr::names_in(&scalars[n].0, &mut deps);
-            let ready = deps
-                .iter()
-                .all(|d| !scalars.contains_key(d) || done.contains(d) || d == n);
-            if ready {
-                done.push(n.clone());
-            }
-            !ready
-        });
-        if pending.len() == before {
-            return Err(ModelError::Cycle(pending.join(", ")));
-        }
-    }
-    Ok(done)
-}
-
 fn build_operand(
-    name: &str,
-    param_ty: &CType,
-    a: &ArrayInit,
+    op: &OperandDef,
     env: &ExprEnv,
-    values: &Values,
     flush_method: FlushMethod,
 ) -> Result<OperandModel, ModelError> {
-    let err = |what: String| ModelError::Operand {
-        name: name.to_string(),
-        what,
-    };
+    let (name, param_ty, a) = (op.name.as_str(), &op.param_ty, &op.array);
     let elem = &a.elem;
     let elem_c = {
         let mut t = elem.clone();
         t.is_const = false;
-        c_type_text(&t)
+        t.text()
     };
     let kind = elem_kind(elem);
     let storage = match a.kind {
@@ -798,45 +638,19 @@ fn build_operand(
         ArrayKind::Array2D => Storage::RowPointers,
         ArrayKind::SVector | ArrayKind::SMatrix => Storage::Static,
     };
-    let want_dims = match a.kind {
-        ArrayKind::Vector | ArrayKind::SVector => 1,
-        _ => 2,
-    };
-    if a.dims.len() != want_dims {
-        return Err(err(format!(
-            "expected {want_dims} size(s), got {}",
-            a.dims.len()
-        )));
-    }
-    let dim_c = |e: &Expr, style| {
-        cexpr::to_c(e, env, style, false).map_err(|e| match e {
-            ModelError::NotConstant(n) => err(format!(
-                "its size uses `{n}`, which changes per call; sizes must be fixed"
-            )),
-            other => other,
-        })
-    };
-    // Sizes must not change per call: validate against the fixed values
-    // even though the driver evaluates them at run time.
-    for d in &a.dims {
-        dim_c(d, NameStyle::Constant)?;
-    }
+    let dim_c = |e: &Expr, style| cexpr::to_c(e, env, style, false);
     let dims_rt: Vec<String> = a
         .dims
         .iter()
         .map(|d| dim_c(d, NameStyle::Runtime))
         .collect::<Result<_, _>>()?;
-    let dims_val: Vec<Option<i64>> = a
-        .dims
-        .iter()
-        .map(|d| cexpr::eval(d, values).map(|v| v.as_f64() as i64))
-        .collect();
+    let dims_val: Vec<i64> = op.dims.iter().map(|&d| d as i64).collect();
     let (rows_c, cols_c, rows_value, cols_value) = match storage {
         Storage::RowPointers => (
             format!("(size_t){}", dims_rt[0]),
             format!("(size_t){}", dims_rt[1]),
-            dims_val[0],
-            dims_val[1],
+            Some(dims_val[0]),
+            Some(dims_val[1]),
         ),
         _ => {
             let cols = dims_rt
@@ -844,9 +658,7 @@ fn build_operand(
                 .map(|d| format!("(size_t){d}"))
                 .collect::<Vec<_>>()
                 .join(" * ");
-            let v = dims_val
-                .iter()
-                .try_fold(1i64, |acc, d| d.and_then(|d| acc.checked_mul(d)));
+            let v = dims_val.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
             ("(size_t)1".to_string(), cols, Some(1), v)
         }
     };
@@ -860,46 +672,17 @@ fn build_operand(
         String::new()
     };
 
-    let mut align = 0u64;
-    let mut misalign = 0u64;
-    let mut flush = false;
-    let mut warm = false;
-    for at in &a.attrs {
-        match at {
-            Attr::Align(n, _) => align = *n,
-            Attr::Misalign(m, _) => misalign = *m,
-            Attr::Flush(_) => flush = true,
-            Attr::Warm(_) => warm = true,
-            Attr::Touch(_) => {}
-        }
-    }
-    if flush && warm {
-        return Err(err("`flush` and `warm` conflict; pick one".into()));
-    }
-    // Without an explicit alignment the operand gets malloc's own guarantee,
-    // so the driver reproduces what a typical caller sees.
-    if align == 0 {
-        align = 16;
-    }
-    if misalign != 0 && misalign <= align {
-        return Err(err(format!(
-            "misalign({misalign}) must be larger than align({align})"
-        )));
-    }
-    if storage == Storage::Static && misalign != 0 {
-        return Err(err(
-            "static storage cannot be forcibly misaligned; use Vector/Matrix".into(),
-        ));
-    }
+    let align = op.align;
+    let misalign = op.misalign.unwrap_or(0);
     // ATLAS's default context is out-of-cache: anything not marked warm is
     // flushed, unless flushing is off altogether.
-    let cache = if warm || flush_method == FlushMethod::None {
+    let cache = if a.is_warm() || flush_method == FlushMethod::None {
         CacheState::Warm
     } else {
         CacheState::Flushed
     };
 
-    let fill = build_fill(name, &elem_c, kind, &a.fill, env, storage)?;
+    let fill = build_fill(&elem_c, kind, &a.fill, env)?;
     let is_output = param_ty.pointers > 0 && !param_ty.is_const;
     let mut param_t = param_ty.clone();
     if param_t.pointers == 0 {
@@ -907,7 +690,7 @@ fn build_operand(
     }
     Ok(OperandModel {
         name: name.to_string(),
-        param_c_type: c_type_text(&param_t),
+        param_c_type: param_t.text(),
         elem_c_type: elem_c,
         elem_kind: kind,
         storage,
@@ -930,28 +713,15 @@ fn build_operand(
     })
 }
 
+/// How the operand's elements are filled. `spec_lang::check` has already
+/// matched each fill to its element type and storage.
 fn build_fill(
-    name: &str,
     elem_c: &str,
     kind: ElemKind,
     fill: &Fill,
     env: &ExprEnv,
-    storage: Storage,
 ) -> Result<FillPlan, ModelError> {
-    let err = |what: String| ModelError::Operand {
-        name: name.to_string(),
-        what,
-    };
     let cast = |v: String| format!("({elem_c})({v})");
-    let need_arith = |what: &str| -> Result<(), ModelError> {
-        if matches!(kind, ElemKind::Opaque | ElemKind::Pointer | ElemKind::Void) {
-            Err(err(format!(
-                "{what} fill needs an arithmetic element type, `{elem_c}` is not; use ZERO or FILE(\"...\")"
-            )))
-        } else {
-            Ok(())
-        }
-    };
     let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
     Ok(match fill {
         Fill::Random(_) if kind == ElemKind::Opaque => FillPlan {
@@ -965,7 +735,6 @@ fn build_fill(
             ),
         },
         Fill::Random(_) => {
-            need_arith("RANDOM")?;
             let v = match kind {
                 // Mixed-sign values keep sums of products bounded when the
                 // routine accumulates across repeated calls.
@@ -1000,7 +769,6 @@ fn build_fill(
             }
         }
         Fill::RandomRange { lo, hi, .. } => {
-            need_arith("RANDOM(lo, hi)")?;
             let (l, h) = (c(lo)?, c(hi)?);
             let v = match kind {
                 ElemKind::Integer => cast(format!("tdg_rand_int((long long)({l}), (long long)({h}))")),
@@ -1026,49 +794,32 @@ fn build_fill(
             file: None,
             text: "zero (calloc'd; pages written before timing so none is lazily zeroed)".into(),
         },
-        Fill::Const(e, _) => {
-            need_arith("CONST")?;
-            FillPlan {
-                kind: "const",
-                value_c: cast(c(e)?),
-                file: None,
-                text: format!("every element {}", cexpr::describe(e)),
-            }
-        }
-        Fill::Seq(_) => {
-            need_arith("SEQ")?;
-            FillPlan {
-                kind: "seq",
-                value_c: cast("k".into()),
-                file: None,
-                text: "0, 1, 2, ... in element order".into(),
-            }
-        }
-        Fill::File(path, _) => {
-            if storage == Storage::RowPointers {
-                return Err(err(
-                    "FILE(...) fills need contiguous storage; use Matrix instead of Array2D".into(),
-                ));
-            }
-            FillPlan {
-                kind: "file",
-                value_c: String::new(),
-                file: Some(cexpr::c_string_literal(path)),
-                text: format!("raw bytes from {path}"),
-            }
-        }
+        Fill::Const(e, _) => FillPlan {
+            kind: "const",
+            value_c: cast(c(e)?),
+            file: None,
+            text: format!("every element {}", cexpr::describe(e)),
+        },
+        Fill::Seq(_) => FillPlan {
+            kind: "seq",
+            value_c: cast("k".into()),
+            file: None,
+            text: "0, 1, 2, ... in element order".into(),
+        },
+        Fill::File(path, _) => FillPlan {
+            kind: "file",
+            value_c: String::new(),
+            file: Some(cexpr::c_string_literal(path)),
+            text: format!("raw bytes from {path}"),
+        },
     })
 }
 
 fn build_routine(spec: &Spec) -> RoutineModel {
     let r = &spec.routine;
     let fortran = spec.lang == Lang::Fortran;
-    let symbol = if fortran {
-        format!("{}_", r.name.name.to_lowercase())
-    } else {
-        r.name.name.clone()
-    };
-    let ret_ty = c_type_text(&r.ret);
+    let symbol = spec.symbol();
+    let ret_ty = r.ret.text();
     let params_c: Vec<String> = r
         .params
         .iter()
@@ -1141,31 +892,19 @@ fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
     };
     CallText {
         timed: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_S.",
             &|n| format!("tdg_users_{n}[tdg_set]"),
             fortran,
         ),
         dummy: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_D->",
             &|n| format!("tdg_users_{n}[0]"),
             fortran,
         ),
         verify_impl: make(
-            &if fortran {
-                format!("{}_", r.name.name.to_lowercase())
-            } else {
-                r.name.name.clone()
-            },
+            &spec.symbol(),
             "tdg_V->",
             &|n| format!("tdg_vimp_{n}.user"),
             fortran,
@@ -1185,7 +924,7 @@ fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String
     if !has_value {
         return format!("{call};");
     }
-    let ty = c_type_text(&r.ret);
+    let ty = r.ret.text();
     match elem_kind(&r.ret) {
         ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
         ElemKind::Complex => {
@@ -1201,28 +940,9 @@ fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::defaults::CacheLevel;
 
     fn machine() -> MachineDefaults {
-        MachineDefaults {
-            caches: vec![
-                CacheLevel { level: 1, kib: 32 },
-                CacheLevel {
-                    level: 2,
-                    kib: 1024,
-                },
-                CacheLevel {
-                    level: 3,
-                    kib: 32768,
-                },
-            ],
-            caches_source: "test".into(),
-            timer_resolution_ns: 20.0,
-            min_interval_ns: 20_000,
-            min_interval_source: "test machine".into(),
-            full_flush_kib: None,
-            full_flush_source: String::new(),
-        }
+        MachineDefaults::fixed_for_tests()
     }
 
     #[test]
@@ -1293,12 +1013,12 @@ flop="2*M*N*K+M*N";
     #[test]
     fn cpu_time_defaults_to_the_median_and_levels_size_the_flush() {
         let mut cfg = DriverConfig::new(machine());
-        cfg.timer = Some(TimerMethod::Cpu);
-        cfg.flush_level = Some(1);
+        cfg.timing.timer = Some(TimerMethod::Cpu);
+        cfg.timing.flush_level = Some(1);
         let m = model(GEMM, &cfg);
         assert_eq!(m.timing.selection, "median");
         assert_eq!(m.flush.kib, 64);
-        cfg.flush_level = Some(4);
+        cfg.timing.flush_level = Some(4);
         let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
         assert!(matches!(
             DriverModel::from_spec(&spec, &cfg),
@@ -1319,9 +1039,9 @@ flop="2*M*N*K+M*N";
         );
         assert_eq!((m.flush.method, m.flush.kib), ("clflush", 2 * 1024));
         assert_eq!(m.timing.min_interval_ns, 1_000_000);
-        cfg.samples = Some(3);
-        cfg.flush_kib = Some(100);
-        cfg.timer = Some(TimerMethod::Cycle);
+        cfg.timing.samples = Some(3);
+        cfg.timing.flush_kib = Some(100);
+        cfg.timing.timer = Some(TimerMethod::Cycle);
         let m = model(&src, &cfg);
         assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
         assert_eq!(m.flush.kib, 100);
@@ -1331,7 +1051,7 @@ flop="2*M*N*K+M*N";
     #[test]
     fn flushing_off_makes_every_operand_warm() {
         let mut cfg = DriverConfig::new(machine());
-        cfg.flush = Some(FlushMethod::None);
+        cfg.timing.flush = Some(FlushMethod::None);
         let m = model(GEMM, &cfg);
         assert!(m.operands.iter().all(|o| o.cache == CacheState::Warm));
     }

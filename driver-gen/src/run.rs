@@ -2,14 +2,15 @@
 //! turn its JSON line into a [`RunReport`].
 
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::{FlushMethod, Selection, Spec, TimerMethod};
+use spec_lang::ast::{FlushMethod, Spec};
+use spec_lang::vocabulary::Keyword;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use toolchain::{CCompiler, CompileJob, ToolchainError};
 
-use crate::defaults::machine_defaults;
-use crate::model::{DriverConfig, DriverModel, ModelError};
+use crate::defaults::{recorded_defaults, MachineDefaults};
+use crate::model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 use crate::render::{render, RenderError};
 
 /// Flags the driver's own sources are always built with: the product must be
@@ -24,29 +25,27 @@ pub struct RunOptions {
     pub cflags: Vec<String>,
     /// `-D NAME=VALUE`, applied to the driver and the implementation.
     pub defines: Vec<(String, String)>,
-    pub timer: Option<TimerMethod>,
-    pub samples: Option<u32>,
-    pub selection: Option<Selection>,
-    pub flush: Option<FlushMethod>,
-    pub flush_kib: Option<u64>,
-    /// Size the flush from this cache level (1, 2, 3).
-    pub flush_level: Option<u8>,
-    pub min_interval_ns: Option<u64>,
+    /// Timer, samples, selection, flush, minimum interval, pinning and
+    /// verification tolerance the caller imposes.
+    pub timing: TimingOverrides,
     /// Force this many calls per sample.
     pub reps: Option<u64>,
-    pub pin_cpu: Option<u32>,
-    pub flush_all_cpus: bool,
     /// Write every operand page before timing (lazy page zeroing guard).
     pub touch_pages: bool,
     /// One untimed call before timing (instruction load guard).
     pub dummy_call: bool,
     pub overflow_guard: bool,
     pub verify: bool,
-    pub tolerance: Option<f64>,
     pub timeout: Duration,
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
     pub extra_sources: Vec<PathBuf>,
+    /// This machine's cache sizes, flush size and timer figures. `None`:
+    /// [`recorded_defaults`] (the probe's cached result or sysfs; a library
+    /// never starts a probe); the command line passes [`machine_defaults`].
+    ///
+    /// [`machine_defaults`]: crate::machine_defaults
+    pub machine: Option<MachineDefaults>,
 }
 
 impl Default for RunOptions {
@@ -55,24 +54,16 @@ impl Default for RunOptions {
             cc: None,
             cflags: vec!["-O2".into()],
             defines: Vec::new(),
-            timer: None,
-            samples: None,
-            selection: None,
-            flush: None,
-            flush_kib: None,
-            flush_level: None,
-            min_interval_ns: None,
+            timing: TimingOverrides::default(),
             reps: None,
-            pin_cpu: None,
-            flush_all_cpus: false,
             touch_pages: true,
             dummy_call: true,
             overflow_guard: true,
             verify: true,
-            tolerance: None,
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
+            machine: None,
         }
     }
 }
@@ -141,6 +132,12 @@ pub struct Verification {
     pub status: String,
     pub detail: String,
 }
+
+/// Version of the driver's `--json` line (its `tdg_driver` field), the
+/// contract between a generated driver and the tdg that reads it; the table
+/// in docs/drivers.md describes each field. Bump it when a field changes
+/// meaning or goes away (new fields alone do not need a bump).
+pub const DRIVER_JSON_VERSION: u32 = 1;
 
 /// What the driver prints with `--json` (one line).
 #[derive(Debug, Clone, Deserialize)]
@@ -237,30 +234,50 @@ pub struct BuiltDriver {
     _dir: toolchain::ScratchDir,
 }
 
+/// The driver's `--json` line, checked against [`DRIVER_JSON_VERSION`].
+fn parse_driver_json(line: &str) -> Result<DriverJson, RunError> {
+    let bad = |why: String| RunError::BadOutput {
+        why,
+        stdout: line.chars().take(400).collect(),
+    };
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+    match value.get("tdg_driver").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(DRIVER_JSON_VERSION) => {}
+        Some(v) => {
+            return Err(bad(format!(
+                "report format version {v}, this tdg reads version {DRIVER_JSON_VERSION}; regenerate the driver with this tdg (`tdg gen`)"
+            )))
+        }
+        None => return Err(bad("no `tdg_driver` format version".into())),
+    }
+    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
+}
+
 /// Builds the driver for `spec` with the options' configuration.
+///
+/// The generated C is the same for every `-D` value: sizes are evaluated by
+/// the driver at run time, and the options' defines reach it as compiler
+/// defines. So the model is the spec's at its defaults, and a define that
+/// makes a size impossible is refused by the driver itself, as it is for
+/// `make DEFS=...` on a `tdg gen` driver. (`tdg run` checks the defines
+/// against the spec before it gets here, so its users see a located error.)
 pub fn build_driver(
     spec: &Spec,
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
-    let model = DriverModel::from_spec(spec, &opts.driver_config())?;
+    let mut cfg = opts.driver_config();
+    cfg.defines.clear();
+    let model = DriverModel::from_spec(spec, &cfg)?;
     build_model(model, impl_c, opts)
 }
 
 impl RunOptions {
     /// The model's configuration: these options over this machine's defaults.
     pub fn driver_config(&self) -> DriverConfig {
-        let mut cfg = DriverConfig::new(machine_defaults());
-        cfg.timer = self.timer;
-        cfg.samples = self.samples;
-        cfg.selection = self.selection;
-        cfg.flush = self.flush;
-        cfg.flush_kib = self.flush_kib;
-        cfg.flush_level = self.flush_level;
-        cfg.min_interval_ns = self.min_interval_ns;
-        cfg.flush_all_cpus = self.flush_all_cpus;
-        cfg.pin_cpu = self.pin_cpu;
-        cfg.tolerance = self.tolerance;
+        let machine = self.machine.clone().unwrap_or_else(recorded_defaults);
+        let mut cfg = DriverConfig::new(machine);
+        cfg.timing = self.timing.clone();
         cfg.defines = self.defines.iter().cloned().collect();
         cfg
     }
@@ -376,52 +393,31 @@ pub fn build_model(
 /// Command-line arguments for the driver binary from the run-time options.
 pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     let mut a = vec!["--json".to_string()];
-    if let Some(t) = opts.timer {
-        a.push(format!(
-            "--timer={}",
-            match t {
-                TimerMethod::Wall => "wall",
-                TimerMethod::Cycle => "cycle",
-                TimerMethod::Cpu => "cpu",
-            }
-        ));
+    if let Some(t) = opts.timing.timer {
+        a.push(format!("--timer={}", t.spelling()));
     }
-    if let Some(s) = opts.samples {
+    if let Some(s) = opts.timing.samples {
         a.push(format!("--samples={s}"));
     }
-    if let Some(s) = opts.selection {
-        a.push(format!(
-            "--select={}",
-            if s == Selection::Median {
-                "median"
-            } else {
-                "min"
-            }
-        ));
+    if let Some(s) = opts.timing.selection {
+        a.push(format!("--select={}", s.spelling()));
     }
-    if let Some(f) = opts.flush {
-        a.push(format!(
-            "--flush={}",
-            match f {
-                FlushMethod::Read => "read",
-                FlushMethod::Clflush => "clflush",
-                FlushMethod::None => "none",
-            }
-        ));
+    if let Some(f) = opts.timing.flush {
+        a.push(format!("--flush={}", f.spelling()));
     }
-    if let Some(k) = opts.flush_kib {
+    if let Some(k) = opts.timing.flush_kib {
         a.push(format!("--flush-kib={k}"));
     }
-    if let Some(m) = opts.min_interval_ns {
+    if let Some(m) = opts.timing.min_interval_ns {
         a.push(format!("--min-interval-ns={m}"));
     }
     if let Some(r) = opts.reps {
         a.push(format!("--reps={r}"));
     }
-    if let Some(c) = opts.pin_cpu {
+    if let Some(c) = opts.timing.pin_cpu {
         a.push(format!("--pin={c}"));
     }
-    if opts.flush_all_cpus {
+    if opts.timing.flush_all_cpus {
         a.push("--flush-all-cpus".into());
     }
     if !opts.touch_pages {
@@ -436,7 +432,7 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if !opts.verify {
         a.push("--no-verify".into());
     }
-    if let Some(t) = opts.tolerance {
+    if let Some(t) = opts.timing.tolerance {
         a.push(format!("--tolerance={t:e}"));
     }
     a
@@ -496,11 +492,7 @@ impl BuiltDriver {
                 why: "no JSON line".into(),
                 stdout: stdout.chars().take(400).collect(),
             })?;
-        let j: DriverJson = serde_json::from_str(line).map_err(|e| RunError::BadOutput {
-            why: e.to_string(),
-            stdout: line.chars().take(400).collect(),
-        })?;
-        Ok(self.report(j))
+        Ok(self.report(parse_driver_json(line)?))
     }
 
     fn report(&self, j: DriverJson) -> RunReport {
@@ -595,11 +587,26 @@ pub fn flush_sweep(
     kibs.iter()
         .map(|k| {
             let mut o = opts.clone();
-            o.flush_kib = Some(*k);
-            if *k > 0 && o.flush == Some(FlushMethod::None) {
-                o.flush = Some(FlushMethod::Read);
+            o.timing.flush_kib = Some(*k);
+            if *k > 0 && o.timing.flush == Some(FlushMethod::None) {
+                o.timing.flush = Some(FlushMethod::Read);
             }
             built.run(&o)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod json_contract {
+    use super::*;
+
+    #[test]
+    fn a_report_of_another_format_version_is_refused_with_the_way_out() {
+        let e = parse_driver_json(r#"{"tdg_driver":2,"routine":"f"}"#).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("report format version 2"), "{msg}");
+        assert!(msg.contains("regenerate the driver"), "{msg}");
+        let e = parse_driver_json(r#"{"routine":"f"}"#).unwrap_err();
+        assert!(e.to_string().contains("no `tdg_driver`"), "{e}");
+    }
 }

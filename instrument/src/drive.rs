@@ -65,10 +65,10 @@ pub fn time_warm_and_flushed(
     ctx: &ContextEntry,
 ) -> Result<WarmAndFlushed, RunError> {
     let mut warm = options_for(base, ctx);
-    warm.flush = Some(FlushMethod::None);
+    warm.timing.flush = Some(FlushMethod::None);
     let mut flushed = options_for(base, ctx);
-    if matches!(flushed.flush, None | Some(FlushMethod::None)) {
-        flushed.flush = Some(FlushMethod::Read);
+    if matches!(flushed.timing.flush, None | Some(FlushMethod::None)) {
+        flushed.timing.flush = Some(FlushMethod::Read);
     }
     Ok(WarmAndFlushed {
         warm: build_driver(spec, impl_c, &warm)?.run(&warm)?,

@@ -39,22 +39,11 @@ pub struct RecordedValue {
 /// Symbol the application calls: C names as written, Fortran lower-case
 /// with the trailing underscore gfortran appends.
 pub fn symbol_name(spec: &Spec) -> String {
-    match spec.lang {
-        Lang::C => spec.routine.name.name.clone(),
-        Lang::Fortran => format!("{}_", spec.routine.name.name.to_lowercase()),
-    }
+    spec.symbol()
 }
 
 fn c_type(ty: &CType) -> String {
-    let mut s = String::new();
-    if ty.is_const {
-        s.push_str("const ");
-    }
-    s.push_str(&ty.base.c_name());
-    for _ in 0..ty.pointers {
-        s.push('*');
-    }
-    s
+    ty.text()
 }
 
 /// The type the symbol really takes: Fortran passes every argument by

@@ -548,6 +548,19 @@ impl Spec {
     }
 }
 
+impl CType {
+    /// The type as C writes it in a declaration (`const double*`): the one
+    /// spelling for spec text, messages, prototypes and generated C.
+    pub fn text(&self) -> String {
+        format!(
+            "{}{}{}",
+            if self.is_const { "const " } else { "" },
+            self.base.c_name(),
+            "*".repeat(self.pointers as usize)
+        )
+    }
+}
+
 impl Expr {
     /// Calls `f` on this expression and every sub-expression, pre-order.
     pub fn walk<'a>(&'a self, f: &mut dyn FnMut(&'a Expr)) {
@@ -584,6 +597,10 @@ impl Expr {
     }
 }
 
+/// Alignment of an operand without `align(n)`: malloc's own guarantee on
+/// x86-64 glibc, so the driver reproduces what a typical caller sees.
+pub const DEFAULT_ALIGN: u64 = 16;
+
 impl ArrayInit {
     pub fn is_flushed(&self) -> bool {
         self.attrs.iter().any(|a| matches!(a, Attr::Flush(_)))
@@ -603,6 +620,12 @@ impl ArrayInit {
             Attr::Align(n, _) => Some(*n),
             _ => None,
         })
+    }
+
+    /// The alignment the driver gives the operand: `align(n)`, else
+    /// [`DEFAULT_ALIGN`].
+    pub fn effective_align(&self) -> u64 {
+        self.align().unwrap_or(DEFAULT_ALIGN)
     }
 
     /// `misalign(m)`, if given.

@@ -3,16 +3,15 @@
 //! run reports every problem.
 
 use crate::ast::*;
+use crate::checked::{resolve, CheckedSpec};
 use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
 use crate::eval;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every semantic error in `spec`, including what only a driver needs
-/// ([`driver_problems`]).
-pub fn check(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let mut errors = problems(spec, src);
-    errors.extend(driver_problems(spec, src));
-    package(errors, src, file)
+/// ([`driver_problems`]); without any, the spec resolved at its defaults.
+pub fn check(spec: &Spec, src: &str, file: &str) -> Result<CheckedSpec, Diagnostics> {
+    check_with(spec, src, file, &BTreeMap::new())
 }
 
 /// The semantic errors of `spec` as a routine's signature with whatever
@@ -20,15 +19,57 @@ pub fn check(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
 /// (`tdg profile`, `tdg instrument`, `tdg checkpoint capture --spec`) calls
 /// the application's own arguments, so a parameter without a value is fine.
 pub fn check_prototype(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    package(problems(spec, src), src, file)
-}
-
-fn package(errors: Vec<Diagnostic>, src: &str, file: &str) -> Result<(), Diagnostics> {
+    let errors = problems(spec, src);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(Diagnostics::new(file, src, errors))
     }
+}
+
+/// [`check`], then the spec resolved under `-D` overrides: a value the
+/// overrides make impossible (a size of 0, an overflow) is located at the
+/// expression it breaks, with the overrides named in the hint.
+pub fn check_with(
+    spec: &Spec,
+    src: &str,
+    file: &str,
+    overrides: &BTreeMap<String, f64>,
+) -> Result<CheckedSpec, Diagnostics> {
+    let mut errors = problems(spec, src);
+    errors.extend(driver_problems(spec, src));
+    if !errors.is_empty() {
+        return Err(Diagnostics::new(file, src, errors));
+    }
+    resolve(spec, overrides).map_err(|e| {
+        let mut d = e.to_diagnostic();
+        if let Some(name) = failing_array(spec, &e) {
+            d.message = format!("`{name}`: {}", d.message);
+        }
+        if !overrides.is_empty() {
+            let defs: Vec<String> = overrides
+                .iter()
+                .map(|(k, v)| format!("-D {k}={v}"))
+                .collect();
+            let with = format!("with {}", defs.join(" "));
+            d.hint = Some(match d.hint.take() {
+                Some(h) => format!("{h} ({with})"),
+                None => with,
+            });
+        }
+        Diagnostics::single(file, src, d)
+    })
+}
+
+/// The array whose size expression holds the failing span, for messages.
+fn failing_array<'s>(spec: &'s Spec, e: &eval::EvalError) -> Option<&'s str> {
+    let at = e.span?;
+    spec.init.iter().find_map(|i| match &i.value {
+        InitValue::Array(a) if a.span.start <= at.start && at.end <= a.span.end => {
+            Some(i.name.name.as_str())
+        }
+        _ => None,
+    })
 }
 
 /// What a driver additionally needs: a value for every parameter (pointers
@@ -59,6 +100,7 @@ pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     c.cycles();
     c.arrays();
     c.returns();
+    c.per_call_whole_values();
     c.flop();
     c.checkpoint();
     // Sizes can only be evaluated once every name they use has a value.
@@ -418,9 +460,11 @@ impl<'a> Checker<'a> {
                     .with_hint("the driver does not know the struct's fields"),
                 );
             }
+            self.fill_fits_storage(a);
             self.attrs(a);
             for d in &a.dims {
                 self.integral_size(d, name);
+                self.fixed_size(d, name);
             }
             let fill_values: Vec<&Expr> = match &a.fill {
                 Fill::RandomRange { lo, hi, .. } => vec![lo, hi],
@@ -473,20 +517,29 @@ impl<'a> Checker<'a> {
             );
         }
         if let Some(m) = a.misalign() {
-            let align = a.align();
+            let n = a.effective_align();
             let m_span = seen["misalign"];
-            match align {
-                Some(n) if m <= n => self.out.push(
-                    Diagnostic::new(
+            if m <= n {
+                let (message, hint) = if a.align().is_some() {
+                    (
                         format!("misalign({m}) must be larger than align({n})"),
-                        m_span,
+                        format!(
+                            "misalign(m) means aligned to {n} bytes but never to m; try misalign({})",
+                            n * 2
+                        ),
                     )
-                    .with_hint(format!(
-                        "misalign(m) means aligned to {n} bytes but never to m; try misalign({})",
-                        n * 2
-                    )),
-                ),
-                _ => {}
+                } else {
+                    (
+                        format!("misalign({m}) must be larger than the default align({n})"),
+                        format!(
+                            "without align(n) an operand is aligned to {n} bytes (malloc's guarantee); for an address aligned to {m} but not {} write align({m})|misalign({})",
+                            m * 2,
+                            m * 2
+                        ),
+                    )
+                };
+                self.out
+                    .push(Diagnostic::new(message, m_span).with_hint(hint));
             }
             if a.is_static() {
                 self.out.push(
@@ -494,6 +547,80 @@ impl<'a> Checker<'a> {
                         .with_hint("use Vector/Matrix (heap) for misalignment"),
                 );
             }
+        }
+    }
+
+    /// Value fills need arithmetic elements (a typedef'd type only takes
+    /// RANDOM, as random words; pointers take ZERO or FILE), and FILE needs
+    /// one contiguous block.
+    fn fill_fits_storage(&mut self, a: &ArrayInit) {
+        let e = &a.elem;
+        let arithmetic = e.pointers == 0 && (e.base.is_integral() || e.base.is_floating());
+        let value_fill = match &a.fill {
+            Fill::RandomRange { .. } => Some("RANDOM(lo, hi)"),
+            Fill::Const(..) => Some("CONST"),
+            Fill::Seq(_) => Some("SEQ"),
+            Fill::Random(_) if e.pointers > 0 => Some("RANDOM"),
+            _ => None,
+        };
+        let opaque_struct = matches!(e.base, BaseType::Struct(_)) && e.pointers == 0;
+        if let (Some(what), false, false) = (value_fill, arithmetic, opaque_struct) {
+            self.out.push(
+                Diagnostic::new(
+                    format!(
+                        "a {what} fill needs an arithmetic element type; `{}` is not",
+                        type_text(e)
+                    ),
+                    a.fill_span(),
+                )
+                .with_hint("use ZERO or FILE(\"...\")"),
+            );
+        }
+        if let (Fill::File(_, span), ArrayKind::Array2D) = (&a.fill, a.kind) {
+            self.out.push(
+                Diagnostic::new("FILE(...) fills need contiguous storage", *span)
+                    .with_hint("use Matrix instead of Array2D"),
+            );
+        }
+    }
+
+    /// A size is fixed for the whole run: it may not use a scalar that
+    /// changes per call (Range/RANDOM), directly or through other scalars.
+    fn fixed_size(&mut self, e: &Expr, array: &str) {
+        for id in e.names() {
+            if let Some(per_call) = self.per_call_source(&id.name, 0) {
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "the size of `{array}` uses `{}`, which changes per call ({per_call}); sizes must be fixed",
+                            id.name
+                        ),
+                        id.span,
+                    )
+                    .with_hint(format!(
+                        "give `{}` a fixed value, or size `{array}` from a Macro",
+                        id.name
+                    )),
+                );
+                return;
+            }
+        }
+    }
+
+    /// `Range` or `RANDOM` if the scalar `name` changes per call.
+    fn per_call_source(&self, name: &str, depth: usize) -> Option<&'static str> {
+        // Cycles are reported by `cycles`; stop rather than recurse forever.
+        if depth > self.spec.init.len() {
+            return None;
+        }
+        let e = self.spec.scalar_for(name)?;
+        match e {
+            Expr::Range { .. } => Some("Range"),
+            Expr::Random(_) | Expr::RandomRange { .. } => Some("RANDOM"),
+            _ => e
+                .names()
+                .iter()
+                .find_map(|d| self.per_call_source(&d.name, depth + 1)),
         }
     }
 
@@ -644,11 +771,42 @@ impl<'a> Checker<'a> {
             let span = self.spec.returns[0].span;
             self.out.push(
                 Diagnostic::new(
-                    "returns(...) needs a reference implementation to compare against",
+                    "returns(...) needs a reference implementation (the routine body) to compare against",
                     span,
                 )
                 .with_hint("give the routine a body: `routine=void f(...) { ... };`"),
             );
+        }
+    }
+
+    /// `Range` and `RANDOM` change per call, so each must be a scalar's
+    /// whole value: inside an expression the driver has no per-call value
+    /// to put there.
+    fn per_call_whole_values(&mut self) {
+        for init in &self.spec.init {
+            let InitValue::Scalar(e) = &init.value else {
+                continue;
+            };
+            let inner: Vec<&Expr> = match e {
+                Expr::Range { begin, incr, .. } => vec![begin, incr],
+                Expr::RandomRange { lo, hi, .. } => vec![lo, hi],
+                Expr::Random(_) => vec![],
+                other => vec![other],
+            };
+            for x in inner {
+                x.walk(&mut |sub| {
+                    if let Expr::Random(s) | Expr::RandomRange { span: s, .. } | Expr::Range { span: s, .. } = sub {
+                        let what = if matches!(sub, Expr::Range { .. }) { "Range(...)" } else { "RANDOM" };
+                        self.out.push(
+                            Diagnostic::new(
+                                format!("{what} changes per call and must be the whole value of `{}`", init.name.name),
+                                *s,
+                            )
+                            .with_hint("give it a scalar of its own, e.g. `t=Range(1, 1);`, or a fixed value"),
+                        );
+                    }
+                });
+            }
         }
     }
 
@@ -789,14 +947,9 @@ const C_TYPE_NAMES: &[&str] = &[
     "_Complex",
 ];
 
-/// `const double*` as C would write it.
+/// Short name for [`CType::text`] in the messages above.
 pub(crate) fn type_text(t: &CType) -> String {
-    format!(
-        "{}{}{}",
-        if t.is_const { "const " } else { "" },
-        t.base.c_name(),
-        "*".repeat(t.pointers as usize)
-    )
+    t.text()
 }
 
 fn contains_word(hay: &str, word: &str) -> bool {

@@ -470,8 +470,14 @@ pub fn parse_define(s: &str) -> Result<(String, f64), String> {
             "`{name}` is not a macro name (letters, digits, `_`)"
         ));
     }
-    let expr = crate::parser::parse_expr(value, 0)
-        .map_err(|d| format!("value of {name}: {}", d.message))?;
-    let v = eval(&expr, &BTreeMap::new()).map_err(|e| format!("value of {name}: {e}"))?;
+    let v = define_value(value).map_err(|e| format!("value of {name}: {e}"))?;
     Ok((name.to_string(), v))
+}
+
+/// The value of a `-D NAME=TEXT` definition: a number or an expression of
+/// numbers. The one reading of `-D` text, for `tdg check` and the driver
+/// model alike.
+pub fn define_value(text: &str) -> Result<f64, String> {
+    let expr = crate::parser::parse_expr(text, 0).map_err(|d| d.message)?;
+    eval(&expr, &BTreeMap::new()).map_err(|e| e.to_string())
 }

@@ -11,6 +11,7 @@
 use crate::ast::*;
 use crate::check::type_text;
 use crate::diag::Diagnostics;
+use crate::vocabulary::Keyword;
 use std::fmt::Write;
 
 /// Lines longer than this get their prototype parameters wrapped.
@@ -361,30 +362,16 @@ fn attrs(a: &[Attr]) -> String {
 fn timer(t: &TimerClause) -> String {
     let mut parts: Vec<String> = Vec::new();
     if let Some(m) = t.method {
-        let m = match m {
-            TimerMethod::Wall => "wall",
-            TimerMethod::Cycle => "cycle",
-            TimerMethod::Cpu => "cpu",
-        };
-        parts.push(format!("method={m};"));
+        parts.push(format!("method={};", m.spelling()));
     }
     if let Some(n) = t.samples {
         parts.push(format!("samples={n};"));
     }
     if let Some(s) = t.select {
-        let s = match s {
-            Selection::Min => "min",
-            Selection::Median => "median",
-        };
-        parts.push(format!("select={s};"));
+        parts.push(format!("select={};", s.spelling()));
     }
     if let Some(f) = t.flush {
-        let f = match f {
-            FlushMethod::Read => "read",
-            FlushMethod::Clflush => "clflush",
-            FlushMethod::None => "none",
-        };
-        parts.push(format!("flush={f};"));
+        parts.push(format!("flush={};", f.spelling()));
     }
     if let Some(fs) = t.flush_size {
         let v = match fs {

@@ -8,13 +8,16 @@
 
 pub mod ast;
 pub mod check;
+pub mod checked;
 pub mod diag;
 pub mod eval;
 pub mod format;
 pub mod parser;
+pub mod vocabulary;
 
 pub use ast::Spec;
-pub use check::check;
+pub use check::{check, check_with};
+pub use checked::CheckedSpec;
 pub use diag::{Diagnostic, Diagnostics};
 pub use format::{format, format_source};
 pub use parser::{parse, parse_expr};
@@ -97,67 +100,64 @@ pub fn parse_and_check_prototype(src: &str, file: &str) -> Result<Spec, Diagnost
     Ok(spec)
 }
 
-/// [`load`], then evaluates every size and the flop count with `overrides`
-/// (`-D` values), so a bad override is caught before a driver is built.
-/// Returns a one-line summary for `tdg check`.
+/// [`load`] under `-D` overrides (`tdg explain`, `gen` and `run` use this, so
+/// they see exactly the values and errors `tdg check -D` reports).
+pub fn load_with(
+    path: impl AsRef<Path>,
+    overrides: &std::collections::BTreeMap<String, f64>,
+) -> Result<CheckedSpec, Diagnostics> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let src = read_source(path)?;
+    let spec = parse(&src, &file)?;
+    check::check_with(&spec, &src, &file, overrides)
+}
+
+/// [`load_with`] for `-D NAME=TEXT` definitions as the command line gives
+/// them: those naming a spec macro are evaluated and applied; the others are
+/// for the implementation's compile and do not concern the spec.
+pub fn load_with_defines(
+    path: impl AsRef<Path>,
+    defines: &[(String, String)],
+) -> Result<CheckedSpec, Diagnostics> {
+    let path = path.as_ref();
+    let file = path.display().to_string();
+    let src = read_source(path)?;
+    let spec = parse(&src, &file)?;
+    let overrides = checked::spec_overrides(&spec, defines)
+        .map_err(|e| Diagnostics::single(&file, &src, Diagnostic::whole_file(e)))?;
+    check::check_with(&spec, &src, &file, &overrides)
+}
+
+/// [`load_with`], summarised in one line for `tdg check`.
 pub fn check_file(
     path: impl AsRef<Path>,
     overrides: &std::collections::BTreeMap<String, f64>,
 ) -> Result<String, Diagnostics> {
-    let path = path.as_ref();
-    let file = path.display().to_string();
-    let src = read_source(path)?;
-    let spec = parse_and_check(&src, &file)?;
-    let why = (!overrides.is_empty()).then(|| {
-        let defs: Vec<String> = overrides
-            .iter()
-            .map(|(k, v)| format!("-D {k}={v}"))
-            .collect();
-        format!("with {}", defs.join(" "))
-    });
-    let fail = |e: eval::EvalError| {
-        let mut d = e.to_diagnostic();
-        d.hint = match (d.hint.take(), &why) {
-            (Some(h), Some(w)) => Some(format!("{h} ({w})")),
-            (h, w) => h.or_else(|| w.clone()),
-        };
-        Diagnostics::single(&file, &src, d)
-    };
-    let env = eval::typed_env(&spec, overrides).map_err(fail)?;
-    let mut bytes = 0u64;
-    let mut arrays = 0usize;
-    for init in &spec.init {
-        if let ast::InitValue::Array(a) = &init.value {
-            arrays += 1;
-            let b = eval::array_bytes(a, &env).map_err(|e| {
-                let mut d = e.to_diagnostic();
-                d.message = format!("`{}`: {}", init.name.name, d.message);
-                d.hint = match (d.hint.take(), &why) {
-                    (Some(h), Some(w)) => Some(format!("{h} ({w})")),
-                    (h, w) => h.or_else(|| w.clone()),
-                };
-                Diagnostics::single(&file, &src, d)
-            })?;
-            bytes = bytes.saturating_add(b.unwrap_or(0));
-        }
-    }
-    let flops = eval::flop_count(&spec, overrides).map_err(fail)?;
+    let checked = load_with(path, overrides)?;
+    Ok(summary(&checked))
+}
+
+/// `routine f, 3 parameters, 2 arrays totalling 1.5 MiB, 256 flop per call`.
+pub fn summary(c: &CheckedSpec) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let params = c.routine.params.len();
+    let arrays = c.operands.len();
+    let bytes = c
+        .operands
+        .iter()
+        .fold(0u64, |acc, o| acc.saturating_add(o.bytes().unwrap_or(0)));
     let mut s = format!(
-        "routine {}, {} parameter{}, {arrays} array{} totalling {}",
-        spec.routine.name.name,
-        spec.routine.params.len(),
-        if spec.routine.params.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        if arrays == 1 { "" } else { "s" },
+        "routine {}, {params} parameter{}, {arrays} array{} totalling {}",
+        c.routine.name.name,
+        plural(params),
+        plural(arrays),
         human_bytes(bytes)
     );
-    if let Some(f) = flops {
+    if let Some(f) = c.flop_count() {
         s.push_str(&format!(", {f} flop per call"));
     }
-    Ok(s)
+    s
 }
 
 /// `1.5 MiB`-style size.

@@ -4,6 +4,9 @@
 
 use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics};
+use crate::vocabulary::{
+    Keyword, ATTRIBUTES, CHECKPOINT_MODES, CLAUSES, FILLS, SCALAR_FUNCTIONS, TIMER_SETTINGS,
+};
 use pest::iterators::Pair;
 use pest::Parser;
 
@@ -14,18 +17,6 @@ struct SpecParser;
 /// Deepest expression tree (and deepest `(`/`{` nesting) accepted. Real specs
 /// stay far below; the limit keeps recursion over hostile input bounded.
 pub const MAX_DEPTH: usize = 200;
-
-/// Clause keywords, for "did you mean" on unknown clauses.
-pub(crate) const CLAUSES: &[&str] = &[
-    "include",
-    "lang",
-    "routine",
-    "init",
-    "returns",
-    "flop",
-    "timer",
-    "checkpoint",
-];
 
 /// Parses a spec without semantic checks (see [`crate::check`]).
 pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
@@ -313,6 +304,17 @@ fn unclosed_at(src: &str, pos: usize, base: usize) -> Option<Diagnostic> {
             );
         }
     }
+    // A `/* ...` never closed swallows the rest of the file, braces included:
+    // the comment is the cause, not the brace it hides.
+    if let Some(start) = unclosed_block_comment(src).filter(|&c| c <= pos) {
+        return Some(
+            Diagnostic::new(
+                "this comment is never closed",
+                Span::new(base + start, base + start + 2),
+            )
+            .with_hint("add `*/` where the comment ends"),
+        );
+    }
     let open = if pos == src.len() {
         first_unclosed_brace(src)
     } else {
@@ -370,6 +372,23 @@ fn first_unclosed_brace(src: &str) -> Option<usize> {
     None
 }
 
+/// Start of a `/*` comment that runs to the end of the text (strings and
+/// other comments skipped the way the brace scanners skip them).
+fn unclosed_block_comment(src: &str) -> Option<usize> {
+    let b = src.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if let Some((end, closed)) = skip_literal_or_comment(b, i) {
+            if !closed && b[i] == b'/' {
+                return Some(i);
+            }
+            i = end;
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Offset of the `}` closing the `{` at `open`, skipping strings, character
 /// literals and comments the way the grammar's `body` rule does.
 fn matching_brace(src: &str, open: usize) -> Option<usize> {
@@ -401,7 +420,8 @@ fn matching_brace(src: &str, open: usize) -> Option<usize> {
 
 /// When a string, character literal or comment starts at `i`: the offset of
 /// its last byte (the closing quote, the newline ending a `//` comment, the
-/// `/` of `*/`) and whether a literal closed before the end of its line.
+/// `/` of `*/`) and whether it closed (a literal before the end of its line,
+/// a `/*` comment before the end of the text).
 /// Shared by the brace scanners so both read C text the same way.
 fn skip_literal_or_comment(b: &[u8], start: usize) -> Option<(usize, bool)> {
     let mut i = start;
@@ -430,7 +450,7 @@ fn skip_literal_or_comment(b: &[u8], start: usize) -> Option<(usize, bool)> {
             while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
                 i += 1;
             }
-            Some((i + 1, true))
+            Some((i + 1, i + 1 < b.len()))
         }
         _ => None,
     }
@@ -875,10 +895,8 @@ impl Builder {
                     } else {
                         "write FILE(\"operand.bin\")"
                     })),
-                    _ => Err(bad(&format!("`{w}`")).with_hint_opt(did_you_mean(
-                        w,
-                        ["RANDOM", "ZERO", "SEQ", "CONST", "FILE"],
-                    ))),
+                    _ => Err(bad(&format!("`{w}`"))
+                        .with_hint_opt(did_you_mean(w, FILLS.iter().copied()))),
                 }
             }
             Rule::call => {
@@ -917,10 +935,8 @@ impl Builder {
                                 .with_hint(format!("write {want}")),
                         )
                     }
-                    _ => Err(bad(&format!("`{fname}(...)`")).with_hint_opt(did_you_mean(
-                        &fname,
-                        ["RANDOM", "ZERO", "SEQ", "CONST", "FILE"],
-                    ))),
+                    _ => Err(bad(&format!("`{fname}(...)`"))
+                        .with_hint_opt(did_you_mean(&fname, FILLS.iter().copied()))),
                 }
             }
             _ => Err(bad(&format!("`{}`", prim.as_str()))),
@@ -933,7 +949,6 @@ impl Builder {
         if exprs.len() == 1 && exprs[0].as_str().trim() == "_" {
             return Ok(out);
         }
-        const NAMES: [&str; 5] = ["flush", "warm", "touch", "align", "misalign"];
         for e in exprs {
             let espan = self.sp(&e);
             let Some(prim) = sole_primary(e.clone()) else {
@@ -966,9 +981,12 @@ impl Builder {
                     }
                     w => {
                         return Err(Diagnostic::new(format!("unknown attribute `{w}`"), espan)
-                            .with_hint(did_you_mean(w, NAMES).unwrap_or_else(|| {
-                                "attributes are flush, warm, touch, align(n), misalign(m)".into()
-                            })))
+                            .with_hint(
+                                did_you_mean(w, ATTRIBUTES.iter().copied()).unwrap_or_else(|| {
+                                    "attributes are flush, warm, touch, align(n), misalign(m)"
+                                        .into()
+                                }),
+                            ))
                     }
                 },
                 Rule::call => {
@@ -982,7 +1000,7 @@ impl Builder {
                             espan,
                         )
                         .with_hint(
-                            did_you_mean(&fname, NAMES).unwrap_or_else(|| {
+                            did_you_mean(&fname, ATTRIBUTES.iter().copied()).unwrap_or_else(|| {
                                 "attributes are flush, warm, touch, align(n), misalign(m)".into()
                             }),
                         ));
@@ -1119,36 +1137,25 @@ impl Builder {
 
     fn timer(&mut self, clause: Pair<Rule>) -> Built<TimerClause> {
         let span = self.sp(&clause);
-        const KNOWN: [&str; 6] = [
-            "method",
-            "samples",
-            "select",
-            "flush",
-            "flush_size",
-            "min_interval",
-        ];
         let mut t = TimerClause {
             span,
             ..TimerClause::default()
         };
-        for (key, v) in self.settings(clause, &KNOWN)? {
+        for (key, v) in self.settings(clause, TIMER_SETTINGS)? {
             let vspan = self.sp(&v);
             let text = v.as_str();
-            let bad = |what: &str, choices: &[&str]| {
-                Diagnostic::new(format!("`{}` is not a valid {what}", text), vspan).with_hint(
-                    did_you_mean(text, choices.iter().copied())
-                        .unwrap_or_else(|| format!("use one of: {}", choices.join(", "))),
-                )
-            };
+            fn keyword<K: Keyword>(text: &str, span: Span) -> Built<K> {
+                K::from_spelling(text).ok_or_else(|| {
+                    let choices = K::spellings();
+                    Diagnostic::new(format!("`{text}` is not a valid {}", K::FAMILY), span)
+                        .with_hint(
+                            did_you_mean(text, choices.iter().copied())
+                                .unwrap_or_else(|| format!("use one of: {}", choices.join(", "))),
+                        )
+                })
+            }
             match key.name.as_str() {
-                "method" => {
-                    t.method = Some(match text {
-                        "wall" => TimerMethod::Wall,
-                        "cycle" => TimerMethod::Cycle,
-                        "cpu" => TimerMethod::Cpu,
-                        _ => return Err(bad("timer method", &["wall", "cycle", "cpu"])),
-                    })
-                }
+                "method" => t.method = Some(keyword(text, vspan)?),
                 "samples" => {
                     let n = match parse_int(text) {
                         Some(n) if (1..=u32::MAX as i64).contains(&n) => n as u32,
@@ -1162,21 +1169,8 @@ impl Builder {
                     };
                     t.samples = Some(n);
                 }
-                "select" => {
-                    t.select = Some(match text {
-                        "min" => Selection::Min,
-                        "median" => Selection::Median,
-                        _ => return Err(bad("selection", &["min", "median"])),
-                    })
-                }
-                "flush" => {
-                    t.flush = Some(match text {
-                        "read" => FlushMethod::Read,
-                        "clflush" => FlushMethod::Clflush,
-                        "none" => FlushMethod::None,
-                        _ => return Err(bad("flush method", &["read", "clflush", "none"])),
-                    })
-                }
+                "select" => t.select = Some(keyword(text, vspan)?),
+                "flush" => t.flush = Some(keyword(text, vspan)?),
                 "flush_size" => {
                     t.flush_size = Some(parse_flush_size(text).ok_or_else(|| {
                         Diagnostic::new(format!("`{text}` is not a flush size"), vspan).with_hint(
@@ -1266,7 +1260,7 @@ impl Builder {
                                 vspan,
                             )
                             .with_hint(
-                                did_you_mean(other, ["immediate", "delayed"])
+                                did_you_mean(other, CHECKPOINT_MODES.iter().copied())
                                     .unwrap_or_else(|| "use `immediate` or `delayed(k)`".into()),
                             ))
                         }
@@ -1454,7 +1448,7 @@ impl Builder {
             )
             .with_hint("give it its own entry, e.g. `X=Vector(double, RANDOM, _, N);`")),
             _ => Err(Diagnostic::new(format!("unknown function `{fname}`"), self.sp(&f)).with_hint(
-                did_you_mean(&fname, ["Macro", "Range", "RANDOM"])
+                did_you_mean(&fname, SCALAR_FUNCTIONS.iter().copied())
                     .unwrap_or_else(|| "expressions may call Macro(NAME, default), Range(begin, incr) and RANDOM(lo, hi)".into()),
             )),
         }

@@ -727,3 +727,76 @@ fn a_prototype_is_a_complete_spec_for_interposition_but_not_for_a_driver() {
         .to_string();
     assert!(e.contains("unknown type `Estate`"), "{e}");
 }
+
+// ---- what the driver model used to find only after `check` said ok --------
+
+#[test]
+fn misalign_is_checked_against_the_default_alignment() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, misalign(8), N);}};"),
+        x(
+            2,
+            37,
+            "misalign(8) must be larger than the default align(16)",
+            Some("align(8)|misalign(16)"),
+        ),
+    );
+}
+
+#[test]
+fn a_size_from_a_per_call_scalar_is_located() {
+    rejects(
+        &format!("{OK_HEAD}init={{N=Range(10, 1); X=Vector(double, RANDOM, _, N);}};"),
+        x(
+            2,
+            51,
+            "the size of `X` uses `N`, which changes per call (Range); sizes must be fixed",
+            Some("give `N` a fixed value"),
+        ),
+    );
+    // Through another scalar, too.
+    rejects(
+        "routine=void f(const int N, const int M, double* X);\ninit={N=RANDOM(1, 9); M=N+1; X=Vector(double, ZERO, _, M);};",
+        x(2, 56, "uses `M`, which changes per call (RANDOM)", None),
+    );
+}
+
+#[test]
+fn value_fills_need_arithmetic_elements_and_file_needs_one_block() {
+    rejects(
+        "include=\"typedef struct { double re, im; } cplx;\";\nroutine=void f(const int N, cplx* X);\ninit={N=4; X=Vector(cplx, SEQ, _, N);};",
+        x(
+            3,
+            27,
+            "a SEQ fill needs an arithmetic element type; `cplx` is not",
+            Some("ZERO"),
+        ),
+    );
+    rejects(
+        "routine=void f(const int N, double** X);\ninit={N=4; X=Array2D(double, N, N, FILE(\"x.bin\"), _);};",
+        x(2, 36, "FILE(...) fills need contiguous storage", Some("Matrix")),
+    );
+}
+
+#[test]
+fn a_per_call_value_inside_an_expression_is_located() {
+    rejects(
+        "routine=void f(const int N, const double a, double* X);\ninit={N=4; a=Range(1, 1) * 2; X=Vector(double, ZERO, _, N);};",
+        x(
+            2,
+            14,
+            "Range(...) changes per call and must be the whole value of `a`",
+            Some("a scalar of its own"),
+        ),
+    );
+    rejects(
+        "routine=void f(const int N, double* X);\ninit={N=Macro(NS, RANDOM); X=Vector(double, ZERO, _, N);};",
+        x(2, 19, "RANDOM changes per call", None),
+    );
+    // As whole values they are fine.
+    spec_lang::parse_and_check(
+        "routine=void f(const int N, const double a, const double b, const int k, double* X);\ninit={N=4; a=RANDOM; b=RANDOM(0, N); k=Range(1, N); X=Vector(double, ZERO, _, N);};",
+        "t.spec",
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+}

@@ -15,8 +15,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let spec = spec_lang::load(&args.spec)?;
-    let model = super::gen::model_for(&spec, &args.timing)?;
+    let model = super::gen::model_for(&args.spec, &args.timing)?;
     print!("{}", driver_gen::explain(&model));
     Ok(ExitCode::SUCCESS)
 }

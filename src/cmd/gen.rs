@@ -4,7 +4,7 @@
 use super::run::TimingArgs;
 use super::CmdResult;
 use driver_gen::{render, DriverModel, RunOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -21,16 +21,17 @@ pub struct Args {
     pub templates: Option<PathBuf>,
 }
 
-/// The model for a spec under the command-line timing settings.
-pub fn model_for(spec: &spec_lang::Spec, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
+/// The model for a spec file under the command-line timing settings; the
+/// `-D` values are checked against the spec as `tdg check -D` checks them.
+pub fn model_for(path: &Path, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
     let mut o = RunOptions::default();
     timing.apply(&mut o)?;
-    Ok(DriverModel::from_spec(spec, &o.driver_config())?)
+    let checked = spec_lang::load_with_defines(path, &o.defines)?;
+    Ok(DriverModel::from_checked(&checked, &o.driver_config())?)
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let spec = spec_lang::load(&args.spec)?;
-    let model = model_for(&spec, &args.timing)?;
+    let model = model_for(&args.spec, &args.timing)?;
     let generated = render(&model, args.templates.as_deref())?;
     let written = generated.write_to(&args.output)?;
     for p in written {

@@ -9,6 +9,7 @@ pub mod explain;
 pub mod fmt;
 pub mod gen;
 pub mod instrument;
+pub mod keyword;
 pub mod probe;
 pub mod profile;
 pub mod run;

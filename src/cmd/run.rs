@@ -5,6 +5,7 @@
 //! routine; a spec with a `checkpoint` clause times its CRIU image instead
 //! of a generated driver.
 
+use super::keyword::keyword;
 use super::CmdResult;
 use anyhow::bail;
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
@@ -14,41 +15,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum TimerArg {
-    Wall,
-    Cycle,
-    Cpu,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum SelectArg {
-    Min,
-    Median,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum FlushArg {
-    Read,
-    Clflush,
-    None,
-}
-
 /// Timing configuration shared by `tdg gen`, `tdg run` and `tdg explain`.
 #[derive(clap::Args, Clone)]
 pub struct TimingArgs {
-    /// Timer: wall (CLOCK_MONOTONIC_RAW), cycle (serialised TSC), cpu (process CPU time).
-    #[arg(long, value_enum)]
-    pub timer: Option<TimerArg>,
+    /// Timer (default: the spec's, else cycle).
+    #[arg(long, value_parser = keyword::<TimerMethod>())]
+    pub timer: Option<TimerMethod>,
     /// Number of timing samples (default: the spec's, else 7).
     #[arg(long)]
     pub samples: Option<u32>,
     /// Reported statistic (default: min for wall/cycle, median for cpu).
-    #[arg(long, value_enum)]
-    pub select: Option<SelectArg>,
+    #[arg(long, value_parser = keyword::<Selection>())]
+    pub select: Option<Selection>,
     /// Cache flush before each timed call.
-    #[arg(long, value_enum)]
-    pub flush: Option<FlushArg>,
+    #[arg(long, value_parser = keyword::<FlushMethod>())]
+    pub flush: Option<FlushMethod>,
     /// Flush size(s) in KiB; several (comma-separated) run a flush sweep.
     #[arg(long = "flush-kb", alias = "flush-kib", value_delimiter = ',')]
     pub flush_kb: Vec<u64>,
@@ -71,30 +52,21 @@ pub struct TimingArgs {
 
 impl TimingArgs {
     pub fn apply(&self, o: &mut RunOptions) -> anyhow::Result<()> {
-        o.timer = self.timer.map(|t| match t {
-            TimerArg::Wall => TimerMethod::Wall,
-            TimerArg::Cycle => TimerMethod::Cycle,
-            TimerArg::Cpu => TimerMethod::Cpu,
-        });
-        o.samples = self.samples;
-        if o.samples == Some(0) {
+        o.timing.timer = self.timer;
+        o.timing.samples = self.samples;
+        if o.timing.samples == Some(0) {
             bail!("--samples must be at least 1");
         }
-        o.selection = self.select.map(|s| match s {
-            SelectArg::Min => Selection::Min,
-            SelectArg::Median => Selection::Median,
-        });
-        o.flush = self.flush.map(|f| match f {
-            FlushArg::Read => FlushMethod::Read,
-            FlushArg::Clflush => FlushMethod::Clflush,
-            FlushArg::None => FlushMethod::None,
-        });
-        o.flush_kib = self.flush_kb.first().copied();
-        o.flush_level = self.flush_level;
-        o.flush_all_cpus = self.flush_all_cpus;
-        o.min_interval_ns = self.min_interval_ns;
-        o.pin_cpu = self.pin;
+        o.timing.selection = self.select;
+        o.timing.flush = self.flush;
+        o.timing.flush_kib = self.flush_kb.first().copied();
+        o.timing.flush_level = self.flush_level;
+        o.timing.flush_all_cpus = self.flush_all_cpus;
+        o.timing.min_interval_ns = self.min_interval_ns;
+        o.timing.pin_cpu = self.pin;
         o.defines = parse_defines(&self.define)?;
+        // The one place a machine probe may start (and says so).
+        o.machine = Some(driver_gen::machine_defaults());
         Ok(())
     }
 }
@@ -195,13 +167,15 @@ pub fn run(args: Args) -> CmdResult {
         dummy_call: !args.no_dummy_call,
         overflow_guard: !args.no_overflow_guard,
         verify: !args.no_verify,
-        tolerance: args.tolerance,
         timeout: Duration::from_secs(args.timeout),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
+    o.timing.tolerance = args.tolerance;
+    // The -D values checked against the spec, located as `tdg check -D` does.
+    spec_lang::load_with_defines(&args.spec, &o.defines)?;
     if let Some(path) = &args.contexts {
         return run_contexts(&args, &spec, implementation, &o, path);
     }

@@ -431,7 +431,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
                     defines: base.defines.clone(),
                     cc: args.cc.clone(),
                 },
-                base.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
+                base.timing.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
                 !args.no_verify,
                 args.tolerance,
             )?;

@@ -77,9 +77,12 @@ pub fn run(a: Args) -> CmdResult {
     let opts = driver_gen::RunOptions {
         cc: a.cc.clone(),
         cflags: a.cflags.split_whitespace().map(String::from).collect(),
-        samples: Some(a.samples),
-        flush_kib: a.flush_kb,
-        pin_cpu: a.pin,
+        timing: driver_gen::TimingOverrides {
+            samples: Some(a.samples),
+            flush_kib: a.flush_kb,
+            pin_cpu: a.pin,
+            ..Default::default()
+        },
         extra_sources: a.extra.clone(),
         verify: false,
         timeout: Duration::from_secs(600),

@@ -120,9 +120,9 @@ const WRITE_IMPL: &str =
 #[test]
 fn touching_pages_keeps_page_faults_out_of_the_timing() {
     let mut o = opts();
-    o.samples = Some(3);
-    o.min_interval_ns = Some(0);
-    o.flush = Some(FlushMethod::None);
+    o.timing.samples = Some(3);
+    o.timing.min_interval_ns = Some(0);
+    o.timing.flush = Some(FlushMethod::None);
     o.dummy_call = false; // the warm-up call would also fault the pages in
     o.overflow_guard = false;
     let kit = build(WRITE_SPEC, WRITE_IMPL, &o);
@@ -172,7 +172,7 @@ void k(const int N) {
 }
 "#;
     let mut o = opts();
-    o.samples = Some(3);
+    o.timing.samples = Some(3);
     let kit = build(spec_src, imp, &o);
     let with = kit.run(&o);
     let mut no = o.clone();
@@ -222,7 +222,7 @@ const ACC_IMPL: &str = "void acc(const int N, const double alpha, const double *
 #[test]
 fn overflow_guard_keeps_repeated_accumulation_finite() {
     let mut o = opts();
-    o.flush = Some(FlushMethod::None);
+    o.timing.flush = Some(FlushMethod::None);
     let kit = build(ACC_SPEC, ACC_IMPL, &o);
     // Many calls per sample on the same data: alpha alternation.
     let guarded = kit.run(&o);
@@ -237,8 +237,8 @@ fn overflow_guard_keeps_repeated_accumulation_finite() {
 
     // One call per sample: outputs restored before each sample.
     let mut single = o.clone();
-    single.min_interval_ns = Some(0);
-    single.samples = Some(40);
+    single.timing.min_interval_ns = Some(0);
+    single.timing.samples = Some(40);
     let restored = kit.run(&single);
     assert_eq!(restored.reps_per_sample, 1);
     assert!(restored.outputs_finite);

@@ -11,7 +11,7 @@ fn fast_opts() -> driver_gen::RunOptions {
     let mut o = opts();
     // Memory-bound build of the kernel: the flush shows in its time.
     o.cflags = vec!["-O3".into(), "-march=native".into()];
-    o.samples = Some(7);
+    o.timing.samples = Some(7);
     o
 }
 
@@ -20,11 +20,11 @@ fn flushed_dot_in_l2_is_at_least_1_5x_the_warm_time() {
     let _serial = exclusive();
     // 2 x 16384 doubles = 256 KiB: fits the 1 MiB L2, not the 32 KiB L1.
     let mut o = fast_opts();
-    o.min_interval_ns = Some(0); // one call per sample
+    o.timing.min_interval_ns = Some(0); // one call per sample
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let at = |flush| {
         let mut o = o.clone();
-        o.flush = Some(flush);
+        o.timing.flush = Some(flush);
         kit.min_of(&o, 3)
     };
     let warm = at(FlushMethod::None);
@@ -41,10 +41,10 @@ fn self_flushing_working_sets_are_slower_than_repeated_warm_calls() {
     // Below the minimum interval: R calls per sample. Rotating through
     // working sets larger than the LLC must keep every call cold.
     let mut o = fast_opts();
-    o.min_interval_ns = Some(200_000);
+    o.timing.min_interval_ns = Some(200_000);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let mut warm_o = o.clone();
-    warm_o.flush = Some(FlushMethod::None);
+    warm_o.timing.flush = Some(FlushMethod::None);
     let warm_r = kit.run(&warm_o);
     assert_eq!(warm_r.mode, "repeated");
     assert!(warm_r.reps_per_sample > 1);
@@ -64,8 +64,8 @@ fn self_flushing_working_sets_are_slower_than_repeated_warm_calls() {
 fn flush_sweep_rises_monotonically_within_noise() {
     let _serial = exclusive();
     let mut o = fast_opts();
-    o.min_interval_ns = Some(0);
-    o.samples = Some(5);
+    o.timing.min_interval_ns = Some(0);
+    o.timing.samples = Some(5);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     // The largest size is the one that evicts everything: the probe's
     // measured full flush (2 x the sysfs LLC without a probe).
@@ -119,10 +119,10 @@ fn warm_operand_is_retouched_after_the_flush() {
     // Partial flush (paper section 3.1): a warm operand is re-read after the
     // flush, a flushed one is not. Shapes are chosen so each effect is large.
     let mut o = fast_opts();
-    o.min_interval_ns = Some(0);
-    o.flush = Some(FlushMethod::Read);
+    o.timing.min_interval_ns = Some(0);
+    o.timing.flush = Some(FlushMethod::Read);
     let mut warm_o = o.clone();
-    warm_o.flush = Some(FlushMethod::None);
+    warm_o.timing.flush = Some(FlushMethod::None);
 
     // (a) 384 KiB warm X + 4 KiB flushed Y stays close to all-warm and far
     // from all-flushed.
@@ -156,11 +156,11 @@ fn warm_operand_is_retouched_after_the_flush() {
 fn flush_on_every_cpu_really_runs_on_every_cpu() {
     let _serial = exclusive();
     let mut o = opts();
-    o.flush_all_cpus = true;
-    o.flush = Some(FlushMethod::Read);
-    o.flush_kib = Some(2048);
-    o.min_interval_ns = Some(0);
-    o.samples = Some(3);
+    o.timing.flush_all_cpus = true;
+    o.timing.flush = Some(FlushMethod::Read);
+    o.timing.flush_kib = Some(2048);
+    o.timing.min_interval_ns = Some(0);
+    o.timing.samples = Some(3);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let want = usable_cpus();
     let r = kit.run(&o);
@@ -170,7 +170,7 @@ fn flush_on_every_cpu_really_runs_on_every_cpu() {
         "flush threads must have run on every CPU"
     );
     // Pinning the driver does not narrow the CPUs that get flushed.
-    o.pin_cpu = Some(want[0] as u32);
+    o.timing.pin_cpu = Some(want[0] as u32);
     let pinned = kit.run(&o);
     assert_eq!(pinned.flush_cpus, want);
 }

@@ -183,11 +183,11 @@ init={ N=1; };
         &opts(),
     );
     let mut o = opts();
-    o.timer = Some(TimerMethod::Cycle);
-    o.min_interval_ns = Some(0);
+    o.timing.timer = Some(TimerMethod::Cycle);
+    o.timing.min_interval_ns = Some(0);
     // No flush: a cache flush before a single call also evicts the call's
     // own code and stack, which is a real cost but not the timer's.
-    o.flush = Some(FlushMethod::None);
+    o.timing.flush = Some(FlushMethod::None);
     let single = kit.run(&o);
     let ovh = single.timer_overhead_ns;
     eprintln!(
@@ -222,11 +222,11 @@ init={ us=3000; };
     let imp = "#define _GNU_SOURCE\n#include <time.h>\nvoid nap(const int us) { struct timespec t = {0, us * 1000L}; nanosleep(&t, 0); }\n";
     let kit = build(spec_src, imp, &opts());
     let mut o = opts();
-    o.samples = Some(3);
-    o.flush = Some(FlushMethod::None);
-    o.timer = Some(TimerMethod::Wall);
+    o.timing.samples = Some(3);
+    o.timing.flush = Some(FlushMethod::None);
+    o.timing.timer = Some(TimerMethod::Wall);
     let wall = kit.run(&o);
-    o.timer = Some(TimerMethod::Cpu);
+    o.timing.timer = Some(TimerMethod::Cpu);
     let cpu = kit.run(&o);
     eprintln!(
         "wall {:.0} ns, cpu {:.0} ns",
@@ -263,10 +263,10 @@ init={ n=300000; };
     let imp = "double spin(const int n) { volatile double x = 1.0; int i; for (i = 0; i < n; i++) x = x * 1.0000001; return x; }\n";
     let kit = build(spec_src, imp, &opts());
     let mut o = opts();
-    o.flush = Some(FlushMethod::None);
-    o.timer = Some(TimerMethod::Cycle);
+    o.timing.flush = Some(FlushMethod::None);
+    o.timing.timer = Some(TimerMethod::Cycle);
     let cyc = kit.min_of(&o, 3);
-    o.timer = Some(TimerMethod::Wall);
+    o.timing.timer = Some(TimerMethod::Wall);
     let wall = kit.min_of(&o, 3);
     eprintln!("cycle {cyc:.0} ns, wall {wall:.0} ns");
     assert!((cyc / wall - 1.0).abs() < 0.2, "cycle {cyc} vs wall {wall}");
@@ -358,12 +358,12 @@ void probe(const int k, const int r) {
 fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
     let _serial = exclusive();
     let mut o = opts();
-    o.min_interval_ns = Some(0);
+    o.timing.min_interval_ns = Some(0);
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     let unpinned = kit.run(&o);
     assert!(unpinned.warnings.iter().any(|w| w.contains("not pinned")));
     let cpu = *usable_cpus().last().unwrap() as u32;
-    o.pin_cpu = Some(cpu);
+    o.timing.pin_cpu = Some(cpu);
     let pinned = kit.run(&o);
     assert!(
         pinned.sample_cpus.iter().all(|c| *c == cpu as i32),

@@ -15,8 +15,14 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The workspace root (this module serves driver-gen's tests and, through
+/// `#[path]`, the CLI tests at the root).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    match here.join("specs").is_dir() {
+        true => here,
+        false => here.join(".."),
+    }
 }
 
 pub fn spec(src: &str) -> spec_lang::Spec {
@@ -29,8 +35,13 @@ pub fn spec(src: &str) -> spec_lang::Spec {
 /// Options for tests: few samples, a generous timeout.
 pub fn opts() -> RunOptions {
     RunOptions {
-        samples: Some(5),
+        timing: driver_gen::TimingOverrides {
+            samples: Some(5),
+            ..Default::default()
+        },
         timeout: Duration::from_secs(120),
+        // Probe-grounded flush and interval, as `tdg run` uses.
+        machine: Some(driver_gen::machine_defaults()),
         ..RunOptions::default()
     }
 }
