@@ -188,6 +188,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
+    output_format(&args)?;
     let spec = spec_lang::load(&args.spec)?;
     if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
         return run_checkpoint(&args, clause);
@@ -237,10 +238,25 @@ fn add_env_params(defines: &mut Vec<(String, String)>) {
     }
 }
 
+/// The format `tdg run` writes, refused before anything is built when the
+/// command cannot write it.
+fn output_format(args: &Args) -> anyhow::Result<formats::Format> {
+    use formats::Format;
+    let format = Format::chosen(args.format, args.json, args.csv);
+    if format == Format::T4 {
+        let supported = [Format::Table, Format::Json, Format::Csv, Format::Gbench];
+        return Err(formats::contract::usage(format!(
+            "{} (T4 holds tuning results: `tdg tune --format t4` writes them)",
+            formats::unsupported("tdg run", format, &supported)
+        )));
+    }
+    Ok(format)
+}
+
 /// The reports of one run in the chosen format, to stdout or `--out`.
 fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Result<()> {
     use formats::Format;
-    let format = Format::chosen(args.format, args.json, args.csv);
+    let format = output_format(args)?;
     let text = if args.cost_only {
         match reports {
             [r] => format!("{}\n", r.reported_ns * 1e-9),
@@ -275,13 +291,7 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
                 );
                 serde_json::to_string_pretty(&doc)? + "\n"
             }
-            Format::T4 => {
-                let supported = [Format::Table, Format::Json, Format::Csv, Format::Gbench];
-                return Err(formats::contract::usage(format!(
-                    "{} (T4 holds tuning results: `tdg tune --format t4` writes them)",
-                    formats::unsupported("tdg run", format, &supported)
-                )));
-            }
+            Format::T4 => unreachable!("refused by output_format before the run"),
             Format::Table if reports.len() > 1 => {
                 let mut s = format_sweep(reports);
                 for w in &reports[0].warnings {
@@ -308,11 +318,18 @@ fn run_contexts(
     let file = instrument::contexts::ContextsFile::load(path)?;
     let prediction =
         instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&prediction)?);
-    } else {
-        print!("{}", instrument::contexts::render_prediction(&prediction));
-    }
+    let text = match output_format(args)? {
+        formats::Format::Json => serde_json::to_string_pretty(&prediction)? + "\n",
+        formats::Format::Table => instrument::contexts::render_prediction(&prediction),
+        other => {
+            return Err(formats::contract::usage(formats::unsupported(
+                "tdg run --contexts",
+                other,
+                &[formats::Format::Table, formats::Format::Json],
+            )))
+        }
+    };
+    formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -341,10 +358,18 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
         opts.samples = n as usize;
     }
     let report = checkpoint::time_checkpoint_clause(clause, spec_dir, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
+    let text = match output_format(args)? {
+        _ if args.cost_only => format!("{}\n", report.region_ns.median * 1e-9),
+        formats::Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        formats::Format::Table => report.render_text(),
+        other => {
+            return Err(formats::contract::usage(formats::unsupported(
+                "tdg run with a checkpoint clause",
+                other,
+                &[formats::Format::Table, formats::Format::Json],
+            )))
+        }
+    };
+    formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
