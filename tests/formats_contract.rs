@@ -190,7 +190,7 @@ fn t4_results_validate_and_name_every_failure() {
     assert_eq!(time["name"], "time");
     let reported = time["value"].as_f64().unwrap();
     assert!(
-        runtimes.iter().any(|&t| t == reported),
+        runtimes.contains(&reported),
         "{reported} not among {runtimes:?}"
     );
 
