@@ -66,3 +66,23 @@ pub fn unsupported(command: &str, format: Format, supported: &[Format]) -> Strin
             .join(", ")
     )
 }
+
+/// The document of a command that writes only a table or tdg's JSON
+/// (`tdg probe`, `tdg checkpoint time`, the `--contexts` and checkpoint
+/// paths of `tdg run`); other formats are a usage error naming both.
+pub fn table_or_json<T: serde::Serialize>(
+    command: &str,
+    format: Format,
+    value: &T,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<String> {
+    match format {
+        Format::Table => Ok(table()),
+        Format::Json => Ok(serde_json::to_string_pretty(value)? + "\n"),
+        other => Err(contract::usage(unsupported(
+            command,
+            other,
+            &[Format::Table, Format::Json],
+        ))),
+    }
+}

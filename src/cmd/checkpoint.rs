@@ -72,9 +72,15 @@ struct TimeArgs {
     /// Per-restore limit in seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    /// JSON instead of text.
-    #[arg(long)]
+    /// JSON instead of text (same as --format json).
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// Output format: table or json.
+    #[arg(long, value_enum)]
+    format: Option<formats::Format>,
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -161,6 +167,9 @@ fn capture(a: CaptureArgs) -> CmdResult {
 }
 
 fn time(a: TimeArgs) -> CmdResult {
+    let format = formats::Format::chosen(a.format, a.json, false);
+    // Refused before the restores, not after them.
+    formats::table_or_json("tdg checkpoint time", format, &(), String::new)?;
     let report = checkpoint::time_image(
         &a.image,
         &checkpoint::TimeOptions {
@@ -169,11 +178,10 @@ fn time(a: TimeArgs) -> CmdResult {
             ..Default::default()
         },
     )?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
+    let text = formats::table_or_json("tdg checkpoint time", format, &report, || {
+        report.render_text()
+    })?;
+    formats::write_document(a.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
 

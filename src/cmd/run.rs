@@ -318,17 +318,12 @@ fn run_contexts(
     let file = instrument::contexts::ContextsFile::load(path)?;
     let prediction =
         instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
-    let text = match output_format(args)? {
-        formats::Format::Json => serde_json::to_string_pretty(&prediction)? + "\n",
-        formats::Format::Table => instrument::contexts::render_prediction(&prediction),
-        other => {
-            return Err(formats::contract::usage(formats::unsupported(
-                "tdg run --contexts",
-                other,
-                &[formats::Format::Table, formats::Format::Json],
-            )))
-        }
-    };
+    let text = formats::table_or_json(
+        "tdg run --contexts",
+        output_format(args)?,
+        &prediction,
+        || instrument::contexts::render_prediction(&prediction),
+    )?;
     formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -358,17 +353,15 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
         opts.samples = n as usize;
     }
     let report = checkpoint::time_checkpoint_clause(clause, spec_dir, &opts)?;
-    let text = match output_format(args)? {
-        _ if args.cost_only => format!("{}\n", report.region_ns.median * 1e-9),
-        formats::Format::Json => serde_json::to_string_pretty(&report)? + "\n",
-        formats::Format::Table => report.render_text(),
-        other => {
-            return Err(formats::contract::usage(formats::unsupported(
-                "tdg run with a checkpoint clause",
-                other,
-                &[formats::Format::Table, formats::Format::Json],
-            )))
-        }
+    let text = if args.cost_only {
+        format!("{}\n", report.region_ns.median * 1e-9)
+    } else {
+        formats::table_or_json(
+            "tdg run with a checkpoint clause",
+            output_format(args)?,
+            &report,
+            || report.render_text(),
+        )?
     };
     formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
