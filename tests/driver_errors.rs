@@ -135,7 +135,7 @@ fn tdg(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn cli_rejects_bad_input_with_one_clear_line() {
     let (code, _, err) = tdg(&["run", "specs/dot.spec", "--impl", "no/such/kernel.c"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("--impl") && err.contains("not found"), "{err}");
     assert!(!err.contains("panicked"));
 
@@ -147,11 +147,11 @@ fn cli_rejects_bad_input_with_one_clear_line() {
         "-D",
         "9X=1",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("NAME=VALUE"), "{err}");
 
     let (code, _, err) = tdg(&["gen", "specs/missing.spec"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("missing.spec"), "{err}");
 
     let (code, _, err) = tdg(&[
@@ -162,7 +162,7 @@ fn cli_rejects_bad_input_with_one_clear_line() {
         "--flush-level",
         "9",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("L9") && err.contains("L1"), "{err}");
 }
 
