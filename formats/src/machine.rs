@@ -71,42 +71,17 @@ fn cpu_scaling_enabled(cpu_dir: &Path) -> bool {
     read_trimmed(&cpu_dir.join("cpufreq/scaling_governor")).is_some_and(|g| g != "performance")
 }
 
-/// `cache/index*` of one CPU, with how many CPUs share each.
+/// One CPU's caches as sysfs describes them, in Google Benchmark's shape.
 pub fn caches(cpu_dir: &Path) -> Vec<Cache> {
-    let Ok(entries) = std::fs::read_dir(cpu_dir.join("cache")) else {
-        return Vec::new();
-    };
-    let mut out: Vec<Cache> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
-        .filter_map(|e| {
-            let dir = e.path();
-            let read = |f: &str| read_trimmed(&dir.join(f));
-            Some(Cache {
-                kind: read("type")?,
-                level: read("level")?.parse().ok()?,
-                size: probe::documented::parse_size(&read("size")?)?,
-                num_sharing: read("shared_cpu_list").map_or(1, |l| cpu_list_len(&l)),
-            })
+    probe::documented::caches_from_sysfs(cpu_dir)
+        .into_iter()
+        .map(|c| Cache {
+            kind: c.kind,
+            level: c.level,
+            size: c.size_bytes,
+            num_sharing: c.shared_cpus.unwrap_or(1),
         })
-        .collect();
-    out.sort_by_key(|c| (c.level, c.kind.clone()));
-    out
-}
-
-/// "0-3,8" -> 5.
-fn cpu_list_len(list: &str) -> u32 {
-    list.split(',')
-        .filter(|s| !s.is_empty())
-        .map(|r| match r.split_once('-') {
-            Some((a, b)) => match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
-                (Ok(a), Ok(b)) if b >= a => b - a + 1,
-                _ => 1,
-            },
-            None => 1,
-        })
-        .sum::<u32>()
-        .max(1)
+        .collect()
 }
 
 fn load_avg() -> Vec<f64> {
@@ -155,11 +130,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_and_cpu_lists() {
+    fn dates() {
         assert_eq!(date_utc(0), "1970-01-01T00:00:00+00:00");
         assert_eq!(date_utc(951_782_400), "2000-02-29T00:00:00+00:00");
         assert_eq!(date_utc(1_795_392_000 + 3_723), "2026-11-23T01:02:03+00:00");
-        assert_eq!(cpu_list_len("0-3,8"), 5);
-        assert_eq!(cpu_list_len("1"), 1);
     }
 }
