@@ -85,7 +85,9 @@ fn main() -> ExitCode {
                 Some(d) => eprintln!("{}", d.to_string().trim_end()),
                 None => eprintln!("tdg: error: {e:#}"),
             }
-            ExitCode::FAILURE
+            // The one-evaluation contract (docs/integration.md): a tuner
+            // tells a compile failure from a crash by the status alone.
+            ExitCode::from(formats::exit_status(&e))
         }
     }
 }

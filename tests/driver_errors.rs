@@ -136,7 +136,7 @@ fn tdg(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn cli_rejects_bad_input_with_one_clear_line() {
     let (code, _, err) = tdg(&["run", "specs/dot.spec", "--impl", "no/such/kernel.c"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("--impl") && err.contains("not found"), "{err}");
     assert!(!err.contains("panicked"));
 
@@ -148,11 +148,11 @@ fn cli_rejects_bad_input_with_one_clear_line() {
         "-D",
         "9X=1",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("NAME=VALUE"), "{err}");
 
     let (code, _, err) = tdg(&["gen", "specs/missing.spec"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("missing.spec"), "{err}");
 
     let (code, _, err) = tdg(&[
@@ -163,7 +163,7 @@ fn cli_rejects_bad_input_with_one_clear_line() {
         "--flush-level",
         "9",
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "bad input is a usage error (docs/integration.md)");
     assert!(err.contains("L9") && err.contains("L1"), "{err}");
 }
 

@@ -13,6 +13,9 @@ pub struct DocumentedCache {
     pub size_bytes: u64,
     pub line_bytes: Option<u64>,
     pub ways: Option<u64>,
+    /// CPUs sharing one instance of this cache (`shared_cpu_list`).
+    #[serde(default)]
+    pub shared_cpus: Option<u32>,
 }
 
 /// Reads `<cpu_dir>/cache/index*/`; empty when sysfs does not describe caches.
@@ -36,11 +39,27 @@ pub fn caches_from_sysfs(cpu_dir: &Path) -> Vec<DocumentedCache> {
                 size_bytes: parse_size(&read("size")?)?,
                 line_bytes: read("coherency_line_size").and_then(|s| s.parse().ok()),
                 ways: read("ways_of_associativity").and_then(|s| s.parse().ok()),
+                shared_cpus: read("shared_cpu_list").map(|l| cpu_list_len(&l)),
             })
         })
         .collect();
     out.sort_by_key(|c| (c.level, c.kind.clone()));
     out
+}
+
+/// How many CPUs a sysfs CPU list names: "0-3,8" -> 5.
+pub fn cpu_list_len(list: &str) -> u32 {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 1,
+            },
+            None => 1,
+        })
+        .sum::<u32>()
+        .max(1)
 }
 
 /// "32K", "1024K", "32M", "512" -> bytes.
@@ -207,6 +226,12 @@ mod tests {
         assert_eq!(parse_size("36M"), Some(36 << 20));
         assert_eq!(parse_size("512"), Some(512));
         assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn counts_sysfs_cpu_lists() {
+        assert_eq!(cpu_list_len("0-3,8"), 5);
+        assert_eq!(cpu_list_len("1"), 1);
     }
 
     #[test]

@@ -666,6 +666,7 @@ mod tests {
                 size_bytes,
                 line_bytes: Some(64),
                 ways: None,
+                shared_cpus: None,
             })
             .to_vec();
         let (levels, beyond) = plateaus(&xs, &ys, 4);

@@ -93,9 +93,15 @@ struct TimeArgs {
     /// Per-restore limit in seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    /// JSON instead of text.
-    #[arg(long)]
+    /// JSON instead of text (same as --format json).
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// Output format: table or json.
+    #[arg(long, value_enum)]
+    format: Option<formats::Format>,
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     candidate: CandidateArgs,
 }
@@ -141,22 +147,33 @@ impl CandidateArgs {
             implementation: implementation.to_path_buf(),
             extra: self.extra.clone(),
             cflags: self.cflags.split_whitespace().map(String::from).collect(),
-            defines: super::run::parse_defines(&self.define)?,
+            defines: {
+                let mut defines = super::run::parse_defines(&self.define)?;
+                super::run::add_env_params(&mut defines);
+                defines
+            },
             cc: self.cc.clone(),
         })
     }
 }
 
 /// Time `image` with the application's code or, with `--impl`, build the
-/// candidate, verify it against the original on the image (exit 3 when its
-/// outputs differ) and time it. Shared by `checkpoint time` and `tdg run` on
-/// a spec with a checkpoint clause.
+/// candidate, verify it against the original on the image (the contract's
+/// verification status when its outputs differ) and time it, written in
+/// `format`, or only the median in seconds when `format` is `None`
+/// (`--cost-only`). Shared by `checkpoint time` and `tdg run` on a spec with
+/// a checkpoint clause.
 pub fn time_with_candidate(
     image: &std::path::Path,
     candidate: &CandidateArgs,
     mut opts: checkpoint::TimeOptions,
-    json: bool,
+    format: Option<formats::Format>,
+    out: Option<&std::path::Path>,
 ) -> CmdResult {
+    // Refused before the restores, not after them.
+    if let Some(format) = format {
+        formats::table_or_json("tdg checkpoint time", format, &(), String::new)?;
+    }
     let scratch = toolchain::scratch_dir("tdg-candidate")?;
     let mut verification = None;
     if let Some(implementation) = &candidate.implementation {
@@ -170,7 +187,7 @@ pub fn time_with_candidate(
             let v = timer.verify(&so, candidate.tolerance)?;
             if v.mismatch.is_some() {
                 eprint!("tdg: {}", v.render_text());
-                return Ok(ExitCode::from(3));
+                return Ok(ExitCode::from(formats::Failure::Verification.exit_code()));
             }
             verification = Some(v);
             opts.verify = false; // just checked
@@ -178,18 +195,22 @@ pub fn time_with_candidate(
         opts.candidate = Some(so);
     }
     let report = checkpoint::time_image(image, &opts)?;
-    if json {
-        let mut v = serde_json::to_value(&report)?;
-        if let Some(ver) = &verification {
-            v["verification"] = serde_json::to_value(ver)?;
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        print!("{}", report.render_text());
-        if let Some(ver) = &verification {
-            print!("{}", ver.render_text());
-        }
+    let mut document = serde_json::to_value(&report)?;
+    if let Some(ver) = &verification {
+        document["verification"] = serde_json::to_value(ver)?;
     }
+    let text = match format {
+        // The one figure a tuner reads (--cost-only): seconds.
+        None => format!("{}\n", report.region_ns.median * 1e-9),
+        Some(format) => formats::table_or_json("tdg checkpoint time", format, &document, || {
+            let mut text = report.render_text();
+            if let Some(ver) = &verification {
+                text.push_str(&ver.render_text());
+            }
+            text
+        })?,
+    };
+    formats::write_document(out, &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -345,7 +366,8 @@ fn time(a: TimeArgs) -> CmdResult {
             timeout: Duration::from_secs(a.timeout),
             ..Default::default()
         },
-        a.json,
+        Some(formats::Format::chosen(a.format, a.json, false)),
+        a.out.as_deref(),
     )
 }
 

@@ -5,9 +5,15 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Print the result as JSON instead of a table.
-    #[arg(long)]
+    /// Print the result as JSON instead of a table (same as --format json).
+    #[arg(long, conflicts_with = "format")]
     json: bool,
+    /// Output format: table or json.
+    #[arg(long, value_enum)]
+    format: Option<formats::Format>,
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     /// Also write the latency-vs-buffer-size plot here (SVG).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -25,7 +31,11 @@ pub struct Args {
     max_buffer_mib: Option<u64>,
 }
 
-pub fn run(args: Args) -> CmdResult {
+pub fn run(mut args: Args) -> CmdResult {
+    let format = formats::Format::chosen(args.format, args.json, false);
+    // Refused before measuring, not after; JSON keeps stderr quiet.
+    formats::table_or_json("tdg probe", format, &(), String::new)?;
+    args.json = format == formats::Format::Json;
     let path = probe::cache_path();
     let cached = if args.force {
         None
@@ -66,10 +76,9 @@ pub fn run(args: Args) -> CmdResult {
         std::fs::write(svg, probe::render::svg(&result))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg.display()))?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", probe::render::table(&result));
-    }
+    let text = formats::table_or_json("tdg probe", format, &result, || {
+        probe::render::table(&result)
+    })?;
+    formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }

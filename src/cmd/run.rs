@@ -79,7 +79,9 @@ pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
                 && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
                 && !k.starts_with(|c: char| c.is_ascii_digit());
             if !ok {
-                bail!("-D {d}: expected NAME=VALUE with a C identifier as NAME, e.g. -D NS=4096");
+                return Err(formats::contract::usage(format!(
+                    "-D {d}: expected NAME=VALUE with a C identifier as NAME, e.g. -D NS=4096"
+                )));
             }
             Ok((k.to_string(), v.to_string()))
         })
@@ -140,24 +142,35 @@ pub struct Args {
     /// Directory whose templates override the built-in ones.
     #[arg(long)]
     pub templates: Option<PathBuf>,
-    /// Print the report as JSON.
-    #[arg(long, conflicts_with = "csv")]
+    /// Print the report as JSON (same as --format json).
+    #[arg(long, conflicts_with_all = ["csv", "format"])]
     pub json: bool,
-    /// Print the report as CSV.
-    #[arg(long)]
+    /// Print the report as CSV (same as --format csv).
+    #[arg(long, conflicts_with = "format")]
     pub csv: bool,
+    /// Output format: table, json, csv, or gbench (Google Benchmark JSON).
+    #[arg(long, value_enum)]
+    pub format: Option<formats::Format>,
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print only the reported time per call in seconds (for tuners: the
+    /// exit status says why there is none; see docs/integration.md).
+    #[arg(long, conflicts_with_all = ["json", "csv", "format", "contexts"])]
+    pub cost_only: bool,
 }
 
 pub fn run(args: Args) -> CmdResult {
+    output_format(&args)?;
     let spec = spec_lang::load(&args.spec)?;
     if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
         return run_checkpoint(&args, clause);
     }
     let Some(implementation) = args.implementation.as_deref() else {
-        bail!(
+        return Err(formats::contract::usage(format!(
             "--impl FILE is required: the C file implementing `{}` (only specs with a checkpoint clause run without one)",
             spec.routine.name.name
-        );
+        )));
     };
     let mut o = RunOptions {
         cc: args.cc.clone(),
@@ -174,6 +187,7 @@ pub fn run(args: Args) -> CmdResult {
     };
     args.timing.apply(&mut o)?;
     o.timing.tolerance = args.tolerance;
+    add_env_params(&mut o.defines);
     // The -D values checked against the spec, located as `tdg check -D` does.
     spec_lang::load_with_defines(&args.spec, &o.defines)?;
     if let Some(path) = &args.contexts {
@@ -185,27 +199,86 @@ pub fn run(args: Args) -> CmdResult {
     } else {
         vec![built.run(&o)?]
     };
-    if args.json {
-        let text = if reports.len() == 1 {
-            serde_json::to_string_pretty(&reports[0])?
-        } else {
-            serde_json::to_string_pretty(&reports)?
-        };
-        println!("{text}");
-    } else if args.csv {
-        println!("{CSV_HEADER}");
-        for r in &reports {
-            println!("{}", format_csv_row(r));
+    print_reports(&args, &reports)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `TDG_PARAM_NAME=VALUE` in the environment is `-D NAME=VALUE`, for tuners
+/// that export a candidate's parameters; a `-D` on the command line wins.
+pub fn add_env_params(defines: &mut Vec<(String, String)>) {
+    for (name, value) in formats::contract::params_from_env(std::env::vars_os()) {
+        if !defines.iter().any(|(k, _)| *k == name) {
+            defines.push((name, value));
         }
-    } else if reports.len() > 1 {
-        print!("{}", format_sweep(&reports));
-        for w in &reports[0].warnings {
-            println!("warning: {w}");
+    }
+}
+
+/// The format `tdg run` writes, refused before anything is built when the
+/// command cannot write it.
+fn output_format(args: &Args) -> anyhow::Result<formats::Format> {
+    use formats::Format;
+    let format = Format::chosen(args.format, args.json, args.csv);
+    if format == Format::T4 {
+        let supported = [Format::Table, Format::Json, Format::Csv, Format::Gbench];
+        return Err(formats::contract::usage(format!(
+            "{} (T4 holds tuning results: `tdg tune --format t4` writes them)",
+            formats::unsupported("tdg run", format, &supported)
+        )));
+    }
+    Ok(format)
+}
+
+/// The reports of one run in the chosen format, to stdout or `--out`.
+fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Result<()> {
+    use formats::Format;
+    let format = output_format(args)?;
+    let text = if args.cost_only {
+        match reports {
+            [r] => format!("{}\n", r.reported_ns * 1e-9),
+            _ => {
+                return Err(formats::contract::usage(
+                    "--cost-only reports one time; give one --flush-kb size, not a sweep",
+                ))
+            }
         }
     } else {
-        print!("{}", format_table(&reports[0]));
-    }
-    Ok(ExitCode::SUCCESS)
+        match format {
+            Format::Json if reports.len() == 1 => serde_json::to_string_pretty(&reports[0])? + "\n",
+            Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
+            Format::Csv => std::iter::once(CSV_HEADER.to_string())
+                .chain(reports.iter().map(format_csv_row))
+                .map(|l| l + "\n")
+                .collect(),
+            Format::Gbench => {
+                let run = formats::gbench::RunIdentity::new(
+                    std::env::current_exe()?.display().to_string(),
+                    env!("CARGO_PKG_VERSION"),
+                    args.spec.clone(),
+                    args.implementation.clone(),
+                )?;
+                let probe = probe::load_cached_from(&probe::cache_path()).ok().flatten();
+                let doc = formats::gbench::document(
+                    reports,
+                    &run,
+                    &formats::machine::this_machine(),
+                    probe.as_ref(),
+                    &formats::machine::date_now(),
+                );
+                serde_json::to_string_pretty(&doc)? + "\n"
+            }
+            Format::T4 => unreachable!("refused by output_format before the run"),
+            Format::Table if reports.len() > 1 => {
+                let mut s = format_sweep(reports);
+                for w in &reports[0].warnings {
+                    s.push_str(&format!("warning: {w}\n"));
+                }
+                s
+            }
+            Format::Table => format_table(&reports[0]),
+        }
+    };
+    formats::write_document(args.out.as_deref(), &text)?;
+    Ok(())
 }
 
 /// `--contexts`: Σ calls × driver time over the heaviest contexts, beside
@@ -220,11 +293,13 @@ fn run_contexts(
     let file = instrument::contexts::ContextsFile::load(path)?;
     let prediction =
         instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&prediction)?);
-    } else {
-        print!("{}", instrument::contexts::render_prediction(&prediction));
-    }
+    let text = formats::table_or_json(
+        "tdg run --contexts",
+        output_format(args)?,
+        &prediction,
+        || instrument::contexts::render_prediction(&prediction),
+    )?;
+    formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -253,7 +328,12 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
             .tolerance
             .unwrap_or(super::checkpoint::DEFAULT_TOLERANCE),
     };
-    super::checkpoint::time_with_candidate(&image, &candidate, opts, args.json)
+    let format = if args.cost_only {
+        None
+    } else {
+        Some(output_format(args)?)
+    };
+    super::checkpoint::time_with_candidate(&image, &candidate, opts, format, args.out.as_deref())
 }
 
 /// The directory a spec's relative paths (a checkpoint image) start from.

@@ -64,9 +64,15 @@ pub struct Args {
     /// Relative tolerance for floating-point outputs (checkpoint tuning).
     #[arg(long, default_value_t = super::checkpoint::DEFAULT_TOLERANCE)]
     pub tolerance: f64,
-    /// Print the outcome as JSON.
-    #[arg(long)]
+    /// Print the outcome as JSON (same as --format json).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Output format: table, json, or t4 (every evaluation as T4 tuning results).
+    #[arg(long, value_enum)]
+    pub format: Option<formats::Format>,
+    /// Write the output to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub campaign: CampaignArgs,
 }
@@ -270,6 +276,8 @@ pub fn run(args: Args) -> CmdResult {
         // How the output is shown is this run's choice, and a campaign
         // may be given a larger budget to go on.
         stored.json = args.json;
+        stored.format = args.format;
+        stored.out = args.out.clone();
         stored.budget = args.budget.or(stored.budget);
         return search(stored, Some(campaign));
     }
@@ -277,7 +285,20 @@ pub fn run(args: Args) -> CmdResult {
 }
 
 /// The search, in a new campaign or (`resumed`) an existing one.
-fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
+fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
+    let format = formats::Format::chosen(args.format, args.json, false);
+    let supported = [
+        formats::Format::Table,
+        formats::Format::Json,
+        formats::Format::T4,
+    ];
+    if !supported.contains(&format) {
+        return Err(formats::contract::usage(formats::unsupported(
+            "tdg tune", format, &supported,
+        )));
+    }
+    // Machine-readable output keeps stderr to errors, as --json always has.
+    args.json = format != formats::Format::Table;
     let params = args
         .params
         .iter()
@@ -481,6 +502,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             &mut in_campaign
         }
     };
+    let started = std::time::SystemTime::now();
     let mut bar = tune::progress::Bar::new(budget);
     let tuner = tune::Tuner::new(&space, objective, &mut bar, Some(log), budget);
     let outcome = if args.exhaustive {
@@ -490,39 +512,89 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     };
     bar.finish();
     let outcome = outcome?;
-    if args.json {
-        let mut v = serde_json::to_value(&outcome)?;
-        v["log"] = serde_json::Value::from(log_path.display().to_string());
-        if let Some(c) = &campaign {
-            v["campaign"] = serde_json::Value::from(c.dir.display().to_string());
+    let text = match format {
+        formats::Format::T4 => {
+            let tried = read_log(&log_path, started)?;
+            serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!("best         {}", outcome.best_description);
-        print!("time         {:.3} ms per call", outcome.best_ns / 1e6);
-        match outcome.best_mflops {
-            Some(m) => println!(", {m:.1} MFLOPS"),
-            None => println!(),
+        formats::Format::Json => {
+            let mut v = serde_json::to_value(&outcome)?;
+            v["log"] = serde_json::Value::from(log_path.display().to_string());
+            if let Some(c) = &campaign {
+                v["campaign"] = serde_json::Value::from(c.dir.display().to_string());
+            }
+            serde_json::to_string_pretty(&v)? + "\n"
         }
-        println!(
-            "evaluations  {} of {} configurations ({} failed) in {:.1} s",
-            outcome.evaluations, outcome.space_size, outcome.failed, outcome.seconds
-        );
-        println!("log          {}", log_path.display());
-        if let Some(c) = &campaign {
-            println!(
-                "campaign     {} (tdg tune --resume continues it)",
-                c.dir.display()
-            );
-        }
-        let defines: Vec<String> = outcome
-            .best_description
-            .split(' ')
-            .map(|kv| format!("-D{kv}"))
-            .collect();
-        println!("build with   {}", defines.join(" "));
-    }
+        _ => outcome_table(&outcome, &log_path, campaign.as_ref()),
+    };
+    formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The default output: the best configuration and how it was found.
+fn outcome_table(
+    outcome: &tune::Outcome,
+    log_path: &Path,
+    campaign: Option<&tune::Campaign>,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "best         {}", outcome.best_description);
+    let _ = write!(s, "time         {:.3} ms per call", outcome.best_ns / 1e6);
+    let _ = match outcome.best_mflops {
+        Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
+        None => writeln!(s),
+    };
+    let _ = writeln!(
+        s,
+        "evaluations  {} of {} configurations ({} failed) in {:.1} s",
+        outcome.evaluations, outcome.space_size, outcome.failed, outcome.seconds
+    );
+    let _ = writeln!(s, "log          {}", log_path.display());
+    if let Some(c) = campaign {
+        let _ = writeln!(
+            s,
+            "campaign     {} (tdg tune --resume continues it)",
+            c.dir.display()
+        );
+    }
+    let defines: Vec<String> = outcome
+        .best_description
+        .split(' ')
+        .map(|kv| format!("-D{kv}"))
+        .collect();
+    let _ = writeln!(s, "build with   {}", defines.join(" "));
+    s
+}
+
+/// Every evaluation of this search, read back from its log (local and
+/// Slurm evaluations alike), as T4 results.
+fn read_log(
+    path: &Path,
+    started: std::time::SystemTime,
+) -> anyhow::Result<Vec<formats::t4::Tried>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the evaluation log {}", path.display()))?;
+    let start_s = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let e: tune::Evaluation = serde_json::from_str(line)
+                .with_context(|| format!("{} has a line I cannot read", path.display()))?;
+            Ok(formats::t4::Tried {
+                configuration: e.config,
+                time_ns: e.time_ns,
+                samples_ns: e.samples_ns,
+                mflops: e.mflops,
+                failure: e.failure,
+                error: e.error,
+                finished_unix_s: start_s + e.elapsed_s,
+                node: e.node,
+            })
+        })
+        .collect()
 }
 
 /// The Slurm executor with the settings file under the flags.

@@ -46,6 +46,12 @@ pub struct TaskResult {
     pub mflops: Option<f64>,
     /// Why the configuration failed (it did not build, verify or run).
     pub error: Option<String>,
+    /// The contract's name for that failure, when known.
+    #[serde(default)]
+    pub failure: Option<formats::Failure>,
+    /// Every sample's time per call.
+    #[serde(default)]
+    pub samples_ns: Vec<f64>,
     pub node: String,
     pub cpu: String,
     /// Wall time of the task's build and run.
@@ -60,8 +66,15 @@ impl TaskResult {
             (Some(t), None) => Ok(Measurement {
                 time_ns: t,
                 mflops: self.mflops,
+                samples_ns: self.samples_ns.clone(),
             }),
-            (_, Some(e)) => Err(TuneError::Objective(e.clone())),
+            (_, Some(e)) => Err(match self.failure {
+                Some(failure) => TuneError::Failed {
+                    failure,
+                    message: e.clone(),
+                },
+                None => TuneError::Objective(e.clone()),
+            }),
             (None, None) => Err(TuneError::Objective("no time recorded".into())),
         }
     }
@@ -113,15 +126,17 @@ pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> Task
         (Ok(j), Ok(t)) => Some(format!("{j}_{t}")),
         _ => std::env::var("SLURM_JOB_ID").ok(),
     };
-    let (time_ns, mflops, error) = match result {
-        Ok(m) => (Some(m.time_ns), m.mflops, None),
-        Err(e) => (None, None, Some(e.to_string())),
+    let (time_ns, mflops, samples_ns, error, failure) = match result {
+        Ok(m) => (Some(m.time_ns), m.mflops, m.samples_ns, None, None),
+        Err(e) => (None, None, Vec::new(), Some(e.to_string()), e.failure()),
     };
     TaskResult {
         config: values.to_vec(),
         time_ns,
         mflops,
         error,
+        failure,
+        samples_ns,
         node: here.node,
         cpu: here.cpu,
         seconds: started.elapsed().as_secs_f64(),
@@ -360,6 +375,10 @@ impl Objective for CampaignObjective<'_> {
 fn clone_error(e: &TuneError) -> TuneError {
     match e {
         TuneError::Objective(s) => TuneError::Objective(s.clone()),
+        TuneError::Failed { failure, message } => TuneError::Failed {
+            failure: *failure,
+            message: message.clone(),
+        },
         other => TuneError::Executor(other.to_string()),
     }
 }
@@ -377,6 +396,7 @@ mod tests {
             Ok(Measurement {
                 time_ns: 1000.0 + v[0].1 as f64,
                 mflops: None,
+                samples_ns: Vec::new(),
             })
         }
     }
@@ -429,6 +449,8 @@ mod tests {
                     time_ns: Some(10.0),
                     mflops: None,
                     error: None,
+                    failure: None,
+                    samples_ns: Vec::new(),
                     node: node.into(),
                     cpu: cpu.into(),
                     seconds: 0.1,

@@ -3,6 +3,7 @@
 //! application's own code on the image, and timed in restored copies
 //! (seed 003, section 3.2, used for tuning rather than only measuring).
 
+use crate::campaign::describe;
 use crate::search::{Measurement, Objective};
 use crate::TuneError;
 use checkpoint::{Candidate, CandidateSource, CopyInstructions, ImageTimer, SampleStats};
@@ -45,7 +46,7 @@ impl CheckpointObjective {
     /// Build (and verify) one configuration's candidate.
     fn prepare(&mut self, values: &[(String, i64)]) -> Result<Candidate, TuneError> {
         let described = describe(values);
-        let fail = |e: String| TuneError::Objective(format!("{described}: {e}"));
+        let failed = |e: checkpoint::CheckpointError| failure(&described, &e);
         let mut source = self.base.clone();
         source
             .defines
@@ -59,26 +60,31 @@ impl CheckpointObjective {
             self.scratch.path(),
             &format!("candidate{}", self.built),
         )
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(failed)?;
         if self.verify {
             let v = self
                 .timer
                 .verify(&candidate, self.tolerance)
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(failed)?;
             if let Some(m) = v.mismatch {
-                return Err(fail(format!("verification FAILED on the image: {m}")));
+                return Err(TuneError::Failed {
+                    failure: formats::Failure::Verification,
+                    message: format!("{described}: verification FAILED on the image: {m}"),
+                });
             }
         }
         Ok(candidate)
     }
 }
 
-fn describe(values: &[(String, i64)]) -> String {
-    values
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A configuration's checkpoint error, classified for the evaluation
+/// contract (a candidate that does not compile, one that crashed in a copy).
+fn failure(described: &str, e: &checkpoint::CheckpointError) -> TuneError {
+    let message = format!("{described}: {e}");
+    match formats::Failure::of_checkpoint_error(e) {
+        Some(failure) => TuneError::Failed { failure, message },
+        None => TuneError::Objective(message),
+    }
 }
 
 impl Objective for CheckpointObjective {
@@ -112,9 +118,7 @@ impl Objective for CheckpointObjective {
                 };
                 match self.timer.restore(sample, &instructions) {
                     Ok(run) => times.push(run.region_ns as f64),
-                    Err(e) => {
-                        *slot = Err(TuneError::Objective(format!("{}: {e}", describe(values))))
-                    }
+                    Err(e) => *slot = Err(failure(&describe(values), &e)),
                 }
             }
         }
@@ -124,6 +128,7 @@ impl Objective for CheckpointObjective {
                 slot.map(|(_, times)| Measurement {
                     time_ns: SampleStats::of(&times).expect("samples >= 1").median,
                     mflops: None,
+                    samples_ns: times,
                 })
             })
             .collect()

@@ -25,11 +25,17 @@ impl Objective for DriverObjective<'_> {
         opts.defines
             .extend(values.iter().map(|(k, v)| (k.clone(), v.to_string())));
         let described = crate::campaign::describe(values);
-        let report = driver_gen::run_driver(self.spec, &self.impl_c, &opts)
-            .map_err(|e| TuneError::Objective(format!("{described}: {e}")))?;
+        let report = driver_gen::run_driver(self.spec, &self.impl_c, &opts).map_err(|e| {
+            let message = format!("{described}: {e}");
+            match formats::Failure::of_run_error(&e) {
+                Some(failure) => TuneError::Failed { failure, message },
+                None => TuneError::Objective(message),
+            }
+        })?;
         Ok(Measurement {
             time_ns: report.reported_ns,
             mflops: report.mflops_best,
+            samples_ns: report.samples_ns,
         })
     }
 

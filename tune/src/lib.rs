@@ -30,6 +30,13 @@ pub enum TuneError {
     EmptySpace,
     #[error("{0}")]
     Objective(String),
+    /// A configuration failed in a way the contract names (it did not
+    /// compile, crashed, timed out, computed wrong results).
+    #[error("{message}")]
+    Failed {
+        failure: formats::Failure,
+        message: String,
+    },
     #[error(
         "none of the {tried} configurations tried could be built and timed; the last error: {last}"
     )]
@@ -40,4 +47,14 @@ pub enum TuneError {
     Executor(String),
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
+}
+
+impl TuneError {
+    /// The contract's name for a configuration's failure, when known.
+    pub fn failure(&self) -> Option<formats::Failure> {
+        match self {
+            TuneError::Failed { failure, .. } => Some(*failure),
+            _ => None,
+        }
+    }
 }

@@ -15,6 +15,8 @@ pub struct Measurement {
     /// Time per call the driver reported (lower is better).
     pub time_ns: f64,
     pub mflops: Option<f64>,
+    /// Every sample's time per call (empty when the objective has none).
+    pub samples_ns: Vec<f64>,
 }
 
 /// Something that times a configuration: the generated driver, or a
@@ -49,7 +51,7 @@ pub struct Placement {
 }
 
 /// One line of the JSON log.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Evaluation {
     /// 1-based count of configurations built and timed.
     pub n: usize,
@@ -60,6 +62,12 @@ pub struct Evaluation {
     pub time_ns: Option<f64>,
     pub mflops: Option<f64>,
     pub error: Option<String>,
+    /// Why it failed, when the objective could tell (T4's `invalidity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<formats::Failure>,
+    /// Every sample's time per call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_ns: Vec<f64>,
     /// Seconds since the search started.
     pub elapsed_s: f64,
     /// Best time so far, including this evaluation.
@@ -225,12 +233,16 @@ impl<'a> Tuner<'a> {
         result: Result<Measurement, TuneError>,
         phase: &str,
     ) -> Result<Option<f64>, TuneError> {
-        let (m, error) = match result {
-            Ok(m) if m.time_ns.is_finite() && m.time_ns > 0.0 => (Some(m), None),
-            Ok(m) => (None, Some(format!("the driver reported {} ns", m.time_ns))),
+        let (m, error, failure) = match result {
+            Ok(m) if m.time_ns.is_finite() && m.time_ns > 0.0 => (Some(m), None, None),
+            Ok(m) => (
+                None,
+                Some(format!("the driver reported {} ns", m.time_ns)),
+                Some(formats::Failure::Crash),
+            ),
             Err(e @ TuneError::Executor(_)) => return Err(e),
             Err(e) if self.evaluations.is_empty() => return Err(e),
-            Err(e) => (None, Some(e.to_string())),
+            Err(e) => (None, Some(e.to_string()), e.failure()),
         };
         if let Some(m) = &m {
             if m.time_ns < self.best_ns() {
@@ -249,6 +261,8 @@ impl<'a> Tuner<'a> {
             time_ns: m.as_ref().map(|m| m.time_ns),
             mflops: m.as_ref().and_then(|m| m.mflops),
             error,
+            failure,
+            samples_ns: m.as_ref().map(|m| m.samples_ns.clone()).unwrap_or_default(),
             elapsed_s: self.started.elapsed().as_secs_f64(),
             best_ns: self.best.as_ref().map(|b| b.1.time_ns),
             node: placement.as_ref().map(|p| p.node.clone()),
@@ -409,6 +423,7 @@ mod tests {
             Ok(Measurement {
                 time_ns: t,
                 mflops: Some(1e5 / t),
+                samples_ns: Vec::new(),
             })
         }
     }

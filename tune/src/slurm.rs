@@ -370,6 +370,10 @@ impl Executor for SlurmExecutor {
                     "{}: the Slurm task failed twice: {tries}",
                     describe(values)
                 )),
+                // The task died without saying why (time limit, node
+                // failure): T4 calls that a run-time failure.
+                failure: None,
+                samples_ns: Vec::new(),
                 node: String::new(),
                 cpu: String::new(),
                 seconds: 0.0,

@@ -1,0 +1,100 @@
+//! T4 tuning results (the open autotuning results schema Kernel Tuner
+//! reads and writes) from the evaluations of a `tdg tune` search: every
+//! configuration tried, with its timing samples, its validity as the
+//! schema's `invalidity` value, and its measurements. Times are seconds.
+
+use crate::contract::Failure;
+use serde_json::{json, Map, Value};
+
+/// The T4 results schema version this writer follows.
+pub const SCHEMA_VERSION: &str = "1.0.0";
+
+/// One evaluated configuration, whatever ran it (here or a Slurm task).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tried {
+    pub configuration: Map<String, Value>,
+    /// The reported time per call; `None` when the configuration failed.
+    pub time_ns: Option<f64>,
+    /// Every sample's time per call, in order.
+    pub samples_ns: Vec<f64>,
+    pub mflops: Option<f64>,
+    /// Why it failed, when tdg could tell (else a run-time failure).
+    pub failure: Option<Failure>,
+    pub error: Option<String>,
+    /// When it finished, as seconds since the epoch.
+    pub finished_unix_s: f64,
+    /// Node it ran on, when known.
+    pub node: Option<String>,
+}
+
+/// The T4 `invalidity` of an evaluation.
+pub fn invalidity(t: &Tried) -> &'static str {
+    match (t.time_ns, t.failure) {
+        (Some(_), _) => "correct",
+        (None, Some(f)) => f.t4_invalidity(),
+        (None, None) => "runtime",
+    }
+}
+
+fn result(t: &Tried) -> Value {
+    let valid = t.time_ns.is_some();
+    let mut measurements = Vec::new();
+    if let Some(ns) = t.time_ns {
+        measurements.push(json!({"name": "time", "value": ns * 1e-9, "unit": "s"}));
+    }
+    if let Some(m) = t.mflops {
+        measurements.push(json!({"name": "MFLOPS", "value": m, "unit": "MFLOPS"}));
+    }
+    let mut r = json!({
+        "timestamp": crate::machine::date_utc(t.finished_unix_s.max(0.0) as u64),
+        "configuration": t.configuration,
+        "objectives": ["time"],
+        "times": {
+            "runtimes": t.samples_ns.iter().map(|ns| ns * 1e-9).collect::<Vec<f64>>(),
+        },
+        "invalidity": invalidity(t),
+        // The driver verifies every run against the spec's reference: a
+        // configuration with a time passed that check.
+        "correctness": if valid { 1 } else { 0 },
+        "measurements": measurements,
+    });
+    if let Some(e) = &t.error {
+        r["tdg_error"] = e.clone().into();
+    }
+    if let Some(n) = &t.node {
+        r["tdg_node"] = n.clone().into();
+    }
+    r
+}
+
+/// The whole document.
+pub fn document(tried: &[Tried]) -> Value {
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "results": tried.iter().map(result).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_map_to_their_invalidity() {
+        let mut t = Tried {
+            configuration: Map::new(),
+            time_ns: None,
+            samples_ns: vec![],
+            mflops: None,
+            failure: Some(Failure::Compile),
+            error: Some("x".into()),
+            finished_unix_s: 0.0,
+            node: None,
+        };
+        assert_eq!(invalidity(&t), "compile");
+        t.failure = None;
+        assert_eq!(invalidity(&t), "runtime");
+        t.time_ns = Some(5.0);
+        assert_eq!(invalidity(&t), "correct");
+    }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The tools the output-format tests drive tdg with (tests/formats_*.rs):
+# - Google Benchmark's compare.py (Debian's libbenchmark-tools, with
+#   python3-scipy for its U test) reads two `tdg run --format gbench` files;
+# - a Python virtual environment owned by the tests ($TDG_DEPS/tuners-venv)
+#   with Optuna, which tunes a spec through `tdg run --cost-only`, and
+#   Kernel Tuner, whose published T4 results schema (and the jsonschema
+#   package it uses) checks `tdg tune --format t4`.
+# Versions are pinned so a test run today and one next year drive the same
+# tuners; raise them together with the tests.
+set -euo pipefail
+. "$TDG_ROOT/scripts/lib/common.sh"
+apt_install libbenchmark-tools python3-scipy python3-venv python3-pip
+venv="$TDG_DEPS/tuners-venv"
+want="optuna==5.0.0 kernel_tuner==1.5.0"
+if [ -f "$venv/.installed" ] && [ "$(cat "$venv/.installed")" = "$want" ]; then
+  exit 0
+fi
+echo "setup: Python environment with $want in $venv"
+rm -rf "$venv"
+/usr/bin/python3 -m venv "$venv"
+# shellcheck disable=SC2086 # $want is a list of requirements
+"$venv/bin/pip" install --quiet --disable-pip-version-check $want
+echo "$want" > "$venv/.installed"
