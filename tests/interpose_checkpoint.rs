@@ -59,6 +59,22 @@ fn restored_call_ns(image: &Path) -> f64 {
     rep["region_ns"]["median"].as_f64().unwrap()
 }
 
+/// `tdg checkpoint capture --spec BZ2_blockSort.spec --call CALL --delay 1`
+/// of `/bin/bzip2 -9 -c INPUT` in `d`, bzip2's output to `stdout`.
+fn capture_third_call(d: &Path, input: &Path, image: &Path, stdout: Stdio) -> std::process::Output {
+    tdg()
+        .args(["checkpoint", "capture", "--spec", &spec(), "--call"])
+        .arg(CALL.to_string())
+        .args(["--delay", "1", "-o"])
+        .arg(image)
+        .args(["--", "/bin/bzip2", "-9", "-c"])
+        .arg(input)
+        .current_dir(d)
+        .stdout(stdout)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
     let _serial = serial();
@@ -69,25 +85,7 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
     let image = d.join("img");
 
     let compressed = std::fs::File::create(d.join("input.txt.bz2")).unwrap();
-    let cap = tdg()
-        .args([
-            "checkpoint",
-            "capture",
-            "--spec",
-            &spec(),
-            "--call",
-            "3",
-            "--delay",
-            "1",
-            "-o",
-        ])
-        .arg(&image)
-        .args(["--", "/bin/bzip2", "-9", "-c"])
-        .arg(&input)
-        .current_dir(d)
-        .stdout(compressed)
-        .output()
-        .unwrap();
+    let cap = capture_third_call(d, &input, &image, compressed.into());
     let err = String::from_utf8_lossy(&cap.stderr);
     assert!(cap.status.success(), "{err}");
     assert!(
@@ -227,15 +225,7 @@ fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
     let input = d.join("input.txt");
     interpose_support::text_input(&input, 3_000_000);
     let image = d.join("img");
-    let cap = tdg()
-        .args(["checkpoint", "capture", "--spec", &spec(), "--call", "3"])
-        .args(["--delay", "1", "-o"])
-        .arg(&image)
-        .args(["--", "/bin/bzip2", "-9", "-c"])
-        .arg(&input)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let cap = capture_third_call(d, &input, &image, Stdio::null());
     assert!(
         cap.status.success(),
         "{}",
