@@ -208,6 +208,47 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
     );
 }
 
+/// Nodes without a compiler: the tasks of a `--build-once` campaign only
+/// run the drivers tdg built before submitting, while without it every
+/// task must build its own and fails.
+#[test]
+fn build_once_campaigns_run_on_nodes_without_a_compiler() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let no_compiler = "--sbatch-option=--export=ALL,PATH=/nonexistent";
+    let dir = tempfile::tempdir().unwrap();
+    let o = ok(slurm(
+        &cluster,
+        dir.path(),
+        // The start alone, then its neighbourhood: two rounds.
+        &[
+            no_compiler,
+            "--identical-nodes",
+            "--build-once",
+            "--budget",
+            "5",
+        ],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(o["failed"], 0, "{o}");
+    let lines = log(&dir.path().join("campaign/tune.jsonl"));
+    let kept = std::fs::read_dir(dir.path().join("campaign/builds"))
+        .unwrap()
+        .count();
+    assert_eq!(kept, lines.len(), "one kept build per evaluation");
+    assert_eq!(tally(dir.path()).len(), lines.len());
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = slurm(&cluster, dir.path(), &[no_compiler, "--identical-nodes"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a task found a compiler");
+    assert!(stderr.contains("compiler"), "{stderr}");
+}
+
 #[test]
 fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
     let Some(cluster) = Cluster::start() else {

@@ -7,6 +7,7 @@
 pub mod cexpr;
 pub mod defaults;
 pub mod explain;
+pub mod kept;
 pub mod model;
 pub mod render;
 pub mod report;

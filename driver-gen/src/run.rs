@@ -231,7 +231,9 @@ pub struct BuiltDriver {
     pub compiler: String,
     pub impl_cflags: Vec<String>,
     pub defines: Vec<String>,
-    _dir: toolchain::ScratchDir,
+    /// Where it was built (removed with the driver); `None` for a driver
+    /// kept by [`BuiltDriver::keep`] and opened again.
+    pub(crate) _dir: Option<toolchain::ScratchDir>,
 }
 
 /// The driver's `--json` line, checked against [`DRIVER_JSON_VERSION`].
@@ -266,10 +268,15 @@ pub fn build_driver(
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
+    build_model(model_for(spec, opts)?, impl_c, opts)
+}
+
+/// The model [`build_driver`] builds: the spec's at its defaults, with the
+/// options' timing and machine.
+pub(crate) fn model_for(spec: &Spec, opts: &RunOptions) -> Result<DriverModel, RunError> {
     let mut cfg = opts.driver_config();
     cfg.defines.clear();
-    let model = DriverModel::from_spec(spec, &cfg)?;
-    build_model(model, impl_c, opts)
+    Ok(DriverModel::from_spec(spec, &cfg)?)
 }
 
 impl RunOptions {
@@ -386,7 +393,7 @@ pub fn build_model(
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect(),
-        _dir: dir,
+        _dir: Some(dir),
     })
 }
 

@@ -123,6 +123,12 @@ pub struct CampaignArgs {
     /// the campaign directory) instead of each measuring itself.
     #[arg(long)]
     pub identical_nodes: bool,
+    /// Build each configuration's driver once, on this machine, into the
+    /// campaign directory; the tasks only run it (nodes identical to this
+    /// machine: same compiler and CPU; the drivers carry this machine's
+    /// probe results).
+    #[arg(long, requires = "identical_nodes")]
+    pub build_once: bool,
     /// Accept evaluations timed on different CPU models in one campaign.
     #[arg(long)]
     pub allow_mixed_cpus: bool,
@@ -141,6 +147,7 @@ impl CampaignArgs {
             (!self.sbatch_options.is_empty(), "--sbatch-option"),
             (self.slurm_config.is_some(), "--slurm-config"),
             (self.identical_nodes, "--identical-nodes"),
+            (self.build_once, "--build-once"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -236,6 +243,7 @@ fn run_task(round: &Path) -> CmdResult {
         spec: &spec,
         impl_c,
         base,
+        kept: args.campaign.build_once.then(|| campaign.builds_dir()),
     };
     let result = tune::campaign::run_task(&mut objective, values);
     campaign.store(&result)?;
@@ -421,6 +429,7 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     }
     let mut driver_objective;
     let mut checkpoint_objective;
+    let mut prebuilder: Option<tune::DriverObjective> = None;
     let base_objective: &mut dyn tune::Objective = match (&spec.checkpoint, args.default_driver) {
         (Some(clause), false) => {
             if args.campaign.executor == ExecutorKind::Slurm {
@@ -463,7 +472,9 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
                 spec: &spec,
                 impl_c: implementation,
                 base,
+                kept: None,
             };
+            prebuilder = args.campaign.build_once.then(|| driver_objective.clone());
             &mut driver_objective
         }
     };
@@ -499,6 +510,7 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             };
             in_campaign =
                 tune::CampaignObjective::new(campaign, executor, args.campaign.allow_mixed_cpus);
+            in_campaign.prebuild = prebuilder.as_ref().map(|p| p as &dyn tune::Prebuild);
             &mut in_campaign
         }
     };

@@ -96,6 +96,12 @@ pub fn describe(values: &[(String, i64)]) -> String {
         .join(" ")
 }
 
+/// "NB=64_MU=4_NU=2": the name of a configuration's files in a campaign
+/// (one result, one kept build per configuration).
+pub fn file_stem(values: &[(String, i64)]) -> String {
+    describe(values).replace(' ', "_")
+}
+
 /// This machine as a task reports it: Slurm's node name when it runs in a
 /// job (what `--exclude` takes), else the host name.
 pub fn this_host() -> Placement {
@@ -208,9 +214,14 @@ impl Campaign {
     }
 
     fn result_path(&self, values: &[(String, i64)]) -> PathBuf {
-        // One file per configuration; the name is the configuration.
-        let name: String = describe(values).replace(' ', "_");
-        self.dir.join("results").join(format!("{name}.json"))
+        self.dir
+            .join("results")
+            .join(format!("{}.json", file_stem(values)))
+    }
+
+    /// Where [`Prebuild`] keeps the configurations' builds.
+    pub fn builds_dir(&self) -> PathBuf {
+        self.dir.join("builds")
     }
 
     /// The stored result of a configuration, if a task finished it.
@@ -285,9 +296,20 @@ impl Executor for LocalTasks<'_> {
 /// The search's objective for a campaign: stored results first, the rest
 /// through the executor; every result read back from the campaign, so a
 /// local and a cluster campaign score exactly what their tasks wrote.
+/// Builds a configuration's evaluation once, on the machine tdg runs on,
+/// into the campaign (a filesystem the nodes share), so that the tasks only
+/// run it: for nodes identical to this machine, which then need no
+/// compiler and spend no node time building.
+pub trait Prebuild: Sync {
+    /// Builds `values` into `dir`; the error is the configuration's result.
+    fn prebuild(&self, values: &[(String, i64)], dir: &Path) -> Result<(), TuneError>;
+}
+
 pub struct CampaignObjective<'a> {
     pub campaign: &'a Campaign,
     pub executor: &'a mut dyn Executor,
+    /// Build every configuration here before the executor runs it.
+    pub prebuild: Option<&'a dyn Prebuild>,
     /// Accept evaluations timed on different CPU models.
     pub allow_mixed_cpus: bool,
     placements: HashMap<String, Placement>,
@@ -305,6 +327,7 @@ impl<'a> CampaignObjective<'a> {
             campaign,
             executor,
             allow_mixed_cpus,
+            prebuild: None,
             placements: HashMap::new(),
             first_cpu: None,
         }
@@ -329,6 +352,67 @@ impl<'a> CampaignObjective<'a> {
     }
 }
 
+/// Builds the configurations side by side (one per CPU of this machine),
+/// keeping each build in the campaign; a configuration that fails to build
+/// has its failure stored as its result and is not handed to the executor.
+/// Returns the configurations that built.
+fn prebuild_all(
+    campaign: &Campaign,
+    builder: &dyn Prebuild,
+    configs: &[Vec<(String, i64)>],
+) -> Result<Vec<Vec<(String, i64)>>, TuneError> {
+    let here = this_host();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes: Vec<(usize, Result<(), TuneError>, f64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers.min(configs.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(values) = configs.get(i) else {
+                            return done;
+                        };
+                        let started = Instant::now();
+                        let dir = campaign.builds_dir().join(file_stem(values));
+                        let r = builder.prebuild(values, &dir);
+                        done.push((i, r, started.elapsed().as_secs_f64()));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a build thread does not panic"))
+            .collect()
+    });
+    let mut built = vec![false; configs.len()];
+    for (i, result, seconds) in outcomes {
+        match result {
+            Ok(()) => built[i] = true,
+            Err(e) => campaign.store(&TaskResult {
+                config: configs[i].clone(),
+                time_ns: None,
+                mflops: None,
+                error: Some(e.to_string()),
+                failure: e.failure(),
+                samples_ns: Vec::new(),
+                node: here.node.clone(),
+                cpu: here.cpu.clone(),
+                seconds,
+                job: None,
+            })?,
+        }
+    }
+    Ok(configs
+        .iter()
+        .zip(built)
+        .filter(|(_, b)| *b)
+        .map(|(c, _)| c.clone())
+        .collect())
+}
+
 impl Objective for CampaignObjective<'_> {
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
         self.evaluate_round(&[values.to_vec()])
@@ -340,11 +424,17 @@ impl Objective for CampaignObjective<'_> {
         &mut self,
         round: &[Vec<(String, i64)>],
     ) -> Vec<Result<Measurement, TuneError>> {
-        let missing: Vec<Vec<(String, i64)>> = round
+        let mut missing: Vec<Vec<(String, i64)>> = round
             .iter()
             .filter(|v| self.campaign.result(v).is_none())
             .cloned()
             .collect();
+        if let Some(builder) = self.prebuild {
+            match prebuild_all(self.campaign, builder, &missing) {
+                Ok(built) => missing = built,
+                Err(e) => return round.iter().map(|_| Err(clone_error(&e))).collect(),
+            }
+        }
         if !missing.is_empty() {
             if let Err(e) = self.executor.run(self.campaign, &missing) {
                 return round.iter().map(|_| Err(clone_error(&e))).collect();
@@ -436,6 +526,67 @@ mod tests {
         assert_eq!(obj.evaluate(&round[0]).unwrap().time_ns, 1003.0);
         let err = Campaign::create(dir.path(), &manifest()).err().unwrap();
         assert!(err.to_string().contains("--resume"), "{err}");
+    }
+
+    /// Builds into `dir` a file naming the configuration, refusing odd NB
+    /// as a compiler would refuse a configuration.
+    struct EvenOnly;
+    impl Prebuild for EvenOnly {
+        fn prebuild(&self, v: &[(String, i64)], dir: &Path) -> Result<(), TuneError> {
+            if v[0].1 % 2 == 1 {
+                return Err(TuneError::Failed {
+                    failure: formats::Failure::Compile,
+                    message: format!("{}: does not compile", describe(v)),
+                });
+            }
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join("built"), describe(v)).unwrap();
+            Ok(())
+        }
+    }
+
+    /// Runs only what was built, and records what it was handed.
+    struct RunsKept<'a>(&'a mut Vec<String>);
+    impl Executor for RunsKept<'_> {
+        fn run(&mut self, c: &Campaign, configs: &[Vec<(String, i64)>]) -> Result<(), TuneError> {
+            for v in configs {
+                let built =
+                    std::fs::read_to_string(c.builds_dir().join(file_stem(v)).join("built"));
+                assert_eq!(built.unwrap(), describe(v));
+                self.0.push(describe(v));
+                c.store(&run_task(&mut Fixed, v))?;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn prebuilt_rounds_hand_the_executor_only_what_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
+        let mut handed = Vec::new();
+        let mut executor = RunsKept(&mut handed);
+        let mut obj = CampaignObjective::new(&campaign, &mut executor, false);
+        obj.prebuild = Some(&EvenOnly);
+        let round: Vec<Vec<(String, i64)>> = (1..=5).map(|n| vec![("NB".to_string(), n)]).collect();
+        let r = obj.evaluate_round(&round);
+        for (n, result) in (1..=5).zip(&r) {
+            match result {
+                Ok(m) => assert!(n % 2 == 0 && m.time_ns == 1000.0 + n as f64),
+                Err(e) => {
+                    assert!(n % 2 == 1);
+                    assert_eq!(e.failure(), Some(formats::Failure::Compile), "{e}");
+                }
+            }
+        }
+        assert_eq!(handed, ["NB=2", "NB=4"]);
+        // The build failures are stored: the campaign does not build them again.
+        assert!(campaign
+            .result(&round[0])
+            .unwrap()
+            .error
+            .unwrap()
+            .contains("does not compile"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod search;
 pub mod slurm;
 pub mod space;
 
-pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest};
+pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
 pub use checkpoint::CheckpointObjective;
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};

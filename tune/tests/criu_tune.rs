@@ -91,6 +91,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
         spec: &spec,
         impl_c: kernel.clone(),
         base: driver_gen::RunOptions::default(),
+        kept: None,
     };
     let on_random_data = best_cutoff(&space, &mut driver);
 

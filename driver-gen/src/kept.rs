@@ -1,0 +1,108 @@
+//! A driver built once and kept in a directory, so that other machines
+//! sharing the filesystem only run it (a tuning campaign's identical
+//! nodes). The directory holds the executable and a record of how it was
+//! built; opening it checks the record against the configuration asked
+//! for, so a driver is never run under another configuration's name.
+
+use crate::run::{model_for, BuiltDriver, RunError, RunOptions};
+use serde::{Deserialize, Serialize};
+use spec_lang::ast::Spec;
+use std::path::Path;
+
+const EXE: &str = "driver";
+const RECORD: &str = "driver.json";
+/// Version of [`Record`]'s layout.
+const RECORD_VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+struct Record {
+    tdg_kept_driver: u32,
+    routine: String,
+    compiler: String,
+    impl_cflags: Vec<String>,
+    defines: Vec<String>,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> RunError {
+    move |e| RunError::Io(std::io::Error::new(e.kind(), format!("{what}: {e}")))
+}
+
+impl BuiltDriver {
+    /// Copies the executable and its record into `dir` (created). The
+    /// record is written last and renamed into place: a directory with a
+    /// record holds a whole driver.
+    pub fn keep(&self, dir: &Path) -> Result<(), RunError> {
+        std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        std::fs::copy(&self.exe, dir.join(EXE))
+            .map_err(io(format!("cannot copy the driver into {}", dir.display())))?;
+        let record = Record {
+            tdg_kept_driver: RECORD_VERSION,
+            routine: self.model.routine.name.clone(),
+            compiler: self.compiler.clone(),
+            impl_cflags: self.impl_cflags.clone(),
+            defines: self.defines.clone(),
+        };
+        let text = serde_json::to_string_pretty(&record).expect("a record serialises");
+        let tmp = dir.join(format!("{RECORD}.tmp"));
+        std::fs::write(&tmp, text).map_err(io(format!("cannot write {}", tmp.display())))?;
+        std::fs::rename(&tmp, dir.join(RECORD))
+            .map_err(io(format!("cannot write {}", dir.join(RECORD).display())))
+    }
+
+    /// The driver [`keep`](Self::keep) left in `dir`, for `spec` under
+    /// `opts`; `Ok(None)` when `dir` holds none. Refused when it was built
+    /// for another routine, other defines or other implementation flags.
+    pub fn open_kept(
+        spec: &Spec,
+        opts: &RunOptions,
+        dir: &Path,
+    ) -> Result<Option<BuiltDriver>, RunError> {
+        let text = match std::fs::read_to_string(dir.join(RECORD)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(format!("cannot read {}", dir.join(RECORD).display()))(e)),
+        };
+        let stale = |why: String| {
+            RunError::Toolchain(format!(
+                "the driver kept in {} {why}; remove that directory to build it again",
+                dir.display()
+            ))
+        };
+        let record: Record = serde_json::from_str(&text)
+            .map_err(|e| stale(format!("has a damaged record ({e})")))?;
+        if record.tdg_kept_driver != RECORD_VERSION {
+            return Err(stale(format!(
+                "was kept by a tdg with record version {}, this one reads {RECORD_VERSION}",
+                record.tdg_kept_driver
+            )));
+        }
+        let model = model_for(spec, opts)?;
+        let defines: Vec<String> = opts
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if record.routine != model.routine.name
+            || record.defines != defines
+            || record.impl_cflags != opts.cflags
+        {
+            return Err(stale(format!(
+                "was built for {} with -D {} and flags `{}`, not for {} with -D {} and flags `{}`",
+                record.routine,
+                record.defines.join(" "),
+                record.impl_cflags.join(" "),
+                model.routine.name,
+                defines.join(" "),
+                opts.cflags.join(" ")
+            )));
+        }
+        Ok(Some(BuiltDriver {
+            model,
+            exe: dir.join(EXE),
+            compiler: record.compiler,
+            impl_cflags: record.impl_cflags,
+            defines: record.defines,
+            _dir: None,
+        }))
+    }
+}
