@@ -239,8 +239,17 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
             ("region", interpose::generate_region_shim(&spec)),
         ] {
+            let text = text.unwrap();
+            if name.starts_with("fortran") {
+                // Scalars by reference, arrays as their first element's
+                // address: the prototype the driver declares for DAXPY.
+                assert!(
+                    text.contains("daxpy_(const int* N, const double* A, const double* X, double* Y)"),
+                    "{text}"
+                );
+            }
             let c = dir.path().join(format!("{name}-{kind}.c"));
-            std::fs::write(&c, text.unwrap()).unwrap();
+            std::fs::write(&c, text).unwrap();
             units.push((c, kind));
         }
         // -Werror: clean under -Wall -Wextra, with gcc and with clang.
