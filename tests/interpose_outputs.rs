@@ -220,3 +220,88 @@ fn an_output_the_call_cannot_count_is_refused_before_the_program_runs() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!d.join("ran").exists() && !d.join("img").exists());
 }
+
+/// CRC-32 one bit at a time, polynomial `POLY` (reflected): 0xEDB88320 is
+/// zlib's (IEEE 802.3), 0x82F63B78 (Castagnoli) a plausible wrong one.
+const CRC32: &str = r#"
+unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
+{
+    if (!buf)
+        return 0;
+    crc = ~crc & 0xffffffffUL;
+    for (unsigned int i = 0; i < len; i++) {
+        crc ^= buf[i];
+        for (int b = 0; b < 8; b++)
+            crc = (crc >> 1) ^ (POLY & (0UL - (crc & 1)));
+    }
+    return ~crc & 0xffffffffUL;
+}
+"#;
+
+/// A routine whose output is its result: `returns(crc32)` makes the shim
+/// keep the call's return value as a one-element output. zlib's crc32
+/// inside minigzip (built from Debian's source by scripts/setup), call 5.
+#[test]
+fn a_return_value_named_in_returns_is_compared_on_the_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let z = interpose_support::zlib_dir();
+    interpose_support::text_input(&d.join("input.txt"), 400_000);
+    std::fs::write(
+        d.join("crc32.spec"),
+        "routine=unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len);\nreturns(crc32);\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("crc.c"), CRC32).unwrap();
+    let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            "crc32.spec",
+            "--call",
+            "5",
+        ])
+        .args(["--delay", "1", "-o", "img", "--"])
+        .arg(z.join("minigzipsh"))
+        .args(["-c", "input.txt"])
+        .env("LD_LIBRARY_PATH", &z)
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        cap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cap.stderr)
+    );
+    let time = |poly: &str| {
+        tdg(
+            &[
+                "checkpoint",
+                "time",
+                "-r",
+                "2",
+                "--json",
+                "--impl",
+                "crc.c",
+                "-D",
+                poly,
+                "img",
+            ],
+            d,
+        )
+    };
+    let ok = json_of(&time("POLY=0xEDB88320UL"));
+    assert_eq!(ok["verification"]["outputs"], 1, "{ok}");
+    assert_eq!(ok["verification"]["elements"], 1, "{ok}");
+    assert!(ok["verification"]["mismatch"].is_null(), "{ok}");
+
+    let wrong = time("POLY=0x82F63B78UL");
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("verification FAILED: output 0 element 0: original "),
+        "{err}"
+    );
+}

@@ -38,6 +38,22 @@ pub fn text_input(path: &Path, bytes: usize) {
     std::fs::write(path, out).unwrap();
 }
 
+/// zlib 1.2.13 built from Debian's source by
+/// scripts/setup.d/40-profile-apps.sh: `minigzipsh` linked against the
+/// `libz.so` beside it (run it with LD_LIBRARY_PATH set to this directory).
+pub fn zlib_dir() -> std::path::PathBuf {
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"));
+    let dir = deps.join("zlib");
+    assert!(
+        dir.join("minigzipsh").is_file() && dir.join("kernel/crc32.c").is_file(),
+        "zlib is not built in {}: run `bash scripts/setup` first",
+        dir.display()
+    );
+    dir
+}
+
 /// `tdg ARGS` run in `dir`, output captured.
 pub fn tdg_in(args: &[&str], dir: &Path) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_tdg"))
