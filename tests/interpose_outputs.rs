@@ -25,7 +25,7 @@ const M: u64 = 120;
 const N: u64 = 70;
 
 /// cblas_dgemm as the reference BLAS defines it, any layout and transposes.
-/// `WRONG` adds 1 to the first element of C's last row: the deliberate
+/// `WRONG=1` adds 1 to the first element of C's last row: the deliberate
 /// error the verification must find, at element (m-1)*ldc.
 const CANDIDATE: &str = r#"
 enum { RowMajor = 101, NoTrans = 111 };
@@ -33,7 +33,7 @@ enum { RowMajor = 101, NoTrans = 111 };
 void cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double alpha,
                  const double *a, int lda, const double *b, int ldb, double beta, double *c, int ldc)
 {
-#ifdef WRONG
+#if WRONG
     int rows = m, row_major = layout == RowMajor;
 #endif
     /* A row-major product is the column-major one of the transposes. */
@@ -53,7 +53,7 @@ void cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double
             }
             c[i + (long)j * ldc] = alpha * s + (beta == 0.0 ? 0.0 : beta * c[i + (long)j * ldc]);
         }
-#ifdef WRONG
+#if WRONG
     if (row_major)
         c[(long)(rows - 1) * ldc] += 1.0;
 #endif
@@ -162,6 +162,65 @@ fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() 
     // The image is untouched: the library's own code still restores and runs.
     let orig = json_of(&tdg(&["checkpoint", "time", "-r", "1", "--json", "img"], d));
     assert_eq!(orig["call"], 3);
+
+    // The same prototype-only spec with a checkpoint clause: `tdg run` and
+    // `tdg tune` time candidates on the image with no init written, and the
+    // search counts the wrong configuration as a verification failure.
+    let src = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        d.join("dgemm_ckpt.spec"),
+        format!("{src}checkpoint={{ image=\"img\"; mode=delayed(1); }};\n"),
+    )
+    .unwrap();
+    let run = tdg(
+        &[
+            "run",
+            "dgemm_ckpt.spec",
+            "--impl",
+            "dgemm.c",
+            "-D",
+            "WRONG=1",
+        ],
+        d,
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let tune = tdg(
+        &[
+            "tune",
+            "dgemm_ckpt.spec",
+            "--impl",
+            "dgemm.c",
+            "--param",
+            "WRONG=0,1",
+            "--exhaustive",
+            "--no-model",
+            "--samples",
+            "2",
+        ],
+        d,
+    );
+    let out = String::from_utf8_lossy(&tune.stdout);
+    assert!(
+        tune.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tune.stderr)
+    );
+    assert!(
+        out.contains("best         WRONG=0") && out.contains("2 of 2 configurations (1 failed)"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(d.join("dgemm_ckpt.tune.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"failure\":\"verification\"")
+                && l.contains(&format!("output 0 element {first}"))),
+        "{log}"
+    );
 
     // The plain path with the same shim (its declarations included): the
     // in-app reference times call 3 in plain runs.
