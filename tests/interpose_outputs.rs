@@ -73,17 +73,8 @@ fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() 
     let d = tmp.path();
     std::fs::write(d.join("script.py"), SCRIPT).unwrap();
     std::fs::write(d.join("dgemm.c"), CANDIDATE).unwrap();
-    let python = "/usr/bin/python3";
-    let plain = Command::new(python)
-        .arg("script.py")
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(
-        plain.status.success(),
-        "python3-numpy missing? run scripts/setup: {}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
+    let python = interpose_support::PYTHON;
+    let plain = interpose_support::plain_python_run(d);
     let spec = dgemm_spec();
 
     // Call 3 of 4, delay 1; the script runs on to its normal output.
