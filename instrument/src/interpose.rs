@@ -447,10 +447,13 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         return Ok(decls);
     }
     if decls.return_value {
+        // Assigned each call: a `const int` result is kept as an `int`.
+        let mut kept = spec.routine.ret.clone();
+        kept.is_const &= kept.is_pointer();
         let _ = writeln!(
             decls.defs,
             "/* The call's result, declared as an output of the region. */\nstatic __thread {} tdg_ret_;\n",
-            sig.ret
+            c_type(&kept)
         );
     }
     if uses_op {
@@ -476,9 +479,10 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
     if decls.body.contains("tdg_output_(") {
         let _ = writeln!(
             decls.defs,
-            "/* Declares `count` elements at `data` as an output of the coming call. */\n\
+            "/* Declares `count` elements at `data` as an output of the coming call\n \
+             * (none when the count could not be computed or `data` is NULL). */\n\
              static void tdg_output_(const void *data, long long count, int bad, unsigned long elem_size, int kind) {{\n    \
-             tdg_region_output(\"{site}\", data, bad || count < 0 ? 0UL : (unsigned long)count, elem_size, kind);\n}}\n"
+             tdg_region_output(\"{site}\", data, bad || count < 0 || !data ? 0UL : (unsigned long)count, elem_size, kind);\n}}\n"
         );
         decls.body = format!(
             "    int tdg_bad_;\n    long long tdg_count_;\n{}",
