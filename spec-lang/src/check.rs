@@ -805,7 +805,9 @@ impl<'a> Checker<'a> {
                     "returns(...) needs a reference implementation (the routine body) to compare against",
                     first.span,
                 )
-                .with_hint("give the routine a body: `routine=void f(...) { ... };`"),
+                .with_hint(
+                    "give the routine a body: `routine=void f(...) { ... };` (a spec timed on its checkpoint image needs none: the image's own code is the reference)",
+                ),
             );
         }
     }
