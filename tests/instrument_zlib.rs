@@ -3,26 +3,16 @@
 //! computes a CRC-32 over every byte it compresses or decompresses, so the
 //! recorded `len` values must add up to the file size exactly.
 
+mod interpose_support;
+
 use instrument::{contexts, drive, format, report};
+use interpose_support::zlib_dir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use toolchain::{CCompiler, CompileJob};
 
 fn tdg() -> &'static str {
     env!("CARGO_BIN_EXE_tdg")
-}
-
-fn zlib_dir() -> PathBuf {
-    let deps = std::env::var_os("TDG_DEPS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"));
-    let dir = deps.join("zlib");
-    assert!(
-        dir.join("minigzipsh").is_file() && dir.join("kernel/crc32.c").is_file(),
-        "zlib is not built in {}: run `bash scripts/setup` first",
-        dir.display()
-    );
-    dir
 }
 
 fn spec_path() -> PathBuf {

@@ -35,18 +35,8 @@ fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("script.py"), SCRIPT).unwrap();
-    // Debian's interpreter by path: not a virtualenv's or pyenv's.
-    let python = "/usr/bin/python3";
-    let plain = Command::new(python)
-        .arg("script.py")
-        .current_dir(d)
-        .output()
-        .unwrap();
-    assert!(
-        plain.status.success(),
-        "python3-numpy missing? run scripts/setup: {}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
+    let python = interpose_support::PYTHON;
+    let plain = interpose_support::plain_python_run(d);
     let spec = example("blas/cblas_dgemm.spec");
     let run = tdg(
         &[

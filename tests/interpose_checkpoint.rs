@@ -201,10 +201,7 @@ fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() 
 /// bzip2's own `blocksort.c` (Debian's source, unpacked by
 /// scripts/setup.d/50-checkpoint-apps.sh) with its private header.
 fn blocksort_source() -> std::path::PathBuf {
-    let deps = std::env::var_os("TDG_DEPS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"));
-    let src = deps.join("bzip2-ckpt/src");
+    let src = interpose_support::deps_dir().join("bzip2-ckpt/src");
     assert!(
         src.join("blocksort.c").is_file() && src.join("bzlib_private.h").is_file(),
         "{} lacks blocksort.c: run scripts/setup",

@@ -216,6 +216,16 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             "prototype",
             dgemm.as_str(),
         ),
+        // Outputs the region shim declares: a count with checked arithmetic,
+        // a count from the allocation, bytes behind a void*, the result.
+        (
+            "outputs",
+            "routine=long pack(const int n, const int stride, double* x, unsigned char* flags, void* raw, long* idx);\ninit={ idx=Vector(long, ZERO, _, n); };\nreturns(x[(n - 1) * stride / 2 % 9 + -1], flags[n], raw[16], idx, pack);\n",
+        ),
+        (
+            "fortran-outputs",
+            "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ Y=Vector(double, RANDOM, _, N); };\nreturns(Y);\n",
+        ),
     ] {
         let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
         let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
@@ -229,8 +239,17 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
             ("region", interpose::generate_region_shim(&spec)),
         ] {
+            let text = text.unwrap();
+            if name.starts_with("fortran") {
+                // Scalars by reference, arrays as their first element's
+                // address: the prototype the driver declares for DAXPY.
+                assert!(
+                    text.contains("daxpy_(const int* N, const double* A, const double* X, double* Y)"),
+                    "{text}"
+                );
+            }
             let c = dir.path().join(format!("{name}-{kind}.c"));
-            std::fs::write(&c, text.unwrap()).unwrap();
+            std::fs::write(&c, text).unwrap();
             units.push((c, kind));
         }
         // -Werror: clean under -Wall -Wextra, with gcc and with clang.
@@ -248,7 +267,7 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
                 .unwrap_or_else(|e| panic!("{name} {kind} {compiler}: {e}"));
             }
         }
-        if name == "prototype" {
+        if name == "prototype" || name.ends_with("outputs") {
             continue;
         }
         let values = interpose::recorded_values(&spec);

@@ -109,8 +109,9 @@ pub struct ImageTimer {
 /// The candidate's outputs against the original's on the same image.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Verification {
-    /// Outputs the application declares with TDG_REGION_OUTPUT (0: nothing
-    /// could be compared).
+    /// Outputs the application declares with TDG_REGION_OUTPUT, or the
+    /// region shim from the spec's `returns(...)` (0: nothing could be
+    /// compared).
     pub outputs: usize,
     pub elements: u64,
     pub mismatch: Option<Mismatch>,
@@ -121,7 +122,8 @@ impl Verification {
         match (&self.mismatch, self.outputs) {
             (Some(m), _) => format!("verification FAILED: {m}\n"),
             (None, 0) => "not verified: the application declares no outputs for this region \
-                          (TDG_REGION_OUTPUT before tdg_region_begin)\n"
+                          (TDG_REGION_OUTPUT before tdg_region_begin, or returns(C[count]) \
+                          in the spec of a shim capture)\n"
                 .to_string(),
             (None, n) => format!(
                 "verified: {n} output(s), {} element(s) equal to the original's on the image\n",

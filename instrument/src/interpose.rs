@@ -6,7 +6,7 @@
 
 use crate::format::ValueKind;
 use crate::runtime;
-use spec_lang::ast::{BaseType, CType, Lang, Param, Spec};
+use spec_lang::ast::{BaseType, CType, Expr, Lang, Param, Spec, UnaryOp};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -21,6 +21,12 @@ pub enum InterposeError {
     },
     #[error("routine `{routine}` returns `{ty}` by value, which an interposer cannot forward without its definition; add an `include=` clause that defines it")]
     OpaqueReturn { routine: String, ty: String },
+    #[error("routine `{routine}`: output `{output}` {reason}; give its element count with it: `returns({output}[COUNT])`")]
+    OutputCount {
+        routine: String,
+        output: String,
+        reason: String,
+    },
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
     #[error("I/O error writing the interposer: {0}")]
@@ -47,11 +53,12 @@ fn c_type(ty: &CType) -> String {
 }
 
 /// The type the symbol really takes: Fortran passes every argument by
-/// reference.
+/// reference, an array as the address of its first element (as the
+/// driver's prototype declares it).
 fn abi_type(spec: &Spec, p: &Param) -> String {
     match spec.lang {
-        Lang::C => c_type(&p.ty),
-        Lang::Fortran => format!("{}*", c_type(&p.ty)),
+        Lang::Fortran if !p.ty.is_pointer() => format!("{}*", c_type(&p.ty)),
+        _ => c_type(&p.ty),
     }
 }
 
@@ -97,15 +104,10 @@ pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
                 kind: ValueKind::Double,
             });
         } else if p.ty.pointers > 0 {
-            let expr = if fortran {
-                format!("TDG_PTR(*{name})")
-            } else {
-                format!("TDG_PTR({name})")
-            };
             ptrs.push(RecordedValue {
+                expr: format!("TDG_PTR({name})"),
                 param: name,
                 kind: ValueKind::Pointer,
-                expr,
             });
         }
     }
@@ -344,6 +346,157 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     Ok(c)
 }
 
+/// `count`, an output's element count in the spec, as C computing it from
+/// the call's arguments through `tdg_count_op_` (checked arithmetic); the
+/// error says why it cannot be computed there.
+fn count_in_c(spec: &Spec, count: &Expr) -> Result<String, String> {
+    let deref = if spec.lang == Lang::Fortran { "*" } else { "" };
+    Ok(match count {
+        Expr::Int(i, _) => format!("{i}LL"),
+        Expr::Name(id) => match spec.param(&id.name) {
+            Some(p) if !p.ty.is_pointer() && p.ty.base.is_integral() => {
+                format!("(long long)({deref}{})", id.name)
+            }
+            _ => {
+                return Err(format!(
+                    "has a count that uses `{}`, not an integer parameter",
+                    id.name
+                ))
+            }
+        },
+        Expr::Unary {
+            op: UnaryOp::Neg,
+            operand,
+            ..
+        } => format!(
+            "tdg_count_op_('-', 0LL, {}, &tdg_bad_)",
+            count_in_c(spec, operand)?
+        ),
+        Expr::Binary { op, lhs, rhs, .. } => format!(
+            "tdg_count_op_('{}', {}, {}, &tdg_bad_)",
+            op.symbol(),
+            count_in_c(spec, lhs)?,
+            count_in_c(spec, rhs)?
+        ),
+        _ => {
+            return Err(
+                "has a count that is not an integer expression of the call's arguments".into(),
+            )
+        }
+    })
+}
+
+/// The outputs `returns(...)` names, declared for region `site` before each
+/// call (so a restored copy hands them to tdg, which compares original and
+/// candidate): C definitions to put before the shim's function, and the
+/// statements of its body. The return value, if named, is declared as a
+/// per-thread copy the call's result is stored in (`tdg_ret_`).
+struct OutputDecls {
+    defs: String,
+    body: String,
+    return_value: bool,
+}
+
+fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls, InterposeError> {
+    let routine = &spec.routine.name.name;
+    let mut decls = OutputDecls {
+        defs: String::new(),
+        body: String::new(),
+        return_value: false,
+    };
+    let mut uses_op = false;
+    for out in &spec.returns {
+        if out.name == *routine && !sig.is_void {
+            decls.return_value = true;
+            let _ = writeln!(
+                decls.body,
+                "    tdg_region_output(\"{site}\", &tdg_ret_, 1, sizeof tdg_ret_, TDG_OUTPUT_KIND(tdg_ret_));"
+            );
+            continue;
+        }
+        let fail = |reason: String| InterposeError::OutputCount {
+            routine: routine.clone(),
+            output: out.name.clone(),
+            reason,
+        };
+        let p = spec
+            .param(&out.name)
+            .filter(|p| p.ty.pointers == 1)
+            .ok_or_else(|| fail("is not a pointer parameter".into()))?;
+        let count = spec
+            .output_count(out)
+            .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
+        let count = count_in_c(spec, &count).map_err(fail)?;
+        uses_op |= count.contains("tdg_count_op_");
+        let data = &out.name;
+        // `void *` data has no element type: its count is in bytes.
+        let (size, kind) = if p.ty.base == BaseType::Void {
+            ("1".to_string(), "TDG_OUTPUT_BYTES".to_string())
+        } else {
+            (
+                format!("sizeof *{data}"),
+                format!("TDG_OUTPUT_KIND(*{data})"),
+            )
+        };
+        let _ = writeln!(
+            decls.body,
+            "    tdg_bad_ = 0;\n    tdg_count_ = {count};\n    tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});"
+        );
+    }
+    if decls.body.is_empty() {
+        return Ok(decls);
+    }
+    if decls.return_value {
+        // Assigned each call: a `const int` result is kept as an `int`.
+        let mut kept = spec.routine.ret.clone();
+        kept.is_const &= kept.is_pointer();
+        let _ = writeln!(
+            decls.defs,
+            "/* The call's result, declared as an output of the region. */\nstatic __thread {} tdg_ret_;\n",
+            c_type(&kept)
+        );
+    }
+    if uses_op {
+        decls.defs.push_str(
+            "/* Output counts come from the application's arguments: checked arithmetic,\n \
+             * so a zero divisor or an overflow declares nothing to compare (count 0)\n \
+             * instead of being undefined behaviour in the application. */\n\
+             static long long tdg_count_op_(char op, long long a, long long b, int *bad) {\n    \
+             long long r = 0;\n    \
+             switch (op) {\n    \
+             case '+': *bad |= __builtin_add_overflow(a, b, &r); break;\n    \
+             case '-': *bad |= __builtin_sub_overflow(a, b, &r); break;\n    \
+             case '*': *bad |= __builtin_mul_overflow(a, b, &r); break;\n    \
+             default:\n        \
+             if (b == 0 || (a == LLONG_MIN && b == -1))\n            \
+             *bad = 1;\n        \
+             else\n            \
+             r = op == '/' ? a / b : a % b;\n    \
+             }\n    \
+             return r;\n}\n\n",
+        );
+    }
+    if decls.body.contains("tdg_output_(") {
+        let _ = writeln!(
+            decls.defs,
+            "/* Declares `count` elements at `data` as an output of the coming call\n \
+             * (none when the count could not be computed or `data` is NULL). */\n\
+             static void tdg_output_(const void *data, long long count, int bad, unsigned long elem_size, int kind) {{\n    \
+             tdg_region_output(\"{site}\", data, bad || count < 0 || !data ? 0UL : (unsigned long)count, elem_size, kind);\n}}\n"
+        );
+        decls.body = format!(
+            "    int tdg_bad_;\n    long long tdg_count_;\n{}",
+            decls.body
+        );
+    }
+    decls.body = format!(
+        "    /* The outputs `returns(...)` names: a restored copy hands them to tdg,\n     \
+         * which compares the candidate's with the original's. */\n{}",
+        decls.body
+    );
+    Ok(decls)
+}
+
 /// The C source of an `LD_PRELOAD` shim that marks every outermost call of
 /// `spec`'s routine as the checkpoint region named after the routine
 /// (`tdg_region_begin`/`tdg_region_end` of checkpoint/c/tdg_checkpoint.h)
@@ -362,15 +515,21 @@ pub fn generate_region_shim(spec: &Spec) -> Result<String, InterposeError> {
          * regenerate from the spec. */",
         sig.sym
     );
-    c.push_str("#include <stddef.h>\n#include \"tdg_checkpoint.h\"\n#include \"tdg_resolve.h\"\n");
+    c.push_str(
+        "#include <limits.h>\n#include <stddef.h>\n#include \"tdg_checkpoint.h\"\n#include \"tdg_resolve.h\"\n",
+    );
     for inc in &spec.includes {
         c.push_str(&inc.text);
         c.push('\n');
     }
+    let outputs = output_decls(spec, site, &sig)?;
     c.push_str("\nstatic __thread int tdg_depth_;\n");
+    c.push_str(&outputs.defs);
     preload_head(&mut c, &sig, "", "NULL");
     forward_nested(&mut c, &sig, "tdg_fn_");
-    let _ = writeln!(c, "    tdg_depth_++;\n    tdg_region_begin(\"{site}\");");
+    c.push_str("    tdg_depth_++;\n");
+    c.push_str(&outputs.body);
+    let _ = writeln!(c, "    tdg_region_begin(\"{site}\");");
     // In a restored copy that `tdg checkpoint time --impl` told to load a
     // candidate, the candidate's definition runs instead of the library's
     // (the delay calls and the timed one); everywhere else this is the
@@ -381,14 +540,21 @@ pub fn generate_region_shim(spec: &Spec) -> Result<String, InterposeError> {
         sig.sym
     );
     let args = &sig.args;
+    let result = if outputs.return_value {
+        "tdg_ret_"
+    } else {
+        "tdg_r_"
+    };
     if sig.is_void {
         let _ = writeln!(c, "    tdg_fn_({args});");
+    } else if outputs.return_value {
+        let _ = writeln!(c, "    tdg_ret_ = tdg_fn_({args});");
     } else {
         let _ = writeln!(c, "    {} tdg_r_ = tdg_fn_({args});", sig.ret);
     }
     let _ = writeln!(c, "    tdg_region_end(\"{site}\");\n    tdg_depth_--;");
     if !sig.is_void {
-        c.push_str("    return tdg_r_;\n");
+        let _ = writeln!(c, "    return {result};");
     }
     c.push_str("}\n");
     Ok(c)

@@ -34,6 +34,19 @@ pub struct Ident {
     pub span: Span,
 }
 
+/// One entry of `returns(...)`: a pointer parameter the routine writes (or
+/// the routine's name, for its return value), with the number of elements
+/// written when the spec gives it (`returns(C[ldc*n])`). The name's fields
+/// are inline so that an output reads like the [`Ident`] it names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    pub name: String,
+    /// Where the name is written.
+    pub span: Span,
+    /// `[count]`: elements, from the routine's integer parameters.
+    pub count: Option<Expr>,
+}
+
 /// A whole spec file, clauses in canonical order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Spec {
@@ -45,8 +58,9 @@ pub struct Spec {
     pub routine: Routine,
     /// `init={...}` entries in source order.
     pub init: Vec<Init>,
-    /// `returns(A, C)`: outputs to compare against the reference body.
-    pub returns: Vec<Ident>,
+    /// `returns(A, C)`: outputs to compare against the reference body, and
+    /// on a checkpoint image against the application's own code.
+    pub returns: Vec<Output>,
     /// `flop="..."`.
     pub flop: Option<Flop>,
     pub timer: Option<TimerClause>,
@@ -495,6 +509,26 @@ impl Spec {
             InitValue::Scalar(e) => Some(e),
             InitValue::Array(_) => None,
         }
+    }
+
+    /// How many elements `output` holds, as an expression of the call's
+    /// arguments: the count written with it, or else the product of its
+    /// allocation's sizes (`Vector` and `Matrix`: one contiguous block).
+    /// None without either, and for an `Array2D` (one block per row).
+    pub fn output_count(&self, output: &Output) -> Option<Expr> {
+        if let Some(count) = &output.count {
+            return Some(count.clone());
+        }
+        let a = self.array_for(&output.name)?;
+        if a.kind == ArrayKind::Array2D {
+            return None;
+        }
+        a.dims.iter().cloned().reduce(|lhs, rhs| Expr::Binary {
+            op: BinOp::Mul,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+            span: a.span,
+        })
     }
 
     /// The array init of `name`, if it is allocated by the driver.

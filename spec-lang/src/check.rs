@@ -17,9 +17,18 @@ pub fn check(spec: &Spec, src: &str, file: &str) -> Result<CheckedSpec, Diagnost
 /// The semantic errors of `spec` as a routine's signature with whatever
 /// init it has, leaving out what only a driver needs: interposing a routine
 /// (`tdg profile`, `tdg instrument`, `tdg checkpoint capture --spec`) calls
-/// the application's own arguments, so a parameter without a value is fine.
+/// the application's own arguments, so a parameter without a value is fine;
+/// but each output named in `returns(...)` needs a count, since the
+/// interposer declares it from the call's arguments.
 pub fn check_prototype(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let errors = problems(spec, src);
+    let mut errors = problems(spec, src);
+    let mut c = Checker {
+        spec,
+        src,
+        out: Vec::new(),
+    };
+    c.outputs_have_counts();
+    errors.extend(c.out);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -81,6 +90,7 @@ pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
         out: Vec::new(),
     };
     c.missing_values();
+    c.returns_need_a_body();
     c.out
 }
 
@@ -767,15 +777,133 @@ impl<'a> Checker<'a> {
                 Some(_) => {}
             }
         }
-        if !self.spec.returns.is_empty() && r.body.is_none() {
-            let span = self.spec.returns[0].span;
+        for out in &self.spec.returns {
+            if let Some(count) = &out.count {
+                if out.name == r.name.name {
+                    self.out.push(
+                        Diagnostic::new(
+                            format!(
+                                "`{}` is the return value, a single value: it takes no count",
+                                out.name
+                            ),
+                            count.span(),
+                        )
+                        .with_hint(format!("write `returns({})`", out.name)),
+                    );
+                } else {
+                    self.count_uses_integer_parameters(&out.name, count, None);
+                }
+            }
+        }
+    }
+
+    /// A driver compares the outputs with its reference implementation.
+    fn returns_need_a_body(&mut self) {
+        if let (Some(first), None) = (self.spec.returns.first(), &self.spec.routine.body) {
             self.out.push(
                 Diagnostic::new(
                     "returns(...) needs a reference implementation (the routine body) to compare against",
-                    span,
+                    first.span,
                 )
-                .with_hint("give the routine a body: `routine=void f(...) { ... };`"),
+                .with_hint(
+                    "give the routine a body: `routine=void f(...) { ... };` (a spec timed on its checkpoint image needs none: the image's own code is the reference)",
+                ),
             );
+        }
+    }
+
+    /// An interposer declares each output of the application's call from
+    /// the call's own arguments (`tdg checkpoint capture --spec`), so each
+    /// needs a count of them: written with it, or its allocation's sizes.
+    fn outputs_have_counts(&mut self) {
+        let r = &self.spec.routine;
+        for out in &self.spec.returns {
+            let Some(p) = self.spec.param(&out.name).filter(|p| p.ty.is_pointer()) else {
+                continue; // the return value, or reported by returns()
+            };
+            if p.ty.pointers > 1 {
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{}` is `{}`: an output is one block of elements, and its elements are pointers to other blocks",
+                            out.name,
+                            type_text(&p.ty)
+                        ),
+                        out.span,
+                    )
+                    .with_hint("declare the blocks in the application with TDG_REGION_OUTPUT(site, ptr, count) (tdg_checkpoint.h)"),
+                );
+                continue;
+            }
+            if out.count.is_some() {
+                continue; // checked by returns()
+            }
+            let hint = format!(
+                "give the count with the output: `returns({}[COUNT])`, COUNT an expression of {}'s integer parameters",
+                out.name, r.name.name
+            );
+            match (self.spec.output_count(out), self.spec.array_for(&out.name)) {
+                (Some(count), _) => self.count_uses_integer_parameters(&out.name, &count, Some(&hint)),
+                (None, Some(a)) => self.out.push(
+                    Diagnostic::new(
+                        format!("`{}` is an Array2D, one block per row: its elements are not counted from one pointer", out.name),
+                        a.span,
+                    )
+                    .with_hint("declare the rows in the application with TDG_REGION_OUTPUT(site, ptr, count) (tdg_checkpoint.h)"),
+                ),
+                (None, None) => self.out.push(
+                    Diagnostic::new(
+                        format!("output `{}` has no count: nothing says how many elements the call writes", out.name),
+                        out.span,
+                    )
+                    .with_hint(hint),
+                ),
+            }
+        }
+    }
+
+    /// `count` (the element count of output `name`) must be computable from
+    /// the call's arguments: integers, + - * / %, and the routine's integer
+    /// parameters passed by value.
+    fn count_uses_integer_parameters(&mut self, name: &str, count: &Expr, hint: Option<&str>) {
+        let r = &self.spec.routine;
+        let mut found = Vec::new();
+        count.walk(&mut |e| {
+            let problem = match e {
+                Expr::Int(..) | Expr::Unary { .. } | Expr::Binary { .. } => None,
+                Expr::Name(id) => match self.spec.param(&id.name) {
+                    None => Some(
+                        Diagnostic::new(
+                            format!("the count of `{name}` names `{}`, which is not a parameter of {}", id.name, r.name.name),
+                            id.span,
+                        )
+                        .with_hint_opt(did_you_mean(&id.name, r.params.iter().map(|p| p.name.name.as_str()))),
+                    ),
+                    Some(p) if p.ty.is_pointer() || !p.ty.base.is_integral() => Some(Diagnostic::new(
+                        format!(
+                            "the count of `{name}` uses `{}`, a `{}`: a count is made of integer parameters",
+                            id.name,
+                            type_text(&p.ty)
+                        ),
+                        id.span,
+                    )),
+                    Some(_) => None,
+                },
+                _ => Some(Diagnostic::new(
+                    format!("the count of `{name}` must be an integer expression of the call's arguments"),
+                    e.span(),
+                )),
+            };
+            found.extend(problem);
+        });
+        for mut d in found {
+            if d.hint.is_none() {
+                d.hint = Some(hint.map_or_else(
+                    || "write it with integers, + - * / % and the routine's integer parameters, e.g. `C[ldc*n]`".to_string(),
+                    str::to_string,
+                ));
+            }
+            self.out.push(d);
         }
     }
 

@@ -60,7 +60,9 @@ impl Comments {
         if let Some(r) = spec.returns.first() {
             anchors.push((
                 r.span.start,
-                spec.returns.last().map_or(r.span.end, |l| l.span.end),
+                spec.returns.last().map_or(r.span.end, |l| {
+                    l.count.as_ref().map_or(l.span.end, |c| c.span().end)
+                }),
             ));
         }
         if let Some(f) = &spec.flop {
@@ -211,7 +213,14 @@ impl Printer {
             self.out.push_str("};\n");
         }
         if let Some(first) = spec.returns.first() {
-            let names: Vec<&str> = spec.returns.iter().map(|r| r.name.as_str()).collect();
+            let names: Vec<String> = spec
+                .returns
+                .iter()
+                .map(|r| match &r.count {
+                    Some(count) => format!("{}[{}]", r.name, expr(count)),
+                    None => r.name.clone(),
+                })
+                .collect();
             self.item(
                 c,
                 first.span.start,

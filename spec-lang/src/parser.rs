@@ -520,7 +520,7 @@ impl Builder {
         let mut lang: Option<(Lang, Span)> = None;
         let mut routine: Option<Routine> = None;
         let mut init: Option<(Vec<Init>, Span)> = None;
-        let mut returns: Option<(Vec<Ident>, Span)> = None;
+        let mut returns: Option<(Vec<Output>, Span)> = None;
         let mut flop: Option<Flop> = None;
         let mut timer: Option<TimerClause> = None;
         let mut checkpoint: Option<CheckpointClause> = None;
@@ -606,14 +606,14 @@ impl Builder {
                     init = Some((entries, span));
                 }
                 "returns" => {
-                    let names = clause
-                        .into_inner()
-                        .map(|w| Ident {
-                            name: w.as_str().to_string(),
-                            span: self.sp(&w),
-                        })
-                        .collect();
-                    returns = Some((names, span));
+                    let mut outputs = Vec::new();
+                    for item in clause.into_inner() {
+                        match self.returns_item(item) {
+                            Ok(o) => outputs.push(o),
+                            Err(d) => self.err(d),
+                        }
+                    }
+                    returns = Some((outputs, span));
                 }
                 "flop" => match self.flop(clause) {
                     Ok(f) => flop = Some(f),
@@ -1274,6 +1274,17 @@ impl Builder {
                 .with_hint("add image=\"path/to/image-dir\";")
         })?;
         Ok(CheckpointClause { image, mode, span })
+    }
+
+    /// `C` or `C[count]` in `returns(...)`.
+    fn returns_item(&mut self, item: Pair<Rule>) -> Built<Output> {
+        let mut it = item.into_inner();
+        let w = it.next().expect("grammar: returns_item word");
+        Ok(Output {
+            name: w.as_str().to_string(),
+            span: self.sp(&w),
+            count: it.next().map(|e| self.expr(e, 0)).transpose()?,
+        })
     }
 
     fn expr(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {

@@ -728,6 +728,104 @@ fn a_prototype_is_a_complete_spec_for_interposition_but_not_for_a_driver() {
     assert!(e.contains("unknown type `Estate`"), "{e}");
 }
 
+/// The prototype-only spec's first diagnostic, as `line:col message (hint)`.
+fn prototype_error(src: &str) -> String {
+    match spec_lang::parse_and_check_prototype(src, "p.spec") {
+        Ok(_) => panic!("accepted:\n{src}"),
+        Err(d) => {
+            let d = d.first();
+            format!(
+                "{}:{} {} ({})",
+                d.line,
+                d.col,
+                d.message,
+                d.hint.as_deref().unwrap_or("")
+            )
+        }
+    }
+}
+
+const DGEMM: &str = "routine=void dgemm(int layout, int m, int n, int k, double alpha, const double* a, int lda, const double* b, int ldb, double beta, double* c, int ldc);\n";
+
+#[test]
+fn outputs_of_a_prototype_carry_their_counts() {
+    // The count written with the output, or its allocation's sizes; no
+    // body needed, since the comparison is on a checkpoint image.
+    for ok in [
+        format!("{DGEMM}returns(c[ldc*m]);"),
+        format!("{DGEMM}returns(c[(ldc - 0) * n + 0 / 1 % 7]);"),
+        format!("{DGEMM}init={{c=Matrix(double, ldc, n, ZERO, _);}};\nreturns(c);"),
+        "routine=long f(const int n, double* x);\nreturns(f, x[n]);".to_string(),
+    ] {
+        if let Err(d) = spec_lang::parse_and_check_prototype(&ok, "p.spec") {
+            panic!("{ok}\n{d}");
+        }
+    }
+    // Formatting keeps the count.
+    let src = format!("{DGEMM}returns(c[ldc * m]);\n");
+    let spec = spec_lang::parse(&src, "p.spec").unwrap();
+    assert!(spec_lang::format::format(&spec).contains("returns(c[ldc*m]);"));
+    assert_eq!(
+        spec_lang::format::expr(spec.output_count(&spec.returns[0]).as_ref().unwrap()),
+        "ldc*m"
+    );
+
+    let e = prototype_error(&format!("{DGEMM}returns(c);"));
+    assert!(
+        e.starts_with("2:9 output `c` has no count") && e.contains("returns(c[COUNT])"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{DGEMM}returns(c[ldcc*m]);"));
+    assert!(
+        e.starts_with("2:11 the count of `c` names `ldcc`, which is not a parameter of dgemm")
+            && e.contains("did you mean `ldc`"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{DGEMM}returns(c[alpha]);"));
+    assert!(
+        e.starts_with("2:11 the count of `c` uses `alpha`, a `double`"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{DGEMM}returns(c[a]);"));
+    assert!(e.contains("uses `a`, a `const double*`"), "{e}");
+    let e = prototype_error(&format!("{DGEMM}returns(c[m*2.5]);"));
+    assert!(
+        e.starts_with("2:13 the count of `c` must be an integer expression"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{DGEMM}returns(ldc[4]);"));
+    assert!(e.contains("`ldc` is passed by value"), "{e}");
+    let e = prototype_error(&format!("{DGEMM}returns(d[4]);"));
+    assert!(
+        e.contains("returns names `d`, which is not a parameter"),
+        "{e}"
+    );
+    let e = prototype_error("routine=long f(const int n, double* x);\nreturns(f[n]);");
+    assert!(
+        e.contains("`f` is the return value, a single value: it takes no count"),
+        "{e}"
+    );
+    let e = prototype_error("routine=void f(int n, double** rows);\nreturns(rows[n]);");
+    assert!(
+        e.contains("its elements are pointers") && e.contains("TDG_REGION_OUTPUT"),
+        "{e}"
+    );
+    // An allocation whose size is not the call's to give: a macro.
+    let e = prototype_error(&format!(
+        "{DGEMM}init={{c=Vector(double, ZERO, _, Macro(CN, 64));}};\nreturns(c);"
+    ));
+    assert!(
+        e.contains("the count of `c` must be an integer expression")
+            && e.contains("returns(c[COUNT])"),
+        "{e}"
+    );
+    // A driver still needs the reference body to compare against.
+    let e = spec_lang::parse_and_check(&format!("{DGEMM}returns(c[ldc*m]);"), "p.spec")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs a reference implementation"), "{e}");
+}
+
 // ---- what the driver model used to find only after `check` said ok --------
 
 #[test]

@@ -365,7 +365,7 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::sample::select(vec![Lang::C, Lang::Fortran]),
         routine(),
         prop::collection::vec(init(), 0..6),
-        prop::collection::vec(ident(), 0..3),
+        prop::collection::vec((ident(), prop::option::of(expr_with(false))), 0..3),
         prop::option::of(expr_with(false)),
         prop::option::of(timer()),
         prop::option::of(checkpoint()),
@@ -379,7 +379,14 @@ fn spec() -> impl Strategy<Value = Spec> {
                 lang,
                 routine,
                 init,
-                returns,
+                returns: returns
+                    .into_iter()
+                    .map(|(id, count)| Output {
+                        name: id.name,
+                        span: id.span,
+                        count,
+                    })
+                    .collect(),
                 flop: flop.map(|e| Flop {
                     text: spec_lang::format::expr(&e),
                     expr: e,

@@ -162,7 +162,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> CmdResult {
     output_format(&args)?;
-    let spec = spec_lang::load(&args.spec)?;
+    let spec = load_spec(&args.spec, args.default_driver)?;
     if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
         return run_checkpoint(&args, clause);
     }
@@ -334,6 +334,20 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
         Some(output_format(args)?)
     };
     super::checkpoint::time_with_candidate(&image, &candidate, opts, format, args.out.as_deref())
+}
+
+/// The spec as `tdg run` and `tdg tune` use it. Timed on its checkpoint
+/// image (a `checkpoint` clause, no `--default-driver`), the routine runs
+/// with the application's own arguments, so the spec only needs to be sound
+/// as a signature, as for the shim that captured the image; a prototype-only
+/// spec then times and tunes candidates with no init written. Otherwise a
+/// driver is generated from it, which needs everything `tdg check` asks for.
+pub fn load_spec(path: &Path, default_driver: bool) -> anyhow::Result<spec_lang::ast::Spec> {
+    let spec = spec_lang::load_prototype(path)?;
+    if spec.checkpoint.is_some() && !default_driver {
+        return Ok(spec);
+    }
+    Ok(spec_lang::load(path)?)
 }
 
 /// The directory a spec's relative paths (a checkpoint image) start from.

@@ -199,7 +199,7 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf
         .implementation
         .clone()
         .context("give the implementation with --impl")?;
-    let spec = spec_lang::load(spec_path)?;
+    let spec = super::run::load_spec(spec_path, args.default_driver)?;
     if !implementation.is_file() {
         anyhow::bail!(
             "--impl {}: no such file; pass the C file that implements the routine",

@@ -38,6 +38,46 @@ pub fn text_input(path: &Path, bytes: usize) {
     std::fs::write(path, out).unwrap();
 }
 
+/// What scripts/setup provisions: `$TDG_DEPS`, or the repository's `.deps`.
+pub fn deps_dir() -> std::path::PathBuf {
+    std::env::var_os("TDG_DEPS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"))
+}
+
+/// Debian's interpreter by path (not a virtualenv's or pyenv's), with
+/// python3-numpy from scripts/setup.d/45-python-numpy.sh.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// `PYTHON script.py` run plainly in `dir`; asserts it succeeded and
+/// returns its output (what a profiled or captured run must reproduce).
+pub fn plain_python_run(dir: &Path) -> std::process::Output {
+    let plain = std::process::Command::new(PYTHON)
+        .arg("script.py")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        plain.status.success(),
+        "python3-numpy missing? run scripts/setup: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    plain
+}
+
+/// zlib 1.2.13 built from Debian's source by
+/// scripts/setup.d/40-profile-apps.sh: `minigzipsh` linked against the
+/// `libz.so` beside it (run it with LD_LIBRARY_PATH set to this directory).
+pub fn zlib_dir() -> std::path::PathBuf {
+    let dir = deps_dir().join("zlib");
+    assert!(
+        dir.join("minigzipsh").is_file() && dir.join("kernel/crc32.c").is_file(),
+        "zlib is not built in {}: run `bash scripts/setup` first",
+        dir.display()
+    );
+    dir
+}
+
 /// `tdg ARGS` run in `dir`, output captured.
 pub fn tdg_in(args: &[&str], dir: &Path) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_tdg"))

@@ -1,0 +1,357 @@
+//! Verification of candidates on an image captured through the shim, with no
+//! source change: Debian's unmodified python3 + numpy calling cblas_dgemm in
+//! its BLAS (scripts/setup.d/45-python-numpy.sh). The spec's
+//! `returns(c[m*ldc])` makes the generated region shim declare C, counted
+//! from the call's own arguments, so `tdg checkpoint time --impl K.c`
+//! compares the candidate's C with the library's on the application's data.
+//! Real CRIU: needs root and `scripts/setup`.
+
+mod interpose_support;
+
+use interpose_support::{json_of, tdg_in as tdg};
+use std::path::Path;
+use std::process::Command;
+
+/// C = A B with A 120x90 and B 90x70, four times, and a checksum. numpy calls
+/// the row-major cblas_dgemm with m=120, n=70, k=90, ldc=70.
+const SCRIPT: &str = r#"
+import numpy as np
+rng = np.random.default_rng(11)
+a, b = rng.random((120, 90)), rng.random((90, 70))
+x = sum((a @ b).sum() for _ in range(4))
+print(f"checksum {x:.6f}")
+"#;
+const M: u64 = 120;
+const N: u64 = 70;
+
+/// cblas_dgemm as the reference BLAS defines it, any layout and transposes.
+/// `WRONG=1` adds 1 to the first element of C's last row: the deliberate
+/// error the verification must find, at element (m-1)*ldc.
+const CANDIDATE: &str = r#"
+enum { RowMajor = 101, NoTrans = 111 };
+
+void cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double alpha,
+                 const double *a, int lda, const double *b, int ldb, double beta, double *c, int ldc)
+{
+#if WRONG
+    int rows = m, row_major = layout == RowMajor;
+#endif
+    /* A row-major product is the column-major one of the transposes. */
+    if (layout == RowMajor) {
+        int t = m; m = n; n = t;
+        const double *p = a; a = b; b = p;
+        t = lda; lda = ldb; ldb = t;
+        t = transa; transa = transb; transb = t;
+    }
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) {
+                double x = transa == NoTrans ? a[i + (long)p * lda] : a[p + (long)i * lda];
+                double y = transb == NoTrans ? b[p + (long)j * ldb] : b[j + (long)p * ldb];
+                s += x * y;
+            }
+            c[i + (long)j * ldc] = alpha * s + (beta == 0.0 ? 0.0 : beta * c[i + (long)j * ldc]);
+        }
+#if WRONG
+    if (row_major)
+        c[(long)(rows - 1) * ldc] += 1.0;
+#endif
+}
+"#;
+
+fn dgemm_spec() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("instrument/examples/blas/cblas_dgemm.spec")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("script.py"), SCRIPT).unwrap();
+    std::fs::write(d.join("dgemm.c"), CANDIDATE).unwrap();
+    let python = interpose_support::PYTHON;
+    let plain = interpose_support::plain_python_run(d);
+    let spec = dgemm_spec();
+
+    // Call 3 of 4, delay 1; the script runs on to its normal output.
+    let cap = tdg(
+        &[
+            "checkpoint",
+            "capture",
+            "--spec",
+            &spec,
+            "--call",
+            "3",
+            "--delay",
+            "1",
+            "-o",
+            "img",
+            "--",
+            python,
+            "script.py",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&cap.stderr);
+    assert!(cap.status.success(), "{err}");
+    assert!(err.contains("region cblas_dgemm, call 3, delay 1"), "{err}");
+    assert_eq!(cap.stdout, plain.stdout, "{err}");
+
+    // A correct candidate: C compared element by element with the BLAS's,
+    // all m*ldc of them, within the default tolerance (another summation
+    // order than the BLAS's).
+    let ok = json_of(&tdg(
+        &[
+            "checkpoint",
+            "time",
+            "-r",
+            "3",
+            "--json",
+            "--impl",
+            "dgemm.c",
+            "img",
+        ],
+        d,
+    ));
+    assert_eq!(ok["site"], "cblas_dgemm");
+    assert_eq!(ok["verification"]["outputs"], 1, "{ok}");
+    assert_eq!(ok["verification"]["elements"], M * N, "{ok}");
+    assert!(ok["verification"]["mismatch"].is_null(), "{ok}");
+    assert!(ok["region_ns"]["median"].as_f64().unwrap() > 0.0);
+
+    // The same source made wrong at one element: exit 6 (the contract's
+    // verification failure) and that element named, with both values.
+    let wrong = tdg(
+        &[
+            "checkpoint",
+            "time",
+            "-r",
+            "3",
+            "--impl",
+            "dgemm.c",
+            "-D",
+            "WRONG=1",
+            "img",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(6), "{err}");
+    let first = (M - 1) * N;
+    assert!(
+        err.contains(&format!(
+            "verification FAILED: output 0 element {first}: original "
+        )) && err.contains(", candidate "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // The image is untouched: the library's own code still restores and runs.
+    let orig = json_of(&tdg(&["checkpoint", "time", "-r", "1", "--json", "img"], d));
+    assert_eq!(orig["call"], 3);
+
+    // The same prototype-only spec with a checkpoint clause: `tdg run` and
+    // `tdg tune` time candidates on the image with no init written, and the
+    // search counts the wrong configuration as a verification failure.
+    let src = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        d.join("dgemm_ckpt.spec"),
+        format!("{src}checkpoint={{ image=\"img\"; mode=delayed(1); }};\n"),
+    )
+    .unwrap();
+    let run = tdg(
+        &[
+            "run",
+            "dgemm_ckpt.spec",
+            "--impl",
+            "dgemm.c",
+            "-D",
+            "WRONG=1",
+        ],
+        d,
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let tune = tdg(
+        &[
+            "tune",
+            "dgemm_ckpt.spec",
+            "--impl",
+            "dgemm.c",
+            "--param",
+            "WRONG=0,1",
+            "--exhaustive",
+            "--no-model",
+            "--samples",
+            "2",
+        ],
+        d,
+    );
+    let out = String::from_utf8_lossy(&tune.stdout);
+    assert!(
+        tune.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tune.stderr)
+    );
+    assert!(
+        out.contains("best         WRONG=0") && out.contains("2 of 2 configurations (1 failed)"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(d.join("dgemm_ckpt.tune.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"failure\":\"verification\"")
+                && l.contains(&format!("output 0 element {first}"))),
+        "{log}"
+    );
+
+    // The plain path with the same shim (its declarations included): the
+    // in-app reference times call 3 in plain runs.
+    let inapp = json_of(&tdg(
+        &[
+            "checkpoint",
+            "inapp",
+            "--spec",
+            &spec,
+            "--call",
+            "3",
+            "--runs",
+            "2",
+            "--json",
+            "--",
+            python,
+            "script.py",
+        ],
+        d,
+    ));
+    assert_eq!(inapp["samples_ns"].as_array().unwrap().len(), 2, "{inapp}");
+}
+
+#[test]
+fn an_output_the_call_cannot_count_is_refused_before_the_program_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let src = std::fs::read_to_string(dgemm_spec()).unwrap();
+    std::fs::write(d.join("bad.spec"), src.replace("c[m*ldc]", "c[m*ldcc]")).unwrap();
+    let out = tdg(
+        &[
+            "checkpoint",
+            "capture",
+            "--spec",
+            "bad.spec",
+            "--call",
+            "1",
+            "-o",
+            "img",
+            "--",
+            "/bin/sh",
+            "-c",
+            "touch ran",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.spec:")
+            && err
+                .contains("the count of `c` names `ldcc`, which is not a parameter of cblas_dgemm")
+            && err.contains("did you mean `ldc`"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!d.join("ran").exists() && !d.join("img").exists());
+}
+
+/// CRC-32 one bit at a time, polynomial `POLY` (reflected): 0xEDB88320 is
+/// zlib's (IEEE 802.3), 0x82F63B78 (Castagnoli) a plausible wrong one.
+const CRC32: &str = r#"
+unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
+{
+    if (!buf)
+        return 0;
+    crc = ~crc & 0xffffffffUL;
+    for (unsigned int i = 0; i < len; i++) {
+        crc ^= buf[i];
+        for (int b = 0; b < 8; b++)
+            crc = (crc >> 1) ^ (POLY & (0UL - (crc & 1)));
+    }
+    return ~crc & 0xffffffffUL;
+}
+"#;
+
+/// A routine whose output is its result: `returns(crc32)` makes the shim
+/// keep the call's return value as a one-element output. zlib's crc32
+/// inside minigzip (built from Debian's source by scripts/setup), call 5.
+#[test]
+fn a_return_value_named_in_returns_is_compared_on_the_image() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let z = interpose_support::zlib_dir();
+    interpose_support::text_input(&d.join("input.txt"), 400_000);
+    std::fs::write(
+        d.join("crc32.spec"),
+        "routine=unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len);\nreturns(crc32);\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("crc.c"), CRC32).unwrap();
+    let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        .args([
+            "checkpoint",
+            "capture",
+            "--spec",
+            "crc32.spec",
+            "--call",
+            "5",
+        ])
+        .args(["--delay", "1", "-o", "img", "--"])
+        .arg(z.join("minigzipsh"))
+        .args(["-c", "input.txt"])
+        .env("LD_LIBRARY_PATH", &z)
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        cap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cap.stderr)
+    );
+    let time = |poly: &str| {
+        tdg(
+            &[
+                "checkpoint",
+                "time",
+                "-r",
+                "2",
+                "--json",
+                "--impl",
+                "crc.c",
+                "-D",
+                poly,
+                "img",
+            ],
+            d,
+        )
+    };
+    let ok = json_of(&time("POLY=0xEDB88320UL"));
+    assert_eq!(ok["verification"]["outputs"], 1, "{ok}");
+    assert_eq!(ok["verification"]["elements"], 1, "{ok}");
+    assert!(ok["verification"]["mismatch"].is_null(), "{ok}");
+
+    let wrong = time("POLY=0x82F63B78UL");
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("verification FAILED: output 0 element 0: original "),
+        "{err}"
+    );
+}
