@@ -243,6 +243,10 @@ pub struct Init {
     pub name: Ident,
     pub value: InitValue,
     pub span: Span,
+    /// Not written in the spec: the value tdg gives a scalar parameter the
+    /// spec leaves without an init (see [`crate::implicit`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implicit: bool,
 }
 
 // Unboxed on purpose: a spec has a handful of entries, and other crates
