@@ -203,7 +203,10 @@ pub fn run(args: Args) -> CmdResult {
     o.timing.tolerance = args.tolerance;
     add_env_params(&mut o.defines);
     // The -D values checked against the spec, located as `tdg check -D` does.
-    spec_lang::load_with_defines(&args.spec, &o.defines)?;
+    let checked = spec_lang::load_with_defines(&args.spec, &o.defines)?;
+    if !checked.warnings.is_empty() {
+        eprintln!("{}", checked.warnings);
+    }
     if let Some(path) = &args.contexts {
         return run_contexts(&args, &spec, implementation, &o, path);
     }
