@@ -487,8 +487,10 @@ fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
         (0.85..=1.18).contains(&as_none),
         "unmarked {unmarked:.0} ns vs --flush none {none:.0} ns: ratio {as_none:.2}"
     );
+    // Measured 1.34-1.86x here (L2 to memory with prefetching streams);
+    // the unmarked-vs-none noise is about 2%.
     assert!(
-        cold >= 1.3,
+        cold >= 1.2,
         "flushed {flushed:.0} ns vs unmarked {unmarked:.0} ns: ratio {cold:.2}"
     );
 }
