@@ -403,6 +403,17 @@ fn reference_generator_spec_is_accepted_warned_and_explained() {
         ),
         "{err}"
     );
+    let out = tdg_in(dir.path(), &["check", "--format", "json", spec]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["diagnostics"][0]["severity"], "warning", "{v}");
+    assert_eq!(
+        (
+            v["diagnostics"][0]["line"].as_u64(),
+            v["diagnostics"][0]["col"].as_u64()
+        ),
+        (Some(1), Some(81))
+    );
     let out = tdg_in(dir.path(), &["explain", spec]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let explained = text(&out.stdout);

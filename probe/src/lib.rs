@@ -298,6 +298,17 @@ pub fn save_to(result: &ProbeResult, path: &Path) -> Result<(), ProbeError> {
 pub fn cached_or_measure() -> Result<ProbeResult, ProbeError> {
     let path = cache_path();
     if let Some(r) = load_cached_from(&path)? {
+        // Used, since re-probing on every run of a busy machine would cost
+        // a minute each; but said, with the way out.
+        let implausible = sanity::against_sysfs(&r);
+        if !implausible.is_empty() {
+            eprintln!(
+                "tdg: the cached probe {} (measured {}) looks disturbed: {}; `tdg probe --check`, then `tdg probe --force` when the machine is idle",
+                path.display(),
+                sanity::age_text(r.measured_at_unix, sanity::now_unix()),
+                implausible.join("; ")
+            );
+        }
         return Ok(r);
     }
     tracing::info!(
