@@ -299,6 +299,15 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// `3`, `-1.5`: a number, negated any number of times, and nothing else.
+    pub fn is_number_literal(&self) -> bool {
+        match self {
+            Expr::Int(..) | Expr::Float(..) => true,
+            Expr::Unary { operand, .. } => operand.is_number_literal(),
+            _ => false,
+        }
+    }
+
     pub fn span(&self) -> Span {
         match self {
             Expr::Int(_, s) | Expr::Float(_, s) | Expr::Str(_, s) | Expr::Random(s) => *s,

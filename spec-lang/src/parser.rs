@@ -882,8 +882,12 @@ impl Builder {
         }
         // The reference generator's spelling of CONST(v): a bare number,
         // possibly negative (`Vector(double, 0, flush, M)`).
+        // Its span is the number's own, which is how `tdg fmt` knows to
+        // keep the spelling (`CONST(v)` spans more than `v`).
         if is_number_literal(&exprs[0]) {
-            return Ok(Fill::Const(self.expr(exprs[0].clone(), 0)?, span));
+            let value = self.expr(exprs[0].clone(), 0)?;
+            let at = value.span();
+            return Ok(Fill::Const(value, at));
         }
         let Some(prim) = sole_primary(exprs[0].clone()) else {
             return Err(bad(&format!("`{}`", exprs[0].as_str())));
