@@ -89,7 +89,7 @@ fn probe_measures_once_then_reads_its_cache() {
         .find(|l| l.starts_with("probe: "))
         .expect("a probe line");
     assert!(
-        line.contains(" s ago, load average ") && line.contains(" CPUs then"),
+        line.contains(" ago, load average ") && line.contains(" CPUs then"),
         "{line}"
     );
 
