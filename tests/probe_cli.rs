@@ -62,6 +62,63 @@ fn probe_measures_once_then_reads_its_cache() {
     let again = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
     let reread: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(reread, measured, "the cached result is the measured one");
+
+    // --check on the result just cached (it passed the same comparison
+    // when it was made): it holds, in one line, exit 0.
+    let check = tdg(dir.path()).args(["probe", "--check"]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("the cached result holds") && said.lines().count() == 1,
+        "{said}"
+    );
+
+    // `tdg doctor` shows the cached result's age and the load it was made under.
+    let doctor = tdg(dir.path()).args(["doctor", "--json"]).output().unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
+    assert_eq!(d["probe"]["cached"], true, "{d}");
+    assert!(d["probe"]["age_s"].as_u64().unwrap() < 3600, "{d}");
+    assert_eq!(
+        d["probe"]["load_average_then"], measured["load_average"],
+        "{d}"
+    );
+    let doctor = tdg(dir.path()).arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("probe: "))
+        .expect("a probe line");
+    assert!(
+        line.contains(" ago, load average ") && line.contains(" CPUs then"),
+        "{line}"
+    );
+
+    // A doctored cache (every latency of the curve four times what this
+    // machine measures) does not hold: one line with the way out, exit 1.
+    let mut doctored = measured.clone();
+    for p in doctored["cache_curve"].as_array_mut().unwrap() {
+        p["ns"] = serde_json::json!(p["ns"].as_f64().unwrap() * 4.0);
+    }
+    std::fs::write(&cached_file, doctored.to_string()).unwrap();
+    let check = tdg(dir.path()).args(["probe", "--check"]).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{said}");
+    assert!(
+        said.lines().count() == 1
+            && said.contains("does not hold on this machine now")
+            && said.contains("0.2")
+            && said.contains("run `tdg probe --force`"),
+        "{said}"
+    );
+
+    // No cache at all: exit 2, and how to make one.
+    let empty = tempfile::tempdir().unwrap();
+    let check = tdg(empty.path())
+        .args(["probe", "--check"])
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&check.stderr).contains("run `tdg probe`"));
 }
 
 #[test]

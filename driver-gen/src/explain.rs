@@ -39,6 +39,9 @@ pub fn explain(m: &DriverModel) -> String {
             }
         };
         let _ = writeln!(s, "  {} ({}) = {}{val}: {how}", sc.name, sc.c_type, sc.text);
+        if let Some(why) = sc.implicit_reason {
+            let _ = writeln!(s, "      no init in the spec: set to {} ({why})", sc.text);
+        }
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "Operands:");
@@ -100,6 +103,13 @@ pub fn explain(m: &DriverModel) -> String {
             CacheState::Warm => {
                 "in cache: re-read after any flush, the same copy for every call".to_string()
             }
+            CacheState::Unflushed => match f.method {
+                "read" => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it; \
+                     a read flush made for other operands evicts it too (mark it `warm` to keep it in cache)"
+                    .to_string(),
+                _ => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it"
+                    .to_string(),
+            },
         };
         let cache = if o.storage == Storage::Static && o.cache == CacheState::Flushed {
             format!(
@@ -126,14 +136,22 @@ pub fn explain(m: &DriverModel) -> String {
         "  one call per sample if it lasts >= {} ns ({}); otherwise R calls per sample, R doubled until it does",
         t.min_interval_ns, t.min_interval_source
     );
-    let _ = writeln!(
-        s,
-        "  flush: {} {} KiB ({}){}",
-        f.method,
-        f.kib,
-        f.kib_source,
-        if f.all_cpus { ", on every CPU" } else { "" }
-    );
+    if f.any_operand_flushed || f.method == "none" {
+        let _ = writeln!(
+            s,
+            "  flush: {} {} KiB ({}){}",
+            f.method,
+            f.kib,
+            f.kib_source,
+            if f.all_cpus { ", on every CPU" } else { "" }
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  flush: none before the calls (no operand is marked `flush`; `tdg run --flush {}` flushes the unmarked ones)",
+            f.method
+        );
+    }
     let _ = writeln!(
         s,
         "  one untimed call before timing, made before any flush (instruction pages)"

@@ -153,6 +153,8 @@ pub struct ScalarModel {
     /// Initial value when computable (explain).
     #[serde(skip)]
     pub value: Option<Value>,
+    /// The spec gave no init: why the driver passes the value it does.
+    pub implicit_reason: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -173,6 +175,11 @@ pub enum CacheState {
     Flushed,
     /// Kept cache resident (re-read after any flush, never rotated).
     Warm,
+    /// Neither evicted nor re-read on purpose (the reference generator's
+    /// "No Flush"): timed in the state its initialisation and the previous
+    /// calls leave it. One copy, never rotated; a read flush made for other
+    /// operands evicts it too.
+    Unflushed,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -206,7 +213,10 @@ pub struct OperandModel {
     pub misalign: u64,
     pub fill: FillPlan,
     pub cache: CacheState,
+    /// `cache == Warm`: re-read just before each single-call sample.
     pub warm: bool,
+    /// `cache == Flushed`: evicted (clflush) or rotated through working sets.
+    pub flushed: bool,
     /// The routine may write it (non-const pointee).
     pub is_output: bool,
     /// Elements per block and blocks, when computable (explain).
@@ -238,6 +248,9 @@ pub struct FlushPlan {
     /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
     pub kib_source: String,
     pub all_cpus: bool,
+    /// Some operand is `Flushed`: without one a read flush would only evict
+    /// what the spec leaves in cache.
+    pub any_operand_flushed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -294,6 +307,8 @@ impl DriverModel {
     /// The model of a parsed spec: checks it (the first problem is the
     /// error), applies `cfg.defines` to its macros, then [`Self::from_checked`].
     pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        let (completed, _warnings) = spec_lang::implicit::complete(spec);
+        let spec = &completed;
         if let Some(d) = spec_lang::check::problems(spec, "").first() {
             return Err(ModelError::Spec(match &d.hint {
                 Some(h) => format!("{}; {h}", d.message),
@@ -417,6 +432,9 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             integral,
             text: cexpr::describe(&sc.expr),
             value: sc.value,
+            implicit_reason: sc
+                .implicit
+                .then_some(spec_lang::implicit::IMPLICIT_SCALAR_REASON),
         });
     }
 
@@ -458,8 +476,15 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
 
     // Operands.
     let mut operands = Vec::new();
+    // A flush method asked for on the command line means "time it cold":
+    // it flushes the operands the spec leaves unmarked too, as `--flush none`
+    // leaves every operand in cache.
+    let flush_unmarked = matches!(
+        cfg.timing.flush,
+        Some(FlushMethod::Read | FlushMethod::Clflush)
+    );
     for op in &checked.operands {
-        operands.push(build_operand(op, &env, flush_method)?);
+        operands.push(build_operand(op, &env, flush_method, flush_unmarked)?);
     }
 
     // Verification: the spec's outputs (and return value) against its body.
@@ -523,6 +548,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
     let routine = build_routine(spec);
     let calls = build_calls(spec, &operands);
     let per_call_scalars = scalars.iter().any(|s| s.kind != ScalarKind::Fixed);
+    let any_operand_flushed = operands.iter().any(|o| o.flushed);
 
     Ok(DriverModel {
         routine,
@@ -536,6 +562,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             kib: flush_kib,
             kib_source,
             all_cpus: cfg.timing.flush_all_cpus,
+            any_operand_flushed,
         },
         timing: TimingPlan {
             method: timer.spelling(),
@@ -624,6 +651,7 @@ fn build_operand(
     op: &OperandDef,
     env: &ExprEnv,
     flush_method: FlushMethod,
+    flush_unmarked: bool,
 ) -> Result<OperandModel, ModelError> {
     let (name, param_ty, a) = (op.name.as_str(), &op.param_ty, &op.array);
     let elem = &a.elem;
@@ -674,12 +702,16 @@ fn build_operand(
 
     let align = op.align;
     let misalign = op.misalign.unwrap_or(0);
-    // ATLAS's default context is out-of-cache: anything not marked warm is
-    // flushed, unless flushing is off altogether.
-    let cache = if a.is_warm() || flush_method == FlushMethod::None {
+    // As in the reference generator, only `flush` operands are flushed; an
+    // unmarked one is timed as its initialisation and the previous calls
+    // leave it ("No Flush"). Flushing off leaves every operand so, except
+    // that `warm` ones are still re-read as the spec asks.
+    let cache = if a.is_warm() {
         CacheState::Warm
-    } else {
+    } else if flush_method != FlushMethod::None && (a.is_flushed() || flush_unmarked) {
         CacheState::Flushed
+    } else {
+        CacheState::Unflushed
     };
 
     let fill = build_fill(&elem_c, kind, &a.fill, env)?;
@@ -705,6 +737,7 @@ fn build_operand(
         fill,
         cache,
         warm: cache == CacheState::Warm,
+        flushed: cache == CacheState::Flushed,
         is_output,
         rows_value,
         cols_value,
@@ -867,6 +900,45 @@ fn build_routine(spec: &Spec) -> RoutineModel {
         ret_c_type: ret_ty,
         ret_kind: elem_kind(&r.ret),
     }
+}
+
+/// A C file implementing the routine with the spec's own body, so a spec
+/// with a body can be timed without `--impl` (the reference generator's
+/// specs carry their implementation this way). `None` without a body.
+/// The body keeps the spec's parameter types; a Fortran symbol receives
+/// its scalars by reference and passes them on by value.
+pub fn body_as_implementation(spec: &Spec) -> Option<String> {
+    let routine = build_routine(spec);
+    let reference = routine.reference?;
+    let fortran = spec.lang == Lang::Fortran;
+    let args: Vec<String> = spec
+        .routine
+        .params
+        .iter()
+        .map(|p| {
+            let by_ref = fortran && p.ty.pointers == 0;
+            format!("{}{}", if by_ref { "*" } else { "" }, p.name.name)
+        })
+        .collect();
+    let call = format!("tdg_reference({})", args.join(", "));
+    let call = if routine.returns_value {
+        format!("return {call};")
+    } else {
+        format!("{call};")
+    };
+    let includes: String = spec
+        .includes
+        .iter()
+        .map(|i| format!("{}\n", i.text))
+        .collect();
+    let definition = routine.prototype.trim_end_matches(';');
+    Some(format!(
+        "/* {name}: the body of its spec, timed as the implementation (tdg run without --impl). */\n\
+         {includes}#include <complex.h>\n#include <math.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n\
+         {prototype}\n\n{reference}\n\n{definition}\n{{\n    {call}\n}}\n",
+        name = routine.name,
+        prototype = routine.prototype,
+    ))
 }
 
 /// The four call statements. `ops(name)` spells how an operand's pointer is
@@ -1049,11 +1121,60 @@ flop="2*M*N*K+M*N";
     }
 
     #[test]
-    fn flushing_off_makes_every_operand_warm() {
+    fn flushing_off_flushes_nothing_and_keeps_warm_operands_warm() {
         let mut cfg = DriverConfig::new(machine());
         cfg.timing.flush = Some(FlushMethod::None);
         let m = model(GEMM, &cfg);
-        assert!(m.operands.iter().all(|o| o.cache == CacheState::Warm));
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        use CacheState::*;
+        assert_eq!(states, vec![Unflushed, Unflushed, Warm]);
+        assert!(!m.flush.any_operand_flushed);
+    }
+
+    #[test]
+    fn only_flush_operands_are_flushed_unless_the_command_line_asks() {
+        let src = GEMM.replace("RANDOM, flush|align(16));\n  B", "RANDOM, align(16));\n  B");
+        let m = model(&src, &DriverConfig::new(machine()));
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        use CacheState::*;
+        assert_eq!(states, vec![Unflushed, Flushed, Warm]);
+        let a = m.operand("A").unwrap();
+        assert!(!a.warm && !a.flushed);
+        assert!(m.flush.any_operand_flushed);
+        // The spec's timer clause only picks the method for `flush` operands.
+        let clause = format!("{src}timer={{ flush=clflush; }};\n");
+        let m = model(&clause, &DriverConfig::new(machine()));
+        assert_eq!(m.operand("A").unwrap().cache, Unflushed);
+        // --flush read|clflush on the command line: the cold context.
+        let mut cfg = DriverConfig::new(machine());
+        cfg.timing.flush = Some(FlushMethod::Clflush);
+        let m = model(&src, &cfg);
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        assert_eq!(states, vec![Flushed, Flushed, Warm]);
+        // Nothing marked: no operand flushed, so no flush at all.
+        let none = src.replace("flush|", "");
+        let m = model(&none, &DriverConfig::new(machine()));
+        assert!(!m.flush.any_operand_flushed);
+    }
+
+    #[test]
+    fn a_scalar_without_init_is_one_and_says_why() {
+        let src = "routine=void f(const int n, const double alpha, double* X);\ninit={ X=Vector(double, 0, _, n); };\n";
+        let m = model(src, &DriverConfig::new(machine()));
+        let n = m.scalars.iter().find(|s| s.name == "n").unwrap();
+        assert_eq!(
+            (n.init_c.as_str(), n.implicit_reason.is_some()),
+            ("1", true)
+        );
+        let x = m.operand("X").unwrap();
+        assert_eq!((x.cols_value, x.fill.kind), (Some(1), "const"));
+        let text = crate::explain(&m);
+        assert!(
+            text.contains(
+                "alpha (double) = 1: fixed for every call\n      no init in the spec: set to 1"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -10,13 +10,14 @@ pub mod csource;
 pub mod documented;
 mod measure;
 pub mod render;
+pub mod sanity;
 pub mod stats;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub use documented::DocumentedCache;
-pub use measure::{measure, ProbeOptions};
+pub use measure::{measure, remeasure, ProbeOptions};
 
 /// Bumped when the result layout or the methods change, so stale cache
 /// files are re-measured instead of misread.
@@ -297,16 +298,50 @@ pub fn save_to(result: &ProbeResult, path: &Path) -> Result<(), ProbeError> {
 pub fn cached_or_measure() -> Result<ProbeResult, ProbeError> {
     let path = cache_path();
     if let Some(r) = load_cached_from(&path)? {
+        // Used, since re-probing on every run of a busy machine would cost
+        // a minute each; but said, with the way out.
+        let implausible = sanity::against_sysfs(&r);
+        if !implausible.is_empty() {
+            eprintln!(
+                "tdg: the cached probe {} (measured {}) looks disturbed: {}; `tdg probe --check`, then `tdg probe --force` when the machine is idle",
+                path.display(),
+                sanity::age_text(r.measured_at_unix, sanity::now_unix()),
+                implausible.join("; ")
+            );
+        }
         return Ok(r);
     }
     tracing::info!(
         "no probe result at {}; probing this machine (under a minute)",
         path.display()
     );
-    let r = measure(&ProbeOptions::default(), &mut |_| {})?;
-    save_to(&r, &path)?;
-    Ok(r)
+    let settled = measure_settled(&path, &ProbeOptions::default(), None, &mut |_| {})?;
+    if let Some(note) = &settled.note {
+        eprintln!("tdg probe: {note}");
+    }
+    Ok(settled.result)
 }
+
+/// Probes, checks the result and caches it at `path` when it passes
+/// ([`sanity::settle`]): a disturbed probe is probed once more; if that one
+/// is disturbed too, `previous` is kept (or the last attempt is used for
+/// this run only) and nothing is cached.
+pub fn measure_settled(
+    path: &Path,
+    opts: &ProbeOptions,
+    previous: Option<ProbeResult>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<sanity::Settled, ProbeError> {
+    sanity::settle_and_cache(path, PROBE_ATTEMPTS, previous, &mut || {
+        let r = measure(opts, progress)?;
+        progress("repeating the key points of the cache curve");
+        let again = remeasure(opts, &r, &sanity::check_sizes(&r))?;
+        Ok((r, again))
+    })
+}
+
+/// Probes tried before a disturbed result is given up on.
+pub const PROBE_ATTEMPTS: u32 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -110,9 +110,7 @@ pub fn measure(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ProbeResult, ProbeError> {
     let started = Instant::now();
-    let load_average = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()));
+    let load_average = crate::sanity::load_average_now();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let documented_caches = documented::caches_from_sysfs(&opts.sysfs_cpu_dir);
     let doc_data = documented::data_caches(&documented_caches);
@@ -171,6 +169,27 @@ pub fn measure(
         load_average,
         cpus,
     })
+}
+
+/// Re-measures the latency at `sizes` (twice each, the faster kept: noise
+/// only adds) with the probe's own pointer chase, for comparison with a
+/// result made earlier: [`crate::sanity::check_sizes`] picks the sizes.
+pub fn remeasure(
+    opts: &ProbeOptions,
+    r: &ProbeResult,
+    sizes: &[u64],
+) -> Result<Vec<(u64, f64)>, ProbeError> {
+    if sizes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
+    let bench = Microbench::build(scratch.path(), opts.cc.as_deref())?;
+    let mut runs = sizes.to_vec();
+    runs.extend_from_slice(sizes);
+    Ok(chase(&bench, r.line.bytes, r.page_bytes, &runs)?
+        .into_iter()
+        .map(|(x, ns, _)| (x, ns))
+        .collect())
 }
 
 fn measure_tsc(bench: &Microbench) -> Result<Option<TscInfo>, ProbeError> {

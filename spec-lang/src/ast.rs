@@ -257,6 +257,10 @@ pub struct Init {
     pub name: Ident,
     pub value: InitValue,
     pub span: Span,
+    /// Not written in the spec: the value tdg gives a scalar parameter the
+    /// spec leaves without an init (see [`crate::implicit`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implicit: bool,
 }
 
 // Unboxed on purpose: a spec has a handful of entries, and other crates
@@ -309,6 +313,15 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// `3`, `-1.5`: a number, negated any number of times, and nothing else.
+    pub fn is_number_literal(&self) -> bool {
+        match self {
+            Expr::Int(..) | Expr::Float(..) => true,
+            Expr::Unary { operand, .. } => operand.is_number_literal(),
+            _ => false,
+        }
+    }
+
     pub fn span(&self) -> Span {
         match self {
             Expr::Int(_, s) | Expr::Float(_, s) | Expr::Str(_, s) | Expr::Random(s) => *s,

@@ -45,12 +45,14 @@ pub fn check_with(
     file: &str,
     overrides: &BTreeMap<String, f64>,
 ) -> Result<CheckedSpec, Diagnostics> {
+    let (completed, warnings) = crate::implicit::complete(spec);
+    let spec = &completed;
     let mut errors = problems(spec, src);
     errors.extend(driver_problems(spec, src));
     if !errors.is_empty() {
         return Err(Diagnostics::new(file, src, errors));
     }
-    resolve(spec, overrides).map_err(|e| {
+    let mut checked = resolve(spec, overrides).map_err(|e| {
         let mut d = e.to_diagnostic();
         if let Some(name) = failing_array(spec, &e) {
             d.message = format!("`{name}`: {}", d.message);
@@ -67,7 +69,9 @@ pub fn check_with(
             });
         }
         Diagnostics::single(file, src, d)
-    })
+    })?;
+    checked.warnings = Diagnostics::new(file, src, warnings);
+    Ok(checked)
 }
 
 /// The array whose size expression holds the failing span, for messages.
@@ -999,6 +1003,7 @@ impl<'a> Checker<'a> {
                 self.out.push(d);
             }
         }
+        self.const_fills_fit(&env);
         // RANDOM(lo, hi) with lo > hi would draw from an empty interval.
         let mut ranges: Vec<(&Expr, &Expr, Span)> = Vec::new();
         for init in &self.spec.init {
@@ -1032,6 +1037,50 @@ impl<'a> Checker<'a> {
                 .collect();
             if let Err(e) = eval::eval_value(&f.expr, &float_env) {
                 self.out.push(e.to_diagnostic());
+            }
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// A constant fill of integer elements must be a whole number the
+    /// element type holds: C would truncate 1.5 or wrap 300 in a `char`
+    /// without a word, and the timed data would not be what the spec says.
+    fn const_fills_fit(&mut self, env: &BTreeMap<String, eval::Value>) {
+        for init in &self.spec.init {
+            let InitValue::Array(a) = &init.value else {
+                continue;
+            };
+            let (Fill::Const(e, span), false, true) =
+                (&a.fill, a.elem.pointers > 0, a.elem.base.is_integral())
+            else {
+                continue;
+            };
+            let Ok(v) = eval::eval_value(e, env) else {
+                continue;
+            };
+            let ty = type_text(&a.elem);
+            let (lo, hi) = eval::int_range(&a.elem.base);
+            let f = v.as_f64();
+            if f.fract() != 0.0 {
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{ty}` elements cannot hold {f}: C would truncate it to {}",
+                            f.trunc()
+                        ),
+                        *span,
+                    )
+                    .with_hint("give a whole number, or a floating element type"),
+                );
+            } else if (f as i128) < lo || (f as i128) > hi {
+                self.out.push(
+                    Diagnostic::new(
+                        format!("`{ty}` elements cannot hold {f} (they hold {lo} to {hi})"),
+                        *span,
+                    )
+                    .with_hint("use a wider element type or a value in range"),
+                );
             }
         }
     }

@@ -28,6 +28,10 @@ pub struct CheckedSpec {
     /// Values of macros and scalars on the first call (per-call scalars have
     /// their first value; RANDOM and strings have none).
     pub values: BTreeMap<String, Value>,
+    /// What the spec was accepted with despite leaving it out (a scalar
+    /// without init), located; `tdg check`, `run` and `explain` print them.
+    /// Empty (no items) when there is nothing to say.
+    pub warnings: crate::Diagnostics,
     flop: Option<f64>,
 }
 
@@ -73,6 +77,8 @@ pub struct ScalarDef {
     pub ty: CType,
     pub expr: Expr,
     pub per_call: PerCall,
+    /// The spec gave no init: `expr` is [`crate::implicit::IMPLICIT_SCALAR`].
+    pub implicit: bool,
     /// Value on the first call, converted to the parameter's C type.
     pub value: Option<Value>,
 }
@@ -142,6 +148,7 @@ pub fn resolve(spec: &Spec, overrides: &BTreeMap<String, f64>) -> Result<Checked
             _ => PerCall::Fixed,
         };
         scalars.push(ScalarDef {
+            implicit: spec.init_for(&name).is_some_and(|i| i.implicit),
             value: values.get(&name).copied(),
             name,
             ty: p.ty.clone(),
@@ -175,6 +182,7 @@ pub fn resolve(spec: &Spec, overrides: &BTreeMap<String, f64>) -> Result<Checked
         operands,
         overrides: overrides.clone(),
         values,
+        warnings: crate::Diagnostics::new("", "", Vec::new()),
     })
 }
 

@@ -13,9 +13,29 @@
 use crate::ast::Span;
 use std::fmt;
 
+/// How bad a finding is: an error stops the spec; a warning says what
+/// tdg assumed for something the spec leaves out and goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
 /// One error with where it is and, when we can guess, how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Diagnostic {
+    pub severity: Severity,
     pub message: String,
     /// Where in the source; `None` for errors about the file as a whole
     /// (it cannot be read, it has no `routine=` clause).
@@ -30,6 +50,7 @@ pub struct Diagnostic {
 impl Diagnostic {
     pub fn new(message: impl Into<String>, span: Span) -> Self {
         Diagnostic {
+            severity: Severity::Error,
             message: message.into(),
             span: Some(span),
             hint: None,
@@ -38,9 +59,18 @@ impl Diagnostic {
         }
     }
 
+    /// A located warning: the spec is accepted with an assumption it states.
+    pub fn warning(message: impl Into<String>, span: Span) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::new(message, span)
+        }
+    }
+
     /// An error about the whole file, without a location.
     pub fn whole_file(message: impl Into<String>) -> Self {
         Diagnostic {
+            severity: Severity::Error,
             message: message.into(),
             span: None,
             hint: None,
@@ -136,13 +166,20 @@ impl std::error::Error for Diagnostics {}
 
 fn render(f: &mut fmt::Formatter<'_>, file: &str, src: &str, d: &Diagnostic) -> fmt::Result {
     let Some(span) = d.span else {
-        write!(f, "{file}: error: {}", d.message)?;
+        write!(f, "{file}: {}: {}", d.severity.label(), d.message)?;
         if let Some(h) = &d.hint {
             write!(f, "\n  = hint: {h}")?;
         }
         return Ok(());
     };
-    writeln!(f, "{file}:{}:{}: error: {}", d.line, d.col, d.message)?;
+    writeln!(
+        f,
+        "{file}:{}:{}: {}: {}",
+        d.line,
+        d.col,
+        d.severity.label(),
+        d.message
+    )?;
     let start = floor_char_boundary(src, span.start.min(src.len()));
     let line_start = src[..start].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_end = src[start..]

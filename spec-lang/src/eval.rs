@@ -372,7 +372,7 @@ fn convert(v: Value, ty: Option<&CType>, name: &str, span: Span) -> Result<Value
 
 /// Range of a C integer type on x86-64 Linux (LP64, signed `char`), capped
 /// at what the evaluator's 64-bit integers hold.
-fn int_range(b: &BaseType) -> (i128, i128) {
+pub(crate) fn int_range(b: &BaseType) -> (i128, i128) {
     use BaseType::*;
     let signed = |bits: u32| (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1);
     let unsigned = |bits: u32| (0, ((1i128 << bits) - 1).min(i64::MAX as i128));

@@ -346,6 +346,13 @@ fn fill(f: &Fill) -> String {
         Fill::Random(_) => "RANDOM".into(),
         Fill::RandomRange { lo, hi, .. } => format!("RANDOM({}, {})", expr(lo), expr(hi)),
         Fill::Zero(_) => "ZERO".into(),
+        // The reference generator's bare number stays bare.
+        // (Spans compare equal whatever they hold: compare the offsets.)
+        Fill::Const(e, s)
+            if (s.start, s.end) == (e.span().start, e.span().end) && e.is_number_literal() =>
+        {
+            expr(e)
+        }
         Fill::Const(e, _) => format!("CONST({})", expr(e)),
         Fill::Seq(_) => "SEQ".into(),
         Fill::File(p, _) => format!("FILE({})", quote(p)),

@@ -12,6 +12,7 @@ pub mod checked;
 pub mod diag;
 pub mod eval;
 pub mod format;
+pub mod implicit;
 pub mod parser;
 pub mod vocabulary;
 
@@ -78,10 +79,11 @@ pub fn read_source(path: &Path) -> Result<String, Diagnostics> {
 }
 
 /// Parses and checks spec text (what [`load`] does after reading the file).
+/// The spec returned holds an init for every scalar parameter, the ones the
+/// text leaves out marked [`ast::Init::implicit`] (see [`implicit`]).
 pub fn parse_and_check(src: &str, file: &str) -> Result<Spec, Diagnostics> {
     let spec = parse(src, file)?;
-    check(&spec, src, file)?;
-    Ok(spec)
+    Ok(check(&spec, src, file)?.spec)
 }
 
 /// Reads, parses and checks a spec used only for its routine's signature

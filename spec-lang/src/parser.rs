@@ -773,7 +773,12 @@ impl Builder {
             Rule::array_init => InitValue::Array(self.array_init(v)?),
             _ => InitValue::Scalar(self.expr(v, 0)?),
         };
-        Ok(Init { name, value, span })
+        Ok(Init {
+            name,
+            value,
+            span,
+            implicit: false,
+        })
     }
 
     fn array_init(&mut self, v: Pair<Rule>) -> Built<ArrayInit> {
@@ -863,7 +868,7 @@ impl Builder {
         let exprs: Vec<Pair<Rule>> = arg.into_inner().collect();
         let bad = |found: &str| {
             Diagnostic::new(
-                format!("expected a fill (RANDOM, RANDOM(lo,hi), ZERO, CONST(v), SEQ or FILE(\"path\")), found {found}"),
+                format!("expected a fill (RANDOM, RANDOM(lo,hi), ZERO, CONST(v) or a number, SEQ or FILE(\"path\")), found {found}"),
                 span,
             )
             .with_hint(format!("the arguments are {sig}"))
@@ -874,6 +879,15 @@ impl Builder {
             } else {
                 "an attribute list"
             }));
+        }
+        // The reference generator's spelling of CONST(v): a bare number,
+        // possibly negative (`Vector(double, 0, flush, M)`).
+        // Its span is the number's own, which is how `tdg fmt` knows to
+        // keep the spelling (`CONST(v)` spans more than `v`).
+        if is_number_literal(&exprs[0]) {
+            let value = self.expr(exprs[0].clone(), 0)?;
+            let at = value.span();
+            return Ok(Fill::Const(value, at));
         }
         let Some(prim) = sole_primary(exprs[0].clone()) else {
             return Err(bad(&format!("`{}`", exprs[0].as_str())));
@@ -1468,6 +1482,27 @@ impl Builder {
 
 /// The single primary (name, call, literal, parenthesised expr) an expression
 /// consists of, if it has no operators.
+/// `0`, `-1`, `2.5e-3`: a number with any count of unary minus signs and
+/// nothing else.
+fn is_number_literal(p: &Pair<Rule>) -> bool {
+    let mut cur = p.clone();
+    loop {
+        let mut it = cur.clone().into_inner();
+        match cur.as_rule() {
+            Rule::expr | Rule::term => match (it.next(), it.next()) {
+                (Some(only), None) => cur = only,
+                _ => return false,
+            },
+            Rule::unary => match it.find(|q| q.as_rule() != Rule::neg) {
+                Some(prim) => cur = prim,
+                None => return false,
+            },
+            Rule::int | Rule::float => return true,
+            _ => return false,
+        }
+    }
+}
+
 fn sole_primary(p: Pair<Rule>) -> Option<Pair<Rule>> {
     let mut cur = p;
     loop {

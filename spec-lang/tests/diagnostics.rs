@@ -3,6 +3,8 @@
 
 /// A prototype and init that are fine on their own, so each case below can
 /// break exactly one thing.
+use spec_lang::ast::{Fill, InitValue};
+
 const OK_HEAD: &str = "routine=void f(const int N, double* X);\n";
 
 struct Expect {
@@ -345,14 +347,98 @@ fn pointer_parameter_given_a_number() {
 }
 
 #[test]
-fn scalar_parameter_without_value() {
+fn scalar_parameter_without_value_is_accepted_with_a_located_warning_and_the_value_one() {
+    let src = "routine=void f(const int N, const double alpha, double* X);\ninit={X=Vector(double, RANDOM, _, N);};";
+    let spec = spec_lang::parse(src, "t.spec").unwrap();
+    let checked = spec_lang::check(&spec, src, "t.spec").expect("accepted");
+    let w = &checked.warnings.items;
+    assert_eq!(w.len(), 2, "{}", checked.warnings);
+    assert_eq!((w[0].line, w[0].col), (1, 26));
+    assert!(
+        w[0].message
+            .contains("`N` has no init: the driver passes 1"),
+        "{}",
+        w[0].message
+    );
+    assert_eq!(
+        w[0].hint.as_deref(),
+        Some("add e.g. `N=Macro(NS, 100);` to init to choose its value")
+    );
+    assert_eq!(w[0].severity, spec_lang::diag::Severity::Warning);
+    assert_eq!((w[1].line, w[1].col), (1, 42));
+    let text = checked.warnings.to_string();
+    assert!(
+        text.starts_with("t.spec:1:26: warning: scalar parameter `N`"),
+        "{text}"
+    );
+    // The value is defined and used: X has N = 1 element.
+    assert_eq!(checked.operands[0].dims, vec![1]);
+    let n = checked.scalars.iter().find(|s| s.name == "N").unwrap();
+    assert!(n.implicit);
+    assert_eq!(checked.values["N"], spec_lang::eval::Value::Int(1));
+    assert_eq!(checked.values["alpha"], spec_lang::eval::Value::Float(1.0));
+    // A spec that initialises everything has no warnings.
+    let full =
+        "routine=void f(const int N, double* X);\ninit={N=4; X=Vector(double, RANDOM, _, N);};";
+    let spec = spec_lang::parse(full, "t.spec").unwrap();
+    assert!(spec_lang::check(&spec, full, "t.spec")
+        .unwrap()
+        .warnings
+        .is_empty());
+}
+
+#[test]
+fn opaque_scalar_parameter_without_value_is_still_an_error() {
     rejects(
-        "routine=void f(const int N, double* X);\ninit={X=Vector(double, RANDOM, _, 8);};",
+        "routine=void f(struct cfg c, double* X);\ninit={X=Vector(double, RANDOM, _, 8);};",
+        x(1, 27, "parameter `c` has no value", Some("c=")),
+    );
+}
+
+#[test]
+fn a_number_is_a_constant_fill_as_in_the_reference_generator() {
+    for (fill, want) in [
+        ("0", "Vector(double, 0, flush, N)"),
+        ("-1.5", "Vector(double, -1.5, flush, N)"),
+        ("2e-3", "Vector(double, 0.002, flush, N)"),
+        ("CONST(-1.5)", "Vector(double, CONST(-1.5), flush, N)"),
+    ] {
+        let src = format!("{OK_HEAD}init={{N=8; X=Vector(double, {fill}, flush, N);}};");
+        let spec = spec_lang::parse_and_check(&src, "t.spec").unwrap();
+        let InitValue::Array(a) = &spec.init_for("X").unwrap().value else {
+            panic!("X is an array")
+        };
+        assert!(matches!(a.fill, Fill::Const(..)), "{fill}: {:?}", a.fill);
+        // tdg fmt keeps the spelling (numbers in canonical form).
+        let out = spec_lang::format_source(&src, "t.spec").unwrap();
+        assert!(out.contains(want), "{fill}: {out}");
+    }
+    let ints = "routine=void f(const int N, int* X);\ninit={N=8; X=Vector(int, -3, _, N);};";
+    spec_lang::parse_and_check(ints, "t.spec").unwrap();
+}
+
+#[test]
+fn a_constant_fill_must_fit_integer_elements() {
+    rejects(
+        "routine=void f(const int N, char* X);\ninit={N=8; X=Vector(char, 300, _, N);};",
         x(
-            1,
+            2,
+            27,
+            "`char` elements cannot hold 300 (they hold -128 to 127)",
+            Some("wider"),
+        ),
+    );
+    rejects(
+        "routine=void f(const int N, unsigned* X);\ninit={N=8; X=Vector(unsigned int, CONST(-1), _, N);};",
+        x(2, 35, "cannot hold -1", None),
+    );
+    rejects(
+        "routine=void f(const int N, int* X);\ninit={N=8; X=Vector(int, 1.5, _, N);};",
+        x(
+            2,
             26,
-            "parameter `N` has no value",
-            Some("N=Macro(NS, 100);"),
+            "`int` elements cannot hold 1.5: C would truncate it to 1",
+            None,
         ),
     );
 }

@@ -262,6 +262,7 @@ fn init() -> impl Strategy<Value = Init> {
             name,
             value,
             span: sp(),
+            implicit: false,
         })
 }
 

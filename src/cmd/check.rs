@@ -29,16 +29,21 @@ pub fn run(args: Args) -> CmdResult {
     let overrides: BTreeMap<String, f64> = args.defines.into_iter().collect();
     let mut bad = 0usize;
     for path in &args.files {
-        let result = spec_lang::check_file(path, &overrides);
+        let result = spec_lang::load_with(path, &overrides);
         if result.is_err() {
             bad += 1;
         }
         match (args.format, result) {
-            (Format::Text, Ok(summary)) => println!("{}: ok ({summary})", path.display()),
+            (Format::Text, Ok(checked)) => {
+                if !checked.warnings.is_empty() {
+                    eprintln!("{}", checked.warnings);
+                }
+                println!("{}: ok ({})", path.display(), spec_lang::summary(&checked));
+            }
             (Format::Text, Err(d)) => eprintln!("{d}"),
             (Format::Json, r) => {
                 let (ok, summary, diagnostics) = match r {
-                    Ok(s) => (true, Some(s), Vec::new()),
+                    Ok(c) => (true, Some(spec_lang::summary(&c)), c.warnings.items),
                     Err(d) => (false, None, d.items),
                 };
                 let obj = serde_json::json!({

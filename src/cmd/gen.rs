@@ -27,6 +27,9 @@ pub fn model_for(path: &Path, timing: &TimingArgs) -> anyhow::Result<DriverModel
     let mut o = RunOptions::default();
     timing.apply(&mut o)?;
     let checked = spec_lang::load_with_defines(path, &o.defines)?;
+    if !checked.warnings.is_empty() {
+        eprintln!("{}", checked.warnings);
+    }
     Ok(DriverModel::from_checked(&checked, &o.driver_config())?)
 }
 

@@ -23,6 +23,11 @@ pub struct Args {
     /// Measure, but do not write the cache.
     #[arg(long)]
     no_save: bool,
+    /// Say whether the cached result still holds on this machine now: a
+    /// quick re-measure of its key points and a comparison with sysfs.
+    /// Exit status 0: it holds; 1: it does not; 2: there is no cached result.
+    #[arg(long, conflicts_with_all = ["force", "no_save", "svg"])]
+    check: bool,
     /// C compiler for the micro-benchmarks.
     #[arg(long, env = "CC")]
     cc: Option<String>,
@@ -37,11 +42,11 @@ pub fn run(mut args: Args) -> CmdResult {
     formats::table_or_json("tdg probe", format, &(), String::new)?;
     args.json = format == formats::Format::Json;
     let path = probe::cache_path();
-    let cached = if args.force {
-        None
-    } else {
-        probe::load_cached_from(&path)?
-    };
+    if args.check {
+        return check(&args, &path);
+    }
+    let previous = probe::load_cached_from(&path)?;
+    let cached = if args.force { None } else { previous.clone() };
     let result = match cached {
         Some(r) => {
             if !args.json {
@@ -58,18 +63,25 @@ pub fn run(mut args: Args) -> CmdResult {
                 max_buffer_bytes: args.max_buffer_mib.map(|m| m << 20),
                 ..Default::default()
             };
-            let r = probe::measure(&opts, &mut |stage| {
+            let mut progress = |stage: &str| {
                 if !args.json {
                     eprintln!("tdg probe: {stage}");
                 }
-            })?;
-            if !args.no_save {
-                probe::save_to(&r, &path)?;
-                if !args.json {
+            };
+            if args.no_save {
+                probe::measure(&opts, &mut progress)?
+            } else {
+                let settled = probe::measure_settled(&path, &opts, previous, &mut progress)?;
+                // Said even with --json: the result printed is not a fresh
+                // trusted probe.
+                if let Some(note) = &settled.note {
+                    eprintln!("tdg probe: {note}");
+                }
+                if settled.cache_it && !args.json {
                     eprintln!("tdg: saved to {}", path.display());
                 }
+                settled.result
             }
-            r
         }
     };
     if let Some(svg) = &args.svg {
@@ -81,4 +93,52 @@ pub fn run(mut args: Args) -> CmdResult {
     })?;
     formats::write_document(args.out.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `tdg probe --check`: one line, and the exit status says it.
+fn check(args: &Args, path: &std::path::Path) -> CmdResult {
+    let Some(cached) = probe::load_cached_from(path)? else {
+        eprintln!(
+            "tdg probe --check: no probe result for this machine at {} (none yet, or from another CPU or tdg version); run `tdg probe`",
+            path.display()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let opts = probe::ProbeOptions {
+        cc: args.cc.clone(),
+        ..Default::default()
+    };
+    let sizes = probe::sanity::check_sizes(&cached);
+    let now = probe::remeasure(&opts, &cached, &sizes)?;
+    let reasons = probe::sanity::disturbances(&cached, &now);
+    let age = probe::sanity::age_text(cached.measured_at_unix, probe::sanity::now_unix());
+    let holds = reasons.is_empty();
+    if args.json {
+        let obj = serde_json::json!({
+            "holds": holds,
+            "reasons": reasons,
+            "cache": path.display().to_string(),
+            "measured_at_unix": cached.measured_at_unix,
+            "load_average_then": cached.load_average,
+            "load_average_now": probe::sanity::load_average_now(),
+            "remeasured": now.iter().map(|(x, ns)| serde_json::json!({"bytes": x, "ns": ns})).collect::<Vec<_>>(),
+        });
+        println!("{obj}");
+    } else if holds {
+        println!(
+            "tdg probe --check: the cached result holds ({} points re-measured within {}x, cache sizes plausible against sysfs; measured {age})",
+            now.len(),
+            probe::sanity::LATENCY_TOLERANCE
+        );
+    } else {
+        println!(
+            "tdg probe --check: the cached result (measured {age}) does not hold on this machine now: {}; run `tdg probe --force` when the machine is idle",
+            reasons.join("; ")
+        );
+    }
+    Ok(if holds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -166,11 +166,16 @@ pub fn run(args: Args) -> CmdResult {
     if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
         return run_checkpoint(&args, clause);
     }
-    let Some(implementation) = args.implementation.as_deref() else {
-        return Err(formats::contract::usage(format!(
-            "--impl FILE is required: the C file implementing `{}` (only specs with a checkpoint clause run without one)",
-            spec.routine.name.name
-        )));
+    // Without --impl the spec's body is the implementation (kept alive
+    // until the driver is built from it).
+    let body_impl = match &args.implementation {
+        Some(_) => None,
+        None => Some(write_body_implementation(&spec)?),
+    };
+    let implementation = match (&args.implementation, &body_impl) {
+        (Some(p), _) => p.as_path(),
+        (None, Some(f)) => f.path(),
+        (None, None) => unreachable!("one of the two is set above"),
     };
     let mut o = RunOptions {
         cc: args.cc.clone(),
@@ -186,10 +191,22 @@ pub fn run(args: Args) -> CmdResult {
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
+    if body_impl.is_some() {
+        // Checking the body against itself would prove nothing.
+        o.verify = false;
+        eprintln!(
+            "tdg run: timing the body of `{}` in {} as the implementation (no --impl given; nothing to verify against)",
+            spec.routine.name.name,
+            args.spec.display()
+        );
+    }
     o.timing.tolerance = args.tolerance;
     add_env_params(&mut o.defines);
     // The -D values checked against the spec, located as `tdg check -D` does.
-    spec_lang::load_with_defines(&args.spec, &o.defines)?;
+    let checked = spec_lang::load_with_defines(&args.spec, &o.defines)?;
+    if !checked.warnings.is_empty() {
+        eprintln!("{}", checked.warnings);
+    }
     if let Some(path) = &args.contexts {
         return run_contexts(&args, &spec, implementation, &o, path);
     }
@@ -201,6 +218,25 @@ pub fn run(args: Args) -> CmdResult {
     };
     print_reports(&args, &reports)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The spec's body as a C file implementing the routine, or the reason
+/// there is nothing to time.
+fn write_body_implementation(
+    spec: &spec_lang::ast::Spec,
+) -> anyhow::Result<tempfile::NamedTempFile> {
+    let Some(text) = driver_gen::model::body_as_implementation(spec) else {
+        return Err(formats::contract::usage(format!(
+            "--impl FILE is required: the C file implementing `{}` (a spec whose routine has a body {{ ... }} runs without one, timing the body; so does a spec with a checkpoint clause)",
+            spec.routine.name.name
+        )));
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix("tdg-body-")
+        .suffix(".c")
+        .tempfile()?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    Ok(file)
 }
 
 /// `TDG_PARAM_NAME=VALUE` in the environment is `-D NAME=VALUE`, for tuners

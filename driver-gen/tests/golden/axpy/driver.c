@@ -332,8 +332,8 @@ static void tdg_free_sets(void)
 
 /* Allocates `nsets` working sets, keeping set 0 if it exists (so warm
  * operands keep their address). Flushed operands get one copy per set;
- * warm and static ones a single copy every set points at (they never
- * advance). A flushed operand's copies are put in address order (set s+1
+ * warm, unflushed and static ones a single copy every set points at (they
+ * never advance). A flushed operand's copies are put in address order (set s+1
  * above set s), then every set is (re)filled greatest-address-first: the
  * set timed first, the last, is the least recently touched, and timing walks
  * the sets downwards in memory, against the ascending streams a hardware

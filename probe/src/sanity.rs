@@ -1,0 +1,363 @@
+//! Whether a probe result can be trusted, and what to do when it cannot.
+//!
+//! The cached probe feeds every default (flush size, minimum interval,
+//! tune's model), so one disturbed run must not stay in the cache. A result
+//! is disturbed when it disagrees with sysfs beyond what sharing explains,
+//! or when a repeat of its key points right after it reads different
+//! latencies. The same repeat, later, is `tdg probe --check`.
+
+use crate::{CurvePoint, ProbeResult};
+
+/// A re-measured latency must be within this factor of the result's curve
+/// (either way). Noise on a shared machine moves single points by tens of
+/// per cent; a level read at the wrong size moves the latency at the
+/// checked sizes by integer factors.
+pub const LATENCY_TOLERANCE: f64 = 1.5;
+
+/// L1d is private: its effective size matches sysfs on a quiet machine (a
+/// loaded run read 26 816 B for 32 KiB).
+const L1_RANGE: (f64, f64) = (0.85, 1.15);
+/// Levels below the last may be shared with an SMT sibling (512 KiB L2 read
+/// 370-390 KiB here) but not halved.
+const MID_RANGE: (f64, f64) = (0.5, 1.3);
+/// The last level is shared with every other tenant: only too large is
+/// implausible.
+const LLC_MAX: f64 = 1.3;
+
+/// Reasons the result disagrees with the cache sizes sysfs documents.
+pub fn against_sysfs(r: &ProbeResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let n = r.caches.len();
+    for (i, c) in r.caches.iter().enumerate() {
+        let Some(doc) = c.documented_bytes.filter(|&d| d > 0) else {
+            continue;
+        };
+        let ratio = c.effective_bytes as f64 / doc as f64;
+        let (lo, hi) = match i {
+            0 => L1_RANGE,
+            _ if i + 1 < n => MID_RANGE,
+            _ => (0.0, LLC_MAX),
+        };
+        if !(lo..=hi).contains(&ratio) {
+            out.push(format!(
+                "L{} read {} B against {} B in sysfs ({:.0}%, plausible {:.0}-{:.0}%)",
+                c.level,
+                c.effective_bytes,
+                doc,
+                100.0 * ratio,
+                100.0 * lo,
+                100.0 * hi
+            ));
+        }
+    }
+    out
+}
+
+/// Buffer sizes whose latency `tdg probe --check` and the repeat after a
+/// probe re-measure: half of each level's effective size (well inside it)
+/// and a buffer past the last level (memory), each a size the curve has.
+pub fn check_sizes(r: &ProbeResult) -> Vec<u64> {
+    let mut want: Vec<u64> = r.caches.iter().map(|c| c.effective_bytes / 2).collect();
+    if let Some(llc) = r.caches.last() {
+        want.push(4 * llc.effective_bytes);
+    }
+    let mut sizes: Vec<u64> = want
+        .iter()
+        .filter_map(|&w| nearest(&r.cache_curve, w).map(|p| p.x))
+        .collect();
+    sizes.dedup();
+    sizes
+}
+
+/// The curve point closest to `x` on a log scale.
+fn nearest(curve: &[CurvePoint], x: u64) -> Option<&CurvePoint> {
+    let lx = (x.max(1) as f64).ln();
+    curve.iter().min_by(|a, b| {
+        let da = ((a.x.max(1) as f64).ln() - lx).abs();
+        let db = ((b.x.max(1) as f64).ln() - lx).abs();
+        da.total_cmp(&db)
+    })
+}
+
+/// Reasons re-measured `(size, ns)` points disagree with the result's curve.
+pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for &(x, ns) in remeasured {
+        let Some(p) = r.cache_curve.iter().find(|p| p.x == x) else {
+            continue;
+        };
+        let ratio = ns / p.ns;
+        if !(1.0 / LATENCY_TOLERANCE..=LATENCY_TOLERANCE).contains(&ratio) {
+            out.push(format!(
+                "{} buffer: {:.1} ns per access now, {:.1} ns in the result ({:.2}x)",
+                crate::render::bytes(x),
+                ns,
+                p.ns,
+                ratio
+            ));
+        }
+    }
+    out
+}
+
+/// The verdict on a result: empty when it can be trusted.
+pub fn disturbances(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String> {
+    let mut out = against_sysfs(r);
+    out.extend(against_repeat(r, remeasured));
+    out
+}
+
+/// One probe and its check points re-measured right after it.
+pub type Probed = (ProbeResult, Vec<(u64, f64)>);
+
+/// What to keep after probing, and what to tell the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// The result the caller should use now.
+    pub result: ProbeResult,
+    /// Whether `result` may be written to the cache.
+    pub cache_it: bool,
+    /// One line for stderr when the result is not a fresh trusted probe.
+    pub note: Option<String>,
+}
+
+/// Probes until a result passes [`disturbances`], at most `attempts` times.
+/// When none does, keeps `previous` (a cached result that passed when it was
+/// made) or, without one, uses the last attempt for this run only; neither
+/// is (re)written to the cache. `probe_once` measures and re-measures the
+/// check points (the test seam: a function taking measurements).
+pub fn settle<E>(
+    attempts: u32,
+    previous: Option<ProbeResult>,
+    probe_once: &mut dyn FnMut() -> Result<Probed, E>,
+) -> Result<Settled, E> {
+    let mut last: Option<ProbeResult> = None;
+    let mut reasons = Vec::new();
+    for _ in 0..attempts.max(1) {
+        let (r, remeasured) = probe_once()?;
+        reasons = disturbances(&r, &remeasured);
+        if reasons.is_empty() {
+            return Ok(Settled {
+                result: r,
+                cache_it: true,
+                note: None,
+            });
+        }
+        // Repeatable, and off only against sysfs: the machine differs from
+        // what it documents (a VM, a partitioned cache), not a disturbance.
+        // L1d is private and sysfs knows it: never explained away.
+        let repeatable = against_repeat(&r, &remeasured).is_empty()
+            && l1_plausible(&r)
+            && last.as_ref().is_some_and(|p| same_levels(p, &r));
+        if repeatable {
+            return Ok(Settled {
+                note: Some(format!(
+                    "two probes agree with each other but not with sysfs ({}); cached as measured",
+                    reasons.join("; ")
+                )),
+                result: r,
+                cache_it: true,
+            });
+        }
+        last = Some(r);
+    }
+    let last = last.expect("at least one attempt");
+    let load = last
+        .load_average
+        .map(|l| format!(" (load average {l:.2} on {} CPUs)", last.cpus))
+        .unwrap_or_default();
+    let why = format!(
+        "{} probe(s) disturbed{load}: {}",
+        attempts.max(1),
+        reasons.join("; ")
+    );
+    Ok(match previous {
+        Some(p) => Settled {
+            note: Some(format!(
+                "{why}; kept the previous result (measured {}), not cached; probe again when the machine is idle (`tdg probe --force`)",
+                age_text(p.measured_at_unix, now_unix())
+            )),
+            result: p,
+            cache_it: false,
+        },
+        None => Settled {
+            note: Some(format!(
+                "{why}; using it for this run only, not cached; probe again when the machine is idle (`tdg probe --force`)"
+            )),
+            result: last,
+            cache_it: false,
+        },
+    })
+}
+
+fn l1_plausible(r: &ProbeResult) -> bool {
+    r.caches.first().is_none_or(|c| {
+        c.documented_bytes.filter(|&d| d > 0).is_none_or(|d| {
+            (L1_RANGE.0..=L1_RANGE.1).contains(&(c.effective_bytes as f64 / d as f64))
+        })
+    })
+}
+
+/// The same cache levels, each effective size within 10%.
+fn same_levels(a: &ProbeResult, b: &ProbeResult) -> bool {
+    a.caches.len() == b.caches.len()
+        && a.caches.iter().zip(&b.caches).all(|(x, y)| {
+            let r = x.effective_bytes as f64 / y.effective_bytes.max(1) as f64;
+            (0.9..=1.1).contains(&r)
+        })
+}
+
+/// The 1-minute load average now (`/proc/loadavg`), if readable.
+pub fn load_average_now() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|v| v.parse().ok()))
+}
+
+pub fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `3 h ago`, `2 days ago`: how old a result measured at `then` is at `now`.
+pub fn age_text(then: u64, now: u64) -> String {
+    let s = now.saturating_sub(then);
+    match s {
+        0..=119 => format!("{s} s ago"),
+        120..=7199 => format!("{} min ago", s / 60),
+        7200..=172_799 => format!("{} h ago", s / 3600),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
+/// [`settle`], then the result written to `path` only when it may be cached
+/// (a disturbed probe never replaces what is there).
+pub fn settle_and_cache(
+    path: &std::path::Path,
+    attempts: u32,
+    previous: Option<ProbeResult>,
+    probe_once: &mut dyn FnMut() -> Result<Probed, crate::ProbeError>,
+) -> Result<Settled, crate::ProbeError> {
+    let settled = settle(attempts, previous, probe_once)?;
+    if settled.cache_it {
+        crate::save_to(&settled.result, path)?;
+    }
+    Ok(settled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::sample;
+
+    /// The result's own curve at its check sizes: a perfect repeat.
+    fn repeat_of(r: &ProbeResult) -> Vec<(u64, f64)> {
+        check_sizes(r)
+            .into_iter()
+            .map(|x| (x, r.cache_curve.iter().find(|p| p.x == x).unwrap().ns))
+            .collect()
+    }
+
+    fn disturbed_l1() -> ProbeResult {
+        let mut r = sample();
+        r.caches[0].effective_bytes = 26_816;
+        r.load_average = Some(1.7);
+        r
+    }
+
+    #[test]
+    fn a_quiet_result_passes_and_a_disturbed_one_says_why() {
+        let r = sample();
+        assert_eq!(disturbances(&r, &repeat_of(&r)), Vec::<String>::new());
+        let bad = disturbed_l1();
+        let why = disturbances(&bad, &repeat_of(&bad));
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("L1 read 26816 B against 32768 B in sysfs (82%"),
+            "{why:?}"
+        );
+        // A repeat three times slower than the curve at one check size.
+        let mut slow = repeat_of(&r);
+        slow[1].1 *= 3.0;
+        let why = against_repeat(&r, &slow);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].contains("3.00x"), "{why:?}");
+        // Check sizes: inside each level, and memory, all on the curve.
+        assert_eq!(check_sizes(&r), vec![1 << 14, 1 << 18, 1 << 22, 1 << 25]);
+    }
+
+    #[test]
+    fn a_disturbed_probe_is_probed_again_and_never_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.json");
+        // Disturbed, then quiet: the quiet one is cached.
+        let mut results = vec![sample(), disturbed_l1()];
+        let mut once = || {
+            let r = results.pop().unwrap();
+            let again = repeat_of(&r);
+            Ok((r, again))
+        };
+        let s = settle_and_cache(&path, 2, None, &mut once).unwrap();
+        assert!(s.cache_it && s.note.is_none());
+        assert_eq!(crate::load_cached_from(&path).unwrap(), Some(sample()));
+
+        // Disturbed twice with a good cached result: it is kept, unchanged.
+        let mut previous = sample();
+        previous.measured_at_unix = now_unix() - 3 * 3600;
+        crate::save_to(&previous, &path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let mut once = || {
+            let r = disturbed_l1();
+            let again = repeat_of(&r);
+            Ok((r, again))
+        };
+        let s = settle_and_cache(&path, 2, Some(previous.clone()), &mut once).unwrap();
+        assert!(!s.cache_it);
+        assert_eq!(s.result, previous);
+        let note = s.note.unwrap();
+        assert!(
+            note.starts_with("2 probe(s) disturbed (load average 1.70 on 2 CPUs): L1 read 26816 B")
+                && note.contains("kept the previous result (measured 3 h ago)"),
+            "{note}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the cache is untouched"
+        );
+
+        // Disturbed twice and nothing cached: used once, still not cached.
+        let empty = dir.path().join("none/probe.json");
+        let s = settle_and_cache(&empty, 2, None, &mut once).unwrap();
+        assert!(!s.cache_it && s.note.unwrap().contains("for this run only"));
+        assert!(!empty.exists());
+    }
+
+    #[test]
+    fn a_machine_that_repeatably_differs_from_sysfs_below_l1_is_cached_with_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.json");
+        let mut once = || {
+            let mut r = sample();
+            r.caches[1].documented_bytes = Some(4 << 20); // sysfs claims 4 MiB
+            let again = repeat_of(&r);
+            Ok((r, again))
+        };
+        let s = settle_and_cache(&path, 2, None, &mut once).unwrap();
+        assert!(s.cache_it, "{:?}", s.note);
+        assert!(s
+            .note
+            .unwrap()
+            .contains("agree with each other but not with sysfs"));
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age_text(100, 130), "30 s ago");
+        assert_eq!(age_text(0, 600), "10 min ago");
+        assert_eq!(age_text(0, 5 * 3600), "5 h ago");
+        assert_eq!(age_text(0, 3 * 86_400), "3 days ago");
+    }
+}
