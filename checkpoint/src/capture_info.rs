@@ -185,6 +185,10 @@ pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
             // The terminal stays with the user's session; copies run without one.
             (tty.clone(), Substitute::DevNull)
         } else if d.target.starts_with("pipe:[") {
+            if holds_both_ends(info, &d.target) {
+                // CRIU restores a pipe the process holds whole, data included.
+                continue;
+            }
             (d.target.clone(), Substitute::DevNull)
         } else if d.target.starts_with('/')
             && access != libc::O_RDONLY as u32
@@ -208,6 +212,16 @@ pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
         }
     }
     out
+}
+
+/// The process holds a read end and a write end of this pipe.
+fn holds_both_ends(info: &CaptureInfo, pipe: &str) -> bool {
+    let has = |mode: i32| {
+        info.descriptors
+            .iter()
+            .any(|d| d.target == pipe && d.flags & libc::O_ACCMODE as u32 == mode as u32)
+    };
+    has(libc::O_RDONLY) && has(libc::O_WRONLY)
 }
 
 fn is_device(path: &str) -> bool {
