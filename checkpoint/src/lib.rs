@@ -9,6 +9,7 @@
 //! [`run_doctor`].
 
 pub mod autodelay;
+pub mod breakdown;
 pub mod candidate;
 pub mod capture;
 pub mod capture_info;
@@ -36,7 +37,7 @@ pub use error::{CheckpointError, Result};
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
-pub use restore::{Candidate, CopyInstructions, RestoredRun, SamplePhases};
+pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases};
 pub use sites::{list_sites, SitesReport};
 pub use stats::SampleStats;
 pub use timing::{

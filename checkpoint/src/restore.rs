@@ -116,6 +116,11 @@ pub struct RestorePlan {
     pub timeout: Duration,
     /// The image's host library can take many samples per restore by fork.
     pub fork_samples: bool,
+    /// CRIU's log level (2: errors and warnings; 4: every step, timestamped,
+    /// for a breakdown of where a restore's time goes).
+    pub log_level: u8,
+    /// Keep the restore log after a good restore (for that breakdown).
+    pub keep_log: bool,
 }
 
 /// util-linux's `unshare` or `setsid`, which every restore runs through.
@@ -153,6 +158,8 @@ impl RestorePlan {
                 .any(|d| d.tty_key.is_some()),
             timeout,
             fork_samples: manifest.capture.fork_samples,
+            log_level: 2,
+            keep_log: false,
         })
     }
 
@@ -185,7 +192,9 @@ impl RestorePlan {
             .arg("restore")
             .arg("-D")
             .arg(&self.image)
-            .args(["--shell-job", "-v2", "-o"])
+            .arg("--shell-job")
+            .arg(format!("-v{}", self.log_level))
+            .arg("-o")
             .arg(self.log_name())
             .arg("--inherit-fd")
             .arg(format!("fd[{RESULT_FD}]:{}", self.result_channel));
@@ -323,7 +332,9 @@ impl RestorePlan {
             // but reported nothing still needs it for diagnosis.
             Ok(_) => match report.times {
                 Some(times) => {
-                    let _ = std::fs::remove_file(self.log_path());
+                    if !self.keep_log {
+                        let _ = std::fs::remove_file(self.log_path());
+                    }
                     Ok(run(times))
                 }
                 None => Err(failed(

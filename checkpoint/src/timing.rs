@@ -247,6 +247,11 @@ impl ImageTimer {
         Ok(run)
     }
 
+    /// The restores' plan, to change CRIU's log level for a breakdown.
+    pub fn plan_mut(&mut self) -> &mut RestorePlan {
+        &mut self.plan
+    }
+
     /// Fail early (before any sample) on instructions the image cannot carry.
     pub fn check(&self, instructions: &CopyInstructions) -> Result<()> {
         self.plan.check_instructions(instructions)
