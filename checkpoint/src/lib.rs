@@ -21,6 +21,7 @@ pub mod forked;
 pub mod hostlib;
 pub mod inapp;
 pub mod inherited;
+pub mod libcriu;
 pub mod manifest;
 pub mod restore;
 pub mod sites;
