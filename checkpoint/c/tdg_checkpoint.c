@@ -189,6 +189,7 @@ static struct {
     struct timespec t_fork;     /* child: the sampler's clock just before fork() */
     struct timespec t_start;    /* child: its first clock read */
     struct timespec t_prepared; /* child: pages pre-faulted (and flushed) */
+    struct sigaction app_sigchld; /* the application's, for every child */
     long long fork_ns, prepare_ns, delay_ns;
     long prepare_faults;
     long minflt0;
@@ -851,6 +852,7 @@ static bool fork_child(int k, pid_t *pid)
     if (*pid != 0)
         return false;
     clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_start);
+    sigaction(SIGCHLD, &fork_plan.app_sigchld, NULL);
     fork_plan.in_child = true;
     fork_plan.t_fork = t;
     fork_plan.fork_ns = elapsed_ns(&t, &fork_plan.t_start);
@@ -863,9 +865,12 @@ static bool child_ended(pid_t pid, long sample, int k, const struct timespec *t0
 {
     struct timespec t1;
     char line[160];
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    int status = 0;
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
+    if (got < 0) /* cannot happen with SIGCHLD at its default; say so if it does */
+        status = 0xff00;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     restore_offsets();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -895,6 +900,16 @@ static void sample_by_fork(bool pair_api)
     pid_t pid;
     struct timespec t0;
 
+    /* The sampler reaps each child itself: an application that ignores
+     * SIGCHLD (children reaped by the kernel) or catches it must not see
+     * them. Every child gets the application's disposition back. */
+    {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGCHLD, &dfl, &fork_plan.app_sigchld);
+    }
     fork_plan.page = sysconf(_SC_PAGESIZE);
     fork_plan.cold = pair_api || g.delay == 0;
     if (threads > 1) {

@@ -5,10 +5,9 @@
 //! CRIU; needs root and setup.
 mod common;
 
-use checkpoint::{capture, time_image, CaptureRequest, TimeOptions};
+use checkpoint::{capture, time_image};
 use common::*;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 fn capture_replay(ws: &Workspace, mode: &str, extra: &[&Path], call: u64, delay: u64) -> PathBuf {
     let exe = ws.build_app(&["replay.c"], "replay", &[]);
@@ -16,29 +15,9 @@ fn capture_replay(ws: &Workspace, mode: &str, extra: &[&Path], call: u64, delay:
     let log = ws.dir.path().join(format!("{mode}.log"));
     let mut command = os_args(&[&exe, &mode, &log]);
     command.extend(extra.iter().map(|p| p.as_os_str().to_os_string()));
-    capture(
-        &CaptureRequest {
-            command,
-            image: img.clone(),
-            site: Some("step".into()),
-            call,
-            delay,
-            timeout: Some(Duration::from_secs(120)),
-            quiet: true,
-            preload: None,
-        },
-        &criu(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    capture(&request(command, img.clone(), "step", call, delay), &criu())
+        .unwrap_or_else(|e| panic!("{e}"));
     img
-}
-
-fn opts(samples: usize) -> TimeOptions {
-    TimeOptions {
-        samples,
-        criu: Some(criu()),
-        ..Default::default()
-    }
 }
 
 /// The timed call writes 256 pages (1 MiB) that none of the delay calls
@@ -119,20 +98,9 @@ fn two_hundred_forked_samples_leave_no_process_or_namespace_behind() {
     let exe = ws.build("datasens.c", "datasens", &[]);
     let img = ws.image("img");
     let namespaces_before = pid_namespaces();
-    capture(
-        &CaptureRequest {
-            command: os_args(&[&exe, &"search", &ws.out_file()]),
-            image: img.clone(),
-            site: Some("search".into()),
-            call: 6,
-            delay: 2,
-            timeout: Some(Duration::from_secs(120)),
-            quiet: true,
-            preload: None,
-        },
-        &criu(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let command = os_args(&[&exe, &"search", &ws.out_file()]);
+    capture(&request(command, img.clone(), "search", 6, 2), &criu())
+        .unwrap_or_else(|e| panic!("{e}"));
     let report = time_image(&img, &opts(200)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.samples_ns.len(), 200);
     assert_eq!(report.restores, 1);
@@ -170,20 +138,9 @@ fn immediate_forked_samples_read_cold() {
     let exe = ws.build("datasens.c", "datasens", &[]);
     let take = |delay: u64| {
         let img = ws.image(&format!("d{delay}"));
-        capture(
-            &CaptureRequest {
-                command: os_args(&[&exe, &"search", &ws.out_file()]),
-                image: img.clone(),
-                site: Some("search".into()),
-                call: 8,
-                delay,
-                timeout: Some(Duration::from_secs(120)),
-                quiet: true,
-                preload: None,
-            },
-            &criu(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let command = os_args(&[&exe, &"search", &ws.out_file()]);
+        capture(&request(command, img.clone(), "search", 8, delay), &criu())
+            .unwrap_or_else(|e| panic!("{e}"));
         let report = time_image(&img, &opts(15)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(report.sampling, "fork");
         report.region_ns
