@@ -339,7 +339,19 @@ fn bench_case(
         }
     }
     if rounds > 1 {
-        row.breakdown = breakdown(&delayed_img, &fork_opts, per_round * rounds);
+        // As many samples per restore as a tuning run takes per image.
+        let samples = std::env::var("BENCH_BREAKDOWN_SAMPLES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
+        row.breakdown = breakdown(&delayed_img, &fork_opts, samples);
+        let whole = Column::med(&row.in_app.cost_ms);
+        if let Some((_, cost)) = row.breakdown.last() {
+            row.breakdown.push((
+                format!("  whole run / cost per sample at {samples} samples per restore"),
+                whole / cost,
+            ));
+        }
     }
     row
 }
