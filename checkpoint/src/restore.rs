@@ -271,6 +271,8 @@ impl RestorePlan {
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let drain = {
             let done = done.clone();
+            // Woken only by data (poll), not by a timer: the restores of a
+            // pinned comparison share one CPU with this thread.
             std::thread::spawn(move || {
                 let mut text = String::new();
                 loop {
@@ -279,7 +281,13 @@ impl RestorePlan {
                     if finished {
                         break text;
                     }
-                    std::thread::sleep(Duration::from_millis(1));
+                    let mut ready = libc::pollfd {
+                        fd: result_read.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut ready, 1, 50) };
                 }
             })
         };
