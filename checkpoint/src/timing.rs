@@ -157,7 +157,7 @@ pub struct Samples {
     /// (implementation, why) for each that failed.
     pub failures: Vec<(usize, CheckpointError)>,
     pub restores: usize,
-    /// Some samples were taken by fork.
+    /// Some samples were taken by fork (not only attempted).
     pub forked: bool,
     pub fallback: Option<String>,
     /// Everything, from the first restore to the last sample.
@@ -288,7 +288,7 @@ impl ImageTimer {
             let sub: Vec<usize> = pending.iter().map(|&i| schedule[i]).collect();
             let forked = self.plan.restore_forked(candidates, &sub)?;
             taken.restores += 1;
-            taken.forked = true;
+            taken.forked |= !forked.samples.is_empty();
             taken.learned_pages = forked.learned_pages.or(taken.learned_pages);
             for (&slot, run) in pending.iter().zip(forked.samples) {
                 taken.runs[slot] = Some(run);

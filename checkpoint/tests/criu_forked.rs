@@ -83,7 +83,7 @@ fn a_delay_that_reads_a_pipe_falls_back_to_one_restore_per_sample() {
         why.contains("descriptor") && why.contains("pipe:["),
         "reason: {why}"
     );
-    assert_eq!(report.sampling, "fork", "the learning pass ran forked");
+    assert_eq!(report.sampling, "restore", "no sample was taken by fork");
     assert_eq!(report.samples_ns.len(), 3);
     // The forked attempt, then one restore per sample.
     assert_eq!(report.restores, 4, "{report:?}");
