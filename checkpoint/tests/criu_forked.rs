@@ -175,3 +175,58 @@ fn processes_in_namespace(ns: u64) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
         .collect()
 }
+
+/// A tune round on the fork path: every candidate loaded once in the
+/// restored copy, the children running them round-robin. One that crashes
+/// drops out with its signal and phase; the others keep all their samples.
+#[test]
+fn candidates_of_one_round_interleave_in_one_restore_and_a_crash_drops_out_alone() {
+    let ws = Workspace::new("forked-round");
+    let exe = ws.build("datasens.c", "datasens", &["-rdynamic"]);
+    let img = ws.image("sort");
+    let command = os_args(&[&exe, &"sort", &ws.out_file()]);
+    capture(&request(command, img.clone(), "sort", 8, 2), &criu())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let build = |name: &str, source: &Path| {
+        checkpoint::build_candidate(
+            &checkpoint::CandidateSource {
+                implementation: source.to_path_buf(),
+                cflags: vec!["-O2".into()],
+                ..Default::default()
+            },
+            ws.dir.path(),
+            name,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let good = build("good", &Path::new(APPS).join("isort.c"));
+    let crash_src = ws.dir.path().join("crash.c");
+    std::fs::write(
+        &crash_src,
+        "void isort(long *a, int n) { (void)a; (void)n; *(volatile long *)0 = 1; }\n",
+    )
+    .unwrap();
+    let crash = build("crash", &crash_src);
+    let timer = checkpoint::ImageTimer::open(&img, &opts(1)).unwrap_or_else(|e| panic!("{e}"));
+    let schedule: Vec<usize> = (0..4).flat_map(|_| [0, 1, 2]).collect();
+    let taken = timer
+        .take_samples(&[good, crash], &schedule, false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(taken.forked);
+    assert_eq!(taken.failures.len(), 1, "{:?}", taken.failures);
+    let (k, e) = &taken.failures[0];
+    assert_eq!(*k, 2);
+    let e = e.to_string();
+    assert!(
+        e.contains("crash.c was killed by SIGSEGV in delay call 1 of 2"),
+        "{e}"
+    );
+    for (i, (&k, run)) in schedule.iter().zip(&taken.runs).enumerate() {
+        assert_eq!(run.is_some(), k != 2, "sample {i} (implementation {k})");
+        if let Some(run) = run {
+            assert_eq!(run.minor_faults, Some(0), "sample {i}");
+        }
+    }
+    // The first restore stopped at the crash; the rest took one more.
+    assert_eq!(taken.restores, 2);
+}
