@@ -148,7 +148,7 @@ static void write_census(void);
 
 /* Many samples per restore: the restored copy (the sampler) stays stopped at
  * the checkpoint and forks one child per sample; see sample_by_fork(). */
-#define MAX_CANDIDATES 64
+#define MAX_CANDIDATES 64 /* forked::MAX_CANDIDATES on the Rust side */
 #define MAX_SAMPLES 1000000L
 #define MAX_RANGES 8192
 #define MAX_SAVED_FDS 1024

@@ -21,6 +21,9 @@ use crate::restore::{
 };
 use std::time::Duration;
 
+/// Candidates one sampling copy can hold (MAX_CANDIDATES in tdg_checkpoint.c).
+pub const MAX_CANDIDATES: usize = 64;
+
 /// What one restore that took many samples gave back.
 #[derive(Debug)]
 pub struct ForkedRestore {

@@ -280,6 +280,13 @@ impl ImageTimer {
             learned_pages: None,
         };
         let fork = !restore_per_sample && self.plan.can_fork_samples();
+        if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
+            taken.fallback = Some(format!(
+                "{} candidates in one round, more than the {} one sampling copy loads",
+                candidates.len(),
+                crate::forked::MAX_CANDIDATES
+            ));
+        }
         while fork && taken.fallback.is_none() {
             let pending = taken.pending(schedule);
             if pending.is_empty() {
