@@ -33,6 +33,15 @@
  * - A copy catches the fatal signals and reports the signal and the phase
  *   (delay call k of K, or the timed call) on the result pipe before dying:
  *   a crashing candidate is a finding, not a lost sample.
+ * - Many samples per restore: told `schedule=` (and any number of
+ *   `candidate=` lines), the copy stays at the checkpoint as a sampler and
+ *   forks a child per sample (sample_by_fork). A learning pass per
+ *   implementation finds the pages the replay writes (pagemap's
+ *   exclusively-mapped bit) so every child copies them before its replay
+ *   and the timed call takes no copy-on-write fault; file offsets are put
+ *   back after each child; immediate checkpoints flush the caches first;
+ *   what a fork cannot replay answers `fallback=` and tdg restores per
+ *   sample.
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
