@@ -91,6 +91,20 @@ fn capture_then_time_json_from_the_command_line() {
     let o = tdg(&[&"checkpoint", &"time", &img, &"-r", &"3"]);
     let (so, _) = text(&o);
     assert!(
+        so.contains("took 3 samples in 1 restore(s), a fork of the restored copy each")
+            && so.contains("region wall time: min"),
+        "{so}"
+    );
+    let o = tdg(&[
+        &"checkpoint",
+        &"time",
+        &img,
+        &"-r",
+        &"3",
+        &"--restore-per-sample",
+    ]);
+    let (so, _) = text(&o);
+    assert!(
         so.contains("restored 3 times") && so.contains("region wall time: min"),
         "{so}"
     );

@@ -33,6 +33,15 @@
  * - A copy catches the fatal signals and reports the signal and the phase
  *   (delay call k of K, or the timed call) on the result pipe before dying:
  *   a crashing candidate is a finding, not a lost sample.
+ * - Many samples per restore: told `schedule=` (and any number of
+ *   `candidate=` lines), the copy stays at the checkpoint as a sampler and
+ *   forks a child per sample (sample_by_fork). A learning pass per
+ *   implementation finds the pages the replay writes (pagemap's
+ *   exclusively-mapped bit) so every child copies them before its replay
+ *   and the timed call takes no copy-on-write fault; file offsets are put
+ *   back after each child; immediate checkpoints flush the caches first;
+ *   what a fork cannot replay answers `fallback=` and tdg restores per
+ *   sample.
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
@@ -47,7 +56,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -141,6 +154,55 @@ static struct {
 } census;
 
 static void write_census(void);
+
+/* Many samples per restore: the restored copy (the sampler) stays stopped at
+ * the checkpoint and forks one child per sample; see sample_by_fork(). */
+#define MAX_CANDIDATES 64 /* forked::MAX_CANDIDATES on the Rust side */
+#define MAX_SAMPLES 1000000L
+#define MAX_RANGES 8192
+#define MAX_SAVED_FDS 1024
+struct mem_range {
+    unsigned long start, end;
+    bool readable, private_writable, shared_writable;
+    char name[64];
+};
+struct saved_fd {
+    int fd;
+    bool seekable;  /* a regular file: its offset is put back after each sample */
+    off_t offset;
+    bool queue;     /* a pipe or socket: its unread bytes must not change */
+    int queued;
+    char what[96];
+};
+static struct {
+    void *candidates[MAX_CANDIDATES]; /* in control-pipe order */
+    int n_candidates;
+    int *schedule;      /* per sample: 0 the application's code, k the k-th candidate */
+    long n_samples;     /* 0: this copy is the one sample (one restore per sample) */
+    bool in_child;      /* a forked sample (or the learning pass) */
+    bool learning;      /* the first child: learns which pages the replay writes */
+    long sample;        /* the forked sample's index, 0-based */
+    bool cold;          /* immediate checkpoint: flush the caches before each sample */
+    long page;
+    struct mem_range *ranges;
+    int n_ranges;
+    unsigned long *present; /* pages present at the checkpoint (readable mappings) */
+    size_t n_present;
+    /* those of file mappings: fork() does not copy their page table entries */
+    unsigned long *file_present;
+    size_t n_file_present;
+    unsigned long *written; /* shared with the learning pass: pages it wrote */
+    size_t *n_written, cap_written;
+    struct saved_fd *fds;
+    int n_fds;
+    struct timespec t_fork;     /* child: the sampler's clock just before fork() */
+    struct timespec t_start;    /* child: its first clock read */
+    struct timespec t_prepared; /* child: pages pre-faulted (and flushed) */
+    struct sigaction app_sigchld; /* the application's, for every child */
+    long long fork_ns, prepare_ns, delay_ns;
+    long prepare_faults;
+    long minflt0;
+} fork_plan;
 
 static void read_environment(void)
 {
@@ -251,20 +313,35 @@ static inline void cpu_now(struct timespec *t)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, t);
 }
 
+static long long elapsed_ns(const struct timespec *a, const struct timespec *b)
+{
+    return (long long)(b->tv_sec - a->tv_sec) * 1000000000LL + (b->tv_nsec - a->tv_nsec);
+}
+
+/* Minor page faults of this process so far: a sample's timed call should
+ * take none (a copy-on-write or first-touch fault inside it is not the
+ * routine's cost). */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
+}
+
 static void start_region_clocks(void)
 {
+    if (fork_plan.in_child) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        fork_plan.delay_ns = elapsed_ns(&fork_plan.t_prepared, &t);
+    }
     measure_overhead();
+    fork_plan.minflt0 = minor_faults();
     cpu_now(&g.cpu0);
     /* last, so reading the CPU clock is not timed */
     if (use_tsc())
         g.tsc0 = tsc_begin();
     else
         now(&g.t0);
-}
-
-static long long elapsed_ns(const struct timespec *a, const struct timespec *b)
-{
-    return (long long)(b->tv_sec - a->tv_sec) * 1000000000LL + (b->tv_nsec - a->tv_nsec);
 }
 
 static void complain(const char *fmt, const char *arg)
@@ -428,6 +505,38 @@ static void catch_fatal_signals(void)
         sigaction(fatal[i], &sa, NULL);
 }
 
+/* Our own bookkeeping lives in mmap()ed memory, not the application's heap,
+ * so every sample's malloc state is the checkpoint's. */
+static void *map_private(size_t bytes)
+{
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* `schedule=0,1,2,0,1,2`: one sample per entry, each naming what it runs. */
+static void parse_schedule(const char *text)
+{
+    long n = 1;
+    for (const char *c = text; *c; c++)
+        n += *c == ',';
+    if (n > MAX_SAMPLES)
+        fail_copy("cannot take so many samples in one restore: ", text);
+    fork_plan.schedule = map_private((size_t)n * sizeof *fork_plan.schedule);
+    if (!fork_plan.schedule)
+        fail_copy("cannot allocate the sample schedule: ", strerror(errno));
+    fork_plan.n_samples = 0;
+    for (const char *c = text; *c;) {
+        char *end;
+        long k = strtol(c, &end, 10);
+        if (end == c || k < 0 || k > MAX_CANDIDATES)
+            fail_copy("bad sample schedule: ", text);
+        fork_plan.schedule[fork_plan.n_samples++] = (int)k;
+        c = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            fail_copy("bad sample schedule: ", text);
+    }
+}
+
 /* Restored copy: read tdg's instructions (until EOF) and act on them. */
 static void follow_control(int fd)
 {
@@ -450,11 +559,465 @@ static void follow_control(int fd)
         } else if (strncmp(line, "tsc_ghz=", 8) == 0) {
             g.tsc_ghz = strtod(line + 8, NULL);
         } else if (strncmp(line, "candidate=", 10) == 0) {
+            if (fork_plan.n_candidates == MAX_CANDIDATES)
+                fail_copy("cannot be loaded: ", "more than 64 candidates in one restore");
             g.candidate = dlopen(line + 10, RTLD_NOW | RTLD_LOCAL);
-            if (!g.candidate)
+            if (!g.candidate) {
+                char which[48];
+                snprintf(which, sizeof which, "failed_candidate=%d\n", fork_plan.n_candidates + 1);
+                report_line(which);
                 fail_copy("cannot be loaded: ", dlerror());
+            }
+            fork_plan.candidates[fork_plan.n_candidates++] = g.candidate;
+        } else if (strncmp(line, "schedule=", 9) == 0) {
+            parse_schedule(line + 9);
         }
     }
+}
+
+/* The mappings at the checkpoint. Kernel-provided ones that are not plain
+ * memory ([vvar], [vsyscall]) are left out of everything below. */
+static const char *read_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[PATH_MAX + 128];
+    if (!f)
+        return "cannot read /proc/self/maps";
+    fork_plan.ranges = map_private(MAX_RANGES * sizeof *fork_plan.ranges);
+    if (!fork_plan.ranges) {
+        fclose(f);
+        return "cannot allocate the mapping table";
+    }
+    while (fgets(line, sizeof line, f)) {
+        unsigned long start, end;
+        char perms[8] = "", path[PATH_MAX] = "";
+        struct mem_range *r;
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095[^\n]", &start, &end, perms, path) < 3)
+            continue;
+        if (strncmp(path, "[vvar", 5) == 0 || strcmp(path, "[vsyscall]") == 0)
+            continue;
+        if (fork_plan.n_ranges == MAX_RANGES) {
+            fclose(f);
+            return "the process has more than 8192 mappings";
+        }
+        r = &fork_plan.ranges[fork_plan.n_ranges++];
+        r->start = start;
+        r->end = end;
+        r->readable = perms[0] == 'r';
+        r->private_writable = perms[1] == 'w' && perms[3] == 'p';
+        r->shared_writable = perms[1] == 'w' && perms[3] == 's';
+        snprintf(r->name, sizeof r->name, "%s", path[0] ? path : "anonymous");
+    }
+    fclose(f);
+    return NULL;
+}
+
+/* Calls `each(page, entry)` for every page of [start, end) with its
+ * /proc/self/pagemap entry (bit 63 present, bit 56 mapped only here). */
+static bool walk_pagemap(int pm, unsigned long start, unsigned long end,
+                         void (*each)(unsigned long page, unsigned long long entry))
+{
+    unsigned long long buf[512];
+    unsigned long page = start;
+    while (page < end) {
+        size_t want = (end - page) / (unsigned long)fork_plan.page;
+        ssize_t got;
+        if (want > 512)
+            want = 512;
+        got = pread(pm, buf, want * sizeof buf[0], (off_t)(page / (unsigned long)fork_plan.page * sizeof buf[0]));
+        if (got <= 0)
+            return false;
+        for (size_t i = 0; i < (size_t)got / sizeof buf[0]; i++, page += (unsigned long)fork_plan.page)
+            each(page, buf[i]);
+    }
+    return true;
+}
+
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_EXCLUSIVE (1ULL << 56)
+
+static size_t present_capacity;
+static void note_present(unsigned long page, unsigned long long entry)
+{
+    if ((entry & PAGEMAP_PRESENT) && fork_plan.n_present < present_capacity)
+        fork_plan.present[fork_plan.n_present++] = page;
+}
+
+/* Learning pass: a page of a private writable mapping that is present and
+ * mapped by this process alone was written here (a copy-on-write copy) or
+ * first touched here. */
+static void note_written(unsigned long page, unsigned long long entry)
+{
+    if ((entry & PAGEMAP_PRESENT) && (entry & PAGEMAP_EXCLUSIVE) && *fork_plan.n_written < fork_plan.cap_written)
+        fork_plan.written[(*fork_plan.n_written)++] = page;
+}
+
+static const char *find_present_pages(void)
+{
+    size_t pages = 0, writable = 0;
+    int pm;
+    for (int i = 0; i < fork_plan.n_ranges; i++) {
+        size_t n = (fork_plan.ranges[i].end - fork_plan.ranges[i].start) / (unsigned long)fork_plan.page;
+        if (fork_plan.ranges[i].readable)
+            pages += n;
+        if (fork_plan.ranges[i].private_writable)
+            writable += n;
+    }
+    present_capacity = pages;
+    fork_plan.present = map_private(pages * sizeof *fork_plan.present);
+    {
+        int distinct = 0;
+        for (long i = 0; i < fork_plan.n_samples; i++) {
+            bool seen = false;
+            for (long j = 0; j < i && !seen; j++)
+                seen = fork_plan.schedule[j] == fork_plan.schedule[i];
+            distinct += !seen;
+        }
+        writable *= (size_t)distinct;
+    }
+    fork_plan.cap_written = writable;
+    {
+        void *shared = mmap(NULL, sizeof(size_t) + writable * sizeof(unsigned long), PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (shared == MAP_FAILED || !fork_plan.present)
+            return "cannot allocate the page lists";
+        fork_plan.n_written = shared;
+        fork_plan.written = (unsigned long *)((char *)shared + sizeof(size_t));
+    }
+    pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm < 0)
+        return "cannot read /proc/self/pagemap";
+    for (int i = 0; i < fork_plan.n_ranges; i++)
+        if (fork_plan.ranges[i].readable &&
+            !walk_pagemap(pm, fork_plan.ranges[i].start, fork_plan.ranges[i].end, note_present)) {
+            close(pm);
+            return "cannot read /proc/self/pagemap";
+        }
+    close(pm);
+    /* The file-backed ones, a subset of the list (kept sorted by address). */
+    fork_plan.file_present = map_private(fork_plan.n_present * sizeof *fork_plan.file_present);
+    if (!fork_plan.file_present)
+        return "cannot allocate the page lists";
+    for (size_t i = 0, r = 0; i < fork_plan.n_present; i++) {
+        while (fork_plan.ranges[r].end <= fork_plan.present[i])
+            r++;
+        if (fork_plan.ranges[r].name[0] == '/')
+            fork_plan.file_present[fork_plan.n_file_present++] = fork_plan.present[i];
+    }
+    return NULL;
+}
+
+/* Learning pass, at the end of the timed call. */
+static void learn_written_pages(void)
+{
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm < 0)
+        return;
+    for (int i = 0; i < fork_plan.n_ranges; i++)
+        if (fork_plan.ranges[i].private_writable)
+            walk_pagemap(pm, fork_plan.ranges[i].start, fork_plan.ranges[i].end, note_written);
+    close(pm);
+}
+
+/* Every descriptor whose state a sample changes for the next one: regular
+ * files (the offset, shared with the sampler through the open file
+ * description) and pipes and sockets (the unread bytes, which a replay
+ * cannot put back). */
+static const char *save_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    if (!d)
+        return "cannot list /proc/self/fd";
+    fork_plan.fds = map_private(MAX_SAVED_FDS * sizeof *fork_plan.fds);
+    if (!fork_plan.fds) {
+        closedir(d);
+        return "cannot allocate the descriptor table";
+    }
+    while ((e = readdir(d)) != NULL) {
+        struct saved_fd *s;
+        struct stat st;
+        char link[64];
+        ssize_t n;
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dirfd(d) || fd == g.result_fd || fstat(fd, &st) < 0)
+            continue;
+        if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+            continue;
+        if (fork_plan.n_fds == MAX_SAVED_FDS)
+            break;
+        s = &fork_plan.fds[fork_plan.n_fds++];
+        s->fd = fd;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        n = readlink(link, s->what, sizeof s->what - 1);
+        s->what[n > 0 ? n : 0] = '\0';
+        if (S_ISREG(st.st_mode)) {
+            s->offset = lseek(fd, 0, SEEK_CUR);
+            s->seekable = s->offset >= 0;
+        } else {
+            s->queue = ioctl(fd, FIONREAD, &s->queued) == 0;
+        }
+    }
+    closedir(d);
+    return NULL;
+}
+
+static void restore_offsets(void)
+{
+    for (int i = 0; i < fork_plan.n_fds; i++)
+        if (fork_plan.fds[i].seekable)
+            lseek(fork_plan.fds[i].fd, fork_plan.fds[i].offset, SEEK_SET);
+}
+
+/* FNV-1a over a mapping the sampler shares with its children. */
+static unsigned long long checksum(const struct mem_range *r)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)r->start; p < (const unsigned char *)r->end; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}
+
+static int count_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    if (!d)
+        return 1;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Why a sample cannot be replayed by fork, or NULL: checked after the
+ * learning pass, which ran exactly what every sample will run. */
+static const char *unreplayable(const unsigned long long *shared_sums, char *why, size_t size)
+{
+    for (int i = 0; i < fork_plan.n_fds; i++) {
+        const struct saved_fd *s = &fork_plan.fds[i];
+        int now_queued;
+        if (s->queue && ioctl(s->fd, FIONREAD, &now_queued) == 0 && now_queued != s->queued) {
+            snprintf(why, size, "the replay reads or writes descriptor %d (%s), whose data a fork cannot put back",
+                     s->fd, s->what);
+            return why;
+        }
+    }
+    for (int i = 0, k = 0; i < fork_plan.n_ranges; i++) {
+        const struct mem_range *r = &fork_plan.ranges[i];
+        if (!r->shared_writable)
+            continue;
+        if (checksum(r) != shared_sums[k++]) {
+            snprintf(why, size, "the replay writes a shared mapping (%s), which every fork shares", r->name);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+#if HAVE_TSC
+static inline void flush_line(const volatile char *p)
+{
+    __asm__ __volatile__("clflush %0" : "+m"(*(volatile char *)p));
+}
+#endif
+
+/* In a sample's child, before the replay: every page of a file mapping the
+ * checkpoint holds is mapped (fork() leaves those to fault on first use), every
+ * page the learning pass wrote is copied now (so the timed call takes no
+ * copy-on-write fault), and an immediate checkpoint's caches are flushed
+ * (the previous sample warmed the pages this one shares). */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* Fault in `pages` (for writing: copy them), one madvise per run of
+ * adjacent pages instead of one trap per page (Linux >= 5.14); page by page
+ * where the kernel does not know the advice. */
+static void populate(const unsigned long *pages, size_t n, bool write)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i + 1;
+        while (j < n && pages[j] == pages[j - 1] + (unsigned long)fork_plan.page)
+            j++;
+        if (madvise((void *)pages[i], (j - i) * (size_t)fork_plan.page,
+                    write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) != 0) {
+            for (size_t k = i; k < j; k++) {
+                volatile char *p = (volatile char *)pages[k];
+                if (write)
+                    *p = *p;
+                else
+                    (void)*p;
+            }
+        }
+        i = j;
+    }
+}
+
+static void prepare_sample(void)
+{
+    long line = sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
+    if (line <= 0)
+        line = 64;
+    populate(fork_plan.file_present, fork_plan.n_file_present, false);
+    populate(fork_plan.written, *fork_plan.n_written, true);
+#if HAVE_TSC
+    if (fork_plan.cold) {
+        for (size_t i = 0; i < fork_plan.n_present; i++)
+            for (long off = 0; off < fork_plan.page; off += line)
+                flush_line((const volatile char *)fork_plan.present[i] + off);
+        for (size_t i = 0; i < *fork_plan.n_written; i++)
+            for (long off = 0; off < fork_plan.page; off += line)
+                flush_line((const volatile char *)fork_plan.written[i] + off);
+        __asm__ __volatile__("mfence" ::: "memory");
+    }
+#endif
+}
+
+/* Fork one child running schedule entry `k`; only the child returns true. */
+static bool fork_child(int k, pid_t *pid)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    *pid = fork();
+    if (*pid != 0)
+        return false;
+    clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_start);
+    sigaction(SIGCHLD, &fork_plan.app_sigchld, NULL);
+    fork_plan.in_child = true;
+    fork_plan.t_fork = t;
+    fork_plan.fork_ns = elapsed_ns(&t, &fork_plan.t_start);
+    g.candidate = k > 0 ? fork_plan.candidates[k - 1] : NULL;
+    return true;
+}
+
+/* How a child ended, on the result pipe, and false if it did not end well. */
+static bool child_ended(pid_t pid, long sample, int k, const struct timespec *t0)
+{
+    struct timespec t1;
+    char line[160];
+    int status = 0;
+    pid_t got;
+    while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    if (got < 0) /* cannot happen with SIGCHLD at its default; say so if it does */
+        status = 0xff00;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    restore_offsets();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        snprintf(line, sizeof line, "sample_end=%ld wall_ns=%lld\n", sample, elapsed_ns(t0, &t1));
+        report_line(line);
+        return true;
+    }
+    snprintf(line, sizeof line, "sample_failed=%ld candidate=%d status=%d\n", sample, k,
+             WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    report_line(line);
+    return false;
+}
+
+/* The restored copy takes every sample of the schedule in a fork of itself,
+ * stopped here at the checkpoint, instead of tdg restoring the image once
+ * per sample. Returns only in a child, which runs the replay and the timed
+ * call as a restored copy would; the sampler itself ends here. A first child
+ * (the learning pass) runs the same and reports which pages it wrote; what a
+ * fork cannot replay (threads, pipe or socket data, shared memory the replay
+ * writes) ends the sampler with `fallback=` and tdg restores per sample. */
+static void sample_by_fork(bool pair_api)
+{
+    char why[PATH_MAX + 128];
+    const char *problem;
+    unsigned long long *shared_sums = NULL;
+    int threads = count_threads(), n_shared = 0;
+    pid_t pid;
+    struct timespec t0;
+
+    /* The sampler reaps each child itself: an application that ignores
+     * SIGCHLD (children reaped by the kernel) or catches it must not see
+     * them. Every child gets the application's disposition back. */
+    {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(SIGCHLD, &dfl, &fork_plan.app_sigchld);
+    }
+    fork_plan.page = sysconf(_SC_PAGESIZE);
+    fork_plan.cold = pair_api || g.delay == 0;
+    if (threads > 1) {
+        snprintf(why, sizeof why, "the process runs %d threads and fork() copies only the calling one", threads);
+        problem = why;
+    } else if ((problem = read_mappings()) == NULL && (problem = find_present_pages()) == NULL) {
+        problem = save_descriptors();
+    }
+    if (!problem) {
+        for (int i = 0; i < fork_plan.n_ranges; i++)
+            n_shared += fork_plan.ranges[i].shared_writable;
+        shared_sums = map_private((size_t)n_shared * sizeof *shared_sums);
+        if (!shared_sums)
+            problem = "cannot allocate the shared-mapping checksums";
+        for (int i = 0, k = 0; shared_sums && i < fork_plan.n_ranges; i++)
+            if (fork_plan.ranges[i].shared_writable)
+                shared_sums[k++] = checksum(&fork_plan.ranges[i]);
+    }
+    if (problem) {
+        snprintf(why, sizeof why, "fallback=%s\n", problem);
+        report_line(why);
+        _exit(0);
+    }
+
+    /* One learning pass per implementation the schedule runs: each may
+     * write other pages, and each sample pre-faults all of them. */
+    for (long i = 0; i < fork_plan.n_samples; i++) {
+        int k = fork_plan.schedule[i];
+        bool seen = false;
+        for (long j = 0; j < i && !seen; j++)
+            seen = fork_plan.schedule[j] == k;
+        if (seen)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (fork_child(k, &pid)) {
+            fork_plan.learning = true;
+            return;
+        }
+        if (pid < 0 || !child_ended(pid, -1, k, &t0))
+            _exit(0);
+        if ((problem = unreplayable(shared_sums, why + 9, sizeof why - 10)) != NULL) {
+            memcpy(why, "fallback=", 9);
+            strcat(why, "\n");
+            report_line(why);
+            _exit(0);
+        }
+    }
+    snprintf(why, sizeof why, "learned pages=%zu present=%zu file_present=%zu cold=%d\n",
+             *fork_plan.n_written, fork_plan.n_present, fork_plan.n_file_present, fork_plan.cold);
+    report_line(why);
+    for (long i = 0; i < fork_plan.n_samples; i++) {
+        int k = fork_plan.schedule[i];
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (fork_child(k, &pid)) {
+            long faults = minor_faults();
+            fork_plan.sample = i;
+            prepare_sample();
+            fork_plan.prepare_faults = minor_faults() - faults;
+            clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_prepared);
+            fork_plan.prepare_ns = elapsed_ns(&fork_plan.t_start, &fork_plan.t_prepared);
+            return;
+        }
+        if (pid < 0) {
+            snprintf(why, sizeof why, "sample_failed=%ld candidate=%d fork: %s\n", i, k, strerror(errno));
+            report_line(why);
+            _exit(0);
+        }
+        if (!child_ended(pid, i, k, &t0))
+            _exit(0);
+    }
+    report_line("fork_done\n");
+    _exit(0);
 }
 
 static int checkpoint_here(const char *image, bool pair_api)
@@ -527,6 +1090,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         catch_fatal_signals();
         follow_control(control_fd);
+        if (fork_plan.n_samples > 0)
+            sample_by_fork(pair_api); /* returns only in a sample's child */
         if (pair_api) {
             g.timing_depth = 1;
             start_region_clocks();
@@ -563,6 +1128,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         fprintf(info, "result_channel=pipe:[%lu]\n", (unsigned long)st.st_ino);
         fprintf(info, "control_fd=%d\n", control_fd);
         fprintf(info, "control_channel=pipe:[%lu]\n", (unsigned long)control_st.st_ino);
+        /* this library takes many samples per restore (`schedule=`) */
+        fprintf(info, "fork_samples=1\n");
         write_descriptors(info, dirfd_img, result_fd, control_fd);
         fclose(info);
     }
@@ -611,16 +1178,27 @@ static void write_outputs(void)
 }
 
 /* In a restored copy: hand the region's time to tdg and end the copy. */
-static void finish_restored_copy(long long ns, long long cpu_ns)
+static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
 {
-    char line[96];
+    char line[256];
     signal(SIGPIPE, SIG_IGN);
     if (g.candidate && !g.candidate_ran)
         fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
                   "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
+    if (fork_plan.learning) {
+        learn_written_pages();
+        _exit(0);
+    }
     write_outputs();
-    snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f\n", ns, cpu_ns,
-             use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0);
+    if (fork_plan.in_child)
+        snprintf(line, sizeof line,
+                 "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld sample=%ld fork_ns=%lld prepare_ns=%lld "
+                 "prepare_faults=%ld delay_ns=%lld\n",
+                 ns, cpu_ns, use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, fork_plan.sample,
+                 fork_plan.fork_ns, fork_plan.prepare_ns, fork_plan.prepare_faults, fork_plan.delay_ns);
+    else
+        snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld\n", ns, cpu_ns,
+                 use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults);
     report_line(line);
     _exit(0);
 }
@@ -671,7 +1249,7 @@ static void region_finished(const struct region_end *t)
     cpu_now(&cpu1);
     cpu_ns = elapsed_ns(&g.cpu0, &cpu1);
     if (g.restored)
-        finish_restored_copy(ns, cpu_ns);
+        finish_restored_copy(ns, cpu_ns, minor_faults() - fork_plan.minflt0);
     if (g.report)
         append_report(ns, cpu_ns);
 }

@@ -9,11 +9,17 @@
 //! interleaved in rounds in one process so the shared machine's
 //! noise falls on every column alike. Figures are medians; ratios compare
 //! columns measured side by side.
+//!
+//! Checkpoint columns come in two paths: one CRIU restore per sample (the
+//! old path, `--restore-per-sample`) and one restore whose copy forks a child
+//! per sample (the default). A per-phase breakdown of one sample on each
+//! path follows the tables.
 
+use checkpoint::breakdown::criu_restore_phases;
 use checkpoint::stats::human_ns;
 use checkpoint::{
     build_candidate, capture, measure_in_app, time_image, CandidateSource, CaptureRequest,
-    InAppRequest, SampleStats, TimeOptions,
+    CopyInstructions, ImageTimer, InAppRequest, SampleStats, TimeOptions, TimingReport,
 };
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -38,7 +44,31 @@ struct Case {
 struct Column {
     region_wall: Vec<f64>,
     region_cpu: Vec<f64>,
+    /// What one sample costs: a whole run, a restore, or (forked) everything
+    /// of the round over its samples.
     cost_ms: Vec<f64>,
+    /// Forked: one sample's own cost, fork to the child's exit.
+    marginal_ms: Vec<f64>,
+    /// Largest minor-fault count inside a timed call.
+    max_faults: u64,
+}
+
+impl Column {
+    fn add(&mut self, t: &TimingReport, forked: bool) {
+        self.region_wall
+            .extend(t.samples_ns.iter().map(|&n| n as f64));
+        self.region_cpu
+            .extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
+        if forked {
+            self.cost_ms.push(t.cost_per_sample_ms);
+            self.marginal_ms.push(t.restore_wall_ms.median);
+        } else {
+            self.cost_ms.push(t.restore_wall_ms.median);
+        }
+        self.max_faults = self
+            .max_faults
+            .max(t.samples_minflt.iter().copied().max().unwrap_or(0));
+    }
 }
 
 impl Column {
@@ -52,6 +82,9 @@ struct Row {
     in_app: Column,
     delayed: Column,
     immediate: Column,
+    delayed_fork: Column,
+    immediate_fork: Column,
+    breakdown: Vec<(String, f64)>,
     driver: Option<Column>,
     candidate: Option<Column>,
     capture_ms: f64,
@@ -241,19 +274,27 @@ fn bench_case(
     let opts = TimeOptions {
         samples: per_round,
         criu: Some(criu.clone()),
+        restore_per_sample: true,
         ..Default::default()
+    };
+    let fork_opts = TimeOptions {
+        restore_per_sample: false,
+        ..opts.clone()
     };
     let candidate_opts = case.candidate.as_ref().map(|source| TimeOptions {
         candidate: Some(
             build_candidate(source, images, case.site).unwrap_or_else(|e| fail(&e.to_string())),
         ),
-        ..opts.clone()
+        ..fork_opts.clone()
     });
     let mut row = Row {
         name: case.name,
         in_app: Column::default(),
         delayed: Column::default(),
         immediate: Column::default(),
+        delayed_fork: Column::default(),
+        immediate_fork: Column::default(),
+        breakdown: Vec::new(),
         driver: built.as_ref().map(|_| Column::default()),
         candidate: candidate_opts.as_ref().map(|_| Column::default()),
         capture_ms,
@@ -276,24 +317,18 @@ fn bench_case(
             .region_cpu
             .extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
         row.in_app.cost_ms.push(r.run_wall_ms.median);
-        for (img, col) in [
-            (&delayed_img, &mut row.delayed),
-            (&immediate_img, &mut row.immediate),
+        for (img, col, o, forked) in [
+            (&delayed_img, &mut row.delayed, &opts, false),
+            (&delayed_img, &mut row.delayed_fork, &fork_opts, true),
+            (&immediate_img, &mut row.immediate, &opts, false),
+            (&immediate_img, &mut row.immediate_fork, &fork_opts, true),
         ] {
-            let t = time_image(img, &opts).unwrap_or_else(|e| fail(&e.to_string()));
-            col.region_wall
-                .extend(t.samples_ns.iter().map(|&n| n as f64));
-            col.region_cpu
-                .extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
-            col.cost_ms.push(t.restore_wall_ms.median);
+            let t = time_image(img, o).unwrap_or_else(|e| fail(&e.to_string()));
+            col.add(&t, forked);
         }
         if let (Some(o), Some(col)) = (&candidate_opts, row.candidate.as_mut()) {
             let t = time_image(&delayed_img, o).unwrap_or_else(|e| fail(&e.to_string()));
-            col.region_wall
-                .extend(t.samples_ns.iter().map(|&n| n as f64));
-            col.region_cpu
-                .extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
-            col.cost_ms.push(t.restore_wall_ms.median);
+            col.add(&t, true);
         }
         if let (Some((b, o)), Some(col)) = (&built, row.driver.as_mut()) {
             let started = Instant::now();
@@ -303,7 +338,137 @@ fn bench_case(
             col.region_wall.extend(rep.samples_ns.iter().copied());
         }
     }
+    if rounds > 1 {
+        // As many samples per restore as a tuning run takes per image.
+        let samples = std::env::var("BENCH_BREAKDOWN_SAMPLES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200);
+        row.breakdown = breakdown(&delayed_img, &fork_opts, samples);
+        let whole = Column::med(&row.in_app.cost_ms);
+        if let Some((_, cost)) = row.breakdown.last() {
+            row.breakdown.push((
+                format!("  whole run / cost per sample at {samples} samples per restore"),
+                whole / cost,
+            ));
+        }
+    }
     row
+}
+
+/// Where one sample's time goes on each path (milliseconds), measured on the
+/// delayed image: a restore with CRIU's log at level 4 (its phases from the
+/// log's timestamps), an empty PID namespace for what unshare and setsid
+/// cost, and one forked run of `samples` for the forked phases.
+fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let mut timer = ImageTimer::open(image, fork_opts).unwrap_or_else(|e| fail(&e.to_string()));
+    timer.plan_mut().log_level = 4;
+    timer.plan_mut().keep_log = true;
+    let run = timer
+        .restore(1, &CopyInstructions::default())
+        .unwrap_or_else(|e| fail(&e.to_string()));
+    let log = std::fs::read_to_string(timer.plan_mut().log_path()).unwrap_or_default();
+    let _ = std::fs::remove_file(timer.plan_mut().log_path());
+    let phases = criu_restore_phases(&log);
+    let criu_ms: f64 = phases.iter().map(|p| p.ms).sum();
+    let namespace_ms = empty_namespace_ms(timer.plan_mut());
+    let forked = time_image(
+        image,
+        &TimeOptions {
+            samples,
+            ..fork_opts.clone()
+        },
+    )
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    let p = forked
+        .phases_median
+        .unwrap_or_else(|| fail("no forked phases"));
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let copy_ms = ms(p.delay_ns) + forked.region_ns.median / 1e6;
+    let wall = run.wall.as_secs_f64() * 1e3;
+    out.push((
+        "restore path: whole sample (restore, replay, exit), CRIU log at level 4".into(),
+        wall,
+    ));
+    out.push((
+        "  unshare + setsid + exec (an empty PID namespace)".into(),
+        namespace_ms,
+    ));
+    for ph in &phases {
+        out.push((format!("  criu: {}", ph.name), ph.ms));
+    }
+    out.push((
+        "  copy: replayed delay calls + timed call (forked medians)".into(),
+        copy_ms,
+    ));
+    out.push((
+        "  rest: copy exit, namespace teardown, tdg's wait".into(),
+        wall - namespace_ms - criu_ms - copy_ms,
+    ));
+    let marginal = forked.restore_wall_ms.median;
+    out.push((
+        format!(
+            "fork path: one sample, fork to exit (median of {})",
+            forked.samples_ns.len()
+        ),
+        marginal,
+    ));
+    out.push(("  fork() until the child runs".into(), ms(p.fork_ns)));
+    out.push((
+        format!(
+            "  pre-fault {} learned pages ({} faults) + file pages{}",
+            forked.learned_pages.unwrap_or(0),
+            p.prepare_faults,
+            if forked.delay == Some(0) {
+                " + flush"
+            } else {
+                ""
+            }
+        ),
+        ms(p.prepare_ns),
+    ));
+    out.push(("  replayed delay calls".into(), ms(p.delay_ns)));
+    out.push(("  timed call".into(), forked.region_ns.median / 1e6));
+    out.push((
+        "  rest: report, child exit, reap, offsets put back".into(),
+        marginal
+            - ms(p.fork_ns)
+            - ms(p.prepare_ns)
+            - ms(p.delay_ns)
+            - forked.region_ns.median / 1e6,
+    ));
+    out.push((
+        format!(
+            "  per sample over {} samples: the restore and learning pass shared",
+            forked.samples_ns.len()
+        ),
+        forked.cost_per_sample_ms - marginal,
+    ));
+    out.push(("  = cost per sample".into(), forked.cost_per_sample_ms));
+    out
+}
+
+/// Median wall time of an empty restore namespace: the same unshare and
+/// setsid a restore runs, around `true`.
+fn empty_namespace_ms(plan: &checkpoint::RestorePlan) -> f64 {
+    let times: Vec<f64> = (0..11)
+        .map(|_| {
+            let started = Instant::now();
+            let ok = std::process::Command::new(&plan.unshare)
+                .args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+                .arg(&plan.setsid)
+                .args(["--wait", "true"])
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if !ok {
+                fail("an empty PID namespace did not start");
+            }
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    Column::med(&times)
 }
 
 fn print_tables(rows: &[Row], n: usize) {
@@ -321,14 +486,22 @@ fn print_tables(rows: &[Row], n: usize) {
     println!();
     println!("Cost of one timing sample (wall time, median), as in seed 003 Table 1");
     println!(
-        "{:<34} {:>11} {:>13} {:>15} {:>24} {:>15} {:>13} {:>8}",
+        "  restore: one CRIU restore per sample; fork: one restore per round of {} samples, a fork of the copy each",
+        rows.first().map(|r| r.delayed_fork.region_wall.len() / r.delayed_fork.cost_ms.len().max(1)).unwrap_or(0)
+    );
+    println!("  (cost = the round's whole wall time over its samples; fork-to-exit in brackets)");
+    println!(
+        "{:<32} {:>10} {:>11} {:>22} {:>9} {:>11} {:>22} {:>22} {:>12} {:>11} {:>8}",
         "routine",
         "whole run",
-        "delayed ckpt",
-        "immediate ckpt",
-        "candidate (vs delayed)",
-        "default driver",
-        "capture once",
+        "delayed:rst",
+        "delayed:fork",
+        "run/fork",
+        "immed.:rst",
+        "immediate:fork",
+        "candidate:fork (vs d)",
+        "def. driver",
+        "capture",
         "image"
     );
     for r in rows {
@@ -337,21 +510,32 @@ fn print_tables(rows: &[Row], n: usize) {
             .as_ref()
             .map(|c| format!("{:.1} ms", Column::med(&c.cost_ms)))
             .unwrap_or_else(|| "n/a".into());
-        let delayed_cost = Column::med(&r.delayed.cost_ms);
+        let delayed_fork = Column::med(&r.delayed_fork.cost_ms);
         let c = r
             .candidate
             .as_ref()
             .map(|c| {
                 let v = Column::med(&c.cost_ms);
-                format!("{v:.1} ms ({:.2}x)", v / delayed_cost)
+                format!("{v:.2} ms ({:.2}x)", v / delayed_fork)
             })
             .unwrap_or_else(|| "n/a".into());
+        let fork = |c: &Column| {
+            format!(
+                "{:.2} ms [{:.2} ms]",
+                Column::med(&c.cost_ms),
+                Column::med(&c.marginal_ms)
+            )
+        };
+        let whole = Column::med(&r.in_app.cost_ms);
         println!(
-            "{:<34} {:>8.1} ms {:>10.1} ms {:>12.1} ms {:>24} {:>15} {:>10.1} ms {:>4.1} MiB",
+            "{:<32} {:>7.1} ms {:>8.1} ms {:>22} {:>8.0}x {:>8.1} ms {:>22} {:>22} {:>12} {:>8.1} ms {:>4.1} MiB",
             r.name,
-            Column::med(&r.in_app.cost_ms),
-            delayed_cost,
+            whole,
+            Column::med(&r.delayed.cost_ms),
+            fork(&r.delayed_fork),
+            whole / delayed_fork,
             Column::med(&r.immediate.cost_ms),
+            fork(&r.immediate_fork),
             c,
             d,
             r.capture_ms,
@@ -359,16 +543,30 @@ fn print_tables(rows: &[Row], n: usize) {
         );
     }
     println!();
+    println!("Minor page faults inside the timed call (largest over all samples)");
+    for r in rows {
+        println!(
+            "{:<32} delayed: restore {}, fork {}; immediate: restore {}, fork {}",
+            r.name,
+            r.delayed.max_faults,
+            r.delayed_fork.max_faults,
+            r.immediate.max_faults,
+            r.immediate_fork.max_faults
+        );
+    }
+    println!();
     for (clock, pick) in [("wall", 0usize), ("CPU", 1usize)] {
         println!("Region time, {clock} clock (median; ratio to the in-app median in parentheses)");
         println!(
-            "{:<34} {:>12} {:>22} {:>22} {:>22} {:>24}",
+            "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
             "routine",
             "in-app",
-            "delayed ckpt",
-            "immediate ckpt",
-            "candidate (delayed)",
-            "default driver (random)"
+            "delayed:restore",
+            "delayed:fork",
+            "immediate:restore",
+            "immediate:fork",
+            "candidate:fork",
+            "default driver"
         );
         for r in rows {
             let get = |c: &Column| {
@@ -391,14 +589,26 @@ fn print_tables(rows: &[Row], n: usize) {
                 .map(|c| cell(get(c)))
                 .unwrap_or_else(|| "n/a".into());
             println!(
-                "{:<34} {:>12} {:>22} {:>22} {:>22} {:>24}",
+                "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
                 r.name,
                 human_ns(base),
                 cell(get(&r.delayed)),
+                cell(get(&r.delayed_fork)),
                 cell(get(&r.immediate)),
+                cell(get(&r.immediate_fork)),
                 c,
                 d
             );
+        }
+        println!();
+    }
+    for r in rows.iter().filter(|r| !r.breakdown.is_empty()) {
+        println!(
+            "Where one sample's time goes: {} (delayed image, ms)",
+            r.name
+        );
+        for (what, ms) in &r.breakdown {
+            println!("  {what:<78} {ms:>8.3}");
         }
         println!();
     }

@@ -48,6 +48,10 @@ pub struct CaptureInfo {
     /// (images captured before candidates existed have none).
     #[serde(default)]
     pub control_channel: Option<String>,
+    /// The host library takes many samples per restore, one fork of the
+    /// restored copy each (`schedule=` on the control pipe).
+    #[serde(default)]
+    pub fork_samples: bool,
     pub descriptors: Vec<OpenDescriptor>,
 }
 
@@ -80,6 +84,7 @@ impl CaptureInfo {
             result_fd: -1,
             result_channel: String::new(),
             control_channel: None,
+            fork_samples: false,
             descriptors: Vec::new(),
         };
         let num = |k: &str, v: &str| {
@@ -109,6 +114,7 @@ impl CaptureInfo {
                 "result_fd" => info.result_fd = num(key, value)? as i32,
                 "result_channel" => info.result_channel = value.to_string(),
                 "control_channel" => info.control_channel = Some(value.to_string()),
+                "fork_samples" => info.fork_samples = value == "1",
                 "fd" => {
                     let mut parts = value.splitn(3, ' ');
                     let (Some(fd), Some(flags), Some(target)) =
@@ -179,6 +185,10 @@ pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
             // The terminal stays with the user's session; copies run without one.
             (tty.clone(), Substitute::DevNull)
         } else if d.target.starts_with("pipe:[") {
+            if holds_both_ends(info, &d.target) {
+                // CRIU restores a pipe the process holds whole, data included.
+                continue;
+            }
             (d.target.clone(), Substitute::DevNull)
         } else if d.target.starts_with('/')
             && access != libc::O_RDONLY as u32
@@ -202,6 +212,16 @@ pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
         }
     }
     out
+}
+
+/// The process holds a read end and a write end of this pipe.
+fn holds_both_ends(info: &CaptureInfo, pipe: &str) -> bool {
+    let has = |mode: i32| {
+        info.descriptors
+            .iter()
+            .any(|d| d.target == pipe && d.flags & libc::O_ACCMODE as u32 == mode as u32)
+    };
+    has(libc::O_RDONLY) && has(libc::O_WRONLY)
 }
 
 fn is_device(path: &str) -> bool {

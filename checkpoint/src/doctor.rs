@@ -106,6 +106,9 @@ pub fn run_doctor() -> DoctorReport {
             }
             if root {
                 f.push(criu_check(&criu.path));
+                if let Some(lib) = &criu.libcriu {
+                    f.push(libcriu_rpc_check(lib, &criu.path));
+                }
             }
         }
         Err(e) => {
@@ -144,6 +147,25 @@ pub fn run_doctor() -> DoctorReport {
     DoctorReport {
         findings: f,
         can_checkpoint,
+    }
+}
+
+/// The application's self-dump goes through libcriu's RPC to this criu:
+/// ask it for criu's version the same way.
+fn libcriu_rpc_check(lib: &Path, criu: &Path) -> Finding {
+    match crate::libcriu::version_through_libcriu(lib, criu) {
+        Ok(v) => finding(
+            "checkpoint",
+            Status::Ok,
+            format!("libcriu reaches criu {v} through its RPC service (the self-dump's path)"),
+            None,
+        ),
+        Err(e) => finding(
+            "checkpoint",
+            Status::Fail,
+            format!("libcriu cannot drive {}: {e}", criu.display()),
+            Some("rebuild CRIU and libcriu together with scripts/setup, or set TDG_LIBCRIU to the libcriu of this criu"),
+        ),
     }
 }
 

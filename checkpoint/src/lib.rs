@@ -9,6 +9,7 @@
 //! [`run_doctor`].
 
 pub mod autodelay;
+pub mod breakdown;
 pub mod candidate;
 pub mod capture;
 pub mod capture_info;
@@ -16,9 +17,11 @@ pub mod criu;
 pub mod doctor;
 pub mod env;
 pub mod error;
+pub mod forked;
 pub mod hostlib;
 pub mod inapp;
 pub mod inherited;
+pub mod libcriu;
 pub mod manifest;
 pub mod restore;
 pub mod sites;
@@ -35,10 +38,10 @@ pub use error::{CheckpointError, Result};
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
-pub use restore::{Candidate, CopyInstructions};
+pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases};
 pub use sites::{list_sites, SitesReport};
 pub use stats::SampleStats;
 pub use timing::{
-    clause_image, time_checkpoint_clause, time_image, ImageTimer, TimeOptions, TimingReport,
-    Verification,
+    clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,
+    TimingReport, Verification,
 };

@@ -76,6 +76,26 @@ pub struct RestoredRun {
     pub wall: Duration,
     /// The outputs the copy wrote, when asked to.
     pub outputs: Vec<OutputLayout>,
+    /// Minor page faults inside the timed call (None: an older host library).
+    pub minor_faults: Option<u64>,
+    /// A forked sample's preparation (pre-faulting, flushing) and replayed
+    /// delay calls, measured inside the child.
+    pub phases: Option<SamplePhases>,
+}
+
+/// Where a forked sample's time went, besides the timed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SamplePhases {
+    /// fork() in the sampler until the child's first instruction.
+    #[serde(default)]
+    pub fork_ns: u64,
+    /// Pre-faulting the pages (and, immediate, flushing the caches).
+    pub prepare_ns: u64,
+    /// Minor faults while pre-faulting (the copies the timed call is spared).
+    #[serde(default)]
+    pub prepare_faults: u64,
+    /// The replayed delay calls, up to the timed call.
+    pub delay_ns: u64,
 }
 
 /// Everything needed to restore one image repeatedly.
@@ -94,6 +114,13 @@ pub struct RestorePlan {
     /// the session onto (`--shell-job` takes it from the restorer's stdin).
     pub needs_terminal: bool,
     pub timeout: Duration,
+    /// The image's host library can take many samples per restore by fork.
+    pub fork_samples: bool,
+    /// CRIU's log level (2: errors and warnings; 4: every step, timestamped,
+    /// for a breakdown of where a restore's time goes).
+    pub log_level: u8,
+    /// Keep the restore log after a good restore (for that breakdown).
+    pub keep_log: bool,
 }
 
 /// util-linux's `unshare` or `setsid`, which every restore runs through.
@@ -130,6 +157,9 @@ impl RestorePlan {
                 .iter()
                 .any(|d| d.tty_key.is_some()),
             timeout,
+            fork_samples: manifest.capture.fork_samples,
+            log_level: 2,
+            keep_log: false,
         })
     }
 
@@ -162,7 +192,9 @@ impl RestorePlan {
             .arg("restore")
             .arg("-D")
             .arg(&self.image)
-            .args(["--shell-job", "-v2", "-o"])
+            .arg("--shell-job")
+            .arg(format!("-v{}", self.log_level))
+            .arg("-o")
             .arg(self.log_name())
             .arg("--inherit-fd")
             .arg(format!("fd[{RESULT_FD}]:{}", self.result_channel));
@@ -199,13 +231,10 @@ impl RestorePlan {
         Ok(())
     }
 
-    /// Restore once, wait for the copy to finish its region, return its time.
-    pub fn restore_once(
-        &self,
-        sample: usize,
-        instructions: &CopyInstructions,
-    ) -> Result<RestoredRun> {
-        self.check_instructions(instructions)?;
+    /// Restore once with `control` on the control pipe (when the image has
+    /// one); the copy's result pipe is drained while it runs, so a copy that
+    /// takes many samples cannot fill it.
+    pub(crate) fn run_restore(&self, control: &str, timeout: Duration) -> Result<RawRestore> {
         let (result_read, result_write) = pipe()?;
         let mut passed: Vec<OwnedFd> = vec![result_write];
         if self.control_channel.is_some() {
@@ -213,7 +242,7 @@ impl RestorePlan {
                 .tsc_ghz
                 .map(|g| format!("tsc_ghz={g}\n"))
                 .unwrap_or_default();
-            passed.push(control_pipe(&format!("{tsc}{}", instructions.render()))?);
+            passed.push(control_pipe(&format!("{tsc}{control}"))?);
         }
         for _ in &self.substitutes {
             passed.push(open_dev_null()?);
@@ -239,12 +268,55 @@ impl RestorePlan {
         unsafe {
             cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
         }
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let drain = {
+            let done = done.clone();
+            // Woken only by data (poll), not by a timer: the restores of a
+            // pinned comparison share one CPU with this thread.
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                loop {
+                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                    text.push_str(&read_available(&result_read));
+                    if finished {
+                        break text;
+                    }
+                    let mut ready = libc::pollfd {
+                        fd: result_read.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    unsafe { libc::poll(&mut ready, 1, 50) };
+                }
+            })
+        };
         let started = Instant::now();
-        let outcome = toolchain::run(&mut cmd, Some(self.timeout));
+        let outcome = toolchain::run(&mut cmd, Some(timeout));
         let wall = started.elapsed();
         drop(passed);
         drop(terminal);
-        let text = read_available(&result_read);
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let text = drain.join().unwrap_or_default();
+        Ok(RawRestore {
+            outcome,
+            wall,
+            text,
+        })
+    }
+
+    /// Restore once, wait for the copy to finish its region, return its time.
+    pub fn restore_once(
+        &self,
+        sample: usize,
+        instructions: &CopyInstructions,
+    ) -> Result<RestoredRun> {
+        self.check_instructions(instructions)?;
+        let RawRestore {
+            outcome,
+            wall,
+            text,
+        } = self.run_restore(&instructions.render(), self.timeout)?;
         let failed = |detail: String| CheckpointError::CopyFailed {
             image: self.image.clone(),
             sample,
@@ -260,43 +332,78 @@ impl RestorePlan {
             region_cpu_ns,
             wall,
             outputs: report.outputs.clone(),
+            minor_faults: report.minor_faults,
+            phases: None,
         };
         match outcome {
             // The log is removed only after a good sample: a copy that ran
             // but reported nothing still needs it for diagnosis.
             Ok(_) => match report.times {
                 Some(times) => {
-                    let _ = std::fs::remove_file(self.log_path());
+                    if !self.keep_log {
+                        let _ = std::fs::remove_file(self.log_path());
+                    }
                     Ok(run(times))
                 }
                 None => Err(failed(
                     "exited without reporting a time (did it reach the end of the region?)".into(),
                 )),
             },
-            Err(toolchain::ToolchainError::TimedOut { seconds, .. }) => Err(failed(format!(
-                "did not finish within {seconds} s and was killed with its PID namespace; raise --timeout"
-            ))),
-            Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => {
-                Err(failed(format!("was killed by {signal_name}")))
+            // The copy reported, then something after it failed.
+            Err(toolchain::ToolchainError::Failed { ref stderr, .. })
+                if report.times.is_some() && self.criu_log_error(stderr).is_none() =>
+            {
+                Ok(run(report.times.expect("checked")))
             }
-            Err(toolchain::ToolchainError::Failed { code, stderr, .. }) => {
-                let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-                if log.contains("Error (") || stderr.contains("Error (") {
-                    Err(CheckpointError::Criu {
-                        action: "restore",
-                        cause: diagnose_log(&format!("{log}\n{stderr}")),
-                        log: self.log_path(),
-                    })
-                } else if let Some(times) = report.times {
-                    // The copy reported, then something after it failed.
-                    Ok(run(times))
-                } else {
-                    Err(failed(format!("exited with status {code} before the end of the region")))
-                }
-            }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.restorer_failed(e, sample)),
         }
     }
+
+    /// CRIU's own error from the restore log (or its stderr), diagnosed.
+    fn criu_log_error(&self, stderr: &str) -> Option<CheckpointError> {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        (log.contains("Error (") || stderr.contains("Error (")).then(|| CheckpointError::Criu {
+            action: "restore",
+            cause: diagnose_log(&format!("{log}\n{stderr}")),
+            log: self.log_path(),
+        })
+    }
+
+    /// The restorer (unshare, criu, the copy) ended badly: why, in one line.
+    pub(crate) fn restorer_failed(
+        &self,
+        e: toolchain::ToolchainError,
+        sample: usize,
+    ) -> CheckpointError {
+        let failed = |detail: String| CheckpointError::CopyFailed {
+            image: self.image.clone(),
+            sample,
+            detail,
+            log: self.log_path(),
+        };
+        match e {
+            toolchain::ToolchainError::TimedOut { seconds, .. } => failed(format!(
+                "did not finish within {seconds} s and was killed with its PID namespace; raise --timeout"
+            )),
+            toolchain::ToolchainError::Crashed { signal_name, .. } => {
+                failed(format!("was killed by {signal_name}"))
+            }
+            toolchain::ToolchainError::Failed { code, stderr, .. } => {
+                self.criu_log_error(&stderr).unwrap_or_else(|| {
+                    failed(format!("exited with status {code} before the end of the region"))
+                })
+            }
+            e => e.into(),
+        }
+    }
+}
+
+/// What one restore gave back: how the restorer ended, how long it took,
+/// and everything the copy wrote on the result pipe.
+pub(crate) struct RawRestore {
+    pub outcome: std::result::Result<toolchain::RunOutput, toolchain::ToolchainError>,
+    pub wall: Duration,
+    pub text: String,
 }
 
 /// A pseudo-terminal for a restored copy that held one. The master side is
@@ -361,7 +468,7 @@ impl Drop for Terminal {
 impl RestorePlan {
     /// A copy that said why it could not run the candidate, or that caught a
     /// fatal signal: one line naming the candidate, the cause and the phase.
-    fn reported_failure(
+    pub(crate) fn reported_failure(
         &self,
         report: &CopyReport,
         sample: usize,
@@ -419,19 +526,21 @@ pub struct CopyReport {
     pub crash: Option<(i32, String)>,
     /// `output=<i> count=<n> size=<bytes> kind=<k>`, in order.
     pub outputs: Vec<OutputLayout>,
+    /// `minflt=<n>` on the time line: minor faults inside the timed call.
+    pub minor_faults: Option<u64>,
 }
 
 impl CopyReport {
     pub fn parse(text: &str) -> CopyReport {
         let mut report = CopyReport {
             times: parse_result(text),
+            minor_faults: text
+                .lines()
+                .find(|l| l.starts_with("ns="))
+                .and_then(|l| line_field(l, "minflt=")),
             ..Default::default()
         };
-        let field = |line: &str, key: &str| -> Option<u64> {
-            line.split_whitespace()
-                .find_map(|f| f.strip_prefix(key))
-                .and_then(|v| v.parse().ok())
-        };
+        let field = line_field;
         for line in text.lines() {
             if let Some(e) = line.strip_prefix("error=") {
                 report.error = Some(e.to_string());
@@ -454,6 +563,13 @@ impl CopyReport {
         }
         report
     }
+}
+
+/// The number after `key` among a result line's space-separated fields.
+pub(crate) fn line_field(line: &str, key: &str) -> Option<u64> {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key))
+        .and_then(|v| v.parse().ok())
 }
 
 /// The read end of a pipe holding `text`, its write end already closed:

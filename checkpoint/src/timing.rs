@@ -5,10 +5,12 @@ use crate::candidate::{compare_outputs, Mismatch};
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::manifest::Manifest;
-use crate::restore::{Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun};
+use crate::restore::{
+    Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
+};
 use crate::stats::{human_ns, SampleStats};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct TimeOptions {
@@ -22,6 +24,9 @@ pub struct TimeOptions {
     /// A candidate ([`crate::build_candidate`]) to run in every copy
     /// instead of the application's own routine.
     pub candidate: Option<Candidate>,
+    /// One CRIU restore per sample (the old path) even when the image's
+    /// copies can take many samples per restore by fork.
+    pub restore_per_sample: bool,
 }
 
 impl Default for TimeOptions {
@@ -32,6 +37,7 @@ impl Default for TimeOptions {
             verify: true,
             criu: None,
             candidate: None,
+            restore_per_sample: false,
         }
     }
 }
@@ -52,9 +58,32 @@ pub struct TimingReport {
     pub samples_cpu_ns: Vec<u64>,
     pub region_ns: SampleStats,
     pub region_cpu_ns: SampleStats,
-    /// Wall time of each restore as tdg saw it (the cost of one sample).
+    /// Wall time of each sample: a whole restore, or (forked) from fork()
+    /// to the child's exit as the restored copy saw it.
     pub restore_wall_ms: SampleStats,
     pub image_bytes: u64,
+    /// "fork" (many samples per restore) or "restore" (one per sample).
+    #[serde(default)]
+    pub sampling: String,
+    /// CRIU restores the samples took.
+    #[serde(default)]
+    pub restores: usize,
+    /// Why the samples were taken one restore each although fork was asked.
+    #[serde(default)]
+    pub fallback: Option<String>,
+    /// Everything (restores, learning passes, samples) over the samples:
+    /// what one sample costs.
+    #[serde(default)]
+    pub cost_per_sample_ms: f64,
+    /// Minor page faults inside each timed call (empty: an older library).
+    #[serde(default)]
+    pub samples_minflt: Vec<u64>,
+    /// Forked samples: median pre-faulting and replayed-delay times.
+    #[serde(default)]
+    pub phases_median: Option<SamplePhases>,
+    /// Pages the learning passes wrote, pre-faulted in every forked sample.
+    #[serde(default)]
+    pub learned_pages: Option<u64>,
 }
 
 impl TimingReport {
@@ -74,10 +103,31 @@ impl TimingReport {
             Some(so) => format!("candidate {}", so.display()),
             None => "the application's own code".to_string(),
         };
+        let how = if self.sampling == "fork" {
+            format!(
+                "took {} samples in {} restore(s), a fork of the restored copy each; cost {:.2} ms per sample \
+                 (whole wall / samples; {:.2} ms fork to exit, median)",
+                r.n, self.restores, self.cost_per_sample_ms, self.restore_wall_ms.median
+            )
+        } else {
+            format!(
+                "restored {} times; restore cost {:.1} ms per sample (median wall)",
+                r.n, self.restore_wall_ms.median
+            )
+        };
+        let mut notes = String::new();
+        if let Some(why) = &self.fallback {
+            notes.push_str(&format!("one restore per sample: {why}\n"));
+        }
+        if let Some(max) = self.samples_minflt.iter().max() {
+            notes.push_str(&format!(
+                "page faults in the timed call: max {max} over the samples\n"
+            ));
+        }
         format!(
             "image {} ({}; {:.1} MiB, binary {})\n\
              ran {}\n\
-             restored {} times; restore cost {:.1} ms per sample (median wall)\n\
+             {}\n{}\
              region wall time: min {}  median {}  mean {}  max {}\n\
              region CPU time:  min {}  median {}  mean {}  max {}\n",
             self.image.display(),
@@ -85,8 +135,8 @@ impl TimingReport {
             self.image_bytes as f64 / (1024.0 * 1024.0),
             self.exe.display(),
             ran,
-            r.n,
-            self.restore_wall_ms.median,
+            how,
+            notes,
             human_ns(r.min),
             human_ns(r.median),
             human_ns(r.mean),
@@ -96,6 +146,33 @@ impl TimingReport {
             human_ns(c.mean),
             human_ns(c.max),
         )
+    }
+}
+
+/// The samples of one schedule ([`ImageTimer::take_samples`]).
+#[derive(Debug)]
+pub struct Samples {
+    /// Per schedule entry (None: its implementation failed).
+    pub runs: Vec<Option<RestoredRun>>,
+    /// (implementation, why) for each that failed.
+    pub failures: Vec<(usize, CheckpointError)>,
+    pub restores: usize,
+    /// Some samples were taken by fork (not only attempted).
+    pub forked: bool,
+    pub fallback: Option<String>,
+    /// Everything, from the first restore to the last sample.
+    pub wall: Duration,
+    pub learned_pages: Option<u64>,
+}
+
+impl Samples {
+    /// Entries still to take: no run yet, implementation not failed.
+    fn pending(&self, schedule: &[usize]) -> Vec<usize> {
+        (0..schedule.len())
+            .filter(|&i| {
+                self.runs[i].is_none() && !self.failures.iter().any(|(k, _)| *k == schedule[i])
+            })
+            .collect()
     }
 }
 
@@ -172,17 +249,87 @@ impl ImageTimer {
         Ok(run)
     }
 
+    /// The restores' plan, to change CRIU's log level for a breakdown.
+    pub fn plan_mut(&mut self) -> &mut RestorePlan {
+        &mut self.plan
+    }
+
     /// Fail early (before any sample) on instructions the image cannot carry.
     pub fn check(&self, instructions: &CopyInstructions) -> Result<()> {
         self.plan.check_instructions(instructions)
     }
 
-    /// Summarise the copies' times like a default driver does.
-    pub fn report(
+    /// Take one sample per `schedule` entry (0: the application's own code,
+    /// k: `candidates[k - 1]`), in that order, with as few restores as the
+    /// image allows: one restore forking a child per sample, or (an older
+    /// image, `restore_per_sample`, or a replay a fork cannot repeat) one
+    /// restore each. An implementation that fails drops out with its error;
+    /// the others go on.
+    pub fn take_samples(
         &self,
-        runs: &[RestoredRun],
-        candidate: Option<&Candidate>,
-    ) -> Result<TimingReport> {
+        candidates: &[Candidate],
+        schedule: &[usize],
+        restore_per_sample: bool,
+    ) -> Result<Samples> {
+        let started = Instant::now();
+        let mut taken = Samples {
+            runs: vec![None; schedule.len()],
+            failures: Vec::new(),
+            restores: 0,
+            forked: false,
+            fallback: None,
+            wall: Duration::ZERO,
+            learned_pages: None,
+        };
+        let fork = !restore_per_sample && self.plan.can_fork_samples();
+        if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
+            taken.fallback = Some(format!(
+                "{} candidates in one round, more than the {} one sampling copy loads",
+                candidates.len(),
+                crate::forked::MAX_CANDIDATES
+            ));
+        }
+        while fork && taken.fallback.is_none() {
+            let pending = taken.pending(schedule);
+            if pending.is_empty() {
+                break;
+            }
+            let sub: Vec<usize> = pending.iter().map(|&i| schedule[i]).collect();
+            let forked = self.plan.restore_forked(candidates, &sub)?;
+            taken.restores += 1;
+            taken.forked |= !forked.samples.is_empty();
+            taken.learned_pages = forked.learned_pages.or(taken.learned_pages);
+            for (&slot, run) in pending.iter().zip(forked.samples) {
+                taken.runs[slot] = Some(run);
+            }
+            if let Some(failure) = forked.failed {
+                taken.failures.push(failure);
+            } else if let Some(why) = forked.fallback {
+                tracing::info!(image = %self.image.display(), "one restore per sample: {why}");
+                taken.fallback = Some(why);
+            }
+        }
+        for i in taken.pending(schedule) {
+            if taken.failures.iter().any(|(k, _)| *k == schedule[i]) {
+                continue;
+            }
+            let instructions = CopyInstructions {
+                candidate: schedule[i].checked_sub(1).map(|k| candidates[k].clone()),
+                outputs: None,
+            };
+            taken.restores += 1;
+            match self.restore(i + 1, &instructions) {
+                Ok(run) => taken.runs[i] = Some(run),
+                Err(e) => taken.failures.push((schedule[i], e)),
+            }
+        }
+        taken.wall = started.elapsed();
+        Ok(taken)
+    }
+
+    /// Summarise the copies' times like a default driver does.
+    pub fn report(&self, samples: &Samples, candidate: Option<&Candidate>) -> Result<TimingReport> {
+        let runs: Vec<&RestoredRun> = samples.runs.iter().flatten().collect();
         if runs.is_empty() {
             return Err(CheckpointError::InvalidRequest(
                 "--samples must be at least 1".into(),
@@ -193,6 +340,8 @@ impl ImageTimer {
         let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
         let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
         let stats = |v: &[f64]| SampleStats::of(v).expect("at least one sample");
+        let phases: Vec<SamplePhases> = runs.iter().filter_map(|r| r.phases).collect();
+        let median = |v: Vec<u64>| stats(&as_f64(&v)).median as u64;
         Ok(TimingReport {
             image: self.image.clone(),
             exe: self.manifest.exe.clone(),
@@ -206,6 +355,18 @@ impl ImageTimer {
             samples_ns,
             samples_cpu_ns,
             image_bytes: self.manifest.image_bytes(),
+            sampling: if samples.forked { "fork" } else { "restore" }.to_string(),
+            restores: samples.restores,
+            fallback: samples.fallback.clone(),
+            cost_per_sample_ms: samples.wall.as_secs_f64() * 1e3 / runs.len() as f64,
+            samples_minflt: runs.iter().filter_map(|r| r.minor_faults).collect(),
+            phases_median: (!phases.is_empty()).then(|| SamplePhases {
+                fork_ns: median(phases.iter().map(|p| p.fork_ns).collect()),
+                prepare_ns: median(phases.iter().map(|p| p.prepare_ns).collect()),
+                prepare_faults: median(phases.iter().map(|p| p.prepare_faults).collect()),
+                delay_ns: median(phases.iter().map(|p| p.delay_ns).collect()),
+            }),
+            learned_pages: samples.learned_pages,
         })
     }
 
@@ -263,15 +424,17 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
         ));
     }
     let timer = ImageTimer::open(image, opts)?;
-    let instructions = CopyInstructions {
+    let candidates: Vec<Candidate> = opts.candidate.iter().cloned().collect();
+    timer.check(&CopyInstructions {
         candidate: opts.candidate.clone(),
         outputs: None,
-    };
-    timer.check(&instructions)?;
-    let runs = (1..=opts.samples)
-        .map(|sample| timer.restore(sample, &instructions))
-        .collect::<Result<Vec<_>>>()?;
-    timer.report(&runs, opts.candidate.as_ref())
+    })?;
+    let schedule = vec![candidates.len(); opts.samples];
+    let mut samples = timer.take_samples(&candidates, &schedule, opts.restore_per_sample)?;
+    if let Some((_, e)) = samples.failures.pop() {
+        return Err(e);
+    }
+    timer.report(&samples, opts.candidate.as_ref())
 }
 
 /// A spec's `checkpoint` clause: the image path is relative to the spec's

@@ -3,41 +3,9 @@
 //! CRIU failure arriving as one clear line. Real CRIU; needs root and setup.
 mod common;
 
-use checkpoint::{
-    auto_delay, capture, time_image, AutoDelayRequest, CaptureRequest, CheckpointError, Manifest,
-    TimeOptions,
-};
+use checkpoint::{auto_delay, capture, time_image, AutoDelayRequest, CheckpointError, Manifest};
 use common::*;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-fn request(
-    command: Vec<OsString>,
-    image: PathBuf,
-    site: &str,
-    call: u64,
-    delay: u64,
-) -> CaptureRequest {
-    CaptureRequest {
-        command,
-        image,
-        site: Some(site.to_string()),
-        call,
-        delay,
-        timeout: Some(Duration::from_secs(120)),
-        quiet: true,
-        preload: None,
-    }
-}
-
-fn opts(samples: usize) -> TimeOptions {
-    TimeOptions {
-        samples,
-        criu: Some(criu()),
-        ..Default::default()
-    }
-}
+use std::path::Path;
 
 #[test]
 fn fifty_restores_in_a_row_all_succeed_and_leave_no_process() {

@@ -87,12 +87,16 @@ struct CaptureArgs {
 struct TimeArgs {
     /// Image directory written by `tdg checkpoint capture`.
     image: PathBuf,
-    /// Number of restores (one timed region each).
+    /// Number of samples (one timed region each).
     #[arg(short = 'r', long, default_value_t = 20)]
     samples: usize,
-    /// Per-restore limit in seconds.
+    /// Per-sample limit in seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// One CRIU restore per sample instead of one restore forking a child
+    /// per sample (slower; for comparison, or to rule the fork path out).
+    #[arg(long)]
+    restore_per_sample: bool,
     /// JSON instead of text (same as --format json).
     #[arg(long, conflicts_with = "format")]
     json: bool,
@@ -364,6 +368,7 @@ fn time(a: TimeArgs) -> CmdResult {
         checkpoint::TimeOptions {
             samples: a.samples,
             timeout: Duration::from_secs(a.timeout),
+            restore_per_sample: a.restore_per_sample,
             ..Default::default()
         },
         Some(formats::Format::chosen(a.format, a.json, false)),

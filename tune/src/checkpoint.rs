@@ -6,7 +6,7 @@
 use crate::campaign::describe;
 use crate::search::{Measurement, Objective};
 use crate::TuneError;
-use checkpoint::{Candidate, CandidateSource, CopyInstructions, ImageTimer, SampleStats};
+use checkpoint::{Candidate, CandidateSource, ImageTimer, SampleStats};
 
 /// Times each configuration on the image: the median region wall time of
 /// `samples` restored copies.
@@ -94,38 +94,55 @@ impl Objective for CheckpointObjective {
             .expect("one result per configuration")
     }
 
-    /// Builds every configuration of the round, then restores the image for
-    /// them round-robin, one sample each in turn: a slow minute of the shared
+    /// Builds every configuration of the round, then samples them
+    /// round-robin, one sample each in turn, so a slow minute of the shared
     /// machine falls on all of them alike instead of on whichever was timed
-    /// then. A configuration that fails (build, verification, a crash in a
-    /// copy) drops out with its error; the others go on.
+    /// then. The whole round is one schedule: one restore whose copy forks a
+    /// child per sample with every candidate loaded (or one restore per
+    /// sample where the image cannot). A configuration that fails (build,
+    /// verification, a crash in a copy) drops out with its error; the others
+    /// go on.
     fn evaluate_round(
         &mut self,
         round: &[Vec<(String, i64)>],
     ) -> Vec<Result<Measurement, TuneError>> {
-        let mut state: Vec<Result<(Candidate, Vec<f64>), TuneError>> = round
+        let mut state: Vec<Result<Candidate, TuneError>> =
+            round.iter().map(|values| self.prepare(values)).collect();
+        let ready: Vec<usize> = (0..round.len()).filter(|&i| state[i].is_ok()).collect();
+        let candidates: Vec<Candidate> = ready
             .iter()
-            .map(|values| self.prepare(values).map(|c| (c, Vec::new())))
+            .filter_map(|&i| state[i].as_ref().ok().cloned())
             .collect();
-        for sample in 1..=self.samples {
-            for (values, slot) in round.iter().zip(state.iter_mut()) {
-                let Ok((candidate, times)) = slot else {
-                    continue;
-                };
-                let instructions = CopyInstructions {
-                    candidate: Some(candidate.clone()),
-                    outputs: None,
-                };
-                match self.timer.restore(sample, &instructions) {
-                    Ok(run) => times.push(run.region_ns as f64),
-                    Err(e) => *slot = Err(failure(&describe(values), &e)),
+        let schedule: Vec<usize> = (0..self.samples)
+            .flat_map(|_| 1..=candidates.len())
+            .collect();
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+        match self.timer.take_samples(&candidates, &schedule, false) {
+            Ok(taken) => {
+                for (k, run) in schedule.iter().zip(&taken.runs) {
+                    if let Some(run) = run {
+                        times[k - 1].push(run.region_ns as f64);
+                    }
+                }
+                for (k, e) in taken.failures {
+                    let i = ready[k - 1];
+                    state[i] = Err(failure(&describe(&round[i]), &e));
+                }
+            }
+            Err(e) => {
+                for &i in &ready {
+                    state[i] = Err(failure(&describe(&round[i]), &e));
                 }
             }
         }
         state
             .into_iter()
-            .map(|slot| {
-                slot.map(|(_, times)| Measurement {
+            .enumerate()
+            .map(|(i, slot)| {
+                slot?;
+                let k = ready.iter().position(|&r| r == i).expect("ready");
+                let times = std::mem::take(&mut times[k]);
+                Ok(Measurement {
                     time_ns: SampleStats::of(&times).expect("samples >= 1").median,
                     mflops: None,
                     samples_ns: times,

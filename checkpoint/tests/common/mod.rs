@@ -283,3 +283,32 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// Capture `command` at call `call` of `site`, `delay` calls early.
+pub fn request(
+    command: Vec<OsString>,
+    image: PathBuf,
+    site: &str,
+    call: u64,
+    delay: u64,
+) -> CaptureRequest {
+    CaptureRequest {
+        command,
+        image,
+        site: Some(site.to_string()),
+        call,
+        delay,
+        timeout: Some(Duration::from_secs(120)),
+        quiet: true,
+        preload: None,
+    }
+}
+
+/// `samples` samples with the provisioned CRIU.
+pub fn opts(samples: usize) -> TimeOptions {
+    TimeOptions {
+        samples,
+        criu: Some(criu()),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,232 @@
+//! Many samples per restore. The image is restored once; the restored copy,
+//! stopped at the checkpoint, forks one child per sample, and each child
+//! replays the delay calls and times the call exactly as a freshly restored
+//! copy would (tdg_checkpoint.c, `sample_by_fork`). A sample then costs a
+//! fork, not a restore.
+//!
+//! What keeps a forked sample exact: a first child per implementation (the
+//! learning pass) runs the replay and reports the pages it wrote; every
+//! sample's child copies those pages before the replay, so the timed call
+//! takes no copy-on-write fault (each sample reports its minor faults). File
+//! offsets the replay moves are put back after each child. An immediate
+//! checkpoint's child flushes the image's pages from the caches first. What a
+//! fork cannot replay (threads, pipe or socket data, shared memory the replay
+//! writes) makes the copy answer `fallback=<why>`, and the caller restores
+//! once per sample instead.
+
+use crate::error::{CheckpointError, Result};
+use crate::restore::{
+    line_field, parse_result, Candidate, CopyInstructions, CopyReport, RawRestore, RestorePlan,
+    RestoredRun, SamplePhases,
+};
+use std::time::Duration;
+
+/// Candidates one sampling copy can hold (MAX_CANDIDATES in tdg_checkpoint.c).
+pub const MAX_CANDIDATES: usize = 64;
+
+/// What one restore that took many samples gave back.
+#[derive(Debug)]
+pub struct ForkedRestore {
+    /// The samples taken, in schedule order (all of them unless the copy
+    /// fell back or an implementation failed).
+    pub samples: Vec<RestoredRun>,
+    /// Why the copy could not take the samples by fork.
+    pub fallback: Option<String>,
+    /// An implementation (0 the application's code, k the k-th candidate)
+    /// that failed in a child, and how; the samples before it are kept.
+    pub failed: Option<(usize, CheckpointError)>,
+    /// The whole restore as tdg saw it (restore, learning passes, samples).
+    pub wall: Duration,
+    /// Pages the learning passes wrote (pre-faulted in every sample).
+    pub learned_pages: Option<u64>,
+    /// Pages the checkpoint holds in readable mappings.
+    pub present_pages: Option<u64>,
+}
+
+/// `schedule=1,2,1,2`: what each forked sample runs (0: the application's
+/// own code, k: `candidates[k - 1]`).
+pub fn render_schedule(candidates: &[Candidate], schedule: &[usize]) -> String {
+    let mut text = String::new();
+    for c in candidates {
+        text.push_str(&format!("candidate={}\n", c.shared_object.display()));
+    }
+    let entries: Vec<String> = schedule.iter().map(|k| k.to_string()).collect();
+    text.push_str(&format!("schedule={}\n", entries.join(",")));
+    text
+}
+
+impl RestorePlan {
+    /// Whether this image's copies can take many samples per restore.
+    pub fn can_fork_samples(&self) -> bool {
+        self.fork_samples && self.control_channel.is_some()
+    }
+
+    /// Restore once and take every sample of `schedule` in a fork of the copy.
+    pub fn restore_forked(
+        &self,
+        candidates: &[Candidate],
+        schedule: &[usize],
+    ) -> Result<ForkedRestore> {
+        if !self.can_fork_samples() {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "{} was captured by an older tdg_checkpoint.c that takes one sample per restore; \
+                 rebuild the application with `tdg checkpoint lib` and recapture",
+                self.image.display()
+            )));
+        }
+        if let Some(&k) = schedule.iter().find(|&&k| k > candidates.len()) {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "sample schedule names implementation {k} of {}",
+                candidates.len()
+            )));
+        }
+        // Every sample and learning pass gets the per-restore time limit.
+        let passes = schedule.len() as u32 + candidates.len() as u32 + 2;
+        let timeout = self.timeout.saturating_mul(passes);
+        let RawRestore {
+            outcome,
+            wall,
+            text,
+        } = self.run_restore(&render_schedule(candidates, schedule), timeout)?;
+        let mut forked = parse_forked(&text, schedule.len(), wall);
+        if let Some((k, sample)) = failed_implementation(&text) {
+            let instructions = CopyInstructions {
+                candidate: k.checked_sub(1).and_then(|i| candidates.get(i)).cloned(),
+                outputs: None,
+            };
+            let report = CopyReport::parse(&text);
+            let error = self
+                .reported_failure(&report, sample, &instructions)
+                .unwrap_or_else(|| CheckpointError::CopyFailed {
+                    image: self.image.clone(),
+                    sample,
+                    detail: "ended without reporting its time".into(),
+                    log: self.log_path(),
+                });
+            forked.failed = Some((k, error));
+        }
+        let complete = forked.samples.len() == schedule.len();
+        if complete || forked.fallback.is_some() || forked.failed.is_some() {
+            let _ = std::fs::remove_file(self.log_path());
+            return Ok(forked);
+        }
+        Err(match outcome {
+            Err(e) => self.restorer_failed(e, forked.samples.len() + 1),
+            Ok(_) => CheckpointError::CopyFailed {
+                image: self.image.clone(),
+                sample: forked.samples.len() + 1,
+                detail: format!(
+                    "ended after {} of {} forked samples without saying why",
+                    forked.samples.len(),
+                    schedule.len()
+                ),
+                log: self.log_path(),
+            },
+        })
+    }
+}
+
+/// `sample_failed=<i> candidate=<k> status=<s>` (i = -1: a learning pass),
+/// or `failed_candidate=<k>` (it could not be loaded): the implementation
+/// and the 1-based sample.
+fn failed_implementation(text: &str) -> Option<(usize, usize)> {
+    text.lines().find_map(|l| {
+        if let Some(rest) = l.strip_prefix("sample_failed=") {
+            let sample = rest
+                .split_whitespace()
+                .next()?
+                .parse::<i64>()
+                .ok()
+                .map(|i| (i + 1).max(1) as usize)?;
+            Some((line_field(l, "candidate=")? as usize, sample))
+        } else {
+            l.strip_prefix("failed_candidate=")
+                .and_then(|k| k.trim().parse().ok())
+                .map(|k| (k, 1))
+        }
+    })
+}
+
+/// The samples a sampling copy reported, in order.
+fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
+    let mut forked = ForkedRestore {
+        samples: Vec::with_capacity(expected),
+        fallback: None,
+        failed: None,
+        wall,
+        learned_pages: None,
+        present_pages: None,
+    };
+    for line in text.lines() {
+        if let Some(reason) = line.strip_prefix("fallback=") {
+            forked.fallback = Some(reason.to_string());
+        } else if line.starts_with("learned ") {
+            forked.learned_pages = line_field(line, "pages=");
+            forked.present_pages = line_field(line, "present=");
+        } else if line.starts_with("ns=") {
+            let Some((region_ns, region_cpu_ns)) = parse_result(line) else {
+                continue;
+            };
+            forked.samples.push(RestoredRun {
+                region_ns,
+                region_cpu_ns,
+                wall: Duration::ZERO,
+                outputs: Vec::new(),
+                minor_faults: line_field(line, "minflt="),
+                phases: Some(SamplePhases {
+                    fork_ns: line_field(line, "fork_ns=").unwrap_or(0),
+                    prepare_ns: line_field(line, "prepare_ns=").unwrap_or(0),
+                    prepare_faults: line_field(line, "prepare_faults=").unwrap_or(0),
+                    delay_ns: line_field(line, "delay_ns=").unwrap_or(0),
+                }),
+            });
+        } else if line.starts_with("sample_end=") {
+            if let (Some(last), Some(ns)) =
+                (forked.samples.last_mut(), line_field(line, "wall_ns="))
+            {
+                last.wall = Duration::from_nanos(ns);
+            }
+        }
+    }
+    forked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_failures_and_fallbacks_are_read_from_the_copy() {
+        let text = "learned pages=12 present=4096 cold=0\n\
+                    ns=100 cpu_ns=120 overhead_ns=19.0 minflt=0 sample=0 prepare_ns=5000 delay_ns=700\n\
+                    sample_end=0 wall_ns=90000\n\
+                    ns=110 cpu_ns=130 overhead_ns=19.0 minflt=2 sample=1 prepare_ns=5100 delay_ns=710\n\
+                    sample_end=1 wall_ns=91000\n\
+                    crash=11 phase=the timed call\n\
+                    sample_failed=2 candidate=2 status=5\n";
+        let f = parse_forked(text, 4, Duration::from_millis(5));
+        assert_eq!(f.samples.len(), 2);
+        assert_eq!(f.samples[1].region_ns, 110);
+        assert_eq!(f.samples[1].minor_faults, Some(2));
+        assert_eq!(f.samples[0].wall, Duration::from_nanos(90000));
+        assert_eq!(f.samples[0].phases.unwrap().delay_ns, 700);
+        assert_eq!(f.learned_pages, Some(12));
+        assert_eq!(failed_implementation(text), Some((2, 3)));
+        let learning = "sample_failed=-1 candidate=1 status=133\n";
+        assert_eq!(failed_implementation(learning), Some((1, 1)));
+        let fallback = parse_forked(
+            "fallback=the replay reads descriptor 5\n",
+            3,
+            Duration::ZERO,
+        );
+        assert_eq!(
+            fallback.fallback.as_deref(),
+            Some("the replay reads descriptor 5")
+        );
+        assert_eq!(
+            render_schedule(&[], &[0, 0, 0]),
+            "schedule=0,0,0\n",
+            "the application's own code needs no candidate line"
+        );
+    }
+}
