@@ -249,6 +249,10 @@ pub struct TimingPlan {
     pub selection_median: bool,
     pub min_interval_ns: u64,
     pub min_interval_source: String,
+    /// The interval is the machine's default (the probe's, for rdtscp), not
+    /// one the spec or the command line chose: a driver using another timer
+    /// replaces it with that timer's own (issue 15).
+    pub min_interval_is_machine_default: bool,
     pub pin_cpu: i64,
 }
 
@@ -446,6 +450,8 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         } else {
             Selection::Min
         });
+    let min_interval_is_machine_default =
+        cfg.timing.min_interval_ns.is_none() && tc.min_interval_ns.is_none();
     let (min_interval_ns, min_interval_source) =
         match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
             (Some(v), _) => (v, "command line".to_string()),
@@ -545,6 +551,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             selection_median: selection == Selection::Median,
             min_interval_ns,
             min_interval_source,
+            min_interval_is_machine_default,
             pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
         },
         guard: OverflowGuard { alternate, restore },

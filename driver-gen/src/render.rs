@@ -5,7 +5,59 @@
 use handlebars::{handlebars_helper, Handlebars};
 use std::path::{Path, PathBuf};
 
-use crate::model::DriverModel;
+use crate::model::{CacheState, DriverModel};
+
+/// What the templates read: the model, plus the facts derived from it that
+/// the C needs as flags. Each derived flag is computed here, once, so no
+/// template works it out again from the operands.
+#[derive(serde::Serialize)]
+struct DriverView<'a> {
+    #[serde(flatten)]
+    model: &'a DriverModel,
+    /// Some operand is evicted before each timed call. When none is, the
+    /// driver runs no flush at all: a flush would only evict the harness's
+    /// own code and stack and the routine's instructions and charge that to
+    /// the routine (seen: an empty routine at 120-140 ns instead of ~0).
+    any_flushed: bool,
+    sampling: SamplingDefaults,
+}
+
+/// When a driver stops taking samples, unless its flags say otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct SamplingDefaults {
+    /// Samples are spread over at least this much wall time: this kind of
+    /// machine alternates between a fast and a slow state for stretches of
+    /// milliseconds to seconds, and a minimum over a fraction of a
+    /// millisecond is whichever state that moment offered.
+    pub min_time_ms: u32,
+    /// Sampling stops here even if the figure has not settled; the result
+    /// is then marked unstable. With set-up and verification a default
+    /// driver process stays under half a second.
+    pub max_time_ms: u32,
+    /// The estimator over the first and the second half of the samples must
+    /// agree within this relative difference (per cent).
+    pub tolerance_pct: f64,
+}
+
+/// The defaults every generated driver is built with.
+pub const SAMPLING: SamplingDefaults = SamplingDefaults {
+    min_time_ms: 100,
+    max_time_ms: 300,
+    tolerance_pct: 0.5,
+};
+
+impl<'a> DriverView<'a> {
+    fn of(model: &'a DriverModel) -> Self {
+        DriverView {
+            model,
+            any_flushed: model
+                .operands
+                .iter()
+                .any(|o| o.cache == CacheState::Flushed),
+            sampling: SAMPLING,
+        }
+    }
+}
 
 /// (template file, output file, embedded text)
 const TEMPLATES: &[(&str, &str, &str)] = &[
@@ -123,9 +175,10 @@ pub fn render(
                 message: e.to_string(),
             })?;
     }
+    let view = DriverView::of(model);
     let mut files = Vec::new();
     for (tpl, out, _) in TEMPLATES {
-        let text = hb.render(tpl, model).map_err(|e| RenderError::Render {
+        let text = hb.render(tpl, &view).map_err(|e| RenderError::Render {
             name: tpl.to_string(),
             message: e.to_string(),
         })?;

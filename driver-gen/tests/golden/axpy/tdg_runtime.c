@@ -11,6 +11,7 @@
 #include "tdg_runtime.h"
 
 #include <errno.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -546,6 +547,64 @@ void tdg_flusher_free(struct tdg_flusher *f)
     f->area = NULL;
 }
 
+/* ------------------------------------------------------------- hot code */
+
+/* More than any L2: a larger program is warmed only this far. */
+#define TDG_CODE_CAP ((size_t)4 << 20)
+
+struct code_ranges {
+    const char *start[8];
+    size_t len[8];
+    int n;
+    size_t total;
+};
+
+static int collect_main_program_code(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct code_ranges *cr = data;
+    int i;
+    (void)size;
+    /* The first object is the program itself, where the routine is linked. */
+    for (i = 0; i < info->dlpi_phnum && cr->n < 8; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            size_t len = ph->p_memsz;
+            if (cr->total + len > TDG_CODE_CAP)
+                len = TDG_CODE_CAP - cr->total;
+            cr->start[cr->n] = (const char *)(info->dlpi_addr + ph->p_vaddr);
+            cr->len[cr->n++] = len;
+            cr->total += len;
+        }
+    }
+    return 1; /* stop after the first object */
+}
+
+static struct code_ranges *code_ranges(void)
+{
+    static struct code_ranges cr;
+    static int done;
+    if (!done) {
+        dl_iterate_phdr(collect_main_program_code, &cr);
+        done = 1;
+    }
+    return &cr;
+}
+
+double tdg_warm_code(void)
+{
+    struct code_ranges *cr = code_ranges();
+    double s = 0.0;
+    int i;
+    for (i = 0; i < cr->n; i++)
+        s += read_lines(cr->start[i], cr->len[i]);
+    return s;
+}
+
+size_t tdg_code_bytes(void)
+{
+    return code_ranges()->total;
+}
+
 /* ------------------------------------------------------------ environment */
 
 int tdg_pin_to_cpu(int cpu, char *err, size_t err_len)
@@ -621,7 +680,8 @@ void tdg_environment_warnings_in(const char *root, char *buf, size_t len, int pi
         add_warning(buf, len, "CPU boost is on (cpufreq/boost=1): clock rate depends on load and temperature");
     if (TDG_READ("/proc/loadavg") && sscanf(line, "%lf", &load1) == 1 && load1 > 0.5) {
         snprintf(msg, sizeof msg,
-                 "other load on the machine: 1-minute load average %.2f on %d CPU(s); wall times include it", load1,
+                 "other load on the machine: 1-minute load average %.2f on %d CPU(s); wall times include it "
+                 "(CPU time, --timer cpu with its median, does not)", load1,
                  cpus);
         add_warning(buf, len, msg);
     }
@@ -729,6 +789,26 @@ void tdg_stats_compute(const double *x, int n, struct tdg_stats *s)
         sq += (sorted[i] - s->mean) * (sorted[i] - s->mean);
     s->stddev = n > 1 ? sqrt(sq / (n - 1)) : 0.0;
     free(sorted);
+}
+
+double tdg_estimate(const double *x, int n, int median)
+{
+    struct tdg_stats s;
+    tdg_stats_compute(x, n, &s);
+    return median ? s.median : s.min;
+}
+
+double tdg_halves_disagreement(const double *x, int n, int median)
+{
+    double a, b, all;
+    if (n < 4)
+        return -1.0;
+    a = tdg_estimate(x, n / 2, median);
+    b = tdg_estimate(x + n / 2, n - n / 2, median);
+    all = tdg_estimate(x, n, median);
+    if (all <= 0.0)
+        return a == b ? 0.0 : 1.0;
+    return fabs(a - b) / all;
 }
 
 void tdg_json_string(FILE *out, const char *s)

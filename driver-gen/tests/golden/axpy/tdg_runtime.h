@@ -172,6 +172,22 @@ void tdg_flusher_free(struct tdg_flusher *f);
 /* Stores that the compiler must keep, to sink values that prove work was done. */
 extern volatile double tdg_sink;
 
+/*
+ * Hot code after a cold-data flush. A read flush (or the other tenants of a
+ * shared cache) evicts the routine's instructions with its operands, but in
+ * the application a routine called again and again has its code cached
+ * while its data may well not be. Reading the program's own executable
+ * segment as data (the routine and the driver are linked into it) brings
+ * those lines back into the unified L2/L3, from which instruction fetch
+ * refills L1i in a few cycles; no operand byte is touched, so the operands
+ * stay exactly as cold as the flush left them. Code in shared libraries the
+ * routine calls (libm, an OpenMP runtime) is not re-warmed. Returns a sum
+ * the caller sinks.
+ */
+double tdg_warm_code(void);
+/* Bytes tdg_warm_code reads (the executable segment(s), capped). */
+size_t tdg_code_bytes(void);
+
 /* ------------------------------------------------------------ environment */
 
 /* Call first thing in main: records the CPUs the process may use, which
@@ -201,6 +217,16 @@ struct tdg_stats {
     double min, median, mean, max, stddev;
 };
 void tdg_stats_compute(const double *x, int n, struct tdg_stats *s);
+/* The reported estimator of x[0..n): its minimum, or its median. */
+double tdg_estimate(const double *x, int n, int median);
+/*
+ * Stability of the estimator: the relative difference between the estimator
+ * over the first half of the samples and over the second half, each spread
+ * over half the measuring time. A figure that still moves from one half of
+ * the run to the other has not settled (a machine that alternates between
+ * fast and slow states shows up here). Negative when n < 4.
+ */
+double tdg_halves_disagreement(const double *x, int n, int median);
 
 /* JSON helpers for the report line. */
 void tdg_json_string(FILE *out, const char *s);
