@@ -359,6 +359,8 @@ static void tdg_free_sets(void)
  * set timed first, the last, is the least recently touched, and timing walks
  * the sets downwards in memory, against the ascending streams a hardware
  * prefetcher detects inside each call (the paper's Figure 6). */
+static int tdg_sets_filled; /* set 0 holds the pristine fill */
+
 static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
 {
     int s;
@@ -428,20 +430,31 @@ static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
     tdg_bufs_sort_by_address(tdg_op_Y, nsets);
     for (s = nsets - 1; s >= 0; s--) {
         if (tdg_op_X[s].row != NULL) {
-            if (tdg_fill_X(&tdg_op_X[s], err, len))
+            /* Every copy holds the same data (same seed), so once set 0 is
+             * filled the others are copies of it: several times faster than
+             * drawing the numbers again for a large self-flushing area. */
+            if (s > 0 && tdg_sets_filled)
+                tdg_buf_copy(&tdg_op_X[s], &tdg_op_X[0]);
+            else if (tdg_fill_X(&tdg_op_X[s], err, len))
                 return -1;
             /* Lazy page zeroing: write every page now, not inside a timing. */
             if (touch)
                 tdg_buf_touch_pages(&tdg_op_X[s]);
         }
         if (tdg_op_Y[s].row != NULL) {
-            if (tdg_fill_Y(&tdg_op_Y[s], err, len))
+            /* Every copy holds the same data (same seed), so once set 0 is
+             * filled the others are copies of it: several times faster than
+             * drawing the numbers again for a large self-flushing area. */
+            if (s > 0 && tdg_sets_filled)
+                tdg_buf_copy(&tdg_op_Y[s], &tdg_op_Y[0]);
+            else if (tdg_fill_Y(&tdg_op_Y[s], err, len))
                 return -1;
             /* Lazy page zeroing: write every page now, not inside a timing. */
             if (touch)
                 tdg_buf_touch_pages(&tdg_op_Y[s]);
         }
     }
+    tdg_sets_filled = 1;
     for (s = 0; s < nsets; s++) {
         tdg_users_X[s] = tdg_op_X[s].row != NULL ? tdg_op_X[s].user : tdg_op_X[0].user;
         tdg_users_Y[s] = tdg_op_Y[s].row != NULL ? tdg_op_Y[s].user : tdg_op_Y[0].user;
@@ -825,29 +838,30 @@ int main(int argc, char **argv)
         tdg_restore_outputs();
     }
 
-    tdg_phase("preparing the cache flush");
-    if (tdg_flusher_init(&flusher, o.flush, (size_t)o.flush_kib * 1024u, o.flush_all_cpus, err, sizeof err)) {
-        fprintf(stderr, "driver: %s\n", err);
-        return 2;
-    }
-
-    /* Repetitions: one call per sample when it is long enough to time,
-     * otherwise R calls per sample, doubling R until the interval is. */
-    tdg_phase("choosing the repetition count (one timed call of daxpy)");
-    /* Noise only adds time, so one interval under the minimum settles it;
-     * one over it may be an interrupt, so up to three prepared calls are
-     * timed unless the first is far (10x) over. */
+    /* Repetitions: one call per sample when a call is long enough to time,
+     * otherwise R calls per sample, doubling R until the interval is. The
+     * test is made on calls with the operands as the warm-up call left
+     * them: a flushed call is never shorter, so a warm call over the
+     * interval settles it, and a warm call is cheap to time many times, so
+     * the choice rests on the least of at least five calls over at least a
+     * millisecond, not on whichever speed the machine offered one flushed
+     * call (seen: the mode flipping between processes of one driver). */
+    tdg_phase("choosing the repetition count (timed calls of daxpy)");
     raw = 0.0;
-    for (k = 0; k < 3; k++) {
-        double one;
+    if (o.reps == 0) {
+        uint64_t start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
+        for (k = 0; k < 5 || (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - start) < 1e6; k++) {
+            double one;
+            if (o.guard)
+                tdg_restore_outputs();
+            one = tdg_time_block_counting_faults(&timer, 1) - timer.overhead_ns;
+            if (k == 0 || one < raw)
+                raw = one;
+            if (raw >= 10.0 * (double)o.min_interval_ns && k >= 1)
+                break; /* far over: no need to spend a millisecond */
+        }
         if (o.guard)
             tdg_restore_outputs();
-        tdg_prepare_single_call(&flusher, &timer, o.hot_code);
-        one = tdg_time_block_counting_faults(&timer, 1) - timer.overhead_ns;
-        if (k == 0 || one < raw)
-            raw = one;
-        if (raw < (double)o.min_interval_ns || raw >= 10.0 * (double)o.min_interval_ns)
-            break;
     }
     if (o.reps > 0)
         reps = o.reps;
@@ -855,6 +869,15 @@ int main(int argc, char **argv)
         reps = 1;
     else
         reps = 2;
+
+    /* The read-flush buffer is needed only before single calls; R > 1
+     * flushes by rotating working sets instead. */
+    tdg_phase("preparing the cache flush");
+    if (tdg_flusher_init(&flusher, o.flush, reps == 1 ? (size_t)o.flush_kib * 1024u : 0, o.flush_all_cpus, err,
+                         sizeof err)) {
+        fprintf(stderr, "driver: %s\n", err);
+        return 2;
+    }
     if (reps > 1) {
         /* Self-flushing: enough working sets that, by the time one is used
          * again, the others have pushed it out of the flushed cache. */
