@@ -71,6 +71,14 @@ impl TimingArgs {
     }
 }
 
+/// A tolerance in per cent: a positive number.
+fn positive_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a positive percentage; e.g. 0.5")),
+    }
+}
+
 pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     defs.iter()
         .map(|d| {
@@ -140,7 +148,7 @@ pub struct Args {
     pub max_time_ms: Option<u64>,
     /// The estimator over the two halves of the samples must agree within
     /// this many per cent.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = positive_percent)]
     pub stable_pct: Option<f64>,
     /// No alpha alternation / output restoring.
     #[arg(long)]
