@@ -42,7 +42,7 @@ pub struct SamplingDefaults {
 /// The defaults every generated driver is built with.
 pub const SAMPLING: SamplingDefaults = SamplingDefaults {
     min_time_ms: 100,
-    max_time_ms: 300,
+    max_time_ms: 250,
     tolerance_pct: 0.5,
 };
 

@@ -56,7 +56,7 @@
 /* Adaptive sampling: spread over at least MIN_TIME, stop when the halves of
  * the run agree within STABLE_PCT per cent, give up (unstable) at MAX_TIME. */
 #define TDG_DEFAULT_MIN_TIME_MS 100
-#define TDG_DEFAULT_MAX_TIME_MS 300
+#define TDG_DEFAULT_MAX_TIME_MS 250
 #define TDG_DEFAULT_STABLE_PCT 0.5
 #define TDG_DEFAULT_PIN_CPU -1
 #define TDG_DEFAULT_TOLERANCE 1e-9
