@@ -763,12 +763,12 @@ int main(int argc, char **argv)
     struct tdg_timer timer;
     struct tdg_flusher flusher;
     struct tdg_stats st;
-    char warnings[TDG_MAX_WARN], note[512], err[512], verify_msg[1024], unstable_why[512], min_interval_why[160];
+    char warnings[TDG_MAX_WARN], note[512], err[512], verify_msg[1024], min_interval_why[160];
     const char *mode, *verify_status = "skipped", *guard_desc = "off";
-    double *samples, raw, reported, flops, spread, elapsed_ms = 0.0;
-    int *sample_cpus, k, n, cap, next_check, stable = 0, pinned = 0, finite = 1, verify_bad = 0;
+    struct tdg_sampler sampler;
+    double *samples, raw, reported, flops;
+    int k, n, pinned = 0, finite = 1, verify_bad = 0;
     long long reps = 1;
-    uint64_t sampling_start;
     long denormals = 0;
     struct tdg_scalars *Sp = tdg_args;
 
@@ -786,7 +786,7 @@ int main(int argc, char **argv)
         tdg_describe();
         return 0;
     }
-    warnings[0] = verify_msg[0] = unstable_why[0] = min_interval_why[0] = '\0';
+    warnings[0] = verify_msg[0] = min_interval_why[0] = '\0';
     tdg_guard = o.guard;
 
     if (o.pin >= 0) {
@@ -927,36 +927,16 @@ int main(int argc, char **argv)
         guard_desc = reps == 1 ? "restore outputs before each sample" :
                      "restore the outputs of the working sets each sample uses before it; outputs checked for overflow and denormals";
 
-    /* Sampling. With --samples the count is fixed (ATLAS's N). Otherwise
-     * the driver takes at least the default count, spread over at least
-     * --min-time-ms of wall time, and stops once the estimator over the
-     * first half of the samples and over the second agree within
-     * --stable-pct; at --max-time-ms it stops anyway and says the figure is
-     * unstable. */
-    cap = o.samples > 256 ? o.samples : 256;
-    samples = malloc((size_t)cap * sizeof *samples);
-    sample_cpus = malloc((size_t)cap * sizeof *sample_cpus);
-    if (samples == NULL || sample_cpus == NULL) {
+    /* Sampling: the rule (fixed count, or adaptive until the halves of the
+     * run agree, under a time budget) is the runtime's tdg_sampler. */
+    if (tdg_sampler_init(&sampler, o.samples, o.samples_fixed, o.median, (double)o.min_time_ms, (double)o.max_time_ms,
+                         o.stable_pct)) {
         fprintf(stderr, "driver: out of memory\n");
         return 2;
     }
-    next_check = o.samples;
-    sampling_start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
-    for (n = 0;;) {
+    do {
         char label[128];
-        if (n == cap) {
-            double *more = realloc(samples, (size_t)cap * 2 * sizeof *samples);
-            int *more_cpus = more ? realloc(sample_cpus, (size_t)cap * 2 * sizeof *sample_cpus) : NULL;
-            if (more != NULL)
-                samples = more;
-            if (more == NULL || more_cpus == NULL) {
-                snprintf(unstable_why, sizeof unstable_why, "out of memory for more than %d samples", n);
-                break;
-            }
-            sample_cpus = more_cpus;
-            cap *= 2;
-        }
-        snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", n + 1, reps);
+        snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", sampler.n + 1, reps);
         tdg_phase(label);
         if (reps == 1) {
             if (o.guard)
@@ -964,46 +944,10 @@ int main(int argc, char **argv)
             tdg_prepare_single_call(&flusher, &timer, o.hot_code);
         } else if (o.guard)
             tdg_restore_block_outputs(reps);
-        raw = tdg_time_block_counting_faults(&timer, reps);
-        raw -= timer.overhead_ns;
-        samples[n] = (raw > 0.0 ? raw : 0.0) / (double)reps;
-        sample_cpus[n] = tdg_current_cpu();
-        n++;
-        elapsed_ms = (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - sampling_start) * 1e-6;
-        if (n < o.samples)
-            continue;
-        if (o.samples_fixed)
-            break;
-        if (elapsed_ms >= (double)o.min_time_ms && n >= next_check) {
-            spread = tdg_halves_disagreement(samples, n, o.median);
-            if (spread >= 0.0 && spread * 100.0 <= o.stable_pct) {
-                stable = 1;
-                break;
-            }
-            next_check = n + n / 8 + 1; /* sorting every time would cost O(n^2 log n) */
-        }
-        if (elapsed_ms >= (double)o.max_time_ms) {
-            spread = tdg_halves_disagreement(samples, n, o.median);
-            snprintf(unstable_why, sizeof unstable_why,
-                     "the %lld ms budget ran out before the %s over the first and the second half of the samples agreed "
-                     "within %g%% (they differ by %.2f%%): the machine's speed changed while measuring; raise "
-                     "--max-time-ms, or on a loaded machine time CPU time (--timer cpu, median), which other processes do not inflate",
-                     o.max_time_ms, o.median ? "median" : "minimum", o.stable_pct, spread * 100.0);
-            break;
-        }
-    }
-    spread = tdg_halves_disagreement(samples, n, o.median);
-    if (o.samples_fixed) {
-        stable = spread >= 0.0 && spread * 100.0 <= o.stable_pct;
-        if (spread < 0.0)
-            snprintf(unstable_why, sizeof unstable_why,
-                     "%d sample(s) (--samples) are too few to judge stability; drop --samples to sample until the figure settles", n);
-        else if (!stable)
-            snprintf(unstable_why, sizeof unstable_why,
-                     "the %s over the first and the second half of the %d samples (--samples) differ by %.2f%%, more than %g%%; "
-                     "drop --samples to sample until the figure settles",
-                     o.median ? "median" : "minimum", n, spread * 100.0, o.stable_pct);
-    }
+        raw = tdg_time_block_counting_faults(&timer, reps) - timer.overhead_ns;
+    } while (!tdg_sampler_add(&sampler, (raw > 0.0 ? raw : 0.0) / (double)reps, tdg_current_cpu()));
+    samples = sampler.ns;
+    n = sampler.n;
     tdg_stats_compute(samples, n, &st);
     reported = o.median ? st.median : st.min;
 
@@ -1079,7 +1023,7 @@ int main(int argc, char **argv)
         }
         printf("],\"sample_cpus\":[");
         for (k = 0; k < n; k++)
-            printf("%s%d", k ? "," : "", sample_cpus[k]);
+            printf("%s%d", k ? "," : "", sampler.cpu[k]);
         printf("],\"stats\":{\"min\":");
         tdg_json_double(stdout, st.min);
         printf(",\"median\":");
@@ -1093,14 +1037,14 @@ int main(int argc, char **argv)
         printf("},\"reported_ns\":");
         tdg_json_double(stdout, reported);
         printf(",\"uncertainty_pct\":");
-        tdg_json_double(stdout, spread >= 0.0 ? spread * 100.0 : NAN);
-        printf(",\"stable\":%s,\"unstable_reason\":", stable ? "true" : "false");
-        tdg_json_string(stdout, unstable_why);
+        tdg_json_double(stdout, sampler.spread >= 0.0 ? sampler.spread * 100.0 : NAN);
+        printf(",\"stable\":%s,\"unstable_reason\":", sampler.stable ? "true" : "false");
+        tdg_json_string(stdout, sampler.why);
         printf(",\"sampling\":{\"adaptive\":%s,\"min_samples\":%d,\"min_time_ms\":%lld,\"max_time_ms\":%lld,\"stable_pct\":",
                o.samples_fixed ? "false" : "true", o.samples, o.min_time_ms, o.max_time_ms);
         tdg_json_double(stdout, o.stable_pct);
         printf(",\"elapsed_ms\":");
-        tdg_json_double(stdout, elapsed_ms);
+        tdg_json_double(stdout, sampler.elapsed_ms);
         printf("}");
         printf(",\"flops_per_call\":");
         tdg_json_double(stdout, flops);
@@ -1138,14 +1082,14 @@ int main(int argc, char **argv)
         printf("  per call: min %.1f ns  median %.1f ns  mean %.1f ns  max %.1f ns  stddev %.1f ns\n",
                st.min, st.median, st.mean, st.max, st.stddev);
         printf("  reported (%s): %.1f ns", o.median ? "median" : "min", reported);
-        if (spread >= 0.0)
-            printf(" +- %.2f%% (%d samples over %.0f ms)", spread * 100.0, n, elapsed_ms);
+        if (sampler.spread >= 0.0)
+            printf(" +- %.2f%% (%d samples over %.0f ms)", sampler.spread * 100.0, n, sampler.elapsed_ms);
         if (flops > 0.0 && reported > 0.0)
             printf("  = %.1f MFLOPS (average %.1f)", flops / reported * 1e3, st.mean > 0 ? flops / st.mean * 1e3 : 0.0);
         printf("\n  timer overhead %.1f ns (subtracted), verification %s%s%s\n", timer.overhead_ns, verify_status,
                verify_msg[0] ? ": " : "", verify_msg);
-        if (!stable)
-            printf("  UNSTABLE: %s\n", unstable_why);
+        if (!sampler.stable)
+            printf("  UNSTABLE: %s\n", sampler.why);
         if (warnings[0])
             printf("  warnings:\n%s", warnings);
         printf("  (sink %g)\n", tdg_sink + tdg_ret_acc);
@@ -1154,8 +1098,7 @@ int main(int argc, char **argv)
     tdg_flusher_free(&flusher);
     tdg_free_sets();
     tdg_buf_free(&tdg_saved_Y);
-    free(samples);
-    free(sample_cpus);
+    tdg_sampler_free(&sampler);
     if (verify_bad) {
         fprintf(stderr, "driver: verification FAILED: %s\n", verify_msg);
         return 3;

@@ -811,6 +811,96 @@ double tdg_halves_disagreement(const double *x, int n, int median)
     return fabs(a - b) / all;
 }
 
+int tdg_sampler_init(struct tdg_sampler *s, int min_samples, int fixed, int median, double min_time_ms,
+                     double max_time_ms, double stable_pct)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = min_samples > 256 ? min_samples : 256;
+    s->ns = malloc((size_t)s->cap * sizeof *s->ns);
+    s->cpu = malloc((size_t)s->cap * sizeof *s->cpu);
+    if (s->ns == NULL || s->cpu == NULL)
+        return -1;
+    s->min_samples = min_samples;
+    s->fixed = fixed;
+    s->median = median;
+    s->min_time_ms = min_time_ms;
+    s->max_time_ms = max_time_ms;
+    s->stable_pct = stable_pct;
+    s->next_check = min_samples;
+    s->spread = -1.0;
+    s->start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
+    return 0;
+}
+
+static int sampler_finish(struct tdg_sampler *s)
+{
+    const char *estimator = s->median ? "median" : "minimum";
+    s->spread = tdg_halves_disagreement(s->ns, s->n, s->median);
+    if (s->fixed) {
+        s->stable = s->spread >= 0.0 && s->spread * 100.0 <= s->stable_pct;
+        if (s->spread < 0.0)
+            snprintf(s->why, sizeof s->why,
+                     "%d sample(s) (--samples) are too few to judge stability; drop --samples to sample until the figure settles",
+                     s->n);
+        else if (!s->stable)
+            snprintf(s->why, sizeof s->why,
+                     "the %s over the first and the second half of the %d samples (--samples) differ by %.2f%%, more than %g%%; "
+                     "drop --samples to sample until the figure settles",
+                     estimator, s->n, s->spread * 100.0, s->stable_pct);
+    } else if (!s->stable && s->why[0] == '\0') {
+        snprintf(s->why, sizeof s->why,
+                 "the %g ms budget ran out before the %s over the first and the second half of the samples agreed "
+                 "within %g%% (they differ by %.2f%%): the machine's speed changed while measuring; raise "
+                 "--max-time-ms, or on a loaded machine time CPU time (--timer cpu, median), which other processes do not inflate",
+                 s->max_time_ms, estimator, s->stable_pct, s->spread * 100.0);
+    }
+    return 1;
+}
+
+int tdg_sampler_add(struct tdg_sampler *s, double ns, int cpu)
+{
+    s->ns[s->n] = ns;
+    s->cpu[s->n] = cpu;
+    s->n++;
+    s->elapsed_ms = (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - s->start) * 1e-6;
+    if (s->n == s->cap) {
+        double *more = realloc(s->ns, (size_t)s->cap * 2 * sizeof *s->ns);
+        int *more_cpu = more ? realloc(s->cpu, (size_t)s->cap * 2 * sizeof *s->cpu) : NULL;
+        if (more != NULL)
+            s->ns = more;
+        if (more_cpu != NULL)
+            s->cpu = more_cpu;
+        if (more == NULL || more_cpu == NULL) {
+            snprintf(s->why, sizeof s->why, "out of memory for more than %d samples", s->n);
+            return sampler_finish(s);
+        }
+        s->cap *= 2;
+    }
+    if (s->n < s->min_samples)
+        return 0;
+    if (s->fixed)
+        return sampler_finish(s);
+    if (s->elapsed_ms >= s->min_time_ms && s->n >= s->next_check) {
+        double d = tdg_halves_disagreement(s->ns, s->n, s->median);
+        if (d >= 0.0 && d * 100.0 <= s->stable_pct) {
+            s->stable = 1;
+            return sampler_finish(s);
+        }
+        s->next_check = s->n + s->n / 8 + 1; /* sorting after every sample would cost O(n^2 log n) */
+    }
+    if (s->elapsed_ms >= s->max_time_ms)
+        return sampler_finish(s);
+    return 0;
+}
+
+void tdg_sampler_free(struct tdg_sampler *s)
+{
+    free(s->ns);
+    free(s->cpu);
+    s->ns = NULL;
+    s->cpu = NULL;
+}
+
 void tdg_json_string(FILE *out, const char *s)
 {
     fputc('"', out);

@@ -228,6 +228,34 @@ double tdg_estimate(const double *x, int n, int median);
  */
 double tdg_halves_disagreement(const double *x, int n, int median);
 
+/*
+ * When to stop taking samples. With a fixed count (--samples) exactly
+ * min_samples are taken. Otherwise at least min_samples, spread over at
+ * least min_time_ms of wall time, until the estimator over the first and
+ * the second half of the samples agree within stable_pct per cent; at
+ * max_time_ms sampling stops anyway and the result is unstable. A fixed
+ * count is judged by the same rule once taken.
+ */
+struct tdg_sampler {
+    double *ns;         /* per-call time of every sample */
+    int *cpu;           /* CPU each sample ended on */
+    int n, cap;
+    int min_samples, fixed, median;
+    double min_time_ms, max_time_ms, stable_pct;
+    uint64_t start;     /* CLOCK_MONOTONIC_RAW when sampling began */
+    int next_check;     /* the halves are compared at geometric steps */
+    double elapsed_ms;  /* wall time the samples took */
+    double spread;      /* tdg_halves_disagreement of all samples (<0: too few) */
+    int stable;
+    char why[512];      /* why not stable, and what to do */
+};
+int tdg_sampler_init(struct tdg_sampler *s, int min_samples, int fixed, int median, double min_time_ms,
+                     double max_time_ms, double stable_pct);
+/* Records one sample; returns 1 when sampling is over (then spread, stable
+ * and why are final). */
+int tdg_sampler_add(struct tdg_sampler *s, double ns, int cpu);
+void tdg_sampler_free(struct tdg_sampler *s);
+
 /* JSON helpers for the report line. */
 void tdg_json_string(FILE *out, const char *s);
 void tdg_json_double(FILE *out, double v);
