@@ -565,18 +565,28 @@ static double tdg_time_block_counting_faults(const struct tdg_timer *t, long lon
     return raw;
 }
 
-/* The least of `tries` or more intervals of `reps` calls, taken over at
- * least `min_ns` of wall time. */
-static double tdg_least_block(const struct tdg_timer *t, long long reps, int tries, double min_ns)
+/* The least of at least five intervals of `reps` calls taken over at least
+ * a millisecond (raw nanoseconds): noise only ever adds time, and the
+ * repetition count must follow the routine, not the speed the machine
+ * offers during a few microseconds. Stops early once an interval reaches
+ * `enough_ns`; `restore` puts the outputs back before each interval. */
+static double tdg_least_block(const struct tdg_timer *t, long long reps, int restore, double enough_ns)
 {
     uint64_t start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
-    double best = tdg_time_block_counting_faults(t, reps);
+    double best = 0.0;
     int k;
-    for (k = 1; k < tries || (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - start) < min_ns; k++) {
-        double again = tdg_time_block_counting_faults(t, reps);
-        if (again < best)
-            best = again;
+    for (k = 0; k < 5 || (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - start) < 1e6; k++) {
+        double one;
+        if (restore)
+            tdg_restore_outputs();
+        one = tdg_time_block_counting_faults(t, reps);
+        if (k == 0 || one < best)
+            best = one;
+        if (best >= enough_ns)
+            break;
     }
+    if (restore)
+        tdg_restore_outputs();
     return best;
 }
 
@@ -848,21 +858,8 @@ int main(int argc, char **argv)
      * call (seen: the mode flipping between processes of one driver). */
     tdg_phase("choosing the repetition count (timed calls of daxpy)");
     raw = 0.0;
-    if (o.reps == 0) {
-        uint64_t start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
-        for (k = 0; k < 5 || (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - start) < 1e6; k++) {
-            double one;
-            if (o.guard)
-                tdg_restore_outputs();
-            one = tdg_time_block_counting_faults(&timer, 1) - timer.overhead_ns;
-            if (k == 0 || one < raw)
-                raw = one;
-            if (raw >= 10.0 * (double)o.min_interval_ns)
-                break; /* far over: one call settles it */
-        }
-        if (o.guard)
-            tdg_restore_outputs();
-    }
+    if (o.reps == 0) /* far (10x) over the interval, one call settles it */
+        raw = tdg_least_block(&timer, 1, o.guard, 10.0 * (double)o.min_interval_ns + timer.overhead_ns) - timer.overhead_ns;
     if (o.reps > 0)
         reps = o.reps;
     else if (raw >= (double)o.min_interval_ns)
@@ -910,12 +907,7 @@ int main(int argc, char **argv)
         if (o.reps == 0) {
             tdg_phase("doubling the repetition count");
             for (;;) {
-                /* The least of at least five intervals spread over at
-                 * least a millisecond: one interrupted interval must not
-                 * stop the doubling early (noise only ever adds time), and
-                 * R must follow the routine, not the speed the machine
-                 * happens to offer during its first few microseconds. */
-                raw = tdg_least_block(&timer, reps, 5, 1e6);
+                raw = tdg_least_block(&timer, reps, 0, HUGE_VAL);
                 if (raw - timer.overhead_ns >= (double)o.min_interval_ns || reps >= (1LL << 40))
                     break;
                 reps *= 2;
