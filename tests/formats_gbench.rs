@@ -108,6 +108,12 @@ fn compare_py_names_the_faster_implementation() {
         .unwrap();
     assert_eq!(reported["tdg_samples_ns"].as_array().unwrap().len(), 15);
     assert!(reported["MFLOPS"].as_f64().unwrap() > 0.0);
+    // The run's stated uncertainty rides along as a counter.
+    assert!(
+        reported["uncertainty_pct"].as_f64().unwrap() >= 0.0,
+        "{reported}"
+    );
+    assert!(reported["tdg_stable"].is_boolean(), "{reported}");
 
     // Kahan summation's dependent chain is several times slower than eight
     // independent sums; compare.py must see it, significantly, both ways.

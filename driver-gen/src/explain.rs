@@ -121,34 +121,56 @@ pub fn explain(m: &DriverModel) -> String {
         };
         let _ = writeln!(s, "      before each timed call: {cache}");
         if o.is_output {
-            let _ = writeln!(s, "      written by the routine: restored from a pristine copy before each single-call sample");
+            let _ = writeln!(
+                s,
+                "      written by the routine: restored from a pristine copy before each sample"
+            );
         }
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "Timing:");
     let _ = writeln!(
         s,
-        "  timer {} (overhead measured and subtracted); {} samples, report the {}",
-        t.method, t.samples, t.selection
+        "  timer {} (overhead measured through the timed path and subtracted); report the {}",
+        t.method, t.selection
+    );
+    let sampling = crate::render::SAMPLING;
+    let _ = writeln!(
+        s,
+        "  samples: at least {}, spread over at least {} ms, until the {} of the first and the second half agree within {}% \
+         (the stated uncertainty); at {} ms the figure is reported as unstable; --samples N takes exactly N",
+        t.samples, sampling.min_time_ms, t.selection, sampling.tolerance_pct, sampling.max_time_ms
     );
     let _ = writeln!(
         s,
-        "  one call per sample if it lasts >= {} ns ({}); otherwise R calls per sample, R doubled until it does",
-        t.min_interval_ns, t.min_interval_source
+        "  one call per sample if a call lasts >= {} ns ({}{}); otherwise R calls per sample, R doubled until it does",
+        t.min_interval_ns,
+        t.min_interval_source,
+        if t.min_interval_is_machine_default && t.method != "cycle" {
+            "; replaced by 1000 steps of the timer in use, at least 10 us"
+        } else {
+            ""
+        }
     );
-    if f.any_operand_flushed || f.method == "none" {
+    if f.any_operand_flushed {
         let _ = writeln!(
             s,
-            "  flush: {} {} KiB ({}){}",
+            "  flush: {} {} KiB ({}){}; after it the program's code is read back (operands cold, code hot, \
+             as in a loop of the application; --cold-code leaves it cold)",
             f.method,
             f.kib,
             f.kib_source,
             if f.all_cpus { ", on every CPU" } else { "" }
         );
+    } else if f.method == "none" {
+        let _ = writeln!(
+            s,
+            "  flush: none (flushing is off, so the operands, the driver's own code and the routine's stay cached)"
+        );
     } else {
         let _ = writeln!(
             s,
-            "  flush: none before the calls (no operand is marked `flush`; `tdg run --flush {}` flushes the unmarked ones)",
+            "  flush: none before the calls (no operand is marked `flush`, so the driver's own code and the routine's stay cached; `tdg run --flush {}` flushes the unmarked ones)",
             f.method
         );
     }
@@ -158,10 +180,10 @@ pub fn explain(m: &DriverModel) -> String {
     );
     match &m.guard.alternate {
         Some(a) => {
-            let _ = writeln!(s, "  overflow guard: the sign of {a} flips each time the working sets wrap; outputs restored between single-call samples");
+            let _ = writeln!(s, "  overflow guard: the sign of {a} flips each time the working sets wrap; outputs restored before every sample; outputs checked for overflow and denormals after timing");
         }
         None => {
-            let _ = writeln!(s, "  overflow guard: outputs restored between single-call samples; outputs checked for overflow after timing");
+            let _ = writeln!(s, "  overflow guard: outputs restored before every sample (the working sets it uses); outputs checked for overflow and denormals after timing");
         }
     }
     if t.pin_cpu >= 0 {

@@ -248,8 +248,11 @@ pub struct FlushPlan {
     /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
     pub kib_source: String,
     pub all_cpus: bool,
-    /// Some operand is `Flushed`: without one a read flush would only evict
-    /// what the spec leaves in cache.
+    /// Some operand is `Flushed`. When none is, the driver runs no flush at
+    /// all: a flush would only evict what the spec leaves in cache, the
+    /// harness's own code and stack and the routine's instructions, and
+    /// charge that to the routine (seen: an empty routine at 120-140 ns
+    /// instead of ~0).
     pub any_operand_flushed: bool,
 }
 
@@ -262,6 +265,10 @@ pub struct TimingPlan {
     pub selection_median: bool,
     pub min_interval_ns: u64,
     pub min_interval_source: String,
+    /// The interval is the machine's default (the probe's, for rdtscp), not
+    /// one the spec or the command line chose: a driver using another timer
+    /// replaces it with that timer's own (issue 15).
+    pub min_interval_is_machine_default: bool,
     pub pin_cpu: i64,
 }
 
@@ -464,6 +471,8 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         } else {
             Selection::Min
         });
+    let min_interval_is_machine_default =
+        cfg.timing.min_interval_ns.is_none() && tc.min_interval_ns.is_none();
     let (min_interval_ns, min_interval_source) =
         match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
             (Some(v), _) => (v, "command line".to_string()),
@@ -572,6 +581,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             selection_median: selection == Selection::Median,
             min_interval_ns,
             min_interval_source,
+            min_interval_is_machine_default,
             pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
         },
         guard: OverflowGuard { alternate, restore },

@@ -70,14 +70,29 @@ pub fn format_table(r: &RunReport) -> String {
             }
         );
     }
+    // Adaptive sampling can take thousands: show the first few and say how
+    // many, over how long (`--json` has every one).
+    const SHOWN: usize = 10;
+    let shown = r
+        .samples_ns
+        .iter()
+        .take(SHOWN)
+        .map(|v| ns(*v))
+        .collect::<Vec<_>>()
+        .join("  ");
     let _ = writeln!(
         s,
-        "samples      {}",
-        r.samples_ns
-            .iter()
-            .map(|v| ns(*v))
-            .collect::<Vec<_>>()
-            .join("  ")
+        "samples      {}{}",
+        shown,
+        if r.samples_ns.len() > SHOWN {
+            format!(
+                "  ... ({} samples over {:.0} ms)",
+                r.samples_ns.len(),
+                r.sampling.elapsed_ms
+            )
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         s,
@@ -89,6 +104,10 @@ pub fn format_table(r: &RunReport) -> String {
         ns(r.stats.stddev)
     );
     let _ = writeln!(s, "reported     {} ({})", ns(r.reported_ns), r.reported_why);
+    let _ = writeln!(s, "uncertainty  {}", uncertainty(r));
+    if !r.stable {
+        let _ = writeln!(s, "UNSTABLE     {}", r.unstable_reason);
+    }
     if let (Some(b), Some(a)) = (r.mflops_best, r.mflops_avg) {
         let _ = writeln!(s, "MFLOPS       best {b:.1}, average {a:.1}");
     }
@@ -108,12 +127,35 @@ pub fn format_table(r: &RunReport) -> String {
     s
 }
 
-pub const CSV_HEADER: &str = "routine,timer,mode,reps,working_sets,flush,flush_kib,samples,min_ns,median_ns,mean_ns,max_ns,stddev_ns,reported_ns,selection,mflops_best,mflops_avg,timer_overhead_ns,verification";
+/// The run's stated uncertainty in words.
+pub fn uncertainty(r: &RunReport) -> String {
+    match r.uncertainty_pct {
+        Some(p) => format!(
+            "+-{p:.2}% ({} over the first and the second half of the {} samples agree within it{})",
+            r.selection,
+            r.samples_ns.len(),
+            if r.sampling.adaptive {
+                format!(
+                    "; sampled until within {}%, over at least {} ms",
+                    r.sampling.stable_pct, r.sampling.min_time_ms
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => format!(
+            "unknown ({} sample(s) are too few to judge)",
+            r.samples_ns.len()
+        ),
+    }
+}
+
+pub const CSV_HEADER: &str = "routine,timer,mode,reps,working_sets,flush,flush_kib,samples,min_ns,median_ns,mean_ns,max_ns,stddev_ns,reported_ns,selection,uncertainty_pct,stable,mflops_best,mflops_avg,timer_overhead_ns,verification";
 
 pub fn format_csv_row(r: &RunReport) -> String {
     let opt = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_default();
     format!(
-        "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{:.3},{}",
+        "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{}",
         r.routine,
         r.timer,
         r.mode,
@@ -129,6 +171,8 @@ pub fn format_csv_row(r: &RunReport) -> String {
         r.stats.stddev,
         r.reported_ns,
         r.selection,
+        opt(r.uncertainty_pct),
+        r.stable,
         opt(r.mflops_best),
         opt(r.mflops_avg),
         r.timer_overhead_ns,

@@ -30,6 +30,15 @@ pub struct RunOptions {
     pub timing: TimingOverrides,
     /// Force this many calls per sample.
     pub reps: Option<u64>,
+    /// After a flush, leave the routine's code cold too (`--cold-code`); by
+    /// default the driver re-warms the program's code, not its data.
+    pub cold_code: bool,
+    /// Spread the samples over at least this much wall time (ms).
+    pub min_time_ms: Option<u64>,
+    /// Stop sampling here even if the figure has not settled (ms).
+    pub max_time_ms: Option<u64>,
+    /// The halves of the run must agree within this many per cent.
+    pub stable_pct: Option<f64>,
     /// Write every operand page before timing (lazy page zeroing guard).
     pub touch_pages: bool,
     /// One untimed call before timing (instruction load guard).
@@ -56,6 +65,10 @@ impl Default for RunOptions {
             defines: Vec::new(),
             timing: TimingOverrides::default(),
             reps: None,
+            cold_code: false,
+            min_time_ms: None,
+            max_time_ms: None,
+            stable_pct: None,
             touch_pages: true,
             dummy_call: true,
             overflow_guard: true,
@@ -112,6 +125,19 @@ pub struct Stats {
     pub stddev: f64,
 }
 
+/// How the driver decided how many samples to take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// False when `--samples` fixed the count.
+    pub adaptive: bool,
+    pub min_samples: u32,
+    pub min_time_ms: u64,
+    pub max_time_ms: u64,
+    pub stable_pct: f64,
+    /// Wall time the samples took.
+    pub elapsed_ms: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperandReport {
     pub name: String,
@@ -137,7 +163,11 @@ pub struct Verification {
 /// contract between a generated driver and the tdg that reads it; the table
 /// in docs/drivers.md describes each field. Bump it when a field changes
 /// meaning or goes away (new fields alone do not need a bump).
-pub const DRIVER_JSON_VERSION: u32 = 1;
+///
+/// Version 2: the sample count is the driver's to choose (adaptive
+/// sampling), the timer overhead is measured through the timed path, and
+/// the stability fields (`uncertainty_pct`, `stable`, `sampling`) exist.
+pub const DRIVER_JSON_VERSION: u32 = 2;
 
 /// What the driver prints with `--json` (one line).
 #[derive(Debug, Clone, Deserialize)]
@@ -157,11 +187,17 @@ struct DriverJson {
     flush_all_cpus: bool,
     flush_cpus: Vec<i32>,
     min_interval_ns: u64,
+    min_interval_why: String,
+    code: String,
     selection: String,
     samples_ns: Vec<f64>,
     sample_cpus: Vec<i32>,
     stats: Stats,
     reported_ns: f64,
+    uncertainty_pct: Option<f64>,
+    stable: bool,
+    unstable_reason: String,
+    sampling: Sampling,
     flops_per_call: Option<f64>,
     page_faults_during_timing: i64,
     pinned_cpu: i32,
@@ -169,6 +205,7 @@ struct DriverJson {
     dummy_call: bool,
     overflow_guard: String,
     outputs_finite: bool,
+    outputs_denormal: i64,
     operands: Vec<OperandReport>,
     verification: Verification,
     warnings: Vec<String>,
@@ -209,6 +246,19 @@ pub struct RunReport {
     pub selection: String,
     pub reported_ns: f64,
     pub reported_why: String,
+    /// How far the estimator over the first half of the samples is from the
+    /// one over the second half, in per cent of the reported figure: the
+    /// run's own measure of how settled the figure is (`None`: too few
+    /// samples to tell).
+    pub uncertainty_pct: Option<f64>,
+    /// The figure settled within the tolerance before the budget ran out.
+    pub stable: bool,
+    /// Why not, and what to do (empty when stable).
+    pub unstable_reason: String,
+    pub sampling: Sampling,
+    /// "hot": after a flush the routine's code was re-warmed (operands stay
+    /// cold); "cold": `--cold-code`, everything as the flush left it.
+    pub code: String,
     pub flops_per_call: Option<f64>,
     pub mflops_best: Option<f64>,
     pub mflops_avg: Option<f64>,
@@ -218,6 +268,8 @@ pub struct RunReport {
     pub dummy_call: bool,
     pub overflow_guard: String,
     pub outputs_finite: bool,
+    /// Output values that became denormal during timing (not in the fill).
+    pub outputs_denormal: i64,
     pub operands: Vec<OperandReport>,
     pub verification: Verification,
     pub warnings: Vec<String>,
@@ -421,6 +473,18 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if let Some(r) = opts.reps {
         a.push(format!("--reps={r}"));
     }
+    if opts.cold_code {
+        a.push("--cold-code".into());
+    }
+    if let Some(t) = opts.min_time_ms {
+        a.push(format!("--min-time-ms={t}"));
+    }
+    if let Some(t) = opts.max_time_ms {
+        a.push(format!("--max-time-ms={t}"));
+    }
+    if let Some(p) = opts.stable_pct {
+        a.push(format!("--stable-pct={p}"));
+    }
     if let Some(c) = opts.timing.pin_cpu {
         a.push(format!("--pin={c}"));
     }
@@ -523,7 +587,9 @@ impl BuiltDriver {
         } else {
             "command line".into()
         };
-        let min_interval_source = if j.min_interval_ns == m.timing.min_interval_ns {
+        let min_interval_source = if !j.min_interval_why.is_empty() {
+            j.min_interval_why.clone()
+        } else if j.min_interval_ns == m.timing.min_interval_ns {
             m.timing.min_interval_source.clone()
         } else {
             "command line".into()
@@ -557,6 +623,11 @@ impl BuiltDriver {
             selection: j.selection,
             reported_ns: j.reported_ns,
             reported_why,
+            uncertainty_pct: j.uncertainty_pct,
+            stable: j.stable,
+            unstable_reason: j.unstable_reason,
+            sampling: j.sampling,
+            code: j.code,
             flops_per_call: j.flops_per_call,
             page_faults_during_timing: j.page_faults_during_timing,
             pinned_cpu: (j.pinned_cpu >= 0).then_some(j.pinned_cpu),
@@ -564,6 +635,7 @@ impl BuiltDriver {
             dummy_call: j.dummy_call,
             overflow_guard: j.overflow_guard,
             outputs_finite: j.outputs_finite,
+            outputs_denormal: j.outputs_denormal,
             operands: j.operands,
             verification: j.verification,
             warnings: j.warnings,
@@ -609,9 +681,9 @@ mod json_contract {
 
     #[test]
     fn a_report_of_another_format_version_is_refused_with_the_way_out() {
-        let e = parse_driver_json(r#"{"tdg_driver":2,"routine":"f"}"#).unwrap_err();
+        let e = parse_driver_json(r#"{"tdg_driver":99,"routine":"f"}"#).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("report format version 2"), "{msg}");
+        assert!(msg.contains("report format version 99"), "{msg}");
         assert!(msg.contains("regenerate the driver"), "{msg}");
         let e = parse_driver_json(r#"{"routine":"f"}"#).unwrap_err();
         assert!(e.to_string().contains("no `tdg_driver`"), "{e}");

@@ -208,6 +208,15 @@ fn entries(r: &RunReport, family: usize, name: &str) -> Vec<Value> {
             e["tdg_mode"] = r.mode.clone().into();
             e["tdg_calls_per_sample"] = r.reps_per_sample.into();
             e["tdg_flush_kib"] = r.flush_kib.into();
+            // A user counter (Google Benchmark's readers show extra numeric
+            // fields as counters): the run's own uncertainty of this figure.
+            if let Some(u) = r.uncertainty_pct {
+                e["uncertainty_pct"] = u.into();
+            }
+            e["tdg_stable"] = r.stable.into();
+            if !r.stable {
+                e["tdg_unstable_reason"] = r.unstable_reason.clone().into();
+            }
             if !r.warnings.is_empty() {
                 e["tdg_warnings"] = json!(r.warnings);
             }

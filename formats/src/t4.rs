@@ -17,6 +17,9 @@ pub struct Tried {
     pub time_ns: Option<f64>,
     /// Every sample's time per call, in order.
     pub samples_ns: Vec<f64>,
+    /// The driver's stated uncertainty of `time_ns`, per cent (the halves
+    /// of its samples disagree by this much).
+    pub uncertainty_pct: Option<f64>,
     pub mflops: Option<f64>,
     /// Why it failed, when tdg could tell (else a run-time failure).
     pub failure: Option<Failure>,
@@ -41,6 +44,9 @@ fn result(t: &Tried) -> Value {
     let mut measurements = Vec::new();
     if let Some(ns) = t.time_ns {
         measurements.push(json!({"name": "time", "value": ns * 1e-9, "unit": "s"}));
+    }
+    if let (Some(_), Some(u)) = (t.time_ns, t.uncertainty_pct) {
+        measurements.push(json!({"name": "time_uncertainty", "value": u, "unit": "%"}));
     }
     if let Some(m) = t.mflops {
         measurements.push(json!({"name": "MFLOPS", "value": m, "unit": "MFLOPS"}));
@@ -85,6 +91,7 @@ mod tests {
             configuration: Map::new(),
             time_ns: None,
             samples_ns: vec![],
+            uncertainty_pct: None,
             mflops: None,
             failure: Some(Failure::Compile),
             error: Some("x".into()),
@@ -96,5 +103,27 @@ mod tests {
         assert_eq!(invalidity(&t), "runtime");
         t.time_ns = Some(5.0);
         assert_eq!(invalidity(&t), "correct");
+    }
+
+    #[test]
+    fn a_stated_uncertainty_becomes_a_measurement_of_a_valid_result() {
+        let mut t = Tried {
+            configuration: Map::new(),
+            time_ns: Some(2000.0),
+            samples_ns: vec![2000.0, 2010.0, 2001.0, 2003.0],
+            uncertainty_pct: Some(0.05),
+            mflops: None,
+            failure: None,
+            error: None,
+            finished_unix_s: 0.0,
+            node: None,
+        };
+        let m = &result(&t)["measurements"];
+        assert_eq!(m[1]["name"], "time_uncertainty");
+        assert_eq!(m[1]["value"], 0.05);
+        assert_eq!(m[1]["unit"], "%");
+        t.time_ns = None;
+        t.failure = Some(Failure::Compile);
+        assert_eq!(result(&t)["measurements"].as_array().unwrap().len(), 0);
     }
 }

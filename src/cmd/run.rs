@@ -71,6 +71,14 @@ impl TimingArgs {
     }
 }
 
+/// A tolerance in per cent: a positive number.
+fn positive_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a positive percentage; e.g. 0.5")),
+    }
+}
+
 pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     defs.iter()
         .map(|d| {
@@ -127,6 +135,21 @@ pub struct Args {
     /// No untimed call before timing (shows instruction-load cost).
     #[arg(long)]
     pub no_dummy_call: bool,
+    /// After a flush, leave the routine's code cold as well (by default the
+    /// driver re-warms the program's code, not its operands).
+    #[arg(long)]
+    pub cold_code: bool,
+    /// Spread the samples over at least this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub min_time_ms: Option<u64>,
+    /// Stop sampling after this many milliseconds; the result is then marked
+    /// unstable if it has not settled.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_time_ms: Option<u64>,
+    /// The estimator over the two halves of the samples must agree within
+    /// this many per cent.
+    #[arg(long, value_name = "PCT", value_parser = positive_percent)]
+    pub stable_pct: Option<f64>,
     /// No alpha alternation / output restoring.
     #[arg(long)]
     pub no_overflow_guard: bool,
@@ -181,6 +204,10 @@ pub fn run(args: Args) -> CmdResult {
         cc: args.cc.clone(),
         cflags: args.cflags.split_whitespace().map(String::from).collect(),
         reps: args.reps,
+        cold_code: args.cold_code,
+        min_time_ms: args.min_time_ms,
+        max_time_ms: args.max_time_ms,
+        stable_pct: args.stable_pct,
         touch_pages: !args.no_touch,
         dummy_call: !args.no_dummy_call,
         overflow_guard: !args.no_overflow_guard,

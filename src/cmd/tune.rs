@@ -599,6 +599,7 @@ fn read_log(
                 configuration: e.config,
                 time_ns: e.time_ns,
                 samples_ns: e.samples_ns,
+                uncertainty_pct: e.uncertainty_pct,
                 mflops: e.mflops,
                 failure: e.failure,
                 error: e.error,

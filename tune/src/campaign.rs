@@ -52,6 +52,9 @@ pub struct TaskResult {
     /// Every sample's time per call.
     #[serde(default)]
     pub samples_ns: Vec<f64>,
+    /// The driver's stated uncertainty of `time_ns`, per cent.
+    #[serde(default)]
+    pub uncertainty_pct: Option<f64>,
     pub node: String,
     pub cpu: String,
     /// Wall time of the task's build and run.
@@ -67,6 +70,7 @@ impl TaskResult {
                 time_ns: t,
                 mflops: self.mflops,
                 samples_ns: self.samples_ns.clone(),
+                uncertainty_pct: self.uncertainty_pct,
             }),
             (_, Some(e)) => Err(match self.failure {
                 Some(failure) => TuneError::Failed {
@@ -132,9 +136,23 @@ pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> Task
         (Ok(j), Ok(t)) => Some(format!("{j}_{t}")),
         _ => std::env::var("SLURM_JOB_ID").ok(),
     };
-    let (time_ns, mflops, samples_ns, error, failure) = match result {
-        Ok(m) => (Some(m.time_ns), m.mflops, m.samples_ns, None, None),
-        Err(e) => (None, None, Vec::new(), Some(e.to_string()), e.failure()),
+    let (time_ns, mflops, samples_ns, uncertainty_pct, error, failure) = match result {
+        Ok(m) => (
+            Some(m.time_ns),
+            m.mflops,
+            m.samples_ns,
+            m.uncertainty_pct,
+            None,
+            None,
+        ),
+        Err(e) => (
+            None,
+            None,
+            Vec::new(),
+            None,
+            Some(e.to_string()),
+            e.failure(),
+        ),
     };
     TaskResult {
         config: values.to_vec(),
@@ -143,6 +161,7 @@ pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> Task
         error,
         failure,
         samples_ns,
+        uncertainty_pct,
         node: here.node,
         cpu: here.cpu,
         seconds: started.elapsed().as_secs_f64(),
@@ -394,6 +413,7 @@ fn prebuild_all(
             Err(e) => campaign.store(&TaskResult {
                 config: configs[i].clone(),
                 time_ns: None,
+                uncertainty_pct: None,
                 mflops: None,
                 error: Some(e.to_string()),
                 failure: e.failure(),
@@ -487,6 +507,7 @@ mod tests {
                 time_ns: 1000.0 + v[0].1 as f64,
                 mflops: None,
                 samples_ns: Vec::new(),
+                uncertainty_pct: None,
             })
         }
     }
@@ -602,6 +623,7 @@ mod tests {
                     error: None,
                     failure: None,
                     samples_ns: Vec::new(),
+                    uncertainty_pct: None,
                     node: node.into(),
                     cpu: cpu.into(),
                     seconds: 0.1,

@@ -146,6 +146,7 @@ impl Objective for CheckpointObjective {
                     time_ns: SampleStats::of(&times).expect("samples >= 1").median,
                     mflops: None,
                     samples_ns: times,
+                    uncertainty_pct: None,
                 })
             })
             .collect()

@@ -68,6 +68,7 @@ impl Objective for DriverObjective<'_> {
             time_ns: report.reported_ns,
             mflops: report.mflops_best,
             samples_ns: report.samples_ns,
+            uncertainty_pct: report.uncertainty_pct,
         })
     }
 

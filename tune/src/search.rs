@@ -17,6 +17,9 @@ pub struct Measurement {
     pub mflops: Option<f64>,
     /// Every sample's time per call (empty when the objective has none).
     pub samples_ns: Vec<f64>,
+    /// The driver's stated uncertainty of `time_ns` in per cent (how far
+    /// the halves of its samples disagree), when it states one.
+    pub uncertainty_pct: Option<f64>,
 }
 
 /// Something that times a configuration: the generated driver, or a
@@ -68,6 +71,9 @@ pub struct Evaluation {
     /// Every sample's time per call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples_ns: Vec<f64>,
+    /// The driver's stated uncertainty of `time_ns`, per cent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncertainty_pct: Option<f64>,
     /// Seconds since the search started.
     pub elapsed_s: f64,
     /// Best time so far, including this evaluation.
@@ -263,6 +269,7 @@ impl<'a> Tuner<'a> {
             error,
             failure,
             samples_ns: m.as_ref().map(|m| m.samples_ns.clone()).unwrap_or_default(),
+            uncertainty_pct: m.as_ref().and_then(|m| m.uncertainty_pct),
             elapsed_s: self.started.elapsed().as_secs_f64(),
             best_ns: self.best.as_ref().map(|b| b.1.time_ns),
             node: placement.as_ref().map(|p| p.node.clone()),
@@ -424,6 +431,7 @@ mod tests {
                 time_ns: t,
                 mflops: Some(1e5 / t),
                 samples_ns: Vec::new(),
+                uncertainty_pct: None,
             })
         }
     }

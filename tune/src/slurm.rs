@@ -374,6 +374,7 @@ impl Executor for SlurmExecutor {
                 // failure): T4 calls that a run-time failure.
                 failure: None,
                 samples_ns: Vec::new(),
+                uncertainty_pct: None,
                 node: String::new(),
                 cpu: String::new(),
                 seconds: 0.0,

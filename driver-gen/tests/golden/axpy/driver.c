@@ -50,6 +50,14 @@
 #define TDG_DEFAULT_FLUSH_KIB 98304LL
 #define TDG_DEFAULT_FLUSH_ALL_CPUS 0
 #define TDG_DEFAULT_MIN_INTERVAL_NS 20000LL
+/* 1: the interval above is the machine's default for the cycle timer, and a
+ * driver timing with another clock derives its own from that clock's step. */
+#define TDG_DEFAULT_MIN_INTERVAL_IS_MACHINE 1
+/* Adaptive sampling: spread over at least MIN_TIME, stop when the halves of
+ * the run agree within STABLE_PCT per cent, give up (unstable) at MAX_TIME. */
+#define TDG_DEFAULT_MIN_TIME_MS 100
+#define TDG_DEFAULT_MAX_TIME_MS 250
+#define TDG_DEFAULT_STABLE_PCT 0.5
 #define TDG_DEFAULT_PIN_CPU -1
 #define TDG_DEFAULT_TOLERANCE 1e-9
 #define TDG_SEED 0x5eed5eedULL
@@ -187,6 +195,19 @@ static int tdg_finite_Y(const struct tdg_buf *b)
             if (!isfinite((double)((const double *)b->row[r])[i]))
                 return 0;
     return 1;
+}
+
+/* Elements that are denormal (subnormal): arithmetic on them takes a slow
+ * microcode path on most CPUs, so outputs drifting into that range across
+ * repeated calls would time the slow path, not the routine. */
+static long tdg_subnormals_Y(const struct tdg_buf *b)
+{
+    long count = 0;
+    size_t r, i, cols = b->row_bytes / sizeof(double);
+    for (r = 0; r < b->rows; r++)
+        for (i = 0; i < cols; i++)
+            count += fpclassify(((const double *)b->row[r])[i]) == FP_SUBNORMAL;
+    return count;
 }
 
 /* ------------------------------------------------------------ verification */
@@ -338,6 +359,8 @@ static void tdg_free_sets(void)
  * set timed first, the last, is the least recently touched, and timing walks
  * the sets downwards in memory, against the ascending streams a hardware
  * prefetcher detects inside each call (the paper's Figure 6). */
+static int tdg_sets_filled; /* set 0 holds the pristine fill */
+
 static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
 {
     int s;
@@ -407,20 +430,31 @@ static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
     tdg_bufs_sort_by_address(tdg_op_Y, nsets);
     for (s = nsets - 1; s >= 0; s--) {
         if (tdg_op_X[s].row != NULL) {
-            if (tdg_fill_X(&tdg_op_X[s], err, len))
+            /* Every copy holds the same data (same seed), so once set 0 is
+             * filled the others are copies of it: several times faster than
+             * drawing the numbers again for a large self-flushing area. */
+            if (s > 0 && tdg_sets_filled)
+                tdg_buf_copy(&tdg_op_X[s], &tdg_op_X[0]);
+            else if (tdg_fill_X(&tdg_op_X[s], err, len))
                 return -1;
             /* Lazy page zeroing: write every page now, not inside a timing. */
             if (touch)
                 tdg_buf_touch_pages(&tdg_op_X[s]);
         }
         if (tdg_op_Y[s].row != NULL) {
-            if (tdg_fill_Y(&tdg_op_Y[s], err, len))
+            /* Every copy holds the same data (same seed), so once set 0 is
+             * filled the others are copies of it: several times faster than
+             * drawing the numbers again for a large self-flushing area. */
+            if (s > 0 && tdg_sets_filled)
+                tdg_buf_copy(&tdg_op_Y[s], &tdg_op_Y[0]);
+            else if (tdg_fill_Y(&tdg_op_Y[s], err, len))
                 return -1;
             /* Lazy page zeroing: write every page now, not inside a timing. */
             if (touch)
                 tdg_buf_touch_pages(&tdg_op_Y[s]);
         }
     }
+    tdg_sets_filled = 1;
     for (s = 0; s < nsets; s++) {
         tdg_users_X[s] = tdg_op_X[s].row != NULL ? tdg_op_X[s].user : tdg_op_X[0].user;
         tdg_users_Y[s] = tdg_op_Y[s].row != NULL ? tdg_op_Y[s].user : tdg_op_Y[0].user;
@@ -449,9 +483,40 @@ static void tdg_restore_outputs(void)
         tdg_buf_copy(&tdg_op_Y[0], &tdg_saved_Y);
 }
 
-/* Single-call cache preparation: evict flushed operands, then re-read warm
- * ones so they are cache resident when the timer starts. */
-static void tdg_prepare_single_call(struct tdg_flusher *f)
+static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps);
+/* Zero calls, read from a volatile so the compiler cannot make a separate
+ * zero-call copy of the timing path: warming and overhead measurement run
+ * the very code the samples run. */
+static volatile long long tdg_no_calls = 0;
+
+/* Overflow and denormal guard for repeated calls: before each block of
+ * `reps` calls, the outputs of every working set the block will use get
+ * their pristine values back, so however the routine updates its outputs
+ * (accumulating towards overflow, scaling down into denormals) a block
+ * starts where the first one did. A flushed output is evicted again after
+ * the copy, so the block still finds it out of cache (x86 only: elsewhere
+ * the restored copies stay cached). */
+static void tdg_restore_block_outputs(long long reps)
+{
+    long long k, used = reps < tdg_nsets ? reps : tdg_nsets;
+    int s = tdg_cursor;
+    for (k = 0; k < used; k++) {
+        if (tdg_saved_Y.row != NULL && tdg_op_Y[s].row != NULL) {
+            tdg_buf_copy(&tdg_op_Y[s], &tdg_saved_Y);
+            if (tdg_nsets > 1)
+                tdg_buf_clflush(&tdg_op_Y[s]);
+        }
+        if (--s < 0)
+            s = tdg_nsets - 1;
+    }
+}
+
+/* Single-call cache preparation: evict flushed operands, bring the code back
+ * (hot_code), re-read warm operands so they are cache resident when the
+ * timer starts, and run the driver's own timing path once so the timer
+ * reads, the loop and the stack they use cost what they cost when the
+ * overhead was measured, not a trip to memory. */
+static void tdg_prepare_single_call(struct tdg_flusher *f, const struct tdg_timer *t, int hot_code)
 {
     if (f->method == TDG_FLUSH_READ)
         tdg_flush_read(f);
@@ -459,12 +524,17 @@ static void tdg_prepare_single_call(struct tdg_flusher *f)
         tdg_buf_clflush(&tdg_op_X[0]);
         tdg_buf_clflush(&tdg_op_Y[0]);
     }
+    /* The flush evicted the routine's instructions too; a routine called
+     * in a loop in its application has them cached. */
+    if (hot_code && f->method != TDG_FLUSH_NONE)
+        tdg_sink = tdg_sink + tdg_warm_code();
+    (void)tdg_time_block(t, tdg_no_calls);
 }
 
 /* Times `reps` back-to-back calls as one interval; returns raw nanoseconds.
  * Only the set index moves between calls: one decrement and one rarely
  * taken branch, the same per-call overhead the paper's timer accepts. */
-static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps)
+__attribute__((noinline)) static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps)
 {
     /* Every name in scope here is tdg_-prefixed so no routine name can be
      * shadowed by a local. */
@@ -495,6 +565,31 @@ static double tdg_time_block_counting_faults(const struct tdg_timer *t, long lon
     return raw;
 }
 
+/* The least of at least five intervals of `reps` calls taken over at least
+ * a millisecond (raw nanoseconds): noise only ever adds time, and the
+ * repetition count must follow the routine, not the speed the machine
+ * offers during a few microseconds. Stops early once an interval reaches
+ * `enough_ns`; `restore` puts the outputs back before each interval. */
+static double tdg_least_block(const struct tdg_timer *t, long long reps, int restore, double enough_ns)
+{
+    uint64_t start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
+    double best = 0.0;
+    int k;
+    for (k = 0; k < 5 || (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - start) < 1e6; k++) {
+        double one;
+        if (restore)
+            tdg_restore_outputs();
+        one = tdg_time_block_counting_faults(t, reps);
+        if (k == 0 || one < best)
+            best = one;
+        if (best >= enough_ns)
+            break;
+    }
+    if (restore)
+        tdg_restore_outputs();
+    return best;
+}
+
 /* The untimed warm-up call, on working set 0 with the first call's scalars
  * (a copy, so Range/RANDOM sequences are not advanced by it). */
 static void tdg_warm_up_call(void)
@@ -509,10 +604,11 @@ static void tdg_warm_up_call(void)
 
 struct tdg_options {
     enum tdg_timer_method timer;
-    int samples, median, pin, flush_all_cpus, touch, dummy, guard, verify, json, describe;
+    int samples, samples_fixed, median, pin, flush_all_cpus, touch, dummy, guard, verify, json, describe;
+    int hot_code, min_interval_given;
     enum tdg_flush_method flush;
-    long long flush_kib, min_interval_ns, reps, max_flush_mib;
-    double tol;
+    long long flush_kib, min_interval_ns, reps, max_flush_mib, min_time_ms, max_time_ms;
+    double tol, stable_pct;
 };
 
 static void tdg_usage(FILE *out)
@@ -520,7 +616,10 @@ static void tdg_usage(FILE *out)
     fprintf(out,
             "usage: driver [options]\n"
             "  --timer=wall|cycle|cpu     timer (default from the spec)\n"
-            "  --samples=N                timing samples\n"
+            "  --samples=N                exactly N timing samples (default: at least %d, adaptive)\n"
+            "  --min-time-ms=T            spread the samples over at least T ms (default %d)\n"
+            "  --max-time-ms=T            stop sampling at T ms, marking the result unstable (default %d)\n"
+            "  --stable-pct=P             halves of the run must agree within P%% (default %g)\n"
             "  --select=min|median        reported statistic\n"
             "  --flush=read|clflush|none  cache flush before each timed call\n"
             "  --flush-kib=K              read-flush / working-set area size in KiB\n"
@@ -530,12 +629,14 @@ static void tdg_usage(FILE *out)
             "  --pin=CPU                  pin to a CPU\n"
             "  --no-touch                 do not pre-write operand pages\n"
             "  --no-dummy-call            no untimed call before timing\n"
+            "  --cold-code                after a flush leave the routine's code cold too\n"
             "  --no-overflow-guard        no alpha alternation / output restore\n"
             "  --no-verify                skip checking against the reference\n"
             "  --tolerance=X              relative verification tolerance\n"
             "  --max-flush-mib=M          cap on self-flushing working-set memory\n"
             "  --json                     one JSON object on stdout\n"
-            "  --describe                 print sizes and flops, then exit\n");
+            "  --describe                 print sizes and flops, then exit\n",
+            TDG_DEFAULT_SAMPLES, TDG_DEFAULT_MIN_TIME_MS, TDG_DEFAULT_MAX_TIME_MS, TDG_DEFAULT_STABLE_PCT);
 }
 
 static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
@@ -543,6 +644,12 @@ static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
     int i, selected = 0; /* an explicit --select wins over --timer's default */
     o->timer = TDG_DEFAULT_TIMER;
     o->samples = TDG_DEFAULT_SAMPLES;
+    o->samples_fixed = 0;
+    o->min_time_ms = TDG_DEFAULT_MIN_TIME_MS;
+    o->max_time_ms = TDG_DEFAULT_MAX_TIME_MS;
+    o->stable_pct = TDG_DEFAULT_STABLE_PCT;
+    o->hot_code = 1;
+    o->min_interval_given = !TDG_DEFAULT_MIN_INTERVAL_IS_MACHINE;
     o->median = TDG_DEFAULT_MEDIAN;
     o->flush = TDG_DEFAULT_FLUSH;
     o->flush_kib = TDG_DEFAULT_FLUSH_KIB;
@@ -567,7 +674,19 @@ static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
                 o->median = o->timer == TDG_TIMER_CPU;
         } else if (TDG_IS("--samples=")) {
             o->samples = atoi(v);
+            o->samples_fixed = 1;
             if (o->samples < 1) goto bad;
+        } else if (TDG_IS("--min-time-ms=")) {
+            o->min_time_ms = atoll(v);
+            if (o->min_time_ms < 0) goto bad;
+        } else if (TDG_IS("--max-time-ms=")) {
+            o->max_time_ms = atoll(v);
+            if (o->max_time_ms < 1) goto bad;
+        } else if (TDG_IS("--stable-pct=")) {
+            o->stable_pct = atof(v);
+            if (!(o->stable_pct > 0.0)) goto bad;
+        } else if (!strcmp(a, "--cold-code")) {
+            o->hot_code = 0;
         } else if (TDG_IS("--select=")) {
             if (!strcmp(v, "min")) o->median = 0;
             else if (!strcmp(v, "median")) o->median = 1;
@@ -585,6 +704,7 @@ static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
             o->flush_all_cpus = 1;
         } else if (TDG_IS("--min-interval-ns=")) {
             o->min_interval_ns = atoll(v);
+            o->min_interval_given = 1;
             if (o->min_interval_ns < 0) goto bad;
         } else if (TDG_IS("--reps=")) {
             o->reps = atoll(v);
@@ -653,11 +773,13 @@ int main(int argc, char **argv)
     struct tdg_timer timer;
     struct tdg_flusher flusher;
     struct tdg_stats st;
-    char warnings[TDG_MAX_WARN], note[256], err[512], verify_msg[1024];
+    char warnings[TDG_MAX_WARN], note[512], err[512], verify_msg[1024], min_interval_why[160];
     const char *mode, *verify_status = "skipped", *guard_desc = "off";
+    struct tdg_sampler sampler;
     double *samples, raw, reported, flops;
-    int *sample_cpus, k, pinned = 0, finite = 1, verify_bad = 0;
+    int k, n, pinned = 0, finite = 1, verify_bad = 0;
     long long reps = 1;
+    long denormals = 0;
     struct tdg_scalars *Sp = tdg_args;
 
     tdg_remember_usable_cpus();
@@ -674,7 +796,7 @@ int main(int argc, char **argv)
         tdg_describe();
         return 0;
     }
-    warnings[0] = verify_msg[0] = '\0';
+    warnings[0] = verify_msg[0] = min_interval_why[0] = '\0';
     tdg_guard = o.guard;
 
     if (o.pin >= 0) {
@@ -692,6 +814,24 @@ int main(int argc, char **argv)
         strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
         strcat(warnings, "\n");
     }
+    /* The timer's own cost, measured the way every sample is taken: the same
+     * function and loop set-up, only with no call inside. */
+    for (k = 0; k < 2000; k++) {
+        double empty = tdg_time_block(&timer, tdg_no_calls);
+        if (k == 0 || empty < timer.overhead_ns)
+            timer.overhead_ns = empty;
+    }
+    /* The shortest interval worth timing comes from the timer actually used.
+     * The machine default is the cycle timer's; wall and CPU time advance in
+     * their own (for CPU time far coarser) steps. 1000 steps keep the
+     * reading error under 0.1% (ATLAS's rule), never below 10 us. */
+    if (!o.min_interval_given && timer.method != TDG_TIMER_CYCLE) {
+        double own = 1000.0 * timer.resolution_ns;
+        o.min_interval_ns = own > 10000.0 ? (long long)ceil(own) : 10000;
+        snprintf(min_interval_why, sizeof min_interval_why,
+                 "1000 x the %s timer's measured step (%.0f ns), at least 10 us", timer.method == TDG_TIMER_CPU ? "cpu" : "wall",
+                 timer.resolution_ns);
+    }
 
     tdg_phase("allocating and filling operands");
     if (tdg_alloc_sets(1, o.touch, err, sizeof err)) {
@@ -708,43 +848,33 @@ int main(int argc, char **argv)
         tdg_restore_outputs();
     }
 
-    tdg_phase("preparing the cache flush");
-    if (tdg_flusher_init(&flusher, o.flush, (size_t)o.flush_kib * 1024u, o.flush_all_cpus, err, sizeof err)) {
-        fprintf(stderr, "driver: %s\n", err);
-        return 2;
-    }
-
-    samples = calloc((size_t)o.samples, sizeof *samples);
-    sample_cpus = calloc((size_t)o.samples, sizeof *sample_cpus);
-    if (samples == NULL || sample_cpus == NULL) {
-        fprintf(stderr, "driver: out of memory\n");
-        return 2;
-    }
-
-    /* Repetitions: one call per sample when it is long enough to time,
-     * otherwise R calls per sample, doubling R until the interval is. */
-    tdg_phase("choosing the repetition count (one timed call of daxpy)");
-    /* Noise only adds time, so one interval under the minimum settles it;
-     * one over it may be an interrupt, so up to three prepared calls are
-     * timed unless the first is far (10x) over. */
+    /* Repetitions: one call per sample when a call is long enough to time,
+     * otherwise R calls per sample, doubling R until the interval is. The
+     * test is made on calls with the operands as the warm-up call left
+     * them: a flushed call is never shorter, so a warm call over the
+     * interval settles it, and a warm call is cheap to time many times, so
+     * the choice rests on the least of at least five calls over at least a
+     * millisecond, not on whichever speed the machine offered one flushed
+     * call (seen: the mode flipping between processes of one driver). */
+    tdg_phase("choosing the repetition count (timed calls of daxpy)");
     raw = 0.0;
-    for (k = 0; k < 3; k++) {
-        double one;
-        if (o.guard)
-            tdg_restore_outputs();
-        tdg_prepare_single_call(&flusher);
-        one = tdg_time_block_counting_faults(&timer, 1) - timer.overhead_ns;
-        if (k == 0 || one < raw)
-            raw = one;
-        if (raw < (double)o.min_interval_ns || raw >= 10.0 * (double)o.min_interval_ns)
-            break;
-    }
+    if (o.reps == 0) /* far (10x) over the interval, one call settles it */
+        raw = tdg_least_block(&timer, 1, o.guard, 10.0 * (double)o.min_interval_ns + timer.overhead_ns) - timer.overhead_ns;
     if (o.reps > 0)
         reps = o.reps;
     else if (raw >= (double)o.min_interval_ns)
         reps = 1;
     else
         reps = 2;
+
+    /* The read-flush buffer is needed only before single calls; R > 1
+     * flushes by rotating working sets instead. */
+    tdg_phase("preparing the cache flush");
+    if (tdg_flusher_init(&flusher, o.flush, reps == 1 ? (size_t)o.flush_kib * 1024u : 0, o.flush_all_cpus, err,
+                         sizeof err)) {
+        fprintf(stderr, "driver: %s\n", err);
+        return 2;
+    }
     if (reps > 1) {
         /* Self-flushing: enough working sets that, by the time one is used
          * again, the others have pushed it out of the flushed cache. */
@@ -777,15 +907,7 @@ int main(int argc, char **argv)
         if (o.reps == 0) {
             tdg_phase("doubling the repetition count");
             for (;;) {
-                /* Minimum of three: one interrupted interval must not stop
-                 * the doubling early (noise only ever adds time). */
-                int tries;
-                raw = tdg_time_block_counting_faults(&timer, reps);
-                for (tries = 1; tries < 3; tries++) {
-                    double again = tdg_time_block_counting_faults(&timer, reps);
-                    if (again < raw)
-                        raw = again;
-                }
+                raw = tdg_least_block(&timer, reps, 0, HUGE_VAL);
                 if (raw - timer.overhead_ns >= (double)o.min_interval_ns || reps >= (1LL << 40))
                     break;
                 reps *= 2;
@@ -795,29 +917,50 @@ int main(int argc, char **argv)
     mode = reps == 1 ? "single-call" : tdg_nsets > 1 ? "self-flushing" : "repeated";
     if (o.guard)
         guard_desc = reps == 1 ? "restore outputs before each sample" :
-                     "none available (no real alpha scalar); outputs checked for overflow";
+                     "restore the outputs of the working sets each sample uses before it; outputs checked for overflow and denormals";
 
-    for (k = 0; k < o.samples; k++) {
-        char label[96];
-        snprintf(label, sizeof label, "timing sample %d of %d (%lld call(s) of daxpy)", k + 1, o.samples, reps);
+    /* Sampling: the rule (fixed count, or adaptive until the halves of the
+     * run agree, under a time budget) is the runtime's tdg_sampler. */
+    if (tdg_sampler_init(&sampler, o.samples, o.samples_fixed, o.median, (double)o.min_time_ms, (double)o.max_time_ms,
+                         o.stable_pct)) {
+        fprintf(stderr, "driver: out of memory\n");
+        return 2;
+    }
+    do {
+        char label[128];
+        snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", sampler.n + 1, reps);
         tdg_phase(label);
         if (reps == 1) {
             if (o.guard)
                 tdg_restore_outputs();
-            tdg_prepare_single_call(&flusher);
-        }
-        raw = tdg_time_block_counting_faults(&timer, reps);
-        raw -= timer.overhead_ns;
-        samples[k] = (raw > 0.0 ? raw : 0.0) / (double)reps;
-        sample_cpus[k] = tdg_current_cpu();
-    }
-    tdg_stats_compute(samples, o.samples, &st);
+            tdg_prepare_single_call(&flusher, &timer, o.hot_code);
+        } else if (o.guard)
+            tdg_restore_block_outputs(reps);
+        raw = tdg_time_block_counting_faults(&timer, reps) - timer.overhead_ns;
+    } while (!tdg_sampler_add(&sampler, (raw > 0.0 ? raw : 0.0) / (double)reps, tdg_current_cpu()));
+    samples = sampler.ns;
+    n = sampler.n;
+    tdg_stats_compute(samples, n, &st);
     reported = o.median ? st.median : st.min;
 
-    /* Overflow check on whatever the routine wrote during timing. */
+    /* Overflow and denormal check on whatever the routine wrote during
+     * timing (denormals the fill itself holds do not count). */
     for (k = 0; k < tdg_nsets; k++)
-        if (tdg_op_Y[k].row != NULL && !tdg_finite_Y(&tdg_op_Y[k]))
-            finite = 0;
+        if (tdg_op_Y[k].row != NULL) {
+            if (!tdg_finite_Y(&tdg_op_Y[k]))
+                finite = 0;
+            if (tdg_saved_Y.row != NULL) {
+                long grown = tdg_subnormals_Y(&tdg_op_Y[k]) - tdg_subnormals_Y(&tdg_saved_Y);
+                if (grown > 0)
+                    denormals += grown;
+            }
+        }
+    if (denormals > 0) {
+        snprintf(note, sizeof note, "%ld output value(s) drifted into denormals during timing: the figure includes slow denormal arithmetic%s",
+                 denormals, o.guard ? "; the calls of one sample already drift, lower --min-interval-ns or --reps" : "; keep the overflow guard on");
+        strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
+        strcat(warnings, "\n");
+    }
     if (!isfinite(tdg_ret_acc))
         finite = 0;
     if (!finite) {
@@ -844,7 +987,7 @@ int main(int argc, char **argv)
     flops = tdg_flops_per_call(Sp);
 
     if (o.json) {
-        printf("{\"tdg_driver\":1,\"routine\":\"daxpy\",\"timer\":\"%s\",\"timer_requested\":\"%s\",", tdg_timer_name(timer.method), tdg_timer_name(o.timer));
+        printf("{\"tdg_driver\":2,\"routine\":\"daxpy\",\"timer\":\"%s\",\"timer_requested\":\"%s\",", tdg_timer_name(timer.method), tdg_timer_name(o.timer));
         printf("\"tsc_hz\":");
         tdg_json_double(stdout, timer.tsc_hz);
         printf(",\"tsc_hz_source\":\"%s\",\"timer_overhead_ns\":", timer.tsc_hz_source);
@@ -862,15 +1005,17 @@ int main(int argc, char **argv)
                     first = 0;
                 }
         }
-        printf("],\"min_interval_ns\":%lld,\"selection\":\"%s\",\"samples_ns\":[", o.min_interval_ns, o.median ? "median" : "min");
-        for (k = 0; k < o.samples; k++) {
+        printf("],\"min_interval_ns\":%lld,\"min_interval_why\":", o.min_interval_ns);
+        tdg_json_string(stdout, min_interval_why);
+        printf(",\"code\":\"%s\",\"selection\":\"%s\",\"samples_ns\":[", o.hot_code ? "hot" : "cold", o.median ? "median" : "min");
+        for (k = 0; k < n; k++) {
             if (k)
                 printf(",");
             tdg_json_double(stdout, samples[k]);
         }
         printf("],\"sample_cpus\":[");
-        for (k = 0; k < o.samples; k++)
-            printf("%s%d", k ? "," : "", sample_cpus[k]);
+        for (k = 0; k < n; k++)
+            printf("%s%d", k ? "," : "", sampler.cpu[k]);
         printf("],\"stats\":{\"min\":");
         tdg_json_double(stdout, st.min);
         printf(",\"median\":");
@@ -883,12 +1028,22 @@ int main(int argc, char **argv)
         tdg_json_double(stdout, st.stddev);
         printf("},\"reported_ns\":");
         tdg_json_double(stdout, reported);
+        printf(",\"uncertainty_pct\":");
+        tdg_json_double(stdout, sampler.spread >= 0.0 ? sampler.spread * 100.0 : NAN);
+        printf(",\"stable\":%s,\"unstable_reason\":", sampler.stable ? "true" : "false");
+        tdg_json_string(stdout, sampler.why);
+        printf(",\"sampling\":{\"adaptive\":%s,\"min_samples\":%d,\"min_time_ms\":%lld,\"max_time_ms\":%lld,\"stable_pct\":",
+               o.samples_fixed ? "false" : "true", o.samples, o.min_time_ms, o.max_time_ms);
+        tdg_json_double(stdout, o.stable_pct);
+        printf(",\"elapsed_ms\":");
+        tdg_json_double(stdout, sampler.elapsed_ms);
+        printf("}");
         printf(",\"flops_per_call\":");
         tdg_json_double(stdout, flops);
         printf(",\"page_faults_during_timing\":%ld,\"pinned_cpu\":%d,\"touch_pages\":%s,\"dummy_call\":%s,\"overflow_guard\":",
                tdg_timed_faults, o.pin, o.touch ? "true" : "false", o.dummy ? "true" : "false");
         tdg_json_string(stdout, guard_desc);
-        printf(",\"outputs_finite\":%s,\"operands\":[", finite ? "true" : "false");
+        printf(",\"outputs_finite\":%s,\"outputs_denormal\":%ld,\"operands\":[", finite ? "true" : "false", denormals);
         printf("%s{\"name\":\"X\",\"bytes\":%zu,\"address\":%zu,\"align\":64,\"misalign\":0,\"cache\":\"flushed\",\"copies\":%d}",
                "", tdg_buf_bytes(&tdg_op_X[0]), (size_t)tdg_op_X[0].row[0],
                tdg_nsets);
@@ -919,10 +1074,14 @@ int main(int argc, char **argv)
         printf("  per call: min %.1f ns  median %.1f ns  mean %.1f ns  max %.1f ns  stddev %.1f ns\n",
                st.min, st.median, st.mean, st.max, st.stddev);
         printf("  reported (%s): %.1f ns", o.median ? "median" : "min", reported);
+        if (sampler.spread >= 0.0)
+            printf(" +- %.2f%% (%d samples over %.0f ms)", sampler.spread * 100.0, n, sampler.elapsed_ms);
         if (flops > 0.0 && reported > 0.0)
             printf("  = %.1f MFLOPS (average %.1f)", flops / reported * 1e3, st.mean > 0 ? flops / st.mean * 1e3 : 0.0);
         printf("\n  timer overhead %.1f ns (subtracted), verification %s%s%s\n", timer.overhead_ns, verify_status,
                verify_msg[0] ? ": " : "", verify_msg);
+        if (!sampler.stable)
+            printf("  UNSTABLE: %s\n", sampler.why);
         if (warnings[0])
             printf("  warnings:\n%s", warnings);
         printf("  (sink %g)\n", tdg_sink + tdg_ret_acc);
@@ -931,8 +1090,7 @@ int main(int argc, char **argv)
     tdg_flusher_free(&flusher);
     tdg_free_sets();
     tdg_buf_free(&tdg_saved_Y);
-    free(samples);
-    free(sample_cpus);
+    tdg_sampler_free(&sampler);
     if (verify_bad) {
         fprintf(stderr, "driver: verification FAILED: %s\n", verify_msg);
         return 3;

@@ -11,6 +11,7 @@
 #include "tdg_runtime.h"
 
 #include <errno.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -546,6 +547,64 @@ void tdg_flusher_free(struct tdg_flusher *f)
     f->area = NULL;
 }
 
+/* ------------------------------------------------------------- hot code */
+
+/* More than any L2: a larger program is warmed only this far. */
+#define TDG_CODE_CAP ((size_t)4 << 20)
+
+struct code_ranges {
+    const char *start[8];
+    size_t len[8];
+    int n;
+    size_t total;
+};
+
+static int collect_main_program_code(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct code_ranges *cr = data;
+    int i;
+    (void)size;
+    /* The first object is the program itself, where the routine is linked. */
+    for (i = 0; i < info->dlpi_phnum && cr->n < 8; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            size_t len = ph->p_memsz;
+            if (cr->total + len > TDG_CODE_CAP)
+                len = TDG_CODE_CAP - cr->total;
+            cr->start[cr->n] = (const char *)(info->dlpi_addr + ph->p_vaddr);
+            cr->len[cr->n++] = len;
+            cr->total += len;
+        }
+    }
+    return 1; /* stop after the first object */
+}
+
+static struct code_ranges *code_ranges(void)
+{
+    static struct code_ranges cr;
+    static int done;
+    if (!done) {
+        dl_iterate_phdr(collect_main_program_code, &cr);
+        done = 1;
+    }
+    return &cr;
+}
+
+double tdg_warm_code(void)
+{
+    struct code_ranges *cr = code_ranges();
+    double s = 0.0;
+    int i;
+    for (i = 0; i < cr->n; i++)
+        s += read_lines(cr->start[i], cr->len[i]);
+    return s;
+}
+
+size_t tdg_code_bytes(void)
+{
+    return code_ranges()->total;
+}
+
 /* ------------------------------------------------------------ environment */
 
 int tdg_pin_to_cpu(int cpu, char *err, size_t err_len)
@@ -621,7 +680,8 @@ void tdg_environment_warnings_in(const char *root, char *buf, size_t len, int pi
         add_warning(buf, len, "CPU boost is on (cpufreq/boost=1): clock rate depends on load and temperature");
     if (TDG_READ("/proc/loadavg") && sscanf(line, "%lf", &load1) == 1 && load1 > 0.5) {
         snprintf(msg, sizeof msg,
-                 "other load on the machine: 1-minute load average %.2f on %d CPU(s); wall times include it", load1,
+                 "other load on the machine: 1-minute load average %.2f on %d CPU(s); wall times include it "
+                 "(CPU time, --timer cpu with its median, does not)", load1,
                  cpus);
         add_warning(buf, len, msg);
     }
@@ -729,6 +789,116 @@ void tdg_stats_compute(const double *x, int n, struct tdg_stats *s)
         sq += (sorted[i] - s->mean) * (sorted[i] - s->mean);
     s->stddev = n > 1 ? sqrt(sq / (n - 1)) : 0.0;
     free(sorted);
+}
+
+double tdg_estimate(const double *x, int n, int median)
+{
+    struct tdg_stats s;
+    tdg_stats_compute(x, n, &s);
+    return median ? s.median : s.min;
+}
+
+double tdg_halves_disagreement(const double *x, int n, int median)
+{
+    double a, b, all;
+    if (n < 4)
+        return -1.0;
+    a = tdg_estimate(x, n / 2, median);
+    b = tdg_estimate(x + n / 2, n - n / 2, median);
+    all = tdg_estimate(x, n, median);
+    if (all <= 0.0)
+        return a == b ? 0.0 : 1.0;
+    return fabs(a - b) / all;
+}
+
+int tdg_sampler_init(struct tdg_sampler *s, int min_samples, int fixed, int median, double min_time_ms,
+                     double max_time_ms, double stable_pct)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = min_samples > 256 ? min_samples : 256;
+    s->ns = malloc((size_t)s->cap * sizeof *s->ns);
+    s->cpu = malloc((size_t)s->cap * sizeof *s->cpu);
+    if (s->ns == NULL || s->cpu == NULL)
+        return -1;
+    s->min_samples = min_samples;
+    s->fixed = fixed;
+    s->median = median;
+    s->min_time_ms = min_time_ms;
+    s->max_time_ms = max_time_ms;
+    s->stable_pct = stable_pct;
+    s->next_check = min_samples;
+    s->spread = -1.0;
+    s->start = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
+    return 0;
+}
+
+static int sampler_finish(struct tdg_sampler *s)
+{
+    const char *estimator = s->median ? "median" : "minimum";
+    s->spread = tdg_halves_disagreement(s->ns, s->n, s->median);
+    if (s->fixed) {
+        s->stable = s->spread >= 0.0 && s->spread * 100.0 <= s->stable_pct;
+        if (s->spread < 0.0)
+            snprintf(s->why, sizeof s->why,
+                     "%d sample(s) (--samples) are too few to judge stability; drop --samples to sample until the figure settles",
+                     s->n);
+        else if (!s->stable)
+            snprintf(s->why, sizeof s->why,
+                     "the %s over the first and the second half of the %d samples (--samples) differ by %.2f%%, more than %g%%; "
+                     "drop --samples to sample until the figure settles",
+                     estimator, s->n, s->spread * 100.0, s->stable_pct);
+    } else if (!s->stable && s->why[0] == '\0') {
+        snprintf(s->why, sizeof s->why,
+                 "the %g ms budget ran out before the %s over the first and the second half of the samples agreed "
+                 "within %g%% (they differ by %.2f%%): the machine's speed changed while measuring; raise "
+                 "--max-time-ms, or on a loaded machine time CPU time (--timer cpu, median), which other processes do not inflate",
+                 s->max_time_ms, estimator, s->stable_pct, s->spread * 100.0);
+    }
+    return 1;
+}
+
+int tdg_sampler_add(struct tdg_sampler *s, double ns, int cpu)
+{
+    s->ns[s->n] = ns;
+    s->cpu[s->n] = cpu;
+    s->n++;
+    s->elapsed_ms = (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - s->start) * 1e-6;
+    if (s->n == s->cap) {
+        double *more = realloc(s->ns, (size_t)s->cap * 2 * sizeof *s->ns);
+        int *more_cpu = more ? realloc(s->cpu, (size_t)s->cap * 2 * sizeof *s->cpu) : NULL;
+        if (more != NULL)
+            s->ns = more;
+        if (more_cpu != NULL)
+            s->cpu = more_cpu;
+        if (more == NULL || more_cpu == NULL) {
+            snprintf(s->why, sizeof s->why, "out of memory for more than %d samples", s->n);
+            return sampler_finish(s);
+        }
+        s->cap *= 2;
+    }
+    if (s->n < s->min_samples)
+        return 0;
+    if (s->fixed)
+        return sampler_finish(s);
+    if (s->elapsed_ms >= s->min_time_ms && s->n >= s->next_check) {
+        double d = tdg_halves_disagreement(s->ns, s->n, s->median);
+        if (d >= 0.0 && d * 100.0 <= s->stable_pct) {
+            s->stable = 1;
+            return sampler_finish(s);
+        }
+        s->next_check = s->n + s->n / 8 + 1; /* sorting after every sample would cost O(n^2 log n) */
+    }
+    if (s->elapsed_ms >= s->max_time_ms)
+        return sampler_finish(s);
+    return 0;
+}
+
+void tdg_sampler_free(struct tdg_sampler *s)
+{
+    free(s->ns);
+    free(s->cpu);
+    s->ns = NULL;
+    s->cpu = NULL;
 }
 
 void tdg_json_string(FILE *out, const char *s)

@@ -172,6 +172,22 @@ void tdg_flusher_free(struct tdg_flusher *f);
 /* Stores that the compiler must keep, to sink values that prove work was done. */
 extern volatile double tdg_sink;
 
+/*
+ * Hot code after a cold-data flush. A read flush (or the other tenants of a
+ * shared cache) evicts the routine's instructions with its operands, but in
+ * the application a routine called again and again has its code cached
+ * while its data may well not be. Reading the program's own executable
+ * segment as data (the routine and the driver are linked into it) brings
+ * those lines back into the unified L2/L3, from which instruction fetch
+ * refills L1i in a few cycles; no operand byte is touched, so the operands
+ * stay exactly as cold as the flush left them. Code in shared libraries the
+ * routine calls (libm, an OpenMP runtime) is not re-warmed. Returns a sum
+ * the caller sinks.
+ */
+double tdg_warm_code(void);
+/* Bytes tdg_warm_code reads (the executable segment(s), capped). */
+size_t tdg_code_bytes(void);
+
 /* ------------------------------------------------------------ environment */
 
 /* Call first thing in main: records the CPUs the process may use, which
@@ -201,6 +217,44 @@ struct tdg_stats {
     double min, median, mean, max, stddev;
 };
 void tdg_stats_compute(const double *x, int n, struct tdg_stats *s);
+/* The reported estimator of x[0..n): its minimum, or its median. */
+double tdg_estimate(const double *x, int n, int median);
+/*
+ * Stability of the estimator: the relative difference between the estimator
+ * over the first half of the samples and over the second half, each spread
+ * over half the measuring time. A figure that still moves from one half of
+ * the run to the other has not settled (a machine that alternates between
+ * fast and slow states shows up here). Negative when n < 4.
+ */
+double tdg_halves_disagreement(const double *x, int n, int median);
+
+/*
+ * When to stop taking samples. With a fixed count (--samples) exactly
+ * min_samples are taken. Otherwise at least min_samples, spread over at
+ * least min_time_ms of wall time, until the estimator over the first and
+ * the second half of the samples agree within stable_pct per cent; at
+ * max_time_ms sampling stops anyway and the result is unstable. A fixed
+ * count is judged by the same rule once taken.
+ */
+struct tdg_sampler {
+    double *ns;         /* per-call time of every sample */
+    int *cpu;           /* CPU each sample ended on */
+    int n, cap;
+    int min_samples, fixed, median;
+    double min_time_ms, max_time_ms, stable_pct;
+    uint64_t start;     /* CLOCK_MONOTONIC_RAW when sampling began */
+    int next_check;     /* the halves are compared at geometric steps */
+    double elapsed_ms;  /* wall time the samples took */
+    double spread;      /* tdg_halves_disagreement of all samples (<0: too few) */
+    int stable;
+    char why[512];      /* why not stable, and what to do */
+};
+int tdg_sampler_init(struct tdg_sampler *s, int min_samples, int fixed, int median, double min_time_ms,
+                     double max_time_ms, double stable_pct);
+/* Records one sample; returns 1 when sampling is over (then spread, stable
+ * and why are final). */
+int tdg_sampler_add(struct tdg_sampler *s, double ns, int cpu);
+void tdg_sampler_free(struct tdg_sampler *s);
 
 /* JSON helpers for the report line. */
 void tdg_json_string(FILE *out, const char *s);
