@@ -59,7 +59,11 @@ pub fn against_sysfs(r: &ProbeResult) -> Vec<String> {
 pub fn check_sizes(r: &ProbeResult) -> Vec<u64> {
     let mut want: Vec<u64> = r.caches.iter().map(|c| c.effective_bytes / 2).collect();
     if let Some(llc) = r.caches.last() {
-        want.push(4 * llc.effective_bytes);
+        // Past the documented size too: a shared last level's effective
+        // size is what other tenants leave, and between it and the
+        // documented size the latency moves with their load.
+        let largest = llc.effective_bytes.max(llc.documented_bytes.unwrap_or(0));
+        want.push(4 * largest);
     }
     let mut sizes: Vec<u64> = want
         .iter()
@@ -80,14 +84,23 @@ fn nearest(curve: &[CurvePoint], x: u64) -> Option<&CurvePoint> {
 }
 
 /// Reasons re-measured `(size, ns)` points disagree with the result's curve.
+/// A point is compared with the band its curve neighbours span (one each
+/// side): each curve point is a single measurement, and one that noise
+/// moved (16 MiB read 77 ns between neighbours at 95 and 98 ns here) must
+/// not make a faithful result look wrong, while a level read at the wrong
+/// size moves the whole neighbourhood.
 pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String> {
     let mut out = Vec::new();
     for &(x, ns) in remeasured {
-        let Some(p) = r.cache_curve.iter().find(|p| p.x == x) else {
+        let Some(i) = r.cache_curve.iter().position(|p| p.x == x) else {
             continue;
         };
+        let p = &r.cache_curve[i];
+        let band = &r.cache_curve[i.saturating_sub(1)..(i + 2).min(r.cache_curve.len())];
+        let lo = band.iter().map(|q| q.ns).fold(f64::INFINITY, f64::min);
+        let hi = band.iter().map(|q| q.ns).fold(0.0, f64::max);
         let ratio = ns / p.ns;
-        if !(1.0 / LATENCY_TOLERANCE..=LATENCY_TOLERANCE).contains(&ratio) {
+        if ns > hi * LATENCY_TOLERANCE || ns < lo / LATENCY_TOLERANCE {
             out.push(format!(
                 "{} buffer: {:.1} ns per access now, {:.1} ns in the result ({:.2}x)",
                 crate::render::bytes(x),
@@ -283,8 +296,23 @@ mod tests {
         let why = against_repeat(&r, &slow);
         assert_eq!(why.len(), 1, "{why:?}");
         assert!(why[0].contains("3.00x"), "{why:?}");
-        // Check sizes: inside each level, and memory, all on the curve.
-        assert_eq!(check_sizes(&r), vec![1 << 14, 1 << 18, 1 << 22, 1 << 25]);
+        // One curve point that noise moved low, between faithful
+        // neighbours: a repeat at the neighbours' level is not a disturbance.
+        let mut noisy = r.clone();
+        let k = noisy
+            .cache_curve
+            .iter()
+            .position(|p| p.x == slow[1].0)
+            .unwrap();
+        let faithful = noisy.cache_curve[k].ns;
+        noisy.cache_curve[k].ns = faithful / 1.6;
+        assert_eq!(
+            against_repeat(&noisy, &[(slow[1].0, faithful)]),
+            Vec::<String>::new()
+        );
+        // Check sizes: inside each level, and memory past the documented
+        // last level, all on the curve.
+        assert_eq!(check_sizes(&r), vec![1 << 14, 1 << 18, 1 << 22, 1 << 26]);
     }
 
     #[test]
