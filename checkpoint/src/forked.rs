@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn samples_failures_and_fallbacks_are_read_from_the_copy() {
-        let text = "learned pages=12 present=4096 cold=0\n\
+        let text = "learned pages=12 present=4096\n\
                     ns=100 cpu_ns=120 overhead_ns=19.0 minflt=0 sample=0 prepare_ns=5000 delay_ns=700\n\
                     sample_end=0 wall_ns=90000\n\
                     ns=110 cpu_ns=130 overhead_ns=19.0 minflt=2 sample=1 prepare_ns=5100 delay_ns=710\n\
