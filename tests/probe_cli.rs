@@ -23,7 +23,8 @@ fn probe_measures_once_then_reads_its_cache() {
     let cached_file = dir.path().join("probe.json");
     assert!(
         cached_file.exists(),
-        "the result is cached under TDG_CACHE_DIR"
+        "the result is cached under TDG_CACHE_DIR: {}",
+        String::from_utf8_lossy(&first.stderr)
     );
     assert!(
         measured["caches"].as_array().unwrap().len() >= 2,

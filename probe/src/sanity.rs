@@ -17,9 +17,11 @@ pub const LATENCY_TOLERANCE: f64 = 1.5;
 /// L1d is private: its effective size matches sysfs on a quiet machine (a
 /// loaded run read 26 816 B for 32 KiB).
 const L1_RANGE: (f64, f64) = (0.85, 1.15);
-/// Levels below the last may be shared with an SMT sibling (512 KiB L2 read
-/// 370-390 KiB here) but not halved.
-const MID_RANGE: (f64, f64) = (0.5, 1.3);
+/// Levels below the last may be shared with an SMT sibling that another
+/// tenant runs on: a 512 KiB L2 read 370-450 KiB on quiet runs here, and
+/// 279 KiB (54 %) on one forced probe of an idle machine. Only a reading
+/// far below that says the probe itself was disturbed.
+const MID_RANGE: (f64, f64) = (0.3, 1.3);
 /// The last level is shared with every other tenant: only too large is
 /// implausible.
 const LLC_MAX: f64 = 1.3;
