@@ -145,15 +145,16 @@ fn contexts_prediction_from_a_real_profile() {
 
 #[test]
 fn run_without_an_implementation_says_what_is_missing() {
+    // The paper's GEMM spec is a bare prototype: no body to run instead.
     let dir = tempfile::tempdir().unwrap();
     let o = tdg(
         dir.path(),
-        &[&"run", &Path::new(ROOT).join("specs/dot.spec")],
+        &[&"run", &Path::new(ROOT).join("specs/gemm.spec")],
     );
     assert!(!o.status.success());
     let se = String::from_utf8_lossy(&o.stderr);
     assert!(
-        se.contains("--impl FILE is required") && se.contains("ddot"),
+        se.contains("--impl FILE is required") && se.contains("ATL_USERMM"),
         "{se}"
     );
 }

@@ -316,7 +316,11 @@ impl DriverModel {
     pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
         let (completed, _warnings) = spec_lang::implicit::complete(spec);
         let spec = &completed;
-        if let Some(d) = spec_lang::check::problems(spec, "").first() {
+        // A model is a driver: the spec must pass the driver's checks too
+        // (values for every parameter, a body to verify `returns` against).
+        let mut problems = spec_lang::check::problems(spec, "");
+        problems.extend(spec_lang::check::driver_problems(spec, ""));
+        if let Some(d) = problems.first() {
             return Err(ModelError::Spec(match &d.hint {
                 Some(h) => format!("{}; {h}", d.message),
                 None => d.message.clone(),
