@@ -5,25 +5,30 @@
 use probe::{ProbeOptions, ProbeResult};
 use std::sync::OnceLock;
 
+/// Probes run one at a time, the shared first one included: two probes on
+/// the two vCPUs disturb each other's caches and TLBs (a shared probe made
+/// while a re-probing test ran read 256 B lines for 64 B).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn measure_alone(progress: &mut dyn FnMut(&str)) -> ProbeResult {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    probe::measure(&ProbeOptions::default(), progress).expect("probe runs")
+}
+
 fn probed() -> &'static ProbeResult {
     static RESULT: OnceLock<ProbeResult> = OnceLock::new();
     RESULT.get_or_init(|| {
-        let r = probe::measure(&ProbeOptions::default(), &mut |s| eprintln!("probe: {s}"))
-            .expect("probe runs");
+        let r = measure_alone(&mut |s| eprintln!("probe: {s}"));
         eprintln!("{}", probe::render::table(&r));
         r
     })
 }
 
 /// Another probe, for the tests that keep the least disturbed of several.
-/// One at a time: two re-probing tests on the two vCPUs would each disturb
-/// the other's caches and TLBs, the disturbance the retries exist to avoid.
 fn reprobe() -> ProbeResult {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _alone = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    probe::measure(&ProbeOptions::default(), &mut |_| {}).expect("probe runs")
+    measure_alone(&mut |_| {})
 }
 
 fn within(measured: u64, documented: u64, frac: f64) -> bool {
