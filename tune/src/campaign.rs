@@ -64,6 +64,35 @@ pub struct TaskResult {
 }
 
 impl TaskResult {
+    /// A configuration that ended without a time, for `why` (`failure`:
+    /// the contract's name for it, when known), on `placement` (`None`:
+    /// no node ran it).
+    pub fn failed(
+        values: &[(String, i64)],
+        why: String,
+        failure: Option<formats::Failure>,
+        placement: Option<Placement>,
+        seconds: f64,
+    ) -> TaskResult {
+        let placement = placement.unwrap_or(Placement {
+            node: String::new(),
+            cpu: String::new(),
+        });
+        TaskResult {
+            config: values.to_vec(),
+            time_ns: None,
+            mflops: None,
+            error: Some(why),
+            failure,
+            samples_ns: Vec::new(),
+            uncertainty_pct: None,
+            node: placement.node,
+            cpu: placement.cpu,
+            seconds,
+            job: None,
+        }
+    }
+
     pub fn measurement(&self) -> Result<Measurement, TuneError> {
         match (self.time_ns, &self.error) {
             (Some(t), None) => Ok(Measurement {
@@ -410,19 +439,13 @@ fn prebuild_all(
     for (i, result, seconds) in outcomes {
         match result {
             Ok(()) => built[i] = true,
-            Err(e) => campaign.store(&TaskResult {
-                config: configs[i].clone(),
-                time_ns: None,
-                uncertainty_pct: None,
-                mflops: None,
-                error: Some(e.to_string()),
-                failure: e.failure(),
-                samples_ns: Vec::new(),
-                node: here.node.clone(),
-                cpu: here.cpu.clone(),
+            Err(e) => campaign.store(&TaskResult::failed(
+                &configs[i],
+                e.to_string(),
+                e.failure(),
+                Some(here.clone()),
                 seconds,
-                job: None,
-            })?,
+            ))?,
         }
     }
     Ok(configs

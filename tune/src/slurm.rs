@@ -362,24 +362,15 @@ impl Executor for SlurmExecutor {
                 .position(|c| c == values)
                 .expect("from configs");
             let tries = history[slot].join("; ");
-            campaign.store(&TaskResult {
-                config: values.clone(),
-                time_ns: None,
-                mflops: None,
-                error: Some(format!(
-                    "{}: the Slurm task failed twice: {tries}",
-                    describe(values)
-                )),
-                // The task died without saying why (time limit, node
-                // failure): T4 calls that a run-time failure.
-                failure: None,
-                samples_ns: Vec::new(),
-                uncertainty_pct: None,
-                node: String::new(),
-                cpu: String::new(),
-                seconds: 0.0,
-                job: None,
-            })?;
+            // The task died without saying why (time limit, node failure):
+            // T4 calls that a run-time failure.
+            campaign.store(&TaskResult::failed(
+                values,
+                format!("{}: the Slurm task failed twice: {tries}", describe(values)),
+                None,
+                None,
+                0.0,
+            ))?;
         }
         Ok(())
     }
