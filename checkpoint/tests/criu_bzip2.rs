@@ -27,6 +27,9 @@ fn bzip2_dir() -> PathBuf {
 #[test]
 fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     let bz = bzip2_dir();
+    // Alone: beside the candidates test the two share the L3 and the second
+    // core (CI read a delayed minimum 27% below the in-app one that way).
+    let _serial = exclusive();
     pin_to_one_cpu();
     let ws = Workspace::new("bzip2");
     let input = ws.dir.path().join("manual.ps");
@@ -34,7 +37,22 @@ fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     // -k -f: keep the input, (over)write manual.ps.bz2 — an output file that
     // keeps growing after the checkpoint.
     let command = os_args(&[&bz.join("bzip2"), &"-kf9", &input]);
-    let c = compare_in_app_delayed_immediate(&ws, command, "mainQSort3", CALL, DELAY, 3, 5);
+    // Up to three measurements while the minima disagree, as in
+    // criu_accuracy.rs: one unlucky set of 15 plain runs on this shared host
+    // is measured again; a real disagreement misses every time.
+    let mut c =
+        compare_in_app_delayed_immediate(&ws, command.clone(), "mainQSort3", CALL, DELAY, 3, 5);
+    for attempt in 2..=3 {
+        let (in_app, delayed) = (c.in_app.cpu_stats(), c.delayed.cpu_stats());
+        if relative_difference(delayed.min, in_app.min) < 0.10 {
+            break;
+        }
+        eprintln!(
+            "mainQSort3: minima disagree on measurement {}; measuring again",
+            attempt - 1
+        );
+        c = compare_in_app_delayed_immediate(&ws, command.clone(), "mainQSort3", CALL, DELAY, 3, 5);
+    }
     // This region is ~0.6 ms: long enough to be preempted now and then on the
     // shared machine, so the assertion uses CPU time (wall time is printed),
     // and the minimum, as criu_accuracy.rs does: each plain run is a new
