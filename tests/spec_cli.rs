@@ -505,3 +505,35 @@ fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
         "flushed {flushed:.0} ns vs unmarked {unmarked:.0} ns: ratio {cold:.2}"
     );
 }
+
+/// The sampling budget a spec writes in `timer={...}` is what `explain`
+/// describes, with where it came from; a command line that makes it end
+/// before it starts is a usage error (exit 2) naming both ends.
+#[test]
+fn sampling_budget_from_the_spec_is_explained_and_a_contradiction_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let dot = std::fs::read_to_string(spec_path("dot.spec")).unwrap();
+    let spec = write(
+        dir.path(),
+        "dot.spec",
+        &format!("{dot}\ntimer={{ max_time=2s; stable=1%; }};\n"),
+    );
+    let spec = spec.to_str().unwrap();
+    let out = tdg_in(dir.path(), &["explain", spec]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let explained = text(&out.stdout);
+    assert!(
+        explained.contains("spread over at least 100 ms")
+            && explained.contains("agree within 1%")
+            && explained.contains("at 2000 ms the figure is reported as unstable (spec timer={...}, the rest default)"),
+        "{explained}"
+    );
+    let out = tdg_in(dir.path(), &["explain", spec, "--min-time-ms", "3000"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the sampling budget ends (2000 ms, spec timer={...}) before it starts (3000 ms, command line)")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+}

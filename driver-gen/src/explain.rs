@@ -134,12 +134,17 @@ pub fn explain(m: &DriverModel) -> String {
         "  timer {} (overhead measured through the timed path and subtracted); report the {}",
         t.method, t.selection
     );
-    let sampling = crate::render::SAMPLING;
+    let sampling = &t.sampling;
     let _ = writeln!(
         s,
         "  samples: at least {}, spread over at least {} ms, until the {} of the first and the second half agree within {}% \
-         (the stated uncertainty); at {} ms the figure is reported as unstable; --samples N takes exactly N",
-        t.samples, sampling.min_time_ms, t.selection, sampling.tolerance_pct, sampling.max_time_ms
+         (the stated uncertainty); at {} ms the figure is reported as unstable ({}); --samples N takes exactly N",
+        t.samples,
+        sampling.min_time_ms,
+        t.selection,
+        sampling.stable_pct,
+        sampling.max_time_ms,
+        sampling.source
     );
     let _ = writeln!(
         s,

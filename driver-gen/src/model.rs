@@ -36,6 +36,13 @@ pub enum ModelError {
     NoSuchCache(u8, String),
     #[error("samples must be at least 1")]
     NoSamples,
+    #[error("the sampling budget ends ({max} ms, {max_from}) before it starts ({min} ms, {min_from}); raise --max-time-ms or lower --min-time-ms")]
+    SamplingBudget {
+        min: u64,
+        min_from: &'static str,
+        max: u64,
+        max_from: &'static str,
+    },
 }
 
 /// Timing settings the command line (or a caller) imposes; `None` falls
@@ -51,6 +58,12 @@ pub struct TimingOverrides {
     /// Flush sized from this cache level (overrides the spec, not flush_kib).
     pub flush_level: Option<u8>,
     pub min_interval_ns: Option<u64>,
+    /// Spread the samples over at least this much wall time (ms).
+    pub min_time_ms: Option<u64>,
+    /// Stop sampling here even if the figure has not settled (ms).
+    pub max_time_ms: Option<u64>,
+    /// The halves of the run must agree within this many per cent.
+    pub stable_pct: Option<f64>,
     pub flush_all_cpus: bool,
     pub pin_cpu: Option<u32>,
     /// Relative tolerance for verification; `None`: per element type.
@@ -270,6 +283,79 @@ pub struct TimingPlan {
     /// replaces it with that timer's own (issue 15).
     pub min_interval_is_machine_default: bool,
     pub pin_cpu: i64,
+    pub sampling: SamplingPlan,
+}
+
+/// When a driver stops taking samples (its flags can still change it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SamplingPlan {
+    /// Samples are spread over at least this much wall time: this kind of
+    /// machine alternates between a fast and a slow state for stretches of
+    /// milliseconds to seconds, and a minimum over a fraction of a
+    /// millisecond is whichever state that moment offered.
+    pub min_time_ms: u64,
+    /// Sampling stops here even if the figure has not settled; the result
+    /// is then marked unstable. With set-up and verification a default
+    /// driver process stays under half a second.
+    pub max_time_ms: u64,
+    /// The estimator over the first and the second half of the samples must
+    /// agree within this relative difference (per cent).
+    pub stable_pct: f64,
+    /// Where the budget came from: "default", "spec timer={...}", "command
+    /// line", or a mix ("min_time from the spec, ...").
+    #[serde(skip)]
+    pub source: &'static str,
+}
+
+/// The budget when neither the spec nor the command line sets one.
+pub const DEFAULT_SAMPLING: SamplingPlan = SamplingPlan {
+    min_time_ms: 100,
+    max_time_ms: 250,
+    stable_pct: 0.5,
+    source: "default",
+};
+
+/// Command line over the spec's `timer={...}` over [`DEFAULT_SAMPLING`],
+/// setting by setting.
+fn resolve_sampling(
+    cli: &TimingOverrides,
+    spec: &spec_lang::ast::TimerClause,
+) -> Result<SamplingPlan, ModelError> {
+    fn pick<T>(cli: Option<T>, spec: Option<T>, default: T) -> (T, &'static str) {
+        match (cli, spec) {
+            (Some(v), _) => (v, "command line"),
+            (None, Some(v)) => (v, "spec timer={...}"),
+            (None, None) => (default, "default"),
+        }
+    }
+    let d = DEFAULT_SAMPLING;
+    let (min_time_ms, min_from) = pick(cli.min_time_ms, spec.min_time_ms, d.min_time_ms);
+    let (max_time_ms, max_from) = pick(cli.max_time_ms, spec.max_time_ms, d.max_time_ms);
+    let (stable_pct, pct_from) = pick(cli.stable_pct, spec.stable_pct, d.stable_pct);
+    if max_time_ms < min_time_ms {
+        return Err(ModelError::SamplingBudget {
+            min: min_time_ms,
+            min_from,
+            max: max_time_ms,
+            max_from,
+        });
+    }
+    let froms = [min_from, max_from, pct_from];
+    let source = if froms.iter().all(|f| *f == froms[0]) {
+        froms[0]
+    } else if froms.contains(&"command line") && froms.contains(&"spec timer={...}") {
+        "spec timer={...} and command line"
+    } else if froms.contains(&"command line") {
+        "command line, the rest default"
+    } else {
+        "spec timer={...}, the rest default"
+    };
+    Ok(SamplingPlan {
+        min_time_ms,
+        max_time_ms,
+        stable_pct,
+        source,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -475,6 +561,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         } else {
             Selection::Min
         });
+    let sampling = resolve_sampling(&cfg.timing, &tc)?;
     let min_interval_is_machine_default =
         cfg.timing.min_interval_ns.is_none() && tc.min_interval_ns.is_none();
     let (min_interval_ns, min_interval_source) =
@@ -587,6 +674,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
             min_interval_source,
             min_interval_is_machine_default,
             pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+            sampling,
         },
         guard: OverflowGuard { alternate, restore },
         verify,
@@ -1132,6 +1220,33 @@ flop="2*M*N*K+M*N";
         assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
         assert_eq!(m.flush.kib, 100);
         assert_eq!(m.flush.kib_source, "command line");
+    }
+
+    #[test]
+    fn the_sampling_budget_comes_from_the_command_line_the_spec_or_the_default() {
+        let cfg = DriverConfig::new(machine());
+        assert_eq!(model(GEMM, &cfg).timing.sampling, DEFAULT_SAMPLING);
+        let src = format!("{GEMM}timer={{ max_time=2s; stable=1%; }};\n");
+        let s = model(&src, &cfg).timing.sampling;
+        assert_eq!(
+            (s.min_time_ms, s.max_time_ms, s.stable_pct),
+            (100, 2000, 1.0)
+        );
+        assert_eq!(s.source, "spec timer={...}, the rest default");
+        let mut cfg = cfg;
+        cfg.timing.min_time_ms = Some(3000);
+        let spec = spec_lang::parse(&src, "t.spec").unwrap();
+        let err = DriverModel::from_spec(&spec, &cfg).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "ends (2000 ms, spec timer={...}) before it starts (3000 ms, command line)"
+            ),
+            "{err}"
+        );
+        cfg.timing.max_time_ms = Some(4000);
+        let s = model(&src, &cfg).timing.sampling;
+        assert_eq!((s.min_time_ms, s.max_time_ms), (3000, 4000));
+        assert_eq!(s.source, "spec timer={...} and command line");
     }
 
     #[test]

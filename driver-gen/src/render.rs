@@ -8,44 +8,20 @@ use std::path::{Path, PathBuf};
 use crate::model::DriverModel;
 
 /// What the templates read: the model (whose derived flags, such as
-/// `flush.any_operand_flushed`, are decided once when it is built) and the
-/// sampling defaults every driver is built with.
+/// `flush.any_operand_flushed`, are decided once when it is built), with
+/// the sampling budget where the driver's option defaults read it.
 #[derive(serde::Serialize)]
 struct DriverView<'a> {
     #[serde(flatten)]
     model: &'a DriverModel,
-    sampling: SamplingDefaults,
+    sampling: &'a crate::model::SamplingPlan,
 }
-
-/// When a driver stops taking samples, unless its flags say otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct SamplingDefaults {
-    /// Samples are spread over at least this much wall time: this kind of
-    /// machine alternates between a fast and a slow state for stretches of
-    /// milliseconds to seconds, and a minimum over a fraction of a
-    /// millisecond is whichever state that moment offered.
-    pub min_time_ms: u32,
-    /// Sampling stops here even if the figure has not settled; the result
-    /// is then marked unstable. With set-up and verification a default
-    /// driver process stays under half a second.
-    pub max_time_ms: u32,
-    /// The estimator over the first and the second half of the samples must
-    /// agree within this relative difference (per cent).
-    pub tolerance_pct: f64,
-}
-
-/// The defaults every generated driver is built with.
-pub const SAMPLING: SamplingDefaults = SamplingDefaults {
-    min_time_ms: 100,
-    max_time_ms: 250,
-    tolerance_pct: 0.5,
-};
 
 impl<'a> DriverView<'a> {
     fn of(model: &'a DriverModel) -> Self {
         DriverView {
             model,
-            sampling: SAMPLING,
+            sampling: &model.timing.sampling,
         }
     }
 }

@@ -33,12 +33,6 @@ pub struct RunOptions {
     /// After a flush, leave the routine's code cold too (`--cold-code`); by
     /// default the driver re-warms the program's code, not its data.
     pub cold_code: bool,
-    /// Spread the samples over at least this much wall time (ms).
-    pub min_time_ms: Option<u64>,
-    /// Stop sampling here even if the figure has not settled (ms).
-    pub max_time_ms: Option<u64>,
-    /// The halves of the run must agree within this many per cent.
-    pub stable_pct: Option<f64>,
     /// Write every operand page before timing (lazy page zeroing guard).
     pub touch_pages: bool,
     /// One untimed call before timing (instruction load guard).
@@ -66,9 +60,6 @@ impl Default for RunOptions {
             timing: TimingOverrides::default(),
             reps: None,
             cold_code: false,
-            min_time_ms: None,
-            max_time_ms: None,
-            stable_pct: None,
             touch_pages: true,
             dummy_call: true,
             overflow_guard: true,
@@ -476,13 +467,13 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if opts.cold_code {
         a.push("--cold-code".into());
     }
-    if let Some(t) = opts.min_time_ms {
+    if let Some(t) = opts.timing.min_time_ms {
         a.push(format!("--min-time-ms={t}"));
     }
-    if let Some(t) = opts.max_time_ms {
+    if let Some(t) = opts.timing.max_time_ms {
         a.push(format!("--max-time-ms={t}"));
     }
-    if let Some(p) = opts.stable_pct {
+    if let Some(p) = opts.timing.stable_pct {
         a.push(format!("--stable-pct={p}"));
     }
     if let Some(c) = opts.timing.pin_cpu {

@@ -11,8 +11,8 @@ use spec_lang::ast::{FlushMethod, TimerMethod};
 fn adaptive(min_time_ms: u64, max_time_ms: u64) -> RunOptions {
     let mut o = opts();
     o.timing.samples = None;
-    o.min_time_ms = Some(min_time_ms);
-    o.max_time_ms = Some(max_time_ms);
+    o.timing.min_time_ms = Some(min_time_ms);
+    o.timing.max_time_ms = Some(max_time_ms);
     o
 }
 
@@ -158,17 +158,15 @@ fn adaptive_sampling_spreads_over_the_minimum_time_and_states_its_uncertainty() 
     assert!(r.uncertainty_pct.is_some());
 }
 
-#[test]
-fn a_figure_that_keeps_moving_is_marked_unstable_when_the_budget_runs_out() {
-    let _serial = exclusive();
-    // Each call lasts 20 us plus 1 us per millisecond since the first call:
-    // the minimum over the second half of the run is always above the one
-    // over the first half, so the figure never settles.
-    let spec_src = r#"
+/// A routine that never settles: each call lasts 20 us plus 1 us per
+/// millisecond since the first call, so the minimum over the second half
+/// of a run is always above the one over the first half.
+const DRIFT_SPEC: &str = r#"
 routine=void drift(const int n);
 init={ n=1; };
 "#;
-    let imp = r#"
+
+const DRIFT_IMPL: &str = r#"
 #define _POSIX_C_SOURCE 199309L
 #include <time.h>
 static double now_us(void)
@@ -188,7 +186,49 @@ void drift(const int n)
         ;
 }
 "#;
-    let kit = build(spec_src, imp, &opts());
+
+/// The sampling budget written in the spec is the driver's default: a
+/// drifting routine (never stable) samples until the spec's `max_time`, and
+/// the command line still wins setting by setting.
+#[test]
+fn the_specs_sampling_budget_is_the_drivers_default_and_the_command_line_wins() {
+    let _serial = exclusive();
+    let spec_src = format!(
+        "{}timer={{ min_time=10ms; max_time=40ms; stable=0.001%; }};\n",
+        DRIFT_SPEC
+    );
+    let kit = build(&spec_src, DRIFT_IMPL, &opts());
+    let mut o = opts();
+    o.timing.samples = None;
+    let r = kit.run(&o);
+    eprintln!(
+        "spec budget: {} samples over {:.0} ms, stable {}",
+        r.samples_ns.len(),
+        r.sampling.elapsed_ms,
+        r.stable
+    );
+    assert_eq!((r.sampling.min_time_ms, r.sampling.max_time_ms), (10, 40));
+    assert_eq!(r.sampling.stable_pct, 0.001);
+    assert!(!r.stable, "{}", r.unstable_reason);
+    assert!(
+        (40.0..120.0).contains(&r.sampling.elapsed_ms),
+        "sampled {:.0} ms under a 40 ms budget",
+        r.sampling.elapsed_ms
+    );
+    o.timing.max_time_ms = Some(150);
+    let r = kit.run(&o);
+    assert_eq!((r.sampling.min_time_ms, r.sampling.max_time_ms), (10, 150));
+    assert!(
+        r.sampling.elapsed_ms >= 150.0,
+        "sampled {:.0} ms under a 150 ms budget",
+        r.sampling.elapsed_ms
+    );
+}
+
+#[test]
+fn a_figure_that_keeps_moving_is_marked_unstable_when_the_budget_runs_out() {
+    let _serial = exclusive();
+    let kit = build(DRIFT_SPEC, DRIFT_IMPL, &opts());
     let r = kit.run(&adaptive(20, 120));
     eprintln!("{:?}% {}", r.uncertainty_pct, r.unstable_reason);
     assert!(!r.stable);

@@ -113,7 +113,9 @@ impl Failure {
                 Failure::of_run_error(r)
             } else if let Some(c) = cause.downcast_ref::<checkpoint::CheckpointError>() {
                 Failure::of_checkpoint_error(c)
-            } else if cause.is::<spec_lang::Diagnostics>() {
+            } else if cause.is::<spec_lang::Diagnostics>()
+                || cause.is::<driver_gen::model::ModelError>()
+            {
                 Some(Failure::Usage)
             } else {
                 cause.downcast_ref::<Failed>().map(|f| f.failure)

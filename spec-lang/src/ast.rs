@@ -437,7 +437,8 @@ pub struct Flop {
     pub span: Span,
 }
 
-/// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms; };`
+/// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms;
+/// min_time=100ms; max_time=250ms; stable=0.5%; };`
 /// Every field is optional; the command line overrides what is set here.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TimerClause {
@@ -448,6 +449,12 @@ pub struct TimerClause {
     pub flush_size: Option<FlushSize>,
     /// Minimum timed interval in nanoseconds.
     pub min_interval_ns: Option<u64>,
+    /// The sampling budget: samples spread over at least `min_time_ms`,
+    /// stopped (and the figure marked unstable) at `max_time_ms` unless the
+    /// halves of the run agree within `stable_pct` per cent first.
+    pub min_time_ms: Option<u64>,
+    pub max_time_ms: Option<u64>,
+    pub stable_pct: Option<f64>,
     pub span: Span,
 }
 

@@ -402,6 +402,15 @@ fn timer(t: &TimerClause) -> String {
     if let Some(ns) = t.min_interval_ns {
         parts.push(format!("min_interval={};", duration(ns)));
     }
+    if let Some(ms) = t.min_time_ms {
+        parts.push(format!("min_time={};", duration(ms * 1_000_000)));
+    }
+    if let Some(ms) = t.max_time_ms {
+        parts.push(format!("max_time={};", duration(ms * 1_000_000)));
+    }
+    if let Some(p) = t.stable_pct {
+        parts.push(format!("stable={p}%;"));
+    }
     if parts.is_empty() {
         "timer={};".into()
     } else {

@@ -1198,7 +1198,30 @@ impl Builder {
                             .with_hint("write a number with a unit: ns, us, ms or s (e.g. 1ms)")
                     })?)
                 }
+                "min_time" => t.min_time_ms = Some(sampling_ms(text, vspan, 0)?),
+                "max_time" => t.max_time_ms = Some(sampling_ms(text, vspan, 1)?),
+                "stable" => {
+                    let pct = text
+                        .strip_suffix('%')
+                        .and_then(|v| v.parse::<f64>().ok())
+                        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0);
+                    t.stable_pct = Some(pct.ok_or_else(|| {
+                        Diagnostic::new(format!("`{text}` is not a tolerance in per cent"), vspan)
+                            .with_hint("write a percentage above 0 and below 100, e.g. stable=0.5%")
+                    })?);
+                }
                 _ => unreachable!(),
+            }
+        }
+        // The budget's two ends, when the spec sets both, are checked here
+        // where both are located; against the command line the model checks.
+        if let (Some(lo), Some(hi)) = (t.min_time_ms, t.max_time_ms) {
+            if hi < lo {
+                return Err(Diagnostic::new(
+                    format!("max_time ({hi} ms) is below min_time ({lo} ms)"),
+                    span,
+                )
+                .with_hint("sampling stops at max_time: make it at least min_time"));
             }
         }
         Ok(t)
@@ -1586,6 +1609,23 @@ fn parse_flush_size(s: &str) -> Option<FlushSize> {
     };
     let kib = n.checked_mul(mult)?;
     (kib > 0).then_some(FlushSize::KiB(kib))
+}
+
+/// A sampling-budget duration (`min_time`, `max_time`): whole milliseconds,
+/// the drivers' unit for it, at least `least`.
+fn sampling_ms(text: &str, span: Span, least: u64) -> Built<u64> {
+    let ns = parse_duration_ns(text).ok_or_else(|| {
+        Diagnostic::new(format!("`{text}` is not a duration"), span)
+            .with_hint("write a number with a unit: ms or s (e.g. 100ms)")
+    })?;
+    if !ns.is_multiple_of(1_000_000) || ns / 1_000_000 < least {
+        return Err(Diagnostic::new(
+            format!("`{text}` is not a whole number of milliseconds of at least {least}"),
+            span,
+        )
+        .with_hint("the sampling budget is set in whole milliseconds, e.g. 100ms or 0.25s"));
+    }
+    Ok(ns / 1_000_000)
 }
 
 fn parse_duration_ns(s: &str) -> Option<u64> {

@@ -135,6 +135,9 @@ pub const TIMER_SETTINGS: &[&str] = &[
     "flush",
     "flush_size",
     "min_interval",
+    "min_time",
+    "max_time",
+    "stable",
 ];
 
 /// Values of `lang=`.

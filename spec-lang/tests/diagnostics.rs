@@ -627,6 +627,28 @@ fn timer_setting_with_a_typo() {
         &format!("{OK_HEAD}timer={{samples=0;}};"),
         x(2, 16, "`0` is not a sample count", None),
     );
+    rejects(
+        &format!("{OK_HEAD}timer={{max_time=500us;}};"),
+        x(
+            2,
+            17,
+            "`500us` is not a whole number of milliseconds of at least 1",
+            Some("0.25s"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{stable=0.5;}};"),
+        x(2, 15, "`0.5` is not a tolerance in per cent", Some("0.5%")),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{ min_time=200ms; max_time=100ms; }};"),
+        x(
+            2,
+            1,
+            "max_time (100 ms) is below min_time (200 ms)",
+            Some("at least min_time"),
+        ),
+    );
 }
 
 #[test]

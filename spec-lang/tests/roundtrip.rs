@@ -331,15 +331,35 @@ fn timer() -> impl Strategy<Value = TimerClause> {
             0u64..1 << 40,
             (0u64..1000).prop_map(|v| v * 1_000_000_000)
         ]),
+        // The sampling budget: max_time, when both are set, at least min_time.
+        prop::option::of(0u64..100_000),
+        prop::option::of(1u64..100_000),
+        prop::option::of((1u32..10_000).prop_map(|v| v as f64 / 100.0)),
     )
         .prop_map(
-            |(method, samples, select, flush, flush_size, min_interval_ns)| TimerClause {
+            |(
                 method,
                 samples,
                 select,
                 flush,
                 flush_size,
                 min_interval_ns,
+                min_time_ms,
+                max_time_ms,
+                stable_pct,
+            )| TimerClause {
+                method,
+                samples,
+                select,
+                flush,
+                flush_size,
+                min_interval_ns,
+                min_time_ms,
+                max_time_ms: match (min_time_ms, max_time_ms) {
+                    (Some(lo), Some(hi)) => Some(lo.max(hi)),
+                    (_, hi) => hi,
+                },
+                stable_pct,
                 span: sp(),
             },
         )

@@ -7,7 +7,6 @@
 
 use super::keyword::keyword;
 use super::CmdResult;
-use anyhow::bail;
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
 use driver_gen::{build_driver, flush_sweep, RunOptions};
 use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
@@ -45,6 +44,18 @@ pub struct TimingArgs {
     /// Pin the driver to this CPU.
     #[arg(long)]
     pub pin: Option<u32>,
+    /// Spread the samples over at least this many milliseconds (default:
+    /// the spec's min_time, else 100).
+    #[arg(long, value_name = "MS")]
+    pub min_time_ms: Option<u64>,
+    /// Stop sampling after this many milliseconds; the result is then marked
+    /// unstable if it has not settled (default: the spec's max_time, else 250).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_time_ms: Option<u64>,
+    /// The estimator over the two halves of the samples must agree within
+    /// this many per cent (default: the spec's stable, else 0.5).
+    #[arg(long, value_name = "PCT", value_parser = positive_percent)]
+    pub stable_pct: Option<f64>,
     /// Define a size macro, e.g. -D NS=4096 (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     pub define: Vec<String>,
@@ -55,7 +66,7 @@ impl TimingArgs {
         o.timing.timer = self.timer;
         o.timing.samples = self.samples;
         if o.timing.samples == Some(0) {
-            bail!("--samples must be at least 1");
+            return Err(formats::contract::usage("--samples must be at least 1"));
         }
         o.timing.selection = self.select;
         o.timing.flush = self.flush;
@@ -64,6 +75,9 @@ impl TimingArgs {
         o.timing.flush_all_cpus = self.flush_all_cpus;
         o.timing.min_interval_ns = self.min_interval_ns;
         o.timing.pin_cpu = self.pin;
+        o.timing.min_time_ms = self.min_time_ms;
+        o.timing.max_time_ms = self.max_time_ms;
+        o.timing.stable_pct = self.stable_pct;
         o.defines = parse_defines(&self.define)?;
         // The one place a machine probe may start (and says so).
         o.machine = Some(driver_gen::machine_defaults());
@@ -139,17 +153,6 @@ pub struct Args {
     /// driver re-warms the program's code, not its operands).
     #[arg(long)]
     pub cold_code: bool,
-    /// Spread the samples over at least this many milliseconds.
-    #[arg(long, value_name = "MS")]
-    pub min_time_ms: Option<u64>,
-    /// Stop sampling after this many milliseconds; the result is then marked
-    /// unstable if it has not settled.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_time_ms: Option<u64>,
-    /// The estimator over the two halves of the samples must agree within
-    /// this many per cent.
-    #[arg(long, value_name = "PCT", value_parser = positive_percent)]
-    pub stable_pct: Option<f64>,
     /// No alpha alternation / output restoring.
     #[arg(long)]
     pub no_overflow_guard: bool,
@@ -205,9 +208,6 @@ pub fn run(args: Args) -> CmdResult {
         cflags: args.cflags.split_whitespace().map(String::from).collect(),
         reps: args.reps,
         cold_code: args.cold_code,
-        min_time_ms: args.min_time_ms,
-        max_time_ms: args.max_time_ms,
-        stable_pct: args.stable_pct,
         touch_pages: !args.no_touch,
         dummy_call: !args.no_dummy_call,
         overflow_guard: !args.no_overflow_guard,
@@ -375,7 +375,7 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
     };
     if let Some(n) = args.timing.samples {
         if n == 0 {
-            bail!("--samples must be at least 1");
+            return Err(formats::contract::usage("--samples must be at least 1"));
         }
         opts.samples = n as usize;
     }
