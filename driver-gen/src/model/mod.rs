@@ -1,0 +1,443 @@
+//! The driver model: everything the generated driver will do, decided from
+//! the spec and the configuration, before any C is written. Templates only
+//! lay this out; `tdg explain` describes it in words.
+
+use serde::Serialize;
+use spec_lang::ast::{BaseType, Expr, FlushMethod, Selection, Spec, TimerMethod};
+use std::collections::BTreeMap;
+
+use crate::cexpr::{self, ExprEnv, NameStyle};
+use crate::defaults::MachineDefaults;
+use spec_lang::checked::{self, CheckedSpec};
+
+mod operands;
+mod outputs;
+mod routine;
+mod scalars;
+mod timing;
+
+pub use operands::{CacheState, ElemKind, FillPlan, OperandModel, Storage};
+pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
+pub use routine::{body_as_implementation, CallText, RoutineModel};
+pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
+pub use timing::{FlushPlan, SamplingPlan, TimingPlan, DEFAULT_SAMPLING, FLUSH_OVERSIZE};
+
+/// Why a driver model cannot be built. A checked spec fails here only on
+/// facts of the machine or the configuration; `Spec` carries the checker's
+/// verdict for callers that hand in a spec `spec_lang::check` never saw.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    #[error("{0}")]
+    Spec(String),
+    #[error("{0}")]
+    Define(String),
+    #[error("`{0}` is not a routine parameter nor a Macro name; define it in init={{...}} or use Macro({0}, default)")]
+    UnknownName(String),
+    #[error("`{0}` changes per call (Range/RANDOM) but is used where a fixed value is needed (a size); give it a fixed value")]
+    NotConstant(String),
+    #[error("{0} varies per call and cannot appear inside another expression; assign it to its own scalar")]
+    PerCallInExpression(String),
+    #[error("the values of {0} depend on each other in a cycle; break the cycle in init={{...}}")]
+    Cycle(String),
+    #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
+    NoSuchCache(u8, String),
+    #[error("samples must be at least 1")]
+    NoSamples,
+    #[error("the sampling budget ends ({max} ms, {max_from}) before it starts ({min} ms, {min_from}); raise --max-time-ms or lower --min-time-ms")]
+    SamplingBudget {
+        min: u64,
+        min_from: &'static str,
+        max: u64,
+        max_from: &'static str,
+    },
+}
+
+/// Timing settings the command line (or a caller) imposes; `None` falls
+/// back to the spec's `timer={...}`, then to the machine defaults. One
+/// struct from `tdg`'s options through `RunOptions` to the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimingOverrides {
+    pub timer: Option<TimerMethod>,
+    pub samples: Option<u32>,
+    pub selection: Option<Selection>,
+    pub flush: Option<FlushMethod>,
+    pub flush_kib: Option<u64>,
+    /// Flush sized from this cache level (overrides the spec, not flush_kib).
+    pub flush_level: Option<u8>,
+    pub min_interval_ns: Option<u64>,
+    /// Spread the samples over at least this much wall time (ms).
+    pub min_time_ms: Option<u64>,
+    /// Stop sampling here even if the figure has not settled (ms).
+    pub max_time_ms: Option<u64>,
+    /// The halves of the run must agree within this many per cent.
+    pub stable_pct: Option<f64>,
+    pub flush_all_cpus: bool,
+    pub pin_cpu: Option<u32>,
+    /// Relative tolerance for verification; `None`: per element type.
+    pub tolerance: Option<f64>,
+}
+
+/// Everything the model is built under besides the spec.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    pub timing: TimingOverrides,
+    /// `-D NAME=VALUE` overrides, used for explanations (the driver itself
+    /// receives them as compiler defines).
+    pub defines: BTreeMap<String, String>,
+    pub machine: MachineDefaults,
+}
+
+impl DriverConfig {
+    pub fn new(machine: MachineDefaults) -> Self {
+        DriverConfig {
+            timing: TimingOverrides::default(),
+            defines: BTreeMap::new(),
+            machine,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverModel {
+    pub routine: RoutineModel,
+    pub includes: Vec<String>,
+    pub macros: Vec<MacroDefault>,
+    /// Scalars in initialisation order (dependencies first).
+    pub scalars: Vec<ScalarModel>,
+    pub operands: Vec<OperandModel>,
+    pub flush: FlushPlan,
+    pub timing: TimingPlan,
+    pub guard: OverflowGuard,
+    pub verify: Option<VerifyPlan>,
+    pub flop: Option<FlopPlan>,
+    /// C statements (one call each) for the timed loop, the dummy call and
+    /// the two verification calls.
+    pub calls: CallText,
+    /// True when some scalar changes per call (Range/RANDOM).
+    pub per_call_scalars: bool,
+    /// The `tdg_driver` version of the driver's `--json` line.
+    pub json_version: u32,
+}
+
+impl DriverModel {
+    /// The model of a checked spec (its `-D` overrides already applied).
+    pub fn from_checked(spec: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        build(spec, cfg)
+    }
+
+    /// The model of a parsed spec: checks it (the first problem is the
+    /// error), applies `cfg.defines` to its macros, then [`Self::from_checked`].
+    pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        let (completed, _warnings) = spec_lang::implicit::complete(spec);
+        let spec = &completed;
+        // A model is a driver: the spec must pass the driver's checks too
+        // (values for every parameter, a body to verify `returns` against).
+        let mut problems = spec_lang::check::problems(spec, "");
+        problems.extend(spec_lang::check::driver_problems(spec, ""));
+        if let Some(d) = problems.first() {
+            return Err(ModelError::Spec(match &d.hint {
+                Some(h) => format!("{}; {h}", d.message),
+                None => d.message.clone(),
+            }));
+        }
+        let defines: Vec<(String, String)> = cfg
+            .defines
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let overrides = checked::spec_overrides(spec, &defines).map_err(ModelError::Define)?;
+        let checked =
+            checked::resolve(spec, &overrides).map_err(|e| ModelError::Spec(e.to_string()))?;
+        build(&checked, cfg)
+    }
+
+    pub fn operand(&self, name: &str) -> Option<&OperandModel> {
+        self.operands.iter().find(|o| o.name == name)
+    }
+}
+
+fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+    let spec = &checked.spec;
+    let scalar_exprs: BTreeMap<String, (Expr, bool)> = checked
+        .scalars
+        .iter()
+        .map(|s| (s.name.clone(), (s.expr.clone(), s.is_fixed())))
+        .collect();
+    let macro_exprs: BTreeMap<String, Expr> = checked
+        .macros
+        .iter()
+        .map(|m| (m.name.clone(), m.default.clone()))
+        .collect();
+    let env = ExprEnv {
+        scalars: &scalar_exprs,
+        macros: &macro_exprs,
+    };
+
+    let macros = scalars::build_macros(checked, &env)?;
+    let scalars = scalars::build_scalars(checked, &env)?;
+    let (flush_method, mut flush, timing) =
+        timing::plan(cfg, &spec.timer.clone().unwrap_or_default())?;
+
+    // Operands.
+    let mut operands = Vec::new();
+    // A flush method asked for on the command line means "time it cold":
+    // it flushes the operands the spec leaves unmarked too, as `--flush none`
+    // leaves every operand in cache.
+    let flush_unmarked = matches!(
+        cfg.timing.flush,
+        Some(FlushMethod::Read | FlushMethod::Clflush)
+    );
+    for op in &checked.operands {
+        operands.push(operands::build_operand(
+            op,
+            &env,
+            flush_method,
+            flush_unmarked,
+        )?);
+    }
+
+    let verify = outputs::build_verify(checked, cfg);
+    let guard = outputs::build_guard(spec, &scalars, &operands);
+    let flop = match &spec.flop {
+        Some(f) => Some(FlopPlan {
+            text: f.text.clone(),
+            c_expr: cexpr::to_c(&f.expr, &env, NameStyle::Runtime, true)?,
+            value: checked.flop_count(),
+        }),
+        None => None,
+    };
+
+    let routine = routine::build_routine(spec);
+    let calls = routine::build_calls(spec, &operands);
+    let per_call_scalars = scalars.iter().any(|s| s.kind != ScalarKind::Fixed);
+    flush.any_operand_flushed = operands.iter().any(|o| o.flushed);
+
+    Ok(DriverModel {
+        routine,
+        includes: spec.includes.iter().map(|i| i.text.clone()).collect(),
+        macros,
+        scalars,
+        operands,
+        flush,
+        timing,
+        guard,
+        verify,
+        flop,
+        calls,
+        per_call_scalars,
+        json_version: crate::run::DRIVER_JSON_VERSION,
+    })
+}
+
+fn ret_is_value(spec: &Spec) -> bool {
+    let r = &spec.routine.ret;
+    !(r.pointers == 0 && r.base == BaseType::Void)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> MachineDefaults {
+        MachineDefaults::fixed_for_tests()
+    }
+
+    #[test]
+    fn measured_full_flush_is_the_default_and_says_where_it_came_from() {
+        let mut machine = machine();
+        machine.full_flush_kib = Some(96 * 1024);
+        machine.full_flush_source = "tdg probe: measured".into();
+        let m = model(GEMM, &DriverConfig::new(machine.clone()));
+        assert_eq!(m.flush.kib, 96 * 1024);
+        assert_eq!(m.flush.kib_source, "tdg probe: measured");
+        assert_eq!(m.timing.min_interval_source, "test machine");
+        // A cache level below the last still means that level's (effective)
+        // size; the last level means the measured full flush.
+        let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
+        let m = model(&src, &DriverConfig::new(machine.clone()));
+        assert_eq!(m.flush.kib, 1024 * FLUSH_OVERSIZE);
+        let src = format!("{GEMM}timer={{ flush_size=L3; }};\n");
+        let m = model(&src, &DriverConfig::new(machine));
+        assert_eq!(m.flush.kib, 96 * 1024);
+    }
+
+    const GEMM: &str = r#"
+routine=void ATL_USERMM(const int M, const int N, const int K,
+    const double alpha, const double* A, const int lda,
+    const double* B, const int ldb, const double beta,
+    double* C, const int ldc);
+init={
+  M=Macro(MS,72); N=Macro(NS,72); K=Macro(KS,72);
+  lda=MS; ldb=KS; ldc=MS; alpha=1; beta=1;
+  A=Matrix(double, M, K, RANDOM, flush|align(16));
+  B=Matrix(double, K, N, RANDOM, flush|align(16));
+  C=Matrix(double, M, N, RANDOM, warm|align(16));
+};
+flop="2*M*N*K+M*N";
+"#;
+
+    fn model(src: &str, cfg: &DriverConfig) -> DriverModel {
+        let spec = spec_lang::parse(src, "t.spec").unwrap();
+        DriverModel::from_spec(&spec, cfg).unwrap()
+    }
+
+    #[test]
+    fn gemm_plan_follows_the_spec_and_the_overrides() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.defines.insert("MS".into(), "100".into());
+        let m = model(GEMM, &cfg);
+        assert_eq!(m.macros.len(), 3);
+        let a = m.operand("A").unwrap();
+        assert_eq!((a.rows_value, a.cols_value), (Some(1), Some(100 * 72)));
+        assert_eq!(a.cache, CacheState::Flushed);
+        assert!(!a.is_output);
+        let c = m.operand("C").unwrap();
+        assert_eq!(c.cache, CacheState::Warm);
+        assert!(c.is_output);
+        assert_eq!(
+            m.flop.as_ref().unwrap().value,
+            Some(2.0 * 100.0 * 72.0 * 72.0 + 7200.0)
+        );
+        // alpha is a fixed real scalar: the paper's sign-alternation guard.
+        assert_eq!(m.guard.alternate.as_deref(), Some("alpha"));
+        assert_eq!(m.guard.restore, vec!["C".to_string()]);
+        // Default flush: twice the last-level cache.
+        assert_eq!(m.flush.kib, 2 * 32768);
+        assert_eq!(m.timing.selection, "min");
+        assert!(m.verify.is_none());
+    }
+
+    #[test]
+    fn cpu_time_defaults_to_the_median_and_levels_size_the_flush() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.timing.timer = Some(TimerMethod::Cpu);
+        cfg.timing.flush_level = Some(1);
+        let m = model(GEMM, &cfg);
+        assert_eq!(m.timing.selection, "median");
+        assert_eq!(m.flush.kib, 64);
+        cfg.timing.flush_level = Some(4);
+        let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
+        assert!(matches!(
+            DriverModel::from_spec(&spec, &cfg),
+            Err(ModelError::NoSuchCache(4, _))
+        ));
+    }
+
+    #[test]
+    fn spec_timer_clause_is_the_default_and_the_command_line_wins() {
+        let src = format!(
+            "{GEMM}timer={{ method=wall; samples=11; select=median; flush=clflush; flush_size=L2; min_interval=1ms; }};\n"
+        );
+        let mut cfg = DriverConfig::new(machine());
+        let m = model(&src, &cfg);
+        assert_eq!(
+            (m.timing.method, m.timing.samples, m.timing.selection),
+            ("wall", 11, "median")
+        );
+        assert_eq!((m.flush.method, m.flush.kib), ("clflush", 2 * 1024));
+        assert_eq!(m.timing.min_interval_ns, 1_000_000);
+        cfg.timing.samples = Some(3);
+        cfg.timing.flush_kib = Some(100);
+        cfg.timing.timer = Some(TimerMethod::Cycle);
+        let m = model(&src, &cfg);
+        assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
+        assert_eq!(m.flush.kib, 100);
+        assert_eq!(m.flush.kib_source, "command line");
+    }
+
+    #[test]
+    fn the_sampling_budget_comes_from_the_command_line_the_spec_or_the_default() {
+        let cfg = DriverConfig::new(machine());
+        assert_eq!(model(GEMM, &cfg).timing.sampling, DEFAULT_SAMPLING);
+        let src = format!("{GEMM}timer={{ max_time=2s; stable=1%; }};\n");
+        let s = model(&src, &cfg).timing.sampling;
+        assert_eq!(
+            (s.min_time_ms, s.max_time_ms, s.stable_pct),
+            (100, 2000, 1.0)
+        );
+        assert_eq!(s.source, "spec timer={...}, the rest default");
+        let mut cfg = cfg;
+        cfg.timing.min_time_ms = Some(3000);
+        let spec = spec_lang::parse(&src, "t.spec").unwrap();
+        let err = DriverModel::from_spec(&spec, &cfg).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "ends (2000 ms, spec timer={...}) before it starts (3000 ms, command line)"
+            ),
+            "{err}"
+        );
+        cfg.timing.max_time_ms = Some(4000);
+        let s = model(&src, &cfg).timing.sampling;
+        assert_eq!((s.min_time_ms, s.max_time_ms), (3000, 4000));
+        assert_eq!(s.source, "spec timer={...} and command line");
+    }
+
+    #[test]
+    fn flushing_off_flushes_nothing_and_keeps_warm_operands_warm() {
+        let mut cfg = DriverConfig::new(machine());
+        cfg.timing.flush = Some(FlushMethod::None);
+        let m = model(GEMM, &cfg);
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        use CacheState::*;
+        assert_eq!(states, vec![Unflushed, Unflushed, Warm]);
+        assert!(!m.flush.any_operand_flushed);
+    }
+
+    #[test]
+    fn only_flush_operands_are_flushed_unless_the_command_line_asks() {
+        let src = GEMM.replace("RANDOM, flush|align(16));\n  B", "RANDOM, align(16));\n  B");
+        let m = model(&src, &DriverConfig::new(machine()));
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        use CacheState::*;
+        assert_eq!(states, vec![Unflushed, Flushed, Warm]);
+        let a = m.operand("A").unwrap();
+        assert!(!a.warm && !a.flushed);
+        assert!(m.flush.any_operand_flushed);
+        // The spec's timer clause only picks the method for `flush` operands.
+        let clause = format!("{src}timer={{ flush=clflush; }};\n");
+        let m = model(&clause, &DriverConfig::new(machine()));
+        assert_eq!(m.operand("A").unwrap().cache, Unflushed);
+        // --flush read|clflush on the command line: the cold context.
+        let mut cfg = DriverConfig::new(machine());
+        cfg.timing.flush = Some(FlushMethod::Clflush);
+        let m = model(&src, &cfg);
+        let states: Vec<CacheState> = m.operands.iter().map(|o| o.cache).collect();
+        assert_eq!(states, vec![Flushed, Flushed, Warm]);
+        // Nothing marked: no operand flushed, so no flush at all.
+        let none = src.replace("flush|", "");
+        let m = model(&none, &DriverConfig::new(machine()));
+        assert!(!m.flush.any_operand_flushed);
+    }
+
+    #[test]
+    fn a_scalar_without_init_is_one_and_says_why() {
+        let src = "routine=void f(const int n, const double alpha, double* X);\ninit={ X=Vector(double, 0, _, n); };\n";
+        let m = model(src, &DriverConfig::new(machine()));
+        let n = m.scalars.iter().find(|s| s.name == "n").unwrap();
+        assert_eq!(
+            (n.init_c.as_str(), n.implicit_reason.is_some()),
+            ("1", true)
+        );
+        let x = m.operand("X").unwrap();
+        assert_eq!((x.cols_value, x.fill.kind), (Some(1), "const"));
+        let text = crate::explain(&m);
+        assert!(
+            text.contains(
+                "alpha (double) = 1: fixed for every call\n      no init in the spec: set to 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn scalars_are_initialised_after_what_they_use() {
+        let src = r#"
+routine=void f(const int a, const int b, const int c, double* X);
+init={ a=b+c; b=c*2; c=3; X=Vector(double, ZERO, _, a); };
+"#;
+        let m = model(src, &DriverConfig::new(machine()));
+        let order: Vec<&str> = m.scalars.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(order, vec!["c", "b", "a"]);
+        assert_eq!(m.operand("X").unwrap().cols_value, Some(9));
+    }
+}

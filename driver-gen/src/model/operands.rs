@@ -1,0 +1,317 @@
+//! Operands: storage, alignment, fill, and the cache state each one is
+//! timed in.
+
+use serde::Serialize;
+use spec_lang::ast::{ArrayKind, BaseType, CType, Expr, Fill, FlushMethod};
+use spec_lang::checked::OperandDef;
+
+use super::ModelError;
+use crate::cexpr::{self, ExprEnv, NameStyle};
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ElemKind {
+    Real,
+    Complex,
+    Integer,
+    Pointer,
+    Opaque,
+    Void,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheState {
+    /// Evicted before every timed call (or rotated through working sets).
+    Flushed,
+    /// Kept cache resident (re-read after any flush, never rotated).
+    Warm,
+    /// Neither evicted nor re-read on purpose (the reference generator's
+    /// "No Flush"): timed in the state its initialisation and the previous
+    /// calls leave it. One copy, never rotated; a read flush made for other
+    /// operands evicts it too.
+    Unflushed,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Storage {
+    /// One aligned heap block (Vector, Matrix: column-major).
+    Heap,
+    /// A row-pointer array and one aligned block per row (Array2D).
+    RowPointers,
+    /// File-scope static array (SVector, SMatrix).
+    Static,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperandModel {
+    pub name: String,
+    /// Parameter type as the routine receives it, e.g. `const double *`.
+    pub param_c_type: String,
+    pub elem_c_type: String,
+    pub elem_kind: ElemKind,
+    pub storage: Storage,
+    pub is_static: bool,
+    pub row_pointers: bool,
+    /// Number of blocks (rows for Array2D, else 1) and elements per block.
+    pub rows_c: String,
+    pub cols_c: String,
+    /// File-scope element count for static storage.
+    pub static_count_c: String,
+    pub dims_text: Vec<String>,
+    pub align: u64,
+    pub misalign: u64,
+    pub fill: FillPlan,
+    pub cache: CacheState,
+    /// `cache == Warm`: re-read just before each single-call sample.
+    pub warm: bool,
+    /// `cache == Flushed`: evicted (clflush) or rotated through working sets.
+    pub flushed: bool,
+    /// The routine may write it (non-const pointee).
+    pub is_output: bool,
+    /// Elements per block and blocks, when computable (explain).
+    #[serde(skip)]
+    pub rows_value: Option<i64>,
+    #[serde(skip)]
+    pub cols_value: Option<i64>,
+    /// Element size in bytes when known without a compiler.
+    #[serde(skip)]
+    pub elem_bytes: Option<u64>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FillPlan {
+    pub kind: &'static str,
+    /// C expression for element `k` (an index in element order); empty for
+    /// ZERO (calloc'd storage is already zero) and FILE.
+    pub value_c: String,
+    pub file: Option<String>,
+    pub text: String,
+}
+
+pub(super) fn elem_kind(t: &CType) -> ElemKind {
+    if t.pointers > 0 {
+        return ElemKind::Pointer;
+    }
+    match &t.base {
+        BaseType::Void => ElemKind::Void,
+        BaseType::FloatComplex | BaseType::DoubleComplex => ElemKind::Complex,
+        b if b.is_floating() => ElemKind::Real,
+        b if b.is_integral() => ElemKind::Integer,
+        _ => ElemKind::Opaque,
+    }
+}
+
+/// Per-operand fill seed: a stable hash of the name, so every working-set
+/// copy and the verification copies hold the same data.
+pub(super) fn seed_for(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in name.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+pub(super) fn build_operand(
+    op: &OperandDef,
+    env: &ExprEnv,
+    flush_method: FlushMethod,
+    flush_unmarked: bool,
+) -> Result<OperandModel, ModelError> {
+    let (name, param_ty, a) = (op.name.as_str(), &op.param_ty, &op.array);
+    let elem = &a.elem;
+    let elem_c = {
+        let mut t = elem.clone();
+        t.is_const = false;
+        t.text()
+    };
+    let kind = elem_kind(elem);
+    let storage = match a.kind {
+        ArrayKind::Vector | ArrayKind::Matrix => Storage::Heap,
+        ArrayKind::Array2D => Storage::RowPointers,
+        ArrayKind::SVector | ArrayKind::SMatrix => Storage::Static,
+    };
+    let dim_c = |e: &Expr, style| cexpr::to_c(e, env, style, false);
+    let dims_rt: Vec<String> = a
+        .dims
+        .iter()
+        .map(|d| dim_c(d, NameStyle::Runtime))
+        .collect::<Result<_, _>>()?;
+    let dims_val: Vec<i64> = op.dims.iter().map(|&d| d as i64).collect();
+    let (rows_c, cols_c, rows_value, cols_value) = match storage {
+        Storage::RowPointers => (
+            format!("(size_t){}", dims_rt[0]),
+            format!("(size_t){}", dims_rt[1]),
+            Some(dims_val[0]),
+            Some(dims_val[1]),
+        ),
+        _ => {
+            let cols = dims_rt
+                .iter()
+                .map(|d| format!("(size_t){d}"))
+                .collect::<Vec<_>>()
+                .join(" * ");
+            let v = dims_val.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
+            ("(size_t)1".to_string(), cols, Some(1), v)
+        }
+    };
+    let static_count_c = if storage == Storage::Static {
+        a.dims
+            .iter()
+            .map(|d| dim_c(d, NameStyle::Constant).map(|c| format!("(size_t){c}")))
+            .collect::<Result<Vec<_>, _>>()?
+            .join(" * ")
+    } else {
+        String::new()
+    };
+
+    let align = op.align;
+    let misalign = op.misalign.unwrap_or(0);
+    // As in the reference generator, only `flush` operands are flushed; an
+    // unmarked one is timed as its initialisation and the previous calls
+    // leave it ("No Flush"). Flushing off leaves every operand so, except
+    // that `warm` ones are still re-read as the spec asks.
+    let cache = if a.is_warm() {
+        CacheState::Warm
+    } else if flush_method != FlushMethod::None && (a.is_flushed() || flush_unmarked) {
+        CacheState::Flushed
+    } else {
+        CacheState::Unflushed
+    };
+
+    let fill = build_fill(&elem_c, kind, &a.fill, env)?;
+    let is_output = param_ty.pointers > 0 && !param_ty.is_const;
+    let mut param_t = param_ty.clone();
+    if param_t.pointers == 0 {
+        param_t.pointers = 1;
+    }
+    Ok(OperandModel {
+        name: name.to_string(),
+        param_c_type: param_t.text(),
+        elem_c_type: elem_c,
+        elem_kind: kind,
+        storage,
+        is_static: storage == Storage::Static,
+        row_pointers: storage == Storage::RowPointers,
+        rows_c,
+        cols_c,
+        static_count_c,
+        dims_text: a.dims.iter().map(cexpr::describe).collect(),
+        align,
+        misalign,
+        fill,
+        cache,
+        warm: cache == CacheState::Warm,
+        flushed: cache == CacheState::Flushed,
+        is_output,
+        rows_value,
+        cols_value,
+        elem_bytes: elem.base.size_bytes(),
+        seed: seed_for(name),
+    })
+}
+
+/// How the operand's elements are filled. `spec_lang::check` has already
+/// matched each fill to its element type and storage.
+pub(super) fn build_fill(
+    elem_c: &str,
+    kind: ElemKind,
+    fill: &Fill,
+    env: &ExprEnv,
+) -> Result<FillPlan, ModelError> {
+    let cast = |v: String| format!("({elem_c})({v})");
+    let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
+    Ok(match fill {
+        Fill::Random(_) if kind == ElemKind::Opaque => FillPlan {
+            // Structs of doubles/complex (e.g. an SU(3) matrix) get mixed-sign
+            // doubles over their storage; other sizes get random bytes.
+            kind: "random_words",
+            value_c: String::new(),
+            file: None,
+            text: format!(
+                "pseudo-random doubles in [-0.5, 0.5) over each {elem_c} (random bytes if its size is not a multiple of 8)"
+            ),
+        },
+        Fill::Random(_) => {
+            let v = match kind {
+                // Mixed-sign values keep sums of products bounded when the
+                // routine accumulates across repeated calls.
+                ElemKind::Real => cast("tdg_urand()".into()),
+                ElemKind::Complex => cast("tdg_urand() + tdg_urand() * I".into()),
+                _ => {
+                    if elem_c.starts_with("unsigned")
+                        || elem_c.starts_with("uint")
+                        || elem_c == "size_t"
+                        || elem_c == "_Bool"
+                    {
+                        cast(if elem_c == "_Bool" {
+                            "tdg_rand_int(0, 1)".into()
+                        } else {
+                            "tdg_rand_int(0, 100)".into()
+                        })
+                    } else {
+                        cast("tdg_rand_int(-50, 50)".into())
+                    }
+                }
+            };
+            FillPlan {
+                kind: "random",
+                value_c: v,
+                file: None,
+                text: match kind {
+                    ElemKind::Real | ElemKind::Complex => {
+                        "pseudo-random, uniform in [-0.5, 0.5) (mixed sign)".into()
+                    }
+                    _ => "pseudo-random small integers".into(),
+                },
+            }
+        }
+        Fill::RandomRange { lo, hi, .. } => {
+            let (l, h) = (c(lo)?, c(hi)?);
+            let v = match kind {
+                ElemKind::Integer => cast(format!("tdg_rand_int((long long)({l}), (long long)({h}))")),
+                ElemKind::Complex => cast(format!(
+                    "tdg_rand_real((double)({l}), (double)({h})) + tdg_rand_real((double)({l}), (double)({h})) * I"
+                )),
+                _ => cast(format!("tdg_rand_real((double)({l}), (double)({h}))")),
+            };
+            FillPlan {
+                kind: "random_range",
+                value_c: v,
+                file: None,
+                text: format!(
+                    "pseudo-random, uniform in [{}, {}]",
+                    cexpr::describe(lo),
+                    cexpr::describe(hi)
+                ),
+            }
+        }
+        Fill::Zero(_) => FillPlan {
+            kind: "zero",
+            value_c: String::new(),
+            file: None,
+            text: "zero (calloc'd; pages written before timing so none is lazily zeroed)".into(),
+        },
+        Fill::Const(e, _) => FillPlan {
+            kind: "const",
+            value_c: cast(c(e)?),
+            file: None,
+            text: format!("every element {}", cexpr::describe(e)),
+        },
+        Fill::Seq(_) => FillPlan {
+            kind: "seq",
+            value_c: cast("k".into()),
+            file: None,
+            text: "0, 1, 2, ... in element order".into(),
+        },
+        Fill::File(path, _) => FillPlan {
+            kind: "file",
+            value_c: String::new(),
+            file: Some(cexpr::c_string_literal(path)),
+            text: format!("raw bytes from {path}"),
+        },
+    })
+}

@@ -1,0 +1,199 @@
+//! The routine's C face: its symbol and prototype, the reference built
+//! from the spec's body, and the call statements of the timed loop, the
+//! warm-up call and verification.
+
+use serde::Serialize;
+use spec_lang::ast::{CType, Lang, Spec};
+
+use super::operands::{elem_kind, ElemKind, OperandModel};
+use super::ret_is_value;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutineModel {
+    pub name: String,
+    /// Linker symbol (Fortran: lower case with a trailing underscore).
+    pub symbol: String,
+    pub fortran: bool,
+    /// Prototype of the user's implementation.
+    pub prototype: String,
+    /// `static RET tdg_reference(PARAMS) { body }` when a body is given.
+    pub reference: Option<String>,
+    pub returns_value: bool,
+    pub ret_c_type: String,
+    /// How a return value of this type is folded into a double sink.
+    pub ret_kind: ElemKind,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CallText {
+    pub timed: String,
+    pub dummy: String,
+    pub verify_impl: String,
+    pub verify_ref: String,
+}
+
+/// `const double* X`: a parameter declaration.
+pub(super) fn decl(t: &CType, name: &str) -> String {
+    format!("{} {name}", t.text())
+}
+
+pub(super) fn build_routine(spec: &Spec) -> RoutineModel {
+    let r = &spec.routine;
+    let fortran = spec.lang == Lang::Fortran;
+    let symbol = spec.symbol();
+    let ret_ty = r.ret.text();
+    let params_c: Vec<String> = r
+        .params
+        .iter()
+        .map(|p| {
+            if fortran {
+                let mut t = p.ty.clone();
+                t.pointers += u8::from(t.pointers == 0);
+                decl(&t, &p.name.name)
+            } else {
+                decl(&p.ty, &p.name.name)
+            }
+        })
+        .collect();
+    let plist = if params_c.is_empty() {
+        "void".to_string()
+    } else {
+        params_c.join(", ")
+    };
+    let prototype = format!("{ret_ty} {symbol}({plist});");
+    let reference = r.body.as_ref().map(|b| {
+        let ref_params: Vec<String> = r.params.iter().map(|p| decl(&p.ty, &p.name.name)).collect();
+        let rp = if ref_params.is_empty() {
+            "void".to_string()
+        } else {
+            ref_params.join(", ")
+        };
+        // The spec's body need not use every parameter; keep -Wextra quiet.
+        let unused: String = r
+            .params
+            .iter()
+            .map(|p| format!("    (void){};\n", p.name.name))
+            .collect();
+        format!(
+            "static {ret_ty} tdg_reference({rp})\n{{\n{unused}{}}}",
+            b.text
+        )
+    });
+    RoutineModel {
+        name: r.name.name.clone(),
+        symbol,
+        fortran,
+        prototype,
+        reference,
+        returns_value: ret_is_value(spec),
+        ret_c_type: ret_ty,
+        ret_kind: elem_kind(&r.ret),
+    }
+}
+
+/// A C file implementing the routine with the spec's own body, so a spec
+/// with a body can be timed without `--impl` (the reference generator's
+/// specs carry their implementation this way). `None` without a body.
+/// The body keeps the spec's parameter types; a Fortran symbol receives
+/// its scalars by reference and passes them on by value.
+pub fn body_as_implementation(spec: &Spec) -> Option<String> {
+    let routine = build_routine(spec);
+    let reference = routine.reference?;
+    let fortran = spec.lang == Lang::Fortran;
+    let args: Vec<String> = spec
+        .routine
+        .params
+        .iter()
+        .map(|p| {
+            let by_ref = fortran && p.ty.pointers == 0;
+            format!("{}{}", if by_ref { "*" } else { "" }, p.name.name)
+        })
+        .collect();
+    let call = format!("tdg_reference({})", args.join(", "));
+    let call = if routine.returns_value {
+        format!("return {call};")
+    } else {
+        format!("{call};")
+    };
+    let includes: String = spec
+        .includes
+        .iter()
+        .map(|i| format!("{}\n", i.text))
+        .collect();
+    let definition = routine.prototype.trim_end_matches(';');
+    Some(format!(
+        "/* {name}: the body of its spec, timed as the implementation (tdg run without --impl). */\n\
+         {includes}#include <complex.h>\n#include <math.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n\
+         {prototype}\n\n{reference}\n\n{definition}\n{{\n    {call}\n}}\n",
+        name = routine.name,
+        prototype = routine.prototype,
+    ))
+}
+
+/// The four call statements. `ops(name)` spells how an operand's pointer is
+/// reached in each context.
+pub(super) fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
+    let fortran = spec.lang == Lang::Fortran;
+    let r = &spec.routine;
+    let make = |callee: &str, scal: &str, op: &dyn Fn(&str) -> String, by_ref: bool| {
+        let args: Vec<String> = r
+            .params
+            .iter()
+            .map(|p| {
+                let n = &p.name.name;
+                match operands.iter().find(|o| o.name == *n) {
+                    Some(o) => format!("({}){}", o.param_c_type, op(n)),
+                    None if by_ref => format!("&{scal}{n}"),
+                    None => format!("{scal}{n}"),
+                }
+            })
+            .collect();
+        let call = format!("{callee}({})", args.join(", "));
+        sink_call(&call, r, ret_is_value(spec))
+    };
+    CallText {
+        timed: make(
+            &spec.symbol(),
+            "tdg_S.",
+            &|n| format!("tdg_users_{n}[tdg_set]"),
+            fortran,
+        ),
+        dummy: make(
+            &spec.symbol(),
+            "tdg_D->",
+            &|n| format!("tdg_users_{n}[0]"),
+            fortran,
+        ),
+        verify_impl: make(
+            &spec.symbol(),
+            "tdg_V->",
+            &|n| format!("tdg_vimp_{n}.user"),
+            fortran,
+        ),
+        verify_ref: make(
+            "tdg_reference",
+            "tdg_V->",
+            &|n| format!("tdg_vref_{n}.user"),
+            false,
+        ),
+    }
+}
+
+/// Folds a call's return value into `tdg_ret_acc` so the call cannot be
+/// dropped or hoisted as a pure function (the paper's `dot += alpha*...`).
+pub(super) fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String {
+    if !has_value {
+        return format!("{call};");
+    }
+    let ty = r.ret.text();
+    match elem_kind(&r.ret) {
+        ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
+        ElemKind::Complex => {
+            format!("{{ {ty} tdg_z = {call}; tdg_ret_acc += creal(tdg_z) + cimag(tdg_z); }}")
+        }
+        ElemKind::Pointer => format!("tdg_ret_acc += (double)(size_t)({call});"),
+        _ => format!(
+            "{{ {ty} tdg_r = {call}; tdg_ret_acc += (double)((const unsigned char *)&tdg_r)[0]; }}"
+        ),
+    }
+}

@@ -1,0 +1,239 @@
+//! The timing and flush plans: which timer, how many samples and which
+//! estimator, the shortest interval, the sampling budget and the flush —
+//! each from the command line, else the spec's `timer={...}`, else the
+//! machine's defaults, with where the value came from.
+
+use serde::Serialize;
+use spec_lang::ast::{FlushMethod, FlushSize, Selection, TimerClause, TimerMethod};
+use spec_lang::vocabulary::Keyword;
+
+use super::{DriverConfig, ModelError, TimingOverrides};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlushPlan {
+    pub method: &'static str,
+    pub method_c: &'static str,
+    pub kib: u64,
+    /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
+    pub kib_source: String,
+    pub all_cpus: bool,
+    /// Some operand is `Flushed`. When none is, the driver runs no flush at
+    /// all: a flush would only evict what the spec leaves in cache, the
+    /// harness's own code and stack and the routine's instructions, and
+    /// charge that to the routine (seen: an empty routine at 120-140 ns
+    /// instead of ~0).
+    pub any_operand_flushed: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimingPlan {
+    pub method: &'static str,
+    pub method_c: &'static str,
+    pub samples: u32,
+    pub selection: &'static str,
+    pub selection_median: bool,
+    pub min_interval_ns: u64,
+    pub min_interval_source: String,
+    /// The interval is the machine's default (the probe's, for rdtscp), not
+    /// one the spec or the command line chose: a driver using another timer
+    /// replaces it with that timer's own (issue 15).
+    pub min_interval_is_machine_default: bool,
+    pub pin_cpu: i64,
+    pub sampling: SamplingPlan,
+}
+
+/// When a driver stops taking samples (its flags can still change it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SamplingPlan {
+    /// Samples are spread over at least this much wall time: this kind of
+    /// machine alternates between a fast and a slow state for stretches of
+    /// milliseconds to seconds, and a minimum over a fraction of a
+    /// millisecond is whichever state that moment offered.
+    pub min_time_ms: u64,
+    /// Sampling stops here even if the figure has not settled; the result
+    /// is then marked unstable. With set-up and verification a default
+    /// driver process stays under half a second.
+    pub max_time_ms: u64,
+    /// The estimator over the first and the second half of the samples must
+    /// agree within this relative difference (per cent).
+    pub stable_pct: f64,
+    /// Where the budget came from: "default", "spec timer={...}", "command
+    /// line", or a mix ("min_time from the spec, ...").
+    #[serde(skip)]
+    pub source: &'static str,
+}
+
+/// The budget when neither the spec nor the command line sets one.
+pub const DEFAULT_SAMPLING: SamplingPlan = SamplingPlan {
+    min_time_ms: 100,
+    max_time_ms: 250,
+    stable_pct: 0.5,
+    source: "default",
+};
+
+/// Command line over the spec's `timer={...}` over [`DEFAULT_SAMPLING`],
+/// setting by setting.
+pub(super) fn resolve_sampling(
+    cli: &TimingOverrides,
+    spec: &spec_lang::ast::TimerClause,
+) -> Result<SamplingPlan, ModelError> {
+    fn pick<T>(cli: Option<T>, spec: Option<T>, default: T) -> (T, &'static str) {
+        match (cli, spec) {
+            (Some(v), _) => (v, "command line"),
+            (None, Some(v)) => (v, "spec timer={...}"),
+            (None, None) => (default, "default"),
+        }
+    }
+    let d = DEFAULT_SAMPLING;
+    let (min_time_ms, min_from) = pick(cli.min_time_ms, spec.min_time_ms, d.min_time_ms);
+    let (max_time_ms, max_from) = pick(cli.max_time_ms, spec.max_time_ms, d.max_time_ms);
+    let (stable_pct, pct_from) = pick(cli.stable_pct, spec.stable_pct, d.stable_pct);
+    if max_time_ms < min_time_ms {
+        return Err(ModelError::SamplingBudget {
+            min: min_time_ms,
+            min_from,
+            max: max_time_ms,
+            max_from,
+        });
+    }
+    let froms = [min_from, max_from, pct_from];
+    let source = if froms.iter().all(|f| *f == froms[0]) {
+        froms[0]
+    } else if froms.contains(&"command line") && froms.contains(&"spec timer={...}") {
+        "spec timer={...} and command line"
+    } else if froms.contains(&"command line") {
+        "command line, the rest default"
+    } else {
+        "spec timer={...}, the rest default"
+    };
+    Ok(SamplingPlan {
+        min_time_ms,
+        max_time_ms,
+        stable_pct,
+        source,
+    })
+}
+
+/// A flush sized from a cache level reads this many times the level's
+/// size. Caches do not replace LRU, so reading exactly their size leaves
+/// part of the operands behind (the paper's point; measured here: a 256 KiB
+/// dot was 3.2x its warm time after a 32 MiB read flush of the 32 MiB L3,
+/// 5.9x after 64 MiB, where further growth stopped mattering).
+pub const FLUSH_OVERSIZE: u64 = 2;
+
+pub(super) fn resolve_flush_kib(
+    cfg: &DriverConfig,
+    spec_size: Option<FlushSize>,
+) -> Result<(u64, String), ModelError> {
+    if let Some(k) = cfg.timing.flush_kib {
+        return Ok((k, "command line".into()));
+    }
+    let m = &cfg.machine;
+    let have = || {
+        m.caches
+            .iter()
+            .map(|c| format!("L{} {} KiB", c.level, c.kib))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match spec_size {
+        Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into())),
+        // Flushing the last level means flushing everything: the measured
+        // full flush, not a multiple of the (effective, shared) LLC size,
+        // which on this kind of L3 leaves reused lines behind.
+        Some(FlushSize::Level(l)) => match (m.full_flush_kib, m.llc()) {
+            (Some(k), Some(llc)) if llc.level == l => Ok((k, m.full_flush_source.clone())),
+            _ => m
+                .level(l)
+                .map(|c| {
+                    (
+                        c.kib * FLUSH_OVERSIZE,
+                        format!(
+                            "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
+                            c.kib, m.caches_source
+                        ),
+                    )
+                })
+                .ok_or_else(|| ModelError::NoSuchCache(l, have())),
+        },
+        Some(FlushSize::Llc) | None => match m.full_flush_kib {
+            // Measured: the smallest read that evicts a warm operand.
+            Some(k) => Ok((k, m.full_flush_source.clone())),
+            None => {
+                let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
+                Ok((
+                    llc.kib * FLUSH_OVERSIZE,
+                    format!(
+                        "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
+                        llc.level, llc.kib, m.caches_source
+                    ),
+                ))
+            }
+        },
+    }
+}
+
+/// The flush method (operands need it to decide their cache state), the
+/// flush plan without its one operand-dependent flag, and the timing plan.
+pub(super) fn plan(
+    cfg: &DriverConfig,
+    tc: &TimerClause,
+) -> Result<(FlushMethod, FlushPlan, TimingPlan), ModelError> {
+    let flush_method = cfg.timing.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
+    let (flush_kib, kib_source) = resolve_flush_kib(
+        cfg,
+        cfg.timing
+            .flush_level
+            .map(FlushSize::Level)
+            .or(tc.flush_size),
+    )?;
+    let timer = cfg.timing.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
+    let samples = cfg.timing.samples.or(tc.samples).unwrap_or(7);
+    if samples == 0 {
+        return Err(ModelError::NoSamples);
+    }
+    // ATLAS: min for wall-clock timers (noise only adds), median for CPU time
+    // (its error goes both ways).
+    let selection = cfg
+        .timing
+        .selection
+        .or(tc.select)
+        .unwrap_or(if timer == TimerMethod::Cpu {
+            Selection::Median
+        } else {
+            Selection::Min
+        });
+    let sampling = resolve_sampling(&cfg.timing, tc)?;
+    let min_interval_is_machine_default =
+        cfg.timing.min_interval_ns.is_none() && tc.min_interval_ns.is_none();
+    let (min_interval_ns, min_interval_source) =
+        match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
+            (Some(v), _) => (v, "command line".to_string()),
+            (None, Some(v)) => (v, "spec timer={...}".to_string()),
+            (None, None) => (
+                cfg.machine.min_interval_ns,
+                cfg.machine.min_interval_source.clone(),
+            ),
+        };
+    let flush = FlushPlan {
+        method: flush_method.spelling(),
+        method_c: flush_method.c_name(),
+        kib: flush_kib,
+        kib_source,
+        all_cpus: cfg.timing.flush_all_cpus,
+        any_operand_flushed: false,
+    };
+    let timing = TimingPlan {
+        method: timer.spelling(),
+        method_c: timer.c_name(),
+        samples,
+        selection: selection.spelling(),
+        selection_median: selection == Selection::Median,
+        min_interval_ns,
+        min_interval_source,
+        min_interval_is_machine_default,
+        pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+        sampling,
+    };
+    Ok((flush_method, flush, timing))
+}
