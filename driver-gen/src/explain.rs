@@ -2,6 +2,8 @@
 //! templates render, so the explanation cannot drift from the driver.
 
 use crate::model::{CacheState, DriverModel, ScalarKind, Storage};
+use spec_lang::ast::{FlushMethod, TimerMethod};
+use spec_lang::vocabulary::Keyword;
 use std::fmt::Write;
 
 /// `800000 bytes (781.2 KiB)`: the exact count, and spec-lang's short form.
@@ -88,23 +90,23 @@ pub fn explain(m: &DriverModel) -> String {
         );
         let cache = match o.cache {
             CacheState::Flushed => match f.method {
-                "read" => format!(
+                FlushMethod::Read => format!(
                     "out of cache: evicted by reading a {} KiB buffer before each single-call sample; \
                      with R > 1 calls per sample it rotates through working-set copies that together exceed {} KiB",
                     f.kib, f.kib
                 ),
-                "clflush" => format!(
+                FlushMethod::Clflush => format!(
                     "out of cache: its lines are clflush'ed before each single-call sample; \
                      with R > 1 it rotates through copies exceeding {} KiB",
                     f.kib
                 ),
-                _ => "in cache (flushing is off)".to_string(),
+                FlushMethod::None => "in cache (flushing is off)".to_string(),
             },
             CacheState::Warm => {
                 "in cache: re-read after any flush, the same copy for every call".to_string()
             }
             CacheState::Unflushed => match f.method {
-                "read" => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it; \
+                FlushMethod::Read => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it; \
                      a read flush made for other operands evicts it too (mark it `warm` to keep it in cache)"
                     .to_string(),
                 _ => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it"
@@ -132,7 +134,8 @@ pub fn explain(m: &DriverModel) -> String {
     let _ = writeln!(
         s,
         "  timer {} (overhead measured through the timed path and subtracted); report the {}",
-        t.method, t.selection
+        t.method.spelling(),
+        t.selection.spelling()
     );
     let sampling = &t.sampling;
     let _ = writeln!(
@@ -141,7 +144,7 @@ pub fn explain(m: &DriverModel) -> String {
          (the stated uncertainty); at {} ms the figure is reported as unstable ({}); --samples N takes exactly N",
         t.samples,
         sampling.min_time_ms,
-        t.selection,
+        t.selection.spelling(),
         sampling.stable_pct,
         sampling.max_time_ms,
         sampling.source
@@ -151,7 +154,7 @@ pub fn explain(m: &DriverModel) -> String {
         "  one call per sample if a call lasts >= {} ns ({}{}); otherwise R calls per sample, R doubled until it does",
         t.min_interval_ns,
         t.min_interval_source,
-        if t.min_interval_is_machine_default && t.method != "cycle" {
+        if t.min_interval_is_machine_default && t.method != TimerMethod::Cycle {
             "; replaced by 1000 steps of the timer in use, at least 10 us"
         } else {
             ""
@@ -162,12 +165,12 @@ pub fn explain(m: &DriverModel) -> String {
             s,
             "  flush: {} {} KiB ({}){}; after it the program's code is read back (operands cold, code hot, \
              as in a loop of the application; --cold-code leaves it cold)",
-            f.method,
+            f.method.spelling(),
             f.kib,
             f.kib_source,
             if f.all_cpus { ", on every CPU" } else { "" }
         );
-    } else if f.method == "none" {
+    } else if f.method == FlushMethod::None {
         let _ = writeln!(
             s,
             "  flush: none (flushing is off, so the operands, the driver's own code and the routine's stay cached)"
@@ -176,7 +179,7 @@ pub fn explain(m: &DriverModel) -> String {
         let _ = writeln!(
             s,
             "  flush: none before the calls (no operand is marked `flush`, so the driver's own code and the routine's stay cached; `tdg run --flush {}` flushes the unmarked ones)",
-            f.method
+            f.method.spelling()
         );
     }
     let _ = writeln!(

@@ -5,23 +5,119 @@
 use handlebars::{handlebars_helper, Handlebars};
 use std::path::{Path, PathBuf};
 
-use crate::model::DriverModel;
+use crate::model::{
+    CacheState, CallText, DriverModel, FlopPlan, FlushPlan, MacroDefault, OperandModel,
+    OverflowGuard, RoutineModel, SamplingPlan, ScalarKind, ScalarModel, Storage, TimingPlan,
+    VerifyPlan,
+};
+use serde::Serialize;
+use spec_lang::ast::Selection;
+use spec_lang::vocabulary::Keyword;
 
-/// What the templates read: the model (whose derived flags, such as
-/// `flush.any_operand_flushed`, are decided once when it is built), with
-/// the sampling budget where the driver's option defaults read it.
-#[derive(serde::Serialize)]
+/// What the templates read, and the only thing serialised for them: the
+/// model's plain data, with its enums spelled (keyword and C constant) and
+/// the booleans `{{#if}}` needs. The model holds the decisions (typed);
+/// this view only lays them out.
+#[derive(Serialize)]
 struct DriverView<'a> {
+    routine: &'a RoutineModel,
+    includes: &'a [String],
+    macros: &'a [MacroDefault],
+    scalars: Vec<ScalarView<'a>>,
+    operands: Vec<OperandView<'a>>,
+    flush: FlushView<'a>,
+    timing: TimingView<'a>,
+    /// Where the driver's option defaults read the budget.
+    sampling: &'a SamplingPlan,
+    guard: &'a OverflowGuard,
+    verify: &'a Option<VerifyPlan>,
+    flop: &'a Option<FlopPlan>,
+    calls: &'a CallText,
+    per_call_scalars: bool,
+    json_version: u32,
+}
+
+#[derive(Serialize)]
+struct ScalarView<'a> {
     #[serde(flatten)]
-    model: &'a DriverModel,
-    sampling: &'a crate::model::SamplingPlan,
+    scalar: &'a ScalarModel,
+    is_range: bool,
+    is_random: bool,
+}
+
+#[derive(Serialize)]
+struct OperandView<'a> {
+    #[serde(flatten)]
+    operand: &'a OperandModel,
+    warm: bool,
+    flushed: bool,
+    is_static: bool,
+    row_pointers: bool,
+}
+
+#[derive(Serialize)]
+struct FlushView<'a> {
+    #[serde(flatten)]
+    plan: &'a FlushPlan,
+    method: &'static str,
+    method_c: &'static str,
+}
+
+#[derive(Serialize)]
+struct TimingView<'a> {
+    #[serde(flatten)]
+    plan: &'a TimingPlan,
+    method: &'static str,
+    method_c: &'static str,
+    selection: &'static str,
+    selection_median: bool,
 }
 
 impl<'a> DriverView<'a> {
-    fn of(model: &'a DriverModel) -> Self {
+    fn of(m: &'a DriverModel) -> Self {
         DriverView {
-            model,
-            sampling: &model.timing.sampling,
+            routine: &m.routine,
+            includes: &m.includes,
+            macros: &m.macros,
+            scalars: m
+                .scalars
+                .iter()
+                .map(|s| ScalarView {
+                    scalar: s,
+                    is_range: matches!(s.kind, ScalarKind::Range { .. }),
+                    is_random: matches!(s.kind, ScalarKind::Random { .. }),
+                })
+                .collect(),
+            operands: m
+                .operands
+                .iter()
+                .map(|o| OperandView {
+                    operand: o,
+                    warm: o.cache == CacheState::Warm,
+                    flushed: o.flushed(),
+                    is_static: o.storage == Storage::Static,
+                    row_pointers: o.storage == Storage::RowPointers,
+                })
+                .collect(),
+            flush: FlushView {
+                plan: &m.flush,
+                method: m.flush.method.spelling(),
+                method_c: m.flush.method.c_name(),
+            },
+            timing: TimingView {
+                plan: &m.timing,
+                method: m.timing.method.spelling(),
+                method_c: m.timing.method.c_name(),
+                selection: m.timing.selection.spelling(),
+                selection_median: m.timing.selection == Selection::Median,
+            },
+            sampling: &m.timing.sampling,
+            guard: &m.guard,
+            verify: &m.verify,
+            flop: &m.flop,
+            calls: &m.calls,
+            per_call_scalars: m.per_call_scalars,
+            json_version: m.json_version,
         }
     }
 }

@@ -2,7 +2,6 @@
 //! the spec and the configuration, before any C is written. Templates only
 //! lay this out; `tdg explain` describes it in words.
 
-use serde::Serialize;
 use spec_lang::ast::{BaseType, Expr, FlushMethod, Selection, Spec, TimerMethod};
 use std::collections::BTreeMap;
 
@@ -97,7 +96,7 @@ impl DriverConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DriverModel {
     pub routine: RoutineModel,
     pub includes: Vec<String>,
@@ -210,7 +209,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
     let routine = routine::build_routine(spec);
     let calls = routine::build_calls(spec, &operands);
     let per_call_scalars = scalars.iter().any(|s| s.kind != ScalarKind::Fixed);
-    flush.any_operand_flushed = operands.iter().any(|o| o.flushed);
+    flush.any_operand_flushed = operands.iter().any(|o| o.flushed());
 
     Ok(DriverModel {
         routine,
@@ -303,7 +302,7 @@ flop="2*M*N*K+M*N";
         assert_eq!(m.guard.restore, vec!["C".to_string()]);
         // Default flush: twice the last-level cache.
         assert_eq!(m.flush.kib, 2 * 32768);
-        assert_eq!(m.timing.selection, "min");
+        assert_eq!(m.timing.selection, Selection::Min);
         assert!(m.verify.is_none());
     }
 
@@ -313,7 +312,7 @@ flop="2*M*N*K+M*N";
         cfg.timing.timer = Some(TimerMethod::Cpu);
         cfg.timing.flush_level = Some(1);
         let m = model(GEMM, &cfg);
-        assert_eq!(m.timing.selection, "median");
+        assert_eq!(m.timing.selection, Selection::Median);
         assert_eq!(m.flush.kib, 64);
         cfg.timing.flush_level = Some(4);
         let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
@@ -332,15 +331,18 @@ flop="2*M*N*K+M*N";
         let m = model(&src, &cfg);
         assert_eq!(
             (m.timing.method, m.timing.samples, m.timing.selection),
-            ("wall", 11, "median")
+            (TimerMethod::Wall, 11, Selection::Median)
         );
-        assert_eq!((m.flush.method, m.flush.kib), ("clflush", 2 * 1024));
+        assert_eq!(
+            (m.flush.method, m.flush.kib),
+            (FlushMethod::Clflush, 2 * 1024)
+        );
         assert_eq!(m.timing.min_interval_ns, 1_000_000);
         cfg.timing.samples = Some(3);
         cfg.timing.flush_kib = Some(100);
         cfg.timing.timer = Some(TimerMethod::Cycle);
         let m = model(&src, &cfg);
-        assert_eq!((m.timing.method, m.timing.samples), ("cycle", 3));
+        assert_eq!((m.timing.method, m.timing.samples), (TimerMethod::Cycle, 3));
         assert_eq!(m.flush.kib, 100);
         assert_eq!(m.flush.kib_source, "command line");
     }
@@ -391,7 +393,7 @@ flop="2*M*N*K+M*N";
         use CacheState::*;
         assert_eq!(states, vec![Unflushed, Flushed, Warm]);
         let a = m.operand("A").unwrap();
-        assert!(!a.warm && !a.flushed);
+        assert_eq!(a.cache, CacheState::Unflushed);
         assert!(m.flush.any_operand_flushed);
         // The spec's timer clause only picks the method for `flush` operands.
         let clause = format!("{src}timer={{ flush=clflush; }};\n");

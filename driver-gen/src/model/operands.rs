@@ -52,8 +52,6 @@ pub struct OperandModel {
     pub elem_c_type: String,
     pub elem_kind: ElemKind,
     pub storage: Storage,
-    pub is_static: bool,
-    pub row_pointers: bool,
     /// Number of blocks (rows for Array2D, else 1) and elements per block.
     pub rows_c: String,
     pub cols_c: String,
@@ -64,10 +62,6 @@ pub struct OperandModel {
     pub misalign: u64,
     pub fill: FillPlan,
     pub cache: CacheState,
-    /// `cache == Warm`: re-read just before each single-call sample.
-    pub warm: bool,
-    /// `cache == Flushed`: evicted (clflush) or rotated through working sets.
-    pub flushed: bool,
     /// The routine may write it (non-const pointee).
     pub is_output: bool,
     /// Elements per block and blocks, when computable (explain).
@@ -79,6 +73,13 @@ pub struct OperandModel {
     #[serde(skip)]
     pub elem_bytes: Option<u64>,
     pub seed: u64,
+}
+
+impl OperandModel {
+    /// Evicted (clflush) or rotated through working sets before each call.
+    pub fn flushed(&self) -> bool {
+        self.cache == CacheState::Flushed
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -194,8 +195,6 @@ pub(super) fn build_operand(
         elem_c_type: elem_c,
         elem_kind: kind,
         storage,
-        is_static: storage == Storage::Static,
-        row_pointers: storage == Storage::RowPointers,
         rows_c,
         cols_c,
         static_count_c,
@@ -204,8 +203,6 @@ pub(super) fn build_operand(
         misalign,
         fill,
         cache,
-        warm: cache == CacheState::Warm,
-        flushed: cache == CacheState::Flushed,
         is_output,
         rows_value,
         cols_value,

@@ -40,8 +40,6 @@ pub struct ScalarModel {
     pub c_type: String,
     pub init_c: String,
     pub kind: ScalarKind,
-    pub is_range: bool,
-    pub is_random: bool,
     pub integral: bool,
     /// Source text of the value, for explanations.
     pub text: String,
@@ -107,8 +105,6 @@ pub(super) fn build_scalars(
             name: sc.name.clone(),
             c_type,
             init_c,
-            is_range: matches!(kind, ScalarKind::Range { .. }),
-            is_random: matches!(kind, ScalarKind::Random { .. }),
             kind,
             integral,
             text: cexpr::describe(&sc.expr),

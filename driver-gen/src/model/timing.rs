@@ -5,14 +5,14 @@
 
 use serde::Serialize;
 use spec_lang::ast::{FlushMethod, FlushSize, Selection, TimerClause, TimerMethod};
-use spec_lang::vocabulary::Keyword;
 
 use super::{DriverConfig, ModelError, TimingOverrides};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FlushPlan {
-    pub method: &'static str,
-    pub method_c: &'static str,
+    /// Spelled for the templates by the render view.
+    #[serde(skip)]
+    pub method: FlushMethod,
     pub kib: u64,
     /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
     pub kib_source: String,
@@ -27,11 +27,12 @@ pub struct FlushPlan {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TimingPlan {
-    pub method: &'static str,
-    pub method_c: &'static str,
+    /// Spelled for the templates by the render view, as is `selection`.
+    #[serde(skip)]
+    pub method: TimerMethod,
     pub samples: u32,
-    pub selection: &'static str,
-    pub selection_median: bool,
+    #[serde(skip)]
+    pub selection: Selection,
     pub min_interval_ns: u64,
     pub min_interval_source: String,
     /// The interval is the machine's default (the probe's, for rdtscp), not
@@ -216,19 +217,16 @@ pub(super) fn plan(
             ),
         };
     let flush = FlushPlan {
-        method: flush_method.spelling(),
-        method_c: flush_method.c_name(),
+        method: flush_method,
         kib: flush_kib,
         kib_source,
         all_cpus: cfg.timing.flush_all_cpus,
         any_operand_flushed: false,
     };
     let timing = TimingPlan {
-        method: timer.spelling(),
-        method_c: timer.c_name(),
+        method: timer,
         samples,
-        selection: selection.spelling(),
-        selection_median: selection == Selection::Median,
+        selection,
         min_interval_ns,
         min_interval_source,
         min_interval_is_machine_default,
