@@ -52,14 +52,8 @@ fn c_type(ty: &CType) -> String {
     ty.text()
 }
 
-/// The type the symbol really takes: Fortran passes every argument by
-/// reference, an array as the address of its first element (as the
-/// driver's prototype declares it).
 fn abi_type(spec: &Spec, p: &Param) -> String {
-    match spec.lang {
-        Lang::Fortran if !p.ty.is_pointer() => format!("{}*", c_type(&p.ty)),
-        _ => c_type(&p.ty),
-    }
+    spec.abi_type(p).text()
 }
 
 fn is_signed(base: &BaseType) -> bool {

@@ -600,6 +600,18 @@ impl Spec {
             Lang::Fortran => format!("{}_", self.routine.name.name.to_ascii_lowercase()),
         }
     }
+
+    /// The type the symbol really takes for parameter `p`: Fortran passes
+    /// every argument by reference (a scalar as a pointer to it, an array as
+    /// the address of its first element); C as declared. The one rule for
+    /// the driver's prototype and the interposers' signatures.
+    pub fn abi_type(&self, p: &Param) -> CType {
+        let mut t = p.ty.clone();
+        if self.lang == Lang::Fortran && !t.is_pointer() {
+            t.pointers = 1;
+        }
+        t
+    }
 }
 
 impl CType {

@@ -45,15 +45,7 @@ pub(super) fn build_routine(spec: &Spec) -> RoutineModel {
     let params_c: Vec<String> = r
         .params
         .iter()
-        .map(|p| {
-            if fortran {
-                let mut t = p.ty.clone();
-                t.pointers += u8::from(t.pointers == 0);
-                decl(&t, &p.name.name)
-            } else {
-                decl(&p.ty, &p.name.name)
-            }
-        })
+        .map(|p| decl(&spec.abi_type(p), &p.name.name))
         .collect();
     let plist = if params_c.is_empty() {
         "void".to_string()
