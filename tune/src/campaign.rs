@@ -458,9 +458,7 @@ fn prebuild_all(
 
 impl Objective for CampaignObjective<'_> {
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        self.evaluate_round(&[values.to_vec()])
-            .pop()
-            .expect("one result per configuration")
+        crate::search::evaluate_as_round(self, values)
     }
 
     fn evaluate_round(

@@ -89,9 +89,7 @@ fn failure(described: &str, e: &checkpoint::CheckpointError) -> TuneError {
 
 impl Objective for CheckpointObjective {
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        self.evaluate_round(&[values.to_vec()])
-            .pop()
-            .expect("one result per configuration")
+        crate::search::evaluate_as_round(self, values)
     }
 
     /// Builds every configuration of the round, then samples them

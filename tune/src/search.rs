@@ -44,6 +44,18 @@ pub trait Objective {
     }
 }
 
+/// `evaluate` for an objective whose unit of work is the round: a round of
+/// one configuration.
+pub fn evaluate_as_round<O: Objective + ?Sized>(
+    objective: &mut O,
+    values: &[(String, i64)],
+) -> Result<Measurement, TuneError> {
+    objective
+        .evaluate_round(&[values.to_vec()])
+        .pop()
+        .expect("one result per configuration")
+}
+
 /// Where an evaluation ran.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Placement {
