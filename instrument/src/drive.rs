@@ -3,10 +3,11 @@
 //! `tdg run --contexts` and `tdg validate`.
 
 use crate::contexts::{self, ContextEntry, ContextsFile, Prediction};
-use crate::report::{Report, Summary};
+use crate::report::Report;
 use crate::validate::{self, Validation};
 use driver_gen::{build_driver, RunError, RunOptions, RunReport};
 use spec_lang::ast::{FlushMethod, Spec};
+use stats::Summary;
 use std::path::Path;
 
 /// `base` with the context's `-D` overrides added (they win over any the

@@ -105,7 +105,7 @@ pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String>
         if ns > hi * LATENCY_TOLERANCE || ns < lo / LATENCY_TOLERANCE {
             out.push(format!(
                 "{} buffer: {:.1} ns per access now, {:.1} ns in the result ({:.2}x)",
-                crate::render::bytes(x),
+                stats::bytes(x),
                 ns,
                 p.ns,
                 ratio

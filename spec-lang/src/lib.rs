@@ -154,26 +154,10 @@ pub fn summary(c: &CheckedSpec) -> String {
         c.routine.name.name,
         plural(params),
         plural(arrays),
-        human_bytes(bytes)
+        stats::bytes(bytes)
     );
     if let Some(f) = c.flop_count() {
         s.push_str(&format!(", {f} flop per call"));
     }
     s
-}
-
-/// `1.5 MiB`-style size.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
