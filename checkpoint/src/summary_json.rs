@@ -38,3 +38,26 @@ pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Summary, D::Err
         stddev: f64::NAN,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    struct Report {
+        #[serde(with = "crate::summary_json")]
+        region_ns: Summary,
+    }
+
+    #[test]
+    fn writes_and_reads_the_shape_checkpoint_reports_always_had() {
+        let text = r#"{"region_ns":{"n":4,"min":1.0,"median":2.5,"mean":2.5,"max":4.0}}"#;
+        let written = Report {
+            region_ns: Summary::of(&[4.0, 1.0, 3.0, 2.0]).unwrap(),
+        };
+        assert_eq!(serde_json::to_string(&written).unwrap(), text);
+        let read: Report = serde_json::from_str(text).unwrap();
+        assert_eq!(read.region_ns.median, 2.5);
+        assert!(read.region_ns.stddev.is_nan());
+    }
+}

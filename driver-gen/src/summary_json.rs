@@ -39,3 +39,22 @@ pub fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Summary, D::Err
         stddev: j.stddev,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    struct Line {
+        #[serde(with = "crate::summary_json")]
+        stats: Summary,
+    }
+
+    #[test]
+    fn reads_and_writes_the_contract_v2_stats_object_unchanged() {
+        let text = r#"{"stats":{"min":14001.2,"median":14752.0,"mean":14798.5,"max":15298.0,"stddev":465.1}}"#;
+        let line: Line = serde_json::from_str(text).unwrap();
+        assert_eq!(line.stats.stddev, 465.1);
+        assert_eq!(serde_json::to_string(&line).unwrap(), text);
+    }
+}

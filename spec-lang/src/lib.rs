@@ -130,34 +130,3 @@ pub fn load_with_defines(
         .map_err(|e| Diagnostics::single(&file, &src, Diagnostic::whole_file(e)))?;
     check::check_with(&spec, &src, &file, &overrides)
 }
-
-/// [`load_with`], summarised in one line for `tdg check`.
-pub fn check_file(
-    path: impl AsRef<Path>,
-    overrides: &std::collections::BTreeMap<String, f64>,
-) -> Result<String, Diagnostics> {
-    let checked = load_with(path, overrides)?;
-    Ok(summary(&checked))
-}
-
-/// `routine f, 3 parameters, 2 arrays totalling 1.5 MiB, 256 flop per call`.
-pub fn summary(c: &CheckedSpec) -> String {
-    let plural = |n: usize| if n == 1 { "" } else { "s" };
-    let params = c.routine.params.len();
-    let arrays = c.operands.len();
-    let bytes = c
-        .operands
-        .iter()
-        .fold(0u64, |acc, o| acc.saturating_add(o.bytes().unwrap_or(0)));
-    let mut s = format!(
-        "routine {}, {params} parameter{}, {arrays} array{} totalling {}",
-        c.routine.name.name,
-        plural(params),
-        plural(arrays),
-        stats::bytes(bytes)
-    );
-    if let Some(f) = c.flop_count() {
-        s.push_str(&format!(", {f} flop per call"));
-    }
-    s
-}
