@@ -135,8 +135,8 @@ impl TimingReport {
             "image {} ({}; {}, binary {})\n\
              ran {}\n\
              {}\n{}\
-             region wall time: min {}  median {}  mean {}  max {}\n\
-             region CPU time:  min {}  median {}  mean {}  max {}\n",
+             region wall time: {}\n\
+             region CPU time:  {}\n",
             self.image.display(),
             what,
             stats::bytes(self.image_bytes),
@@ -144,14 +144,8 @@ impl TimingReport {
             ran,
             how,
             notes,
-            stats::ns(r.min),
-            stats::ns(r.median),
-            stats::ns(r.mean),
-            stats::ns(r.max),
-            stats::ns(c.min),
-            stats::ns(c.median),
-            stats::ns(c.mean),
-            stats::ns(c.max),
+            r.ns_line(),
+            c.ns_line(),
         )
     }
 }

@@ -87,11 +87,8 @@ pub fn format_table(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "per call     min {}  median {}  mean {}  max {}  stddev {}",
-        ns(r.stats.min),
-        ns(r.stats.median),
-        ns(r.stats.mean),
-        ns(r.stats.max),
+        "per call     {}  stddev {}",
+        r.stats.ns_line(),
         ns(r.stats.stddev)
     );
     let _ = writeln!(s, "reported     {} ({})", ns(r.reported_ns), r.reported_why);

@@ -391,14 +391,11 @@ fn inapp(a: InAppArgs) -> CmdResult {
     } else {
         let r = &report.region_ns;
         println!(
-            "call {} in {} plain runs ({} per run): min {}  median {}  mean {}  max {}",
+            "call {} in {} plain runs ({} per run): {}",
             report.call,
             r.n,
             stats::ns(report.run_wall_ms.median * 1e6),
-            stats::ns(r.min),
-            stats::ns(r.median),
-            stats::ns(r.mean),
-            stats::ns(r.max)
+            r.ns_line()
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -52,6 +52,18 @@ impl Summary {
             stddev,
         })
     }
+
+    /// `min 1.500 us  median 1.520 us  mean 1.530 us  max 1.700 us`, for
+    /// samples in nanoseconds: the one-line form every text report uses.
+    pub fn ns_line(&self) -> String {
+        format!(
+            "min {}  median {}  mean {}  max {}",
+            crate::ns(self.min),
+            crate::ns(self.median),
+            crate::ns(self.mean),
+            crate::ns(self.max)
+        )
+    }
 }
 
 /// Relative difference |a-b|/b (infinite when b is 0).
@@ -83,6 +95,15 @@ mod tests {
         // Deviations -2, 0, 2 from the mean 4: (4 + 0 + 4) / (3 - 1) = 4.
         assert_eq!(Summary::of(&[2.0, 4.0, 6.0]).unwrap().stddev, 2.0);
         assert_eq!(Summary::of(&[7.0]).unwrap().stddev, 0.0);
+    }
+
+    #[test]
+    fn ns_line_names_each_figure_with_its_unit() {
+        let s = Summary::of(&[1_500.0, 1_700.0, 1_520.0, 1_530.0, 1_490.0]).unwrap();
+        assert_eq!(
+            s.ns_line(),
+            "min 1.490 us  median 1.520 us  mean 1.548 us  max 1.700 us"
+        );
     }
 
     #[test]
