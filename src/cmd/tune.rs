@@ -249,8 +249,9 @@ fn run_task(round: &Path) -> CmdResult {
     campaign.store(&result)?;
     match (&result.time_ns, &result.error) {
         (Some(t), _) => println!(
-            "{}: {t:.0} ns on {} ({}) in {:.1} s",
+            "{}: {} on {} ({}) in {:.1} s",
             tune::campaign::describe(values),
+            stats::ns(*t),
             result.node,
             result.cpu,
             result.seconds
