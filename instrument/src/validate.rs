@@ -43,12 +43,13 @@ pub const INSENSITIVE_MARGIN: f64 = 1.10;
 
 /// `in_app` is the context's per-call times in call order; its first
 /// `early_calls` are the cold-start group and are judged separately.
+/// `warm` and `flushed` are the driver's own statistics of its runs.
 pub fn compare(
     context: &str,
     in_app: &[f64],
     early_calls: usize,
-    warm: &[f64],
-    flushed: &[f64],
+    warm: &Summary,
+    flushed: &Summary,
 ) -> Option<Validation> {
     let split = if in_app.len() > early_calls {
         early_calls
@@ -57,8 +58,7 @@ pub fn compare(
     };
     let late = Summary::of(&in_app[split..])?;
     let early = Summary::of(&in_app[..split]);
-    let w = Summary::of(warm)?;
-    let f = Summary::of(flushed)?;
+    let (w, f) = (*warm, *flushed);
     let (lw, lf, la) = (
         w.median.max(1e-3).ln(),
         f.median.max(1e-3).ln(),
@@ -147,8 +147,8 @@ mod tests {
 
     #[test]
     fn classifies_warm_flushed_partial_and_insensitive() {
-        let warm = [100.0, 101.0, 102.0];
-        let flushed = [1000.0, 1010.0, 990.0];
+        let warm = Summary::of(&[100.0, 101.0, 102.0]).unwrap();
+        let flushed = Summary::of(&[1000.0, 1010.0, 990.0]).unwrap();
         let app = |late: f64| {
             let mut v = vec![2000.0, 900.0, 500.0, 300.0];
             v.extend(std::iter::repeat_n(late, 20));
@@ -163,7 +163,14 @@ mod tests {
         let v = compare("n=1", &app(316.0), 4, &warm, &flushed).unwrap();
         assert_eq!(v.state, CacheState::Partial);
         assert!((v.position - 0.5).abs() < 0.01, "{}", v.position);
-        let v = compare("n=1", &app(316.0), 4, &warm, &[104.0, 105.0]).unwrap();
+        let v = compare(
+            "n=1",
+            &app(316.0),
+            4,
+            &warm,
+            &Summary::of(&[104.0, 105.0]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(v.state, CacheState::Insensitive);
         assert!(compare("n=1", &[], 4, &warm, &flushed).is_none());
     }
