@@ -234,7 +234,9 @@ pub struct RunReport {
     /// Per-call nanoseconds of every sample, in order.
     pub samples_ns: Vec<f64>,
     pub sample_cpus: Vec<i32>,
-    /// The driver's own statistics of `samples_ns` (its JSON line's `stats`).
+    /// The driver's own statistics of `samples_ns` (its JSON line's `stats`);
+    /// `n` is `samples_ns.len()`, which the JSON does not repeat, so a report
+    /// read back from `tdg run --json` has `n = 0`.
     #[serde(with = "crate::summary_json")]
     pub stats: Summary,
     /// "min" or "median".
