@@ -16,11 +16,11 @@
 //! path follows the tables.
 
 use checkpoint::breakdown::criu_restore_phases;
-use checkpoint::stats::human_ns;
 use checkpoint::{
     build_candidate, capture, measure_in_app, time_image, CandidateSource, CaptureRequest,
-    CopyInstructions, ImageTimer, InAppRequest, SampleStats, TimeOptions, TimingReport,
+    CopyInstructions, ImageTimer, InAppRequest, TimeOptions, TimingReport,
 };
+use stats::{ns as human_ns, Summary};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -73,7 +73,7 @@ impl Column {
 
 impl Column {
     fn med(v: &[f64]) -> f64 {
-        SampleStats::of(v).map(|s| s.median).unwrap_or(f64::NAN)
+        Summary::of(v).map(|s| s.median).unwrap_or(f64::NAN)
     }
 }
 

@@ -11,8 +11,8 @@ use crate::capture::{capture, CaptureRequest};
 use crate::criu::Criu;
 use crate::error::{CheckpointError, Result};
 use crate::inapp::{measure_in_app, InAppRequest};
-use crate::stats::{relative_difference, SampleStats};
 use crate::timing::{time_image, TimeOptions};
+use stats::{relative_difference, Summary};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -33,7 +33,8 @@ pub struct AutoDelayRequest {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DelayRow {
     pub delay: u64,
-    pub region_ns: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub region_ns: Summary,
     /// Median relative to the previous (smaller) delay's median.
     pub change_from_previous: Option<f64>,
     /// Median relative to the in-app median, when that was measured.
@@ -68,8 +69,8 @@ impl AutoDelayReport {
             s += &format!(
                 "{:>5}  {:>18}  {:>13}  {:>6}  {:>9}{}\n",
                 r.delay,
-                crate::stats::human_ns(r.region_ns.median),
-                crate::stats::human_ns(r.region_ns.min),
+                stats::ns(r.region_ns.median),
+                stats::ns(r.region_ns.min),
                 pct(r.change_from_previous),
                 pct(r.gap_to_in_app),
                 if r.delay == self.chosen {
@@ -91,7 +92,7 @@ impl AutoDelayReport {
             (true, Some(t), _) => format!(
                 "chosen delay {} (the smallest within {pct_t:.0}% of the in-app median {}); image {}\n",
                 self.chosen,
-                crate::stats::human_ns(t),
+                stats::ns(t),
                 self.image.display()
             ),
             (true, None, Some(c)) => format!(
@@ -252,7 +253,7 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         p.push(format!(".delay{k}"));
         PathBuf::from(p)
     };
-    let mut measured: BTreeMap<u64, SampleStats> = BTreeMap::new();
+    let mut measured: BTreeMap<u64, Summary> = BTreeMap::new();
     let mut tried: Vec<u64> = Vec::new();
     let searched = search_delay(last, req.threshold, in_app_ns, &mut |k| {
         let mut c = req.capture.clone();

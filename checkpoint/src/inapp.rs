@@ -3,7 +3,7 @@
 
 use crate::env;
 use crate::error::{io_err, CheckpointError, Result};
-use crate::stats::SampleStats;
+use stats::Summary;
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,10 +28,13 @@ pub struct InAppReport {
     pub samples_ns: Vec<u64>,
     /// CPU time of the call in each run.
     pub samples_cpu_ns: Vec<u64>,
-    pub region_ns: SampleStats,
-    pub region_cpu_ns: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub region_ns: Summary,
+    #[serde(with = "crate::summary_json")]
+    pub region_cpu_ns: Summary,
     /// Wall time of each whole run (the cost of one sample this way).
-    pub run_wall_ms: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub run_wall_ms: Summary,
 }
 
 /// Run the application `runs` times and collect the time of call `call`.
@@ -95,10 +98,10 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
     Ok(InAppReport {
         site: req.site.clone(),
         call: req.call,
-        region_ns: SampleStats::of(&as_f64(&samples_ns)).expect("runs >= 1"),
-        region_cpu_ns: SampleStats::of(&as_f64(&samples_cpu_ns)).expect("runs >= 1"),
+        region_ns: Summary::of(&as_f64(&samples_ns)).expect("runs >= 1"),
+        region_cpu_ns: Summary::of(&as_f64(&samples_cpu_ns)).expect("runs >= 1"),
         samples_cpu_ns,
-        run_wall_ms: SampleStats::of(&walls).expect("runs >= 1"),
+        run_wall_ms: Summary::of(&walls).expect("runs >= 1"),
         samples_ns,
     })
 }

@@ -25,7 +25,7 @@ pub mod libcriu;
 pub mod manifest;
 pub mod restore;
 pub mod sites;
-pub mod stats;
+mod summary_json;
 pub mod timing;
 pub mod tsc;
 
@@ -40,7 +40,6 @@ pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
 pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases};
 pub use sites::{list_sites, SitesReport};
-pub use stats::SampleStats;
 pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,
     TimingReport, Verification,

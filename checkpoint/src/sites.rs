@@ -4,7 +4,7 @@
 
 use crate::env;
 use crate::error::{io_err, CheckpointError, Result};
-use crate::stats::{human_ns, SampleStats};
+use stats::Summary;
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,7 +15,8 @@ pub struct SiteSummary {
     pub site: String,
     pub calls: u64,
     pub total_ns: f64,
-    pub ns: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub ns: Summary,
     pub p90_ns: f64,
     /// The slowest calls, (1-based call number, ns), slowest first.
     pub slowest: Vec<(u64, u64)>,
@@ -38,18 +39,18 @@ impl SitesReport {
             let slowest = site
                 .slowest
                 .iter()
-                .map(|(call, ns)| format!("#{call} {}", human_ns(*ns as f64)))
+                .map(|(call, ns)| format!("#{call} {}", stats::ns(*ns as f64)))
                 .collect::<Vec<_>>()
                 .join(", ");
             s += &format!(
                 "{:<24} {:>8} {:>12} {:>12} {:>12} {:>12} {:>12}  {}\n",
                 site.site,
                 site.calls,
-                human_ns(site.total_ns),
-                human_ns(site.ns.min),
-                human_ns(site.ns.median),
-                human_ns(site.p90_ns),
-                human_ns(site.ns.max),
+                stats::ns(site.total_ns),
+                stats::ns(site.ns.min),
+                stats::ns(site.ns.median),
+                stats::ns(site.p90_ns),
+                stats::ns(site.ns.max),
                 slowest
             );
         }
@@ -102,7 +103,7 @@ pub fn parse_census(text: &str) -> std::result::Result<SitesReport, String> {
                 site,
                 calls: c.len() as u64,
                 total_ns: times.iter().sum(),
-                ns: SampleStats::of(&times).expect("non-empty"),
+                ns: Summary::of(&times).expect("non-empty"),
                 p90_ns: p90,
                 slowest,
             }

@@ -8,7 +8,7 @@ use crate::manifest::Manifest;
 use crate::restore::{
     Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
 };
-use crate::stats::{human_ns, SampleStats};
+use stats::Summary;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,11 +56,14 @@ pub struct TimingReport {
     pub samples_ns: Vec<u64>,
     /// CPU time of the same regions (robust to a loaded machine).
     pub samples_cpu_ns: Vec<u64>,
-    pub region_ns: SampleStats,
-    pub region_cpu_ns: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub region_ns: Summary,
+    #[serde(with = "crate::summary_json")]
+    pub region_cpu_ns: Summary,
     /// Wall time of each sample: a whole restore, or (forked) from fork()
     /// to the child's exit as the restored copy saw it.
-    pub restore_wall_ms: SampleStats,
+    #[serde(with = "crate::summary_json")]
+    pub restore_wall_ms: Summary,
     pub image_bytes: u64,
     /// "fork" (many samples per restore) or "restore" (one per sample).
     #[serde(default)]
@@ -105,14 +108,18 @@ impl TimingReport {
         };
         let how = if self.sampling == "fork" {
             format!(
-                "took {} samples in {} restore(s), a fork of the restored copy each; cost {:.2} ms per sample \
-                 (whole wall / samples; {:.2} ms fork to exit, median)",
-                r.n, self.restores, self.cost_per_sample_ms, self.restore_wall_ms.median
+                "took {} samples in {} restore(s), a fork of the restored copy each; cost {} per sample \
+                 (whole wall / samples; {} fork to exit, median)",
+                r.n,
+                self.restores,
+                stats::ns(self.cost_per_sample_ms * 1e6),
+                stats::ns(self.restore_wall_ms.median * 1e6)
             )
         } else {
             format!(
-                "restored {} times; restore cost {:.1} ms per sample (median wall)",
-                r.n, self.restore_wall_ms.median
+                "restored {} times; restore cost {} per sample (median wall)",
+                r.n,
+                stats::ns(self.restore_wall_ms.median * 1e6)
             )
         };
         let mut notes = String::new();
@@ -125,26 +132,20 @@ impl TimingReport {
             ));
         }
         format!(
-            "image {} ({}; {:.1} MiB, binary {})\n\
+            "image {} ({}; {}, binary {})\n\
              ran {}\n\
              {}\n{}\
-             region wall time: min {}  median {}  mean {}  max {}\n\
-             region CPU time:  min {}  median {}  mean {}  max {}\n",
+             region wall time: {}\n\
+             region CPU time:  {}\n",
             self.image.display(),
             what,
-            self.image_bytes as f64 / (1024.0 * 1024.0),
+            stats::bytes(self.image_bytes),
             self.exe.display(),
             ran,
             how,
             notes,
-            human_ns(r.min),
-            human_ns(r.median),
-            human_ns(r.mean),
-            human_ns(r.max),
-            human_ns(c.min),
-            human_ns(c.median),
-            human_ns(c.mean),
-            human_ns(c.max),
+            r.ns_line(),
+            c.ns_line(),
         )
     }
 }
@@ -339,7 +340,7 @@ impl ImageTimer {
         let samples_cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
         let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
         let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
-        let stats = |v: &[f64]| SampleStats::of(v).expect("at least one sample");
+        let stats = |v: &[f64]| Summary::of(v).expect("at least one sample");
         let phases: Vec<SamplePhases> = runs.iter().filter_map(|r| r.phases).collect();
         let median = |v: Vec<u64>| stats(&as_f64(&v)).median as u64;
         Ok(TimingReport {

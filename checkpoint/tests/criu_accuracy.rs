@@ -3,14 +3,13 @@
 //! CRIU, real restores; needs root and `scripts/setup`.
 mod common;
 
-use checkpoint::stats::relative_difference;
-use checkpoint::SampleStats;
 use common::*;
+use stats::{relative_difference, Summary};
 
 struct Measured {
-    in_app: SampleStats,
-    delayed: SampleStats,
-    immediate: SampleStats,
+    in_app: Summary,
+    delayed: Summary,
+    immediate: Summary,
 }
 
 const CALL: u64 = 8;

@@ -4,8 +4,8 @@
 //! region, compressing bzip2's own manual.ps at -9, is captured and timed.
 mod common;
 
-use checkpoint::stats::relative_difference;
 use common::*;
+use stats::relative_difference;
 use std::path::PathBuf;
 
 const CALL: u64 = 550;

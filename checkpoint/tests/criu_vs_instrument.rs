@@ -8,10 +8,10 @@
 //! `scripts/setup`.
 mod common;
 
-use checkpoint::stats::relative_difference;
-use checkpoint::{capture, time_image, CaptureRequest, SampleStats, TimeOptions};
+use checkpoint::{capture, time_image, CaptureRequest, TimeOptions};
 use common::*;
 use instrument::format::{self, Profile};
+use stats::{relative_difference, Summary};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,9 +131,9 @@ fn assert_tick_rate(rates: &[u64], tsc_hz: f64, what: &str) {
 }
 
 struct Measured {
-    profiled: SampleStats,
-    delayed: SampleStats,
-    immediate: SampleStats,
+    profiled: Summary,
+    delayed: Summary,
+    immediate: Summary,
 }
 
 /// Capture call CALL of `site` delayed and immediately from the marked
@@ -197,9 +197,9 @@ fn measure(site: &str, tsc_hz: f64) -> Measured {
     }
     assert_tick_rate(&rates, tsc_hz, site);
     let m = Measured {
-        profiled: SampleStats::of(&profiled).unwrap(),
-        delayed: SampleStats::of(&delayed).unwrap(),
-        immediate: SampleStats::of(&immediate).unwrap(),
+        profiled: Summary::of(&profiled).unwrap(),
+        delayed: Summary::of(&delayed).unwrap(),
+        immediate: Summary::of(&immediate).unwrap(),
     };
     for (label, s) in [
         ("instrument-profiled in-app", &m.profiled),

@@ -6,10 +6,10 @@ use spec_lang::ast::{FlushMethod, TimerMethod};
 use spec_lang::vocabulary::Keyword;
 use std::fmt::Write;
 
-/// `800000 bytes (781.2 KiB)`: the exact count, and spec-lang's short form.
+/// `800000 bytes (781 KiB)`: the exact count, and the short form.
 fn bytes_text(b: u64) -> String {
     if b >= 1 << 10 {
-        format!("{b} bytes ({})", spec_lang::human_bytes(b))
+        format!("{b} bytes ({})", stats::bytes(b))
     } else {
         format!("{b} bytes")
     }

@@ -12,6 +12,7 @@ pub mod model;
 pub mod render;
 pub mod report;
 pub mod run;
+mod summary_json;
 
 pub use defaults::{machine_defaults, recorded_defaults, MachineDefaults};
 pub use explain::explain;

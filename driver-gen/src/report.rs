@@ -1,17 +1,8 @@
 //! Human and CSV renderings of run reports (JSON is serde's).
 
 use crate::run::RunReport;
+use stats::ns;
 use std::fmt::Write;
-
-fn ns(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.3} ms", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.3} us", v / 1e3)
-    } else {
-        format!("{v:.1} ns")
-    }
-}
 
 /// The default `tdg run` output: one block per run.
 pub fn format_table(r: &RunReport) -> String {
@@ -96,11 +87,8 @@ pub fn format_table(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "per call     min {}  median {}  mean {}  max {}  stddev {}",
-        ns(r.stats.min),
-        ns(r.stats.median),
-        ns(r.stats.mean),
-        ns(r.stats.max),
+        "per call     {}  stddev {}",
+        r.stats.ns_line(),
         ns(r.stats.stddev)
     );
     let _ = writeln!(s, "reported     {} ({})", ns(r.reported_ns), r.reported_why);

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use spec_lang::ast::{FlushMethod, Spec};
 use spec_lang::vocabulary::Keyword;
+use stats::Summary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -107,15 +108,6 @@ pub enum RunError {
     Io(#[from] std::io::Error),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Stats {
-    pub min: f64,
-    pub median: f64,
-    pub mean: f64,
-    pub max: f64,
-    pub stddev: f64,
-}
-
 /// How the driver decided how many samples to take.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
@@ -183,7 +175,8 @@ struct DriverJson {
     selection: String,
     samples_ns: Vec<f64>,
     sample_cpus: Vec<i32>,
-    stats: Stats,
+    #[serde(with = "crate::summary_json")]
+    stats: Summary,
     reported_ns: f64,
     uncertainty_pct: Option<f64>,
     stable: bool,
@@ -232,7 +225,11 @@ pub struct RunReport {
     /// Per-call nanoseconds of every sample, in order.
     pub samples_ns: Vec<f64>,
     pub sample_cpus: Vec<i32>,
-    pub stats: Stats,
+    /// The driver's own statistics of `samples_ns` (its JSON line's `stats`);
+    /// `n` is `samples_ns.len()`, which the JSON does not repeat, so a report
+    /// read back from `tdg run --json` has `n = 0`.
+    #[serde(with = "crate::summary_json")]
+    pub stats: Summary,
     /// "min" or "median".
     pub selection: String,
     pub reported_ns: f64,
@@ -606,11 +603,14 @@ impl BuiltDriver {
             flush_cpus: j.flush_cpus,
             min_interval_ns: j.min_interval_ns,
             min_interval_source,
-            samples_ns: j.samples_ns,
-            sample_cpus: j.sample_cpus,
             mflops_best: mflops(j.stats.min),
             mflops_avg: mflops(j.stats.mean),
-            stats: j.stats,
+            stats: Summary {
+                n: j.samples_ns.len(),
+                ..j.stats
+            },
+            samples_ns: j.samples_ns,
+            sample_cpus: j.sample_cpus,
             selection: j.selection,
             reported_ns: j.reported_ns,
             reported_why,

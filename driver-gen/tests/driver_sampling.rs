@@ -311,9 +311,9 @@ init={ N=2048; Y=Vector(double, RANDOM, warm, N); };
     let drift = |r: &driver_gen::RunReport| {
         let q = r.samples_ns.len() / 4;
         let median = |s: &[f64]| {
-            let mut v = s.to_vec();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
+            stats::Summary::of(s)
+                .expect("a quarter of the samples")
+                .median
         };
         median(&r.samples_ns[r.samples_ns.len() - q..]) / median(&r.samples_ns[..q])
     };

@@ -3,7 +3,7 @@
 //! with the generated driver and predict the application's total time in
 //! the routine as sum over contexts of (calls x driver time per call).
 
-use crate::report::{fmt_ns, ContextStats, Report};
+use crate::report::{ContextStats, Report};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -98,9 +98,9 @@ impl ContextsFile {
                     in_app_total_ns: c.total_ns,
                     in_app_uninterrupted_total_ns: c.uninterrupted_total_ns,
                     interrupted_calls: c.interrupted,
-                    in_app_min_ns: c.all.min_ns,
-                    in_app_median_ns: c.all.median_ns,
-                    in_app_mean_ns: c.all.mean_ns,
+                    in_app_min_ns: c.all.min,
+                    in_app_median_ns: c.all.median,
+                    in_app_mean_ns: c.all.mean,
                 }
             })
             .collect();
@@ -285,12 +285,12 @@ pub fn render_prediction(p: &Prediction) -> String {
             r.rank,
             r.label,
             r.calls,
-            fmt_ns(r.driver_ns_per_call),
-            fmt_ns(r.in_app_mean_ns),
-            fmt_ns(r.predicted_ns),
-            fmt_ns(r.measured_ns),
+            stats::ns(r.driver_ns_per_call),
+            stats::ns(r.in_app_mean_ns),
+            stats::ns(r.predicted_ns),
+            stats::ns(r.measured_ns),
             r.error * 100.0,
-            fmt_ns(r.measured_uninterrupted_ns),
+            stats::ns(r.measured_uninterrupted_ns),
             r.error_uninterrupted * 100.0
         );
     }
@@ -303,14 +303,14 @@ pub fn render_prediction(p: &Prediction) -> String {
         o,
         "{}: predicted {} vs measured in-app {} for the {} timed context(s): error {:+.1}% ({:+.1}% against the {} of uninterrupted calls; the contexts cover {:.1}% of the {} recorded in the routine)",
         p.routine,
-        fmt_ns(p.predicted_ns),
-        fmt_ns(p.measured_ns),
+        stats::ns(p.predicted_ns),
+        stats::ns(p.measured_ns),
         p.rows.len(),
         p.error * 100.0,
         p.error_uninterrupted * 100.0,
-        fmt_ns(p.measured_uninterrupted_ns),
+        stats::ns(p.measured_uninterrupted_ns),
         p.coverage * 100.0,
-        fmt_ns(p.measured_total_ns)
+        stats::ns(p.measured_total_ns)
     );
     o
 }

@@ -3,7 +3,7 @@
 //! `tdg run --contexts` and `tdg validate`.
 
 use crate::contexts::{self, ContextEntry, ContextsFile, Prediction};
-use crate::report::{Report, Summary};
+use crate::report::Report;
 use crate::validate::{self, Validation};
 use driver_gen::{build_driver, RunError, RunOptions, RunReport};
 use spec_lang::ast::{FlushMethod, Spec};
@@ -104,13 +104,16 @@ pub fn validate_context(
             count: file.contexts.len(),
         })?;
     let runs = time_warm_and_flushed(spec, impl_c, base, ctx)?;
+    if runs.warm.samples_ns.is_empty() || runs.flushed.samples_ns.is_empty() {
+        return Err(ValidateError::NoSamples);
+    }
     let app = in_app_samples(report, rank);
     let v = validate::compare(
         &ctx.label(),
         &app,
         report.early_calls,
-        &runs.warm.samples_ns,
-        &runs.flushed.samples_ns,
+        &runs.warm.stats,
+        &runs.flushed.stats,
     )
     .ok_or(ValidateError::NoSamples)?;
     Ok((v, runs))
@@ -126,9 +129,4 @@ pub enum ValidateError {
     NoSamples,
     #[error(transparent)]
     Driver(#[from] RunError),
-}
-
-/// Summary of a driver run's samples, for side-by-side tables.
-pub fn driver_summary(r: &RunReport) -> Option<Summary> {
-    Summary::of(&r.samples_ns)
 }

@@ -20,4 +20,5 @@ pub mod report;
 pub mod runtime;
 pub mod session;
 pub mod specgen;
+mod summary_json;
 pub mod validate;

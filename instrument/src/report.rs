@@ -5,8 +5,13 @@
 
 use crate::format::{Profile, ValueKind};
 use serde::Serialize;
+use stats::Summary;
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
+
+mod svg;
+mod table;
+pub use svg::render_svg;
+pub use table::render_table;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -36,37 +41,6 @@ impl Default for ReportOptions {
     }
 }
 
-/// min / median / mean of a group of calls, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Summary {
-    pub calls: u64,
-    pub min_ns: f64,
-    pub median_ns: f64,
-    pub mean_ns: f64,
-}
-
-impl Summary {
-    pub fn of(samples: &[f64]) -> Option<Summary> {
-        if samples.is_empty() {
-            return None;
-        }
-        let mut s = samples.to_vec();
-        s.sort_by(|a, b| a.total_cmp(b));
-        let n = s.len();
-        let median = if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2.0
-        };
-        Some(Summary {
-            calls: n as u64,
-            min_ns: s[0],
-            median_ns: median,
-            mean_ns: s.iter().sum::<f64>() / n as f64,
-        })
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ContextValue {
     pub name: String,
@@ -83,10 +57,13 @@ pub struct ContextStats {
     pub total_ns: f64,
     /// Of the routine's total recorded time.
     pub share: f64,
+    #[serde(serialize_with = "crate::summary_json::write")]
     pub all: Summary,
     /// The first `early_calls` calls of this context.
+    #[serde(serialize_with = "crate::summary_json::write_option")]
     pub early: Option<Summary>,
     /// The rest.
+    #[serde(serialize_with = "crate::summary_json::write_option")]
     pub late: Option<Summary>,
     /// Calls far slower than this context's median (over 10x and 50 us
     /// more): the thread was descheduled or interrupted mid-call, so their
@@ -264,8 +241,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
             let a = &accs[slot];
             let split = opts.early_calls.min(a.samples.len());
             let all = Summary::of(&a.samples).expect("non-empty");
-            let cutoff =
-                (all.median_ns * INTERRUPTED_FACTOR).max(all.median_ns + INTERRUPTED_EXTRA_NS);
+            let cutoff = (all.median * INTERRUPTED_FACTOR).max(all.median + INTERRUPTED_EXTRA_NS);
             let (interrupted, uninterrupted_total_ns) = if a.samples.len() >= 3 {
                 let slow: Vec<f64> = a.samples.iter().copied().filter(|&t| t > cutoff).collect();
                 (slow.len() as u64, totals[slot] - slow.iter().sum::<f64>())
@@ -326,277 +302,6 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
     })
 }
 
-/// Nanoseconds with a unit that keeps 3-4 significant digits.
-pub fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if ns >= 1e4 {
-        format!("{:.2} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-/// The human-readable report: header, context table (top `top` rows) and
-/// the early/late split of the dominant contexts.
-pub fn render_table(report: &Report, top: usize) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "routine {}: {} calls in {} thread(s), {} process(es), {} in the routine; {} dropped",
-        report.routine,
-        report.calls,
-        report.threads,
-        report.processes,
-        fmt_ns(report.total_ns),
-        report.dropped
-    );
-    if !report.defined_in.is_empty() {
-        let _ = writeln!(
-            o,
-            "defined in {} (where the shim found it)",
-            report.defined_in
-        );
-    }
-    let _ = writeln!(
-        o,
-        "timer: {:.3} GHz ticks, empty begin/end pair {} (subtracted from every call), {} stores",
-        report.ticks_per_sec as f64 / 1e9,
-        fmt_ns(report.timer_overhead_ns),
-        if report.nontemporal {
-            "non-temporal"
-        } else {
-            "ordinary"
-        }
-    );
-    if report.interrupted > 0 {
-        let _ = writeln!(
-            o,
-            "{} call(s) ran over 10x their context's median (descheduled or interrupted): {} of the total; {} without them",
-            report.interrupted,
-            fmt_ns(report.total_ns - report.uninterrupted_total_ns),
-            fmt_ns(report.uninterrupted_total_ns)
-        );
-    }
-    for (name, n) in &report.data_values {
-        let _ = writeln!(
-            o,
-            "{name}: {n} distinct values, treated as data rather than part of the call context"
-        );
-    }
-    let _ = writeln!(o);
-    let label_w = report
-        .contexts
-        .iter()
-        .take(top)
-        .map(|c| c.label().len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
-    let _ = writeln!(
-        o,
-        "{:>4}  {:<label_w$}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}  {:>10}",
-        "rank", "context", "calls", "share", "total", "min", "median", "mean"
-    );
-    for c in report.contexts.iter().take(top) {
-        let _ = writeln!(
-            o,
-            "{:>4}  {:<label_w$}  {:>9}  {:>6.2}%  {:>10}  {:>10}  {:>10}  {:>10}",
-            c.rank,
-            c.label(),
-            c.calls,
-            c.share * 100.0,
-            fmt_ns(c.total_ns),
-            fmt_ns(c.all.min_ns),
-            fmt_ns(c.all.median_ns),
-            fmt_ns(c.all.mean_ns)
-        );
-    }
-    if report.contexts.len() > top {
-        let rest: f64 = report.contexts[top..].iter().map(|c| c.share).sum();
-        let _ = writeln!(
-            o,
-            "      ... {} more contexts, {:.2}% of the time",
-            report.contexts.len() - top,
-            rest * 100.0
-        );
-    }
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "early (first {} calls of a context) vs late (the rest):",
-        report.early_calls
-    );
-    for c in report.contexts.iter().take(top.min(5)) {
-        match (&c.early, &c.late) {
-            (Some(e), Some(l)) => {
-                let _ = writeln!(
-                    o,
-                    "  {}: early min {} mean {} | late min {} mean {} | early/late mean x{:.2}",
-                    c.label(),
-                    fmt_ns(e.min_ns),
-                    fmt_ns(e.mean_ns),
-                    fmt_ns(l.min_ns),
-                    fmt_ns(l.mean_ns),
-                    e.mean_ns / l.mean_ns
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    o,
-                    "  {}: only {} call(s), no late group",
-                    c.label(),
-                    c.calls
-                );
-            }
-        }
-        let reuse: Vec<String> = c
-            .distinct_pointers
-            .iter()
-            .map(|(n, k)| format!("{n}: {k} distinct"))
-            .collect();
-        if !reuse.is_empty() {
-            let _ = writeln!(o, "    buffers: {}", reuse.join(", "));
-        }
-    }
-    o
-}
-
-const PALETTE: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-];
-
-/// Per-call time (log scale) over call index, coloured by context rank;
-/// hand-written because a scatter plot is a few dozen lines of SVG and a
-/// plotting crate would be the largest dependency of the workspace.
-pub fn render_svg(report: &Report) -> String {
-    const W: f64 = 900.0;
-    const H: f64 = 420.0;
-    const L: f64 = 70.0;
-    const R: f64 = 180.0;
-    const T: f64 = 40.0;
-    const B: f64 = 50.0;
-    let pts = &report.timeline;
-    let max_points = 20_000usize;
-    let stride = pts.len().div_ceil(max_points).max(1);
-    let lo = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(f64::INFINITY, f64::min)
-        .max(0.1);
-    let hi = pts
-        .iter()
-        .map(|p| p.0)
-        .fold(0.0f64, f64::max)
-        .max(lo * 10.0);
-    let (llo, lhi) = (lo.log10().floor(), hi.log10().ceil());
-    let n = pts.len().max(2) as f64;
-    let x = |i: usize| L + (i as f64) / (n - 1.0) * (W - L - R);
-    let y = |ns: f64| {
-        let v = ns.max(0.1).log10();
-        T + (1.0 - (v - llo) / (lhi - llo)) * (H - T - B)
-    };
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let title = if stride > 1 {
-        format!(
-            "{}: time per call over call index (every {stride}th of {} calls)",
-            report.routine,
-            pts.len()
-        )
-    } else {
-        format!("{}: time per call over call index", report.routine)
-    };
-    let _ = writeln!(
-        s,
-        r#"<text x="{L}" y="22" font-size="14">{}</text>"#,
-        xml_escape(&title)
-    );
-    let _ = writeln!(
-        s,
-        r#"<line x1="{L}" y1="{0}" x2="{1}" y2="{0}" stroke="black"/><line x1="{L}" y1="{T}" x2="{L}" y2="{0}" stroke="black"/>"#,
-        H - B,
-        W - R
-    );
-    let mut e = llo as i32;
-    while e as f64 <= lhi {
-        let ns = 10f64.powi(e);
-        let yy = y(ns);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{L}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            W - R,
-            L - 6.0,
-            yy + 4.0,
-            fmt_ns(ns)
-        );
-        e += 1;
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">call index (0 .. {})</text>"#,
-        (L + W - R) / 2.0,
-        H - 15.0,
-        pts.len().saturating_sub(1)
-    );
-    for (i, &(ns, rank)) in pts.iter().enumerate().step_by(stride) {
-        let color = PALETTE
-            .get(rank.wrapping_sub(1))
-            .copied()
-            .unwrap_or("#999999");
-        let _ = writeln!(
-            s,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="1.6" fill="{color}"/>"#,
-            x(i),
-            y(ns)
-        );
-    }
-    for (k, c) in report.contexts.iter().take(PALETTE.len()).enumerate() {
-        let ly = T + 10.0 + 18.0 * k as f64;
-        let _ = writeln!(
-            s,
-            r#"<circle cx="{:.1}" cy="{ly:.1}" r="4" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            W - R + 15.0,
-            PALETTE[k],
-            W - R + 24.0,
-            ly + 4.0,
-            xml_escape(&truncate(&c.label(), 24))
-        );
-    }
-    if report.contexts.len() > PALETTE.len() {
-        let ly = T + 10.0 + 18.0 * PALETTE.len() as f64;
-        let _ = writeln!(
-            s,
-            r##"<circle cx="{:.1}" cy="{ly:.1}" r="4" fill="#999999"/><text x="{:.1}" y="{:.1}">other contexts</text>"##,
-            W - R + 15.0,
-            W - R + 24.0,
-            ly + 4.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}...", s.chars().take(n).collect::<String>())
-    }
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,9 +356,9 @@ mod tests {
         assert_eq!(r.contexts[1].values[0].value, 8);
         assert!((r.contexts[0].share - 3000.0 / 5600.0).abs() < 1e-9);
         let c = &r.contexts[1];
-        assert_eq!(c.early.unwrap().mean_ns, 500.0);
-        assert_eq!(c.late.unwrap().mean_ns, 100.0);
-        assert_eq!(c.all.median_ns, 100.0);
+        assert_eq!(c.early.unwrap().mean, 500.0);
+        assert_eq!(c.late.unwrap().mean, 100.0);
+        assert_eq!(c.all.median, 100.0);
         assert_eq!(c.distinct_pointers, vec![("buf".to_string(), 2)]);
         assert!(r.contexts[0].late.is_none());
         let table = render_table(&r, 10);

@@ -4,8 +4,8 @@
 //! operands stay cached matches the no-flush timer except for its first
 //! calls; one in between calls for a partial flush).
 
-use crate::report::{fmt_ns, Summary};
 use serde::Serialize;
+use stats::Summary;
 use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -23,9 +23,13 @@ pub enum CacheState {
 pub struct Validation {
     pub context: String,
     pub early_calls: usize,
+    #[serde(serialize_with = "crate::summary_json::write_option")]
     pub in_app_early: Option<Summary>,
+    #[serde(serialize_with = "crate::summary_json::write")]
     pub in_app_late: Summary,
+    #[serde(serialize_with = "crate::summary_json::write")]
     pub driver_warm: Summary,
+    #[serde(serialize_with = "crate::summary_json::write")]
     pub driver_flushed: Summary,
     pub state: CacheState,
     /// Where the in-app late median lies between warm (0) and flushed (1),
@@ -39,12 +43,13 @@ pub const INSENSITIVE_MARGIN: f64 = 1.10;
 
 /// `in_app` is the context's per-call times in call order; its first
 /// `early_calls` are the cold-start group and are judged separately.
+/// `warm` and `flushed` are the driver's own statistics of its runs.
 pub fn compare(
     context: &str,
     in_app: &[f64],
     early_calls: usize,
-    warm: &[f64],
-    flushed: &[f64],
+    warm: &Summary,
+    flushed: &Summary,
 ) -> Option<Validation> {
     let split = if in_app.len() > early_calls {
         early_calls
@@ -53,19 +58,18 @@ pub fn compare(
     };
     let late = Summary::of(&in_app[split..])?;
     let early = Summary::of(&in_app[..split]);
-    let w = Summary::of(warm)?;
-    let f = Summary::of(flushed)?;
+    let (w, f) = (*warm, *flushed);
     let (lw, lf, la) = (
-        w.median_ns.max(1e-3).ln(),
-        f.median_ns.max(1e-3).ln(),
-        late.median_ns.max(1e-3).ln(),
+        w.median.max(1e-3).ln(),
+        f.median.max(1e-3).ln(),
+        late.median.max(1e-3).ln(),
     );
     let position = if (lf - lw).abs() > 1e-12 {
         (la - lw) / (lf - lw)
     } else {
         0.0
     };
-    let state = if f.median_ns < w.median_ns * INSENSITIVE_MARGIN {
+    let state = if f.median < w.median * INSENSITIVE_MARGIN {
         CacheState::Insensitive
     } else if position < 0.25 {
         CacheState::Warm
@@ -99,10 +103,10 @@ pub fn render(v: &Validation) -> String {
             o,
             "{:<26} {:>7} {:>10} {:>10} {:>10}",
             name,
-            s.calls,
-            fmt_ns(s.min_ns),
-            fmt_ns(s.median_ns),
-            fmt_ns(s.mean_ns)
+            s.n,
+            stats::ns(s.min),
+            stats::ns(s.median),
+            stats::ns(s.mean)
         );
     };
     if let Some(e) = &v.in_app_early {
@@ -128,10 +132,10 @@ pub fn render(v: &Validation) -> String {
         let _ = writeln!(
             o,
             "first calls: median {} vs later {} (x{:.2}); flushed driver {}",
-            fmt_ns(e.median_ns),
-            fmt_ns(v.in_app_late.median_ns),
-            e.median_ns / v.in_app_late.median_ns,
-            fmt_ns(v.driver_flushed.median_ns)
+            stats::ns(e.median),
+            stats::ns(v.in_app_late.median),
+            e.median / v.in_app_late.median,
+            stats::ns(v.driver_flushed.median)
         );
     }
     o
@@ -143,8 +147,8 @@ mod tests {
 
     #[test]
     fn classifies_warm_flushed_partial_and_insensitive() {
-        let warm = [100.0, 101.0, 102.0];
-        let flushed = [1000.0, 1010.0, 990.0];
+        let warm = Summary::of(&[100.0, 101.0, 102.0]).unwrap();
+        let flushed = Summary::of(&[1000.0, 1010.0, 990.0]).unwrap();
         let app = |late: f64| {
             let mut v = vec![2000.0, 900.0, 500.0, 300.0];
             v.extend(std::iter::repeat_n(late, 20));
@@ -152,14 +156,21 @@ mod tests {
         };
         let v = compare("n=1", &app(105.0), 4, &warm, &flushed).unwrap();
         assert_eq!(v.state, CacheState::Warm);
-        assert_eq!(v.in_app_early.unwrap().calls, 4);
+        assert_eq!(v.in_app_early.unwrap().n, 4);
         assert!(render(&v).contains("WARM"));
         let v = compare("n=1", &app(950.0), 4, &warm, &flushed).unwrap();
         assert_eq!(v.state, CacheState::Flushed);
         let v = compare("n=1", &app(316.0), 4, &warm, &flushed).unwrap();
         assert_eq!(v.state, CacheState::Partial);
         assert!((v.position - 0.5).abs() < 0.01, "{}", v.position);
-        let v = compare("n=1", &app(316.0), 4, &warm, &[104.0, 105.0]).unwrap();
+        let v = compare(
+            "n=1",
+            &app(316.0),
+            4,
+            &warm,
+            &Summary::of(&[104.0, 105.0]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(v.state, CacheState::Insensitive);
         assert!(compare("n=1", &[], 4, &warm, &flushed).is_none());
     }

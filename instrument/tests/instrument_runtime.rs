@@ -216,10 +216,10 @@ int main(void) {{
         .find(|c| c.values[0].value == 200)
         .unwrap();
     assert!(
-        big.all.min_ns > 50.0 * small.all.min_ns,
+        big.all.min > 50.0 * small.all.min,
         "1000x the work must take far longer: {} vs {}",
-        big.all.min_ns,
-        small.all.min_ns
+        big.all.min,
+        small.all.min
     );
     assert!(rep.ticks_per_sec > 100_000_000, "{}", rep.ticks_per_sec);
     assert!(big.share > 0.5, "the big context dominates");
@@ -413,14 +413,14 @@ int main(void) {{
     let (early, late) = (c.early.unwrap(), c.late.unwrap());
     println!(
         "cold first call {} ns, warm median {} ns",
-        early.min_ns, late.median_ns
+        early.min, late.median
     );
     // Noise only ever adds time, and the late median is robust to it.
     assert!(
-        early.min_ns > 2.0 * late.median_ns,
+        early.min > 2.0 * late.median,
         "cold first call {} ns vs warm median {} ns",
-        early.min_ns,
-        late.median_ns
+        early.min,
+        late.median
     );
     assert!(report::render_table(&rep, 3).contains("early/late mean x"));
 }

@@ -523,7 +523,7 @@ mod tests {
                 svg.contains(&format!(
                     "L{}: {}",
                     c.level,
-                    render::bytes(c.effective_bytes)
+                    ::stats::bytes(c.effective_bytes)
                 )),
                 "{svg}"
             );

@@ -194,17 +194,16 @@ pub fn remeasure(
 
 fn measure_tsc(bench: &Microbench) -> Result<Option<TscInfo>, ProbeError> {
     let rows = bench.run(&["tsc".into()])?;
-    let mut ghz: Vec<f64> = rows
+    let ghz: Vec<f64> = rows
         .iter()
         .map(|r| num("tsc", r, 0))
         .collect::<Result<_, _>>()?;
-    if ghz.is_empty() {
+    let Some(measured) = ::stats::Summary::of(&ghz) else {
         return Ok(None);
-    }
-    ghz.sort_by(f64::total_cmp);
+    };
     let documented = documented::documented_tsc_ghz();
     Ok(Some(TscInfo {
-        measured_ghz: ghz[ghz.len() / 2],
+        measured_ghz: measured.median,
         documented_ghz: documented.as_ref().map(|d| d.0),
         documented_source: documented.map(|d| d.1),
     }))

@@ -1,28 +1,8 @@
 //! Human-facing forms of a probe result: the text table and the SVG plot.
 
 use crate::ProbeResult;
+use stats::{bytes, ns};
 use std::fmt::Write as _;
-
-/// "32 KiB", "1.0 MiB", "608 B".
-pub fn bytes(n: u64) -> String {
-    if n >= 1 << 20 {
-        format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
-    } else if n >= 1 << 10 {
-        format!("{} KiB", (n as f64 / 1024.0).round() as u64)
-    } else {
-        format!("{n} B")
-    }
-}
-
-fn ns(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{:.1} us", v / 1000.0)
-    } else if v >= 10.0 {
-        format!("{v:.0} ns")
-    } else {
-        format!("{v:.2} ns")
-    }
-}
 
 /// Measured values beside the documented ones, as a text table.
 pub fn table(r: &ProbeResult) -> String {

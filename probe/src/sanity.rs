@@ -104,10 +104,10 @@ pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String>
         let ratio = ns / p.ns;
         if ns > hi * LATENCY_TOLERANCE || ns < lo / LATENCY_TOLERANCE {
             out.push(format!(
-                "{} buffer: {:.1} ns per access now, {:.1} ns in the result ({:.2}x)",
-                crate::render::bytes(x),
-                ns,
-                p.ns,
+                "{} buffer: {} per access now, {} in the result ({:.2}x)",
+                stats::bytes(x),
+                stats::ns(ns),
+                stats::ns(p.ns),
                 ratio
             ));
         }

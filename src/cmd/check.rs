@@ -38,12 +38,12 @@ pub fn run(args: Args) -> CmdResult {
                 if !checked.warnings.is_empty() {
                     eprintln!("{}", checked.warnings);
                 }
-                println!("{}: ok ({})", path.display(), spec_lang::summary(&checked));
+                println!("{}: ok ({})", path.display(), summary(&checked));
             }
             (Format::Text, Err(d)) => eprintln!("{d}"),
             (Format::Json, r) => {
                 let (ok, summary, diagnostics) = match r {
-                    Ok(c) => (true, Some(spec_lang::summary(&c)), c.warnings.items),
+                    Ok(c) => (true, Some(summary(&c)), c.warnings.items),
                     Err(d) => (false, None, d.items),
                 };
                 let obj = serde_json::json!({
@@ -65,4 +65,26 @@ pub fn run(args: Args) -> CmdResult {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `routine f, 3 parameters, 2 arrays totalling 1.5 MiB, 256 flop per call`.
+fn summary(c: &spec_lang::CheckedSpec) -> String {
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    let params = c.routine.params.len();
+    let arrays = c.operands.len();
+    let bytes = c
+        .operands
+        .iter()
+        .fold(0u64, |acc, o| acc.saturating_add(o.bytes().unwrap_or(0)));
+    let mut s = format!(
+        "routine {}, {params} parameter{}, {arrays} array{} totalling {}",
+        c.routine.name.name,
+        plural(params),
+        plural(arrays),
+        stats::bytes(bytes)
+    );
+    if let Some(f) = c.flop_count() {
+        s.push_str(&format!(", {f} flop per call"));
+    }
+    s
 }

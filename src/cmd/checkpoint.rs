@@ -1,7 +1,6 @@
 //! `tdg checkpoint`: capture CRIU images of a running application and time
 //! the region of interest by restoring them (logic in the `checkpoint` crate).
 use super::CmdResult;
-use checkpoint::stats::human_ns;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -347,13 +346,13 @@ fn capture(a: CaptureArgs) -> CmdResult {
     let out = checkpoint::capture(&req, &criu)?;
     let m = &out.manifest;
     eprintln!(
-        "tdg: captured {} (region {}, call {}, delay {}; {:.1} MiB; whole run {:.1} ms)",
+        "tdg: captured {} (region {}, call {}, delay {}; {}; whole run {})",
         req.image.display(),
         m.site.as_deref().unwrap_or("-"),
         m.call.map_or("-".into(), |c| c.to_string()),
         m.delay.map_or("-".into(), |d| d.to_string()),
-        m.image_bytes() as f64 / (1024.0 * 1024.0),
-        out.run_time.as_secs_f64() * 1e3
+        stats::bytes(m.image_bytes()),
+        stats::ns(out.run_time.as_secs_f64() * 1e9)
     );
     if let Some(code) = out.exit_code.filter(|&c| c != 0) {
         eprintln!("tdg: warning: the application exited with status {code} after the checkpoint");
@@ -392,14 +391,11 @@ fn inapp(a: InAppArgs) -> CmdResult {
     } else {
         let r = &report.region_ns;
         println!(
-            "call {} in {} plain runs ({:.1} ms per run): min {}  median {}  mean {}  max {}",
+            "call {} in {} plain runs ({} per run): {}",
             report.call,
             r.n,
-            report.run_wall_ms.median,
-            human_ns(r.min),
-            human_ns(r.median),
-            human_ns(r.mean),
-            human_ns(r.max)
+            stats::ns(report.run_wall_ms.median * 1e6),
+            r.ns_line()
         );
     }
     Ok(ExitCode::SUCCESS)

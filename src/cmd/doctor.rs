@@ -65,7 +65,7 @@ fn probe_status() -> ProbeStatus {
     let sizes: Vec<String> = cached
         .caches
         .iter()
-        .map(|c| format!("L{} {}", c.level, probe::render::bytes(c.effective_bytes)))
+        .map(|c| format!("L{} {}", c.level, stats::bytes(c.effective_bytes)))
         .collect();
     let implausible = probe::sanity::against_sysfs(&cached);
     let verdict = if implausible.is_empty() {

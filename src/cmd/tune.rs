@@ -249,8 +249,9 @@ fn run_task(round: &Path) -> CmdResult {
     campaign.store(&result)?;
     match (&result.time_ns, &result.error) {
         (Some(t), _) => println!(
-            "{}: {t:.0} ns on {} ({}) in {:.1} s",
+            "{}: {} on {} ({}) in {:.1} s",
             tune::campaign::describe(values),
+            stats::ns(*t),
             result.node,
             result.cpu,
             result.seconds
@@ -372,7 +373,7 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
                 probed
                     .caches
                     .iter()
-                    .map(|c| format!("L{} {}", c.level, probe::render::bytes(c.effective_bytes)))
+                    .map(|c| format!("L{} {}", c.level, stats::bytes(c.effective_bytes)))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
@@ -552,7 +553,7 @@ fn outcome_table(
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "best         {}", outcome.best_description);
-    let _ = write!(s, "time         {:.3} ms per call", outcome.best_ns / 1e6);
+    let _ = write!(s, "time         {} per call", stats::ns(outcome.best_ns));
     let _ = match outcome.best_mflops {
         Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
         None => writeln!(s),

@@ -6,7 +6,7 @@
 use crate::campaign::describe;
 use crate::search::{Measurement, Objective};
 use crate::TuneError;
-use checkpoint::{Candidate, CandidateSource, ImageTimer, SampleStats};
+use checkpoint::{Candidate, CandidateSource, ImageTimer};
 
 /// Times each configuration on the image: the median region wall time of
 /// `samples` restored copies.
@@ -141,7 +141,7 @@ impl Objective for CheckpointObjective {
                 let k = ready.iter().position(|&r| r == i).expect("ready");
                 let times = std::mem::take(&mut times[k]);
                 Ok(Measurement {
-                    time_ns: SampleStats::of(&times).expect("samples >= 1").median,
+                    time_ns: stats::Summary::of(&times).expect("samples >= 1").median,
                     mflops: None,
                     samples_ns: times,
                     uncertainty_pct: None,

@@ -113,7 +113,7 @@ pub fn starts(space: &Space, m: &MachineModel, fixed: &[(String, i64)]) -> Vec<S
                 .enumerate()
                 .map(|(i, &b)| {
                     (
-                        format!("L{} ({} KiB)", i + 1, b / 1024),
+                        format!("L{} ({})", i + 1, stats::bytes(b)),
                         Some(cache_tile(b, m.elem_bytes)),
                     )
                 })

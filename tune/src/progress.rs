@@ -28,12 +28,8 @@ impl Progress for Bar {
     fn evaluated(&mut self, e: &Evaluation, budget: usize, describe: &str) {
         self.bar.set_length(budget as u64);
         self.bar.set_position(e.n as u64);
-        let now = e
-            .time_ns
-            .map_or("failed".to_string(), |t| format!("{:.3} ms", t / 1e6));
-        let best = e
-            .best_ns
-            .map_or("-".to_string(), |t| format!("{:.3} ms", t / 1e6));
+        let now = e.time_ns.map_or("failed".to_string(), stats::ns);
+        let best = e.best_ns.map_or("-".to_string(), stats::ns);
         self.bar
             .set_message(format!("{describe}: {now} (best {best})"));
     }

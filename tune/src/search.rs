@@ -255,7 +255,7 @@ impl<'a> Tuner<'a> {
             Ok(m) if m.time_ns.is_finite() && m.time_ns > 0.0 => (Some(m), None, None),
             Ok(m) => (
                 None,
-                Some(format!("the driver reported {} ns", m.time_ns)),
+                Some(format!("the driver reported {}", stats::ns(m.time_ns))),
                 Some(formats::Failure::Crash),
             ),
             Err(e @ TuneError::Executor(_)) => return Err(e),

@@ -9,7 +9,7 @@
 
 use checkpoint::{
     build_with_host_library, capture, measure_in_app, write_host_library, CandidateSource,
-    CaptureRequest, ImageTimer, InAppRequest, SampleStats, TimeOptions,
+    CaptureRequest, ImageTimer, InAppRequest, TimeOptions,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -148,7 +148,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
             all[i].extend(r.samples_ns.iter().map(|&n| n as f64));
         }
     }
-    let median = |v: &[f64]| SampleStats::of(v).unwrap().median;
+    let median = |v: &[f64]| stats::Summary::of(v).unwrap().median;
     let (random_choice, checkpoint_choice) = (median(&all[0]), median(&all[1]));
     // Run-to-run noise: how far one round's median strays from the overall
     // median, relative, the worst over both builds and all rounds.

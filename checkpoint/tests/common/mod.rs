@@ -3,9 +3,9 @@
 #![allow(dead_code)]
 
 use checkpoint::{
-    capture, measure_in_app, time_image, CaptureRequest, Criu, InAppRequest, SampleStats,
-    TimeOptions,
+    capture, measure_in_app, time_image, CaptureRequest, Criu, InAppRequest, TimeOptions,
 };
+use stats::Summary;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -137,7 +137,7 @@ pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> 
 
 /// Right after an immediate restore the pointer chase's list is out of the
 /// caches: its median must be clearly (over 2x) slower than the delayed one.
-pub fn assert_immediate_is_cold(site: &str, immediate: &SampleStats, delayed: &SampleStats) {
+pub fn assert_immediate_is_cold(site: &str, immediate: &Summary, delayed: &Summary) {
     assert!(
         immediate.median > 2.0 * delayed.median,
         "{site}: immediate median {:.0} ns is not clearly slower than delayed {:.0} ns",
@@ -157,8 +157,8 @@ pub fn assert_delay_rebuilds_the_cache_state(
     immediate: f64,
 ) {
     let (d, i) = (
-        checkpoint::stats::relative_difference(delayed, in_app),
-        checkpoint::stats::relative_difference(immediate, in_app),
+        stats::relative_difference(delayed, in_app),
+        stats::relative_difference(immediate, in_app),
     );
     assert!(
         4.0 * d < i,
@@ -168,7 +168,7 @@ pub fn assert_delay_rebuilds_the_cache_state(
     );
 }
 
-pub fn describe(label: &str, s: &SampleStats) -> String {
+pub fn describe(label: &str, s: &Summary) -> String {
     format!(
         "{label}: min {:.0} ns, median {:.0} ns, max {:.0} ns (n={})",
         s.min, s.median, s.max, s.n
@@ -186,11 +186,11 @@ impl Samples {
         self.wall.extend(wall.iter().map(|&n| n as f64));
         self.cpu.extend(cpu.iter().map(|&n| n as f64));
     }
-    pub fn wall_stats(&self) -> SampleStats {
-        SampleStats::of(&self.wall).unwrap()
+    pub fn wall_stats(&self) -> Summary {
+        Summary::of(&self.wall).unwrap()
     }
-    pub fn cpu_stats(&self) -> SampleStats {
-        SampleStats::of(&self.cpu).unwrap()
+    pub fn cpu_stats(&self) -> Summary {
+        Summary::of(&self.cpu).unwrap()
     }
 }
 
