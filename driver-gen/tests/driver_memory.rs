@@ -250,9 +250,10 @@ const ENV_HARNESS: &str = r#"
 #include <stdio.h>
 #include "tdg_runtime.h"
 int main(int argc, char **argv) {
-    char buf[4096];
-    tdg_environment_warnings_in(argc > 1 ? argv[1] : "", buf, sizeof buf, argc > 2);
-    fputs(buf, stdout);
+    struct tdg_warnings w;
+    tdg_warnings_init(&w);
+    tdg_environment_warnings_in(argc > 1 ? argv[1] : "", &w, argc > 2);
+    fputs(w.text, stdout);
     return 0;
 }
 "#;
