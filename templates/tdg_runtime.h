@@ -317,7 +317,10 @@ typedef double (*tdg_block_timer)(const struct tdg_timer *t, long long reps);
 /* The least of several such intervals (see tdg_least_block in the driver). */
 typedef double (*tdg_least_block_timer)(const struct tdg_timer *t, long long reps, int restore, double enough_ns);
 
-/* Sets t->overhead_ns from `time_block` with zero calls. */
+/* Sets t->overhead_ns: the least of 2000 `time_block` intervals with zero
+ * calls. Called through the pointer from this translation unit, so the
+ * driver's compiler cannot make a zero-call copy of the timing path: the
+ * overhead is that of the code every sample runs. */
 void tdg_measure_timer_overhead(struct tdg_timer *t, tdg_block_timer time_block);
 /* Sets o->min_interval_ns for the timer in use unless given; `why` says
  * where the figure comes from when it is derived here. */

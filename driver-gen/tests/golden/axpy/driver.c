@@ -458,8 +458,10 @@ static void tdg_restore_outputs(void)
 
 static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps);
 /* Zero calls, read from a volatile so the compiler cannot make a separate
- * zero-call copy of the timing path: warming and overhead measurement run
- * the very code the samples run. */
+ * zero-call copy of the timing path: warming runs the very code the samples
+ * run. (The overhead measurement, tdg_measure_timer_overhead, calls it
+ * through a pointer from the runtime's translation unit, which no compiler
+ * can specialise either.) */
 static volatile long long tdg_no_calls = 0;
 
 /* Overflow and denormal guard for repeated calls: before each block of
