@@ -99,6 +99,8 @@ pub enum RenderError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} is no longer read: the runtime is plain C now; rename it to {plain} (drop any template syntax) or delete it")]
+    RuntimeTemplate { path: PathBuf, plain: &'static str },
     #[error("template {name} does not parse: {message}")]
     Parse { name: String, message: String },
     #[error("template {name} failed to render: {message}")]
@@ -198,6 +200,18 @@ fn source_names() -> String {
 /// The file's text: from `templates_dir` when it holds one of that name,
 /// else the embedded one.
 fn source_text(file: &DriverFile, templates_dir: Option<&Path>) -> Result<String, RenderError> {
+    // A directory made for an older tdg, whose runtime was a template, must
+    // not have its runtime silently replaced by the built-in one.
+    if let Some(old) = templates_dir
+        .filter(|_| !file.templated)
+        .map(|dir| dir.join(format!("{}.hbs", file.source)))
+        .filter(|old| old.exists())
+    {
+        return Err(RenderError::RuntimeTemplate {
+            path: old,
+            plain: file.source,
+        });
+    }
     match templates_dir.map(|dir| dir.join(file.source)) {
         Some(path) if path.exists() => {
             std::fs::read_to_string(&path).map_err(|source| RenderError::ReadTemplate {
@@ -207,5 +221,52 @@ fn source_text(file: &DriverFile, templates_dir: Option<&Path>) -> Result<String
             })
         }
         _ => Ok(file.embedded.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DriverConfig, MachineDefaults};
+
+    fn axpy() -> DriverModel {
+        let spec =
+            spec_lang::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/axpy.spec"))
+                .unwrap_or_else(|d| panic!("{d}"));
+        DriverModel::from_spec(
+            &spec,
+            &DriverConfig::new(MachineDefaults::fixed_for_tests()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_override_directory_replaces_the_runtime_as_plain_c() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tdg_runtime.h"),
+            "/* site runtime {{not a template}} */\n",
+        )
+        .unwrap();
+        let driver = render(&axpy(), Some(dir.path())).unwrap();
+        assert_eq!(
+            driver.file("tdg_runtime.h"),
+            Some("/* site runtime {{not a template}} */\n")
+        );
+        assert_eq!(
+            driver.file("tdg_runtime.c"),
+            Some(include_str!("../../templates/tdg_runtime.c"))
+        );
+    }
+
+    #[test]
+    fn a_runtime_template_from_an_older_tdg_is_an_error_naming_the_new_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tdg_runtime.c.hbs"), "/* old */\n").unwrap();
+        let err = render(&axpy(), Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            err.contains("tdg_runtime.c.hbs") && err.contains("rename it to tdg_runtime.c"),
+            "{err}"
+        );
     }
 }
