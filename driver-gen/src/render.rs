@@ -1,6 +1,7 @@
-//! Driver model -> C files through the handlebars templates in `templates/`
-//! (embedded at build time; a directory given at run time overrides any of
-//! them, so drivers can be reshaped without rebuilding tdg).
+//! Driver model -> C files: the handlebars templates in `templates/` rendered
+//! for the spec, and the plain-C runtime (`tdg_runtime.{c,h}`) copied as it
+//! is. All are embedded at build time; a directory given at run time
+//! overrides any of them, so drivers can be reshaped without rebuilding tdg.
 
 use handlebars::{handlebars_helper, Handlebars};
 use std::path::{Path, PathBuf};
@@ -122,28 +123,43 @@ impl<'a> DriverView<'a> {
     }
 }
 
-/// (template file, output file, embedded text)
-const TEMPLATES: &[(&str, &str, &str)] = &[
-    (
-        "driver.c.hbs",
-        "driver.c",
-        include_str!("../../templates/driver.c.hbs"),
-    ),
-    (
-        "tdg_runtime.h.hbs",
-        "tdg_runtime.h",
-        include_str!("../../templates/tdg_runtime.h.hbs"),
-    ),
-    (
-        "tdg_runtime.c.hbs",
-        "tdg_runtime.c",
-        include_str!("../../templates/tdg_runtime.c.hbs"),
-    ),
-    (
-        "Makefile.hbs",
-        "Makefile",
-        include_str!("../../templates/Makefile.hbs"),
-    ),
+/// One file of a generated driver.
+struct DriverFile {
+    /// Its name in `templates/` (and in a `--templates` directory).
+    source: &'static str,
+    /// Its name in the driver's directory.
+    output: &'static str,
+    /// The text built into tdg.
+    embedded: &'static str,
+    /// Rendered through handlebars; the runtime is plain C, copied as it is.
+    templated: bool,
+}
+
+const DRIVER_FILES: &[DriverFile] = &[
+    DriverFile {
+        source: "driver.c.hbs",
+        output: "driver.c",
+        embedded: include_str!("../../templates/driver.c.hbs"),
+        templated: true,
+    },
+    DriverFile {
+        source: "tdg_runtime.h",
+        output: "tdg_runtime.h",
+        embedded: include_str!("../../templates/tdg_runtime.h"),
+        templated: false,
+    },
+    DriverFile {
+        source: "tdg_runtime.c",
+        output: "tdg_runtime.c",
+        embedded: include_str!("../../templates/tdg_runtime.c"),
+        templated: false,
+    },
+    DriverFile {
+        source: "Makefile.hbs",
+        output: "Makefile",
+        embedded: include_str!("../../templates/Makefile.hbs"),
+        templated: true,
+    },
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +171,8 @@ pub enum RenderError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path} is no longer read: the runtime is plain C now; rename it to {plain} (drop any template syntax) or delete it")]
+    RuntimeTemplate { path: PathBuf, plain: &'static str },
     #[error("template {name} does not parse: {message}")]
     Parse { name: String, message: String },
     #[error("template {name} failed to render: {message}")]
@@ -202,50 +220,125 @@ impl GeneratedDriver {
 
 handlebars_helper!(contains: |list: array, item: str| list.iter().any(|v| v.as_str() == Some(item)));
 
-/// Renders every template for `model`. With `templates_dir`, a template
-/// present there replaces the embedded one of the same name.
+/// Renders every template for `model` and copies the plain-C runtime. With
+/// `templates_dir`, a file present there replaces the embedded one of the
+/// same name.
 pub fn render(
     model: &DriverModel,
     templates_dir: Option<&Path>,
 ) -> Result<GeneratedDriver, RenderError> {
+    if let Some(dir) = templates_dir.filter(|d| !d.is_dir()) {
+        return Err(RenderError::ReadTemplate {
+            path: dir.to_path_buf(),
+            names: source_names(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+        });
+    }
     let mut hb = Handlebars::new();
     hb.register_escape_fn(handlebars::no_escape);
     hb.set_strict_mode(true);
     hb.register_helper("contains", Box::new(contains));
-    let names = TEMPLATES.iter().map(|t| t.0).collect::<Vec<_>>().join(", ");
-    for (tpl, _, embedded) in TEMPLATES {
-        let text = match templates_dir {
-            Some(dir) if dir.join(tpl).exists() => {
-                let path = dir.join(tpl);
-                std::fs::read_to_string(&path).map_err(|source| RenderError::ReadTemplate {
-                    path,
-                    names: names.clone(),
-                    source,
-                })?
-            }
-            Some(dir) if !dir.is_dir() => {
-                return Err(RenderError::ReadTemplate {
-                    path: dir.to_path_buf(),
-                    names,
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
-                })
-            }
-            _ => embedded.to_string(),
-        };
-        hb.register_template_string(tpl, text)
-            .map_err(|e| RenderError::Parse {
-                name: tpl.to_string(),
-                message: e.to_string(),
-            })?;
-    }
     let view = DriverView::of(model);
     let mut files = Vec::new();
-    for (tpl, out, _) in TEMPLATES {
-        let text = hb.render(tpl, &view).map_err(|e| RenderError::Render {
-            name: tpl.to_string(),
-            message: e.to_string(),
-        })?;
-        files.push((out.to_string(), text));
+    for file in DRIVER_FILES {
+        let text = source_text(file, templates_dir)?;
+        let text = if file.templated {
+            hb.register_template_string(file.source, text)
+                .map_err(|e| RenderError::Parse {
+                    name: file.source.to_string(),
+                    message: e.to_string(),
+                })?;
+            hb.render(file.source, &view)
+                .map_err(|e| RenderError::Render {
+                    name: file.source.to_string(),
+                    message: e.to_string(),
+                })?
+        } else {
+            text
+        };
+        files.push((file.output.to_string(), text));
     }
     Ok(GeneratedDriver { files })
+}
+
+fn source_names() -> String {
+    DRIVER_FILES
+        .iter()
+        .map(|f| f.source)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The file's text: from `templates_dir` when it holds one of that name,
+/// else the embedded one.
+fn source_text(file: &DriverFile, templates_dir: Option<&Path>) -> Result<String, RenderError> {
+    // A directory made for an older tdg, whose runtime was a template, must
+    // not have its runtime silently replaced by the built-in one.
+    if let Some(old) = templates_dir
+        .filter(|_| !file.templated)
+        .map(|dir| dir.join(format!("{}.hbs", file.source)))
+        .filter(|old| old.exists())
+    {
+        return Err(RenderError::RuntimeTemplate {
+            path: old,
+            plain: file.source,
+        });
+    }
+    match templates_dir.map(|dir| dir.join(file.source)) {
+        Some(path) if path.exists() => {
+            std::fs::read_to_string(&path).map_err(|source| RenderError::ReadTemplate {
+                path,
+                names: source_names(),
+                source,
+            })
+        }
+        _ => Ok(file.embedded.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DriverConfig, MachineDefaults};
+
+    fn axpy() -> DriverModel {
+        let spec =
+            spec_lang::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/axpy.spec"))
+                .unwrap_or_else(|d| panic!("{d}"));
+        DriverModel::from_spec(
+            &spec,
+            &DriverConfig::new(MachineDefaults::fixed_for_tests()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_override_directory_replaces_the_runtime_as_plain_c() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tdg_runtime.h"),
+            "/* site runtime {{not a template}} */\n",
+        )
+        .unwrap();
+        let driver = render(&axpy(), Some(dir.path())).unwrap();
+        assert_eq!(
+            driver.file("tdg_runtime.h"),
+            Some("/* site runtime {{not a template}} */\n")
+        );
+        assert_eq!(
+            driver.file("tdg_runtime.c"),
+            Some(include_str!("../../templates/tdg_runtime.c"))
+        );
+    }
+
+    #[test]
+    fn a_runtime_template_from_an_older_tdg_is_an_error_naming_the_new_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tdg_runtime.c.hbs"), "/* old */\n").unwrap();
+        let err = render(&axpy(), Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            err.contains("tdg_runtime.c.hbs") && err.contains("rename it to tdg_runtime.c"),
+            "{err}"
+        );
+    }
 }

@@ -248,11 +248,20 @@ fn overflow_guard_keeps_repeated_accumulation_finite() {
 
 const ENV_HARNESS: &str = r#"
 #include <stdio.h>
+#include <string.h>
 #include "tdg_runtime.h"
 int main(int argc, char **argv) {
-    char buf[4096];
-    tdg_environment_warnings_in(argc > 1 ? argv[1] : "", buf, sizeof buf, argc > 2);
-    fputs(buf, stdout);
+    struct tdg_warnings w;
+    tdg_warnings_init(&w);
+    if (argc > 1 && strcmp(argv[1], "--overfill") == 0) {
+        int i;
+        for (i = 0; i < 200; i++)
+            tdg_warnings_add(&w, "warning %03d: %s", i, "some forty characters of explanation....");
+        fputs(w.text, stdout);
+        return 0;
+    }
+    tdg_environment_warnings_in(argc > 1 ? argv[1] : "", &w, argc > 2);
+    fputs(w.text, stdout);
     return 0;
 }
 "#;
@@ -308,4 +317,18 @@ fn environment_warnings_follow_governor_turbo_and_load() {
     put("proc/loadavg", "0.02 0.01 0.00 1/300 12345\n");
     let quiet = run(&[root_s, "pinned"]);
     assert_eq!(quiet, "", "{quiet}");
+    // More warnings than the report holds: the first ones, each whole.
+    let full = run(&["--overfill"]);
+    let lines: Vec<&str> = full.lines().collect();
+    assert!(
+        full.ends_with('\n') && lines.len() > 50 && lines.len() < 200,
+        "{full}"
+    );
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(
+            *line,
+            format!("warning {i:03}: some forty characters of explanation...."),
+            "{full}"
+        );
+    }
 }

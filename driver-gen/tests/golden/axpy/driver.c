@@ -26,7 +26,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -300,33 +299,6 @@ static int tdg_verify(double tol, char *msg, size_t len)
 
 /* ------------------------------------------------------------ working sets */
 
-/* What the driver is doing now. Printed only if the routine crashes, so the
- * report can say which call died (warm-up, timing sample k, verification). */
-static char tdg_phase_text[160] = "start-up";
-static int tdg_trace_phases;
-
-static void tdg_phase(const char *what)
-{
-    snprintf(tdg_phase_text, sizeof tdg_phase_text, "%s", what);
-    if (tdg_trace_phases) {
-        fprintf(stderr, "tdg-phase: %s\n", what);
-        fflush(stderr);
-    }
-}
-
-static void tdg_on_fatal_signal(int sig)
-{
-    /* Only async-signal-safe calls here: write, signal, raise. */
-    static const char head[] = "tdg-phase: ";
-    size_t n = strlen(tdg_phase_text);
-    ssize_t w = write(2, head, sizeof head - 1);
-    w += write(2, tdg_phase_text, n);
-    w += write(2, "\n", 1);
-    (void)w;
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
 static void tdg_free_sets(void)
 {
     int s;
@@ -485,8 +457,10 @@ static void tdg_restore_outputs(void)
 
 static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps);
 /* Zero calls, read from a volatile so the compiler cannot make a separate
- * zero-call copy of the timing path: warming and overhead measurement run
- * the very code the samples run. */
+ * zero-call copy of the timing path: warming runs the very code the samples
+ * run. (The overhead measurement, tdg_measure_timer_overhead, calls it
+ * through a pointer from the runtime's translation unit, which no compiler
+ * can specialise either.) */
 static volatile long long tdg_no_calls = 0;
 
 /* Overflow and denormal guard for repeated calls: before each block of
@@ -602,53 +576,15 @@ static void tdg_warm_up_call(void)
 
 /* ------------------------------------------------------------ options */
 
-struct tdg_options {
-    enum tdg_timer_method timer;
-    int samples, samples_fixed, median, pin, flush_all_cpus, touch, dummy, guard, verify, json, describe;
-    int hot_code, min_interval_given;
-    enum tdg_flush_method flush;
-    long long flush_kib, min_interval_ns, reps, max_flush_mib, min_time_ms, max_time_ms;
-    double tol, stable_pct;
-};
-
-static void tdg_usage(FILE *out)
+/* The spec's and this machine's defaults; each one a command-line option. */
+static void tdg_spec_defaults(struct tdg_options *o)
 {
-    fprintf(out,
-            "usage: driver [options]\n"
-            "  --timer=wall|cycle|cpu     timer (default from the spec)\n"
-            "  --samples=N                exactly N timing samples (default: at least %d, adaptive)\n"
-            "  --min-time-ms=T            spread the samples over at least T ms (default %d)\n"
-            "  --max-time-ms=T            stop sampling at T ms, marking the result unstable (default %d)\n"
-            "  --stable-pct=P             halves of the run must agree within P%% (default %g)\n"
-            "  --select=min|median        reported statistic\n"
-            "  --flush=read|clflush|none  cache flush before each timed call\n"
-            "  --flush-kib=K              read-flush / working-set area size in KiB\n"
-            "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
-            "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
-            "  --reps=R                   force R calls per sample\n"
-            "  --pin=CPU                  pin to a CPU\n"
-            "  --no-touch                 do not pre-write operand pages\n"
-            "  --no-dummy-call            no untimed call before timing\n"
-            "  --cold-code                after a flush leave the routine's code cold too\n"
-            "  --no-overflow-guard        no alpha alternation / output restore\n"
-            "  --no-verify                skip checking against the reference\n"
-            "  --tolerance=X              relative verification tolerance\n"
-            "  --max-flush-mib=M          cap on self-flushing working-set memory\n"
-            "  --json                     one JSON object on stdout\n"
-            "  --describe                 print sizes and flops, then exit\n",
-            TDG_DEFAULT_SAMPLES, TDG_DEFAULT_MIN_TIME_MS, TDG_DEFAULT_MAX_TIME_MS, TDG_DEFAULT_STABLE_PCT);
-}
-
-static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
-{
-    int i, selected = 0; /* an explicit --select wins over --timer's default */
+    tdg_options_init(o);
     o->timer = TDG_DEFAULT_TIMER;
     o->samples = TDG_DEFAULT_SAMPLES;
-    o->samples_fixed = 0;
     o->min_time_ms = TDG_DEFAULT_MIN_TIME_MS;
     o->max_time_ms = TDG_DEFAULT_MAX_TIME_MS;
     o->stable_pct = TDG_DEFAULT_STABLE_PCT;
-    o->hot_code = 1;
     o->min_interval_given = !TDG_DEFAULT_MIN_INTERVAL_IS_MACHINE;
     o->median = TDG_DEFAULT_MEDIAN;
     o->flush = TDG_DEFAULT_FLUSH;
@@ -656,98 +592,7 @@ static int tdg_parse_options(int argc, char **argv, struct tdg_options *o)
     o->flush_all_cpus = TDG_DEFAULT_FLUSH_ALL_CPUS;
     o->min_interval_ns = TDG_DEFAULT_MIN_INTERVAL_NS;
     o->pin = TDG_DEFAULT_PIN_CPU;
-    o->reps = 0;
-    o->touch = o->dummy = o->guard = o->verify = 1;
-    o->json = o->describe = 0;
     o->tol = TDG_DEFAULT_TOLERANCE;
-    o->max_flush_mib = 2048;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = strchr(a, '=');
-        v = v ? v + 1 : "";
-#define TDG_IS(name) (strncmp(a, name, strlen(name)) == 0)
-        if (TDG_IS("--timer=")) {
-            if (!strcmp(v, "wall")) o->timer = TDG_TIMER_WALL;
-            else if (!strcmp(v, "cycle")) o->timer = TDG_TIMER_CYCLE;
-            else if (!strcmp(v, "cpu")) o->timer = TDG_TIMER_CPU;
-            else goto bad;
-            if (!selected) /* CPU time's error goes both ways: its median */
-                o->median = o->timer == TDG_TIMER_CPU;
-        } else if (TDG_IS("--samples=")) {
-            o->samples = atoi(v);
-            o->samples_fixed = 1;
-            if (o->samples < 1) goto bad;
-        } else if (TDG_IS("--min-time-ms=")) {
-            o->min_time_ms = atoll(v);
-            if (o->min_time_ms < 0) goto bad;
-        } else if (TDG_IS("--max-time-ms=")) {
-            o->max_time_ms = atoll(v);
-            if (o->max_time_ms < 1) goto bad;
-        } else if (TDG_IS("--stable-pct=")) {
-            o->stable_pct = atof(v);
-            if (!(o->stable_pct > 0.0)) goto bad;
-        } else if (!strcmp(a, "--cold-code")) {
-            o->hot_code = 0;
-        } else if (TDG_IS("--select=")) {
-            if (!strcmp(v, "min")) o->median = 0;
-            else if (!strcmp(v, "median")) o->median = 1;
-            else goto bad;
-            selected = 1;
-        } else if (TDG_IS("--flush=")) {
-            if (!strcmp(v, "read")) o->flush = TDG_FLUSH_READ;
-            else if (!strcmp(v, "clflush")) o->flush = TDG_FLUSH_CLFLUSH;
-            else if (!strcmp(v, "none")) o->flush = TDG_FLUSH_NONE;
-            else goto bad;
-        } else if (TDG_IS("--flush-kib=")) {
-            o->flush_kib = atoll(v);
-            if (o->flush_kib < 0) goto bad;
-        } else if (!strcmp(a, "--flush-all-cpus")) {
-            o->flush_all_cpus = 1;
-        } else if (TDG_IS("--min-interval-ns=")) {
-            o->min_interval_ns = atoll(v);
-            o->min_interval_given = 1;
-            if (o->min_interval_ns < 0) goto bad;
-        } else if (TDG_IS("--reps=")) {
-            o->reps = atoll(v);
-            if (o->reps < 1) goto bad;
-        } else if (TDG_IS("--pin=")) {
-            o->pin = atoi(v);
-        } else if (!strcmp(a, "--no-touch")) {
-            o->touch = 0;
-        } else if (!strcmp(a, "--no-dummy-call")) {
-            o->dummy = 0;
-        } else if (!strcmp(a, "--no-overflow-guard")) {
-            o->guard = 0;
-        } else if (!strcmp(a, "--no-verify")) {
-            o->verify = 0;
-        } else if (TDG_IS("--tolerance=")) {
-            o->tol = atof(v);
-        } else if (TDG_IS("--max-flush-mib=")) {
-            o->max_flush_mib = atoll(v);
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--describe")) {
-            o->describe = 1;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            tdg_usage(stdout);
-            exit(0);
-        } else {
-        bad:
-            fprintf(stderr, "driver: bad option '%s' (see --help)\n", a);
-            return -1;
-        }
-#undef TDG_IS
-    }
-    return 0;
-}
-
-static const char *tdg_timer_name(enum tdg_timer_method m)
-{
-    return m == TDG_TIMER_CYCLE ? "cycle" : m == TDG_TIMER_CPU ? "cpu" : "wall";
-}
-
-static const char *tdg_flush_name(enum tdg_flush_method m)
-{
-    return m == TDG_FLUSH_READ ? "read" : m == TDG_FLUSH_CLFLUSH ? "clflush" : "none";
 }
 
 static void tdg_describe(void)
@@ -763,75 +608,166 @@ static void tdg_describe(void)
     printf("]}\n");
 }
 
-/* ------------------------------------------------------------ main */
+/* ------------------------------------------------------------ repetitions and samples */
 
-#define TDG_MAX_WARN 4096
+/* Repetitions: the rule is the runtime's (tdg_reps_after_one_call,
+ * tdg_self_flushing_sets, tdg_double_reps); the timed calls are here. The
+ * test is made on calls with the operands as the warm-up call left them: a
+ * flushed call is never shorter, so a warm call over the interval settles
+ * it, and a warm call is cheap to time many times, so the choice rests on
+ * the least of at least five calls over at least a millisecond, not on
+ * whichever speed the machine offered one flushed call (seen: the mode
+ * flipping between processes of one driver). Returns R, or 0 with `err`
+ * set when the working sets cannot be allocated. */
+static long long tdg_choose_reps(const struct tdg_options *o, const struct tdg_timer *timer,
+                                 const struct tdg_flusher *flusher, struct tdg_warnings *w, char *err, size_t err_len)
+{
+    double raw = 0.0;
+    long long reps;
+    if (o->reps == 0) /* far (10x) over the interval, one call settles it */
+        raw = tdg_least_block(timer, 1, o->guard, 10.0 * (double)o->min_interval_ns + timer->overhead_ns) - timer->overhead_ns;
+    reps = tdg_reps_after_one_call(o, raw);
+    if (reps > 1) {
+        long long nsets = tdg_self_flushing_sets(o, flusher->ncpus, tdg_flushed_set_bytes(), w);
+        if (nsets > 1) {
+            tdg_phase("allocating self-flushing working sets");
+            if (tdg_alloc_sets((int)nsets, o->touch, err, err_len))
+                return 0;
+        }
+        /* Start at the last set, the least recently initialised one. */
+        tdg_cursor = tdg_nsets - 1;
+        if (o->reps == 0) {
+            tdg_phase("doubling the repetition count");
+            reps = tdg_double_reps(timer, reps, o->min_interval_ns, tdg_least_block);
+        }
+    }
+    return reps;
+}
+
+/* Sampling: the rule (fixed count, or adaptive until the halves of the run
+ * agree, under a time budget) is the runtime's tdg_sampler; the cache
+ * preparation and the timed calls of each sample are here. */
+static int tdg_take_samples(struct tdg_sampler *sampler, const struct tdg_options *o, const struct tdg_timer *timer,
+                            struct tdg_flusher *flusher, long long reps)
+{
+    double raw;
+    if (tdg_sampler_init(sampler, o->samples, o->samples_fixed, o->median, (double)o->min_time_ms, (double)o->max_time_ms,
+                         o->stable_pct))
+        return -1;
+    do {
+        char label[128];
+        snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", sampler->n + 1, reps);
+        tdg_phase(label);
+        if (reps == 1) {
+            if (o->guard)
+                tdg_restore_outputs();
+            tdg_prepare_single_call(flusher, timer, o->hot_code);
+        } else if (o->guard)
+            tdg_restore_block_outputs(reps);
+        raw = tdg_time_block_counting_faults(timer, reps) - timer->overhead_ns;
+    } while (!tdg_sampler_add(sampler, (raw > 0.0 ? raw : 0.0) / (double)reps, tdg_current_cpu()));
+    return 0;
+}
+
+/* ------------------------------------------------------------ report */
+
+/* The report's operand table: what the spec fixed, then (tdg_operand_table_fill)
+ * what this run allocated. */
+static struct tdg_operand_report tdg_operand_table[] = {
+    {"X", 64, 0, "flushed", 0, 0, 0},
+    {"Y", 64, 0, "flushed", 0, 0, 0},
+    {NULL, 0, 0, NULL, 0, 0, 0} /* end */
+};
+
+static void tdg_operand_table_fill(void)
+{
+    struct tdg_operand_report *t = tdg_operand_table;
+    (void)t; /* unused when the routine has no operands */
+    t[0].bytes = tdg_buf_bytes(&tdg_op_X[0]);
+    t[0].address = (size_t)tdg_op_X[0].row[0];
+    t[0].copies = tdg_nsets;
+    t[1].bytes = tdg_buf_bytes(&tdg_op_Y[0]);
+    t[1].address = (size_t)tdg_op_Y[0].row[0];
+    t[1].copies = tdg_nsets;
+}
+
+/* Overflow and denormal check on whatever the routine wrote during timing
+ * (denormals the fill itself holds do not count); the report's warnings
+ * about them are the runtime's (tdg_result_warnings). */
+static void tdg_check_timed_outputs(struct tdg_result *r)
+{
+    int k;
+    (void)k; /* unused when the routine writes no operand */
+    r->outputs_finite = 1;
+    r->outputs_denormal = 0;
+    for (k = 0; k < tdg_nsets; k++)
+        if (tdg_op_Y[k].row != NULL) {
+            if (!tdg_finite_Y(&tdg_op_Y[k]))
+                r->outputs_finite = 0;
+            if (tdg_saved_Y.row != NULL) {
+                long grown = tdg_subnormals_Y(&tdg_op_Y[k]) - tdg_subnormals_Y(&tdg_saved_Y);
+                if (grown > 0)
+                    r->outputs_denormal += grown;
+            }
+        }
+    if (!isfinite(tdg_ret_acc))
+        r->outputs_finite = 0;
+}
+
+static const char *tdg_guard_description(const struct tdg_options *o, long long reps)
+{
+    if (!o->guard)
+        return "off";
+    if (reps == 1)
+        return "restore outputs before each sample";
+    return "restore the outputs of the working sets each sample uses before it; outputs checked for overflow and denormals";
+}
+
+static void tdg_free_all(struct tdg_flusher *flusher, struct tdg_sampler *sampler)
+{
+    tdg_flusher_free(flusher);
+    tdg_free_sets();
+    tdg_buf_free(&tdg_saved_Y);
+    tdg_sampler_free(sampler);
+}
+
+/* ------------------------------------------------------------ main */
 
 int main(int argc, char **argv)
 {
-    struct tdg_options o;
+    struct tdg_options defaults, o;
     struct tdg_timer timer;
     struct tdg_flusher flusher;
-    struct tdg_stats st;
-    char warnings[TDG_MAX_WARN], note[512], err[512], verify_msg[1024], min_interval_why[160];
-    const char *mode, *verify_status = "skipped", *guard_desc = "off";
     struct tdg_sampler sampler;
-    double *samples, raw, reported, flops;
-    int k, n, pinned = 0, finite = 1, verify_bad = 0;
-    long long reps = 1;
-    long denormals = 0;
-    struct tdg_scalars *Sp = tdg_args;
+    struct tdg_result r;
+    char note[512], err[512];
+    long long reps;
 
     tdg_remember_usable_cpus();
-    if (tdg_parse_options(argc, argv, &o))
+    tdg_spec_defaults(&defaults);
+    if (tdg_parse_options(argc, argv, &defaults, &o))
         return 2;
-    tdg_trace_phases = getenv("TDG_TRACE_PHASES") != NULL;
-    signal(SIGSEGV, tdg_on_fatal_signal);
-    signal(SIGFPE, tdg_on_fatal_signal);
-    signal(SIGBUS, tdg_on_fatal_signal);
-    signal(SIGILL, tdg_on_fatal_signal);
-    signal(SIGABRT, tdg_on_fatal_signal);
-    tdg_scalars_init(Sp);
+    tdg_report_crashes();
+    tdg_scalars_init(tdg_args);
     if (o.describe) {
         tdg_describe();
         return 0;
     }
-    warnings[0] = verify_msg[0] = min_interval_why[0] = '\0';
+    tdg_result_init(&r, 2, "daxpy", &o, &timer, &flusher, &sampler);
     tdg_guard = o.guard;
 
-    if (o.pin >= 0) {
-        if (tdg_pin_to_cpu(o.pin, err, sizeof err)) {
-            fprintf(stderr, "driver: %s\n", err);
-            return 2;
-        }
-        pinned = 1;
+    if (o.pin >= 0 && tdg_pin_to_cpu(o.pin, err, sizeof err)) {
+        fprintf(stderr, "driver: %s\n", err);
+        return 2;
     }
-    tdg_environment_warnings(warnings, sizeof warnings, pinned);
+    tdg_environment_warnings(&r.warnings, o.pin >= 0);
 
     tdg_phase("timer setup");
     tdg_timer_setup(&timer, o.timer, note, sizeof note);
-    if (note[0]) {
-        strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
-        strcat(warnings, "\n");
-    }
-    /* The timer's own cost, measured the way every sample is taken: the same
-     * function and loop set-up, only with no call inside. */
-    for (k = 0; k < 2000; k++) {
-        double empty = tdg_time_block(&timer, tdg_no_calls);
-        if (k == 0 || empty < timer.overhead_ns)
-            timer.overhead_ns = empty;
-    }
-    /* The shortest interval worth timing comes from the timer actually used.
-     * The machine default is the cycle timer's; wall and CPU time advance in
-     * their own (for CPU time far coarser) steps. 1000 steps keep the
-     * reading error under 0.1% (ATLAS's rule), never below 10 us. */
-    if (!o.min_interval_given && timer.method != TDG_TIMER_CYCLE) {
-        double own = 1000.0 * timer.resolution_ns;
-        o.min_interval_ns = own > 10000.0 ? (long long)ceil(own) : 10000;
-        snprintf(min_interval_why, sizeof min_interval_why,
-                 "1000 x the %s timer's measured step (%.0f ns), at least 10 us", timer.method == TDG_TIMER_CPU ? "cpu" : "wall",
-                 timer.resolution_ns);
-    }
+    if (note[0])
+        tdg_warnings_add(&r.warnings, "%s", note);
+    tdg_measure_timer_overhead(&timer, tdg_time_block);
+    tdg_min_interval_for_timer(&o, &timer, r.min_interval_why, sizeof r.min_interval_why);
 
     tdg_phase("allocating and filling operands");
     if (tdg_alloc_sets(1, o.touch, err, sizeof err)) {
@@ -858,243 +794,41 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* Repetitions: one call per sample when a call is long enough to time,
-     * otherwise R calls per sample, doubling R until the interval is. The
-     * test is made on calls with the operands as the warm-up call left
-     * them: a flushed call is never shorter, so a warm call over the
-     * interval settles it, and a warm call is cheap to time many times, so
-     * the choice rests on the least of at least five calls over at least a
-     * millisecond, not on whichever speed the machine offered one flushed
-     * call (seen: the mode flipping between processes of one driver). */
     tdg_phase("choosing the repetition count (timed calls of daxpy)");
-    raw = 0.0;
-    if (o.reps == 0) /* far (10x) over the interval, one call settles it */
-        raw = tdg_least_block(&timer, 1, o.guard, 10.0 * (double)o.min_interval_ns + timer.overhead_ns) - timer.overhead_ns;
-    if (o.reps > 0)
-        reps = o.reps;
-    else if (raw >= (double)o.min_interval_ns)
-        reps = 1;
-    else
-        reps = 2;
-
-    if (reps > 1) {
-        /* Self-flushing: enough working sets that, by the time one is used
-         * again, the others have pushed it out of the flushed cache. */
-        size_t set_bytes = tdg_flushed_set_bytes();
-        double area = (double)o.flush_kib * 1024.0 * (o.flush_all_cpus ? flusher.ncpus : 1);
-        long long nsets = 1;
-        if (o.flush != TDG_FLUSH_NONE && set_bytes > 0 && area > 0.0) {
-            nsets = (long long)ceil(area / (double)set_bytes) + 1;
-            if (nsets < 2)
-                nsets = 2;
-            if ((double)nsets * (double)set_bytes > (double)o.max_flush_mib * 1048576.0) {
-                nsets = (long long)((double)o.max_flush_mib * 1048576.0 / (double)set_bytes);
-                if (nsets < 2)
-                    nsets = 2;
-                snprintf(note, sizeof note, "working sets capped at %lld (--max-flush-mib=%lld): the flush may be partial",
-                         nsets, o.max_flush_mib);
-                strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
-                strcat(warnings, "\n");
-            }
-        }
-        if (nsets > 1) {
-            tdg_phase("allocating self-flushing working sets");
-            if (tdg_alloc_sets((int)nsets, o.touch, err, sizeof err)) {
-                fprintf(stderr, "driver: %s\n", err);
-                return 2;
-            }
-        }
-        /* Start at the last set, the least recently initialised one. */
-        tdg_cursor = tdg_nsets - 1;
-        if (o.reps == 0) {
-            tdg_phase("doubling the repetition count");
-            for (;;) {
-                raw = tdg_least_block(&timer, reps, 0, HUGE_VAL);
-                if (raw - timer.overhead_ns >= (double)o.min_interval_ns || reps >= (1LL << 40))
-                    break;
-                reps *= 2;
-            }
-        }
+    reps = tdg_choose_reps(&o, &timer, &flusher, &r.warnings, err, sizeof err);
+    if (reps < 1) {
+        fprintf(stderr, "driver: %s\n", err);
+        return 2;
     }
-    mode = reps == 1 ? "single-call" : tdg_nsets > 1 ? "self-flushing" : "repeated";
-    if (o.guard)
-        guard_desc = reps == 1 ? "restore outputs before each sample" :
-                     "restore the outputs of the working sets each sample uses before it; outputs checked for overflow and denormals";
-
-    /* Sampling: the rule (fixed count, or adaptive until the halves of the
-     * run agree, under a time budget) is the runtime's tdg_sampler. */
-    if (tdg_sampler_init(&sampler, o.samples, o.samples_fixed, o.median, (double)o.min_time_ms, (double)o.max_time_ms,
-                         o.stable_pct)) {
+    if (tdg_take_samples(&sampler, &o, &timer, &flusher, reps)) {
         fprintf(stderr, "driver: out of memory\n");
         return 2;
     }
-    do {
-        char label[128];
-        snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", sampler.n + 1, reps);
-        tdg_phase(label);
-        if (reps == 1) {
-            if (o.guard)
-                tdg_restore_outputs();
-            tdg_prepare_single_call(&flusher, &timer, o.hot_code);
-        } else if (o.guard)
-            tdg_restore_block_outputs(reps);
-        raw = tdg_time_block_counting_faults(&timer, reps) - timer.overhead_ns;
-    } while (!tdg_sampler_add(&sampler, (raw > 0.0 ? raw : 0.0) / (double)reps, tdg_current_cpu()));
-    samples = sampler.ns;
-    n = sampler.n;
-    tdg_stats_compute(samples, n, &st);
-    reported = o.median ? st.median : st.min;
 
-    /* Overflow and denormal check on whatever the routine wrote during
-     * timing (denormals the fill itself holds do not count). */
-    for (k = 0; k < tdg_nsets; k++)
-        if (tdg_op_Y[k].row != NULL) {
-            if (!tdg_finite_Y(&tdg_op_Y[k]))
-                finite = 0;
-            if (tdg_saved_Y.row != NULL) {
-                long grown = tdg_subnormals_Y(&tdg_op_Y[k]) - tdg_subnormals_Y(&tdg_saved_Y);
-                if (grown > 0)
-                    denormals += grown;
-            }
-        }
-    if (denormals > 0) {
-        snprintf(note, sizeof note, "%ld output value(s) drifted into denormals during timing: the figure includes slow denormal arithmetic%s",
-                 denormals, o.guard ? "; the calls of one sample already drift, lower --min-interval-ns or --reps" : "; keep the overflow guard on");
-        strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
-        strcat(warnings, "\n");
-    }
-    if (!isfinite(tdg_ret_acc))
-        finite = 0;
-    if (!finite) {
-        strncat(warnings, "outputs became non-finite during timing (overflow): timings may include slow-path arithmetic; keep the overflow guard on or change the fill\n",
-                sizeof warnings - strlen(warnings) - 1);
-    }
-    if (tdg_timed_faults > 0) {
-        snprintf(note, sizeof note, "%ld page fault(s) inside the timed phase (lazily zeroed or first-touched pages): times include them%s",
-                 tdg_timed_faults, o.touch ? "" : "; drop --no-touch");
-        strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
-        strcat(warnings, "\n");
-    }
-    if (reps == 1 && timer.resolution_ns > 0.0 && reported < 100.0 * timer.resolution_ns && reported > 0.0) {
-        snprintf(note, sizeof note, "the reported time is within 100 timer steps (%.1f ns each); raise --min-interval-ns", timer.resolution_ns);
-        strncat(warnings, note, sizeof warnings - strlen(warnings) - 2);
-        strcat(warnings, "\n");
-    }
+    r.reps = reps;
+    r.working_sets = tdg_nsets;
+    r.overflow_guard = tdg_guard_description(&o, reps);
+    r.page_faults = tdg_timed_faults;
+    tdg_result_summarise(&r);
+    tdg_check_timed_outputs(&r);
+    tdg_result_warnings(&r);
 
     if (o.verify) {
         tdg_phase("verifying daxpy against the reference");
-        verify_bad = tdg_verify(o.tol, verify_msg, sizeof verify_msg);
-        verify_status = verify_bad ? "failed" : "passed";
+        r.verification = tdg_verify(o.tol, r.verification_detail, sizeof r.verification_detail) ? "failed" : "passed";
     }
-    flops = tdg_flops_per_call(Sp);
+    r.flops_per_call = tdg_flops_per_call(tdg_args);
+    tdg_operand_table_fill();
+    r.operands = tdg_operand_table;
+    r.sink = tdg_sink + tdg_ret_acc;
+    if (o.json)
+        tdg_report_json(stdout, &r);
+    else
+        tdg_report_text(stdout, &r);
 
-    if (o.json) {
-        printf("{\"tdg_driver\":2,\"routine\":\"daxpy\",\"timer\":\"%s\",\"timer_requested\":\"%s\",", tdg_timer_name(timer.method), tdg_timer_name(o.timer));
-        printf("\"tsc_hz\":");
-        tdg_json_double(stdout, timer.tsc_hz);
-        printf(",\"tsc_hz_source\":\"%s\",\"timer_overhead_ns\":", timer.tsc_hz_source);
-        tdg_json_double(stdout, timer.overhead_ns);
-        printf(",\"timer_resolution_ns\":");
-        tdg_json_double(stdout, timer.resolution_ns);
-        printf(",\"mode\":\"%s\",\"reps\":%lld,\"working_sets\":%d,\"flush\":\"%s\",\"flush_kib\":%lld,\"flush_all_cpus\":%s,",
-               mode, reps, tdg_nsets, tdg_flush_name(o.flush), o.flush_kib, o.flush_all_cpus ? "true" : "false");
-        printf("\"flush_cpus\":[");
-        {
-            int c, first = 1;
-            for (c = 0; c < 1024; c++)
-                if (flusher.cpu_seen[c]) {
-                    printf("%s%d", first ? "" : ",", c);
-                    first = 0;
-                }
-        }
-        printf("],\"min_interval_ns\":%lld,\"min_interval_why\":", o.min_interval_ns);
-        tdg_json_string(stdout, min_interval_why);
-        printf(",\"code\":\"%s\",\"selection\":\"%s\",\"samples_ns\":[", o.hot_code ? "hot" : "cold", o.median ? "median" : "min");
-        for (k = 0; k < n; k++) {
-            if (k)
-                printf(",");
-            tdg_json_double(stdout, samples[k]);
-        }
-        printf("],\"sample_cpus\":[");
-        for (k = 0; k < n; k++)
-            printf("%s%d", k ? "," : "", sampler.cpu[k]);
-        printf("],\"stats\":{\"min\":");
-        tdg_json_double(stdout, st.min);
-        printf(",\"median\":");
-        tdg_json_double(stdout, st.median);
-        printf(",\"mean\":");
-        tdg_json_double(stdout, st.mean);
-        printf(",\"max\":");
-        tdg_json_double(stdout, st.max);
-        printf(",\"stddev\":");
-        tdg_json_double(stdout, st.stddev);
-        printf("},\"reported_ns\":");
-        tdg_json_double(stdout, reported);
-        printf(",\"uncertainty_pct\":");
-        tdg_json_double(stdout, sampler.spread >= 0.0 ? sampler.spread * 100.0 : NAN);
-        printf(",\"stable\":%s,\"unstable_reason\":", sampler.stable ? "true" : "false");
-        tdg_json_string(stdout, sampler.why);
-        printf(",\"sampling\":{\"adaptive\":%s,\"min_samples\":%d,\"min_time_ms\":%lld,\"max_time_ms\":%lld,\"stable_pct\":",
-               o.samples_fixed ? "false" : "true", o.samples, o.min_time_ms, o.max_time_ms);
-        tdg_json_double(stdout, o.stable_pct);
-        printf(",\"elapsed_ms\":");
-        tdg_json_double(stdout, sampler.elapsed_ms);
-        printf("}");
-        printf(",\"flops_per_call\":");
-        tdg_json_double(stdout, flops);
-        printf(",\"page_faults_during_timing\":%ld,\"pinned_cpu\":%d,\"touch_pages\":%s,\"dummy_call\":%s,\"overflow_guard\":",
-               tdg_timed_faults, o.pin, o.touch ? "true" : "false", o.dummy ? "true" : "false");
-        tdg_json_string(stdout, guard_desc);
-        printf(",\"outputs_finite\":%s,\"outputs_denormal\":%ld,\"operands\":[", finite ? "true" : "false", denormals);
-        printf("%s{\"name\":\"X\",\"bytes\":%zu,\"address\":%zu,\"align\":64,\"misalign\":0,\"cache\":\"flushed\",\"copies\":%d}",
-               "", tdg_buf_bytes(&tdg_op_X[0]), (size_t)tdg_op_X[0].row[0],
-               tdg_nsets);
-        printf("%s{\"name\":\"Y\",\"bytes\":%zu,\"address\":%zu,\"align\":64,\"misalign\":0,\"cache\":\"flushed\",\"copies\":%d}",
-               ",", tdg_buf_bytes(&tdg_op_Y[0]), (size_t)tdg_op_Y[0].row[0],
-               tdg_nsets);
-        printf("],\"verification\":{\"status\":\"%s\",\"detail\":", verify_status);
-        tdg_json_string(stdout, verify_msg);
-        printf("},\"warnings\":[");
-        {
-            char *line = warnings, *nl;
-            int first = 1;
-            while (*line && (nl = strchr(line, '\n')) != NULL) {
-                *nl = '\0';
-                if (!first)
-                    printf(",");
-                tdg_json_string(stdout, line);
-                first = 0;
-                line = nl + 1;
-            }
-        }
-        printf("],\"sink\":");
-        tdg_json_double(stdout, tdg_sink + tdg_ret_acc);
-        printf("}\n");
-    } else {
-        printf("daxpy: %s timer, %s, R=%lld call(s)/sample, %d working set(s), flush %s %lld KiB\n",
-               tdg_timer_name(timer.method), mode, reps, tdg_nsets, tdg_flush_name(o.flush), o.flush_kib);
-        printf("  per call: min %.1f ns  median %.1f ns  mean %.1f ns  max %.1f ns  stddev %.1f ns\n",
-               st.min, st.median, st.mean, st.max, st.stddev);
-        printf("  reported (%s): %.1f ns", o.median ? "median" : "min", reported);
-        if (sampler.spread >= 0.0)
-            printf(" +- %.2f%% (%d samples over %.0f ms)", sampler.spread * 100.0, n, sampler.elapsed_ms);
-        if (flops > 0.0 && reported > 0.0)
-            printf("  = %.1f MFLOPS (average %.1f)", flops / reported * 1e3, st.mean > 0 ? flops / st.mean * 1e3 : 0.0);
-        printf("\n  timer overhead %.1f ns (subtracted), verification %s%s%s\n", timer.overhead_ns, verify_status,
-               verify_msg[0] ? ": " : "", verify_msg);
-        if (!sampler.stable)
-            printf("  UNSTABLE: %s\n", sampler.why);
-        if (warnings[0])
-            printf("  warnings:\n%s", warnings);
-        printf("  (sink %g)\n", tdg_sink + tdg_ret_acc);
-    }
-
-    tdg_flusher_free(&flusher);
-    tdg_free_sets();
-    tdg_buf_free(&tdg_saved_Y);
-    tdg_sampler_free(&sampler);
-    if (verify_bad) {
-        fprintf(stderr, "driver: verification FAILED: %s\n", verify_msg);
+    tdg_free_all(&flusher, &sampler);
+    if (strcmp(r.verification, "failed") == 0) {
+        fprintf(stderr, "driver: verification FAILED: %s\n", r.verification_detail);
         return 3;
     }
     return 0;
