@@ -6,7 +6,9 @@
 
 use crate::format::ValueKind;
 use crate::runtime;
-use spec_lang::ast::{BaseType, CType, Expr, Lang, Param, Spec, UnaryOp};
+use spec_lang::ast::{
+    member_path_text, BaseType, CType, Expr, Lang, MemberStep, Output, Param, Span, Spec, UnaryOp,
+};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -26,6 +28,16 @@ pub enum InterposeError {
         routine: String,
         output: String,
         reason: String,
+    },
+    /// The C compiler refused what a `returns(...)` item reads (no such
+    /// member, a member that is not an integer in a count): `span` is the
+    /// item in the spec, `compiler` the compiler's own error line.
+    #[error("routine `{routine}`: returns item `{item}` does not compile against the spec's include=: {compiler}")]
+    OutputDoesNotCompile {
+        routine: String,
+        item: String,
+        span: Span,
+        compiler: String,
     },
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
@@ -378,6 +390,11 @@ fn count_in_c(spec: &Spec, count: &Expr) -> Result<String, String> {
             count_in_c(spec, lhs)?,
             count_in_c(spec, rhs)?
         ),
+        // `| 0LL` makes the compiler refuse a member that is not an integer
+        // (a cast alone would convert a pointer or a double silently).
+        Expr::Member { root, path, .. } => {
+            format!("(long long)({} | 0LL)", member_path_text(&root.name, path))
+        }
         _ => {
             return Err(
                 "has a count that is not an integer expression of the call's arguments".into(),
@@ -397,6 +414,37 @@ struct OutputDecls {
     return_value: bool,
 }
 
+/// The pointers a member path dereferences, in order: for `s->cfg.p->n`,
+/// `s` and `s->cfg.p`. Each must be non-NULL before the path is read.
+fn dereferenced(root: &str, path: &[MemberStep]) -> Vec<String> {
+    (0..path.len())
+        .filter(|&i| path[i].arrow)
+        .map(|i| member_path_text(root, &path[..i]))
+        .collect()
+}
+
+/// Everything `out` dereferences (its path and its count's member paths),
+/// each once, in order.
+fn guards(out: &Output, count: Option<&Expr>) -> Vec<String> {
+    let mut all = dereferenced(&out.name, &out.path);
+    if let Some(count) = count {
+        count.walk(&mut |e| {
+            if let Expr::Member { root, path, .. } = e {
+                all.extend(dereferenced(&root.name, path));
+            }
+        });
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    all.retain(|g| seen.insert(g.clone()));
+    all
+}
+
+/// The comment that opens an output's statements in the shim: what the
+/// compiler says about the lines after it is about that `returns` item.
+fn item_marker(index: usize, out: &Output) -> String {
+    format!("/* returns item {}: {} */", index + 1, out.text())
+}
+
 fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls, InterposeError> {
     let routine = &spec.routine.name.name;
     let mut decls = OutputDecls {
@@ -405,7 +453,46 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         return_value: false,
     };
     let mut uses_op = false;
-    for out in &spec.returns {
+    for (index, out) in spec.returns.iter().enumerate() {
+        if !out.path.is_empty() {
+            let count = out.count.as_ref();
+            let fail = |reason: String| InterposeError::OutputCount {
+                routine: routine.clone(),
+                output: out.text(),
+                reason,
+            };
+            let count_c = match count {
+                Some(c) => count_in_c(spec, c).map_err(fail)?,
+                None => "1LL".to_string(),
+            };
+            uses_op |= count_c.contains("tdg_count_op_");
+            let member = out.text();
+            // With a count the member points to (or is an array of) the
+            // elements; without, the member itself is the one element.
+            let (data, elem) = match count {
+                Some(_) => (member.clone(), format!("*{member}")),
+                None => (format!("&{member}"), member.clone()),
+            };
+            let size = format!("sizeof {elem}, TDG_OUTPUT_KIND({elem})");
+            let guard = guards(out, count)
+                .iter()
+                .map(|g| format!("{g} != NULL"))
+                .collect::<Vec<_>>()
+                .join(" && ");
+            let _ = writeln!(
+                decls.body,
+                "    {}
+    if ({guard}) {{
+        tdg_bad_ = 0;
+        tdg_count_ = {count_c};
+        tdg_output_({data}, tdg_count_, tdg_bad_, {size});
+    }} else {{
+        tdg_output_(NULL, 0, 1, {size});
+    }}",
+                item_marker(index, out)
+            );
+            continue;
+        }
         if out.name == *routine && !sig.is_void {
             decls.return_value = true;
             let _ = writeln!(
@@ -426,6 +513,11 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         let count = spec
             .output_count(out)
             .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
+        let guard = guards(out, Some(&count))
+            .iter()
+            .map(|g| format!("{g} != NULL"))
+            .collect::<Vec<_>>()
+            .join(" && ");
         let count = count_in_c(spec, &count).map_err(fail)?;
         uses_op |= count.contains("tdg_count_op_");
         let data = &out.name;
@@ -438,10 +530,18 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
                 format!("TDG_OUTPUT_KIND(*{data})"),
             )
         };
-        let _ = writeln!(
-            decls.body,
-            "    tdg_bad_ = 0;\n    tdg_count_ = {count};\n    tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});"
-        );
+        let _ = writeln!(decls.body, "    {}", item_marker(index, out));
+        if guard.is_empty() {
+            let _ = writeln!(
+                decls.body,
+                "    tdg_bad_ = 0;\n    tdg_count_ = {count};\n    tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});"
+            );
+        } else {
+            let _ = writeln!(
+                decls.body,
+                "    if ({guard}) {{\n        tdg_bad_ = 0;\n        tdg_count_ = {count};\n        tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});\n    }} else {{\n        tdg_output_(NULL, 0, 1, {size}, {kind});\n    }}"
+            );
+        }
     }
     if decls.body.is_empty() {
         return Ok(decls);
@@ -574,12 +674,17 @@ pub fn build_region_shim(
     let sym = symbol_name(spec);
     runtime::write_sources(dir)?;
     let source = dir.join(format!("tdg_region_{sym}.c"));
-    std::fs::write(&source, generate_region_shim(spec)?)?;
+    let text = generate_region_shim(spec)?;
+    std::fs::write(&source, &text)?;
     let shim = dir.join(format!("tdg_region_{sym}.so"));
     let mut incs = vec![dir.to_path_buf(), host_include.to_path_buf()];
     incs.extend(include_dirs.iter().cloned());
-    cc.compile(&CompileJob {
-        sources: vec![source, dir.join("tdg_resolve.c"), host_source.to_path_buf()],
+    let built = cc.compile(&CompileJob {
+        sources: vec![
+            source.clone(),
+            dir.join("tdg_resolve.c"),
+            host_source.to_path_buf(),
+        ],
         output: shim.clone(),
         cflags: {
             let mut f = runtime::cflags();
@@ -589,8 +694,67 @@ pub fn build_region_shim(
         include_dirs: incs,
         link_args: vec!["-ldl".into()],
         ..Default::default()
-    })?;
-    Ok(shim)
+    });
+    match built {
+        Ok(()) => Ok(shim),
+        Err(ToolchainError::BuildFailed { command, stderr }) => {
+            match failing_output(spec, &source, &text, &stderr) {
+                Some((out, compiler)) => Err(InterposeError::OutputDoesNotCompile {
+                    routine: spec.routine.name.name.clone(),
+                    item: out.text(),
+                    span: out_span(out),
+                    compiler,
+                }),
+                None => Err(ToolchainError::BuildFailed { command, stderr }.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where `out` is written in the spec: its name, path and count.
+fn out_span(out: &Output) -> Span {
+    let end = out.path.last().map_or(out.span.end, |m| m.span.end);
+    Span::new(
+        out.span.start,
+        out.count.as_ref().map_or(end, |c| c.span().end),
+    )
+}
+
+/// The first compiler error in the lines of a `returns` item (after its
+/// [`item_marker`], before the region begins), with the item: a member the
+/// struct does not have is the spec's mistake, and is reported as such.
+fn failing_output<'s>(
+    spec: &'s Spec,
+    source: &Path,
+    text: &str,
+    stderr: &str,
+) -> Option<(&'s Output, String)> {
+    let mut item_of_line = Vec::new();
+    let mut current = None;
+    for line in text.lines() {
+        if line.contains("tdg_region_begin(") {
+            current = None;
+        }
+        let marked = spec
+            .returns
+            .iter()
+            .enumerate()
+            .find(|(i, o)| line.trim() == item_marker(*i, o));
+        if let Some((i, _)) = marked {
+            current = Some(i);
+        }
+        item_of_line.push(current);
+    }
+    let file = source.file_name()?.to_str()?;
+    stderr.lines().find_map(|l| {
+        // `DIR/tdg_region_X.c:LINE:COL: error: MESSAGE`
+        let (_, rest) = l.split_once(&format!("{file}:"))?;
+        let (line, rest) = rest.split_once(':')?;
+        let (_, message) = rest.split_once("error: ")?;
+        let item = (*item_of_line.get(line.parse::<usize>().ok()?.checked_sub(1)?)?)?;
+        Some((&spec.returns[item], message.trim().to_string()))
+    })
 }
 
 /// Include directories for a spec's `include=` clauses: the ones given

@@ -274,9 +274,37 @@ impl ShimArgs {
             &instrument::interpose::include_dirs_for(spec_path, &self.include),
             &host.source,
             &host.dir,
-        )?;
+        )
+        .map_err(|e| at_spec_item(e, spec_path))?;
         Ok((Some(spec.routine.name.name.clone()), Some(shim)))
     }
+}
+
+/// A `returns(...)` item the C compiler refused, shown at the item in the
+/// spec like any other spec error; other errors pass through.
+fn at_spec_item(
+    e: instrument::interpose::InterposeError,
+    spec_path: &std::path::Path,
+) -> anyhow::Error {
+    use instrument::interpose::InterposeError;
+    let InterposeError::OutputDoesNotCompile {
+        item,
+        span,
+        compiler,
+        ..
+    } = &e
+    else {
+        return e.into();
+    };
+    let Ok(src) = std::fs::read_to_string(spec_path) else {
+        return e.into();
+    };
+    let d = spec_lang::diag::Diagnostic::new(
+        format!("returns item `{item}` does not compile against the spec's include=: {compiler}"),
+        *span,
+    )
+    .with_hint("check the member names against the struct's header (and -I DIR for the header's directory)");
+    spec_lang::Diagnostics::single(&spec_path.display().to_string(), &src, d).into()
 }
 
 #[derive(clap::Args)]
