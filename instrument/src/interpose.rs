@@ -442,7 +442,12 @@ fn guards(out: &Output, count: Option<&Expr>) -> Vec<String> {
 /// The comment that opens an output's statements in the shim: what the
 /// compiler says about the lines after it is about that `returns` item.
 fn item_marker(index: usize, out: &Output) -> String {
-    format!("/* returns item {}: {} */", index + 1, out.text())
+    let count = out
+        .count
+        .as_ref()
+        .map(|c| format!("[{}]", spec_lang::format::expr(c)))
+        .unwrap_or_default();
+    format!("/* returns item {}: {}{count} */", index + 1, out.text())
 }
 
 fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls, InterposeError> {
@@ -591,7 +596,9 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
     }
     decls.body = format!(
         "    /* The outputs `returns(...)` names: a restored copy hands them to tdg,\n     \
-         * which compares the candidate's with the original's. */\n{}",
+         * which compares the candidate's with the original's. Read from the\n     \
+         * call's arguments before the call; behind a NULL pointer or with a\n     \
+         * count that cannot be computed, an output declares nothing. */\n{}",
         decls.body
     );
     Ok(decls)

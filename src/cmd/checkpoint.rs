@@ -303,7 +303,7 @@ fn at_spec_item(
         format!("returns item `{item}` does not compile against the spec's include=: {compiler}"),
         *span,
     )
-    .with_hint("check the member names against the struct's header (and -I DIR for the header's directory)");
+    .with_hint("a count reads integer members only; check the member names against the struct's header (and -I DIR for the header's directory)");
     spec_lang::Diagnostics::single(&spec_path.display().to_string(), &src, d).into()
 }
 
