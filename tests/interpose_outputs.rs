@@ -526,5 +526,33 @@ fn member_paths_declare_what_each_call_writes_and_nothing_behind_null() {
         !err.contains("panicked") && !err.contains("compilation failed"),
         "{err}"
     );
+    // The header not where -I says: the include named, and the way out.
+    let out = tdg(
+        &[
+            "checkpoint",
+            "capture",
+            "--spec",
+            "walk.spec",
+            "-I",
+            "elsewhere",
+            "--call",
+            "1",
+            "-o",
+            "img",
+            "--",
+            "/bin/sh",
+            "-c",
+            "touch ran",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.lines().next().unwrap_or("").contains(
+            "walk.spec:1:1: error: the spec's include `#include \"walk.h\"` does not compile: walk.h: No such file"
+        ) && err.contains("-I DIR"),
+        "{err}"
+    );
     assert!(!d.join("ran").exists());
 }

@@ -29,15 +29,19 @@ pub enum InterposeError {
         output: String,
         reason: String,
     },
-    /// The C compiler refused what a `returns(...)` item reads (no such
-    /// member, a member that is not an integer in a count): `span` is the
-    /// item in the spec, `compiler` the compiler's own error line.
-    #[error("routine `{routine}`: returns item `{item}` does not compile against the spec's include=: {compiler}")]
-    OutputDoesNotCompile {
+    /// The C compiler refused a spec item the shim is made of: what a
+    /// `returns(...)` entry reads (no such member, a member that is not an
+    /// integer in a count) or an `include=` (a header not found). `item`
+    /// names it as the user wrote it, `span` locates it in the spec,
+    /// `compiler` is the compiler's own error line.
+    #[error("routine `{routine}`: {item}: {compiler}")]
+    SpecItemDoesNotCompile {
         routine: String,
         item: String,
         span: Span,
         compiler: String,
+        /// The way out, for the located report.
+        hint: &'static str,
     },
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
@@ -705,12 +709,13 @@ pub fn build_region_shim(
     match built {
         Ok(()) => Ok(shim),
         Err(ToolchainError::BuildFailed { command, stderr }) => {
-            match failing_output(spec, &source, &text, &stderr) {
-                Some((out, compiler)) => Err(InterposeError::OutputDoesNotCompile {
+            match failing_item(spec, &source, &text, &stderr) {
+                Some((item, span, compiler, hint)) => Err(InterposeError::SpecItemDoesNotCompile {
                     routine: spec.routine.name.name.clone(),
-                    item: out.text(),
-                    span: out_span(out),
+                    item,
+                    span,
                     compiler,
+                    hint,
                 }),
                 None => Err(ToolchainError::BuildFailed { command, stderr }.into()),
             }
@@ -728,39 +733,58 @@ fn out_span(out: &Output) -> Span {
     )
 }
 
-/// The first compiler error in the lines of a `returns` item (after its
-/// [`item_marker`], before the region begins), with the item: a member the
-/// struct does not have is the spec's mistake, and is reported as such.
-fn failing_output<'s>(
-    spec: &'s Spec,
+/// The first compiler error in the lines of a spec item: an `include=`
+/// line, or a `returns` item's statements (after its [`item_marker`], up to
+/// the next item or the region's start). A member the struct does not have
+/// or a header not found is the spec's mistake, and is reported as such:
+/// the item as written, where it is, and what the compiler said.
+fn failing_item(
+    spec: &Spec,
     source: &Path,
     text: &str,
     stderr: &str,
-) -> Option<(&'s Output, String)> {
-    let mut item_of_line = Vec::new();
+) -> Option<(String, Span, String, &'static str)> {
+    let mut item_of_line: Vec<Option<(String, Span, &'static str)>> = Vec::new();
     let mut current = None;
     for line in text.lines() {
         if line.contains("tdg_region_begin(") {
             current = None;
         }
-        let marked = spec
+        let output = spec
             .returns
             .iter()
             .enumerate()
             .find(|(i, o)| line.trim() == item_marker(*i, o));
-        if let Some((i, _)) = marked {
-            current = Some(i);
+        if let Some((_, out)) = output {
+            current = Some((
+                format!("returns item `{}` does not compile against the spec's include=", out.text()),
+                out_span(out),
+                "check the member names against the struct's header; a count reads integer members only",
+            ));
         }
-        item_of_line.push(current);
+        let include = spec
+            .includes
+            .iter()
+            .find(|inc| inc.text.lines().any(|l| l == line));
+        item_of_line.push(match include {
+            Some(inc) => Some((
+                format!("the spec's include `{}` does not compile", inc.text),
+                inc.span,
+                "give the header's directory with -I DIR (default: the spec's directory)",
+            )),
+            None => current.clone(),
+        });
     }
     let file = source.file_name()?.to_str()?;
     stderr.lines().find_map(|l| {
-        // `DIR/tdg_region_X.c:LINE:COL: error: MESSAGE`
+        // `DIR/tdg_region_X.c:LINE:COL: error: MESSAGE` (or `fatal error:`)
         let (_, rest) = l.split_once(&format!("{file}:"))?;
         let (line, rest) = rest.split_once(':')?;
         let (_, message) = rest.split_once("error: ")?;
-        let item = (*item_of_line.get(line.parse::<usize>().ok()?.checked_sub(1)?)?)?;
-        Some((&spec.returns[item], message.trim().to_string()))
+        let (item, span, hint) = item_of_line
+            .get(line.parse::<usize>().ok()?.checked_sub(1)?)?
+            .clone()?;
+        Some((item, span, message.trim().to_string(), hint))
     })
 }
 

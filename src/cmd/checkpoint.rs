@@ -280,17 +280,19 @@ impl ShimArgs {
     }
 }
 
-/// A `returns(...)` item the C compiler refused, shown at the item in the
-/// spec like any other spec error; other errors pass through.
+/// A spec item the C compiler refused (a member the struct does not have,
+/// a header not found), shown at the item in the spec like any other spec
+/// error; other errors pass through.
 fn at_spec_item(
     e: instrument::interpose::InterposeError,
     spec_path: &std::path::Path,
 ) -> anyhow::Error {
     use instrument::interpose::InterposeError;
-    let InterposeError::OutputDoesNotCompile {
+    let InterposeError::SpecItemDoesNotCompile {
         item,
         span,
         compiler,
+        hint,
         ..
     } = &e
     else {
@@ -299,11 +301,7 @@ fn at_spec_item(
     let Ok(src) = std::fs::read_to_string(spec_path) else {
         return e.into();
     };
-    let d = spec_lang::diag::Diagnostic::new(
-        format!("returns item `{item}` does not compile against the spec's include=: {compiler}"),
-        *span,
-    )
-    .with_hint("a count reads integer members only; check the member names against the struct's header (and -I DIR for the header's directory)");
+    let d = spec_lang::diag::Diagnostic::new(format!("{item}: {compiler}"), *span).with_hint(*hint);
     spec_lang::Diagnostics::single(&spec_path.display().to_string(), &src, d).into()
 }
 
