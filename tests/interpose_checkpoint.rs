@@ -62,8 +62,21 @@ fn restored_call_ns(image: &Path) -> f64 {
 /// `tdg checkpoint capture --spec BZ2_blockSort.spec --call CALL --delay 1`
 /// of `/bin/bzip2 -9 -c INPUT` in `d`, bzip2's output to `stdout`.
 fn capture_third_call(d: &Path, input: &Path, image: &Path, stdout: Stdio) -> std::process::Output {
+    capture_third_call_of(&[spec().as_str()], d, input, image, stdout)
+}
+
+/// [`capture_third_call`] with `--spec SPEC_ARGS...` (a spec, then its `-I`).
+fn capture_third_call_of(
+    spec_args: &[&str],
+    d: &Path,
+    input: &Path,
+    image: &Path,
+    stdout: Stdio,
+) -> std::process::Output {
     tdg()
-        .args(["checkpoint", "capture", "--spec", &spec(), "--call"])
+        .args(["checkpoint", "capture", "--spec"])
+        .args(spec_args)
+        .arg("--call")
         .arg(CALL.to_string())
         .args(["--delay", "1", "-o"])
         .arg(image)
@@ -320,18 +333,14 @@ fn a_blocksort_candidate_is_verified_on_the_image_through_estates_members() {
     let src = blocksort_source();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("instrument/examples/bzip2/BZ2_blockSort_outputs.spec");
-    let cap = tdg()
-        .args(["checkpoint", "capture", "--spec"])
-        .arg(&spec)
-        .arg("-I")
-        .arg(&src)
-        .args(["--call", "3", "--delay", "1", "-o", "img"])
-        .args(["--", "/bin/bzip2", "-9", "-c"])
-        .arg(&input)
-        .current_dir(d)
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let (spec, include) = (spec.display().to_string(), src.display().to_string());
+    let cap = capture_third_call_of(
+        &[&spec, "-I", &include],
+        d,
+        &input,
+        &d.join("img"),
+        Stdio::null(),
+    );
     let err = String::from_utf8_lossy(&cap.stderr);
     assert!(cap.status.success(), "{err}");
     assert!(
