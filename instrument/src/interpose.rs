@@ -429,7 +429,7 @@ fn dereferenced(root: &str, path: &[MemberStep]) -> Vec<String> {
 
 /// Everything `out` dereferences (its path and its count's member paths),
 /// each once, in order.
-fn guards(out: &Output, count: Option<&Expr>) -> Vec<String> {
+fn dereferenced_by(out: &Output, count: Option<&Expr>) -> Vec<String> {
     let mut all = dereferenced(&out.name, &out.path);
     if let Some(count) = count {
         count.walk(&mut |e| {
@@ -441,6 +441,15 @@ fn guards(out: &Output, count: Option<&Expr>) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     all.retain(|g| seen.insert(g.clone()));
     all
+}
+
+/// `lines`, each indented by `by` spaces.
+fn indent(lines: &str, by: usize) -> String {
+    lines
+        .lines()
+        .map(|l| format!("{:by$}{l}", ""))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The comment that opens an output's statements in the shim: what the
@@ -463,46 +472,7 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
     };
     let mut uses_op = false;
     for (index, out) in spec.returns.iter().enumerate() {
-        if !out.path.is_empty() {
-            let count = out.count.as_ref();
-            let fail = |reason: String| InterposeError::OutputCount {
-                routine: routine.clone(),
-                output: out.text(),
-                reason,
-            };
-            let count_c = match count {
-                Some(c) => count_in_c(spec, c).map_err(fail)?,
-                None => "1LL".to_string(),
-            };
-            uses_op |= count_c.contains("tdg_count_op_");
-            let member = out.text();
-            // With a count the member points to (or is an array of) the
-            // elements; without, the member itself is the one element.
-            let (data, elem) = match count {
-                Some(_) => (member.clone(), format!("*{member}")),
-                None => (format!("&{member}"), member.clone()),
-            };
-            let size = format!("sizeof {elem}, TDG_OUTPUT_KIND({elem})");
-            let guard = guards(out, count)
-                .iter()
-                .map(|g| format!("{g} != NULL"))
-                .collect::<Vec<_>>()
-                .join(" && ");
-            let _ = writeln!(
-                decls.body,
-                "    {}
-    if ({guard}) {{
-        tdg_bad_ = 0;
-        tdg_count_ = {count_c};
-        tdg_output_({data}, tdg_count_, tdg_bad_, {size});
-    }} else {{
-        tdg_output_(NULL, 0, 1, {size});
-    }}",
-                item_marker(index, out)
-            );
-            continue;
-        }
-        if out.name == *routine && !sig.is_void {
+        if out.path.is_empty() && out.name == *routine && !sig.is_void {
             decls.return_value = true;
             let _ = writeln!(
                 decls.body,
@@ -512,43 +482,50 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         }
         let fail = |reason: String| InterposeError::OutputCount {
             routine: routine.clone(),
-            output: out.name.clone(),
+            output: out.text(),
             reason,
         };
-        let p = spec
-            .param(&out.name)
-            .filter(|p| p.ty.pointers == 1)
-            .ok_or_else(|| fail("is not a pointer parameter".into()))?;
-        let count = spec
-            .output_count(out)
-            .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
-        let guard = guards(out, Some(&count))
-            .iter()
-            .map(|g| format!("{g} != NULL"))
-            .collect::<Vec<_>>()
-            .join(" && ");
-        let count = count_in_c(spec, &count).map_err(fail)?;
-        uses_op |= count.contains("tdg_count_op_");
-        let data = &out.name;
-        // `void *` data has no element type: its count is in bytes.
-        let (size, kind) = if p.ty.base == BaseType::Void {
-            ("1".to_string(), "TDG_OUTPUT_BYTES".to_string())
+        // What is declared: `count` elements at `data`, each `sizeof ELEM`.
+        let (data, elem, count) = if out.path.is_empty() {
+            let p = spec
+                .param(&out.name)
+                .filter(|p| p.ty.pointers == 1)
+                .ok_or_else(|| fail("is not a pointer parameter".into()))?;
+            let count = spec
+                .output_count(out)
+                .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
+            // `void *` data has no element type: its count is in bytes.
+            let elem = (p.ty.base != BaseType::Void).then(|| format!("*{}", out.name));
+            (out.name.clone(), elem, Some(count))
         } else {
-            (
-                format!("sizeof *{data}"),
-                format!("TDG_OUTPUT_KIND(*{data})"),
-            )
+            // With a count the member points to (or is an array of) the
+            // elements; without, the member itself is the one element.
+            let member = out.text();
+            match &out.count {
+                Some(c) => (member.clone(), Some(format!("*{member}")), Some(c.clone())),
+                None => (format!("&{member}"), Some(member), None),
+            }
         };
+        let count_c = match &count {
+            Some(c) => count_in_c(spec, c).map_err(fail)?,
+            None => "1LL".to_string(),
+        };
+        uses_op |= count_c.contains("tdg_count_op_");
+        let size_kind = match elem {
+            Some(e) => format!("sizeof {e}, TDG_OUTPUT_KIND({e})"),
+            None => "1, TDG_OUTPUT_BYTES".to_string(),
+        };
+        let declare = format!("tdg_bad_ = 0;\ntdg_count_ = {count_c};\ntdg_output_({data}, tdg_count_, tdg_bad_, {size_kind});");
         let _ = writeln!(decls.body, "    {}", item_marker(index, out));
-        if guard.is_empty() {
-            let _ = writeln!(
-                decls.body,
-                "    tdg_bad_ = 0;\n    tdg_count_ = {count};\n    tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});"
-            );
+        let non_null = dereferenced_by(out, count.as_ref());
+        if non_null.is_empty() {
+            let _ = writeln!(decls.body, "{}", indent(&declare, 4));
         } else {
             let _ = writeln!(
                 decls.body,
-                "    if ({guard}) {{\n        tdg_bad_ = 0;\n        tdg_count_ = {count};\n        tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});\n    }} else {{\n        tdg_output_(NULL, 0, 1, {size}, {kind});\n    }}"
+                "    if ({}) {{\n{}\n    }} else {{\n        tdg_output_(NULL, 0, 1, {size_kind});\n    }}",
+                non_null.iter().map(|g| format!("{g} != NULL")).collect::<Vec<_>>().join(" && "),
+                indent(&declare, 8)
             );
         }
     }
