@@ -62,8 +62,21 @@ fn restored_call_ns(image: &Path) -> f64 {
 /// `tdg checkpoint capture --spec BZ2_blockSort.spec --call CALL --delay 1`
 /// of `/bin/bzip2 -9 -c INPUT` in `d`, bzip2's output to `stdout`.
 fn capture_third_call(d: &Path, input: &Path, image: &Path, stdout: Stdio) -> std::process::Output {
+    capture_third_call_of(&[spec().as_str()], d, input, image, stdout)
+}
+
+/// [`capture_third_call`] with `--spec SPEC_ARGS...` (a spec, then its `-I`).
+fn capture_third_call_of(
+    spec_args: &[&str],
+    d: &Path,
+    input: &Path,
+    image: &Path,
+    stdout: Stdio,
+) -> std::process::Output {
     tdg()
-        .args(["checkpoint", "capture", "--spec", &spec(), "--call"])
+        .args(["checkpoint", "capture", "--spec"])
+        .args(spec_args)
+        .arg("--call")
         .arg(CALL.to_string())
         .args(["--delay", "1", "-o"])
         .arg(image)
@@ -266,4 +279,125 @@ fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
     assert!(!out.status.success() && err.contains("broken.c"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     assert!(restored_call_ns(&image) > 0.0);
+}
+
+/// bzip2's own block sort with a deliberate bug, built from its blocksort.c:
+/// `SWAP_AT=i` exchanges `ptr[i]` and `ptr[i+1]` after sorting (the order is
+/// wrong from element i on), `ORIGPTR_OFF=k` moves `origPtr` by k.
+const WRONG_BLOCKSORT: &str = r#"
+#define BZ2_blockSort bzip2s_blockSort
+#include "blocksort.c"
+#undef BZ2_blockSort
+
+void BZ2_blockSort(EState *s)
+{
+    bzip2s_blockSort(s);
+#ifdef SWAP_AT
+    UInt32 t = s->ptr[SWAP_AT];
+    s->ptr[SWAP_AT] = s->ptr[SWAP_AT + 1];
+    s->ptr[SWAP_AT + 1] = t;
+#endif
+#ifdef ORIGPTR_OFF
+    s->origPtr += ORIGPTR_OFF;
+#endif
+}
+"#;
+
+/// `original A, candidate B` of a verification failure line.
+fn original_and_candidate(line: &str) -> (i64, i64) {
+    let value = |key: &str| -> i64 {
+        let (_, rest) = line.split_once(key).unwrap_or_else(|| panic!("{line}"));
+        let digits: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().unwrap_or_else(|_| panic!("{line}"))
+    };
+    (value("original "), value("candidate "))
+}
+
+/// Verification on an image of the unmodified /bin/bzip2: the spec names
+/// what BZ2_blockSort writes through its EState (`returns(s->ptr[s->nblock],
+/// s->origPtr)`, the struct from bzip2's own header), the shim declares it
+/// from each call's arguments, and `tdg checkpoint time --impl` compares a
+/// candidate's with libbz2's. bzip2's own blocksort.c passes on the whole
+/// block; the same sort with two entries swapped, or origPtr off by one,
+/// fails with exit 6 at exactly that element.
+#[test]
+fn a_blocksort_candidate_is_verified_on_the_image_through_estates_members() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let input = d.join("input.txt");
+    interpose_support::text_input(&input, 3_000_000);
+    let src = blocksort_source();
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("instrument/examples/bzip2/BZ2_blockSort_outputs.spec");
+    let (spec, include) = (spec.display().to_string(), src.display().to_string());
+    let cap = capture_third_call_of(
+        &[&spec, "-I", &include],
+        d,
+        &input,
+        &d.join("img"),
+        Stdio::null(),
+    );
+    let err = String::from_utf8_lossy(&cap.stderr);
+    assert!(cap.status.success(), "{err}");
+    assert!(
+        err.contains("region BZ2_blockSort, call 3, delay 1"),
+        "{err}"
+    );
+    std::fs::write(d.join("wrong.c"), WRONG_BLOCKSORT).unwrap();
+    let cflags = format!("-O2 -I{}", src.display());
+    let time = |candidate: &Path, defines: &[&str], json: bool| {
+        let mut cmd = tdg();
+        cmd.args(["checkpoint", "time", "-r", "3", "--impl"])
+            .arg(candidate)
+            .args(["--cflags", &cflags])
+            .args(defines)
+            .arg("img")
+            .current_dir(d);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+
+    // The sort, timed and verified: the third block of `bzip2 -9` is full,
+    // nblockMAX = 100000*9 - 19 entries (bzlib.c), plus up to 4 of the last
+    // run (ADD_CHAR_TO_BLOCK), and origPtr.
+    let ok = json_of(&time(&src.join("blocksort.c"), &[], true));
+    assert_eq!(ok["site"], "BZ2_blockSort");
+    assert_eq!(ok["verification"]["outputs"], 2, "{ok}");
+    let elements = ok["verification"]["elements"].as_u64().unwrap();
+    assert!((899_981 + 1..=899_981 + 4 + 1).contains(&elements), "{ok}");
+    assert!(ok["verification"]["mismatch"].is_null(), "{ok}");
+    let ns = ok["region_ns"]["median"].as_f64().unwrap();
+    assert!(ns > 1e6, "a 900 kB block sort in {ns} ns: {ok}");
+    eprintln!(
+        "BZ2_blockSort from blocksort.c on /bin/bzip2's image: {:.2} ms median, verified on {elements} elements",
+        ns / 1e6
+    );
+
+    // Two entries of the sorted order swapped: the first wrong one named.
+    let out = time(&d.join("wrong.c"), &["-D", "SWAP_AT=1000"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("verification FAILED: output 0 element 1000: original "),
+        "{err}"
+    );
+    let (orig, cand) = original_and_candidate(&err);
+    assert_ne!(orig, cand, "{err}");
+    // origPtr off by one: the second output, its only element.
+    let out = time(&d.join("wrong.c"), &["-D", "ORIGPTR_OFF=1"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("verification FAILED: output 1 element 0: original "),
+        "{err}"
+    );
+    let (orig, cand) = original_and_candidate(&err);
+    assert_eq!(cand, orig + 1, "{err}");
 }

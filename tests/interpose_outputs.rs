@@ -241,25 +241,7 @@ fn an_output_the_call_cannot_count_is_refused_before_the_program_runs() {
     let d = tmp.path();
     let src = std::fs::read_to_string(dgemm_spec()).unwrap();
     std::fs::write(d.join("bad.spec"), src.replace("c[m*ldc]", "c[m*ldcc]")).unwrap();
-    let out = tdg(
-        &[
-            "checkpoint",
-            "capture",
-            "--spec",
-            "bad.spec",
-            "--call",
-            "1",
-            "-o",
-            "img",
-            "--",
-            "/bin/sh",
-            "-c",
-            "touch ran",
-        ],
-        d,
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = refused_capture(d, &["bad.spec"]);
     assert!(
         err.contains("bad.spec:")
             && err
@@ -267,8 +249,30 @@ fn an_output_the_call_cannot_count_is_refused_before_the_program_runs() {
             && err.contains("did you mean `ldc`"),
         "{err}"
     );
+}
+
+/// `tdg checkpoint capture --spec SPEC_ARGS... --call 1 -o img -- sh -c
+/// 'touch ran'` in `d`, which must be refused before the program runs and
+/// without a panic; its stderr.
+fn refused_capture(d: &Path, spec_args: &[&str]) -> String {
+    let mut args = vec!["checkpoint", "capture", "--spec"];
+    args.extend(spec_args);
+    args.extend([
+        "--call",
+        "1",
+        "-o",
+        "img",
+        "--",
+        "/bin/sh",
+        "-c",
+        "touch ran",
+    ]);
+    let out = tdg(&args, d);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(!d.join("ran").exists() && !d.join("img").exists());
+    assert!(!d.join("ran").exists() && !d.join("img").exists(), "{err}");
+    err
 }
 
 /// CRC-32 one bit at a time, polynomial `POLY` (reflected): 0xEDB88320 is
@@ -352,6 +356,165 @@ fn a_return_value_named_in_returns_is_compared_on_the_image() {
     assert_eq!(wrong.status.code(), Some(6), "{err}");
     assert!(
         err.contains("verification FAILED: output 0 element 0: original "),
+        "{err}"
+    );
+}
+
+/// A library routine that writes through a struct: the block `s->ptr`
+/// points to (`s->c.n * k + s->pc->m` elements), the member `s->origin`,
+/// and the block of the next node. It tolerates what its callers below
+/// hand it: NULL pointers and counts that do not fit.
+const WALK_H: &str = r#"
+typedef struct cfg { int n; long m; } cfg;
+typedef struct node { struct node *next; cfg c; cfg *pc; unsigned *ptr; int origin; } node;
+void walk(node *s, int k);
+"#;
+
+const WALK_C: &str = r#"
+#include "walk.h"
+
+void walk(node *s, int k)
+{
+    long count;
+    if (!s)
+        return;
+    if (__builtin_mul_overflow((long)s->c.n, (long)k, &count) ||
+        (s->pc && __builtin_add_overflow(count, s->pc->m, &count)))
+        count = 0;
+    for (long i = 0; i < count; i++)
+        s->ptr[i] = (unsigned)(i * 7 + k);
+    s->origin = k;
+    if (s->next)
+        for (int i = 0; i < s->next->c.n; i++)
+            s->next->ptr[i] = (unsigned)(3 * i + k);
+}
+"#;
+
+/// Four calls: a NULL struct; no next node; a count that overflows; all
+/// there. The program prints a checksum of what the calls wrote.
+const WALK_MAIN: &str = r#"
+#include <limits.h>
+#include <stdio.h>
+#include "walk.h"
+
+int main(void)
+{
+    static unsigned a[64], b[64];
+    cfg p = {0, 1}, huge = {0, LONG_MAX};
+    node next = {0, {5, 0}, 0, b, 0};
+    node s = {0, {10, 0}, &p, a, 0};
+    walk(0, 1);
+    walk(&s, 2);
+    s.next = &next;
+    s.pc = &huge;
+    walk(&s, 3);
+    s.pc = &p;
+    p.m = 2;
+    walk(&s, 3);
+    unsigned long sum = 0;
+    for (int i = 0; i < 64; i++)
+        sum += a[i] * 3u + b[i];
+    printf("checksum %lu origin %d\n", sum, s.origin);
+    return 0;
+}
+"#;
+
+/// Member paths in `returns(...)`: the shim reads them from each call's
+/// arguments, NULL-checked at every `->` and with checked count arithmetic.
+/// Captured at each of the four calls, the image declares exactly what the
+/// call writes, and nothing where a pointer is NULL or the count overflows;
+/// the program runs through all four calls to its normal output.
+#[test]
+fn member_paths_declare_what_each_call_writes_and_nothing_behind_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("walk.h"), WALK_H).unwrap();
+    std::fs::write(d.join("walk.c"), WALK_C).unwrap();
+    std::fs::write(d.join("main.c"), WALK_MAIN).unwrap();
+    for args in [
+        &["-O2", "-fPIC", "-shared", "-o", "libwalk.so", "walk.c"][..],
+        &["-O2", "-o", "main", "main.c", "-L.", "-lwalk"][..],
+    ] {
+        let cc = Command::new("cc")
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            cc.status.success(),
+            "{}",
+            String::from_utf8_lossy(&cc.stderr)
+        );
+    }
+    std::fs::write(
+        d.join("walk.spec"),
+        "include=\"#include \\\"walk.h\\\"\";\nroutine=void walk(node* s, int k);\nreturns(s->ptr[s->c.n * k + s->pc->m], s->origin, s->next->ptr[s->next->c.n]);\n",
+    )
+    .unwrap();
+    let plain = Command::new(d.join("main"))
+        .env("LD_LIBRARY_PATH", d)
+        .output()
+        .unwrap();
+    assert!(plain.status.success());
+    // Elements declared at each call: s NULL; s->next NULL (10*2+1, 1, 0);
+    // the count overflows (0, 1, 5); all there (10*3+2, 1, 5).
+    for (call, elements) in [(1, 0), (2, 22), (3, 6), (4, 38)] {
+        let image = format!("img{call}");
+        let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+            .args(["checkpoint", "capture", "--spec", "walk.spec", "--call"])
+            .arg(call.to_string())
+            .args(["-o", &image, "--", "./main"])
+            .env("LD_LIBRARY_PATH", d)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&cap.stderr);
+        assert!(cap.status.success(), "call {call}: {err}");
+        assert_eq!(cap.stdout, plain.stdout, "call {call}: {err}");
+        let rep = json_of(&tdg(
+            &[
+                "checkpoint",
+                "time",
+                "-r",
+                "1",
+                "--json",
+                "--impl",
+                "walk.c",
+                &image,
+            ],
+            d,
+        ));
+        assert_eq!(rep["verification"]["outputs"], 3, "call {call}: {rep}");
+        assert_eq!(
+            rep["verification"]["elements"], elements,
+            "call {call}: {rep}"
+        );
+        assert!(rep["verification"]["mismatch"].is_null(), "{rep}");
+    }
+
+    // A member the struct does not have: one line naming the spec item and
+    // what the compiler said, located in the spec; the program never runs.
+    std::fs::write(
+        d.join("typo.spec"),
+        "include=\"#include \\\"walk.h\\\"\";\nroutine=void walk(node* s, int k);\nreturns(s->origin, s->ptr[s->c.nn]);\n",
+    )
+    .unwrap();
+    let err = refused_capture(d, &["typo.spec"]);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.contains("typo.spec:3:20")
+            && first.contains("returns item `s->ptr` does not compile against the spec's include=")
+            && first.contains("no member named")
+            && first.contains("nn"),
+        "{err}"
+    );
+    assert!(!err.contains("compilation failed"), "{err}");
+    // The header not where -I says: the include named, and the way out.
+    let err = refused_capture(d, &["walk.spec", "-I", "elsewhere"]);
+    assert!(
+        err.lines().next().unwrap_or("").contains(
+            "walk.spec:1:1: error: the spec's include `#include \"walk.h\"` does not compile: walk.h: No such file"
+        ) && err.contains("-I DIR"),
         "{err}"
     );
 }

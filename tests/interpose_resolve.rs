@@ -222,6 +222,13 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             "outputs",
             "routine=long pack(const int n, const int stride, double* x, unsigned char* flags, void* raw, long* idx);\ninit={ idx=Vector(long, ZERO, _, n); };\nreturns(x[(n - 1) * stride / 2 % 9 + -1], flags[n], raw[16], idx, pack);\n",
         ),
+        // Member paths: a block behind a member counted by members of
+        // nested and pointed-to structs, a member itself, an array member,
+        // a parameter's block counted by a member; NULL-checked at each `->`.
+        (
+            "member-outputs",
+            "include=\"typedef struct cfg { int n; long m; } cfg;\";\ninclude=\"typedef struct node { struct node* next; cfg c; cfg* pc; unsigned* ptr; int origin; double arr[4]; } node;\";\nroutine=int walk(node* s, const int k, double* x);\nreturns(s->ptr[s->c.n * k + s->pc->m], s->origin, s->next->ptr[s->next->c.n], s->arr[4], x[s->c.n], walk);\n",
+        ),
         (
             "fortran-outputs",
             "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ Y=Vector(double, RANDOM, _, N); };\nreturns(Y);\n",

@@ -62,6 +62,13 @@ fn to_c_depth(
         }
         Expr::Float(v, _) => float_literal(*v),
         Expr::Str(s, _) => c_string_literal(s),
+        // The checker keeps member paths out of what a driver evaluates.
+        Expr::Member { root, path, .. } => {
+            return Err(ModelError::Spec(format!(
+                "`{}` is a struct member of the application's call: a driver has none",
+                spec_lang::ast::member_path_text(&root.name, path)
+            )))
+        }
         Expr::Name(id) => {
             if let Some((init, fixed)) = env.scalars.get(&id.name) {
                 match style {

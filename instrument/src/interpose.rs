@@ -6,7 +6,9 @@
 
 use crate::format::ValueKind;
 use crate::runtime;
-use spec_lang::ast::{BaseType, CType, Expr, Lang, Param, Spec, UnaryOp};
+use spec_lang::ast::{
+    member_path_text, BaseType, CType, Expr, Lang, MemberStep, Output, Param, Span, Spec, UnaryOp,
+};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -26,6 +28,20 @@ pub enum InterposeError {
         routine: String,
         output: String,
         reason: String,
+    },
+    /// The C compiler refused a spec item the shim is made of: what a
+    /// `returns(...)` entry reads (no such member, a member that is not an
+    /// integer in a count) or an `include=` (a header not found). `item`
+    /// names it as the user wrote it, `span` locates it in the spec,
+    /// `compiler` is the compiler's own error line.
+    #[error("routine `{routine}`: {item}: {compiler}")]
+    SpecItemDoesNotCompile {
+        routine: String,
+        item: String,
+        span: Span,
+        compiler: String,
+        /// The way out, for the located report.
+        hint: &'static str,
     },
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
@@ -372,6 +388,11 @@ fn count_in_c(spec: &Spec, count: &Expr) -> Result<String, String> {
             count_in_c(spec, lhs)?,
             count_in_c(spec, rhs)?
         ),
+        // `| 0LL` makes the compiler refuse a member that is not an integer
+        // (a cast alone would convert a pointer or a double silently).
+        Expr::Member { root, path, .. } => {
+            format!("(long long)({} | 0LL)", member_path_text(&root.name, path))
+        }
         _ => {
             return Err(
                 "has a count that is not an integer expression of the call's arguments".into(),
@@ -391,6 +412,51 @@ struct OutputDecls {
     return_value: bool,
 }
 
+/// The pointers a member path dereferences, in order: for `s->cfg.p->n`,
+/// `s` and `s->cfg.p`. Each must be non-NULL before the path is read.
+fn dereferenced(root: &str, path: &[MemberStep]) -> Vec<String> {
+    (0..path.len())
+        .filter(|&i| path[i].arrow)
+        .map(|i| member_path_text(root, &path[..i]))
+        .collect()
+}
+
+/// Everything `out` dereferences (its path and its count's member paths),
+/// each once, in order.
+fn dereferenced_by(out: &Output, count: Option<&Expr>) -> Vec<String> {
+    let mut all = dereferenced(&out.name, &out.path);
+    if let Some(count) = count {
+        count.walk(&mut |e| {
+            if let Expr::Member { root, path, .. } = e {
+                all.extend(dereferenced(&root.name, path));
+            }
+        });
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    all.retain(|g| seen.insert(g.clone()));
+    all
+}
+
+/// `lines`, each indented by `by` spaces.
+fn indent(lines: &str, by: usize) -> String {
+    lines
+        .lines()
+        .map(|l| format!("{:by$}{l}", ""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The comment that opens an output's statements in the shim: what the
+/// compiler says about the lines after it is about that `returns` item.
+fn item_marker(index: usize, out: &Output) -> String {
+    let count = out
+        .count
+        .as_ref()
+        .map(|c| format!("[{}]", spec_lang::format::expr(c)))
+        .unwrap_or_default();
+    format!("/* returns item {}: {}{count} */", index + 1, out.text())
+}
+
 fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls, InterposeError> {
     let routine = &spec.routine.name.name;
     let mut decls = OutputDecls {
@@ -399,8 +465,8 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         return_value: false,
     };
     let mut uses_op = false;
-    for out in &spec.returns {
-        if out.name == *routine && !sig.is_void {
+    for (index, out) in spec.returns.iter().enumerate() {
+        if out.path.is_empty() && out.name == *routine && !sig.is_void {
             decls.return_value = true;
             let _ = writeln!(
                 decls.body,
@@ -410,32 +476,52 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
         }
         let fail = |reason: String| InterposeError::OutputCount {
             routine: routine.clone(),
-            output: out.name.clone(),
+            output: out.text(),
             reason,
         };
-        let p = spec
-            .param(&out.name)
-            .filter(|p| p.ty.pointers == 1)
-            .ok_or_else(|| fail("is not a pointer parameter".into()))?;
-        let count = spec
-            .output_count(out)
-            .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
-        let count = count_in_c(spec, &count).map_err(fail)?;
-        uses_op |= count.contains("tdg_count_op_");
-        let data = &out.name;
-        // `void *` data has no element type: its count is in bytes.
-        let (size, kind) = if p.ty.base == BaseType::Void {
-            ("1".to_string(), "TDG_OUTPUT_BYTES".to_string())
+        // What is declared: `count` elements at `data`, each `sizeof ELEM`.
+        let (data, elem, count) = if out.path.is_empty() {
+            let p = spec
+                .param(&out.name)
+                .filter(|p| p.ty.pointers == 1)
+                .ok_or_else(|| fail("is not a pointer parameter".into()))?;
+            let count = spec
+                .output_count(out)
+                .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
+            // `void *` data has no element type: its count is in bytes.
+            let elem = (p.ty.base != BaseType::Void).then(|| format!("*{}", out.name));
+            (out.name.clone(), elem, Some(count))
         } else {
-            (
-                format!("sizeof *{data}"),
-                format!("TDG_OUTPUT_KIND(*{data})"),
-            )
+            // With a count the member points to (or is an array of) the
+            // elements; without, the member itself is the one element.
+            let member = out.text();
+            match &out.count {
+                Some(c) => (member.clone(), Some(format!("*{member}")), Some(c.clone())),
+                None => (format!("&{member}"), Some(member), None),
+            }
         };
-        let _ = writeln!(
-            decls.body,
-            "    tdg_bad_ = 0;\n    tdg_count_ = {count};\n    tdg_output_({data}, tdg_count_, tdg_bad_, {size}, {kind});"
-        );
+        let count_c = match &count {
+            Some(c) => count_in_c(spec, c).map_err(fail)?,
+            None => "1LL".to_string(),
+        };
+        uses_op |= count_c.contains("tdg_count_op_");
+        let size_kind = match elem {
+            Some(e) => format!("sizeof {e}, TDG_OUTPUT_KIND({e})"),
+            None => "1, TDG_OUTPUT_BYTES".to_string(),
+        };
+        let declare = format!("tdg_bad_ = 0;\ntdg_count_ = {count_c};\ntdg_output_({data}, tdg_count_, tdg_bad_, {size_kind});");
+        let _ = writeln!(decls.body, "    {}", item_marker(index, out));
+        let non_null = dereferenced_by(out, count.as_ref());
+        if non_null.is_empty() {
+            let _ = writeln!(decls.body, "{}", indent(&declare, 4));
+        } else {
+            let _ = writeln!(
+                decls.body,
+                "    if ({}) {{\n{}\n    }} else {{\n        tdg_output_(NULL, 0, 1, {size_kind});\n    }}",
+                non_null.iter().map(|g| format!("{g} != NULL")).collect::<Vec<_>>().join(" && "),
+                indent(&declare, 8)
+            );
+        }
     }
     if decls.body.is_empty() {
         return Ok(decls);
@@ -485,7 +571,9 @@ fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls,
     }
     decls.body = format!(
         "    /* The outputs `returns(...)` names: a restored copy hands them to tdg,\n     \
-         * which compares the candidate's with the original's. */\n{}",
+         * which compares the candidate's with the original's. Read from the\n     \
+         * call's arguments before the call; behind a NULL pointer or with a\n     \
+         * count that cannot be computed, an output declares nothing. */\n{}",
         decls.body
     );
     Ok(decls)
@@ -568,12 +656,17 @@ pub fn build_region_shim(
     let sym = symbol_name(spec);
     runtime::write_sources(dir)?;
     let source = dir.join(format!("tdg_region_{sym}.c"));
-    std::fs::write(&source, generate_region_shim(spec)?)?;
+    let text = generate_region_shim(spec)?;
+    std::fs::write(&source, &text)?;
     let shim = dir.join(format!("tdg_region_{sym}.so"));
     let mut incs = vec![dir.to_path_buf(), host_include.to_path_buf()];
     incs.extend(include_dirs.iter().cloned());
-    cc.compile(&CompileJob {
-        sources: vec![source, dir.join("tdg_resolve.c"), host_source.to_path_buf()],
+    let built = cc.compile(&CompileJob {
+        sources: vec![
+            source.clone(),
+            dir.join("tdg_resolve.c"),
+            host_source.to_path_buf(),
+        ],
         output: shim.clone(),
         cflags: {
             let mut f = runtime::cflags();
@@ -583,8 +676,87 @@ pub fn build_region_shim(
         include_dirs: incs,
         link_args: vec!["-ldl".into()],
         ..Default::default()
-    })?;
-    Ok(shim)
+    });
+    match built {
+        Ok(()) => Ok(shim),
+        Err(ToolchainError::BuildFailed { command, stderr }) => {
+            match failing_item(spec, &source, &text, &stderr) {
+                Some((item, span, compiler, hint)) => Err(InterposeError::SpecItemDoesNotCompile {
+                    routine: spec.routine.name.name.clone(),
+                    item,
+                    span,
+                    compiler,
+                    hint,
+                }),
+                None => Err(ToolchainError::BuildFailed { command, stderr }.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Where `out` is written in the spec: its name, path and count.
+fn out_span(out: &Output) -> Span {
+    let end = out.path.last().map_or(out.span.end, |m| m.span.end);
+    Span::new(
+        out.span.start,
+        out.count.as_ref().map_or(end, |c| c.span().end),
+    )
+}
+
+/// The first compiler error in the lines of a spec item: an `include=`
+/// line, or a `returns` item's statements (after its [`item_marker`], up to
+/// the next item or the region's start). A member the struct does not have
+/// or a header not found is the spec's mistake, and is reported as such:
+/// the item as written, where it is, and what the compiler said.
+fn failing_item(
+    spec: &Spec,
+    source: &Path,
+    text: &str,
+    stderr: &str,
+) -> Option<(String, Span, String, &'static str)> {
+    let mut item_of_line: Vec<Option<(String, Span, &'static str)>> = Vec::new();
+    let mut current = None;
+    for line in text.lines() {
+        if line.contains("tdg_region_begin(") {
+            current = None;
+        }
+        let output = spec
+            .returns
+            .iter()
+            .enumerate()
+            .find(|(i, o)| line.trim() == item_marker(*i, o));
+        if let Some((_, out)) = output {
+            current = Some((
+                format!("returns item `{}` does not compile against the spec's include=", out.text()),
+                out_span(out),
+                "check the member names against the struct's header; a count reads integer members only",
+            ));
+        }
+        let include = spec
+            .includes
+            .iter()
+            .find(|inc| inc.text.lines().any(|l| l == line));
+        item_of_line.push(match include {
+            Some(inc) => Some((
+                format!("the spec's include `{}` does not compile", inc.text),
+                inc.span,
+                "give the header's directory with -I DIR (default: the spec's directory)",
+            )),
+            None => current.clone(),
+        });
+    }
+    let file = source.file_name()?.to_str()?;
+    stderr.lines().find_map(|l| {
+        // `DIR/tdg_region_X.c:LINE:COL: error: MESSAGE` (or `fatal error:`)
+        let (_, rest) = l.split_once(&format!("{file}:"))?;
+        let (line, rest) = rest.split_once(':')?;
+        let (_, message) = rest.split_once("error: ")?;
+        let (item, span, hint) = item_of_line
+            .get(line.parse::<usize>().ok()?.checked_sub(1)?)?
+            .clone()?;
+        Some((item, span, message.trim().to_string(), hint))
+    })
 }
 
 /// Include directories for a spec's `include=` clauses: the ones given

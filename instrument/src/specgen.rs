@@ -260,6 +260,17 @@ mod tests {
     }
 
     #[test]
+    fn the_outputs_a_spec_declares_survive_byte_for_byte() {
+        let src = "include=\"#include \\\"bzlib_private.h\\\"\";\nroutine=void f(EState* s, int k);\nreturns(s->ptr[s->nblock * k], s->origPtr); // sorted order, rotation\n";
+        let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
+        let e = apply_context(&spec, src, &[cp("k", "3")]);
+        assert!(e.text.starts_with(src), "{}", e.text);
+        let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
+        assert_eq!(back.returns, spec.returns);
+        assert_eq!(back.returns[0].text(), "s->ptr");
+    }
+
+    #[test]
     fn derived_values_and_unknown_names_are_noted_not_changed() {
         let src = "routine=void f(const int M, const int lda, double* A);\ninit={ M=Macro(MS, 10); lda=M; A=Matrix(double, lda, M, RANDOM, _); };\n";
         let spec = spec_lang::parse_and_check(src, "f.spec").unwrap();

@@ -38,13 +38,50 @@ pub struct Ident {
 /// the routine's name, for its return value), with the number of elements
 /// written when the spec gives it (`returns(C[ldc*n])`). The name's fields
 /// are inline so that an output reads like the [`Ident`] it names.
+///
+/// With a member path the output is what the routine writes through a
+/// struct it is handed: `returns(s->ptr[s->nblock], s->origPtr)` names the
+/// block `s->ptr` points to and the member `s->origPtr` itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Output {
+    /// The parameter (or the routine's name) the output starts from.
     pub name: String,
     /// Where the name is written.
     pub span: Span,
-    /// `[count]`: elements, from the routine's integer parameters.
+    /// `->ptr`, `.n`, ...: members reached from parameter `name`; empty
+    /// when the output is the block the parameter itself points to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<MemberStep>,
+    /// `[count]`: elements, from the routine's integer parameters (and
+    /// integer members reached from its pointer parameters).
     pub count: Option<Expr>,
+}
+
+impl Output {
+    /// The output as written, without its count: `C`, `s->ptr`.
+    pub fn text(&self) -> String {
+        member_path_text(&self.name, &self.path)
+    }
+}
+
+/// One step of a member path: `->member` or `.member`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStep {
+    /// `->` (through a pointer) rather than `.`.
+    pub arrow: bool,
+    pub member: Ident,
+    /// The operator and the member's name.
+    pub span: Span,
+}
+
+/// `s->cfg.n`: a root name followed by its member steps, as C spells it.
+pub fn member_path_text(root: &str, path: &[MemberStep]) -> String {
+    let mut s = root.to_string();
+    for step in path {
+        s.push_str(if step.arrow { "->" } else { "." });
+        s.push_str(&step.member.name);
+    }
+    s
 }
 
 /// A whole spec file, clauses in canonical order.
@@ -310,6 +347,14 @@ pub enum Expr {
         rhs: Box<Expr>,
         span: Span,
     },
+    /// `s->nblock`: an integer member reached from a pointer parameter.
+    /// Only an output's count may use one: the interposer reads it from
+    /// the call's own arguments.
+    Member {
+        root: Ident,
+        path: Vec<MemberStep>,
+        span: Span,
+    },
 }
 
 impl Expr {
@@ -330,7 +375,8 @@ impl Expr {
             | Expr::RandomRange { span, .. }
             | Expr::Range { span, .. }
             | Expr::Unary { span, .. }
-            | Expr::Binary { span, .. } => *span,
+            | Expr::Binary { span, .. }
+            | Expr::Member { span, .. } => *span,
         }
     }
 }
@@ -646,7 +692,12 @@ impl Expr {
                 lhs.walk(f);
                 rhs.walk(f);
             }
-            Expr::Int(..) | Expr::Float(..) | Expr::Str(..) | Expr::Name(_) | Expr::Random(_) => {}
+            Expr::Int(..)
+            | Expr::Float(..)
+            | Expr::Str(..)
+            | Expr::Name(_)
+            | Expr::Random(_)
+            | Expr::Member { .. } => {}
         }
     }
 

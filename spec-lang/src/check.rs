@@ -95,6 +95,9 @@ pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     };
     c.missing_values();
     c.returns_need_a_body();
+    if spec.checkpoint.is_none() {
+        c.member_paths_need_an_application();
+    }
     c.out
 }
 
@@ -155,8 +158,17 @@ impl<'a> Checker<'a> {
     }
 
     /// Typedef names must come from an `include=`; otherwise it is most
-    /// likely a misspelt C type.
+    /// likely a misspelt C type. A header the spec includes may define any
+    /// name, and what it defines is the C compiler's to check, not this one's.
     fn types(&mut self) {
+        if self
+            .spec
+            .includes
+            .iter()
+            .any(|i| i.text.trim_start().starts_with("#include"))
+        {
+            return;
+        }
         let mut types: Vec<&CType> = vec![&self.spec.routine.ret];
         types.extend(self.spec.routine.params.iter().map(|p| &p.ty));
         for i in &self.spec.init {
@@ -176,7 +188,7 @@ impl<'a> Checker<'a> {
                 if !contains_word(&includes, n) {
                     let d = Diagnostic::new(format!("unknown type `{n}`"), t.span).with_hint(
                         did_you_mean(n, C_TYPE_NAMES.iter().copied()).unwrap_or_else(|| {
-                            format!("define it in an include= clause (include=\"typedef struct {{ ... }} {n};\";) or write `struct {n}`")
+                            format!("define it in an include= clause (include=\"typedef struct {{ ... }} {n};\";), include its header (include=\"#include \\\"HEADER.h\\\"\";) or write `struct {n}`")
                         }),
                     );
                     self.out.push(d);
@@ -305,6 +317,7 @@ impl<'a> Checker<'a> {
 
     fn names_defined(&mut self) {
         let known = self.known_names();
+        self.members_only_in_counts();
         for init in &self.spec.init {
             match &init.value {
                 InitValue::Scalar(e) => {
@@ -343,6 +356,42 @@ impl<'a> Checker<'a> {
             for id in f.expr.names() {
                 self.undefined(id, &known, "the flop formula");
             }
+        }
+    }
+
+    /// A member path has a value only in the application's call, so only
+    /// an output's count (evaluated there, by the interposer) may use one.
+    fn members_only_in_counts(&mut self) {
+        let mut exprs: Vec<&Expr> = Vec::new();
+        for init in &self.spec.init {
+            match &init.value {
+                InitValue::Scalar(e) => exprs.push(e),
+                InitValue::Array(a) => {
+                    exprs.extend(&a.dims);
+                    match &a.fill {
+                        Fill::RandomRange { lo, hi, .. } => exprs.extend([lo, hi]),
+                        Fill::Const(e, _) => exprs.push(e),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        exprs.extend(self.spec.flop.as_ref().map(|f| &f.expr));
+        for e in exprs {
+            e.walk(&mut |sub| {
+                if let Expr::Member { root, path, span } = sub {
+                    self.out.push(
+                        Diagnostic::new(
+                            format!(
+                                "`{}` is a struct member: it has a value only in the application's call",
+                                member_path_text(&root.name, path)
+                            ),
+                            *span,
+                        )
+                        .with_hint("member paths may appear in returns(...) and its counts only"),
+                    );
+                }
+            });
         }
     }
 
@@ -735,7 +784,24 @@ impl<'a> Checker<'a> {
     fn returns(&mut self) {
         let mut seen: BTreeSet<&str> = BTreeSet::new();
         let r = &self.spec.routine;
+        let mut seen_paths: BTreeSet<String> = BTreeSet::new();
         for id in &self.spec.returns {
+            if !id.path.is_empty() {
+                let text = id.text();
+                if !seen_paths.insert(text.clone()) {
+                    self.out.push(
+                        Diagnostic::new(format!("`{text}` is listed twice in returns"), id.span)
+                            .with_hint("list it once"),
+                    );
+                    continue;
+                }
+                let root = Ident {
+                    name: id.name.clone(),
+                    span: id.span,
+                };
+                self.out.extend(self.member_path_problem(&root, &id.path));
+                continue;
+            }
             if !seen.insert(&id.name) {
                 self.out.push(
                     Diagnostic::new(format!("`{}` is listed twice in returns", id.name), id.span)
@@ -783,7 +849,7 @@ impl<'a> Checker<'a> {
         }
         for out in &self.spec.returns {
             if let Some(count) = &out.count {
-                if out.name == r.name.name {
+                if out.name == r.name.name && out.path.is_empty() {
                     self.out.push(
                         Diagnostic::new(
                             format!(
@@ -795,9 +861,107 @@ impl<'a> Checker<'a> {
                         .with_hint(format!("write `returns({})`", out.name)),
                     );
                 } else {
-                    self.count_uses_integer_parameters(&out.name, count, None);
+                    self.count_uses_integer_parameters(&out.text(), count, None);
                 }
             }
+        }
+    }
+
+    /// Why `root` followed by `path` cannot be read from the call's
+    /// arguments, if it cannot. The members themselves are the C
+    /// compiler's to check, against the struct's definition that an
+    /// `include=` brings in.
+    fn member_path_problem(&self, root: &Ident, path: &[MemberStep]) -> Option<Diagnostic> {
+        let r = &self.spec.routine;
+        let text = member_path_text(&root.name, path);
+        let first = path.first()?;
+        let Some(p) = self.spec.param(&root.name) else {
+            let cands = r.params.iter().map(|p| p.name.name.as_str());
+            return Some(
+                Diagnostic::new(
+                    format!(
+                        "`{text}` starts at `{}`, which is not a parameter",
+                        root.name
+                    ),
+                    root.span,
+                )
+                .with_hint(did_you_mean(&root.name, cands).unwrap_or_else(|| {
+                    "a member path starts at a pointer parameter, e.g. `s->ptr` for `EState* s`"
+                        .into()
+                })),
+            );
+        };
+        let ty = type_text(&p.ty);
+        let problem = if self.spec.lang == Lang::Fortran {
+            Some((
+                "a Fortran routine's arguments have no C members".to_string(),
+                "name whole arguments in returns(...)".to_string(),
+            ))
+        } else if !p.ty.is_pointer() {
+            Some((
+                format!("`{}` is passed by value (`{ty}`): the call's members of it are the caller's copy", root.name),
+                "a member path starts at a pointer parameter, e.g. `s->ptr` for `EState* s`".to_string(),
+            ))
+        } else if p.ty.pointers > 1 {
+            Some((
+                format!("`{}` is `{ty}`: `->` reaches a pointer, not a struct", root.name),
+                "a member path starts at a pointer to a struct; declare blocks behind pointers to pointers with TDG_REGION_OUTPUT(site, ptr, count) (tdg_checkpoint.h)".to_string(),
+            ))
+        } else if !matches!(p.ty.base, BaseType::Struct(_) | BaseType::Named(_)) {
+            Some((
+                format!("`{}` is `{ty}`, which has no members", root.name),
+                "a member path starts at a pointer to a struct".to_string(),
+            ))
+        } else if !first.arrow {
+            Some((
+                format!(
+                    "`{}` is a pointer (`{ty}`): its members are reached with `->`",
+                    root.name
+                ),
+                format!(
+                    "write `{}`",
+                    member_path_text(
+                        &root.name,
+                        &[MemberStep {
+                            arrow: true,
+                            ..first.clone()
+                        }]
+                    )
+                ),
+            ))
+        } else if self.spec.includes.is_empty() {
+            let base = type_text(&CType {
+                is_const: false,
+                pointers: 0,
+                ..p.ty.clone()
+            });
+            Some((
+                format!("`{text}` reads members of `{base}`, and the spec has no include= that defines it"),
+                "add the struct's header: include=\"#include \\\"HEADER.h\\\"\"; (and -I DIR for its directory)".to_string(),
+            ))
+        } else {
+            None
+        };
+        let (message, hint) = problem?;
+        let at = if p.ty.is_pointer() && p.ty.pointers == 1 {
+            first.span
+        } else {
+            root.span
+        };
+        Some(Diagnostic::new(message, at).with_hint(hint))
+    }
+
+    /// A driver makes the arguments itself, so there is no struct of the
+    /// application's to read members from.
+    fn member_paths_need_an_application(&mut self) {
+        for out in self.spec.returns.iter().filter(|o| !o.path.is_empty()) {
+            self.out.push(
+                Diagnostic::new(
+                    format!("`{}` is a member path: a driver makes its own arguments and has no struct to read it from", out.text()),
+                    out.span,
+                )
+                .with_hint("member paths are for interposed calls (`tdg checkpoint capture --spec`, a spec timed on its checkpoint image)"),
+            );
         }
     }
 
@@ -822,6 +986,9 @@ impl<'a> Checker<'a> {
     fn outputs_have_counts(&mut self) {
         let r = &self.spec.routine;
         for out in &self.spec.returns {
+            if !out.path.is_empty() {
+                continue; // one member, or its count: checked by returns()
+            }
             let Some(p) = self.spec.param(&out.name).filter(|p| p.ty.is_pointer()) else {
                 continue; // the return value, or reported by returns()
             };
@@ -893,6 +1060,7 @@ impl<'a> Checker<'a> {
                     )),
                     Some(_) => None,
                 },
+                Expr::Member { root, path, .. } => self.member_path_problem(root, path),
                 _ => Some(Diagnostic::new(
                     format!("the count of `{name}` must be an integer expression of the call's arguments"),
                     e.span(),

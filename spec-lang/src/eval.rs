@@ -151,6 +151,12 @@ fn eval_in(expr: &Expr, env: &BTreeMap<String, Value>, depth: usize) -> Result<V
             ))
         }
         Expr::Range { begin, .. } => eval_in(begin, env, depth + 1)?,
+        Expr::Member { span, .. } => {
+            return Err(EvalError::at(
+                "a struct member has a value only in the application's call",
+                *span,
+            ))
+        }
         Expr::Unary { operand, span, .. } => match eval_in(operand, env, depth + 1)? {
             Value::Int(i) => Value::Int(
                 i.checked_neg()

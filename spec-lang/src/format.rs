@@ -61,7 +61,8 @@ impl Comments {
             anchors.push((
                 r.span.start,
                 spec.returns.last().map_or(r.span.end, |l| {
-                    l.count.as_ref().map_or(l.span.end, |c| c.span().end)
+                    let end = l.path.last().map_or(l.span.end, |m| m.span.end);
+                    l.count.as_ref().map_or(end, |c| c.span().end)
                 }),
             ));
         }
@@ -217,8 +218,8 @@ impl Printer {
                 .returns
                 .iter()
                 .map(|r| match &r.count {
-                    Some(count) => format!("{}[{}]", r.name, expr(count)),
-                    None => r.name.clone(),
+                    Some(count) => format!("{}[{}]", r.text(), expr(count)),
+                    None => r.text(),
                 })
                 .collect();
             self.item(
@@ -479,6 +480,7 @@ fn write_expr(s: &mut String, e: &Expr) {
         }
         Expr::Str(t, _) => s.push_str(&quote(t)),
         Expr::Name(id) => s.push_str(&id.name),
+        Expr::Member { root, path, .. } => s.push_str(&member_path_text(&root.name, path)),
         Expr::Macro { name, default, .. } => {
             let _ = write!(s, "Macro({}, ", name.name);
             write_expr(s, default);

@@ -1313,14 +1313,49 @@ impl Builder {
         Ok(CheckpointClause { image, mode, span })
     }
 
-    /// `C` or `C[count]` in `returns(...)`.
+    /// `C`, `C[count]` or `s->ptr[count]` in `returns(...)`.
     fn returns_item(&mut self, item: Pair<Rule>) -> Built<Output> {
-        let mut it = item.into_inner();
+        let mut it = item.into_inner().peekable();
         let w = it.next().expect("grammar: returns_item word");
+        let mut path = Vec::new();
+        while let Some(step) = it.next_if(|p| p.as_rule() == Rule::member_step) {
+            path.push(self.member_step(step, w.as_str(), &path)?);
+        }
         Ok(Output {
             name: w.as_str().to_string(),
             span: self.sp(&w),
+            path,
             count: it.next().map(|e| self.expr(e, 0)).transpose()?,
+        })
+    }
+
+    /// `->name` or `.name` after `root` and the steps `before` it.
+    fn member_step(
+        &mut self,
+        step: Pair<Rule>,
+        root: &str,
+        before: &[MemberStep],
+    ) -> Built<MemberStep> {
+        let span = self.sp(&step);
+        let mut it = step.into_inner();
+        let op = it.next().expect("grammar: member_step operator");
+        let arrow = op.as_str() == "->";
+        let Some(member) = it.next() else {
+            let written = format!("{}{}", member_path_text(root, before), op.as_str());
+            return Err(
+                Diagnostic::new(format!("`{written}` names no member"), span).with_hint(format!(
+                    "write the member after `{}`, e.g. `{written}ptr`",
+                    op.as_str()
+                )),
+            );
+        };
+        Ok(MemberStep {
+            arrow,
+            member: Ident {
+                name: member.as_str().to_string(),
+                span: self.sp(&member),
+            },
+            span,
         })
     }
 
@@ -1429,6 +1464,22 @@ impl Builder {
                 }
             }
             Rule::call => self.call(p, depth),
+            Rule::member => {
+                let mut it = p.into_inner();
+                let w = it.next().expect("grammar: member root");
+                let mut path = Vec::new();
+                for step in it {
+                    path.push(self.member_step(step, w.as_str(), &path)?);
+                }
+                Ok(Expr::Member {
+                    root: Ident {
+                        name: w.as_str().to_string(),
+                        span: self.sp(&w),
+                    },
+                    path,
+                    span,
+                })
+            }
             r => unreachable!("grammar: unexpected expression rule {r:?}"),
         }
     }

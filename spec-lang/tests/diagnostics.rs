@@ -1006,3 +1006,103 @@ fn a_per_call_value_inside_an_expression_is_located() {
     )
     .unwrap_or_else(|d| panic!("{d}"));
 }
+
+const BLOCKSORT: &str = "include=\"#include \\\"bzlib_private.h\\\"\";\nroutine=void BZ2_blockSort(EState* s, EState** pp, int n, void* raw);\n";
+
+#[test]
+fn outputs_reached_through_a_struct_are_member_paths_of_a_pointer_parameter() {
+    // The block a member points to (counted by an integer member, reached
+    // from the same or another pointer parameter) and a member itself; the
+    // typedef comes from the header, which the C compiler reads.
+    for ok in [
+        format!("{BLOCKSORT}returns(s->ptr[s->nblock], s->origPtr);"),
+        format!("{BLOCKSORT}returns(s->cfg.p->block[(s->nblock + 1) * n], s->arr[4]);"),
+    ] {
+        if let Err(d) = spec_lang::parse_and_check_prototype(&ok, "p.spec") {
+            panic!("{ok}\n{d}");
+        }
+    }
+    // The canonical layout keeps the paths (spaces around `->` dropped).
+    let spec = spec_lang::parse(
+        &format!("{BLOCKSORT}returns(s -> ptr[s->nblock * 2], s->cfg . n);\n"),
+        "p.spec",
+    )
+    .unwrap();
+    assert_eq!(spec.returns[0].text(), "s->ptr");
+    assert_eq!(spec.returns[1].text(), "s->cfg.n");
+    assert!(
+        spec_lang::format::format(&spec).contains("returns(s->ptr[s->nblock*2], s->cfg.n);"),
+        "{}",
+        spec_lang::format::format(&spec)
+    );
+
+    // Located errors: line:col of the step (or the root) at fault.
+    let e = prototype_error(&format!("{BLOCKSORT}returns(n->x);"));
+    assert!(
+        e.starts_with("3:9 `n` is passed by value (`int`)")
+            && e.contains("starts at a pointer parameter"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{BLOCKSORT}returns(s->ptr[4], pp->ptr[4]);"));
+    assert!(
+        e.starts_with("3:20 `pp` is `EState**`: `->` reaches a pointer, not a struct"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{BLOCKSORT}returns(s->);"));
+    assert!(
+        e.starts_with("3:10 `s->` names no member") && e.contains("`s->ptr`"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{BLOCKSORT}returns(s->ptr[s->cfg.]);"));
+    assert!(e.starts_with("3:22 `s->cfg.` names no member"), "{e}");
+    let e = prototype_error(&format!("{BLOCKSORT}returns(s.ptr[4]);"));
+    assert!(
+        e.starts_with("3:10 `s` is a pointer (`EState*`): its members are reached with `->`")
+            && e.contains("write `s->ptr`"),
+        "{e}"
+    );
+    let e = prototype_error(&format!("{BLOCKSORT}returns(raw->x);"));
+    assert!(e.contains("`raw` is `void*`, which has no members"), "{e}");
+    let e = prototype_error(&format!("{BLOCKSORT}returns(t->x);"));
+    assert!(
+        e.starts_with("3:9 `t->x` starts at `t`, which is not a parameter"),
+        "{e}"
+    );
+    // Counts: the same rules for the paths they read.
+    let e = prototype_error(&format!("{BLOCKSORT}returns(s->ptr[n->m]);"));
+    assert!(e.starts_with("3:16 `n` is passed by value"), "{e}");
+    let e = prototype_error(&format!(
+        "{BLOCKSORT}returns(s->ptr[s->nblock], s->ptr[4]);"
+    ));
+    assert!(e.contains("`s->ptr` is listed twice in returns"), "{e}");
+    // Without an include= nothing defines the struct: the hint names the way out.
+    let e = prototype_error(
+        "routine=void BZ2_blockSort(struct EState* s);\nreturns(s->ptr[s->nblock]);",
+    );
+    assert!(
+        e.starts_with("2:10 `s->ptr` reads members of `struct EState`, and the spec has no include= that defines it")
+            && e.contains("the struct's header"),
+        "{e}"
+    );
+    let e = prototype_error(
+        "lang=fortran;\ninclude=\"typedef struct S S;\";\nroutine=void f(S* s);\nreturns(s->x);",
+    );
+    assert!(
+        e.contains("a Fortran routine's arguments have no C members"),
+        "{e}"
+    );
+    // A member has a value only in the application's call: not in an init
+    // entry, and never in a driver (which makes its own arguments).
+    let e = prototype_error(&format!("{BLOCKSORT}init={{ n=s->nblock; }};"));
+    assert!(
+        e.contains("`s->nblock` is a struct member: it has a value only in the application's call"),
+        "{e}"
+    );
+    let e = spec_lang::parse_and_check(
+        "routine=void f(struct S* s) { }\ninclude=\"struct S { int* p; int n; };\";\ninit={ s=Vector(struct S, ZERO, _, 1); };\nreturns(s->p[s->n]);\n",
+        "d.spec",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("a driver makes its own arguments"), "{e}");
+}

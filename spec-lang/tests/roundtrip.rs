@@ -152,9 +152,28 @@ fn leaf(strings: bool) -> BoxedStrategy<Expr> {
     }
 }
 
+/// `->a.b`: one to three member steps.
+fn member_path() -> impl Strategy<Value = Vec<MemberStep>> {
+    prop::collection::vec((any::<bool>(), ident()), 1..4).prop_map(|steps| {
+        steps
+            .into_iter()
+            .map(|(arrow, member)| MemberStep {
+                arrow,
+                member,
+                span: sp(),
+            })
+            .collect()
+    })
+}
+
 fn expr_with(strings: bool) -> impl Strategy<Value = Expr> {
     leaf(strings).prop_recursive(5, 48, 3, |inner| {
         prop_oneof![
+            (ident(), member_path()).prop_map(|(root, path)| Expr::Member {
+                root,
+                path,
+                span: sp()
+            }),
             (ident(), inner.clone()).prop_map(|(name, d)| Expr::Macro {
                 name,
                 default: Box::new(d),
@@ -386,7 +405,14 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::sample::select(vec![Lang::C, Lang::Fortran]),
         routine(),
         prop::collection::vec(init(), 0..6),
-        prop::collection::vec((ident(), prop::option::of(expr_with(false))), 0..3),
+        prop::collection::vec(
+            (
+                ident(),
+                prop::option::of(member_path()),
+                prop::option::of(expr_with(false)),
+            ),
+            0..3,
+        ),
         prop::option::of(expr_with(false)),
         prop::option::of(timer()),
         prop::option::of(checkpoint()),
@@ -402,9 +428,10 @@ fn spec() -> impl Strategy<Value = Spec> {
                 init,
                 returns: returns
                     .into_iter()
-                    .map(|(id, count)| Output {
+                    .map(|(id, path, count)| Output {
                         name: id.name,
                         span: id.span,
+                        path: path.unwrap_or_default(),
                         count,
                     })
                     .collect(),

@@ -273,9 +273,35 @@ impl ShimArgs {
             &instrument::interpose::include_dirs_for(spec_path, &self.include),
             &host.source,
             &host.dir,
-        )?;
+        )
+        .map_err(|e| at_spec_item(e, spec_path))?;
         Ok((Some(spec.routine.name.name.clone()), Some(shim)))
     }
+}
+
+/// A spec item the C compiler refused (a member the struct does not have,
+/// a header not found), shown at the item in the spec like any other spec
+/// error; other errors pass through.
+fn at_spec_item(
+    e: instrument::interpose::InterposeError,
+    spec_path: &std::path::Path,
+) -> anyhow::Error {
+    use instrument::interpose::InterposeError;
+    let InterposeError::SpecItemDoesNotCompile {
+        item,
+        span,
+        compiler,
+        hint,
+        ..
+    } = &e
+    else {
+        return e.into();
+    };
+    let Ok(src) = std::fs::read_to_string(spec_path) else {
+        return e.into();
+    };
+    let d = spec_lang::diag::Diagnostic::new(format!("{item}: {compiler}"), *span).with_hint(*hint);
+    spec_lang::Diagnostics::single(&spec_path.display().to_string(), &src, d).into()
 }
 
 #[derive(clap::Args)]
