@@ -5,25 +5,13 @@
 //! same call's time in the shim's own profile. Real CRIU: needs root and
 //! `scripts/setup`.
 
-mod interpose_support;
-
-use interpose_support::json_of;
+use crate::interpose_support;
+use crate::support::{json_of, tdg_command as tdg};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use testkit::exclusive;
 
 const CALL: usize = 3;
-
-/// The tests of this file one at a time: the timing comparison must not
-/// share the 2 cores with another bzip2.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tdg() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-}
 
 fn spec() -> String {
     interpose_support::bz2_blocksort_spec()
@@ -77,7 +65,9 @@ fn capture_third_call(d: &Path, input: &Path, image: &Path, stdout: Stdio) -> st
 
 #[test]
 fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -132,7 +122,9 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
 
 #[test]
 fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -216,7 +208,9 @@ fn blocksort_source() -> std::path::PathBuf {
 /// source at -O0 sorts the same block several times slower than at -O2.
 #[test]
 fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");

@@ -6,11 +6,8 @@
 //! compares the candidate's C with the library's on the application's data.
 //! Real CRIU: needs root and `scripts/setup`.
 
-mod interpose_support;
-
-use interpose_support::{json_of, tdg_in as tdg};
-use std::path::Path;
-use std::process::Command;
+use crate::interpose_support;
+use crate::support::{json_of, tdg_command, tdg_in as tdg};
 
 /// C = A B with A 120x90 and B 90x70, four times, and a checksum. numpy calls
 /// the row-major cblas_dgemm with m=120, n=70, k=90, ldc=70.
@@ -61,7 +58,7 @@ void cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double
 "#;
 
 fn dgemm_spec() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    testkit::repo()
         .join("instrument/examples/blas/cblas_dgemm.spec")
         .display()
         .to_string()
@@ -69,6 +66,7 @@ fn dgemm_spec() -> String {
 
 #[test]
 fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() {
+    let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("script.py"), SCRIPT).unwrap();
@@ -293,6 +291,7 @@ unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int le
 /// inside minigzip (built from Debian's source by scripts/setup), call 5.
 #[test]
 fn a_return_value_named_in_returns_is_compared_on_the_image() {
+    let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let z = interpose_support::zlib_dir();
@@ -303,7 +302,7 @@ fn a_return_value_named_in_returns_is_compared_on_the_image() {
     )
     .unwrap();
     std::fs::write(d.join("crc.c"), CRC32).unwrap();
-    let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let cap = tdg_command()
         .args([
             "checkpoint",
             "capture",
