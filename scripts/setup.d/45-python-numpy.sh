@@ -2,7 +2,7 @@
 # Debian's own python3 and python3-numpy, unmodified: the interpreter loads
 # numpy's extension with RTLD_LOCAL and the extension links Debian's BLAS
 # (libblas.so.3 through the alternatives system), which is where the profiling
-# shim must find cblas_dgemm (tests/interpose_apps.rs). bzip2 (with libbz2)
+# shim must find cblas_dgemm (tests/cli/interpose_apps.rs). bzip2 (with libbz2)
 # is the other unmodified program those tests profile.
 set -euo pipefail
 : "${TDG_ROOT:?run via scripts/setup}" "${TDG_DEPS:?run via scripts/setup}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slurm for `tdg tune --executor slurm`: tests/tune_slurm.rs and
+# Slurm for `tdg tune --executor slurm`: tests/cli/tune_slurm.rs and
 # scripts/bench-campaign start a real single-node cluster on localhost with
 # scripts/slurm-cluster (munged, slurmctld, slurmd from Debian's packages,
 # run by hand: the packages' systemd units are neither needed nor started).

@@ -9,6 +9,8 @@ use stats::Summary;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+#[allow(unused_imports)]
+pub use testkit::{exclusive, pin_to_one_cpu};
 
 pub const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/apps");
 
@@ -104,31 +106,6 @@ pub fn processes_mentioning(path: &Path) -> Vec<u32> {
         }
     }
     out
-}
-
-/// Pins the calling thread, and so every process it starts from now on
-/// (plain runs, captured applications, criu and the copies it restores), to
-/// one CPU. Unpinned, the runs of one comparison land on either vCPU of this
-/// shared machine, whose speeds differ at times (seen: the same sort call at
-/// 28 or 52 us depending on the CPU), and a median of 15 flips between them.
-pub fn pin_to_one_cpu() {
-    // SAFETY: plain libc calls on a zeroed cpu_set_t owned by this frame.
-    unsafe {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
-            return;
-        }
-        let Some(cpu) = (0..libc::CPU_SETSIZE as usize)
-            .rev()
-            .find(|&c| libc::CPU_ISSET(c, &allowed))
-        else {
-            return;
-        };
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut one);
-        libc::sched_setaffinity(0, size, &one);
-    }
 }
 
 pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
@@ -271,17 +248,6 @@ pub fn compare_in_app_delayed_immediate(
         );
     }
     c
-}
-
-/// Holds the timing tests of one binary to one at a time: beside each other
-/// on the two cores they share the L3 and skew each other's in-app times
-/// (seen: a 10.3% miss that vanished run alone), and a load test's spinning
-/// threads would land inside another test's measurements.
-pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Capture `command` at call `call` of `site`, `delay` calls early.

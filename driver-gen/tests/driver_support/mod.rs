@@ -6,24 +6,8 @@ use driver_gen::{build_driver, BuiltDriver, RunError, RunOptions, RunReport};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Timing measurements within one test binary run one at a time: two of them
-/// on this machine's two cores share the L3 and the memory bandwidth, which
-/// is what they measure (seen: a flush sweep's cold end at 1.4x instead of
-/// 4x while another cache test ran beside it).
-pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The workspace root (this module serves driver-gen's tests and, through
-/// `#[path]`, the CLI tests at the root).
-pub fn repo() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    match here.join("specs").is_dir() {
-        true => here,
-        false => here.join(".."),
-    }
-}
+#[allow(unused_imports)]
+pub use testkit::{exclusive, have, repo, usable_cpus};
 
 pub fn spec(src: &str) -> spec_lang::Spec {
     match spec_lang::parse_and_check(src, "test.spec") {
@@ -116,30 +100,4 @@ flop="2*N";
 
 pub fn dot_impl() -> String {
     std::fs::read_to_string(repo().join("specs/dot.c")).unwrap()
-}
-
-pub fn have(program: &str) -> bool {
-    std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// CPUs this process may run on, from /proc/self/status (e.g. "0-1,4").
-pub fn usable_cpus() -> Vec<i32> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .unwrap()
-        .trim();
-    let mut out = Vec::new();
-    for part in list.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => out.extend(a.parse::<i32>().unwrap()..=b.parse::<i32>().unwrap()),
-            None => out.push(part.parse().unwrap()),
-        }
-    }
-    out
 }

@@ -3,11 +3,11 @@
 //! `invalidity` from `tdg tune --format t4`, and the T4 document validates
 //! against the schema Kernel Tuner publishes.
 
-mod formats_support;
-
-use formats_support::{repo, stderr, support, tdg, tuners_python};
+use crate::formats_support::{support, tuners_python};
+use crate::support::{stderr, tdg_env as tdg};
 use std::path::Path;
 use std::process::Command;
+use testkit::repo;
 
 /// One candidate of tests/formats_support/ddot_variants.c through
 /// `tdg run --cost-only`, its variant given the way a pyATF-style tuner
@@ -49,6 +49,7 @@ fn validate_t4(document: &Path) -> std::process::Output {
 
 #[test]
 fn each_outcome_has_its_documented_exit_status() {
+    let _heavy = testkit::shared();
     let ok = cost_only("1", &[]);
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
     let text = String::from_utf8(ok.stdout).unwrap();
@@ -127,6 +128,7 @@ fn usage_errors_exit_2_and_say_what_to_do() {
 
 #[test]
 fn t4_results_validate_and_name_every_failure() {
+    let _heavy = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results.json");
     let log = dir.path().join("tune.jsonl");

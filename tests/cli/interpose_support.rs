@@ -1,9 +1,11 @@
 //! Shared helpers for the command-line interposition tests (interpose_*):
-//! `tdg` runs, deterministic inputs, Debian's bzip2 profiled through its
+//! deterministic inputs, Debian's bzip2 profiled through its
 //! two-line spec.
 #![allow(dead_code)]
 
+use crate::support::tdg_command;
 use std::path::Path;
+pub use testkit::deps_dir;
 
 /// Deterministic text of `bytes` bytes: words from a small vocabulary in a
 /// pseudo-random order, compressible like prose.
@@ -36,13 +38,6 @@ pub fn text_input(path: &Path, bytes: usize) {
         out.push(if state.is_multiple_of(11) { '\n' } else { ' ' });
     }
     std::fs::write(path, out).unwrap();
-}
-
-/// What scripts/setup provisions: `$TDG_DEPS`, or the repository's `.deps`.
-pub fn deps_dir() -> std::path::PathBuf {
-    std::env::var_os("TDG_DEPS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps"))
 }
 
 /// Debian's interpreter by path (not a virtualenv's or pyenv's), with
@@ -78,29 +73,9 @@ pub fn zlib_dir() -> std::path::PathBuf {
     dir
 }
 
-/// `tdg ARGS` run in `dir`, output captured.
-pub fn tdg_in(args: &[&str], dir: &Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-/// The JSON a successful tdg command printed (fails the test with its
-/// stderr otherwise).
-pub fn json_of(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// The two-line spec of libbz2's block sort (instrument/examples/bzip2).
 pub fn bz2_blocksort_spec() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    testkit::repo()
         .join("instrument/examples/bzip2/BZ2_blockSort.spec")
         .display()
         .to_string()
@@ -115,7 +90,7 @@ pub fn profile_bzip2(
     stdout: std::process::Stdio,
 ) -> instrument::format::Profile {
     let spec = bz2_blocksort_spec();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args([
             "profile",
             "--spec",

@@ -4,24 +4,21 @@
 //! takes the same path, so the executors can be compared evaluation by
 //! evaluation, and faults are injected by the kernel killing its task.
 
-mod tune_slurm_support;
-
+use crate::support::tdg_command;
+use crate::tune_slurm_support::Cluster;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use tune_slurm_support::Cluster;
 
 fn support(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/tune_slurm_support")
-        .join(name)
+    testkit::repo().join("tests/tune_slurm_support").join(name)
 }
 
 /// The search over P x Q (R fixed): from the mid-range start P=2 Q=2 it
 /// needs several rounds, one with four configurations, to reach P=1 Q=3.
 fn tune(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tdg"));
+    let mut c = tdg_command();
     c.current_dir(dir)
         .env("TDG_NO_PROBE", "1")
         .env("TDG_TEST_TALLY", dir.join("tally"))
@@ -96,6 +93,7 @@ fn rounds(campaign: &Path) -> Vec<usize> {
 
 #[test]
 fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
+    let _alone = testkit::exclusive();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -146,6 +144,7 @@ fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
 
 #[test]
 fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
+    let _alone = testkit::exclusive();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -213,6 +212,7 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
 /// task must build its own and fails.
 #[test]
 fn build_once_campaigns_run_on_nodes_without_a_compiler() {
+    let _alone = testkit::exclusive();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -251,6 +251,7 @@ fn build_once_campaigns_run_on_nodes_without_a_compiler() {
 
 #[test]
 fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
+    let _alone = testkit::exclusive();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -274,7 +275,7 @@ fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args(["tune", "--json", "--resume"])
         .arg(&campaign)
         .env("SLURM_CONF", &cluster.conf)
@@ -300,6 +301,7 @@ fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
 
 #[test]
 fn ctrl_c_cancels_the_campaigns_jobs() {
+    let _alone = testkit::exclusive();
     let Some(cluster) = Cluster::start() else {
         return;
     };
@@ -363,6 +365,7 @@ fn ctrl_c_cancels_the_campaigns_jobs() {
 
 #[test]
 fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     // No Slurm commands on PATH.
     let out = tune(dir.path(), &["--executor", "slurm"])
@@ -381,7 +384,7 @@ fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
         "a campaign was left behind"
     );
 
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args(["tune", "--resume"])
         .arg(dir.path())
         .output()
@@ -428,6 +431,7 @@ fn no_slurm_or_a_dead_controller_is_one_line_with_a_way_out() {
 
 #[test]
 fn a_local_campaign_resumed_with_a_larger_budget_goes_on_without_repeating() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let whole = ok(tune(dir.path(), &["--log", "whole.jsonl"])
         .output()
@@ -441,7 +445,7 @@ fn a_local_campaign_resumed_with_a_larger_budget_goes_on_without_repeating() {
             .unwrap(),
     );
     assert_eq!(part["evaluations"], 3);
-    let resumed = ok(Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let resumed = ok(tdg_command()
         .args(["tune", "--json", "--budget", "100", "--resume"])
         .arg(&campaign)
         .env("TDG_NO_PROBE", "1")

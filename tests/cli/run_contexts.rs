@@ -4,30 +4,19 @@
 //! contexts file, and `tdg run --contexts` times the heaviest contexts with
 //! the generated driver and predicts the program's total time in the routine.
 
+use crate::instrument_support::build_host_with_shared_kernel;
 use std::path::Path;
-use std::process::{Command, Output};
-
-#[path = "../instrument/tests/instrument_support/mod.rs"]
-mod instrument_support;
-use instrument_support::build_host_with_shared_kernel;
+use std::process::Output;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn tdg(dir: &Path, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .current_dir(dir)
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .expect("tdg runs")
+    crate::support::tdg_in(args, dir)
 }
 
 fn ok(o: &Output) -> String {
-    let so = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success(),
-        "{so}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (so, se) = crate::support::text(o);
+    assert!(o.status.success(), "{so}{se}");
     so
 }
 
@@ -51,6 +40,7 @@ int main(void)
 
 #[test]
 fn contexts_prediction_from_a_real_profile() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let host = build_host_with_shared_kernel(d, &Path::new(ROOT).join("specs/dot.c"), HOST);

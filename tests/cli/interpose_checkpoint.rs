@@ -5,38 +5,20 @@
 //! same call's time in the shim's own profile. Real CRIU: needs root and
 //! `scripts/setup`.
 
-mod interpose_support;
-
-use interpose_support::json_of;
+use crate::interpose_support;
+use crate::support::{json_of, tdg_command as tdg};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use testkit::exclusive;
 
 const CALL: usize = 3;
-
-/// The tests of this file one at a time: the timing comparison must not
-/// share the 2 cores with another bzip2.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tdg() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-}
 
 fn spec() -> String {
     interpose_support::bz2_blocksort_spec()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    stats::Summary::of(&v).expect("samples").median
 }
 
 /// Call CALL's time in one profiled run of `bzip2 -9`.
@@ -90,7 +72,9 @@ fn capture_third_call_of(
 
 #[test]
 fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_the_app() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -145,7 +129,9 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
 
 #[test]
 fn inapp_times_the_call_through_the_shim_and_an_uncalled_routine_is_explained() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -229,7 +215,9 @@ fn blocksort_source() -> std::path::PathBuf {
 /// source at -O0 sorts the same block several times slower than at -O2.
 #[test]
 fn a_candidate_built_from_blocksort_c_replaces_libbz2s_in_restored_copies() {
-    let _serial = serial();
+    // The timing comparison must not share the 2 cores with another
+    // bzip2 or anything else this binary runs.
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");
@@ -325,7 +313,7 @@ fn original_and_candidate(line: &str) -> (i64, i64) {
 /// fails with exit 6 at exactly that element.
 #[test]
 fn a_blocksort_candidate_is_verified_on_the_image_through_estates_members() {
-    let _serial = serial();
+    let _alone = exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = d.join("input.txt");

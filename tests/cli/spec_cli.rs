@@ -1,22 +1,16 @@
 //! `tdg check` and `tdg fmt` end to end: exit codes, rendered diagnostics,
 //! files rewritten (or not).
 
+use crate::support::{tdg, tdg_command};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn tdg(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .output()
-        .expect("run tdg")
-}
+use std::process::Output;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 fn spec_path(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    testkit::repo()
         .join("specs")
         .join(name)
         .display()
@@ -381,7 +375,7 @@ flop="2*N";
 
 /// `tdg` with a private cache and no machine probe (sysfs defaults).
 fn tdg_in(cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
+    tdg_command()
         .args(args)
         .env("TDG_CACHE_DIR", cache)
         .env("TDG_NO_PROBE", "1")
@@ -454,6 +448,7 @@ fn reported_ns(cache: &Path, spec: &str, extra: &[&str]) -> f64 {
 
 #[test]
 fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = write(dir.path(), "dot.spec", REFERENCE_STYLE_DOT);
     let spec = spec.to_str().unwrap();

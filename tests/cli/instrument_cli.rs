@@ -1,16 +1,8 @@
 //! `tdg profile` / `instrument` / `spec-from-profile` on bad input: one
 //! clear line with the cause and a way out, never a panic.
 
-use std::path::Path;
+use crate::support::tdg_in as tdg;
 use std::process::{Command, Output};
-
-fn tdg(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap()
-}
 
 fn one_error_line(out: &Output) -> String {
     assert!(!out.status.success());
@@ -73,6 +65,7 @@ fn bad_inputs_get_one_line_errors_with_a_way_out() {
 
 #[test]
 fn runtime_only_output_builds_a_marker_program_that_tdg_profile_collects() {
+    let _heavy = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let out = tdg(&["instrument", "--runtime-only", "-o", "rt"], d);

@@ -1,16 +1,18 @@
 //! `tdg probe` end to end: the first run measures and caches, the next one
 //! reads the cache; `--json` and `--svg` carry the same result.
 
+use crate::support::tdg_command;
 use std::process::Command;
 
 fn tdg(cache: &std::path::Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tdg"));
+    let mut c = tdg_command();
     c.env("TDG_CACHE_DIR", cache).env_remove("XDG_CACHE_HOME");
     c
 }
 
 #[test]
 fn probe_measures_once_then_reads_its_cache() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let first = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
     assert!(

@@ -6,9 +6,8 @@
 //! compares the candidate's C with the library's on the application's data.
 //! Real CRIU: needs root and `scripts/setup`.
 
-mod interpose_support;
-
-use interpose_support::{json_of, tdg_in as tdg};
+use crate::interpose_support;
+use crate::support::{json_of, tdg_command, tdg_in as tdg};
 use std::path::Path;
 use std::process::Command;
 
@@ -61,7 +60,7 @@ void cblas_dgemm(int layout, int transa, int transb, int m, int n, int k, double
 "#;
 
 fn dgemm_spec() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    testkit::repo()
         .join("instrument/examples/blas/cblas_dgemm.spec")
         .display()
         .to_string()
@@ -69,6 +68,7 @@ fn dgemm_spec() -> String {
 
 #[test]
 fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() {
+    let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("script.py"), SCRIPT).unwrap();
@@ -297,6 +297,7 @@ unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int le
 /// inside minigzip (built from Debian's source by scripts/setup), call 5.
 #[test]
 fn a_return_value_named_in_returns_is_compared_on_the_image() {
+    let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let z = interpose_support::zlib_dir();
@@ -307,7 +308,7 @@ fn a_return_value_named_in_returns_is_compared_on_the_image() {
     )
     .unwrap();
     std::fs::write(d.join("crc.c"), CRC32).unwrap();
-    let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let cap = tdg_command()
         .args([
             "checkpoint",
             "capture",
@@ -426,6 +427,7 @@ int main(void)
 /// the program runs through all four calls to its normal output.
 #[test]
 fn member_paths_declare_what_each_call_writes_and_nothing_behind_null() {
+    let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("walk.h"), WALK_H).unwrap();
@@ -460,7 +462,7 @@ fn member_paths_declare_what_each_call_writes_and_nothing_behind_null() {
     // the count overflows (0, 1, 5); all there (10*3+2, 1, 5).
     for (call, elements) in [(1, 0), (2, 22), (3, 6), (4, 38)] {
         let image = format!("img{call}");
-        let cap = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        let cap = tdg_command()
             .args(["checkpoint", "capture", "--spec", "walk.spec", "--call"])
             .arg(call.to_string())
             .args(["-o", &image, "--", "./main"])

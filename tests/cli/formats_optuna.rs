@@ -3,11 +3,11 @@
 //! same budget, and tdg re-times both bests side by side: they must agree
 //! within the spread of those re-timings. Run under the timing lock.
 
-mod formats_support;
-
-use formats_support::{repo, stderr, tdg, tuners_python};
+use crate::formats_support::tuners_python;
+use crate::support::{stderr, tdg_env as tdg};
 use std::collections::BTreeMap;
 use std::process::Command;
+use testkit::repo;
 
 const SIZES: [&str; 6] = ["-D", "MS=256", "-D", "NS=256", "-D", "KS=256"];
 const SPACE: [&str; 6] = [
@@ -51,13 +51,13 @@ fn cost(c: &Config) -> f64 {
     String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    stats::Summary::of(&v).expect("samples").median
 }
 
 #[test]
 fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let spec = repo().join("specs/blocked_gemm.spec");
     let kernel = repo().join("specs/blocked_gemm.c");
@@ -89,13 +89,7 @@ fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
         .arg(&kernel)
         .args(SIZES)
         .args(SPACE)
-        .args([
-            "--trials",
-            BUDGET,
-            "--tdg",
-            env!("CARGO_BIN_EXE_tdg"),
-            "--out",
-        ])
+        .args(["--trials", BUDGET, "--tdg", crate::support::TDG, "--out"])
         .arg(&out);
     let o = optuna.output().unwrap();
     assert!(

@@ -3,13 +3,9 @@
 //! `dlsym(RTLD_NEXT)`'s reach, as numpy's BLAS is under python3), and a
 //! routine defined nowhere (one line, a documented status, no core dump).
 
-#[path = "../instrument/tests/instrument_support/mod.rs"]
-mod instrument_support;
-mod interpose_support;
-
+use crate::instrument_support::cc;
+use crate::support::tdg_in as tdg;
 use instrument::{format, interpose, runtime};
-use instrument_support::cc;
-use interpose_support::tdg_in as tdg;
 use std::path::Path;
 use std::process::Command;
 use toolchain::{CCompiler, CompileJob};
@@ -74,6 +70,7 @@ fn compile(dir: &Path, name: &str, src: &str, output: &str, cflags: &[&str], lin
 
 #[test]
 fn a_routine_in_a_locally_dlopened_library_is_found_and_named() {
+    let _heavy = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let lib = ["-O2", "-fPIC", "-shared"];
@@ -135,6 +132,7 @@ fn a_routine_in_a_locally_dlopened_library_is_found_and_named() {
 
 #[test]
 fn a_routine_defined_nowhere_ends_the_program_with_one_line_and_a_documented_status() {
+    let _heavy = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // A weak reference: the program calls the routine if something defines
@@ -197,12 +195,12 @@ int main(void) {
 
 #[test]
 fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
+    let _heavy = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     // A prototype-only spec whose recorded values are all integers.
-    let dgemm = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("instrument/examples/blas/cblas_dgemm.spec"),
-    )
-    .unwrap();
+    let dgemm =
+        std::fs::read_to_string(testkit::repo().join("instrument/examples/blas/cblas_dgemm.spec"))
+            .unwrap();
     for (name, src) in [
         (
             "void",

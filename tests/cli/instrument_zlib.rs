@@ -3,25 +3,20 @@
 //! computes a CRC-32 over every byte it compresses or decompresses, so the
 //! recorded `len` values must add up to the file size exactly.
 
-mod interpose_support;
-
+use crate::interpose_support::zlib_dir;
+use crate::support::TDG;
 use instrument::{contexts, drive, format, report};
-use interpose_support::zlib_dir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use toolchain::{CCompiler, CompileJob};
 
-fn tdg() -> &'static str {
-    env!("CARGO_BIN_EXE_tdg")
-}
-
 fn spec_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("instrument/examples/zlib/crc32.spec")
+    testkit::repo().join("instrument/examples/zlib/crc32.spec")
 }
 
 /// ~3 MB of compressible text (the workspace's own sources, repeated).
 fn input_file(dir: &Path) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = testkit::repo();
     let mut text = Vec::new();
     let mut part = std::fs::read(root.join("Cargo.lock")).unwrap();
     part.extend(std::fs::read(root.join("instrument/c/tdg_instrument.c")).unwrap());
@@ -44,6 +39,7 @@ fn sum_of_len(p: &format::Profile) -> u64 {
 
 #[test]
 fn minigzip_profiled_through_ld_preload_end_to_end() {
+    let _alone = testkit::exclusive();
     let z = zlib_dir();
     let dir = tempfile::tempdir().unwrap();
     let input = input_file(dir.path());
@@ -57,7 +53,7 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         .output()
         .unwrap();
     assert!(plain.status.success());
-    let profiled = Command::new(tdg())
+    let profiled = Command::new(TDG)
         .args(["profile", "--spec"])
         .arg(spec_path())
         .arg("-o")
@@ -89,7 +85,7 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     );
     assert!(p.nontemporal && p.dropped == 0);
 
-    let json = Command::new(tdg())
+    let json = Command::new(TDG)
         .args(["profile", "report", "--json", "--svg"])
         .arg(dir.path().join("crc32.svg"))
         .arg(&prof)
@@ -121,7 +117,7 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
 
     let spec_out = dir.path().join("crc32.profiled.spec");
     let ctx_out = dir.path().join("crc32.contexts.json");
-    let sfp = Command::new(tdg())
+    let sfp = Command::new(TDG)
         .arg("spec-from-profile")
         .arg(&prof)
         .arg("--spec")
@@ -175,12 +171,13 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
 
 #[test]
 fn statically_linked_minigzip_profiled_through_the_wrap_object() {
+    let _heavy = testkit::shared();
     let z = zlib_dir();
     let dir = tempfile::tempdir().unwrap();
     let input = input_file(dir.path());
     let size = std::fs::metadata(&input).unwrap().len();
     let inst = dir.path().join("inst");
-    let out = Command::new(tdg())
+    let out = Command::new(TDG)
         .arg("instrument")
         .arg(spec_path())
         .arg("-o")
@@ -254,11 +251,12 @@ fn statically_linked_minigzip_profiled_through_the_wrap_object() {
 
 #[test]
 fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
+    let _heavy = testkit::shared();
     let z = zlib_dir();
     let dir = tempfile::tempdir().unwrap();
     let input = input_file(dir.path());
     let prof = dir.path().join("crc32.tdgp");
-    let st = Command::new(tdg())
+    let st = Command::new(TDG)
         .args(["profile", "--spec"])
         .arg(spec_path())
         .arg("-o")
@@ -273,7 +271,7 @@ fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
         .status()
         .unwrap();
     assert!(st.success());
-    let out = Command::new(tdg())
+    let out = Command::new(TDG)
         .arg("validate")
         .arg(&prof)
         .arg("--spec")
@@ -299,7 +297,7 @@ fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
     }
     println!("{text}");
     // Bad input gets a one-line error with a way out.
-    let bad = Command::new(tdg())
+    let bad = Command::new(TDG)
         .args(["validate"])
         .arg(&prof)
         .arg("--spec")
@@ -316,6 +314,7 @@ fn validate_says_which_cache_state_minigzip_runs_crc32_in() {
 
 #[test]
 fn markers_around_a_static_routine_of_zlib_profile_a_rebuilt_minigzip() {
+    let _heavy = testkit::shared();
     // deflate()'s block compressor (deflate_stored/_huff/_rle/_slow, picked
     // through a static function table) cannot be interposed: it is static.
     // A few lines of source change make it visible.
@@ -368,7 +367,7 @@ fn markers_around_a_static_routine_of_zlib_profile_a_rebuilt_minigzip() {
         })
         .unwrap();
     let prof = d.join("deflate.tdgp");
-    let out = Command::new(tdg())
+    let out = Command::new(TDG)
         .args(["profile", "-o"])
         .arg(&prof)
         .arg("--")

@@ -1,12 +1,10 @@
 //! `tdg tune` end to end on the blocked GEMM example: real drivers, real
 //! compiles, small spaces so the suite stays quick.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::tdg_command;
+use std::path::Path;
+use std::process::Output;
+use testkit::repo;
 
 fn tdg(cache: &Path, args: &[&str]) -> Output {
     tdg_with(cache, args, &[])
@@ -15,7 +13,7 @@ fn tdg(cache: &Path, args: &[&str]) -> Output {
 fn tdg_with(cache: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let spec = repo().join("specs/blocked_gemm.spec");
     let kernel = repo().join("specs/blocked_gemm.c");
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
+    tdg_command()
         .env("TDG_CACHE_DIR", cache)
         .envs(env.iter().copied())
         .arg("tune")
@@ -37,6 +35,7 @@ fn log_lines(path: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn exhaustive_picks_the_register_blocked_variant() {
+    let _alone = testkit::exclusive();
     // 1x1 register tiles reload C every multiply-add; 4x4 keeps 16
     // accumulators in registers: several times faster on any machine.
     let dir = tempfile::tempdir().unwrap();
@@ -98,6 +97,7 @@ fn exhaustive_picks_the_register_blocked_variant() {
 
 #[test]
 fn search_starts_from_the_probe_model_and_never_repeats_a_configuration() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("tune.jsonl");
     let out = tdg(
@@ -174,7 +174,7 @@ fn bad_input_gets_one_line_errors() {
             assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
         }
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args([
             "tune",
             repo().join("specs/blocked_gemm.spec").to_str().unwrap(),
@@ -194,6 +194,7 @@ fn bad_input_gets_one_line_errors() {
 
 #[test]
 fn a_kernel_that_does_not_compile_stops_the_search_with_the_compiler_message() {
+    let _heavy = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     // NB=0 trips the kernel's own #error on the first configuration.
     let out = tdg(

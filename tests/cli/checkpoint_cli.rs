@@ -1,23 +1,15 @@
 //! `tdg checkpoint` and `tdg doctor` from the command line, with real CRIU
 //! (root and `scripts/setup` needed, as in CI).
 
+use crate::support::{tdg_command, text, TDG};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/checkpoint/tests/apps");
 
+/// `tdg ARGS`, the arguments strings and paths alike.
 fn tdg(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args.iter().map(|a| a.as_ref()))
-        .output()
-        .expect("tdg runs")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
+    crate::support::tdg(args)
 }
 
 /// `tdg checkpoint lib` output is all a user needs to build an application.
@@ -46,6 +38,7 @@ fn build_app(dir: &Path) -> PathBuf {
 
 #[test]
 fn capture_then_time_json_from_the_command_line() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_app(dir.path());
     let img = PathBuf::from(format!("/dev/shm/tdg-cli-{}", std::process::id()));
@@ -161,6 +154,7 @@ fn outside_session(program: &Path) -> Command {
 
 #[test]
 fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
+    let _alone = testkit::exclusive();
     // The condition itself: inside such a namespace a process's session id is 0.
     let stat = outside_session(Path::new("cat"))
         .arg("/proc/self/stat")
@@ -172,7 +166,7 @@ fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build_app(dir.path());
     let img = PathBuf::from(format!("/dev/shm/tdg-cli-nosession-{}", std::process::id()));
-    let o = outside_session(Path::new(env!("CARGO_BIN_EXE_tdg")))
+    let o = outside_session(Path::new(TDG))
         .args([
             "checkpoint",
             "capture",
@@ -193,7 +187,7 @@ fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
         .unwrap();
     let (so, se) = text(&o);
     assert!(o.status.success(), "{so}{se}");
-    let o = outside_session(Path::new(env!("CARGO_BIN_EXE_tdg")))
+    let o = outside_session(Path::new(TDG))
         .args(["checkpoint", "time"])
         .arg(&img)
         .args(["--samples", "3", "--json"])
@@ -210,8 +204,9 @@ fn capture_works_when_the_session_leader_is_outside_the_pid_namespace() {
 /// Ctrl-C, so it must die with tdg rather than run on unattended.
 #[test]
 fn application_being_captured_dies_with_tdg() {
+    let _alone = testkit::exclusive();
     let img = PathBuf::from(format!("/dev/shm/tdg-cli-orphan-{}", std::process::id()));
-    let mut tdg = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let mut tdg = tdg_command()
         .args(["checkpoint", "capture", "-o"])
         .arg(&img)
         .args(["--", "sleep", "60"])
@@ -259,6 +254,7 @@ fn application_being_captured_dies_with_tdg() {
 
 #[test]
 fn failures_are_one_line_with_a_way_out() {
+    let _alone = testkit::exclusive();
     let o = tdg(&[&"checkpoint", &"time", &"/nonexistent/image"]);
     let (_, se) = text(&o);
     assert!(!o.status.success());
@@ -290,7 +286,7 @@ fn failures_are_one_line_with_a_way_out() {
         "{se}"
     );
 
-    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let o = tdg_command()
         .args(["checkpoint", "time"])
         .arg(&img)
         .env("TDG_CRIU", "/nonexistent/criu")
@@ -303,6 +299,7 @@ fn failures_are_one_line_with_a_way_out() {
 
 #[test]
 fn doctor_reports_criu_and_readiness() {
+    let _alone = testkit::exclusive();
     let o = tdg(&[&"doctor"]);
     let (so, se) = text(&o);
     assert!(o.status.success(), "{so}{se}");
@@ -313,7 +310,7 @@ fn doctor_reports_criu_and_readiness() {
     assert!(so.contains("checkpointing: ready"), "{so}");
 
     // With a criu that does not exist the doctor says so and how to fix it.
-    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let o = tdg_command()
         .arg("doctor")
         .env("TDG_CRIU", "/nonexistent/criu")
         .output()
@@ -336,7 +333,7 @@ fn not_root_and_too_old_criu_are_named_with_the_fix() {
     // Not root: drop to nobody with util-linux's setpriv.
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_tdg"))
+        .arg(TDG)
         .args(["checkpoint", "time", "/nonexistent/image"])
         .output()
         .unwrap();
@@ -354,7 +351,7 @@ fn not_root_and_too_old_criu_are_named_with_the_fix() {
         .arg(&fake)
         .status()
         .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let o = tdg_command()
         .arg("doctor")
         .env("TDG_CRIU", &fake)
         .output()

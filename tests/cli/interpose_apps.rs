@@ -4,14 +4,13 @@
 //! calling BZ2_blockSort in libbz2 through the PLT, profiled with
 //! prototype-only specs.
 
-mod interpose_support;
-
-use interpose_support::{json_of, tdg_in as tdg};
+use crate::interpose_support;
+use crate::support::{json_of, tdg_in as tdg};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn example(rel: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    testkit::repo()
         .join("instrument/examples")
         .join(rel)
         .display()
@@ -32,6 +31,7 @@ print(f"checksums {x:.6f} {y:.6f}")
 
 #[test]
 fn numpy_matmul_under_debians_python3_is_profiled_in_its_local_blas() {
+    let _heavy = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("script.py"), SCRIPT).unwrap();
@@ -103,6 +103,7 @@ fn input(d: &Path) -> PathBuf {
 
 #[test]
 fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
+    let _heavy = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let input = input(d);

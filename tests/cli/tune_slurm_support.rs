@@ -10,7 +10,7 @@ pub struct Cluster {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm-cluster")
+    testkit::repo().join("scripts/slurm-cluster")
 }
 
 impl Cluster {

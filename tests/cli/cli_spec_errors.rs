@@ -1,8 +1,6 @@
 //! Every command that loads a spec reports a bad one the same way `tdg check`
 //! does: `file:line:col: error: ...`, the source line and a caret, once.
 
-use std::process::Command;
-
 #[test]
 fn spec_errors_print_once_with_location_and_caret_from_every_command() {
     let dir = tempfile::tempdir().unwrap();
@@ -23,10 +21,7 @@ fn spec_errors_print_once_with_location_and_caret_from_every_command() {
         &["tune", s, "--impl", k, "--param", "N=1:2"],
     ];
     for args in commands {
-        let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
-            .args(args)
-            .output()
-            .unwrap();
+        let out = crate::support::tdg(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(
@@ -45,15 +40,9 @@ fn spec_errors_print_once_with_location_and_caret_from_every_command() {
 }
 
 fn tdg(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    let out = crate::support::tdg(args);
+    let (stdout, stderr) = crate::support::text(&out);
+    (out.status.success(), stdout, stderr)
 }
 
 const DOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/specs/dot.spec");

@@ -1,10 +1,9 @@
 //! Every spec in specs/ is generated, compiled warning-free (gcc and clang,
 //! -Wall -Wextra -Werror), run against its kernel in specs/*.c and verified.
 
-#[path = "../driver-gen/tests/driver_support/mod.rs"]
-mod driver_support;
+use crate::driver_support::*;
+use crate::support::tdg_command;
 use driver_gen::{machine_defaults, render, run_driver, DriverConfig, DriverModel};
-use driver_support::*;
 use std::path::PathBuf;
 use std::process::Command;
 use toolchain::{CCompiler, CompileJob};
@@ -22,6 +21,7 @@ fn all_specs() -> Vec<PathBuf> {
 
 #[test]
 fn every_spec_runs_and_verifies_against_its_kernel() {
+    let _heavy = testkit::shared();
     for path in all_specs() {
         let spec = spec_lang::load(&path).unwrap_or_else(|d| panic!("{d}"));
         let imp = path.with_extension("c");
@@ -112,6 +112,7 @@ returns(X);
 
 #[test]
 fn generated_c_is_warning_free_under_gcc_and_clang() {
+    let _heavy = testkit::shared();
     let mut compilers = vec!["gcc"];
     if have("clang") {
         compilers.push("clang");
@@ -152,8 +153,9 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
 
 #[test]
 fn tdg_gen_writes_a_driver_that_builds_and_runs_without_tdg() {
+    let _heavy = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args(["gen", "specs/axpy.spec", "-o"])
         .arg(dir.path())
         .current_dir(repo())
@@ -200,7 +202,7 @@ fn templates_dir_overrides_the_built_in_templates() {
     )
     .unwrap();
     let out_dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args(["gen", "specs/dot.spec", "--templates"])
         .arg(tdir.path())
         .arg("-o")
@@ -221,7 +223,7 @@ fn templates_dir_overrides_the_built_in_templates() {
 
 #[test]
 fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+    let out = tdg_command()
         .args([
             "explain",
             "specs/dot.spec",
@@ -243,6 +245,7 @@ fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
 
 #[test]
 fn run_prints_table_json_and_csv() {
+    let _heavy = testkit::shared();
     let base = [
         "run",
         "specs/dot.spec",
@@ -254,7 +257,7 @@ fn run_prints_table_json_and_csv() {
         "3",
     ];
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
+        let out = tdg_command()
             .args(base)
             .args(extra)
             .current_dir(repo())

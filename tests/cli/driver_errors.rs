@@ -1,11 +1,8 @@
 //! What the user sees when things go wrong: build failures, crashes,
 //! wrong results, bad input. Nothing may panic; every message says why.
 
-#[path = "../driver-gen/tests/driver_support/mod.rs"]
-mod driver_support;
+use crate::driver_support::*;
 use driver_gen::RunError;
-use driver_support::*;
-use std::process::Command;
 
 const AXPY: &str = r#"
 routine=void daxpy(const int N, const double alpha, const double* X, double* Y) {
@@ -21,6 +18,7 @@ returns(Y);
 
 #[test]
 fn build_failure_shows_the_compilers_message() {
+    let _heavy = testkit::shared();
     let e = try_build(
         AXPY,
         "void daxpy(int N) { return undeclared_thing; }\n",
@@ -35,6 +33,7 @@ fn build_failure_shows_the_compilers_message() {
 
 #[test]
 fn segfault_is_reported_with_signal_and_phase() {
+    let _heavy = testkit::shared();
     // Crashes on its third call: the warm-up and the probe succeed.
     let imp = "static int n; void daxpy(const int N, const double a, const double *X, double *Y) { (void)N; (void)a; (void)X; (void)Y; if (++n == 3) *(volatile int *)0 = 1; }\n";
     let kit = build(AXPY, imp, &opts());
@@ -48,6 +47,7 @@ fn segfault_is_reported_with_signal_and_phase() {
 
 #[test]
 fn sigfpe_in_the_warm_up_call_names_that_call() {
+    let _heavy = testkit::shared();
     let imp = "volatile int zero; int q; void daxpy(const int N, const double a, const double *X, double *Y) { (void)a; (void)X; (void)Y; q = N / zero; }\n";
     let kit = build(AXPY, imp, &opts());
     match kit.built.run(&opts()) {
@@ -63,6 +63,7 @@ fn sigfpe_in_the_warm_up_call_names_that_call() {
 
 #[test]
 fn wrong_results_fail_verification_loudly() {
+    let _heavy = testkit::shared();
     let wrong = "void daxpy(const int N, const double a, const double *X, double *Y) { int i; for (i = 0; i < N; i++) Y[i] += 2 * a * X[i]; }\n";
     let kit = build(AXPY, wrong, &opts());
     match kit.built.run(&opts()) {
@@ -80,6 +81,7 @@ fn wrong_results_fail_verification_loudly() {
 
 #[test]
 fn wrong_return_value_fails_verification() {
+    let _heavy = testkit::shared();
     let spec_src = r#"
 routine=double ddot(const int N, const double* X, const double* Y) {
   double s = 0; for (int i = 0; i < N; i++) s += X[i] * Y[i]; return s;
@@ -120,17 +122,11 @@ init={ N=Range(10, 1); Y=Vector(double, RANDOM, _, N); };
     assert!(e.to_string().contains("sizes must be fixed"), "{e}");
 }
 
+/// `tdg ARGS` in the repository: (exit status, stdout, stderr).
 fn tdg(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tdg"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    let out = crate::support::tdg_in(args, &repo());
+    let (stdout, stderr) = crate::support::text(&out);
+    (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
 #[test]
@@ -169,6 +165,7 @@ fn cli_rejects_bad_input_with_one_clear_line() {
 
 #[test]
 fn negative_size_is_a_clear_error_not_a_crash() {
+    let _heavy = testkit::shared();
     // -D NS=-5 compiles, but a size cast to size_t is huge: the driver must
     // refuse it in one line instead of corrupting the heap.
     let mut o = opts();

@@ -3,11 +3,11 @@
 //! by tdg, compared by the tool, which must name the faster one either way
 //! round. Run under the timing lock (it times).
 
-mod formats_support;
-
-use formats_support::{repo, stderr, support, tdg};
+use crate::formats_support::support;
+use crate::support::{stderr, tdg_env as tdg};
 use std::path::Path;
 use std::process::Command;
+use testkit::repo;
 
 const COMPARE_PY: &str = "/usr/share/benchmark/compare.py";
 
@@ -71,6 +71,7 @@ fn compare(a: &Path, b: &Path, dir: &Path) -> (f64, f64, String) {
 
 #[test]
 fn compare_py_names_the_faster_implementation() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let eight_sums = dir.path().join("eight_sums.json");
     let kahan = dir.path().join("kahan.json");

@@ -6,9 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../instrument/tests/instrument_support/mod.rs"]
-mod instrument_support;
-use instrument_support::build_host_with_shared_kernel;
+use crate::instrument_support::build_host_with_shared_kernel;
+use crate::support::TDG;
 
 /// 32 Ki longs = 256 KiB: a quarter of this machine's 1 MiB L2, so a warm
 /// call runs from cache and a cold one from memory. (At 512 KiB the warm time
@@ -54,7 +53,7 @@ fn build(dir: &Path) -> PathBuf {
 /// Profiles the host (evicting or not) and validates context 1; returns the
 /// validation JSON.
 fn validate(dir: &Path, exe: &Path, evict: bool) -> serde_json::Value {
-    let tdg = env!("CARGO_BIN_EXE_tdg");
+    let tdg = TDG;
     let prof = dir.join(if evict { "cold.tdgp" } else { "warm.tdgp" });
     let mut cmd = Command::new(tdg);
     cmd.current_dir(dir)
@@ -95,6 +94,7 @@ fn validate(dir: &Path, exe: &Path, evict: bool) -> serde_json::Value {
 
 #[test]
 fn validate_tells_an_application_that_reuses_cached_data_from_one_that_evicts_it() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
     let warm = validate(dir.path(), &exe, false);

@@ -1,0 +1,103 @@
+//! The facts every crate's tests repeat, written once: the section timing
+//! tests hold, where the repository and its provisioned `.deps` are,
+//! whether a program is installed, and pinning to one CPU. A dev-dependency
+//! only (`publish = false`); its statics live once per test binary, which is
+//! the scope the exclusive section needs.
+
+use std::path::PathBuf;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// One per test binary: timing tests write-lock it, other heavy tests
+/// read-lock it.
+static SECTION: RwLock<()> = RwLock::new(());
+
+/// Held by every test that times something, uses CRIU or Slurm, or spins
+/// CPUs: such tests run one at a time, and never beside a test holding
+/// [`shared`]. On this machine's two cores a neighbour shares the L3 and
+/// the memory bandwidth, which is what the timings measure (seen: a flush
+/// sweep's cold end at 1.4x instead of 4x beside another cache test, a
+/// 10.3 % in-app miss that vanished run alone), and a load test's spinning
+/// threads would land inside another test's measurements.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SECTION
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held by tests that do not time but load the machine (compiles, driver
+/// runs, profiled programs): they run beside each other, never beside an
+/// [`exclusive`] one. A failed test poisons nothing: its guard is taken
+/// back as it stood.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    SECTION
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The workspace root (this crate sits one level below it).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testkit sits inside the workspace")
+        .to_path_buf()
+}
+
+/// What scripts/setup provisions (CRIU, zlib, bzip2 sources, the tuners'
+/// Python): `$TDG_DEPS`, or the repository's `.deps`.
+pub fn deps_dir() -> PathBuf {
+    std::env::var_os("TDG_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".deps"))
+}
+
+/// Whether `program --version` runs and succeeds (an optional compiler).
+pub fn have(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// CPUs this process may run on, from /proc/self/status (e.g. "0-1,4").
+pub fn usable_cpus() -> Vec<i32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<i32>().unwrap()..=b.parse::<i32>().unwrap()),
+            None => out.push(part.parse().unwrap()),
+        }
+    }
+    out
+}
+
+/// Pins the calling thread, and so every process it starts from now on
+/// (plain runs, captured applications, criu and the copies it restores), to
+/// one CPU. Unpinned, the runs of one comparison land on either vCPU of this
+/// shared machine, whose speeds differ at times (seen: the same sort call at
+/// 28 or 52 us depending on the CPU), and a median of 15 flips between them.
+pub fn pin_to_one_cpu() {
+    // SAFETY: plain libc calls on a zeroed cpu_set_t owned by this frame.
+    unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+            return;
+        }
+        let Some(cpu) = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&c| libc::CPU_ISSET(c, &allowed))
+        else {
+            return;
+        };
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        libc::sched_setaffinity(0, size, &one);
+    }
+}
