@@ -433,13 +433,7 @@ fn reference_generator_spec_is_accepted_warned_and_explained() {
 /// a few microseconds each read whichever state this shared host was in for
 /// a fraction of a millisecond (a flushed/unmarked ratio of 1.15 once).
 fn reported_ns(cache: &Path, spec: &str, extra: &[&str]) -> f64 {
-    let mut args = vec![
-        "run",
-        spec,
-        "--json",
-        "--min-interval-ns",
-        "0",
-    ];
+    let mut args = vec!["run", spec, "--json", "--min-interval-ns", "0"];
     args.extend_from_slice(extra);
     let out = tdg_in(cache, &args);
     assert!(out.status.success(), "{}", text(&out.stderr));
