@@ -484,14 +484,16 @@ fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
     eprintln!(
         "unmarked {unmarked:.0} ns, --flush none {none:.0} ns ({as_none:.3}x), --flush read {flushed:.0} ns ({cold:.2}x)"
     );
+    // Unmarked vs --flush none read 1.000-1.018x (the minima of interleaved
+    // rounds); flushed vs unmarked 1.34-1.86x on one host and 1.15-1.18x on
+    // today's (L2 to memory with prefetching streams). Both bounds keep the
+    // flushed time outside the band the unmarked one must stay in.
     assert!(
-        (0.85..=1.18).contains(&as_none),
+        (0.93..=1.07).contains(&as_none),
         "unmarked {unmarked:.0} ns vs --flush none {none:.0} ns: ratio {as_none:.2}"
     );
-    // Measured 1.34-1.86x here (L2 to memory with prefetching streams);
-    // the unmarked-vs-none noise is about 2%.
     assert!(
-        cold >= 1.2,
+        cold >= 1.1,
         "flushed {flushed:.0} ns vs unmarked {unmarked:.0} ns: ratio {cold:.2}"
     );
 }
