@@ -200,7 +200,6 @@ static struct {
     struct timespec t_prepared; /* child: pages pre-faulted (and flushed) */
     struct sigaction app_sigchld; /* the application's, for every child */
     long long fork_ns, prepare_ns, delay_ns;
-    long long flush_ns; /* the sampler's flush before this child's fork() */
     long prepare_faults;
     long minflt0;
 } fork_plan;
@@ -824,20 +823,15 @@ static inline void flush_line(const volatile char *p)
 }
 #endif
 
-/* Every sample starts cold. The previous sample left the physical pages
- * this one shares in L2/L3, where a fresh restore (new pages) starts without
- * them; the delay calls then rebuild what the application's own run has
- * cached. Without the flush a delayed sort read 0.77-0.82x its in-app time,
- * with it 0.96-1.04x (checkpoint/tests/criu_vs_instrument.rs).
- *
- * The sampler flushes the checkpoint's pages before each fork(), through
- * its own mappings: a child would flush them through page tables and a TLB
- * it has not used yet (measured on 4 KiB pages: 1.3-2.1 ms in a fresh child
- * against 0.6-1.3 ms in the parent for 16 MiB). A child, before the replay,
- * maps every page of a file mapping the checkpoint holds (fork() leaves
- * those to fault on first use), copies every page the learning pass wrote
- * (so the timed call takes no copy-on-write fault), and flushes those
- * copies: they are new physical pages, possibly the previous child's, hot. */
+/* In a sample's child, before the replay: every page of a file mapping the
+ * checkpoint holds is mapped (fork() leaves those to fault on first use), every
+ * page the learning pass wrote is copied now (so the timed call takes no
+ * copy-on-write fault), and the checkpoint's pages are flushed from the
+ * caches. The previous sample left the physical pages this one shares in
+ * L2/L3, where a fresh restore (new pages) starts without them; the delay
+ * calls then rebuild what the application's own run has cached. Without the
+ * flush a delayed sort read 0.77-0.82x its in-app time, with it 0.96-1.04x
+ * (checkpoint/tests/criu_vs_instrument.rs). */
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
@@ -869,38 +863,24 @@ static void populate(const unsigned long *pages, size_t n, bool write)
     }
 }
 
-static void flush_pages(const unsigned long *pages, size_t n)
+static void prepare_sample(void)
 {
-#if HAVE_TSC
     long line = sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
     if (line <= 0)
         line = 64;
-    for (size_t i = 0; i < n; i++)
-        for (long off = 0; off < fork_plan.page; off += line)
-            flush_line((const volatile char *)pages[i] + off);
-    __asm__ __volatile__("mfence" ::: "memory");
-#else
-    (void)pages;
-    (void)n;
-#endif
-}
-
-/* The sampler, before each sample's fork(). */
-static void flush_checkpoint_pages(void)
-{
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    flush_pages(fork_plan.present, fork_plan.n_present);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    fork_plan.flush_ns = elapsed_ns(&t0, &t1);
-}
-
-/* The child, before the replay. */
-static void prepare_sample(void)
-{
     populate(fork_plan.file_present, fork_plan.n_file_present, false);
     populate(fork_plan.written, *fork_plan.n_written, true);
-    flush_pages(fork_plan.written, *fork_plan.n_written);
+#if HAVE_TSC
+    for (size_t i = 0; i < fork_plan.n_present; i++)
+        for (long off = 0; off < fork_plan.page; off += line)
+            flush_line((const volatile char *)fork_plan.present[i] + off);
+    for (size_t i = 0; i < *fork_plan.n_written; i++)
+        for (long off = 0; off < fork_plan.page; off += line)
+            flush_line((const volatile char *)fork_plan.written[i] + off);
+    __asm__ __volatile__("mfence" ::: "memory");
+#else
+    (void)line;
+#endif
 }
 
 /* Fork one child running schedule entry `k`; only the child returns true. */
@@ -1022,15 +1002,13 @@ static void sample_by_fork(void)
     for (long i = 0; i < fork_plan.n_samples; i++) {
         int k = fork_plan.schedule[i];
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        flush_checkpoint_pages();
         if (fork_child(k, &pid)) {
             long faults = minor_faults();
             fork_plan.sample = i;
             prepare_sample();
             fork_plan.prepare_faults = minor_faults() - faults;
             clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_prepared);
-            /* the phase is the sampler's flush and the child's copies */
-            fork_plan.prepare_ns = fork_plan.flush_ns + elapsed_ns(&fork_plan.t_start, &fork_plan.t_prepared);
+            fork_plan.prepare_ns = elapsed_ns(&fork_plan.t_start, &fork_plan.t_prepared);
             return;
         }
         if (pid < 0) {
