@@ -51,7 +51,7 @@ fn measure(site: &str) -> Measured {
 fn measure_agreeing(site: &str) -> Measured {
     let mut m = measure(site);
     for attempt in 2..=3 {
-        if relative_difference(m.delayed.min, m.in_app.min) < 0.10 {
+        if relative_difference(m.delayed.min, m.in_app.min) < SORT_TOLERANCE {
             break;
         }
         eprintln!(
@@ -66,7 +66,7 @@ fn measure_agreeing(site: &str) -> Measured {
 fn assert_delayed_matches_in_app(site: &str, m: &Measured) {
     let err = relative_difference(m.delayed.min, m.in_app.min);
     assert!(
-        err < 0.10,
+        err < SORT_TOLERANCE,
         "{site}: delayed minimum {:.0} ns is {:.1}% away from the in-app minimum {:.0} ns \
          (medians: delayed {:.0} ns, in-app {:.0} ns)",
         m.delayed.min,

@@ -112,6 +112,23 @@ pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> 
     args.iter().map(|a| a.as_ref().to_os_string()).collect()
 }
 
+/// How far the delayed checkpoint's sort may read from its in-app time.
+///
+/// Not 10 %: on the EPYC hosts of this VM kind a process runs this loop at
+/// one of several speed levels 9-11 % apart and keeps it for its lifetime
+/// (the same binary's plain runs of call 8: 44.3, 48.9, 51.2, 54.9, 57.4 and
+/// 62.5 us; the level also shows in a register-only loop with one taken
+/// branch per iteration, while a chain of dependent adds reads the core
+/// clock at a constant 3.245 GHz, so it is not the clock). Which levels the
+/// restored samples land on against the plain runs moved between runs: the
+/// delayed sort read 0.83x its in-app median in all three measurements of
+/// one CI run, 1.11-1.13x in a `scripts/bench-checkpoint` run on the same
+/// day, and the restore path and the fork path traded places between runs.
+/// One level step is the old bound; two and a half steps still separate a
+/// replay of the application's data from anything else (the default
+/// driver's random data reads ~2900x, see `criu_accuracy.rs`).
+pub const SORT_TOLERANCE: f64 = 0.25;
+
 /// Right after an immediate restore the pointer chase's list is out of the
 /// caches: its median must be clearly (over 2x) slower than the delayed one.
 pub fn assert_immediate_is_cold(site: &str, immediate: &Summary, delayed: &Summary) {
