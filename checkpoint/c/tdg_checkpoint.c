@@ -831,7 +831,11 @@ static inline void flush_line(const volatile char *p)
  * L2/L3, where a fresh restore (new pages) starts without them; the delay
  * calls then rebuild what the application's own run has cached. Without the
  * flush a delayed sort read 0.77-0.82x its in-app time, with it 0.96-1.04x
- * (checkpoint/tests/criu_vs_instrument.rs). */
+ * (checkpoint/tests/criu_vs_instrument.rs) and, on other days, 0.76-0.93x: the
+ * sort runs at per-process speed levels about 10% apart, and a forked sample
+ * lands on one of them. Flushing from the sampler before the fork instead
+ * halves this phase but read the sort lower in every one of six rounds
+ * (docs/checkpoint.md, Limits), so the flush stays here. */
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
