@@ -957,7 +957,8 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "  --stable-pct=P             halves of the run must agree within P%% (default %g)\n"
             "  --select=min|median        reported statistic\n"
             "  --flush=read|clflush|none  cache flush before each timed call\n"
-            "  --flush-kib=K              read-flush / working-set area size in KiB\n"
+            "  --flush-kib=K              read-flush / working-set area size in KiB (read as\n"
+            "                             given: no clflush of the flushed operands after it)\n"
             "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
             "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
             "  --reps=R                   force R calls per sample\n"
@@ -1016,6 +1017,9 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
             else goto bad;
         } else if (TDG_IS("--flush-kib=")) {
             o->flush_kib = atoll(v);
+            /* A chosen size is read as chosen (a flush sweep's point), with
+             * no clflush to make up for what it leaves behind. */
+            o->flush_to_memory = 0;
             if (o->flush_kib < 0) goto bad;
         } else if (!strcmp(a, "--flush-all-cpus")) {
             o->flush_all_cpus = 1;
@@ -1255,7 +1259,9 @@ void tdg_report_json(FILE *out, const struct tdg_result *r)
             fprintf(out, "%s%d", first ? "" : ",", c);
             first = 0;
         }
-    fprintf(out, "],\"min_interval_ns\":%lld,\"min_interval_why\":", o->min_interval_ns);
+    fprintf(out, "],\"flush_clflushes_operands\":%s",
+            r->reps == 1 && r->flusher->method == TDG_FLUSH_READ && r->flusher->clflush_operands ? "true" : "false");
+    fprintf(out, ",\"min_interval_ns\":%lld,\"min_interval_why\":", o->min_interval_ns);
     tdg_json_string(out, r->min_interval_why);
     fprintf(out, ",\"code\":\"%s\",\"selection\":\"%s\",\"samples_ns\":[", o->hot_code ? "hot" : "cold",
             o->median ? "median" : "min");

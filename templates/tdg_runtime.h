@@ -158,6 +158,8 @@ struct tdg_flusher {
     char *area;           /* read-flush buffer (written, so not the shared zero page) */
     int use_clflushopt;   /* cpuid.7.EBX[23] */
     int all_cpus;         /* also flush every other CPU's private caches */
+    int clflush_operands; /* a read flush meant to reach memory also clflushes
+                           * the flushed operands (see tdg_prepare_single_call) */
     int ncpus;
     int cpu_seen[1024];   /* CPUs the per-CPU flush threads really ran on */
     void *threads;        /* opaque per-CPU flush thread state */
@@ -283,6 +285,7 @@ struct tdg_options {
     enum tdg_timer_method timer;
     int samples, samples_fixed, median, pin, flush_all_cpus, touch, dummy, guard, verify, json, describe;
     int hot_code, min_interval_given;
+    int flush_to_memory; /* the flush size is the full flush, not a chosen one */
     enum tdg_flush_method flush;
     long long flush_kib, min_interval_ns, reps, max_flush_mib, min_time_ms, max_time_ms;
     double tol, stable_pct;

@@ -30,12 +30,17 @@ pub fn format_table(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "flush        {} {} KiB ({}){}",
+        "flush        {} {} KiB ({}){}{}",
         r.flush,
         r.flush_kib,
         r.flush_kib_source,
         if r.flush_all_cpus {
             ", on every CPU"
+        } else {
+            ""
+        },
+        if r.flush_clflushes_operands {
+            ", then clflush of the flushed operands"
         } else {
             ""
         }

@@ -169,6 +169,8 @@ struct DriverJson {
     flush_kib: u64,
     flush_all_cpus: bool,
     flush_cpus: Vec<i32>,
+    #[serde(default)]
+    flush_clflushes_operands: bool,
     min_interval_ns: u64,
     min_interval_why: String,
     code: String,
@@ -220,6 +222,10 @@ pub struct RunReport {
     pub flush_kib_source: String,
     pub flush_all_cpus: bool,
     pub flush_cpus: Vec<i32>,
+    /// A read flush meant to reach memory ended with a clflush of the
+    /// flushed operands (single-call mode, x86).
+    #[serde(default)]
+    pub flush_clflushes_operands: bool,
     pub min_interval_ns: u64,
     pub min_interval_source: String,
     /// Per-call nanoseconds of every sample, in order.
@@ -601,6 +607,7 @@ impl BuiltDriver {
             flush_kib_source,
             flush_all_cpus: j.flush_all_cpus,
             flush_cpus: j.flush_cpus,
+            flush_clflushes_operands: j.flush_clflushes_operands,
             min_interval_ns: j.min_interval_ns,
             min_interval_source,
             mflops_best: mflops(j.stats.min),

@@ -36,6 +36,45 @@ fn flushed_dot_in_l2_is_at_least_1_5x_the_warm_time() {
 }
 
 #[test]
+fn a_read_flush_meant_to_reach_memory_leaves_the_operands_cold_whatever_its_size() {
+    let _serial = exclusive();
+    // A full flush that is far too small (8 MiB against a 32 MiB L3): the
+    // read alone leaves the 256 KiB operands in L3; the clflush that ends a
+    // flush meant to reach memory must take them out anyway. The same size
+    // chosen on the command line is read as chosen, a sweep's point.
+    let mut o = fast_opts();
+    o.timing.min_interval_ns = Some(0);
+    let mut m = o.machine.clone().unwrap();
+    m.full_flush_kib = Some(8 * 1024);
+    m.full_flush_source = "test: a full flush too small for the L3".into();
+    o.machine = Some(m);
+    let kit = build(DOT_SPEC, &dot_impl(), &o);
+    let mut to_memory = o.clone();
+    to_memory.timing.flush = Some(FlushMethod::Read);
+    let r = kit.run(&to_memory);
+    assert_eq!(r.flush_kib, 8 * 1024);
+    assert!(r.flush_clflushes_operands, "{r:?}");
+    let mut chosen = to_memory.clone();
+    chosen.timing.flush_kib = Some(8 * 1024);
+    assert!(!kit.run(&chosen).flush_clflushes_operands);
+    let mut warm_o = o.clone();
+    warm_o.timing.flush = Some(FlushMethod::None);
+    // Interleaved, so a change in the machine's speed hits all three.
+    let (mut warm, mut read_only, mut cold) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        warm = warm.min(kit.run(&warm_o).reported_ns);
+        read_only = read_only.min(kit.run(&chosen).reported_ns);
+        cold = cold.min(kit.run(&to_memory).reported_ns);
+    }
+    eprintln!("warm {warm:.0} ns, 8 MiB read {read_only:.0} ns, 8 MiB read + clflush {cold:.0} ns");
+    assert!(cold >= 1.5 * warm, "read + clflush {cold} vs warm {warm}");
+    assert!(
+        cold >= 1.3 * read_only,
+        "read + clflush {cold} vs the read alone {read_only}: the clflush made no difference"
+    );
+}
+
+#[test]
 fn self_flushing_working_sets_are_slower_than_repeated_warm_calls() {
     let _serial = exclusive();
     // Below the minimum interval: R calls per sample. Rotating through

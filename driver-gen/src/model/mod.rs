@@ -249,15 +249,31 @@ mod tests {
         let m = model(GEMM, &DriverConfig::new(machine.clone()));
         assert_eq!(m.flush.kib, 96 * 1024);
         assert_eq!(m.flush.kib_source, "tdg probe: measured");
+        assert!(m.flush.to_memory);
         assert_eq!(m.timing.min_interval_source, "test machine");
         // A cache level below the last still means that level's (effective)
-        // size; the last level means the measured full flush.
+        // size; the last level means the measured full flush. Only a flush
+        // that reaches memory also clflushes the operands.
         let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
         let m = model(&src, &DriverConfig::new(machine.clone()));
         assert_eq!(m.flush.kib, 1024 * FLUSH_OVERSIZE);
+        assert!(!m.flush.to_memory);
         let src = format!("{GEMM}timer={{ flush_size=L3; }};\n");
-        let m = model(&src, &DriverConfig::new(machine));
+        let m = model(&src, &DriverConfig::new(machine.clone()));
         assert_eq!(m.flush.kib, 96 * 1024);
+        assert!(m.flush.to_memory);
+        let src = format!("{GEMM}timer={{ flush_size=4M; }};\n");
+        assert!(
+            !model(&src, &DriverConfig::new(machine.clone()))
+                .flush
+                .to_memory
+        );
+        let mut cfg = DriverConfig::new(machine);
+        cfg.timing.flush_kib = Some(96 * 1024);
+        assert!(
+            !model(GEMM, &cfg).flush.to_memory,
+            "a chosen size is read as chosen"
+        );
     }
 
     const GEMM: &str = r#"

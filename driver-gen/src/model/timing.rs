@@ -17,6 +17,16 @@ pub struct FlushPlan {
     /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
     pub kib_source: String,
     pub all_cpus: bool,
+    /// The flush is meant to reach memory (the last level, sized by the
+    /// probe or from the LLC), not a chosen size or an inner level. Then a
+    /// read flush starts with a clflush of the flushed operands: a
+    /// victim L3 that protects reused lines kept a 256 KiB operand through
+    /// reads of several times its size (the probe's flush curve: 24 MiB
+    /// left it at L3 latency), and how many times changes with the other
+    /// tenants (a sufficient size probed hours earlier left a flushed dot at
+    /// 1.15x its warm time where clflush read 1.74x), so the read alone
+    /// cannot promise the operands are cold.
+    pub to_memory: bool,
     /// Some operand is `Flushed`. When none is, the driver runs no flush at
     /// all: a flush would only evict what the spec leaves in cache, the
     /// harness's own code and stack and the routine's instructions, and
@@ -122,12 +132,13 @@ pub(super) fn resolve_sampling(
 /// 5.9x after 64 MiB, where further growth stopped mattering).
 pub const FLUSH_OVERSIZE: u64 = 2;
 
+/// The flush size, why, and whether it targets memory ([`FlushPlan::to_memory`]).
 pub(super) fn resolve_flush_kib(
     cfg: &DriverConfig,
     spec_size: Option<FlushSize>,
-) -> Result<(u64, String), ModelError> {
+) -> Result<(u64, String, bool), ModelError> {
     if let Some(k) = cfg.timing.flush_kib {
-        return Ok((k, "command line".into()));
+        return Ok((k, "command line".into(), false));
     }
     let m = &cfg.machine;
     let have = || {
@@ -138,12 +149,12 @@ pub(super) fn resolve_flush_kib(
             .join(", ")
     };
     match spec_size {
-        Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into())),
+        Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into(), false)),
         // Flushing the last level means flushing everything: the measured
         // full flush, not a multiple of the (effective, shared) LLC size,
         // which on this kind of L3 leaves reused lines behind.
         Some(FlushSize::Level(l)) => match (m.full_flush_kib, m.llc()) {
-            (Some(k), Some(llc)) if llc.level == l => Ok((k, m.full_flush_source.clone())),
+            (Some(k), Some(llc)) if llc.level == l => Ok((k, m.full_flush_source.clone(), true)),
             _ => m
                 .level(l)
                 .map(|c| {
@@ -153,13 +164,14 @@ pub(super) fn resolve_flush_kib(
                             "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
                             c.kib, m.caches_source
                         ),
+                        m.llc().is_some_and(|llc| llc.level == l),
                     )
                 })
                 .ok_or_else(|| ModelError::NoSuchCache(l, have())),
         },
         Some(FlushSize::Llc) | None => match m.full_flush_kib {
             // Measured: the smallest read that evicts a warm operand.
-            Some(k) => Ok((k, m.full_flush_source.clone())),
+            Some(k) => Ok((k, m.full_flush_source.clone(), true)),
             None => {
                 let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
                 Ok((
@@ -168,6 +180,7 @@ pub(super) fn resolve_flush_kib(
                         "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
                         llc.level, llc.kib, m.caches_source
                     ),
+                    true,
                 ))
             }
         },
@@ -181,7 +194,7 @@ pub(super) fn plan(
     tc: &TimerClause,
 ) -> Result<(FlushMethod, FlushPlan, TimingPlan), ModelError> {
     let flush_method = cfg.timing.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
-    let (flush_kib, kib_source) = resolve_flush_kib(
+    let (flush_kib, kib_source, to_memory) = resolve_flush_kib(
         cfg,
         cfg.timing
             .flush_level
@@ -221,6 +234,7 @@ pub(super) fn plan(
         kib: flush_kib,
         kib_source,
         all_cpus: cfg.timing.flush_all_cpus,
+        to_memory,
         any_operand_flushed: false,
     };
     let timing = TimingPlan {
