@@ -48,6 +48,7 @@
 #define TDG_DEFAULT_FLUSH TDG_FLUSH_READ
 #define TDG_DEFAULT_FLUSH_KIB 98304LL
 #define TDG_DEFAULT_FLUSH_ALL_CPUS 0
+#define TDG_DEFAULT_FLUSH_TO_MEMORY 1
 #define TDG_DEFAULT_MIN_INTERVAL_NS 20000LL
 /* 1: the interval above is the machine's default for the cycle timer, and a
  * driver timing with another clock derives its own from that clock's step. */
@@ -489,15 +490,25 @@ static void tdg_restore_block_outputs(long long reps)
  * (hot_code), re-read warm operands so they are cache resident when the
  * timer starts, and run the driver's own timing path once so the timer
  * reads, the loop and the stack they use cost what they cost when the
- * overhead was measured, not a trip to memory. */
+ * overhead was measured, not a trip to memory.
+ *
+ * A read flush evicts what the application's other work would: code, TLB
+ * entries, unrelated data. It does not promise the operands are gone: a
+ * victim L3 that protects reused lines kept a 256 KiB operand through reads
+ * of several times its own size, and how many times changes with the other
+ * tenants. So a read flush meant to reach memory starts with a clflush of
+ * the flushed operands, and a chosen size (a sweep's point) does not. The
+ * clflush comes first because it walks the operands' pages: after the read
+ * it would leave their TLB entries warm (a flushed 256 KiB dot then read
+ * 7 us, where the read alone reads 10-12 us). */
 static void tdg_prepare_single_call(struct tdg_flusher *f, const struct tdg_timer *t, int hot_code)
 {
-    if (f->method == TDG_FLUSH_READ)
-        tdg_flush_read(f);
-    else if (f->method == TDG_FLUSH_CLFLUSH) {
+    if (f->method == TDG_FLUSH_CLFLUSH || (f->method == TDG_FLUSH_READ && f->clflush_operands)) {
         tdg_buf_clflush(&tdg_op_X[0]);
         tdg_buf_clflush(&tdg_op_Y[0]);
     }
+    if (f->method == TDG_FLUSH_READ)
+        tdg_flush_read(f);
     /* The flush evicted the routine's instructions too; a routine called
      * in a loop in its application has them cached. */
     if (hot_code && f->method != TDG_FLUSH_NONE)
@@ -590,6 +601,7 @@ static void tdg_spec_defaults(struct tdg_options *o)
     o->flush = TDG_DEFAULT_FLUSH;
     o->flush_kib = TDG_DEFAULT_FLUSH_KIB;
     o->flush_all_cpus = TDG_DEFAULT_FLUSH_ALL_CPUS;
+    o->flush_to_memory = TDG_DEFAULT_FLUSH_TO_MEMORY;
     o->min_interval_ns = TDG_DEFAULT_MIN_INTERVAL_NS;
     o->pin = TDG_DEFAULT_PIN_CPU;
     o->tol = TDG_DEFAULT_TOLERANCE;
@@ -793,6 +805,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "driver: %s\n", err);
         return 2;
     }
+    flusher.clflush_operands = TDG_X86 && o.flush == TDG_FLUSH_READ && o.flush_to_memory;
 
     tdg_phase("choosing the repetition count (timed calls of daxpy)");
     reps = tdg_choose_reps(&o, &timer, &flusher, &r.warnings, err, sizeof err);
