@@ -91,9 +91,17 @@ pub fn explain(m: &DriverModel) -> String {
         let cache = match o.cache {
             CacheState::Flushed => match f.method {
                 FlushMethod::Read => format!(
-                    "out of cache: evicted by reading a {} KiB buffer before each single-call sample; \
+                    "out of cache: {} before each single-call sample; \
                      with R > 1 calls per sample it rotates through working-set copies that together exceed {} KiB",
-                    f.kib, f.kib
+                    if f.to_memory {
+                        format!(
+                            "its lines are clflush'ed and a {} KiB buffer is read (evicting code, TLB entries, other data)",
+                            f.kib
+                        )
+                    } else {
+                        format!("evicted by reading a {} KiB buffer", f.kib)
+                    },
+                    f.kib
                 ),
                 FlushMethod::Clflush => format!(
                     "out of cache: its lines are clflush'ed before each single-call sample; \

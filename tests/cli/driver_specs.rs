@@ -241,6 +241,16 @@ fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
     assert!(text.contains("aligned to 64 bytes"), "{text}");
     assert!(text.contains("512 KiB"), "{text}");
     assert!(text.contains("out of cache"), "{text}");
+    // A chosen size is read as chosen; the full flush also clflushes.
+    assert!(!text.contains("clflush"), "{text}");
+    let out = tdg_command()
+        .args(["explain", "specs/dot.spec", "-D", "NS=1000"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("its lines are clflush'ed and a"), "{text}");
 }
 
 #[test]
