@@ -223,33 +223,24 @@ fn templates_dir_overrides_the_built_in_templates() {
 
 #[test]
 fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
-    let out = tdg_command()
-        .args([
-            "explain",
-            "specs/dot.spec",
-            "-D",
-            "NS=1000",
-            "--flush-kb",
-            "512",
-        ])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let explain = |extra: &[&str]| {
+        let out = tdg_command()
+            .args(["explain", "specs/dot.spec", "-D", "NS=1000"])
+            .args(extra)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain(&["--flush-kb", "512"]);
     assert!(text.contains("8000 bytes"), "{text}");
     assert!(text.contains("aligned to 64 bytes"), "{text}");
     assert!(text.contains("512 KiB"), "{text}");
     assert!(text.contains("out of cache"), "{text}");
     // A chosen size is read as chosen; the full flush also clflushes.
     assert!(!text.contains("clflush"), "{text}");
-    let out = tdg_command()
-        .args(["explain", "specs/dot.spec", "-D", "NS=1000"])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = explain(&[]);
     assert!(text.contains("its lines are clflush'ed and a"), "{text}");
 }
 
