@@ -958,7 +958,7 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "  --select=min|median        reported statistic\n"
             "  --flush=read|clflush|none  cache flush before each timed call\n"
             "  --flush-kib=K              read-flush / working-set area size in KiB (read as\n"
-            "                             given: no clflush of the flushed operands after it)\n"
+            "                             given, with no clflush of the flushed operands)\n"
             "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
             "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
             "  --reps=R                   force R calls per sample\n"

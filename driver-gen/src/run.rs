@@ -222,7 +222,7 @@ pub struct RunReport {
     pub flush_kib_source: String,
     pub flush_all_cpus: bool,
     pub flush_cpus: Vec<i32>,
-    /// A read flush meant to reach memory ended with a clflush of the
+    /// A read flush meant to reach memory began with a clflush of the
     /// flushed operands (single-call mode, x86).
     #[serde(default)]
     pub flush_clflushes_operands: bool,
