@@ -113,7 +113,7 @@ fn hsort() -> PathBuf {
 
 /// A candidate with another insertion-sort cutoff runs in every copy: it
 /// computes what the original does on the image's data, and its time is
-/// its own (on nearly sorted data a large cutoff is several times faster).
+/// its own (on nearly sorted data a large cutoff does half the work).
 #[test]
 fn candidate_runs_in_restored_copies_and_verifies() {
     let _serial = exclusive();
@@ -123,21 +123,27 @@ fn candidate_runs_in_restored_copies_and_verifies() {
     let v = timer.verify(&wide, 0.0).unwrap();
     assert_eq!((v.outputs, v.elements), (1, 32768), "{v:?}");
     assert!(v.mismatch.is_none(), "{v:?}");
-    let original = f.time(None).unwrap();
-    let candidate = f.time(Some(wide.clone())).unwrap();
-    eprintln!(
-        "original median {:.0} ns, CUTOFF=4096 candidate median {:.0} ns",
-        original.region_ns.median, candidate.region_ns.median
-    );
-    assert_eq!(candidate.candidate.as_deref(), Some(hsort().as_path()));
     // Proof the copies ran the candidate and not the application's CUTOFF=16
-    // build: the candidate's work on this data is a fraction of the original's.
-    assert!(
-        candidate.region_cpu_ns.median < 0.7 * original.region_cpu_ns.median,
-        "candidate {:?} vs original {:?}",
-        candidate.region_cpu_ns,
-        original.region_cpu_ns
-    );
+    // build: the candidate's work on this data is a fraction of the
+    // original's (0.45-0.5 of its CPU time in quiet runs). The two are timed
+    // in interleaved rounds and compared round by round, so a slow spell of
+    // this shared host (1.5-1.9x over seconds) cannot fall on one side only:
+    // a CI rehearsal that timed them once each read 0.83.
+    let ratios: Vec<f64> = (0..5)
+        .map(|round| {
+            let original = f.time(None).unwrap();
+            let candidate = f.time(Some(wide.clone())).unwrap();
+            assert_eq!(candidate.candidate.as_deref(), Some(hsort().as_path()));
+            let ratio = candidate.region_cpu_ns.median / original.region_cpu_ns.median;
+            eprintln!(
+                "round {round}: original {:.0} ns, CUTOFF=4096 candidate {:.0} ns of CPU time: {ratio:.2}",
+                original.region_cpu_ns.median, candidate.region_cpu_ns.median
+            );
+            ratio
+        })
+        .collect();
+    let below = ratios.iter().filter(|&&r| r < 0.7).count();
+    assert!(below >= 4, "candidate/original per round: {ratios:.2?}");
 }
 
 /// A candidate that uses the application's global (exported by -rdynamic)

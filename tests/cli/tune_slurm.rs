@@ -91,17 +91,63 @@ fn rounds(campaign: &Path) -> Vec<usize> {
         .collect()
 }
 
+/// The local and the Slurm figure of one configuration agree within 2 %.
+/// When they do not, the configuration is timed again here: the spin
+/// kernel's cost is a deadline, so another process running over it only
+/// ever adds time, and the slower figure is excused when the faster one
+/// is what the configuration costs now (seen in CI: one configuration at
+/// 158 us locally, 128 us on Slurm and in every quiet run). A result
+/// stored under a cheaper configuration is the faster figure and still
+/// fails; one stored under a dearer configuration leaves that
+/// configuration's own pair with a faster figure that fails.
+fn assert_same_cost(config: &serde_json::Value, local_ns: f64, slurm_ns: f64) {
+    let (fast, slow) = (local_ns.min(slurm_ns), local_ns.max(slurm_ns));
+    if slow / fast < 1.02 {
+        return;
+    }
+    let defines: Vec<String> = ["P", "Q", "R"]
+        .iter()
+        .flat_map(|k| ["-D".to_string(), format!("{k}={}", config[k])])
+        .collect();
+    let again = (0..3)
+        .map(|_| {
+            let out = tdg_command()
+                .env("TDG_NO_PROBE", "1")
+                .arg("run")
+                .arg(support("cost.spec"))
+                .arg("--impl")
+                .arg(support("cost.c"))
+                .args(&defines)
+                .args(["--flush", "none", "--samples", "3", "--json"])
+                .output()
+                .unwrap();
+            ok(out)["reported_ns"].as_f64().unwrap()
+        })
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        (fast / again - 1.0).abs() < 0.02,
+        "{}: local {local_ns} ns, slurm {slurm_ns} ns, timed again {again} ns",
+        defines.join(" ")
+    );
+    eprintln!(
+        "{}: local {local_ns} ns, slurm {slurm_ns} ns; timed again {again} ns: the slower figure was disturbed",
+        defines.join(" ")
+    );
+}
+
 #[test]
 fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
     let _alone = testkit::exclusive();
-    let Some(cluster) = Cluster::start() else {
-        return;
-    };
     let here = tempfile::tempdir().unwrap();
     let there = tempfile::tempdir().unwrap();
+    // The local campaign runs before the cluster starts: the daemons' own
+    // start-up work would land inside its timings.
     let local = ok(tune(here.path(), &["--log", "local.jsonl"])
         .output()
         .unwrap());
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
     let remote = ok(slurm(&cluster, there.path(), &[]).output().unwrap());
     assert_eq!(local["best_description"], "P=1 Q=3 R=1");
     assert_eq!(remote["best_description"], "P=1 Q=3 R=1");
@@ -120,11 +166,7 @@ fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
             x["time_ns"].as_f64().unwrap(),
             y["time_ns"].as_f64().unwrap(),
         );
-        assert!(
-            (tx / ty - 1.0).abs() < 0.02,
-            "{}: local {tx} ns, slurm {ty} ns",
-            config(x)
-        );
+        assert_same_cost(&x["config"], tx, ty);
         assert!(
             !y["node"].as_str().unwrap().is_empty() && !y["cpu"].as_str().unwrap().is_empty(),
             "{y}"
