@@ -432,16 +432,44 @@ fn non_temporal_records_leave_the_applications_cached_data_in_place() {
     // stores the record lines are allocated into L1/L2 and push the table
     // out, so the second pass misses; with movnti they bypass the caches
     // and the table stays. A random-cycle chase defeats the prefetchers, so
-    // each evicted line costs a full L3 latency. Minimum of many rounds per
-    // mode: other jobs on this shared machine only ever add time.
+    // each evicted line costs a full L3 latency.
+    //
+    // The control is an idle gap as long as the records took: on this
+    // shared VM the table decays from L2 by itself within half a
+    // millisecond of spinning (the pass after it x1.1-x1.7 slower, varying
+    // with the host's state), so the records' own share is the pass after
+    // them over the pass after the idle gap, round by round (each pass
+    // normalised by the warm pass just before it). Four runs: movnti
+    // x0.95-x1.06 of idle, ordinary stores x1.02-x1.82; compared with a
+    // warm pass alone, the CI once read movnti x2.15 against ordinary x2.12
+    // in a state where everything decayed (docs/profiling.md).
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
         &format!(
             "{SUM_KERNEL}
 #include <stdint.h>
-#include <x86intrin.h>
+#define ROUNDS 41
 static long chase(const long *a, long steps) {{ long p = 0; for (long i = 0; i < steps; i++) p = a[p]; return p; }}
+/* The chase's time, over that of the same chase on a freshly warmed table. */
+static double pass_after(const long *a, long lines, int id, uint64_t *gap) {{
+    sink = chase(a, lines); /* table into L2 */
+    uint64_t t0 = tdg_begin(); sink = chase(a, lines); uint64_t t1 = tdg_begin();
+    uint64_t warm = t1 - t0, g0 = tdg_begin();
+    if (id >= 0) {{
+        for (int64_t k = 0; k < 16384; k++) tdg_end(id, tdg_begin(), 1, &k); /* 1 MiB of records */
+        *gap = tdg_begin() - g0;
+    }} else {{
+        while (tdg_begin() - g0 < *gap) {{ }} /* as long, writing nothing */
+    }}
+    t0 = tdg_begin(); sink = chase(a, lines); t1 = tdg_begin();
+    return (double)(t1 - t0) / (double)warm;
+}}
+static double median(double *v, int n) {{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {{ double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }}
+    return v[n / 2];
+}}
 int main(void) {{
     long lines = (512 * 1024) / 64, n = lines * 8;
     long *a = aligned_alloc(64, (size_t)n * sizeof *a);
@@ -454,57 +482,70 @@ int main(void) {{
     }}
     for (long i = 0; i < lines; i++) a[order[i] * 8] = order[(i + 1) % lines] * 8;
     int id = tdg_routine(\"noop\", \"k:i\");
-    uint64_t quiet = UINT64_MAX, logged = UINT64_MAX;
-    for (int r = 0; r < 15; r++) {{
-        sink = chase(a, lines); /* table into L2 */
-        uint64_t t0 = tdg_begin(); sink = chase(a, lines); uint64_t t1 = tdg_begin();
-        if (t1 - t0 < quiet) quiet = t1 - t0;
-        for (int64_t k = 0; k < 16384; k++) tdg_end(id, tdg_begin(), 1, &k); /* 1 MiB of records */
-        t0 = tdg_begin(); sink = chase(a, lines); t1 = tdg_begin();
-        if (t1 - t0 < logged) logged = t1 - t0;
+    double logged[ROUNDS], idle[ROUNDS], own[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {{
+        uint64_t gap = 0;
+        logged[r] = pass_after(a, lines, id, &gap);
+        idle[r] = pass_after(a, lines, -1, &gap);
+        own[r] = logged[r] / idle[r];
     }}
     sink = sum(a, 0); /* the shared prelude's kernel, unused here */
-    printf(\"%.3f\\n\", (double)logged / (double)quiet);
+    double o = median(own, ROUNDS), l = median(logged, ROUNDS), i = median(idle, ROUNDS);
+    printf(\"%.3f %.3f %.3f\\n\", o, l, i);
     return 0;
 }}"
         ),
     );
-    let slowdown = |stores: &str| -> f64 {
+    // (records' own share, pass after the records, pass after the idle gap)
+    let slowdown = |stores: &str| -> [f64; 3] {
         let out = toolchain::run(
             Command::new(&exe)
-                .env("TDG_PROFILE_RECORDS", "300000")
+                .env("TDG_PROFILE_RECORDS", "700000")
                 .env("TDG_PROFILE_STORES", stores)
                 .env("TDG_PROFILE_OUT", dir.path().join(format!("{stores}.tdgp"))),
             Some(Duration::from_secs(60)),
         )
         .unwrap();
-        out.stdout.trim().parse().unwrap()
+        let v: Vec<f64> = out
+            .stdout
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect();
+        [v[0], v[1], v[2]]
     };
-    // Alternating, least disturbed of three each: the shared machine's
-    // speed drifts between runs.
-    let (mut nt, mut cached) = (f64::INFINITY, f64::INFINITY);
+    // Alternating processes, the median of three each: the shared
+    // machine's speed drifts between runs.
+    let (mut nt, mut cached) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        nt = nt.min(slowdown("nontemporal"));
-        cached = cached.min(slowdown("cached"));
-    }
-    println!("table pass after 1 MiB of records: movnti x{nt:.2}, ordinary stores x{cached:.2}");
-    // Measured on an earlier host: movnti x1.04-x1.10, ordinary stores
-    // x2.0-x5.0. On another EPYC host of this VM kind 1 MiB of ordinary
-    // stores barely disturbed the table (x1.18-x1.71, movnti x1.20-x1.65):
-    // there the effect cannot show, so only "never worse than ordinary
-    // stores" is asserted, and the run says why.
-    if cached <= 2.0 {
+        let (a, b) = (slowdown("nontemporal"), slowdown("cached"));
         eprintln!(
-            "premise not met on this machine: 1 MiB of ordinary stores slowed the table pass only x{cached:.2}; checking only that movnti is no worse"
+            "after 1 MiB of records / after an idle gap: movnti x{:.2} / x{:.2}, ordinary x{:.2} / x{:.2}",
+            a[1], a[2], b[1], b[2]
         );
-        assert!(
-            nt <= 1.3 * cached,
-            "movnti records disturbed the cache more than ordinary stores: x{nt:.2} vs x{cached:.2}"
+        nt.push(a[0]);
+        cached.push(b[0]);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    let (nt, cached) = (median(&mut nt), median(&mut cached));
+    println!("the records' own slowdown of the table pass: movnti x{nt:.2}, ordinary stores x{cached:.2}");
+    assert!(
+        nt < 1.2,
+        "movnti records must leave the table where an idle gap leaves it: x{nt:.2}"
+    );
+    // On another EPYC host of this VM kind 1 MiB of ordinary stores barely
+    // disturbed the table; there the contrast cannot show, and the run says
+    // so.
+    if cached < 1.3 {
+        eprintln!(
+            "premise not met on this machine: 1 MiB of ordinary stores slowed the table pass only x{cached:.2} over an idle gap"
         );
         return;
     }
     assert!(
-        cached > 1.4 * nt,
+        cached > 1.2 * nt,
         "movnti records must disturb the cache far less: x{nt:.2} vs ordinary x{cached:.2}"
     );
 }
