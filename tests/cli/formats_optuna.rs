@@ -18,7 +18,12 @@ const SPACE: [&str; 6] = [
     "--param",
     "NU=1:4",
 ];
-const BUDGET: &str = "32";
+/// Half the space. Exhaustively, 8 of the 128 configurations are within
+/// 5 % of the best and 12 within 10 %: with 32 trials Optuna's sampler
+/// missed all 8 in one CI rehearsal (its best 9.9 % slower, re-timed side by
+/// side), about what drawing 32 of 128 at random gives (misses all 8 one
+/// time in ten); with 64, one time in three hundred.
+const BUDGET: &str = "64";
 
 type Config = BTreeMap<String, i64>;
 
@@ -98,7 +103,7 @@ fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
         stderr(&o)
     );
     let found: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(found["trials"], 32);
+    assert_eq!(found["trials"].to_string(), BUDGET);
     let optuna_best = config(&found["best"]);
 
     // Side by side, interleaved, so drift on this shared machine hits both.
