@@ -125,25 +125,31 @@ fn candidate_runs_in_restored_copies_and_verifies() {
     assert!(v.mismatch.is_none(), "{v:?}");
     // Proof the copies ran the candidate and not the application's CUTOFF=16
     // build: the candidate's work on this data is a fraction of the
-    // original's (0.45-0.5 of its CPU time in quiet runs). The two are timed
-    // in interleaved rounds and compared round by round, so a slow spell of
-    // this shared host (1.5-1.9x over seconds) cannot fall on one side only:
-    // a CI rehearsal that timed them once each read 0.83.
-    let ratios: Vec<f64> = (0..5)
-        .map(|round| {
-            let original = f.time(None).unwrap();
-            let candidate = f.time(Some(wide.clone())).unwrap();
-            assert_eq!(candidate.candidate.as_deref(), Some(hsort().as_path()));
-            let ratio = candidate.region_cpu_ns.median / original.region_cpu_ns.median;
-            eprintln!(
-                "round {round}: original {:.0} ns, CUTOFF=4096 candidate {:.0} ns of CPU time: {ratio:.2}",
-                original.region_cpu_ns.median, candidate.region_cpu_ns.median
-            );
-            ratio
-        })
-        .collect();
-    let below = ratios.iter().filter(|&&r| r < 0.7).count();
-    assert!(below >= 4, "candidate/original per round: {ratios:.2?}");
+    // original's. This host switches between a fast and a slow state over
+    // about a second, 1.5x apart, on both sides alike (original 180-190 or
+    // 270-290 us of CPU time, candidate 82-87 or 125-132 us: 0.46 in either
+    // state), so the two are timed in five interleaved rounds and the least
+    // of each side's samples compared, which puts both in the fast state
+    // whenever it shows at all. Medians round by round read 0.47-0.78 in a
+    // CI rehearsal whose states fell unevenly; even the worst case, the
+    // candidate never seeing the fast state, is 0.71.
+    let (mut original, mut candidate) = (f64::INFINITY, f64::INFINITY);
+    for round in 0..5 {
+        let o = f.time(None).unwrap();
+        let c = f.time(Some(wide.clone())).unwrap();
+        assert_eq!(c.candidate.as_deref(), Some(hsort().as_path()));
+        eprintln!(
+            "round {round}: CPU time original {:.0}-{:.0} ns, CUTOFF=4096 candidate {:.0}-{:.0} ns",
+            o.region_cpu_ns.min, o.region_cpu_ns.max, c.region_cpu_ns.min, c.region_cpu_ns.max
+        );
+        original = original.min(o.region_cpu_ns.min);
+        candidate = candidate.min(c.region_cpu_ns.min);
+    }
+    assert!(
+        candidate < 0.8 * original,
+        "candidate {candidate:.0} ns vs original {original:.0} ns: {:.2}",
+        candidate / original
+    );
 }
 
 /// A candidate that uses the application's global (exported by -rdynamic)
