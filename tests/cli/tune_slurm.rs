@@ -15,6 +15,10 @@ fn support(name: &str) -> PathBuf {
     testkit::repo().join("tests/tune_slurm_support").join(name)
 }
 
+/// How every figure in these tests is timed: the spin kernel needs no flush,
+/// and its deadline makes three samples enough.
+const TIMING: [&str; 4] = ["--flush", "none", "--samples", "3"];
+
 /// The search over P x Q (R fixed): from the mid-range start P=2 Q=2 it
 /// needs several rounds, one with four configurations, to reach P=1 Q=3.
 fn tune(dir: &Path, args: &[&str]) -> Command {
@@ -27,7 +31,9 @@ fn tune(dir: &Path, args: &[&str]) -> Command {
         .arg("--impl")
         .arg(support("cost.c"))
         .args(["--param", "P=1:3", "--param", "Q=1:3", "--param", "R=1"])
-        .args(["--no-model", "--flush", "none", "--samples", "3", "--json"])
+        .arg("--no-model")
+        .args(TIMING)
+        .arg("--json")
         .args(args);
     c
 }
@@ -118,7 +124,8 @@ fn assert_same_cost(config: &serde_json::Value, local_ns: f64, slurm_ns: f64) {
                 .arg("--impl")
                 .arg(support("cost.c"))
                 .args(&defines)
-                .args(["--flush", "none", "--samples", "3", "--json"])
+                .args(TIMING)
+                .arg("--json")
                 .output()
                 .unwrap();
             ok(out)["reported_ns"].as_f64().unwrap()
