@@ -38,9 +38,12 @@
  *   forks a child per sample (sample_by_fork). A learning pass per
  *   implementation finds the pages the replay writes (pagemap's
  *   exclusively-mapped bit) so every child copies them before its replay
- *   and the timed call takes no copy-on-write fault; file offsets are put
- *   back after each child; every child flushes the checkpoint's pages
- *   from the caches first, as a fresh restore starts without them;
+ *   and the timed call takes no copy-on-write fault, and which pages it
+ *   reads at all (the PTE accessed bits, per mapping in /proc/self/smaps,
+ *   the mappings split into small chunks in the learning child); file offsets
+ *   are put back after each child; every child flushes the pages the
+ *   replay touches from the caches first, as a fresh restore starts
+ *   without them;
  *   what a fork cannot replay answers `fallback=` and tdg restores per
  *   sample.
  */
@@ -60,6 +63,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/types.h>
@@ -188,21 +192,29 @@ static struct {
     int n_ranges;
     unsigned long *present; /* pages present at the checkpoint (readable mappings) */
     size_t n_present;
-    /* those of file mappings: fork() does not copy their page table entries */
+    /* those a replay touches in file mappings: fork() does not copy their
+     * page table entries */
     unsigned long *file_present;
     size_t n_file_present;
     unsigned long *written; /* shared with the learning pass: pages it wrote */
     size_t *n_written, cap_written;
+    /* shared with the learning passes: per present page, whether a replay
+     * touched it (and, in [0] of touch_state, whether that could be learned) */
+    unsigned char *touched;
+    int *touch_state;
+    unsigned long *flush; /* present pages every sample flushes */
+    size_t n_flush;
     struct saved_fd *fds;
     int n_fds;
     struct timespec t_fork;     /* child: the sampler's clock just before fork() */
     struct timespec t_start;    /* child: its first clock read */
-    struct timespec t_prepared; /* child: pages pre-faulted (and flushed) */
+    struct timespec t_prepared; /* child: prepared and told to go */
+    int link;                   /* child: its end of the link with the sampler, or -1 */
     struct sigaction app_sigchld; /* the application's, for every child */
-    long long fork_ns, prepare_ns, delay_ns;
+    long long fork_ns, prepare_ns, flush_ns, delay_ns;
     long prepare_faults;
     long minflt0;
-} fork_plan;
+} fork_plan = {.link = -1};
 
 static void read_environment(void)
 {
@@ -679,10 +691,14 @@ static const char *find_present_pages(void)
     {
         void *shared = mmap(NULL, sizeof(size_t) + writable * sizeof(unsigned long), PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (shared == MAP_FAILED || !fork_plan.present)
+        void *touch = mmap(NULL, sizeof(int) + pages, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (shared == MAP_FAILED || touch == MAP_FAILED || !fork_plan.present)
             return "cannot allocate the page lists";
         fork_plan.n_written = shared;
         fork_plan.written = (unsigned long *)((char *)shared + sizeof(size_t));
+        fork_plan.touch_state = touch;
+        fork_plan.touched = (unsigned char *)touch + sizeof(int);
     }
     pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (pm < 0)
@@ -694,29 +710,174 @@ static const char *find_present_pages(void)
             return "cannot read /proc/self/pagemap";
         }
     close(pm);
-    /* The file-backed ones, a subset of the list (kept sorted by address). */
-    fork_plan.file_present = map_private(fork_plan.n_present * sizeof *fork_plan.file_present);
-    if (!fork_plan.file_present)
-        return "cannot allocate the page lists";
-    for (size_t i = 0, r = 0; i < fork_plan.n_present; i++) {
-        while (fork_plan.ranges[r].end <= fork_plan.present[i])
-            r++;
-        if (fork_plan.ranges[r].name[0] == '/')
-            fork_plan.file_present[fork_plan.n_file_present++] = fork_plan.present[i];
-    }
     return NULL;
+}
+
+/* Which of the checkpoint's pages a replay reads as well as writes: only
+ * those can be in the caches when the next sample starts, so only those
+ * need flushing (the whole image cost 1.2 ms of a 2.9 ms sample on a
+ * 16.7 MiB image). pagemap has no accessed bit and this kernel may lack idle
+ * page tracking, but /proc/self/smaps counts, per mapping, the pages whose
+ * accessed bit is set, and /proc/self/clear_refs clears them. So the
+ * learning child, which is thrown away, splits the checkpoint's mappings
+ * into chunks of a few pages (MADV_DONTDUMP on every other chunk changes
+ * only what a core dump holds), clears the bits, replays, and marks every
+ * present page of a referenced mapping. A split the kernel refuses (the
+ * map count limit) or an unreadable smaps only makes the set larger: a
+ * mapping left whole is marked whole. */
+#define MAX_LEARNING_MAPPINGS 1024
+
+/* Chunks of `chunk` pages, every other one marked, so each becomes its own
+ * mapping; only chunks holding a present page are touched, so the cost
+ * follows the image, not the address space. At most about
+ * MAX_LEARNING_MAPPINGS mappings: each costs ~8 us of splitting, clearing
+ * and smaps text (~40 ms for a 16.7 MiB image page by page), while a chunk
+ * of a few pages costs only a few hundred nanoseconds more to flush. */
+static void split_for_access_bits(void)
+{
+    size_t chunk = fork_plan.n_present / MAX_LEARNING_MAPPINGS + 1, i = 0;
+    unsigned long step = chunk * (unsigned long)fork_plan.page;
+    for (int k = 0; k < fork_plan.n_ranges; k++) {
+        const struct mem_range *r = &fork_plan.ranges[k];
+        unsigned long last = 0;
+        for (; i < fork_plan.n_present && fork_plan.present[i] < r->end; i++) {
+            unsigned long idx = (fork_plan.present[i] - r->start) / step, a = r->start + idx * step;
+            /* the stack grows down from its own mapping: left whole */
+            if (idx % 2 == 0 || a == last || strcmp(r->name, "[stack]") == 0)
+                continue;
+            (void)madvise((void *)a, a + step <= r->end ? step : r->end - a, MADV_DONTDUMP);
+            last = a;
+        }
+    }
+}
+
+static void begin_learning_accesses(void)
+{
+    int fd;
+    split_for_access_bits();
+    fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "1", 1) != 1)
+        fork_plan.touch_state[0] = -1; /* bits not cleared: flush everything */
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Marks the present pages of [start, end) as touched. */
+static void mark_touched(unsigned long start, unsigned long end)
+{
+    size_t lo = 0, hi = fork_plan.n_present;
+    while (lo < hi) { /* the first present page >= start */
+        size_t mid = lo + (hi - lo) / 2;
+        if (fork_plan.present[mid] < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (; lo < fork_plan.n_present && fork_plan.present[lo] < end; lo++)
+        fork_plan.touched[lo] = 1;
+}
+
+/* Reads /proc/self/smaps as a stream (it can be megabytes once split),
+ * marking each mapping whose "Referenced:" is not 0 kB. */
+static void learn_touched_pages(void)
+{
+    static char buf[1 << 16];
+    char line[512];
+    size_t used = 0, have = 0, pos = 0;
+    unsigned long start = 0, end = 0;
+    int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fork_plan.touch_state[0] = -1;
+        return;
+    }
+    for (;;) {
+        if (pos == have) {
+            ssize_t got = read(fd, buf, sizeof buf);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0)
+                fork_plan.touch_state[0] = -1;
+            if (got <= 0)
+                break;
+            have = (size_t)got;
+            pos = 0;
+        }
+        char c = buf[pos++];
+        if (c != '\n') {
+            if (used < sizeof line - 1)
+                line[used++] = c;
+            continue;
+        }
+        line[used] = '\0';
+        used = 0;
+        unsigned long a, b, kb;
+        char dash;
+        if (sscanf(line, "%lx%c%lx ", &a, &dash, &b) == 3 && dash == '-') {
+            start = a;
+            end = b;
+        } else if (sscanf(line, "Referenced: %lu kB", &kb) == 1 && kb > 0) {
+            mark_touched(start, end);
+        }
+    }
+    close(fd);
 }
 
 /* Learning pass, at the end of the timed call. */
 static void learn_written_pages(void)
 {
-    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int pm;
+    learn_touched_pages();
+    pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (pm < 0)
         return;
     for (int i = 0; i < fork_plan.n_ranges; i++)
         if (fork_plan.ranges[i].private_writable)
             walk_pagemap(pm, fork_plan.ranges[i].start, fork_plan.ranges[i].end, note_written);
     close(pm);
+}
+
+static int by_address(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+    return (x > y) - (x < y);
+}
+
+/* After the learning passes, what every sample does with the checkpoint's
+ * pages: copy those a replay writes (each once, in address order, whichever
+ * pass learned them), flush those a replay touches, written ones included,
+ * and map in the touched ones that are file-backed (fork() leaves file
+ * mappings to fault on first use). A page no replay touches needs neither.
+ * Where the learning could not be done (touch_state < 0), every present
+ * page is flushed and mapped. */
+static const char *plan_samples(void)
+{
+    size_t n = fork_plan.n_present + *fork_plan.n_written + 1, w = 0, nw = 0;
+    fork_plan.flush = map_private(n * sizeof *fork_plan.flush);
+    fork_plan.file_present = map_private(n * sizeof *fork_plan.file_present);
+    if (!fork_plan.flush || !fork_plan.file_present)
+        return "cannot allocate the page lists";
+    qsort(fork_plan.written, *fork_plan.n_written, sizeof *fork_plan.written, by_address);
+    for (size_t i = 0; i < *fork_plan.n_written; i++)
+        if (nw == 0 || fork_plan.written[nw - 1] != fork_plan.written[i])
+            fork_plan.written[nw++] = fork_plan.written[i];
+    *fork_plan.n_written = nw;
+    for (size_t i = 0, r = 0; i < fork_plan.n_present; i++) {
+        if (fork_plan.touch_state[0] >= 0 && !fork_plan.touched[i])
+            continue;
+        /* written pages below this one that the checkpoint did not hold */
+        for (; w < nw && fork_plan.written[w] < fork_plan.present[i]; w++)
+            fork_plan.flush[fork_plan.n_flush++] = fork_plan.written[w];
+        if (w < nw && fork_plan.written[w] == fork_plan.present[i])
+            w++;
+        fork_plan.flush[fork_plan.n_flush++] = fork_plan.present[i];
+        while (fork_plan.ranges[r].end <= fork_plan.present[i])
+            r++;
+        if (fork_plan.ranges[r].name[0] == '/')
+            fork_plan.file_present[fork_plan.n_file_present++] = fork_plan.present[i];
+    }
+    for (; w < nw; w++)
+        fork_plan.flush[fork_plan.n_flush++] = fork_plan.written[w];
+    return NULL;
 }
 
 /* Every descriptor whose state a sample changes for the next one: regular
@@ -826,9 +987,10 @@ static inline void flush_line(const volatile char *p)
 /* In a sample's child, before the replay: every page of a file mapping the
  * checkpoint holds is mapped (fork() leaves those to fault on first use), every
  * page the learning pass wrote is copied now (so the timed call takes no
- * copy-on-write fault), and the checkpoint's pages are flushed from the
- * caches. The previous sample left the physical pages this one shares in
- * L2/L3, where a fresh restore (new pages) starts without them; the delay
+ * copy-on-write fault), and the checkpoint's pages a replay touches are
+ * flushed from the caches. The previous sample left the physical pages this
+ * one shares in L2/L3, where a fresh restore (new pages) starts without
+ * them; pages no replay touches were not brought in by one. The delay
  * calls then rebuild what the application's own run has cached. Without the
  * flush a delayed sort read 0.77-0.82x its in-app time, with it 0.96-1.04x
  * (checkpoint/tests/criu_vs_instrument.rs) and, on other days, 0.76-0.93x: the
@@ -875,13 +1037,14 @@ static void prepare_sample(void)
     populate(fork_plan.file_present, fork_plan.n_file_present, false);
     populate(fork_plan.written, *fork_plan.n_written, true);
 #if HAVE_TSC
-    for (size_t i = 0; i < fork_plan.n_present; i++)
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t i = 0; i < fork_plan.n_flush; i++)
         for (long off = 0; off < fork_plan.page; off += line)
-            flush_line((const volatile char *)fork_plan.present[i] + off);
-    for (size_t i = 0; i < *fork_plan.n_written; i++)
-        for (long off = 0; off < fork_plan.page; off += line)
-            flush_line((const volatile char *)fork_plan.written[i] + off);
+            flush_line((const volatile char *)fork_plan.flush[i] + off);
     __asm__ __volatile__("mfence" ::: "memory");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fork_plan.flush_ns = elapsed_ns(&t0, &t1);
 #else
     (void)line;
 #endif
@@ -904,10 +1067,10 @@ static bool fork_child(int k, pid_t *pid)
     return true;
 }
 
-/* How a child ended, on the result pipe, and false if it did not end well. */
-static bool child_ended(pid_t pid, long sample, int k, const struct timespec *t0)
+/* How a child ended, on the result pipe, and false if it did not end well.
+ * `wall_ns`: what the sample cost the sampler. */
+static bool child_ended(pid_t pid, long sample, int k, long long wall_ns)
 {
-    struct timespec t1;
     char line[160];
     int status = 0;
     pid_t got;
@@ -915,10 +1078,9 @@ static bool child_ended(pid_t pid, long sample, int k, const struct timespec *t0
         ;
     if (got < 0) /* cannot happen with SIGCHLD at its default; say so if it does */
         status = 0xff00;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     restore_offsets();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        snprintf(line, sizeof line, "sample_end=%ld wall_ns=%lld\n", sample, elapsed_ns(t0, &t1));
+        snprintf(line, sizeof line, "sample_end=%ld wall_ns=%lld\n", sample, wall_ns);
         report_line(line);
         return true;
     }
@@ -940,9 +1102,11 @@ static void sample_by_fork(void)
     char why[PATH_MAX + 128];
     const char *problem;
     unsigned long long *shared_sums = NULL;
-    int threads = count_threads(), n_shared = 0;
-    pid_t pid;
-    struct timespec t0;
+    int threads = count_threads(), n_shared = 0, prev_k = 0;
+    pid_t pid, prev = -1;
+    long prev_i = -1;
+    long long prev_wall = 0;
+    struct timespec t0, t1;
 
     /* The sampler reaps each child itself: an application that ignores
      * SIGCHLD (children reaped by the kernel) or catches it must not see
@@ -986,12 +1150,12 @@ static void sample_by_fork(void)
             seen = fork_plan.schedule[j] == k;
         if (seen)
             continue;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
         if (fork_child(k, &pid)) {
             fork_plan.learning = true;
+            begin_learning_accesses();
             return;
         }
-        if (pid < 0 || !child_ended(pid, -1, k, &t0))
+        if (pid < 0 || !child_ended(pid, -1, k, 0))
             _exit(0);
         if ((problem = unreplayable(shared_sums, why + 9, sizeof why - 10)) != NULL) {
             memcpy(why, "fallback=", 9);
@@ -1000,29 +1164,81 @@ static void sample_by_fork(void)
             _exit(0);
         }
     }
-    snprintf(why, sizeof why, "learned pages=%zu present=%zu file_present=%zu\n",
-             *fork_plan.n_written, fork_plan.n_present, fork_plan.n_file_present);
+    if ((problem = plan_samples()) != NULL) {
+        snprintf(why, sizeof why, "fallback=%s\n", problem);
+        report_line(why);
+        _exit(0);
+    }
+    snprintf(why, sizeof why, "learned pages=%zu present=%zu flushed=%zu file_present=%zu\n",
+             *fork_plan.n_written, fork_plan.n_present, fork_plan.n_flush, fork_plan.n_file_present);
     report_line(why);
+    /* Pipelined: the next child is forked (and prepares) while the previous
+     * one reports and exits, which is half a sample's cost; it waits to be
+     * told to go until the previous one has been reaped and the file offsets
+     * put back, and the sampler forks nothing while a replay or a timed call
+     * runs (the child says when its timed call is over). */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < fork_plan.n_samples; i++) {
-        int k = fork_plan.schedule[i];
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int k = fork_plan.schedule[i], link[2];
+        char c;
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) < 0) {
+            snprintf(why, sizeof why, "sample_failed=%ld candidate=%d socketpair: %s\n", i, k, strerror(errno));
+            report_line(why);
+            if (prev > 0)
+                child_ended(prev, prev_i, prev_k, prev_wall);
+            _exit(0);
+        }
+        for (int e = 0; e < 2; e++) { /* out of the application's way, as the result pipe */
+            int high = fcntl(link[e], F_DUPFD_CLOEXEC, RESULT_FD_MIN);
+            if (high >= 0) {
+                close(link[e]);
+                link[e] = high;
+            }
+        }
         if (fork_child(k, &pid)) {
             long faults = minor_faults();
+            struct timespec t_ready;
+            close(link[0]);
+            fork_plan.link = link[1];
             fork_plan.sample = i;
             prepare_sample();
             fork_plan.prepare_faults = minor_faults() - faults;
+            clock_gettime(CLOCK_MONOTONIC, &t_ready);
+            fork_plan.prepare_ns = elapsed_ns(&fork_plan.t_start, &t_ready);
+            if (read(fork_plan.link, &c, 1) != 1) /* the sampler gave up: no sample */
+                _exit(0);
             clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_prepared);
-            fork_plan.prepare_ns = elapsed_ns(&fork_plan.t_start, &fork_plan.t_prepared);
             return;
         }
+        close(link[1]);
         if (pid < 0) {
             snprintf(why, sizeof why, "sample_failed=%ld candidate=%d fork: %s\n", i, k, strerror(errno));
             report_line(why);
+            if (prev > 0)
+                child_ended(prev, prev_i, prev_k, prev_wall);
             _exit(0);
         }
-        if (!child_ended(pid, i, k, &t0))
+        if (prev > 0 && !child_ended(prev, prev_i, prev_k, prev_wall)) {
+            close(link[0]); /* the new child reads EOF and ends untimed */
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
             _exit(0);
+        }
+        if (write(link[0], "g", 1) == 1)
+            while (read(link[0], &c, 1) < 0 && errno == EINTR) /* "done", or EOF if it died */
+                ;
+        close(link[0]);
+        /* a sample's cost: from the previous one's end to its own, the
+         * previous child's exit overlapping */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        prev_wall = elapsed_ns(&t0, &t1);
+        t0 = t1;
+        prev = pid;
+        prev_i = i;
+        prev_k = k;
     }
+    if (prev > 0 && !child_ended(prev, prev_i, prev_k, prev_wall))
+        _exit(0);
     report_line("fork_done\n");
     _exit(0);
 }
@@ -1189,6 +1405,11 @@ static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
 {
     char line[256];
     signal(SIGPIPE, SIG_IGN);
+    if (fork_plan.link >= 0) { /* the timed call is over: the sampler may fork the next sample */
+        (void)!write(fork_plan.link, "d", 1);
+        close(fork_plan.link);
+        fork_plan.link = -1;
+    }
     if (g.candidate && !g.candidate_ran)
         fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
                   "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
@@ -1200,9 +1421,10 @@ static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
     if (fork_plan.in_child)
         snprintf(line, sizeof line,
                  "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld sample=%ld fork_ns=%lld prepare_ns=%lld "
-                 "prepare_faults=%ld delay_ns=%lld\n",
+                 "prepare_faults=%ld flush_ns=%lld delay_ns=%lld\n",
                  ns, cpu_ns, use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, fork_plan.sample,
-                 fork_plan.fork_ns, fork_plan.prepare_ns, fork_plan.prepare_faults, fork_plan.delay_ns);
+                 fork_plan.fork_ns, fork_plan.prepare_ns, fork_plan.prepare_faults, fork_plan.flush_ns,
+                 fork_plan.delay_ns);
     else
         snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld\n", ns, cpu_ns,
                  use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults);

@@ -409,29 +409,35 @@ fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(Stri
     let marginal = forked.restore_wall_ms.median;
     out.push((
         format!(
-            "fork path: one sample, fork to exit (median of {})",
+            "fork path: one sample, end of the previous one to its own (median of {})",
             forked.samples_ns.len()
         ),
         marginal,
     ));
-    out.push(("  fork() until the child runs".into(), ms(p.fork_ns)));
+    out.push((
+        "  fork() until the child runs (the previous child exits meanwhile)".into(),
+        ms(p.fork_ns),
+    ));
     out.push((
         format!(
-            "  pre-fault {} learned pages ({} faults) + file pages{}",
-            forked.learned_pages.unwrap_or(0),
+            "  pre-fault {} learned pages ({} faults) + file pages",
+            forked.pages.map_or(0, |p| p.written),
             p.prepare_faults,
-            if forked.delay == Some(0) {
-                " + flush"
-            } else {
-                ""
-            }
         ),
-        ms(p.prepare_ns),
+        ms(p.prepare_ns - p.flush_ns.min(p.prepare_ns)),
+    ));
+    out.push((
+        format!(
+            "  flush the pages a replay touches ({} of {} present)",
+            forked.pages.map_or(0, |p| p.flushed),
+            forked.pages.map_or(0, |p| p.present)
+        ),
+        ms(p.flush_ns),
     ));
     out.push(("  replayed delay calls".into(), ms(p.delay_ns)));
     out.push(("  timed call".into(), forked.region_ns.median / 1e6));
     out.push((
-        "  rest: report, child exit, reap, offsets put back".into(),
+        "  rest: hand-offs, reap, offsets put back, the exit the fork did not hide".into(),
         marginal
             - ms(p.fork_ns)
             - ms(p.prepare_ns)
@@ -489,7 +495,7 @@ fn print_tables(rows: &[Row], n: usize) {
         "  restore: one CRIU restore per sample; fork: one restore per round of {} samples, a fork of the copy each",
         rows.first().map(|r| r.delayed_fork.region_wall.len() / r.delayed_fork.cost_ms.len().max(1)).unwrap_or(0)
     );
-    println!("  (cost = the round's whole wall time over its samples; fork-to-exit in brackets)");
+    println!("  (cost = the round's whole wall time over its samples; one forked sample's own share in brackets)");
     println!(
         "{:<32} {:>10} {:>11} {:>22} {:>9} {:>11} {:>22} {:>22} {:>12} {:>11} {:>8}",
         "routine",

@@ -37,10 +37,19 @@ pub struct ForkedRestore {
     pub failed: Option<(usize, CheckpointError)>,
     /// The whole restore as tdg saw it (restore, learning passes, samples).
     pub wall: Duration,
-    /// Pages the learning passes wrote (pre-faulted in every sample).
-    pub learned_pages: Option<u64>,
-    /// Pages the checkpoint holds in readable mappings.
-    pub present_pages: Option<u64>,
+    /// What the learning passes found (None: no sample was forked).
+    pub pages: Option<LearnedPages>,
+}
+
+/// The pages of a checkpoint as the learning passes found them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LearnedPages {
+    /// Written by a replay: copied (pre-faulted) in every sample.
+    pub written: u64,
+    /// Present in the checkpoint's readable mappings.
+    pub present: u64,
+    /// Touched by a replay: flushed from the caches in every sample.
+    pub flushed: u64,
 }
 
 /// `schedule=1,2,1,2`: what each forked sample runs (0: the application's
@@ -154,15 +163,19 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
         fallback: None,
         failed: None,
         wall,
-        learned_pages: None,
-        present_pages: None,
+        pages: None,
     };
     for line in text.lines() {
         if let Some(reason) = line.strip_prefix("fallback=") {
             forked.fallback = Some(reason.to_string());
         } else if line.starts_with("learned ") {
-            forked.learned_pages = line_field(line, "pages=");
-            forked.present_pages = line_field(line, "present=");
+            let present = line_field(line, "present=").unwrap_or(0);
+            forked.pages = Some(LearnedPages {
+                written: line_field(line, "pages=").unwrap_or(0),
+                present,
+                // an older library flushed every present page
+                flushed: line_field(line, "flushed=").unwrap_or(present),
+            });
         } else if line.starts_with("ns=") {
             let Some((region_ns, region_cpu_ns)) = parse_result(line) else {
                 continue;
@@ -177,6 +190,7 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
                     fork_ns: line_field(line, "fork_ns=").unwrap_or(0),
                     prepare_ns: line_field(line, "prepare_ns=").unwrap_or(0),
                     prepare_faults: line_field(line, "prepare_faults=").unwrap_or(0),
+                    flush_ns: line_field(line, "flush_ns=").unwrap_or(0),
                     delay_ns: line_field(line, "delay_ns=").unwrap_or(0),
                 }),
             });
@@ -197,7 +211,7 @@ mod tests {
 
     #[test]
     fn samples_failures_and_fallbacks_are_read_from_the_copy() {
-        let text = "learned pages=12 present=4096\n\
+        let text = "learned pages=12 present=900 flushed=40 file_present=30\n\
                     ns=100 cpu_ns=120 overhead_ns=19.0 minflt=0 sample=0 prepare_ns=5000 delay_ns=700\n\
                     sample_end=0 wall_ns=90000\n\
                     ns=110 cpu_ns=130 overhead_ns=19.0 minflt=2 sample=1 prepare_ns=5100 delay_ns=710\n\
@@ -210,7 +224,14 @@ mod tests {
         assert_eq!(f.samples[1].minor_faults, Some(2));
         assert_eq!(f.samples[0].wall, Duration::from_nanos(90000));
         assert_eq!(f.samples[0].phases.unwrap().delay_ns, 700);
-        assert_eq!(f.learned_pages, Some(12));
+        assert_eq!(
+            f.pages,
+            Some(LearnedPages {
+                written: 12,
+                present: 900,
+                flushed: 40
+            })
+        );
         assert_eq!(failed_implementation(text), Some((2, 3)));
         let learning = "sample_failed=-1 candidate=1 status=133\n";
         assert_eq!(failed_implementation(learning), Some((1, 1)));

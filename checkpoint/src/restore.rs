@@ -89,11 +89,14 @@ pub struct SamplePhases {
     /// fork() in the sampler until the child's first instruction.
     #[serde(default)]
     pub fork_ns: u64,
-    /// Pre-faulting the pages (and, immediate, flushing the caches).
+    /// Pre-faulting the pages and flushing the caches (`flush_ns` of it).
     pub prepare_ns: u64,
     /// Minor faults while pre-faulting (the copies the timed call is spared).
     #[serde(default)]
     pub prepare_faults: u64,
+    /// The part of `prepare_ns` spent flushing the checkpoint's pages.
+    #[serde(default)]
+    pub flush_ns: u64,
     /// The replayed delay calls, up to the timed call.
     pub delay_ns: u64,
 }

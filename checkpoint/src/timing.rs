@@ -4,6 +4,7 @@
 use crate::candidate::{compare_outputs, Mismatch};
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
+use crate::forked::LearnedPages;
 use crate::manifest::Manifest;
 use crate::restore::{
     Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
@@ -60,8 +61,9 @@ pub struct TimingReport {
     pub region_ns: Summary,
     #[serde(with = "crate::summary_json")]
     pub region_cpu_ns: Summary,
-    /// Wall time of each sample: a whole restore, or (forked) from fork()
-    /// to the child's exit as the restored copy saw it.
+    /// Wall time of each sample: a whole restore, or (forked) the sampler's
+    /// time from the previous sample's timed call to this one's (fork,
+    /// preparation, replay, timed call; the previous child exits meanwhile).
     #[serde(with = "crate::summary_json")]
     pub restore_wall_ms: Summary,
     pub image_bytes: u64,
@@ -84,9 +86,9 @@ pub struct TimingReport {
     /// Forked samples: median pre-faulting and replayed-delay times.
     #[serde(default)]
     pub phases_median: Option<SamplePhases>,
-    /// Pages the learning passes wrote, pre-faulted in every forked sample.
+    /// Forked samples: the pages each one copied and flushed.
     #[serde(default)]
-    pub learned_pages: Option<u64>,
+    pub pages: Option<LearnedPages>,
 }
 
 impl TimingReport {
@@ -109,7 +111,7 @@ impl TimingReport {
         let how = if self.sampling == "fork" {
             format!(
                 "took {} samples in {} restore(s), a fork of the restored copy each; cost {} per sample \
-                 (whole wall / samples; {} fork to exit, median)",
+                 (whole wall / samples; {} each beyond the restore and learning, median)",
                 r.n,
                 self.restores,
                 stats::ns(self.cost_per_sample_ms * 1e6),
@@ -163,7 +165,7 @@ pub struct Samples {
     pub fallback: Option<String>,
     /// Everything, from the first restore to the last sample.
     pub wall: Duration,
-    pub learned_pages: Option<u64>,
+    pub pages: Option<LearnedPages>,
 }
 
 impl Samples {
@@ -280,7 +282,7 @@ impl ImageTimer {
             forked: false,
             fallback: None,
             wall: Duration::ZERO,
-            learned_pages: None,
+            pages: None,
         };
         let fork = !restore_per_sample && self.plan.can_fork_samples();
         if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
@@ -299,7 +301,7 @@ impl ImageTimer {
             let forked = self.plan.restore_forked(candidates, &sub)?;
             taken.restores += 1;
             taken.forked |= !forked.samples.is_empty();
-            taken.learned_pages = forked.learned_pages.or(taken.learned_pages);
+            taken.pages = forked.pages.or(taken.pages);
             for (&slot, run) in pending.iter().zip(forked.samples) {
                 taken.runs[slot] = Some(run);
             }
@@ -365,9 +367,10 @@ impl ImageTimer {
                 fork_ns: median(phases.iter().map(|p| p.fork_ns).collect()),
                 prepare_ns: median(phases.iter().map(|p| p.prepare_ns).collect()),
                 prepare_faults: median(phases.iter().map(|p| p.prepare_faults).collect()),
+                flush_ns: median(phases.iter().map(|p| p.flush_ns).collect()),
                 delay_ns: median(phases.iter().map(|p| p.delay_ns).collect()),
             }),
-            learned_pages: samples.learned_pages,
+            pages: samples.pages,
         })
     }
 
