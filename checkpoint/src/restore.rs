@@ -94,7 +94,7 @@ pub struct SamplePhases {
     /// Minor faults while pre-faulting (the copies the timed call is spared).
     #[serde(default)]
     pub prepare_faults: u64,
-    /// The part of `prepare_ns` spent flushing the checkpoint's pages.
+    /// The part of `prepare_ns` spent flushing the pages a replay touches.
     #[serde(default)]
     pub flush_ns: u64,
     /// The replayed delay calls, up to the timed call.
