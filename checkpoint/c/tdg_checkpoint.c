@@ -35,17 +35,16 @@
  *   a crashing candidate is a finding, not a lost sample.
  * - Many samples per restore: told `schedule=` (and any number of
  *   `candidate=` lines), the copy stays at the checkpoint as a sampler and
- *   forks a child per sample (sample_by_fork). A learning pass per
- *   implementation finds the pages the replay writes (pagemap's
- *   exclusively-mapped bit) so every child copies them before its replay
- *   and the timed call takes no copy-on-write fault, and which pages it
- *   reads at all (the PTE accessed bits, per mapping in /proc/self/smaps,
- *   the mappings split into small chunks in the learning child); file offsets
- *   are put back after each child; every child flushes the pages the
- *   replay touches from the caches first, as a fresh restore starts
- *   without them;
- *   what a fork cannot replay answers `fallback=` and tdg restores per
- *   sample.
+ *   forks a child per sample (sample_by_fork), the next one while the
+ *   previous one exits. A learning pass per implementation finds the pages
+ *   the replay writes (pagemap's exclusively-mapped bit), so every child
+ *   copies them before its replay and the timed call takes no copy-on-write
+ *   fault, and the pages it touches at all (the accessed bits, per mapping
+ *   in /proc/self/smaps, the mappings split into small chunks in the
+ *   learning child), which every child flushes from the caches first, as a
+ *   fresh restore starts without them. File offsets are put back after each
+ *   child. What a fork cannot replay answers `fallback=` and tdg restores
+ *   per sample.
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
@@ -724,7 +723,10 @@ static const char *find_present_pages(void)
  * only what a core dump holds), clears the bits, replays, and marks every
  * present page of a referenced mapping. A split the kernel refuses (the
  * map count limit) or an unreadable smaps only makes the set larger: a
- * mapping left whole is marked whole. */
+ * mapping left whole is marked whole. The one call the split changes is an
+ * mremap() of a range that now spans several mappings (EFAULT: glibc's
+ * realloc then copies instead); it happens in the learning child only, and a
+ * page it should have learned shows as a fault in the samples' timed calls. */
 #define MAX_LEARNING_MAPPINGS 1024
 
 /* Chunks of `chunk` pages, every other one marked, so each becomes its own
@@ -1094,7 +1096,8 @@ static bool child_ended(pid_t pid, long sample, int k, long long wall_ns)
  * stopped here at the checkpoint, instead of tdg restoring the image once
  * per sample. Returns only in a child, which runs the replay and the timed
  * call as a restored copy would; the sampler itself ends here. A first child
- * (the learning pass) runs the same and reports which pages it wrote; what a
+ * (the learning pass) runs the same and reports which pages it wrote and
+ * touched; what a
  * fork cannot replay (threads, pipe or socket data, shared memory the replay
  * writes) ends the sampler with `fallback=` and tdg restores per sample. */
 static void sample_by_fork(void)
@@ -1205,7 +1208,10 @@ static void sample_by_fork(void)
             fork_plan.prepare_faults = minor_faults() - faults;
             clock_gettime(CLOCK_MONOTONIC, &t_ready);
             fork_plan.prepare_ns = elapsed_ns(&fork_plan.t_start, &t_ready);
-            if (read(fork_plan.link, &c, 1) != 1) /* the sampler gave up: no sample */
+            ssize_t got;
+            while ((got = read(fork_plan.link, &c, 1)) < 0 && errno == EINTR)
+                ;
+            if (got != 1) /* the sampler gave up: no sample */
                 _exit(0);
             clock_gettime(CLOCK_MONOTONIC, &fork_plan.t_prepared);
             return;
