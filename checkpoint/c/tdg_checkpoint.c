@@ -201,7 +201,7 @@ static struct {
      * touched it (and, in [0] of touch_state, whether that could be learned) */
     unsigned char *touched;
     int *touch_state;
-    unsigned long *flush; /* present pages every sample flushes */
+    unsigned long *flush; /* pages every sample flushes: touched or written */
     size_t n_flush;
     struct saved_fd *fds;
     int n_fds;
@@ -712,8 +712,8 @@ static const char *find_present_pages(void)
     return NULL;
 }
 
-/* Which of the checkpoint's pages a replay reads as well as writes: only
- * those can be in the caches when the next sample starts, so only those
+/* Which of the checkpoint's pages a replay touches at all, read or written:
+ * only those can be in the caches when the next sample starts, so only those
  * need flushing (the whole image cost 1.2 ms of a 2.9 ms sample on a
  * 16.7 MiB image). pagemap has no accessed bit and this kernel may lack idle
  * page tracking, but /proc/self/smaps counts, per mapping, the pages whose
@@ -1097,9 +1097,9 @@ static bool child_ended(pid_t pid, long sample, int k, long long wall_ns)
  * per sample. Returns only in a child, which runs the replay and the timed
  * call as a restored copy would; the sampler itself ends here. A first child
  * (the learning pass) runs the same and reports which pages it wrote and
- * touched; what a
- * fork cannot replay (threads, pipe or socket data, shared memory the replay
- * writes) ends the sampler with `fallback=` and tdg restores per sample. */
+ * touched; what a fork cannot replay (threads, pipe or socket data, shared
+ * memory the replay writes) ends the sampler with `fallback=` and tdg
+ * restores per sample. */
 static void sample_by_fork(void)
 {
     char why[PATH_MAX + 128];
