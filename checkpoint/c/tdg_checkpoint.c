@@ -444,6 +444,18 @@ static void write_descriptors(FILE *out, int skip1, int skip2, int skip3)
     closedir(d);
 }
 
+/* `fd` moved to a descriptor at RESULT_FD_MIN or above (`cmd`: F_DUPFD or
+ * F_DUPFD_CLOEXEC), out of the way of the numbers the application's own
+ * open() calls get; where the limit is lower, the one it has. */
+static int move_fd_high(int fd, int cmd)
+{
+    int high = fcntl(fd, cmd, RESULT_FD_MIN);
+    if (high < 0)
+        return fd;
+    close(fd);
+    return high;
+}
+
 /* The read end of the control pipe, at a high descriptor like the result
  * pipe; the write end is closed, so a restore that passes nothing reads EOF. */
 static int open_control_pipe(struct stat *st)
@@ -451,10 +463,7 @@ static int open_control_pipe(struct stat *st)
     int p[2], fd;
     if (pipe(p) < 0)
         return -1;
-    fd = fcntl(p[0], F_DUPFD, RESULT_FD_MIN);
-    if (fd < 0)
-        fd = dup(p[0]);
-    close(p[0]);
+    fd = move_fd_high(p[0], F_DUPFD);
     close(p[1]);
     if (fd >= 0 && fstat(fd, st) < 0) {
         close(fd);
@@ -741,11 +750,12 @@ static void split_for_access_bits(void)
     unsigned long step = chunk * (unsigned long)fork_plan.page;
     for (int k = 0; k < fork_plan.n_ranges; k++) {
         const struct mem_range *r = &fork_plan.ranges[k];
+        /* the stack grows down from its own mapping: left whole */
+        bool whole = strcmp(r->name, "[stack]") == 0;
         unsigned long last = 0;
         for (; i < fork_plan.n_present && fork_plan.present[i] < r->end; i++) {
             unsigned long idx = (fork_plan.present[i] - r->start) / step, a = r->start + idx * step;
-            /* the stack grows down from its own mapping: left whole */
-            if (idx % 2 == 0 || a == last || strcmp(r->name, "[stack]") == 0)
+            if (whole || idx % 2 == 0 || a == last)
                 continue;
             (void)madvise((void *)a, a + step <= r->end ? step : r->end - a, MADV_DONTDUMP);
             last = a;
@@ -1191,13 +1201,8 @@ static void sample_by_fork(void)
                 child_ended(prev, prev_i, prev_k, prev_wall);
             _exit(0);
         }
-        for (int e = 0; e < 2; e++) { /* out of the application's way, as the result pipe */
-            int high = fcntl(link[e], F_DUPFD_CLOEXEC, RESULT_FD_MIN);
-            if (high >= 0) {
-                close(link[e]);
-                link[e] = high;
-            }
-        }
+        link[0] = move_fd_high(link[0], F_DUPFD_CLOEXEC);
+        link[1] = move_fd_high(link[1], F_DUPFD_CLOEXEC);
         if (fork_child(k, &pid)) {
             long faults = minor_faults();
             struct timespec t_ready;
@@ -1276,11 +1281,8 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
     }
-    result_fd = fcntl(pipefd[1], F_DUPFD, RESULT_FD_MIN);
-    if (result_fd < 0) /* a descriptor limit below RESULT_FD_MIN: any free one will do */
-        result_fd = dup(pipefd[1]);
+    result_fd = move_fd_high(pipefd[1], F_DUPFD);
     close(pipefd[0]);
-    close(pipefd[1]);
     if (result_fd < 0 || fstat(result_fd, &st) < 0) {
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;

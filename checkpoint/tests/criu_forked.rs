@@ -132,6 +132,7 @@ fn two_hundred_forked_samples_leave_no_process_or_namespace_behind() {
 /// An immediate checkpoint's forked samples read as cold as a fresh restore:
 /// the previous sample warmed the pages every child shares, so each flushes
 /// them first. The pointer chase is 18-28x slower cold than warm.
+///
 /// Each sample flushes only the pages a replay touches (learned from the
 /// accessed bits): the search's 512 KiB list, which it reads but never
 /// writes, and not the application's other 16 MiB. Were a page of the list
