@@ -26,7 +26,12 @@ fn measure(site: &str) -> Measured {
     let ws = Workspace::new(&format!("acc-{site}"));
     let exe = ws.build("datasens.c", "datasens", &[]);
     let command = os_args(&[&exe, &site, &ws.out_file()]);
-    let c = compare_in_app_delayed_immediate(&ws, command, site, CALL, DELAY, ROUNDS, PER_ROUND);
+    let plan = Rounds {
+        rounds: ROUNDS,
+        runs: PER_ROUND,
+        samples: PER_ROUND,
+    };
+    let c = compare_in_app_delayed_immediate(&ws, command, site, CALL, DELAY, &plan);
     Measured {
         in_app: c.in_app.wall_stats(),
         delayed: c.delayed.wall_stats(),

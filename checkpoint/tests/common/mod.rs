@@ -194,6 +194,15 @@ pub struct Comparison {
     pub immediate: Samples,
 }
 
+/// How the three sides are interleaved: each of `rounds` rounds takes
+/// `runs` plain in-app runs, then `samples` forked samples of one restore of
+/// each image.
+pub struct Rounds {
+    pub rounds: usize,
+    pub runs: usize,
+    pub samples: usize,
+}
+
 /// Capture `call` of `site` delayed by `delay` and immediately, then measure
 /// plain in-app runs and restores of both images interleaved in rounds, so
 /// the shared machine's noise falls on all three alike.
@@ -203,8 +212,7 @@ pub fn compare_in_app_delayed_immediate(
     site: &str,
     call: u64,
     delay: u64,
-    rounds: usize,
-    per_round: usize,
+    plan: &Rounds,
 ) -> Comparison {
     let criu = criu();
     let capture_at = |delay: u64, name: &str| {
@@ -224,7 +232,7 @@ pub fn compare_in_app_delayed_immediate(
     let delayed_img = capture_at(delay, "delayed");
     let immediate_img = capture_at(0, "immediate");
     let opts = TimeOptions {
-        samples: per_round,
+        samples: plan.samples,
         criu: Some(criu.clone()),
         ..Default::default()
     };
@@ -233,12 +241,12 @@ pub fn compare_in_app_delayed_immediate(
         delayed: Samples::default(),
         immediate: Samples::default(),
     };
-    for _ in 0..rounds {
+    for _ in 0..plan.rounds {
         let r = measure_in_app(&InAppRequest {
             command: command.clone(),
             site: Some(site.to_string()),
             call,
-            runs: per_round,
+            runs: plan.runs,
             timeout: Some(Duration::from_secs(300)),
             preload: None,
         })
