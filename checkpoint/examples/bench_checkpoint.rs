@@ -159,20 +159,28 @@ fn main() {
     if bz.join("bzip2").is_file() {
         let input = work.path().join("manual.ps");
         std::fs::copy(bz.join("manual.ps"), &input).expect("copy manual.ps");
-        cases.push(Case {
-            name: "bzip2 -9 mainQSort3 call 550",
-            command: vec![bz.join("bzip2").into(), "-kf9".into(), input.into()],
-            site: "mainQSort3",
-            call: 550,
-            delay: 3,
-            default_driver: None,
-            candidate: Some(CandidateSource {
-                implementation: Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("apps/bzip2-mainQSort3-candidate.c"),
-                cflags: vec!["-O2".into(), format!("-I{}", bz.join("src").display())],
-                ..Default::default()
-            }),
-        });
+        // Delay 3 is the cheap sample; three calls do not rebuild the L3
+        // state the sort's ~6 MiB of arrays keep across calls, which forty
+        // do (criu_bzip2.rs, DELAY): the two rows show what accuracy costs.
+        for (name, delay) in [
+            ("bzip2 mainQSort3 #550, delay 3", 3),
+            ("bzip2 mainQSort3 #550, delay 40", 40),
+        ] {
+            cases.push(Case {
+                name,
+                command: vec![bz.join("bzip2").into(), "-kf9".into(), input.clone().into()],
+                site: "mainQSort3",
+                call: 550,
+                delay,
+                default_driver: None,
+                candidate: Some(CandidateSource {
+                    implementation: Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("apps/bzip2-mainQSort3-candidate.c"),
+                    cflags: vec!["-O2".into(), format!("-I{}", bz.join("src").display())],
+                    ..Default::default()
+                }),
+            });
+        }
     } else {
         eprintln!(
             "bench: {} missing (run scripts/setup); skipping bzip2",
@@ -186,7 +194,7 @@ fn main() {
         rows.push(bench_case(case, &criu, &images, rounds, per_round));
     }
     print_tables(&rows, rounds * per_round);
-    if let Some(bz_case) = cases.iter().find(|c| c.site == "mainQSort3") {
+    if let Some(bz_case) = cases.iter().rfind(|c| c.site == "mainQSort3") {
         eprintln!("bench: bzip2 per-call sweep ...");
         call_sweep(bz_case, &criu, &images, per_round);
     }
@@ -196,7 +204,10 @@ fn main() {
 /// Seed 003 Fig. 11(b): several distinct calls of the routine, each captured
 /// (delayed and immediate) and timed, against the in-app time of that call.
 fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usize) {
-    println!("Per-call sweep: bzip2 mainQSort3, wall-clock medians of {samples} samples per cell");
+    println!(
+        "Per-call sweep: bzip2 mainQSort3, delay {}, wall-clock medians of {samples} samples per cell",
+        case.delay
+    );
     println!(
         "{:>6} {:>12} {:>22} {:>22}",
         "call", "in-app", "delayed (ratio)", "immediate (ratio)"
