@@ -11,11 +11,12 @@ use std::path::PathBuf;
 const CALL: u64 = 550;
 /// Forty calls of delay, not three: the sort's ~6 MiB of arrays stay partly
 /// in the L3 across many calls when the host's other tenants are quiet, and
-/// three replayed calls do not rebuild that. Interleaved with plain runs on
-/// one host, the share of samples under 0.9 ms read 36 % and 64 % in-app,
-/// 2 % and 5 % at delay 3, 5 % at delay 10, 24 % at delay 20 (29 % in-app)
-/// and 45 % and 62 % at delay 40; when the tenants are busy every delay
-/// reads the same as in-app, which is how delay 3 passed on earlier hosts.
+/// three replayed calls do not rebuild that. In two runs of
+/// `delay_sweep_against_in_app` below, the share of samples within 10 % of
+/// the fastest plain run read 33 % and 53 % in-app, 7 % and 7 % at delay 3,
+/// 7 % and 18 % at 10, 36 % and 62 % at 20, 33 % and 71 % at 40. When the
+/// tenants are busy every delay reads the same as in-app, which is how
+/// delay 3 passed on earlier hosts.
 const DELAY: u64 = 40;
 
 fn bzip2_dir() -> PathBuf {
