@@ -116,15 +116,7 @@ fn default_driver_with_random_data_misses_the_in_app_sort_time() {
     pin_to_one_cpu();
     let ws = Workspace::new("default-driver");
     let exe = ws.build("datasens.c", "datasens", &[]);
-    let in_app = checkpoint::measure_in_app(&checkpoint::InAppRequest {
-        command: os_args(&[&exe, &"sort", &ws.out_file()]),
-        site: Some("sort".into()),
-        call: CALL,
-        runs: 5,
-        timeout: Some(std::time::Duration::from_secs(60)),
-        preload: None,
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let in_app = plain_runs(&os_args(&[&exe, &"sort", &ws.out_file()]), "sort", CALL, 5);
     let spec_path = std::path::Path::new(APPS).join("isort.spec");
     let spec = spec_lang::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
     let report = driver_gen::run_driver(

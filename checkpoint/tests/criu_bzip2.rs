@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use stats::relative_difference;
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 const CALL: u64 = 550;
@@ -32,19 +33,28 @@ fn bzip2_dir() -> PathBuf {
     dir
 }
 
+/// A workspace holding a copy of bzip2's manual.ps, and the command line
+/// compressing it at -9 with one of the bzip2 build's programs. -k -f keep
+/// the input and (over)write manual.ps.bz2, an output file that keeps
+/// growing after the checkpoint.
+fn bzip2_workspace(name: &str) -> (Workspace, impl Fn(&str) -> Vec<OsString>) {
+    let bz = bzip2_dir();
+    let ws = Workspace::new(name);
+    let input = ws.dir.path().join("manual.ps");
+    std::fs::copy(bz.join("manual.ps"), &input).unwrap();
+    (ws, move |exe: &str| {
+        os_args(&[&bz.join(exe), &"-kf9", &input])
+    })
+}
+
 #[test]
 fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
-    let bz = bzip2_dir();
     // Alone: beside the candidates test the two share the L3 and the second
     // core (CI read a delayed minimum 27% below the in-app one that way).
     let _serial = exclusive();
     pin_to_one_cpu();
-    let ws = Workspace::new("bzip2");
-    let input = ws.dir.path().join("manual.ps");
-    std::fs::copy(bz.join("manual.ps"), &input).unwrap();
-    // -k -f: keep the input, (over)write manual.ps.bz2 — an output file that
-    // keeps growing after the checkpoint.
-    let command = os_args(&[&bz.join("bzip2"), &"-kf9", &input]);
+    let (ws, run) = bzip2_workspace("bzip2");
+    let command = run("bzip2");
     // One plain run, then three forked samples of one restore of each image,
     // fifteen times: this host's speed changes within milliseconds (one
     // restore's three samples read 1.33, 0.87 and 0.91 ms), so each side
@@ -105,7 +115,7 @@ fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     // The restored copies' writes went to substitutes: the real output is a
     // valid bzip2 stream of the input.
     let out = ws.dir.path().join("manual.ps.bz2");
-    let check = std::process::Command::new(bz.join("bzip2"))
+    let check = std::process::Command::new(bzip2_dir().join("bzip2"))
         .arg("-t")
         .arg(&out)
         .status()
@@ -124,10 +134,7 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
     let bz = bzip2_dir();
     let _serial = exclusive();
     pin_to_one_cpu();
-    let ws = Workspace::new("bzip2-cand");
-    let input = ws.dir.path().join("manual.ps");
-    std::fs::copy(bz.join("manual.ps"), &input).unwrap();
-    let run = |exe: &str| os_args(&[&bz.join(exe), &"-kf9", &input]);
+    let (ws, run) = bzip2_workspace("bzip2-cand");
     let image = ws.image("img");
     checkpoint::capture(
         &checkpoint::CaptureRequest {
@@ -191,15 +198,7 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
                 }
             }
             for (i, exe) in ["bzip2-sort-O0", "bzip2"].iter().enumerate() {
-                let r = checkpoint::measure_in_app(&checkpoint::InAppRequest {
-                    command: run(exe),
-                    site: Some("mainQSort3".into()),
-                    call: CALL,
-                    runs: 3,
-                    timeout: Some(std::time::Duration::from_secs(300)),
-                    preload: None,
-                })
-                .unwrap_or_else(|e| panic!("{e}"));
+                let r = plain_runs(&run(exe), "mainQSort3", CALL, 3);
                 in_app[i].add(&r.samples_ns, &r.samples_cpu_ns);
             }
         }
@@ -251,13 +250,10 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
 #[test]
 #[ignore = "an experiment: prints a table, ~1 minute"]
 fn delay_sweep_against_in_app() {
-    let bz = bzip2_dir();
     let _serial = exclusive();
     pin_to_one_cpu();
-    let ws = Workspace::new("bzip2-delays");
-    let input = ws.dir.path().join("manual.ps");
-    std::fs::copy(bz.join("manual.ps"), &input).unwrap();
-    let command = os_args(&[&bz.join("bzip2"), &"-kf9", &input]);
+    let (ws, run) = bzip2_workspace("bzip2-delays");
+    let command = run("bzip2");
     let delays = [3u64, 10, 20, 40];
     let images: Vec<_> = delays
         .iter()
@@ -279,15 +275,7 @@ fn delay_sweep_against_in_app() {
     let mut in_app = Vec::new();
     let mut on_image = vec![Vec::new(); delays.len()];
     for _ in 0..15 {
-        let r = checkpoint::measure_in_app(&checkpoint::InAppRequest {
-            command: command.clone(),
-            site: Some("mainQSort3".into()),
-            call: CALL,
-            runs: 1,
-            timeout: Some(std::time::Duration::from_secs(300)),
-            preload: None,
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+        let r = plain_runs(&command, "mainQSort3", CALL, 1);
         in_app.extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
         for (image, samples) in images.iter().zip(&mut on_image) {
             let t = checkpoint::time_image(image, &opts).unwrap_or_else(|e| panic!("{e}"));

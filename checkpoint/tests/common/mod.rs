@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use checkpoint::{
-    capture, measure_in_app, time_image, CaptureRequest, Criu, InAppRequest, TimeOptions,
+    capture, measure_in_app, time_image, CaptureRequest, Criu, InAppReport, InAppRequest,
+    TimeOptions,
 };
 use stats::Summary;
 use std::ffi::OsString;
@@ -194,6 +195,19 @@ pub struct Comparison {
     pub immediate: Samples,
 }
 
+/// `runs` plain runs of `command`, timing call `call` of `site` in each.
+pub fn plain_runs(command: &[OsString], site: &str, call: u64, runs: usize) -> InAppReport {
+    measure_in_app(&InAppRequest {
+        command: command.to_vec(),
+        site: Some(site.to_string()),
+        call,
+        runs,
+        timeout: Some(Duration::from_secs(300)),
+        preload: None,
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// How the three sides are interleaved: each of `rounds` rounds takes
 /// `runs` plain in-app runs, then `samples` forked samples of one restore of
 /// each image.
@@ -242,15 +256,7 @@ pub fn compare_in_app_delayed_immediate(
         immediate: Samples::default(),
     };
     for _ in 0..plan.rounds {
-        let r = measure_in_app(&InAppRequest {
-            command: command.clone(),
-            site: Some(site.to_string()),
-            call,
-            runs: plan.runs,
-            timeout: Some(Duration::from_secs(300)),
-            preload: None,
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+        let r = plain_runs(&command, site, call, plan.runs);
         c.in_app.add(&r.samples_ns, &r.samples_cpu_ns);
         let time = |img: &Path| time_image(img, &opts).unwrap_or_else(|e| panic!("{e}"));
         let d = time(&delayed_img);
