@@ -13,7 +13,8 @@
 //! Checkpoint columns come in two paths: one CRIU restore per sample (the
 //! old path, `--restore-per-sample`) and one restore whose copy forks a child
 //! per sample (the default). A per-phase breakdown of one sample on each
-//! path follows the tables.
+//! path follows the tables; then bzip2's per-call sweep and its delay sweep
+//! (how many replayed calls its call 550 needs).
 
 use checkpoint::breakdown::criu_restore_phases;
 use checkpoint::{
@@ -197,6 +198,8 @@ fn main() {
     if let Some(bz_case) = cases.iter().rfind(|c| c.site == "mainQSort3") {
         eprintln!("bench: bzip2 per-call sweep ...");
         call_sweep(bz_case, &criu, &images, per_round);
+        eprintln!("bench: bzip2 delay sweep ...");
+        delay_sweep(bz_case, &criu, &images);
     }
     let _ = std::fs::remove_dir_all(&images);
 }
@@ -239,6 +242,114 @@ fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usiz
     println!();
 }
 
+/// `case`'s call captured `delay` calls early into `image`: the image, the
+/// capture's milliseconds and the image's MiB.
+fn capture_image(
+    case: &Case,
+    criu: &checkpoint::Criu,
+    image: &Path,
+    delay: u64,
+) -> (PathBuf, f64, f64) {
+    let started = Instant::now();
+    let outcome = capture(
+        &CaptureRequest {
+            command: case.command.clone(),
+            image: image.to_path_buf(),
+            site: Some(case.site.into()),
+            call: case.call,
+            delay,
+            timeout: Some(Duration::from_secs(600)),
+            quiet: true,
+            preload: None,
+        },
+        criu,
+    )
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    let mib = outcome.manifest.image_bytes() as f64 / (1024.0 * 1024.0);
+    (
+        image.to_path_buf(),
+        started.elapsed().as_secs_f64() * 1e3,
+        mib,
+    )
+}
+
+/// How long a delay `case`'s call needs: captured at delays 3, 10, 20 and
+/// 40, then fifteen rounds of one plain run and three forked samples of one
+/// restore of each image, CPU times. The fast moments, when the host's
+/// tenants leave the routine's data in the L3, are where too short a delay
+/// shows, so the table gives the low quantiles and the share of samples
+/// within 10 % of the fastest plain run (criu_bzip2.rs's DELAY).
+fn delay_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path) {
+    const DELAYS: [u64; 4] = [3, 10, 20, 40];
+    let captured: Vec<PathBuf> = DELAYS
+        .iter()
+        .map(|&d| {
+            capture_image(
+                case,
+                criu,
+                &images.join(format!("{}-sweep{d}", case.site)),
+                d,
+            )
+            .0
+        })
+        .collect();
+    let opts = TimeOptions {
+        samples: 3,
+        criu: Some(criu.clone()),
+        ..Default::default()
+    };
+    let mut in_app = Vec::new();
+    let mut on_image = vec![Vec::new(); DELAYS.len()];
+    for _ in 0..15 {
+        let r = measure_in_app(&InAppRequest {
+            command: case.command.clone(),
+            site: Some(case.site.into()),
+            call: case.call,
+            runs: 1,
+            timeout: Some(Duration::from_secs(600)),
+            preload: None,
+        })
+        .unwrap_or_else(|e| fail(&e.to_string()));
+        in_app.extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
+        for (image, samples) in captured.iter().zip(&mut on_image) {
+            let t = time_image(image, &opts).unwrap_or_else(|e| fail(&e.to_string()));
+            samples.extend(t.samples_cpu_ns.iter().map(|&n| n as f64));
+        }
+    }
+    let quantile = |v: &[f64], q: f64| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    let fast = quantile(&in_app, 0.0) * 1.1;
+    println!(
+        "Delay sweep: {} call {}, CPU time, 15 rounds of one plain run and 3 forked samples per image",
+        case.site, case.call
+    );
+    println!(
+        "{:>9} {:>12} {:>12} {:>12} {:>12}  within 10 % of the fastest plain run",
+        "", "min", "q10", "q25", "median"
+    );
+    let rows = std::iter::once(("in-app".to_string(), &in_app)).chain(
+        DELAYS
+            .iter()
+            .zip(&on_image)
+            .map(|(d, v)| (format!("delay {d}"), v)),
+    );
+    for (label, v) in rows {
+        let share = v.iter().filter(|&&x| x <= fast).count() as f64 / v.len() as f64;
+        println!(
+            "{label:>9} {:>12} {:>12} {:>12} {:>12}  {:>5.0} %",
+            human_ns(quantile(v, 0.0)),
+            human_ns(quantile(v, 0.1)),
+            human_ns(quantile(v, 0.25)),
+            human_ns(quantile(v, 0.5)),
+            share * 100.0
+        );
+    }
+    println!();
+}
+
 fn bench_case(
     case: &Case,
     criu: &checkpoint::Criu,
@@ -246,26 +357,7 @@ fn bench_case(
     rounds: usize,
     per_round: usize,
 ) -> Row {
-    let capture_at = |delay: u64, name: &str| -> (PathBuf, f64, f64) {
-        let image = images.join(name);
-        let started = Instant::now();
-        let outcome = capture(
-            &CaptureRequest {
-                command: case.command.clone(),
-                image: image.clone(),
-                site: Some(case.site.into()),
-                call: case.call,
-                delay,
-                timeout: Some(Duration::from_secs(600)),
-                quiet: true,
-                preload: None,
-            },
-            criu,
-        )
-        .unwrap_or_else(|e| fail(&e.to_string()));
-        let mib = outcome.manifest.image_bytes() as f64 / (1024.0 * 1024.0);
-        (image, started.elapsed().as_secs_f64() * 1e3, mib)
-    };
+    let capture_at = |delay: u64, name: &str| capture_image(case, criu, &images.join(name), delay);
     let (delayed_img, capture_ms, image_mib) =
         capture_at(case.delay, &format!("{}-delayed", case.site));
     let (immediate_img, _, _) = capture_at(0, &format!("{}-immediate", case.site));
