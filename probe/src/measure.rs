@@ -502,6 +502,28 @@ fn measure_caches(
     Ok((caches, memory_latency, curve, huge))
 }
 
+/// Each level cpuid documents, attached to the measured step nearest it
+/// (within 2.5x, levels kept in order), not to the step at the same
+/// position: the curve can show a step no TLB makes (a CI rehearsal's
+/// probes read one at 304-362 pages, below the 2048-entry L2 TLB's at
+/// 1218-1448), and by position it took the L2 TLB's documented count.
+fn attach_documented(levels: &mut [TlbLevel], documented: &[Option<u64>]) {
+    let mut from = 0;
+    for d in documented.iter().flatten() {
+        let distance = |t: &TlbLevel| (t.entries as f64 / *d as f64).ln().abs();
+        let nearest = levels[from..]
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| distance(t) <= 2.5f64.ln())
+            .min_by(|a, b| distance(a.1).total_cmp(&distance(b.1)))
+            .map(|(i, _)| from + i);
+        if let Some(i) = nearest {
+            levels[i].documented_entries = Some(*d);
+            from = i + 1;
+        }
+    }
+}
+
 fn measure_tlb(
     bench: &Microbench,
     page: u64,
@@ -548,9 +570,10 @@ fn measure_tlb(
             entries,
             reach_bytes: entries * page,
             latency_ns: lvl.min_y,
-            documented_entries: documented.get(tlb.len()).copied().flatten(),
+            documented_entries: None,
         });
     }
+    attach_documented(&mut tlb, &documented);
     let curve = raw
         .iter()
         .zip(&mono)
@@ -658,6 +681,31 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn documented_tlb_entries_go_to_the_nearest_step_not_the_same_position() {
+        let level = |entries| TlbLevel {
+            level: 0,
+            entries,
+            reach_bytes: entries * 4096,
+            latency_ns: 1.0,
+            documented_entries: None,
+        };
+        // The CI rehearsal's probe: 54, a step at 304, 1218, 9742.
+        let mut seen = vec![level(54), level(304), level(1218), level(9742)];
+        attach_documented(&mut seen, &[Some(64), Some(2048)]);
+        let documented: Vec<_> = seen.iter().map(|t| t.documented_entries).collect();
+        assert_eq!(documented, [Some(64), None, Some(2048), None]);
+        // No step near a documented level: it is attached to none.
+        let mut seen = vec![level(54), level(304)];
+        attach_documented(&mut seen, &[Some(64), Some(2048)]);
+        assert_eq!(seen[1].documented_entries, None);
+        // Order kept: the L2 count is never given to a step below the L1's.
+        let mut seen = vec![level(900), level(1800)];
+        attach_documented(&mut seen, &[Some(1000), Some(2048)]);
+        let documented: Vec<_> = seen.iter().map(|t| t.documented_entries).collect();
+        assert_eq!(documented, [Some(1000), Some(2048)]);
+    }
 
     #[test]
     fn sweep_is_geometric_rounded_and_bounded() {
