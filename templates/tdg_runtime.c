@@ -1196,6 +1196,7 @@ void tdg_result_init(struct tdg_result *r, int json_version, const char *routine
     r->verification = "skipped";
     r->overflow_guard = "off";
     r->outputs_finite = 1;
+    r->code_page_offset = -1;
     tdg_warnings_init(&r->warnings);
 }
 
@@ -1263,8 +1264,8 @@ void tdg_report_json(FILE *out, const struct tdg_result *r)
             r->reps == 1 && r->flusher->method == TDG_FLUSH_READ && r->flusher->clflush_operands ? "true" : "false");
     fprintf(out, ",\"min_interval_ns\":%lld,\"min_interval_why\":", o->min_interval_ns);
     tdg_json_string(out, r->min_interval_why);
-    fprintf(out, ",\"code\":\"%s\",\"selection\":\"%s\",\"samples_ns\":[", o->hot_code ? "hot" : "cold",
-            o->median ? "median" : "min");
+    fprintf(out, ",\"code\":\"%s\",\"code_page_offset\":%d,\"selection\":\"%s\",\"samples_ns\":[",
+            o->hot_code ? "hot" : "cold", r->code_page_offset, o->median ? "median" : "min");
     for (k = 0; k < s->n; k++) {
         if (k)
             fputc(',', out);
@@ -1345,6 +1346,8 @@ void tdg_report_text(FILE *out, const struct tdg_result *r)
                 r->stats.mean > 0 ? flops / r->stats.mean * 1e3 : 0.0);
     fprintf(out, "\n  timer overhead %.1f ns (subtracted), verification %s%s%s\n", r->timer->overhead_ns, r->verification,
             r->verification_detail[0] ? ": " : "", r->verification_detail);
+    if (r->code_page_offset >= 0)
+        fprintf(out, "  code %s, %s at page offset %d\n", o->hot_code ? "hot" : "cold", r->routine, r->code_page_offset);
     if (!s->stable)
         fprintf(out, "  UNSTABLE: %s\n", s->why);
     if (r->warnings.text[0])

@@ -366,6 +366,7 @@ struct tdg_result {
     double reported_ns;         /* the minimum or the median of the samples */
     double flops_per_call;
     long page_faults;           /* inside timed intervals */
+    int code_page_offset;       /* the routine's address modulo 4096; -1 unknown */
     const char *overflow_guard; /* what the guard did, or "off" */
     int outputs_finite;
     long outputs_denormal;      /* values that drifted into denormals while timed */

@@ -194,6 +194,12 @@ pub fn explain(m: &DriverModel) -> String {
         s,
         "  one untimed call before timing, made before any flush (instruction pages)"
     );
+    let _ = writeln!(
+        s,
+        "  code: `{}` starts on a 4096-byte boundary whatever the size of the driver's own code \
+         (`tdg run --code-offset N` puts it N bytes past one, as at its address modulo 4096 in the application)",
+        m.routine.symbol
+    );
     match &m.guard.alternate {
         Some(a) => {
             let _ = writeln!(s, "  overflow guard: the sign of {a} flips each time the working sets wrap; outputs restored before every sample; outputs checked for overflow and denormals after timing");

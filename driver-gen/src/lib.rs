@@ -19,5 +19,5 @@ pub use explain::explain;
 pub use model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 pub use render::{render, GeneratedDriver, RenderError};
 pub use run::{
-    build_driver, flush_sweep, run_driver, BuiltDriver, RunError, RunOptions, RunReport,
+    build_driver, flush_sweep, run_driver, BuiltDriver, RunError, RunOptions, RunReport, CODE_PAGE,
 };

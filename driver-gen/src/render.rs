@@ -155,6 +155,12 @@ const DRIVER_FILES: &[DriverFile] = &[
         templated: false,
     },
     DriverFile {
+        source: "tdg_code_place.S",
+        output: "tdg_code_place.S",
+        embedded: include_str!("../../templates/tdg_code_place.S"),
+        templated: false,
+    },
+    DriverFile {
         source: "Makefile.hbs",
         output: "Makefile",
         embedded: include_str!("../../templates/Makefile.hbs"),
@@ -188,7 +194,8 @@ pub enum RenderError {
 /// The rendered files of one driver.
 #[derive(Debug, Clone)]
 pub struct GeneratedDriver {
-    /// (file name, contents): driver.c, tdg_runtime.h, tdg_runtime.c, Makefile.
+    /// (file name, contents): driver.c, tdg_runtime.h, tdg_runtime.c,
+    /// tdg_code_place.S, Makefile.
     pub files: Vec<(String, String)>,
 }
 

@@ -45,6 +45,13 @@ pub fn format_table(r: &RunReport) -> String {
             ""
         }
     );
+    if let Some(offset) = r.code_page_offset {
+        let _ = writeln!(
+            s,
+            "code         {}, at page offset {offset} (--code-offset)",
+            r.code
+        );
+    }
     for op in &r.operands {
         let _ = writeln!(
             s,

@@ -44,6 +44,13 @@ pub struct RunOptions {
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
     pub extra_sources: Vec<PathBuf>,
+    /// Bytes past a 4096-byte boundary where the routine's code starts
+    /// (`--code-offset`; below [`CODE_PAGE`]), so the figure does not move
+    /// with the size of the driver's own code (templates/tdg_code_place.S).
+    /// `None`: 0 where the toolchain lets it be placed, with a warning where
+    /// not; `Some`: exactly there (its address modulo 4096 in the
+    /// application), or an error.
+    pub code_offset: Option<u32>,
     /// This machine's cache sizes, flush size and timer figures. `None`:
     /// [`recorded_defaults`] (the probe's cached result or sysfs; a library
     /// never starts a probe); the command line passes [`machine_defaults`].
@@ -68,6 +75,7 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
+            code_offset: None,
             machine: None,
         }
     }
@@ -104,6 +112,8 @@ pub enum RunError {
     TimedOut { seconds: u64 },
     #[error("the driver printed no report I understand ({why}); output was: {stdout}")]
     BadOutput { why: String, stdout: String },
+    #[error("{0}")]
+    Placement(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -152,6 +162,10 @@ pub struct Verification {
 /// the stability fields (`uncertainty_pct`, `stable`, `sampling`) exist.
 pub const DRIVER_JSON_VERSION: u32 = 2;
 
+/// The implementation's code is placed relative to boundaries of this many
+/// bytes ([`RunOptions::code_offset`]).
+pub const CODE_PAGE: u32 = 4096;
+
 /// What the driver prints with `--json` (one line).
 #[derive(Debug, Clone, Deserialize)]
 struct DriverJson {
@@ -174,6 +188,8 @@ struct DriverJson {
     min_interval_ns: u64,
     min_interval_why: String,
     code: String,
+    #[serde(default = "unknown_offset")]
+    code_page_offset: i32,
     selection: String,
     samples_ns: Vec<f64>,
     sample_cpus: Vec<i32>,
@@ -195,6 +211,10 @@ struct DriverJson {
     operands: Vec<OperandReport>,
     verification: Verification,
     warnings: Vec<String>,
+}
+
+fn unknown_offset() -> i32 {
+    -1
 }
 
 /// Everything one driver run measured, serialisable for `--json`.
@@ -253,6 +273,10 @@ pub struct RunReport {
     /// "hot": after a flush the routine's code was re-warmed (operands stay
     /// cold); "cold": `--cold-code`, everything as the flush left it.
     pub code: String,
+    /// The routine's address modulo 4096 in the driver: where its code fell
+    /// against fetch blocks and pages (`RunOptions::code_offset` chose it).
+    #[serde(default)]
+    pub code_page_offset: Option<u32>,
     pub flops_per_call: Option<f64>,
     pub mflops_best: Option<f64>,
     pub mflops_avg: Option<f64>,
@@ -389,7 +413,16 @@ pub fn build_model(
             other => RunError::Toolchain(other.to_string()),
         })?;
     }
-    let mut objects = vec![obj("driver.c.o"), obj("tdg_runtime.c.o")];
+    if let Some(offset) = opts.code_offset.filter(|o| *o >= CODE_PAGE) {
+        return Err(RunError::Placement(format!(
+            "code offset {offset} is not below {CODE_PAGE}; give the routine's address modulo {CODE_PAGE}"
+        )));
+    }
+    let mut objects = vec![
+        obj("driver.c.o"),
+        obj("tdg_runtime.c.o"),
+        obj("tdg_code_place.o"),
+    ];
     let mut user_sources = vec![impl_c.to_path_buf()];
     user_sources.extend(opts.extra_sources.iter().cloned());
     for (i, src) in user_sources.iter().enumerate() {
@@ -416,19 +449,48 @@ pub fn build_model(
         objects.push(out);
     }
     let exe = dir.path().join("driver");
-    cc.compile(&CompileJob {
-        sources: objects,
-        output: exe.clone(),
-        link_args: vec!["-lm".into(), "-pthread".into()],
-        ..Default::default()
-    })
-    .map_err(|e| match e {
-        ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
-            file: impl_c.to_path_buf(),
-            stderr,
-        },
-        other => RunError::Toolchain(other.to_string()),
-    })?;
+    let link = |pad: u32| -> Result<(), RunError> {
+        // The placement object sits right before the implementation's: its
+        // section starts on a page and is `pad` bytes long.
+        cc.compile(&CompileJob {
+            sources: vec![dir.path().join("tdg_code_place.S")],
+            output: obj("tdg_code_place.o"),
+            defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
+            object_only: true,
+            ..Default::default()
+        })
+        .map_err(|e| match e {
+            ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
+            other => RunError::Toolchain(other.to_string()),
+        })?;
+        cc.compile(&CompileJob {
+            sources: objects.clone(),
+            output: exe.clone(),
+            link_args: vec!["-lm".into(), "-pthread".into()],
+            ..Default::default()
+        })
+        .map_err(|e| match e {
+            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
+                file: impl_c.to_path_buf(),
+                stderr,
+            },
+            other => RunError::Toolchain(other.to_string()),
+        })
+    };
+    link(0)?;
+    match place_routine(
+        &exe,
+        &model.routine.symbol,
+        opts.code_offset.unwrap_or(0),
+        link,
+    ) {
+        // Not asked for (an LTO build, say, places code itself): the driver
+        // still reports where the routine is.
+        Err(RunError::Placement(why)) if opts.code_offset.is_none() => {
+            tracing::warn!("{why}")
+        }
+        other => other?,
+    }
     Ok(BuiltDriver {
         model,
         exe,
@@ -441,6 +503,40 @@ pub fn build_model(
             .collect(),
         _dir: Some(dir),
     })
+}
+
+/// Moves the routine to `offset` bytes past a page in the driver linked with
+/// no padding: everything after the placement object moves by the padding,
+/// so one more link with the difference puts the routine there, whatever
+/// precedes it in its own file. An offset the routine's alignment forbids
+/// (odd, say, for a 16-byte-aligned function) is refused, not rounded.
+fn place_routine(
+    exe: &Path,
+    symbol: &str,
+    offset: u32,
+    link: impl Fn(u32) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let page_offset = |exe: &Path| -> Result<Option<u32>, RunError> {
+        let addr = toolchain::symbol_address(exe, symbol)
+            .map_err(|e| RunError::Toolchain(e.to_string()))?;
+        Ok(addr.map(|a| (a % u64::from(CODE_PAGE)) as u32))
+    };
+    let Some(at) = page_offset(exe)? else {
+        return Err(RunError::Placement(format!(
+            "`{symbol}` is not in the driver's symbol table, so its code cannot be placed"
+        )));
+    };
+    if at == offset {
+        return Ok(());
+    }
+    link((offset + CODE_PAGE - at) % CODE_PAGE)?;
+    match page_offset(exe)? {
+        Some(now) if now == offset => Ok(()),
+        now => Err(RunError::Placement(format!(
+            "`{symbol}` cannot start at page offset {offset}: it landed at {} (its alignment, or a link-time optimisation that places code itself); an address in the application always fits the alignment: take it modulo {CODE_PAGE} from `nm`",
+            now.map_or("an unknown offset".to_string(), |n| n.to_string())
+        ))),
+    }
 }
 
 /// Command-line arguments for the driver binary from the run-time options.
@@ -626,6 +722,7 @@ impl BuiltDriver {
             unstable_reason: j.unstable_reason,
             sampling: j.sampling,
             code: j.code,
+            code_page_offset: u32::try_from(j.code_page_offset).ok(),
             flops_per_call: j.flops_per_call,
             page_faults_during_timing: j.page_faults_during_timing,
             pinned_cpu: (j.pinned_cpu >= 0).then_some(j.pinned_cpu),

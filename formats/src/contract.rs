@@ -68,7 +68,7 @@ impl Failure {
     /// about the candidate.
     pub fn of_run_error(e: &RunError) -> Option<Failure> {
         Some(match e {
-            RunError::Model(_) | RunError::Render(_) => Failure::Usage,
+            RunError::Model(_) | RunError::Render(_) | RunError::Placement(_) => Failure::Usage,
             RunError::Toolchain(_) => Failure::Environment,
             RunError::ImplBuild { .. } | RunError::DriverBuild { .. } => Failure::Compile,
             RunError::Crashed { .. }

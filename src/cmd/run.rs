@@ -132,6 +132,12 @@ pub struct Args {
     /// More C files to link with the implementation.
     #[arg(long = "extra", value_name = "FILE")]
     pub extra: Vec<PathBuf>,
+    /// Start the implementation's code this many bytes past a 4096-byte
+    /// boundary (0-4095, default 0): the routine's address modulo 4096 in
+    /// its application (`nm APP | grep ROUTINE`) times it as placed there.
+    #[arg(long, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(0..i64::from(driver_gen::CODE_PAGE)))]
+    pub code_offset: Option<u32>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
     pub cc: Option<String>,
@@ -215,6 +221,7 @@ pub fn run(args: Args) -> CmdResult {
         timeout: Duration::from_secs(args.timeout),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
+        code_offset: args.code_offset,
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
@@ -369,6 +376,11 @@ fn run_contexts(
 /// A spec with a `checkpoint` clause: restore its image and time the region
 /// on the application's own data.
 fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> CmdResult {
+    if args.code_offset.is_some() {
+        return Err(formats::contract::usage(
+            "--code-offset places the implementation in a generated driver; on a checkpoint the candidate is a shared library mapped by the restored process (add --default-driver to time it in a driver)",
+        ));
+    }
     let mut opts = checkpoint::TimeOptions {
         timeout: Duration::from_secs(args.timeout),
         ..Default::default()

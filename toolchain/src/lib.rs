@@ -170,6 +170,22 @@ pub struct CompileJob {
     pub object_only: bool,
 }
 
+/// The link-time address of the function or object `name` in the ELF file
+/// `path`, from its symbol table (`None`: no such defined symbol, or not an
+/// ELF file). A position-independent executable is loaded at a page-aligned
+/// base, so the address modulo the page size holds at run time too.
+pub fn symbol_address(path: &Path, name: &str) -> Result<Option<u64>, ToolchainError> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path)?;
+    let Ok(file) = object::File::parse(&*data) else {
+        return Ok(None);
+    };
+    Ok(file
+        .symbols()
+        .find(|s| s.is_definition() && s.name() == Ok(name))
+        .map(|s| s.address()))
+}
+
 /// Shell-like rendering of a command, for messages and logs.
 pub fn render_command(cmd: &Command) -> String {
     let mut parts = vec![cmd.get_program().to_string_lossy().to_string()];

@@ -766,6 +766,9 @@ int main(int argc, char **argv)
         return 0;
     }
     tdg_result_init(&r, 2, "daxpy", &o, &timer, &flusher, &sampler);
+    /* Where the implementation's code landed: tdg_code_place.S puts it at a
+     * chosen offset from a page, and the report says where it is. */
+    r.code_page_offset = (int)((uintptr_t)&daxpy % 4096u);
     tdg_guard = o.guard;
 
     if (o.pin >= 0 && tdg_pin_to_cpu(o.pin, err, sizeof err)) {

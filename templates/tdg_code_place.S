@@ -1,0 +1,28 @@
+/* Code placement for the timed routine, linked by tdg between the driver's
+ * own objects and the implementation's.
+ *
+ * Where a routine's instructions fall relative to 64-byte fetch blocks can
+ * move its speed by a third: the 2026 EPYC hosts ran the -O2 dot product of
+ * specs/dot.c at 16.5 us per call with its inner loop inside one 64-byte
+ * block, and switched between 16.5 and 22.5 us, in stretches of tens to
+ * hundreds of milliseconds, with the loop across a boundary (docs/drivers.md,
+ * "Code placement"). Linked after the driver's code, the implementation
+ * would start wherever the driver's code ends, so any change to the spec, to
+ * the runtime or to the compiler of the driver would move it. This section is
+ * aligned to a page and TDG_CODE_OFFSET bytes long, so the implementation's
+ * code starts TDG_CODE_OFFSET bytes past a 4096-byte boundary in every
+ * driver (rounded up to the object's own alignment, 16 for gcc and clang).
+ * Set TDG_CODE_OFFSET to the routine's address modulo 4096 in the
+ * application to time it as placed there. */
+#ifndef TDG_CODE_OFFSET
+#define TDG_CODE_OFFSET 0
+#endif
+        .text
+        .p2align 12
+#if TDG_CODE_OFFSET > 0
+        .skip TDG_CODE_OFFSET
+#endif
+/* No executable stack for the driver because of this object. */
+#if defined(__ELF__)
+        .section .note.GNU-stack,"",%progbits
+#endif
