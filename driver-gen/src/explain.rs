@@ -196,9 +196,11 @@ pub fn explain(m: &DriverModel) -> String {
     );
     let _ = writeln!(
         s,
-        "  code: `{}` starts on a 4096-byte boundary whatever the size of the driver's own code \
-         (`tdg run --code-offset N` puts it N bytes past one, as at its address modulo 4096 in the application)",
-        m.routine.symbol
+        "  code: `{}` starts {} bytes past a 4096-byte boundary ({}), whatever the size of the driver's own code; \
+         its address modulo 4096 in the application (`code_offset=` in timer={{...}}, --code-offset) times it as placed there",
+        m.routine.symbol,
+        t.code_offset,
+        t.code_offset_source
     );
     match &m.guard.alternate {
         Some(a) => {

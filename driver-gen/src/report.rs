@@ -48,8 +48,8 @@ pub fn format_table(r: &RunReport) -> String {
     if let Some(offset) = r.code_page_offset {
         let _ = writeln!(
             s,
-            "code         {}, at page offset {offset} (--code-offset)",
-            r.code
+            "code         {}, {} at page offset {offset}",
+            r.code, r.routine
         );
     }
     for op in &r.operands {

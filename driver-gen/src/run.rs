@@ -44,13 +44,6 @@ pub struct RunOptions {
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
     pub extra_sources: Vec<PathBuf>,
-    /// Bytes past a 4096-byte boundary where the routine's code starts
-    /// (`--code-offset`; below [`CODE_PAGE`]), so the figure does not move
-    /// with the size of the driver's own code (templates/tdg_code_place.S).
-    /// `None`: 0 where the toolchain lets it be placed, with a warning where
-    /// not; `Some`: exactly there (its address modulo 4096 in the
-    /// application), or an error.
-    pub code_offset: Option<u32>,
     /// This machine's cache sizes, flush size and timer figures. `None`:
     /// [`recorded_defaults`] (the probe's cached result or sysfs; a library
     /// never starts a probe); the command line passes [`machine_defaults`].
@@ -75,7 +68,6 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
-            code_offset: None,
             machine: None,
         }
     }
@@ -163,7 +155,7 @@ pub struct Verification {
 pub const DRIVER_JSON_VERSION: u32 = 2;
 
 /// The implementation's code is placed relative to boundaries of this many
-/// bytes ([`RunOptions::code_offset`]).
+/// bytes ([`crate::model::TimingPlan::code_offset`]).
 pub const CODE_PAGE: u32 = 4096;
 
 /// What the driver prints with `--json` (one line).
@@ -274,7 +266,7 @@ pub struct RunReport {
     /// cold); "cold": `--cold-code`, everything as the flush left it.
     pub code: String,
     /// The routine's address modulo 4096 in the driver: where its code fell
-    /// against fetch blocks and pages (`RunOptions::code_offset` chose it).
+    /// against fetch blocks and pages (`TimingPlan::code_offset` chose it).
     #[serde(default)]
     pub code_page_offset: Option<u32>,
     pub flops_per_call: Option<f64>,
@@ -413,11 +405,6 @@ pub fn build_model(
             other => RunError::Toolchain(other.to_string()),
         })?;
     }
-    if let Some(offset) = opts.code_offset.filter(|o| *o >= CODE_PAGE) {
-        return Err(RunError::Placement(format!(
-            "code offset {offset} is not below {CODE_PAGE}; give the routine's address modulo {CODE_PAGE}"
-        )));
-    }
     let mut objects = vec![
         obj("driver.c.o"),
         obj("tdg_runtime.c.o"),
@@ -478,15 +465,11 @@ pub fn build_model(
         })
     };
     link(0)?;
-    match place_routine(
-        &exe,
-        &model.routine.symbol,
-        opts.code_offset.unwrap_or(0),
-        link,
-    ) {
-        // Not asked for (an LTO build, say, places code itself): the driver
+    let timing = &model.timing;
+    match place_routine(&exe, &model.routine.symbol, timing.code_offset, link) {
+        // Not asked for (a toolchain that places code itself): the driver
         // still reports where the routine is.
-        Err(RunError::Placement(why)) if opts.code_offset.is_none() => {
+        Err(RunError::Placement(why)) if timing.code_offset_source == "default" => {
             tracing::warn!("{why}")
         }
         other => other?,

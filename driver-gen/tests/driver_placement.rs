@@ -56,10 +56,8 @@ fn the_routine_starts_at_the_chosen_page_offset_whatever_the_driver_and_its_file
     let _shared = testkit::shared();
     let small = DOT_SPEC.replace("Macro(NS, 16384)", "Macro(NS, 1024)");
     for offset in [0u32, 48, 2064] {
-        let o = driver_gen::RunOptions {
-            code_offset: Some(offset),
-            ..opts()
-        };
+        let mut o = opts();
+        o.timing.code_offset = Some(offset);
         for (name, spec) in [("dot", small.as_str()), ("wider", WIDER_SPEC)] {
             let kit = build(spec, DOT_AFTER_A_HELPER, &o);
             assert_eq!(
@@ -83,10 +81,8 @@ fn the_routine_starts_at_the_chosen_page_offset_whatever_the_driver_and_its_file
 #[test]
 fn an_offset_the_routine_alignment_forbids_is_refused_not_rounded() {
     let _shared = testkit::shared();
-    let o = driver_gen::RunOptions {
-        code_offset: Some(8), // gcc and clang align functions to 16 at -O2
-        ..opts()
-    };
+    let mut o = opts();
+    o.timing.code_offset = Some(8); // gcc and clang align functions to 16 at -O2
     match try_build(DOT_SPEC, DOT_AFTER_A_HELPER, &o) {
         Err(RunError::Placement(why)) => {
             assert!(why.contains("page offset 8"), "{why}");
@@ -98,13 +94,10 @@ fn an_offset_the_routine_alignment_forbids_is_refused_not_rounded() {
             page_offset_of(&k, "ddot")
         ),
     }
-    let o = driver_gen::RunOptions {
-        code_offset: Some(CODE_PAGE),
-        ..opts()
-    };
+    o.timing.code_offset = Some(CODE_PAGE);
     assert!(matches!(
         try_build(DOT_SPEC, DOT_AFTER_A_HELPER, &o),
-        Err(RunError::Placement(_))
+        Err(RunError::Model(driver_gen::ModelError::CodeOffset(4096)))
     ));
 }
 

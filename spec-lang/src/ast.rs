@@ -484,7 +484,7 @@ pub struct Flop {
 }
 
 /// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms;
-/// min_time=100ms; max_time=250ms; stable=0.5%; };`
+/// min_time=100ms; max_time=250ms; stable=0.5%; code_offset=0x650; };`
 /// Every field is optional; the command line overrides what is set here.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TimerClause {
@@ -501,6 +501,9 @@ pub struct TimerClause {
     pub min_time_ms: Option<u64>,
     pub max_time_ms: Option<u64>,
     pub stable_pct: Option<f64>,
+    /// Bytes past a 4096-byte boundary where the routine's code starts in
+    /// the driver: its address modulo 4096 in the application.
+    pub code_offset: Option<u32>,
     pub span: Span,
 }
 

@@ -412,6 +412,9 @@ fn timer(t: &TimerClause) -> String {
     if let Some(p) = t.stable_pct {
         parts.push(format!("stable={p}%;"));
     }
+    if let Some(o) = t.code_offset {
+        parts.push(format!("code_offset={o};"));
+    }
     if parts.is_empty() {
         "timer={};".into()
     } else {

@@ -138,6 +138,7 @@ pub const TIMER_SETTINGS: &[&str] = &[
     "min_time",
     "max_time",
     "stable",
+    "code_offset",
 ];
 
 /// Values of `lang=`.

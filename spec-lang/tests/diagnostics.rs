@@ -641,6 +641,15 @@ fn timer_setting_with_a_typo() {
         x(2, 15, "`0.5` is not a tolerance in per cent", Some("0.5%")),
     );
     rejects(
+        &format!("{OK_HEAD}timer={{code_offset=4096;}};"),
+        x(
+            2,
+            20,
+            "`4096` is not an offset within a page",
+            Some("modulo 4096"),
+        ),
+    );
+    rejects(
         &format!("{OK_HEAD}timer={{ min_time=200ms; max_time=100ms; }};"),
         x(
             2,

@@ -354,6 +354,7 @@ fn timer() -> impl Strategy<Value = TimerClause> {
         prop::option::of(0u64..100_000),
         prop::option::of(1u64..100_000),
         prop::option::of((1u32..10_000).prop_map(|v| v as f64 / 100.0)),
+        prop::option::of(0u32..4096),
     )
         .prop_map(
             |(
@@ -366,6 +367,7 @@ fn timer() -> impl Strategy<Value = TimerClause> {
                 min_time_ms,
                 max_time_ms,
                 stable_pct,
+                code_offset,
             )| TimerClause {
                 method,
                 samples,
@@ -379,6 +381,7 @@ fn timer() -> impl Strategy<Value = TimerClause> {
                     (_, hi) => hi,
                 },
                 stable_pct,
+                code_offset,
                 span: sp(),
             },
         )

@@ -56,6 +56,13 @@ pub struct TimingArgs {
     /// this many per cent (default: the spec's stable, else 0.5).
     #[arg(long, value_name = "PCT", value_parser = positive_percent)]
     pub stable_pct: Option<f64>,
+    /// Start the routine's code this many bytes past a 4096-byte boundary
+    /// (0-4095; default: the spec's code_offset, else 0): its address
+    /// modulo 4096 in the application (`nm APP | grep ROUTINE`) times it as
+    /// placed there.
+    #[arg(long, value_name = "BYTES",
+          value_parser = clap::value_parser!(u32).range(0..i64::from(driver_gen::CODE_PAGE)))]
+    pub code_offset: Option<u32>,
     /// Define a size macro, e.g. -D NS=4096 (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     pub define: Vec<String>,
@@ -78,6 +85,7 @@ impl TimingArgs {
         o.timing.min_time_ms = self.min_time_ms;
         o.timing.max_time_ms = self.max_time_ms;
         o.timing.stable_pct = self.stable_pct;
+        o.timing.code_offset = self.code_offset;
         o.defines = parse_defines(&self.define)?;
         // The one place a machine probe may start (and says so).
         o.machine = Some(driver_gen::machine_defaults());
@@ -132,12 +140,6 @@ pub struct Args {
     /// More C files to link with the implementation.
     #[arg(long = "extra", value_name = "FILE")]
     pub extra: Vec<PathBuf>,
-    /// Start the implementation's code this many bytes past a 4096-byte
-    /// boundary (0-4095, default 0): the routine's address modulo 4096 in
-    /// its application (`nm APP | grep ROUTINE`) times it as placed there.
-    #[arg(long, value_name = "BYTES",
-          value_parser = clap::value_parser!(u32).range(0..i64::from(driver_gen::CODE_PAGE)))]
-    pub code_offset: Option<u32>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
     pub cc: Option<String>,
@@ -221,7 +223,6 @@ pub fn run(args: Args) -> CmdResult {
         timeout: Duration::from_secs(args.timeout),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
-        code_offset: args.code_offset,
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
@@ -376,7 +377,7 @@ fn run_contexts(
 /// A spec with a `checkpoint` clause: restore its image and time the region
 /// on the application's own data.
 fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> CmdResult {
-    if args.code_offset.is_some() {
+    if args.timing.code_offset.is_some() {
         return Err(formats::contract::usage(
             "--code-offset places the implementation in a generated driver; on a checkpoint the candidate is a shared library mapped by the restored process (add --default-driver to time it in a driver)",
         ));

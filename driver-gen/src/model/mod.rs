@@ -42,6 +42,8 @@ pub enum ModelError {
     NoSuchCache(u8, String),
     #[error("samples must be at least 1")]
     NoSamples,
+    #[error("code offset {0} is not within a page; give the routine's address modulo {page} in the application", page = crate::CODE_PAGE)]
+    CodeOffset(u32),
     #[error("the sampling budget ends ({max} ms, {max_from}) before it starts ({min} ms, {min_from}); raise --max-time-ms or lower --min-time-ms")]
     SamplingBudget {
         min: u64,
@@ -72,6 +74,9 @@ pub struct TimingOverrides {
     pub stable_pct: Option<f64>,
     pub flush_all_cpus: bool,
     pub pin_cpu: Option<u32>,
+    /// Bytes past a 4096-byte boundary where the routine's code starts
+    /// (below [`crate::CODE_PAGE`]).
+    pub code_offset: Option<u32>,
     /// Relative tolerance for verification; `None`: per element type.
     pub tolerance: Option<f64>,
 }
@@ -361,6 +366,28 @@ flop="2*M*N*K+M*N";
         assert_eq!((m.timing.method, m.timing.samples), (TimerMethod::Cycle, 3));
         assert_eq!(m.flush.kib, 100);
         assert_eq!(m.flush.kib_source, "command line");
+    }
+
+    #[test]
+    fn the_code_offset_comes_from_the_command_line_the_spec_or_is_0() {
+        let mut cfg = DriverConfig::new(machine());
+        let t = model(GEMM, &cfg).timing;
+        assert_eq!((t.code_offset, t.code_offset_source), (0, "default"));
+        let src = format!("{GEMM}timer={{ code_offset=0x650; }};\n");
+        let t = model(&src, &cfg).timing;
+        assert_eq!(
+            (t.code_offset, t.code_offset_source),
+            (1616, "spec timer={...}")
+        );
+        cfg.timing.code_offset = Some(48);
+        let t = model(&src, &cfg).timing;
+        assert_eq!((t.code_offset, t.code_offset_source), (48, "command line"));
+        cfg.timing.code_offset = Some(crate::CODE_PAGE);
+        let spec = spec_lang::parse(&src, "t.spec").unwrap();
+        assert!(matches!(
+            DriverModel::from_spec(&spec, &cfg),
+            Err(ModelError::CodeOffset(4096))
+        ));
     }
 
     #[test]

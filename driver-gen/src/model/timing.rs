@@ -51,6 +51,14 @@ pub struct TimingPlan {
     pub min_interval_is_machine_default: bool,
     pub pin_cpu: i64,
     pub sampling: SamplingPlan,
+    /// Bytes past a 4096-byte boundary where the routine's code starts in
+    /// the driver (templates/tdg_code_place.S): fixed, so the figure does
+    /// not move with the size of the driver's own code.
+    pub code_offset: u32,
+    /// "command line", "spec timer={...}" or "default". A chosen offset the
+    /// toolchain cannot give is an error; the default is placed where the
+    /// toolchain allows and only warned about where not.
+    pub code_offset_source: &'static str,
 }
 
 /// When a driver stops taking samples (its flags can still change it).
@@ -229,6 +237,14 @@ pub(super) fn plan(
                 cfg.machine.min_interval_source.clone(),
             ),
         };
+    let (code_offset, code_offset_source) = match (cfg.timing.code_offset, tc.code_offset) {
+        (Some(v), _) => (v, "command line"),
+        (None, Some(v)) => (v, "spec timer={...}"),
+        (None, None) => (0, "default"),
+    };
+    if code_offset >= crate::CODE_PAGE {
+        return Err(ModelError::CodeOffset(code_offset));
+    }
     let flush = FlushPlan {
         method: flush_method,
         kib: flush_kib,
@@ -246,6 +262,8 @@ pub(super) fn plan(
         min_interval_is_machine_default,
         pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
         sampling,
+        code_offset,
+        code_offset_source,
     };
     Ok((flush_method, flush, timing))
 }

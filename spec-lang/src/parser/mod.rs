@@ -797,6 +797,18 @@ impl Builder {
                             .with_hint("write a number with a unit: ns, us, ms or s (e.g. 1ms)")
                     })?)
                 }
+                "code_offset" => {
+                    t.code_offset = Some(match parse_int(text) {
+                        Some(n) if (0..4096).contains(&n) => n as u32,
+                        _ => {
+                            return Err(Diagnostic::new(
+                                format!("`{text}` is not an offset within a page"),
+                                vspan,
+                            )
+                            .with_hint("write the routine's address modulo 4096 in the application, 0 to 4095 (`nm APP | grep ROUTINE`), e.g. code_offset=1616"))
+                        }
+                    })
+                }
                 "min_time" => t.min_time_ms = Some(sampling_ms(text, vspan, 0)?),
                 "max_time" => t.max_time_ms = Some(sampling_ms(text, vspan, 1)?),
                 "stable" => {
