@@ -46,7 +46,7 @@
  * short-lived threads (one call each) cannot strand the buffer in big,
  * mostly empty chunks while a thread that records a lot still claims rarely. */
 #define TDG_FIRST_CHUNK 64u
-#define TDG_VERSION 2u
+#define TDG_VERSION 3u
 #define TDG_HEADER_SIZE 80u
 
 #define FLAG_NONTEMPORAL 1u
@@ -69,6 +69,7 @@ struct tdg_routine_slot {
     char name[64];
     char params[256];
     char defined_in[512]; /* object the interposer forwards to; "" for markers */
+    uint64_t address;     /* where that definition's code is; 0 for markers */
 };
 
 static struct {
@@ -304,6 +305,9 @@ static int write_profile(int dying) {
         put_u16(b, dl);
         if (write_all(fd, b, 2) || write_all(fd, g.routines[i].defined_in, dl))
             goto close;
+        put_u64(b, g.routines[i].address);
+        if (write_all(fd, b, 8))
+            goto close;
         put_u64(b, atomic_load(&g.dropped_by_routine[i]));
         if (write_all(fd, b, 8))
             goto close;
@@ -525,6 +529,15 @@ void tdg_routine_defined_in(int id, const char *object) {
         ;
     struct tdg_routine_slot *s = &g.routines[id];
     strncpy(s->defined_in, object, sizeof s->defined_in - 1);
+    atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
+}
+
+void tdg_routine_address(int id, uint64_t address) {
+    if (id < 0 || id >= atomic_load(&g.nroutines))
+        return;
+    while (atomic_flag_test_and_set_explicit(&g.registry_lock, memory_order_acquire))
+        ;
+    g.routines[id].address = address;
     atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
 }
 

@@ -48,6 +48,11 @@ int tdg_routine(const char *name, const char *params);
  * says which loaded object it forwards to); written to the profile. */
 void tdg_routine_defined_in(int id, const char *object);
 
+/* Records the address of routine `id`'s code in this process (an
+ * interposer knows the definition it forwards to): a driver started at the
+ * same offset from a page times the routine as placed here. */
+void tdg_routine_address(int id, uint64_t address);
+
 /* Serialised start tick: no earlier instruction is still in flight and no
  * later one has started when the counter is read. */
 uint64_t tdg_begin(void);

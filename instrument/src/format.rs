@@ -1,6 +1,6 @@
-//! The profile file (`.tdgp`), version 2: what the C runtime writes and
-//! `tdg profile report` reads (version 1, without `defined in`, is still
-//! read). All integers little-endian.
+//! The profile file (`.tdgp`), version 3: what the C runtime writes and
+//! `tdg profile report` reads (version 1, without `defined in`, and version
+//! 2, without the address, are still read). All integers little-endian.
 //!
 //! ```text
 //! header (80 bytes)
@@ -23,7 +23,9 @@
 //!   u16 len, name bytes; u16 len, params bytes ("name:kind,..."; kind is
 //!   i signed, u unsigned, p pointer address, f double bit pattern);
 //!   u16 len, defined-in bytes (the object an interposer forwards to, empty
-//!   for markers; not in version 1); u64 dropped calls of this routine
+//!   for markers; not in version 1); u64 address of the definition in the
+//!   process, 0 for markers (not in versions 1 and 2); u64 dropped calls of
+//!   this routine
 //! records, `records` x 64 bytes:
 //!   u64 start tick, u64 elapsed ticks, u16 routine id, u16 thread index,
 //!   u8 value count, u8 flags (bit 0 valid), u16 reserved, 5 x i64 values
@@ -33,7 +35,7 @@ use serde::Serialize;
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"TDGPROF\0";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The oldest version `parse` still reads.
 pub const OLDEST_VERSION: u32 = 1;
 pub const HEADER_SIZE: usize = 80;
@@ -117,6 +119,11 @@ pub struct RoutineInfo {
     /// Path of the loaded object whose definition the shim forwarded to;
     /// empty when the calls were recorded by markers (or in version 1).
     pub defined_in: String,
+    /// Where that definition's code was in the process: its address modulo
+    /// 4096 is where a driver places the routine to time it as the
+    /// application ran it (`timer={ code_offset=...; }`). `None` for
+    /// markers and versions 1 and 2.
+    pub address: Option<u64>,
     pub dropped: u64,
 }
 
@@ -284,11 +291,17 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
         } else {
             String::new()
         };
+        let address = if version >= 3 {
+            Some(cur.u64("a routine's address")?).filter(|a| *a != 0)
+        } else {
+            None
+        };
         let dropped = cur.u64("a routine's dropped count")?;
         routines.push(RoutineInfo {
             name,
             values,
             defined_in,
+            address,
             dropped,
         });
     }
@@ -363,6 +376,7 @@ pub fn to_bytes(profile: &Profile) -> Vec<u8> {
         b.extend_from_slice(params.as_bytes());
         b.extend_from_slice(&(r.defined_in.len() as u16).to_le_bytes());
         b.extend_from_slice(r.defined_in.as_bytes());
+        b.extend_from_slice(&r.address.unwrap_or(0).to_le_bytes());
         b.extend_from_slice(&r.dropped.to_le_bytes());
     }
     for r in &profile.records {
@@ -412,6 +426,7 @@ pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
                     if mine.defined_in.is_empty() {
                         mine.defined_in.clone_from(&r.defined_in);
                     }
+                    mine.address = mine.address.or(r.address);
                     id
                 }
                 None => {
@@ -459,6 +474,7 @@ mod tests {
                 name: "crc32".into(),
                 values: RoutineInfo::parse_params("crc:u,buf:p,len:u").unwrap(),
                 defined_in: "/usr/lib/libz.so.1".into(),
+                address: Some(0x7f12_3456_7a40),
                 dropped: 3,
             }],
             records: vec![Record {
@@ -486,13 +502,33 @@ mod tests {
     fn version_1_without_defined_in_is_still_read() {
         let mut p = sample();
         p.routines[0].defined_in.clear();
+        p.routines[0].address = None;
         let mut b = to_bytes(&p);
         b[8..12].copy_from_slice(&1u32.to_le_bytes());
-        // Version 1 has no defined-in string: drop its (empty) length field.
+        // Version 1 has no defined-in string and no address: drop the
+        // string's (empty) length field and the (zero) address.
         let at = HEADER_SIZE + 2 + "crc32".len() + 2 + p.routines[0].params_text().len();
-        assert_eq!(&b[at..at + 2], &[0, 0]);
-        b.drain(at..at + 2);
+        assert_eq!(&b[at..at + 10], &[0; 10]);
+        b.drain(at..at + 10);
         assert_eq!(parse(&b, "v1").unwrap(), p);
+    }
+
+    #[test]
+    fn version_2_without_the_address_is_still_read() {
+        let mut p = sample();
+        p.routines[0].address = None;
+        let mut b = to_bytes(&p);
+        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let at = HEADER_SIZE
+            + 2
+            + "crc32".len()
+            + 2
+            + p.routines[0].params_text().len()
+            + 2
+            + p.routines[0].defined_in.len();
+        assert_eq!(&b[at..at + 8], &[0; 8]);
+        b.drain(at..at + 8);
+        assert_eq!(parse(&b, "v2").unwrap(), p);
     }
 
     #[test]
@@ -536,9 +572,9 @@ mod tests {
             let mut p = sample();
             p.ticks_per_sec = rate;
             p.dropped = dropped;
-            p.routines.push(RoutineInfo { name: "b".into(), values: vec![], defined_in: String::new(), dropped: 0 });
+            p.routines.push(RoutineInfo { name: "b".into(), values: vec![], defined_in: String::new(), address: None, dropped: 0 });
             p.routines.push(RoutineInfo { name: "c".into(),
-                values: RoutineInfo::parse_params("x:f").unwrap(), defined_in: String::new(), dropped: 1 });
+                values: RoutineInfo::parse_params("x:f").unwrap(), defined_in: String::new(), address: Some(4096), dropped: 1 });
             p.records = recs.into_iter().map(|(start, ticks, routine, thread, nvalues, values)| {
                 Record { start, ticks, routine, thread, nvalues, values }
             }).collect();

@@ -304,7 +304,7 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
             // Registered with the resolution, so the per-call path only
             // loads the id; the profile says which object defines it.
             let register = format!(
-                "    int id = tdg_routine(\"{}\", \"{descr}\");\n    tdg_routine_defined_in(id, defined_in);\n    __atomic_store_n(&tdg_id_, id, __ATOMIC_RELAXED);\n",
+                "    int id = tdg_routine(\"{}\", \"{descr}\");\n    tdg_routine_defined_in(id, defined_in);\n    tdg_routine_address(id, (uint64_t)(uintptr_t)fn);\n    __atomic_store_n(&tdg_id_, id, __ATOMIC_RELAXED);\n",
                 spec.routine.name.name
             );
             preload_head(&mut c, &sig, &register, "tdg_write_profile_");
@@ -327,7 +327,7 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     if kind == InterposerKind::Wrap {
         let _ = writeln!(
             c,
-            "    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
+            "    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        tdg_routine_address(tdg_idv_, (uint64_t)(uintptr_t)&__real_{sym});\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
             spec.routine.name.name
         );
     }

@@ -96,6 +96,10 @@ pub struct Report {
     /// The loaded object whose definition the shim forwarded to (empty for
     /// calls recorded by markers).
     pub defined_in: String,
+    /// The definition's address modulo 4096 in the application (recorded by
+    /// an interposer; `None` for markers): the `code_offset` that times the
+    /// routine as placed there.
+    pub code_page_offset: Option<u64>,
     pub calls: u64,
     pub dropped: u64,
     pub threads: usize,
@@ -284,6 +288,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         uninterrupted_total_ns: contexts.iter().map(|c| c.uninterrupted_total_ns).sum(),
         routine: info.name.clone(),
         defined_in: info.defined_in.clone(),
+        code_page_offset: info.address.map(|a| a % 4096),
         calls: records.len() as u64,
         dropped: info.dropped,
         threads: threads.len(),
@@ -321,6 +326,7 @@ mod tests {
                 name: "f".into(),
                 values: RoutineInfo::parse_params("n:i,buf:p").unwrap(),
                 defined_in: String::new(),
+                address: None,
                 dropped: 0,
             }],
             records: calls

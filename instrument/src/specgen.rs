@@ -45,8 +45,15 @@ pub fn macro_name_for(param: &str) -> String {
 }
 
 /// Rewrites `src` (the text `spec` was parsed from) so each parameter of
-/// `context` defaults to its value.
-pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEdit {
+/// `context` defaults to its value, and the routine's code is placed at
+/// `code_offset` (its address modulo 4096 in the application, when an
+/// interposer recorded it) unless the spec already places it.
+pub fn apply_context(
+    spec: &Spec,
+    src: &str,
+    context: &[ContextParam],
+    code_offset: Option<u64>,
+) -> SpecEdit {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut macros = BTreeMap::new();
     let mut notes = Vec::new();
@@ -107,6 +114,28 @@ pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam]) -> SpecEd
             .map(|e| format!("  {e}\n"))
             .collect::<String>();
         edits.push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
+    }
+    if let Some(offset) = code_offset {
+        let setting = format!("code_offset={offset};");
+        match &spec.timer {
+            Some(t) if t.code_offset.is_some_and(|o| u64::from(o) != offset) => {
+                notes.push(format!(
+                    "the spec places `{}` at page offset {}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)",
+                    spec.routine.name.name,
+                    t.code_offset.unwrap_or_default()
+                ))
+            }
+            Some(t) if t.code_offset.is_some() => {}
+            // Inside the clause, before its closing brace.
+            Some(t) => match src.get(t.span.start..t.span.end).and_then(|c| c.rfind('}')) {
+                Some(close) => edits.push((t.span.start + close, t.span.start + close, format!("{setting} "))),
+                None => notes.push(format!("add `{setting}` to timer={{...}} to time `{}` as placed in the application", spec.routine.name.name)),
+            },
+            None => {
+                let sep = if src.ends_with('\n') || src.is_empty() { "" } else { "\n" };
+                edits.push((src.len(), src.len(), format!("{sep}timer={{ {setting} }};\n")));
+            }
+        }
     }
     let unset: Vec<&str> = spec
         .routine
@@ -184,7 +213,7 @@ pub fn derive(
             value: v.display.clone(),
         })
         .collect();
-    let edit = apply_context(spec, src, &params);
+    let edit = apply_context(spec, src, &params, report.code_page_offset);
     // Still a prototype where the profile could not fill in a value.
     let edited = spec_lang::parse_and_check_prototype(&edit.text, file)
         .map_err(|d| DeriveError::Reparse(d.to_string()))?;
@@ -223,7 +252,7 @@ mod tests {
     #[test]
     fn sets_macro_defaults_and_wraps_literals() {
         let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
-        let e = apply_context(&spec, SRC, &[cp("crc", "7"), cp("len", "32768")]);
+        let e = apply_context(&spec, SRC, &[cp("crc", "7"), cp("len", "32768")], None);
         assert!(e.text.starts_with("// keep me\n"));
         assert!(e.text.contains("len=Macro(LEN, 32768);"), "{}", e.text);
         assert!(e.text.contains("crc=Macro(TDG_CRC, 7);"), "{}", e.text);
@@ -240,10 +269,41 @@ mod tests {
     }
 
     #[test]
+    fn the_application_code_offset_goes_into_the_timer_clause_unless_the_spec_sets_one() {
+        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let e = apply_context(&spec, SRC, &[], Some(1616));
+        assert!(
+            e.text.ends_with("};\ntimer={ code_offset=1616; };\n"),
+            "{}",
+            e.text
+        );
+        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        assert_eq!(back.timer.unwrap().code_offset, Some(1616));
+
+        let timed = format!("{SRC}timer={{ samples=9; }};\n");
+        let spec = spec_lang::parse_and_check(&timed, "crc.spec").unwrap();
+        let e = apply_context(&spec, &timed, &[], Some(48));
+        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        let t = back.timer.unwrap();
+        assert_eq!(
+            (t.samples, t.code_offset),
+            (Some(9), Some(48)),
+            "{}",
+            e.text
+        );
+
+        let placed = format!("{SRC}timer={{ code_offset=16; }};\n");
+        let spec = spec_lang::parse_and_check(&placed, "crc.spec").unwrap();
+        let e = apply_context(&spec, &placed, &[], Some(48));
+        assert_eq!(e.text, placed);
+        assert!(e.notes[0].contains("had it at 48"), "{:?}", e.notes);
+    }
+
+    #[test]
     fn a_prototype_gets_an_init_of_what_the_profile_knows() {
         let src = "include=\"typedef struct EState EState;\";\nroutine=long f(EState* s, long n, int k);\n";
         let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
-        let e = apply_context(&spec, src, &[cp("n", "4096"), cp("k", "3")]);
+        let e = apply_context(&spec, src, &[cp("n", "4096"), cp("k", "3")], None);
         assert!(e.text.starts_with(src), "{}", e.text);
         assert!(
             e.text
@@ -263,7 +323,7 @@ mod tests {
     fn the_outputs_a_spec_declares_survive_byte_for_byte() {
         let src = "include=\"#include \\\"bzlib_private.h\\\"\";\nroutine=void f(EState* s, int k);\nreturns(s->ptr[s->nblock * k], s->origPtr); // sorted order, rotation\n";
         let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
-        let e = apply_context(&spec, src, &[cp("k", "3")]);
+        let e = apply_context(&spec, src, &[cp("k", "3")], None);
         assert!(e.text.starts_with(src), "{}", e.text);
         let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
         assert_eq!(back.returns, spec.returns);
@@ -274,7 +334,12 @@ mod tests {
     fn derived_values_and_unknown_names_are_noted_not_changed() {
         let src = "routine=void f(const int M, const int lda, double* A);\ninit={ M=Macro(MS, 10); lda=M; A=Matrix(double, lda, M, RANDOM, _); };\n";
         let spec = spec_lang::parse_and_check(src, "f.spec").unwrap();
-        let e = apply_context(&spec, src, &[cp("M", "20"), cp("lda", "32"), cp("q", "1")]);
+        let e = apply_context(
+            &spec,
+            src,
+            &[cp("M", "20"), cp("lda", "32"), cp("q", "1")],
+            None,
+        );
         assert!(e.text.contains("M=Macro(MS, 20)"));
         assert!(e.text.contains("lda=M;"));
         assert_eq!(e.notes.len(), 2, "{:?}", e.notes);

@@ -84,6 +84,18 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         "every input byte passes through crc32 once"
     );
     assert!(p.nontemporal && p.dropped == 0);
+    // The shim recorded where the definition it forwards to was loaded: a
+    // shared library sits at a page boundary, so modulo a page that is the
+    // symbol's own offset in the file.
+    let crc32 = &p.routines[0];
+    let in_file = toolchain::symbol_address(Path::new(&crc32.defined_in), "crc32")
+        .unwrap()
+        .unwrap_or_else(|| panic!("no crc32 in {}", crc32.defined_in));
+    let app_offset = in_file % 4096;
+    assert_eq!(
+        crc32.address.expect("the shim records the address") % 4096,
+        app_offset
+    );
 
     let json = Command::new(TDG)
         .args(["profile", "report", "--json", "--svg"])
@@ -136,6 +148,10 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     );
     let text = std::fs::read_to_string(&spec_out).unwrap();
     assert!(text.contains("len=Macro(LEN, 16384);"), "{text}");
+    assert!(
+        text.contains(&format!("code_offset={app_offset};")),
+        "the derived spec places crc32 as the application had it:\n{text}"
+    );
     let mut file = contexts::ContextsFile::load(&ctx_out).unwrap();
     assert_eq!(file.calls as usize, p.records.len());
     file.contexts.retain(|c| c.values["len"] == 16384);
@@ -154,6 +170,13 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
         verify: false,
         ..Default::default()
     };
+    // The driver built from zlib's own crc32.c has crc32 where libz had it.
+    let built = driver_gen::build_driver(&spec, &z.join("kernel/crc32.c"), &opts).unwrap();
+    let placed = toolchain::symbol_address(&built.exe, "crc32")
+        .unwrap()
+        .unwrap();
+    assert_eq!(placed % 4096, app_offset);
+    drop(built);
     let pred =
         drive::predict_with_driver(&spec, &z.join("kernel/crc32.c"), &opts, &file, 1).unwrap();
     let row = &pred.rows[0];
@@ -221,6 +244,16 @@ fn statically_linked_minigzip_profiled_through_the_wrap_object() {
         sum_of_len(&p),
         size,
         "every input byte passes through crc32 once"
+    );
+    // The wrap object recorded the address of the definition it calls
+    // (`__real_crc32`): a position-independent executable keeps it modulo a page.
+    let linked = toolchain::symbol_address(&exe, "crc32").unwrap().unwrap();
+    assert_eq!(
+        p.routines[0]
+            .address
+            .expect("the wrap object records the address")
+            % 4096,
+        linked % 4096
     );
 
     // Decompression: every output byte, plus the two bytes of the gzip

@@ -24,6 +24,12 @@ pub fn render_table(report: &Report, top: usize) -> String {
             report.defined_in
         );
     }
+    if let Some(offset) = report.code_page_offset {
+        let _ = writeln!(
+            o,
+            "code at page offset {offset} (timer={{ code_offset={offset}; }} times it as placed there)"
+        );
+    }
     let _ = writeln!(
         o,
         "timer: {:.3} GHz ticks, empty begin/end pair {} (subtracted from every call), {} stores",
