@@ -12,8 +12,9 @@
  * aligned to a page and TDG_CODE_OFFSET bytes long, so the implementation's
  * code starts TDG_CODE_OFFSET bytes past a 4096-byte boundary in every
  * driver (rounded up to the object's own alignment, 16 for gcc and clang).
- * Set TDG_CODE_OFFSET to the routine's address modulo 4096 in the
- * application to time it as placed there. */
+ * `tdg run` picks the length that puts the routine itself at the spec's
+ * code_offset (its address modulo 4096 in the application, 0 by default),
+ * whatever precedes it in its file; `make CODE_OFFSET=N` sets it directly. */
 #ifndef TDG_CODE_OFFSET
 #define TDG_CODE_OFFSET 0
 #endif
