@@ -104,11 +104,7 @@ pub fn apply_context(
     }
     // A prototype-only spec gets an init clause of what the profile knows.
     if !new_init.is_empty() {
-        let sep = if src.ends_with('\n') || src.is_empty() {
-            ""
-        } else {
-            "\n"
-        };
+        let sep = break_before_appending(src);
         let body = new_init
             .iter()
             .map(|e| format!("  {e}\n"))
@@ -116,25 +112,10 @@ pub fn apply_context(
         edits.push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
     }
     if let Some(offset) = code_offset {
-        let setting = format!("code_offset={offset};");
-        match &spec.timer {
-            Some(t) if t.code_offset.is_some_and(|o| u64::from(o) != offset) => {
-                notes.push(format!(
-                    "the spec places `{}` at page offset {}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)",
-                    spec.routine.name.name,
-                    t.code_offset.unwrap_or_default()
-                ))
-            }
-            Some(t) if t.code_offset.is_some() => {}
-            // Inside the clause, before its closing brace.
-            Some(t) => match src.get(t.span.start..t.span.end).and_then(|c| c.rfind('}')) {
-                Some(close) => edits.push((t.span.start + close, t.span.start + close, format!("{setting} "))),
-                None => notes.push(format!("add `{setting}` to timer={{...}} to time `{}` as placed in the application", spec.routine.name.name)),
-            },
-            None => {
-                let sep = if src.ends_with('\n') || src.is_empty() { "" } else { "\n" };
-                edits.push((src.len(), src.len(), format!("{sep}timer={{ {setting} }};\n")));
-            }
+        match placement_edit(spec, src, offset) {
+            Ok(Some(edit)) => edits.push(edit),
+            Ok(None) => {}
+            Err(note) => notes.push(note),
         }
     }
     let unset: Vec<&str> = spec
@@ -165,6 +146,50 @@ pub fn apply_context(
         text,
         macros,
         notes,
+    }
+}
+
+/// What goes before a clause appended to `src`, so it starts a line.
+fn break_before_appending(src: &str) -> &'static str {
+    if src.ends_with('\n') || src.is_empty() {
+        ""
+    } else {
+        "\n"
+    }
+}
+
+/// The edit that places the routine at `offset` (its address modulo 4096 in
+/// the application): `code_offset=N;` inside the spec's timer clause, or a
+/// new clause. `Ok(None)` when the spec already places it there; a note when
+/// it places it elsewhere (the spec's choice stands) or the clause cannot be
+/// edited.
+fn placement_edit(
+    spec: &Spec,
+    src: &str,
+    offset: u64,
+) -> Result<Option<(usize, usize, String)>, String> {
+    let setting = format!("code_offset={offset};");
+    let routine = &spec.routine.name.name;
+    let Some(timer) = &spec.timer else {
+        let sep = break_before_appending(src);
+        let clause = format!("{sep}timer={{ {setting} }};\n");
+        return Ok(Some((src.len(), src.len(), clause)));
+    };
+    match timer.code_offset {
+        Some(o) if u64::from(o) == offset => Ok(None),
+        Some(o) => Err(format!(
+            "the spec places `{routine}` at page offset {o}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)"
+        )),
+        // Inside the clause, before its closing brace.
+        None => match src.get(timer.span.start..timer.span.end).and_then(|c| c.rfind('}')) {
+            Some(close) => {
+                let at = timer.span.start + close;
+                Ok(Some((at, at, format!("{setting} "))))
+            }
+            None => Err(format!(
+                "add `{setting}` to timer={{...}} to time `{routine}` as placed in the application"
+            )),
+        },
     }
 }
 
