@@ -154,9 +154,7 @@ pub struct Verification {
 /// the stability fields (`uncertainty_pct`, `stable`, `sampling`) exist.
 pub const DRIVER_JSON_VERSION: u32 = 2;
 
-/// The implementation's code is placed relative to boundaries of this many
-/// bytes ([`crate::model::TimingPlan::code_offset`]).
-pub const CODE_PAGE: u32 = 4096;
+pub use spec_lang::ast::CODE_PAGE;
 
 /// What the driver prints with `--json` (one line).
 #[derive(Debug, Clone, Deserialize)]

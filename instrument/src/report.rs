@@ -288,7 +288,9 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         uninterrupted_total_ns: contexts.iter().map(|c| c.uninterrupted_total_ns).sum(),
         routine: info.name.clone(),
         defined_in: info.defined_in.clone(),
-        code_page_offset: info.address.map(|a| a % 4096),
+        code_page_offset: info
+            .address
+            .map(|a| a % u64::from(spec_lang::ast::CODE_PAGE)),
         calls: records.len() as u64,
         dropped: info.dropped,
         threads: threads.len(),

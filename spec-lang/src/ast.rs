@@ -483,6 +483,10 @@ pub struct Flop {
     pub span: Span,
 }
 
+/// A routine's code is placed relative to boundaries of this many bytes
+/// (`code_offset` below; the driver's tdg_code_place.S aligns to it).
+pub const CODE_PAGE: u32 = 4096;
+
 /// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms;
 /// min_time=100ms; max_time=250ms; stable=0.5%; code_offset=0x650; };`
 /// Every field is optional; the command line overrides what is set here.

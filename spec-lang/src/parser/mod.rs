@@ -799,7 +799,7 @@ impl Builder {
                 }
                 "code_offset" => {
                     t.code_offset = Some(match parse_int(text) {
-                        Some(n) if (0..4096).contains(&n) => n as u32,
+                        Some(n) if (0..i64::from(CODE_PAGE)).contains(&n) => n as u32,
                         _ => {
                             return Err(Diagnostic::new(
                                 format!("`{text}` is not an offset within a page"),
