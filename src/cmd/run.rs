@@ -197,8 +197,10 @@ pub struct Args {
 pub fn run(args: Args) -> CmdResult {
     output_format(&args)?;
     let spec = load_spec(&args.spec, args.default_driver)?;
-    if let (Some(clause), false) = (&spec.checkpoint, args.default_driver) {
-        return run_checkpoint(&args, clause);
+    if let tune::Target::Checkpoint { image } =
+        tune::Target::of(&spec, &args.spec, args.default_driver).map_err(super::tune::tune_error)?
+    {
+        return run_checkpoint(&args, &image);
     }
     // Without --impl the spec's body is the implementation (kept alive
     // until the driver is built from it).
@@ -376,7 +378,7 @@ fn run_contexts(
 
 /// A spec with a `checkpoint` clause: restore its image and time the region
 /// on the application's own data.
-fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> CmdResult {
+fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
     if args.timing.code_offset.is_some() {
         return Err(formats::contract::usage(
             "--code-offset places the implementation in a generated driver; on a checkpoint the candidate is a shared library mapped by the restored process (add --default-driver to time it in a driver)",
@@ -392,7 +394,6 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
         }
         opts.samples = n as usize;
     }
-    let image = checkpoint::clause_image(clause, spec_dir(&args.spec))?;
     let candidate = super::checkpoint::CandidateArgs {
         implementation: args.implementation.clone(),
         extra: args.extra.clone(),
@@ -409,7 +410,7 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
     } else {
         Some(output_format(args)?)
     };
-    super::checkpoint::time_with_candidate(&image, &candidate, opts, format, args.out.as_deref())
+    super::checkpoint::time_with_candidate(image, &candidate, opts, format, args.out.as_deref())
 }
 
 /// The spec as `tdg run` and `tdg tune` use it. Timed on its checkpoint
@@ -420,15 +421,8 @@ fn run_checkpoint(args: &Args, clause: &spec_lang::ast::CheckpointClause) -> Cmd
 /// driver is generated from it, which needs everything `tdg check` asks for.
 pub fn load_spec(path: &Path, default_driver: bool) -> anyhow::Result<spec_lang::ast::Spec> {
     let spec = spec_lang::load_prototype(path)?;
-    if spec.checkpoint.is_some() && !default_driver {
+    if tune::Target::uses_checkpoint(&spec, default_driver) {
         return Ok(spec);
     }
     Ok(spec_lang::load(path)?)
-}
-
-/// The directory a spec's relative paths (a checkpoint image) start from.
-pub fn spec_dir(spec: &Path) -> &Path {
-    spec.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }

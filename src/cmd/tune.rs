@@ -7,7 +7,6 @@ use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
 use driver_gen::RunOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -265,10 +264,6 @@ fn run_task(round: &Path) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Restored copies per configuration when --samples is not given: each is
-/// one call on the application's data, so a median of 7 is steady.
-const CHECKPOINT_SAMPLES: u32 = 7;
-
 pub fn run(args: Args) -> CmdResult {
     if let Some(round) = &args.campaign.task {
         return run_task(round);
@@ -308,14 +303,110 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     }
     // Machine-readable output keeps stderr to errors, as --json always has.
     args.json = format != formats::Format::Table;
-    let params = args
-        .params
-        .iter()
-        .map(|p| tune::parse_param(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let space = tune::Space::new(params)?;
-    let fixed: Vec<(String, i64)> = args
-        .start
+    let (spec, implementation, base) = objective_parts(&args)?;
+    let spec_path = args.spec.clone().expect("checked by objective_parts");
+    let space = tune::Space::new(
+        args.params
+            .iter()
+            .map(|p| tune::parse_param(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(tune_error)?,
+    )
+    .map_err(tune_error)?;
+    let fixed = start_values(&args.start, &space)?;
+    let strategy = if args.exhaustive {
+        tune::Strategy::Exhaustive
+    } else {
+        tune::Strategy::Hill
+    };
+    let start = if args.no_model || strategy == tune::Strategy::Exhaustive {
+        tune::StartFrom::MidRange
+    } else {
+        tune::StartFrom::Model(machine_model(&args, &spec, &base)?)
+    };
+    let name = spec_path
+        .file_stem()
+        .map_or("tune".into(), |s| s.to_string_lossy().to_string());
+    // Slurm is checked before a campaign directory is made, so a cluster
+    // that does not answer leaves nothing behind.
+    let runner = match args.campaign.executor {
+        ExecutorKind::Slurm => tune::Runner::Slurm(Box::new(slurm_executor(&args.campaign)?)),
+        ExecutorKind::Local => {
+            if let Some(flag) = args.campaign.slurm_only_flag() {
+                anyhow::bail!(
+                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
+                );
+            }
+            tune::Runner::Local
+        }
+    };
+    let campaign = match resumed {
+        Some(c) => tune::CampaignChoice::Resume(c),
+        None => match (&args.campaign.campaign, args.campaign.executor) {
+            (Some(d), _) => tune::CampaignChoice::New {
+                dir: d.clone(),
+                manifest: tune::Manifest::new(std::env::current_dir()?, own_args()),
+            },
+            (None, ExecutorKind::Slurm) => tune::CampaignChoice::New {
+                dir: PathBuf::from(format!("{name}.campaign")),
+                manifest: tune::Manifest::new(std::env::current_dir()?, own_args()),
+            },
+            (None, ExecutorKind::Local) => tune::CampaignChoice::None,
+        },
+    };
+    let request = tune::TuneRequest {
+        spec: &spec,
+        name,
+        target: tune::Target::of(&spec, &spec_path, args.default_driver).map_err(tune_error)?,
+        implementation,
+        base,
+        candidate: tune::CandidateSettings {
+            extra: args.extra.clone(),
+            verify: !args.no_verify,
+            tolerance: args.tolerance,
+        },
+        space,
+        fixed,
+        start,
+        strategy,
+        budget: args.budget,
+        runner,
+        campaign,
+        build_once: args.campaign.build_once,
+        allow_mixed_cpus: args.campaign.allow_mixed_cpus,
+        log: args.log.clone(),
+    };
+    let mut bar = tune::progress::Bar::new(0, !args.json);
+    let outcome = tune::run(request, &mut bar);
+    bar.finish();
+    let outcome = outcome.map_err(tune_error)?;
+    let text = match format {
+        formats::Format::T4 => {
+            let tried = t4_results(&outcome.log, outcome.started)?;
+            serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
+        }
+        formats::Format::Json => serde_json::to_string_pretty(&outcome)? + "\n",
+        _ => outcome_table(&outcome),
+    };
+    formats::write_document(args.out.as_deref(), &text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A library error with its contract failure kind kept for the exit status.
+pub(crate) fn tune_error(e: tune::TuneError) -> anyhow::Error {
+    match e.failure() {
+        Some(failure) => formats::contract::Failed {
+            failure,
+            message: e.to_string(),
+        }
+        .into(),
+        None => e.into(),
+    }
+}
+
+/// `--start NAME=VALUE` values, each naming a tuned parameter.
+fn start_values(given: &[String], space: &tune::Space) -> anyhow::Result<Vec<(String, i64)>> {
+    given
         .iter()
         .map(|s| {
             let (n, v) = s
@@ -330,248 +421,63 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             }
             Ok((n.trim().to_string(), v))
         })
-        .collect::<anyhow::Result<_>>()?;
-    let (spec, implementation, base) = objective_parts(&args)?;
-    let spec_path = args.spec.clone().expect("checked by objective_parts");
+        .collect()
+}
 
-    let size = space.size();
-    let budget = match args.budget {
-        Some(b) => b as usize,
-        None if args.exhaustive || size <= 60 => usize::try_from(size).unwrap_or(usize::MAX),
-        None => 60,
-    };
-    let starts = if args.exhaustive {
-        Vec::new()
-    } else if args.no_model {
-        let mid: Vec<i64> = space
-            .params
-            .iter()
-            .map(|p| p.values[p.values.len() / 2])
-            .collect();
-        let mut wanted = mid;
-        for (n, v) in &fixed {
-            wanted[space.index_of(n).expect("checked")] = *v;
-        }
-        let point = space.nearest(&wanted);
-        vec![tune::Start {
-            reason: format!("{} (mid-range, --no-model)", space.describe(&point)),
-            point,
-        }]
-    } else {
-        let probed = probe::cached_or_measure()
-            .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
-        let cc = toolchain::CCompiler::find(args.cc.as_deref())?;
-        let m = tune::MachineModel::from_probe(
-            &probed,
-            tune::element_bytes(&spec),
-            tune::model::fp_registers(&cc.program, &base.cflags),
-        );
-        if !args.json {
-            eprintln!(
-                "tdg tune: model from the probe cached at {} (effective caches {})",
-                probe::cache_path().display(),
-                probed
-                    .caches
-                    .iter()
-                    .map(|c| format!("L{} {}", c.level, stats::bytes(c.effective_bytes)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        tune::starts(&space, &m, &fixed)
-    };
-
-    let stem = spec_path
-        .file_stem()
-        .map_or("tune".into(), |s| s.to_string_lossy().to_string());
-    // Slurm is checked before a campaign directory is made, so a cluster
-    // that does not answer leaves nothing behind.
-    let mut slurm = match args.campaign.executor {
-        ExecutorKind::Slurm => Some(slurm_executor(&args.campaign)?),
-        ExecutorKind::Local => {
-            if let Some(flag) = args.campaign.slurm_only_flag() {
-                anyhow::bail!(
-                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
-                );
-            }
-            None
-        }
-    };
-    let campaign = match resumed {
-        Some(c) => Some(c),
-        None => {
-            let dir = match (&args.campaign.campaign, args.campaign.executor) {
-                (Some(d), _) => Some(d.clone()),
-                (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{stem}.campaign"))),
-                (None, ExecutorKind::Local) => None,
-            };
-            match dir {
-                Some(dir) => Some(tune::Campaign::create(
-                    &dir,
-                    &tune::Manifest::new(std::env::current_dir()?, own_args()),
-                )?),
-                None => None,
-            }
-        }
-    };
-    let log_path = args.log.clone().unwrap_or_else(|| match &campaign {
-        Some(c) => c.dir.join("tune.jsonl"),
-        None => PathBuf::from(format!("{stem}.tune.jsonl")),
-    });
-    let log_file = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create the log {}", log_path.display()))?;
-    let log: Box<dyn Write> = Box::new(std::io::BufWriter::new(log_file));
-
+/// The machine as the starting-point model sees it: the probe (measured
+/// now if nothing is cached) and what the compiler builds the kernel for.
+fn machine_model(
+    args: &Args,
+    spec: &spec_lang::ast::Spec,
+    base: &RunOptions,
+) -> anyhow::Result<tune::MachineModel> {
+    let probed = probe::cached_or_measure()
+        .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
+    let cc = toolchain::CCompiler::find(args.cc.as_deref())?;
     if !args.json {
-        eprintln!("tdg tune: {space}: {size} configurations, budget {budget}");
-        for s in &starts {
-            eprintln!("tdg tune: start {}", s.reason);
-        }
+        eprintln!(
+            "tdg tune: model from the probe cached at {} (effective caches {})",
+            probe::cache_path().display(),
+            probed
+                .caches
+                .iter()
+                .map(|c| format!("L{} {}", c.level, stats::bytes(c.effective_bytes)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
-    let mut driver_objective;
-    let mut checkpoint_objective;
-    let mut prebuilder: Option<tune::DriverObjective> = None;
-    let base_objective: &mut dyn tune::Objective = match (&spec.checkpoint, args.default_driver) {
-        (Some(clause), false) => {
-            if args.campaign.executor == ExecutorKind::Slurm {
-                anyhow::bail!(
-                    "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers"
-                );
-            }
-            let spec_path = args.spec.as_ref().context("give the spec file")?;
-            let image = checkpoint::clause_image(clause, super::run::spec_dir(spec_path))?;
-            let timer = checkpoint::ImageTimer::open(
-                &image,
-                &checkpoint::TimeOptions {
-                    timeout: Duration::from_secs(args.timeout),
-                    ..Default::default()
-                },
-            )?;
-            if !args.json {
-                eprintln!(
-                    "tdg tune: every configuration runs in restored copies of {} (--default-driver for random data instead)",
-                    image.display()
-                );
-            }
-            checkpoint_objective = tune::CheckpointObjective::new(
-                timer,
-                checkpoint::CandidateSource {
-                    implementation: implementation.clone(),
-                    extra: args.extra.clone(),
-                    cflags: base.cflags.clone(),
-                    defines: base.defines.clone(),
-                    cc: args.cc.clone(),
-                },
-                base.timing.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
-                !args.no_verify,
-                args.tolerance,
-            )?;
-            &mut checkpoint_objective
-        }
-        _ => {
-            driver_objective = tune::DriverObjective {
-                spec: &spec,
-                impl_c: implementation,
-                base,
-                kept: None,
-            };
-            prebuilder = args.campaign.build_once.then(|| driver_objective.clone());
-            &mut driver_objective
-        }
-    };
-    let mut local;
-    let mut in_campaign;
-    let objective: &mut dyn tune::Objective = match &campaign {
-        None => base_objective,
-        Some(campaign) => {
-            let executor: &mut dyn tune::Executor = match args.campaign.executor {
-                ExecutorKind::Local => {
-                    local = tune::LocalTasks {
-                        objective: base_objective,
-                    };
-                    &mut local
-                }
-                ExecutorKind::Slurm => {
-                    let slurm = slurm.as_mut().expect("made above");
-                    // A cache directory the user chose is theirs (and
-                    // exported to the tasks); otherwise each node's probe
-                    // is kept with the campaign.
-                    if std::env::var_os("TDG_CACHE_DIR").is_none() {
-                        slurm.probe_dir = Some(campaign.dir.join("probe"));
-                    }
-                    if !args.json {
-                        eprintln!(
-                            "tdg tune: each round one Slurm job array; campaign {}",
-                            campaign.dir.display()
-                        );
-                    }
-                    slurm.wait_for_leftovers(campaign)?;
-                    slurm
-                }
-            };
-            in_campaign =
-                tune::CampaignObjective::new(campaign, executor, args.campaign.allow_mixed_cpus);
-            in_campaign.prebuild = prebuilder.as_ref().map(|p| p as &dyn tune::Prebuild);
-            &mut in_campaign
-        }
-    };
-    let started = std::time::SystemTime::now();
-    let mut bar = tune::progress::Bar::new(budget);
-    let tuner = tune::Tuner::new(&space, objective, &mut bar, Some(log), budget);
-    let outcome = if args.exhaustive {
-        tuner.exhaustive()
-    } else {
-        tuner.search(&starts)
-    };
-    bar.finish();
-    let outcome = outcome?;
-    let text = match format {
-        formats::Format::T4 => {
-            let tried = read_log(&log_path, started)?;
-            serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
-        }
-        formats::Format::Json => {
-            let mut v = serde_json::to_value(&outcome)?;
-            v["log"] = serde_json::Value::from(log_path.display().to_string());
-            if let Some(c) = &campaign {
-                v["campaign"] = serde_json::Value::from(c.dir.display().to_string());
-            }
-            serde_json::to_string_pretty(&v)? + "\n"
-        }
-        _ => outcome_table(&outcome, &log_path, campaign.as_ref()),
-    };
-    formats::write_document(args.out.as_deref(), &text)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(tune::MachineModel::from_probe(
+        &probed,
+        tune::element_bytes(spec),
+        tune::model::fp_registers(&cc.program, &base.cflags),
+    ))
 }
 
 /// The default output: the best configuration and how it was found.
-fn outcome_table(
-    outcome: &tune::Outcome,
-    log_path: &Path,
-    campaign: Option<&tune::Campaign>,
-) -> String {
+fn outcome_table(outcome: &tune::TuneOutcome) -> String {
     use std::fmt::Write;
+    let o = &outcome.search;
     let mut s = String::new();
-    let _ = writeln!(s, "best         {}", outcome.best_description);
-    let _ = write!(s, "time         {} per call", stats::ns(outcome.best_ns));
-    let _ = match outcome.best_mflops {
+    let _ = writeln!(s, "best         {}", o.best_description);
+    let _ = write!(s, "time         {} per call", stats::ns(o.best_ns));
+    let _ = match o.best_mflops {
         Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
         None => writeln!(s),
     };
     let _ = writeln!(
         s,
         "evaluations  {} of {} configurations ({} failed) in {:.1} s",
-        outcome.evaluations, outcome.space_size, outcome.failed, outcome.seconds
+        o.evaluations, o.space_size, o.failed, o.seconds
     );
-    let _ = writeln!(s, "log          {}", log_path.display());
-    if let Some(c) = campaign {
+    let _ = writeln!(s, "log          {}", outcome.log.display());
+    if let Some(dir) = &outcome.campaign {
         let _ = writeln!(
             s,
             "campaign     {} (tdg tune --resume continues it)",
-            c.dir.display()
+            dir.display()
         );
     }
-    let defines: Vec<String> = outcome
+    let defines: Vec<String> = o
         .best_description
         .split(' ')
         .map(|kv| format!("-D{kv}"))
@@ -582,33 +488,28 @@ fn outcome_table(
 
 /// Every evaluation of this search, read back from its log (local and
 /// Slurm evaluations alike), as T4 results.
-fn read_log(
+fn t4_results(
     path: &Path,
     started: std::time::SystemTime,
 ) -> anyhow::Result<Vec<formats::t4::Tried>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the evaluation log {}", path.display()))?;
     let start_s = started
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let e: tune::Evaluation = serde_json::from_str(line)
-                .with_context(|| format!("{} has a line I cannot read", path.display()))?;
-            Ok(formats::t4::Tried {
-                configuration: e.config,
-                time_ns: e.time_ns,
-                samples_ns: e.samples_ns,
-                uncertainty_pct: e.uncertainty_pct,
-                mflops: e.mflops,
-                failure: e.failure,
-                error: e.error,
-                finished_unix_s: start_s + e.elapsed_s,
-                node: e.node,
-            })
+    Ok(tune::run::read_log(path)
+        .map_err(tune_error)?
+        .into_iter()
+        .map(|e| formats::t4::Tried {
+            configuration: e.config,
+            time_ns: e.time_ns,
+            samples_ns: e.samples_ns,
+            uncertainty_pct: e.uncertainty_pct,
+            mflops: e.mflops,
+            failure: e.failure,
+            error: e.error,
+            finished_unix_s: start_s + e.elapsed_s,
+            node: e.node,
         })
-        .collect()
+        .collect())
 }
 
 /// The Slurm executor with the settings file under the flags.

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod driver;
 pub mod model;
 pub mod progress;
+pub mod run;
 pub mod search;
 pub mod slurm;
 pub mod space;
@@ -18,6 +19,10 @@ pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, 
 pub use checkpoint::CheckpointObjective;
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
+pub use run::{
+    run, CampaignChoice, CandidateSettings, Runner, StartFrom, Strategy, Target, TargetObjective,
+    TuneOutcome, TuneRequest,
+};
 pub use search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
 pub use slurm::{SlurmConfig, SlurmExecutor};
 pub use space::{parse_param, Param, Point, Space};
@@ -47,6 +52,9 @@ pub enum TuneError {
     Executor(String),
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
+    /// The checkpoint target could not be opened (its image, CRIU).
+    #[error("{0}")]
+    Checkpoint(::checkpoint::CheckpointError),
 }
 
 impl TuneError {
@@ -54,6 +62,8 @@ impl TuneError {
     pub fn failure(&self) -> Option<formats::Failure> {
         match self {
             TuneError::Failed { failure, .. } => Some(*failure),
+            TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
+            TuneError::BadParam { .. } | TuneError::EmptySpace => Some(formats::Failure::Usage),
             _ => None,
         }
     }

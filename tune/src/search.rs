@@ -101,6 +101,10 @@ pub struct Evaluation {
 /// Progress notifications, for a progress bar.
 pub trait Progress {
     fn evaluated(&mut self, e: &Evaluation, budget: usize, describe: &str);
+
+    /// One line on what the run decided (a start, the campaign), before
+    /// or between evaluations.
+    fn note(&mut self, _line: &str) {}
 }
 
 impl Progress for () {

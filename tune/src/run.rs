@@ -1,0 +1,412 @@
+//! One tuning run from a request to its outcome: the objective (the
+//! generated driver or the spec's checkpoint), the evaluation log, the
+//! campaign and executor, the starting points and the search. The `tdg`
+//! binary parses arguments into a [`TuneRequest`], calls [`run`] and prints
+//! the [`TuneOutcome`].
+
+use crate::campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
+use crate::model::{MachineModel, Start};
+use crate::search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
+use crate::slurm::SlurmExecutor;
+use crate::space::Space;
+use crate::{CheckpointObjective, DriverObjective, TuneError};
+use driver_gen::RunOptions;
+use serde::Serialize;
+use spec_lang::ast::Spec;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// What a configuration is timed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The spec's generated driver, on the data its `init` describes.
+    Driver,
+    /// A candidate shared object in restored copies of this CRIU image,
+    /// on the application's own data.
+    Checkpoint { image: PathBuf },
+}
+
+impl Target {
+    /// Whether a spec is timed on its checkpoint: it has a `checkpoint`
+    /// clause and `--default-driver` was not given. The one place `tdg run`
+    /// and `tdg tune` make that choice.
+    pub fn uses_checkpoint(spec: &Spec, default_driver: bool) -> bool {
+        spec.checkpoint.is_some() && !default_driver
+    }
+
+    /// The target for `spec` (read from `spec_path`, whose directory a
+    /// relative image path starts from); the image is checked against the
+    /// clause (its delay) here.
+    pub fn of(spec: &Spec, spec_path: &Path, default_driver: bool) -> Result<Target, TuneError> {
+        match &spec.checkpoint {
+            Some(clause) if Target::uses_checkpoint(spec, default_driver) => {
+                let image = checkpoint::clause_image(clause, spec_dir(spec_path))
+                    .map_err(TuneError::Checkpoint)?;
+                Ok(Target::Checkpoint { image })
+            }
+            _ => Ok(Target::Driver),
+        }
+    }
+}
+
+/// The directory a spec's relative paths (a checkpoint image) start from.
+pub fn spec_dir(spec: &Path) -> &Path {
+    spec.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Restored copies per configuration when the request gives no sample
+/// count: each is one call on the application's data, so a median of 7 is
+/// steady.
+pub const CHECKPOINT_SAMPLES: u32 = 7;
+
+/// How a checkpoint target builds and checks each candidate.
+#[derive(Debug, Clone)]
+pub struct CandidateSettings {
+    /// More C files linked into every candidate.
+    pub extra: Vec<PathBuf>,
+    /// Compare each configuration's outputs with the original's first.
+    pub verify: bool,
+    /// Relative tolerance for floating-point outputs.
+    pub tolerance: f64,
+}
+
+/// The driver or the checkpoint: one objective for either target.
+// One value per run, so the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum TargetObjective<'s> {
+    Driver(DriverObjective<'s>),
+    Checkpoint(CheckpointObjective),
+}
+
+impl<'s> TargetObjective<'s> {
+    /// The objective timing `implementation` on `target`, with the driver
+    /// options `base` (the checkpoint uses its compiler, flags, `-D`
+    /// values, sample count and timeout).
+    pub fn new(
+        target: &Target,
+        spec: &'s Spec,
+        implementation: &Path,
+        base: &RunOptions,
+        candidate: &CandidateSettings,
+    ) -> Result<TargetObjective<'s>, TuneError> {
+        match target {
+            Target::Driver => Ok(TargetObjective::Driver(DriverObjective {
+                spec,
+                impl_c: implementation.to_path_buf(),
+                base: base.clone(),
+                kept: None,
+            })),
+            Target::Checkpoint { image } => {
+                let timer = checkpoint::ImageTimer::open(
+                    image,
+                    &checkpoint::TimeOptions {
+                        timeout: base.timeout,
+                        ..Default::default()
+                    },
+                )
+                .map_err(TuneError::Checkpoint)?;
+                Ok(TargetObjective::Checkpoint(CheckpointObjective::new(
+                    timer,
+                    checkpoint::CandidateSource {
+                        implementation: implementation.to_path_buf(),
+                        extra: candidate.extra.clone(),
+                        cflags: base.cflags.clone(),
+                        defines: base.defines.clone(),
+                        cc: base.cc.clone(),
+                    },
+                    base.timing.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
+                    candidate.verify,
+                    candidate.tolerance,
+                )?))
+            }
+        }
+    }
+
+    fn inner(&mut self) -> &mut dyn Objective {
+        match self {
+            TargetObjective::Driver(d) => d,
+            TargetObjective::Checkpoint(c) => c,
+        }
+    }
+}
+
+impl Objective for TargetObjective<'_> {
+    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
+        self.inner().evaluate(values)
+    }
+
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        self.inner().evaluate_round(round)
+    }
+
+    fn placement(&self, values: &[(String, i64)]) -> Option<Placement> {
+        match self {
+            TargetObjective::Driver(d) => d.placement(values),
+            TargetObjective::Checkpoint(c) => c.placement(values),
+        }
+    }
+}
+
+/// Where the evaluations run.
+pub enum Runner {
+    /// Here, one configuration after another.
+    Local,
+    /// Each round of the search one Slurm job array (a campaign is required).
+    Slurm(Box<SlurmExecutor>),
+}
+
+/// The campaign directory results are kept in, if any.
+pub enum CampaignChoice {
+    /// No campaign (local runs only): results live in the log.
+    None,
+    /// A new campaign in this directory, recording how it was started.
+    New { dir: PathBuf, manifest: Manifest },
+    /// Continue a campaign: its stored results are read, not run again.
+    Resume(Campaign),
+}
+
+/// Where the search starts.
+#[derive(Debug, Clone)]
+pub enum StartFrom {
+    /// The machine model's predictions (one per cache level).
+    Model(MachineModel),
+    /// The middle of every parameter's range (no probe needed).
+    MidRange,
+}
+
+/// How the space is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Model starts, then a hill-climb over every parameter with growing
+    /// strides.
+    Hill,
+    /// Every configuration, in order (the reference for judging a search).
+    Exhaustive,
+}
+
+/// Everything one tuning run needs; the binary builds it from the command
+/// line (or from a campaign's stored command line).
+pub struct TuneRequest<'s> {
+    pub spec: &'s Spec,
+    /// The spec's file name without extension: the default log and
+    /// campaign names.
+    pub name: String,
+    pub implementation: PathBuf,
+    pub target: Target,
+    /// Driver options every configuration shares (compiler, flags, timing,
+    /// fixed `-D` values, timeout).
+    pub base: RunOptions,
+    pub candidate: CandidateSettings,
+    pub space: Space,
+    /// Start values given for some parameters (`--start NAME=V`).
+    pub fixed: Vec<(String, i64)>,
+    pub start: StartFrom,
+    pub strategy: Strategy,
+    /// Most configurations to build and time (default: all of a space of at
+    /// most [`DEFAULT_BUDGET`], else that many).
+    pub budget: Option<u64>,
+    pub runner: Runner,
+    pub campaign: CampaignChoice,
+    /// Build each configuration's driver once here; the tasks only run it.
+    pub build_once: bool,
+    /// Accept evaluations timed on different CPU models in one campaign.
+    pub allow_mixed_cpus: bool,
+    /// The evaluation log (default: the campaign's `tune.jsonl`, else
+    /// `<name>.tune.jsonl`).
+    pub log: Option<PathBuf>,
+}
+
+/// The budget of a search when none is given and the space is larger.
+pub const DEFAULT_BUDGET: usize = 60;
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct TuneOutcome {
+    #[serde(flatten)]
+    pub search: Outcome,
+    pub log: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<PathBuf>,
+    /// When the search began (the log's `elapsed_s` count from it).
+    #[serde(skip)]
+    pub started: std::time::SystemTime,
+}
+
+/// Runs the search `request` describes; `progress` hears of every
+/// evaluation and of what the run decided before it began (the starts,
+/// the campaign), as one-line notes.
+pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutcome, TuneError> {
+    let TuneRequest {
+        spec,
+        name,
+        implementation,
+        target,
+        base,
+        candidate,
+        space,
+        fixed,
+        start,
+        strategy,
+        budget,
+        mut runner,
+        campaign,
+        build_once,
+        allow_mixed_cpus,
+        log,
+    } = request;
+    let size = space.size();
+    let budget = match budget {
+        Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
+        None if strategy == Strategy::Exhaustive || size <= DEFAULT_BUDGET as u128 => {
+            usize::try_from(size).unwrap_or(usize::MAX)
+        }
+        None => DEFAULT_BUDGET,
+    };
+    let starts = match strategy {
+        Strategy::Exhaustive => Vec::new(),
+        Strategy::Hill => match &start {
+            StartFrom::Model(m) => crate::model::starts(&space, m, &fixed),
+            StartFrom::MidRange => vec![mid_range(&space, &fixed)],
+        },
+    };
+    if let (Target::Checkpoint { .. }, Runner::Slurm(_)) = (&target, &runner) {
+        return Err(TuneError::Objective(
+            "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
+        ));
+    }
+    if build_once && target != Target::Driver {
+        return Err(TuneError::Objective(
+            "--build-once builds generated drivers; a checkpoint's candidates are built where they are restored".into(),
+        ));
+    }
+    let campaign = match campaign {
+        CampaignChoice::Resume(c) => Some(c),
+        CampaignChoice::New { dir, manifest } => Some(Campaign::create(&dir, &manifest)?),
+        CampaignChoice::None if matches!(runner, Runner::Slurm(_)) => {
+            return Err(TuneError::Objective(
+                "a Slurm run keeps its results in a campaign directory the nodes share; give one with --campaign DIR".into(),
+            ))
+        }
+        CampaignChoice::None => None,
+    };
+    let log_path = log.unwrap_or_else(|| match &campaign {
+        Some(c) => c.dir.join("tune.jsonl"),
+        None => PathBuf::from(format!("{name}.tune.jsonl")),
+    });
+    let log_file = std::fs::File::create(&log_path).map_err(|e| {
+        TuneError::Objective(format!(
+            "cannot create the log {}: {e}; pass --log FILE in a writable directory",
+            log_path.display()
+        ))
+    })?;
+    let log_writer: Box<dyn Write> = Box::new(std::io::BufWriter::new(log_file));
+
+    progress.note(&format!("{space}: {size} configurations, budget {budget}"));
+    for s in &starts {
+        progress.note(&format!("start {}", s.reason));
+    }
+    if let Target::Checkpoint { image } = &target {
+        progress.note(&format!(
+            "every configuration runs in restored copies of {} (--default-driver for random data instead)",
+            image.display()
+        ));
+    }
+    let mut target_objective =
+        TargetObjective::new(&target, spec, &implementation, &base, &candidate)?;
+    let prebuilder: Option<DriverObjective> = match (&target_objective, build_once) {
+        (TargetObjective::Driver(d), true) => Some(d.clone()),
+        _ => None,
+    };
+    let mut local;
+    let mut in_campaign;
+    let objective: &mut dyn Objective = match &campaign {
+        None => &mut target_objective,
+        Some(campaign) => {
+            let executor: &mut dyn Executor = match &mut runner {
+                Runner::Local => {
+                    local = LocalTasks {
+                        objective: &mut target_objective,
+                    };
+                    &mut local
+                }
+                Runner::Slurm(slurm) => {
+                    // A cache directory the user chose is theirs (and
+                    // exported to the tasks); otherwise each node's probe
+                    // is kept with the campaign.
+                    if std::env::var_os("TDG_CACHE_DIR").is_none() {
+                        slurm.probe_dir = Some(campaign.dir.join("probe"));
+                    }
+                    progress.note(&format!(
+                        "each round one Slurm job array; campaign {}",
+                        campaign.dir.display()
+                    ));
+                    slurm.wait_for_leftovers(campaign)?;
+                    slurm.as_mut()
+                }
+            };
+            in_campaign = CampaignObjective::new(campaign, executor, allow_mixed_cpus);
+            in_campaign.prebuild = prebuilder.as_ref().map(|p| p as &dyn Prebuild);
+            &mut in_campaign
+        }
+    };
+    let started = std::time::SystemTime::now();
+    let tuner = Tuner::new(&space, objective, progress, Some(log_writer), budget);
+    let search = match strategy {
+        Strategy::Exhaustive => tuner.exhaustive(),
+        Strategy::Hill => tuner.search(&starts),
+    }?;
+    Ok(TuneOutcome {
+        search,
+        log: log_path,
+        campaign: campaign.map(|c| c.dir),
+        started,
+    })
+}
+
+/// The middle of every range, with the given start values.
+fn mid_range(space: &Space, fixed: &[(String, i64)]) -> Start {
+    let mut wanted: Vec<i64> = space
+        .params
+        .iter()
+        .map(|p| p.values[p.values.len() / 2])
+        .collect();
+    for (n, v) in fixed {
+        if let Some(i) = space.index_of(n) {
+            wanted[i] = *v;
+        }
+    }
+    let point = space.nearest(&wanted);
+    Start {
+        reason: format!("{} (mid-range, --no-model)", space.describe(&point)),
+        point,
+    }
+}
+
+/// Every evaluation of a log, in order.
+pub fn read_log(path: &Path) -> Result<Vec<Evaluation>, TuneError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        TuneError::Objective(format!(
+            "cannot read the evaluation log {}: {e}",
+            path.display()
+        ))
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| {
+                TuneError::Objective(format!(
+                    "{}:{}: not an evaluation ({e}); the log is damaged",
+                    path.display(),
+                    i + 1
+                ))
+            })
+        })
+        .collect()
+}
