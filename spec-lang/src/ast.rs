@@ -102,6 +102,9 @@ pub struct Spec {
     pub flop: Option<Flop>,
     pub timer: Option<TimerClause>,
     pub checkpoint: Option<CheckpointClause>,
+    /// `tune={...}`: roles and constraints of the kernel's tuned macros.
+    #[serde(default)]
+    pub tune: Option<TuneClause>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -403,6 +406,112 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Mod => "%",
+        }
+    }
+}
+
+/// What a tuned macro is to the machine model of `tdg tune` (Yotov et
+/// al.'s parameters of a blocked matrix multiply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TuneRole {
+    /// The cache block's edge (NB).
+    Tile,
+    /// The register tile's extent along the result's unit-stride
+    /// dimension, which the compiler vectorises (MU).
+    Rows,
+    /// The register tile's other extent (NU).
+    Cols,
+    /// The unrolling of the loop over the shared dimension (KU).
+    KUnroll,
+}
+
+/// `tune={ NB=tile; MU=rows; NU=cols; constraint="NB % MU == 0"; };`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuneClause {
+    /// Each named macro with its role, in source order.
+    pub roles: Vec<(Ident, TuneRole)>,
+    pub constraints: Vec<Constraint>,
+    pub span: Span,
+}
+
+/// A condition every configuration `tdg tune` builds must meet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Constraint {
+    /// As written (inside the quotes, or on the command line).
+    pub text: String,
+    pub condition: Condition,
+}
+
+/// Comparisons of expressions joined by `&&` and `||`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Condition {
+    Compare {
+        op: CmpOp,
+        lhs: Expr,
+        rhs: Expr,
+        span: Span,
+    },
+    /// Every one holds (`&&`).
+    All(Vec<Condition>, Span),
+    /// At least one holds (`||`).
+    Any(Vec<Condition>, Span),
+}
+
+impl Condition {
+    pub fn span(&self) -> Span {
+        match self {
+            Condition::Compare { span, .. } | Condition::All(_, span) | Condition::Any(_, span) => {
+                *span
+            }
+        }
+    }
+
+    /// Every name the condition reads, in order of appearance.
+    pub fn names(&self) -> Vec<Ident> {
+        let mut out: Vec<Ident> = Vec::new();
+        let mut visit = |e: &Expr| {
+            e.walk(&mut |x| {
+                if let Expr::Name(id) = x {
+                    if !out.iter().any(|o| o.name == id.name) {
+                        out.push(id.clone());
+                    }
+                }
+            })
+        };
+        fn each<'c>(c: &'c Condition, f: &mut dyn FnMut(&'c Expr)) {
+            match c {
+                Condition::Compare { lhs, rhs, .. } => {
+                    f(lhs);
+                    f(rhs);
+                }
+                Condition::All(v, _) | Condition::Any(v, _) => v.iter().for_each(|c| each(c, f)),
+            }
+        }
+        each(self, &mut visit);
+        out
+    }
+}
+
+/// A comparison operator of a [`Condition`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
         }
     }
 }

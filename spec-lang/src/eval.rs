@@ -172,6 +172,51 @@ fn eval_in(expr: &Expr, env: &BTreeMap<String, Value>, depth: usize) -> Result<V
     })
 }
 
+/// Whether `condition` holds with the names in `env` (C's comparisons:
+/// two integers compare exactly, anything with a double as doubles).
+pub fn eval_condition(
+    condition: &Condition,
+    env: &BTreeMap<String, Value>,
+) -> Result<bool, EvalError> {
+    Ok(match condition {
+        Condition::Compare { op, lhs, rhs, .. } => {
+            let a = eval_value(lhs, env)?;
+            let b = eval_value(rhs, env)?;
+            let order = match (a, b) {
+                (Value::Int(x), Value::Int(y)) => x.partial_cmp(&y),
+                _ => a.as_f64().partial_cmp(&b.as_f64()),
+            };
+            let Some(order) = order else {
+                return Ok(*op == CmpOp::Ne);
+            };
+            match op {
+                CmpOp::Eq => order.is_eq(),
+                CmpOp::Ne => order.is_ne(),
+                CmpOp::Lt => order.is_lt(),
+                CmpOp::Le => order.is_le(),
+                CmpOp::Gt => order.is_gt(),
+                CmpOp::Ge => order.is_ge(),
+            }
+        }
+        Condition::All(parts, _) => {
+            for c in parts {
+                if !eval_condition(c, env)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        Condition::Any(parts, _) => {
+            for c in parts {
+                if eval_condition(c, env)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+    })
+}
+
 fn binary(op: BinOp, a: Value, b: Value, span: Span) -> Result<Value, EvalError> {
     use Value::*;
     let overflow = || {

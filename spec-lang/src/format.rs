@@ -75,6 +75,9 @@ impl Comments {
         if let Some(c) = &spec.checkpoint {
             anchors.push((c.span.start, c.span.end));
         }
+        if let Some(t) = &spec.tune {
+            anchors.push((t.span.start, t.span.end));
+        }
         anchors.sort();
         let body = spec
             .routine
@@ -247,6 +250,9 @@ impl Printer {
             };
             self.item(c, cp.span.start, "", &text);
         }
+        if let Some(t) = &spec.tune {
+            self.item(c, t.span.start, "", &tune(t));
+        }
         for t in &c.tail {
             self.out.push_str(t);
             self.out.push('\n');
@@ -374,6 +380,24 @@ fn attrs(a: &[Attr]) -> String {
         })
         .collect::<Vec<_>>()
         .join("|")
+}
+
+fn tune(t: &TuneClause) -> String {
+    let parts: Vec<String> = t
+        .roles
+        .iter()
+        .map(|(name, role)| format!("{}={};", name.name, role.spelling()))
+        .chain(
+            t.constraints
+                .iter()
+                .map(|c| format!("constraint={};", quote(&c.text))),
+        )
+        .collect();
+    if parts.is_empty() {
+        "tune={};".into()
+    } else {
+        format!("tune={{ {} }};", parts.join(" "))
+    }
 }
 
 fn timer(t: &TimerClause) -> String {

@@ -21,7 +21,7 @@ pub use check::{check, check_with};
 pub use checked::CheckedSpec;
 pub use diag::{Diagnostic, Diagnostics};
 pub use format::{format, format_source};
-pub use parser::{parse, parse_expr};
+pub use parser::{parse, parse_condition, parse_expr};
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! line's value lists and `tdg explain` all read them from here, and a test
 //! checks that docs/spec-language.md names every one.
 
-use crate::ast::{FlushMethod, Selection, TimerMethod};
+use crate::ast::{FlushMethod, Selection, TimerMethod, TuneRole};
 
 /// A closed family of keywords backed by an enum.
 pub trait Keyword: Copy + Eq + 'static {
@@ -113,6 +113,7 @@ pub const CLAUSES: &[&str] = &[
     "flop",
     "timer",
     "checkpoint",
+    "tune",
 ];
 
 /// Array initialisers in `init={...}`.
@@ -141,6 +142,37 @@ pub const TIMER_SETTINGS: &[&str] = &[
     "code_offset",
 ];
 
+/// Settings of `tune={...}` other than a parameter's role.
+pub const TUNE_SETTINGS: &[&str] = &["constraint"];
+
+impl Keyword for TuneRole {
+    const ALL: &'static [Self] = &[
+        TuneRole::Tile,
+        TuneRole::Rows,
+        TuneRole::Cols,
+        TuneRole::KUnroll,
+    ];
+    const FAMILY: &'static str = "tuning role";
+    fn spelling(self) -> &'static str {
+        match self {
+            TuneRole::Tile => "tile",
+            TuneRole::Rows => "rows",
+            TuneRole::Cols => "cols",
+            TuneRole::KUnroll => "kunroll",
+        }
+    }
+    fn help(self) -> &'static str {
+        match self {
+            TuneRole::Tile => "the cache block's edge (ATLAS's NB)",
+            TuneRole::Rows => {
+                "the register tile's extent along the result's unit-stride dimension (ATLAS's MU)"
+            }
+            TuneRole::Cols => "the register tile's other extent (ATLAS's NU)",
+            TuneRole::KUnroll => "the unrolling of the loop over the shared dimension (ATLAS's KU)",
+        }
+    }
+}
+
 /// Values of `lang=`.
 pub const LANGS: &[&str] = &["c", "fortran"];
 
@@ -161,5 +193,7 @@ pub fn families() -> Vec<(&'static str, Vec<&'static str>)> {
         (FlushMethod::FAMILY, FlushMethod::spellings()),
         ("lang", LANGS.to_vec()),
         ("checkpoint mode", CHECKPOINT_MODES.to_vec()),
+        ("tune setting", TUNE_SETTINGS.to_vec()),
+        (TuneRole::FAMILY, TuneRole::spellings()),
     ]
 }

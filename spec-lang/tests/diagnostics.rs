@@ -681,6 +681,109 @@ fn checkpoint_clause_problems() {
     );
 }
 
+#[test]
+fn tune_clause_problems() {
+    // A role that is not one, with the nearest spelling.
+    rejects(
+        &format!("{OK_HEAD}tune={{ NB=tiel; }};"),
+        x(2, 11, "`tiel` is not a tuning role of `NB`", Some("`tile`")),
+    );
+    // Two macros cannot share a role.
+    rejects(
+        &format!("{OK_HEAD}tune={{ NB=tile; TB=tile; }};"),
+        x(
+            2,
+            17,
+            "`NB` and `TB` both have the role tile",
+            Some("a kernel has one"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}tune={{ NB=tile;\n  NB=rows; }};"),
+        x(3, 3, "`NB` is given a role twice", Some("line 2")),
+    );
+    // A constraint is located inside its string: the operator that is
+    // missing its right-hand side.
+    rejects(
+        &format!("{OK_HEAD}tune={{ constraint=\"NB % MU == \"; }};"),
+        x(
+            2,
+            31,
+            "constraint does not parse: expected an expression",
+            Some("a constraint compares"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}tune={{ constraint=\"NB < 4 &&\"; }};"),
+        x(
+            2,
+            29,
+            "constraint does not parse",
+            Some("joined by && and ||"),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}tune={{ constraint=NB; }};"),
+        x(
+            2,
+            19,
+            "a constraint is a condition in quotes",
+            Some("constraint=\"NB % MU == 0\""),
+        ),
+    );
+    rejects(
+        &format!("{OK_HEAD}tune={{ constraint=\" \"; }};"),
+        x(2, 19, "empty constraint", Some("drop the setting")),
+    );
+    rejects(
+        &format!("{OK_HEAD}tune={{}};\ntune={{}};"),
+        x(3, 1, "duplicate `tune` clause", Some("line 2")),
+    );
+}
+
+#[test]
+fn a_tune_clause_reads_back_roles_and_conditions() {
+    let spec = spec_lang::parse(
+        &format!(
+            "{OK_HEAD}tune={{ TILE=tile; RT_R=rows; RT_C=cols; KU=kunroll;\n  constraint=\"TILE % RT_R == 0 && (RT_R*RT_C <= 16 || RT_C == 1)\"; }};"
+        ),
+        "t.spec",
+    )
+    .unwrap();
+    let t = spec.tune.expect("a tune clause");
+    use spec_lang::ast::TuneRole::*;
+    assert_eq!(
+        t.roles
+            .iter()
+            .map(|(n, r)| (n.name.as_str(), *r))
+            .collect::<Vec<_>>(),
+        [
+            ("TILE", Tile),
+            ("RT_R", Rows),
+            ("RT_C", Cols),
+            ("KU", KUnroll)
+        ]
+    );
+    let c = &t.constraints[0];
+    let env = |tile: i64, r: i64, cc: i64| {
+        [("TILE", tile), ("RT_R", r), ("RT_C", cc)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), spec_lang::eval::Value::Int(v)))
+            .collect()
+    };
+    let holds =
+        |tile, r, cc| spec_lang::eval::eval_condition(&c.condition, &env(tile, r, cc)).unwrap();
+    assert!(holds(64, 4, 4));
+    assert!(!holds(64, 3, 4), "64 % 3 != 0");
+    assert!(!holds(64, 4, 8), "32 registers > 16 and RT_C != 1");
+    assert!(holds(64, 32, 1), "RT_C == 1 allows the long tile");
+    let names: Vec<String> = c.condition.names().into_iter().map(|i| i.name).collect();
+    assert_eq!(names, ["TILE", "RT_R", "RT_C"]);
+    // An unknown name is an evaluation error naming it, not a false.
+    let e = spec_lang::eval::eval_condition(&c.condition, &Default::default()).unwrap_err();
+    assert!(e.message.contains("`TILE` has no value"), "{e}");
+}
+
 // ---- rendering ------------------------------------------------------------
 
 #[test]

@@ -402,6 +402,93 @@ fn checkpoint() -> impl Strategy<Value = CheckpointClause> {
         })
 }
 
+fn comparison() -> impl Strategy<Value = Condition> {
+    (
+        expr_with(false),
+        prop::sample::select(vec![
+            CmpOp::Eq,
+            CmpOp::Ne,
+            CmpOp::Lt,
+            CmpOp::Le,
+            CmpOp::Gt,
+            CmpOp::Ge,
+        ]),
+        expr_with(false),
+    )
+        .prop_map(|(lhs, op, rhs)| Condition::Compare {
+            op,
+            lhs,
+            rhs,
+            span: sp(),
+        })
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    prop_oneof![
+        comparison(),
+        prop::collection::vec(comparison(), 2..4).prop_map(|v| Condition::All(v, sp())),
+        prop::collection::vec(comparison(), 2..4).prop_map(|v| Condition::Any(v, sp())),
+    ]
+}
+
+/// A condition as a user writes it (`&&` binds tighter than `||`, so an
+/// `||` inside an `&&` needs parentheses).
+fn condition_text(c: &Condition) -> String {
+    match c {
+        Condition::Compare { op, lhs, rhs, .. } => format!(
+            "{} {} {}",
+            spec_lang::format::expr(lhs),
+            op.symbol(),
+            spec_lang::format::expr(rhs)
+        ),
+        Condition::All(v, _) => v
+            .iter()
+            .map(condition_text)
+            .collect::<Vec<_>>()
+            .join(" && "),
+        Condition::Any(v, _) => v
+            .iter()
+            .map(condition_text)
+            .collect::<Vec<_>>()
+            .join(" || "),
+    }
+}
+
+fn tune() -> impl Strategy<Value = TuneClause> {
+    (
+        prop::sample::subsequence(vec!["NB", "MU", "NU", "KU", "T_1"], 0..4),
+        prop::collection::vec(condition(), 0..3),
+    )
+        .prop_map(|(names, conditions)| TuneClause {
+            roles: names
+                .iter()
+                .zip([
+                    TuneRole::Tile,
+                    TuneRole::Rows,
+                    TuneRole::Cols,
+                    TuneRole::KUnroll,
+                ])
+                .map(|(n, r)| {
+                    (
+                        Ident {
+                            name: n.to_string(),
+                            span: sp(),
+                        },
+                        r,
+                    )
+                })
+                .collect(),
+            constraints: conditions
+                .into_iter()
+                .map(|condition| Constraint {
+                    text: condition_text(&condition),
+                    condition,
+                })
+                .collect(),
+            span: sp(),
+        })
+}
+
 fn spec() -> impl Strategy<Value = Spec> {
     (
         prop::collection::vec(string_text(), 0..3),
@@ -419,9 +506,10 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::option::of(expr_with(false)),
         prop::option::of(timer()),
         prop::option::of(checkpoint()),
+        prop::option::of(tune()),
     )
         .prop_map(
-            |(includes, lang, routine, init, returns, flop, timer, checkpoint)| Spec {
+            |(includes, lang, routine, init, returns, flop, timer, checkpoint, tune)| Spec {
                 includes: includes
                     .into_iter()
                     .map(|text| Include { text, span: sp() })
@@ -445,6 +533,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 }),
                 timer,
                 checkpoint,
+                tune,
             },
         )
 }

@@ -189,6 +189,9 @@ pub(super) fn pest_error(
             InputKind::Formula => {
                 "a flop formula is arithmetic (`+ - * / %`, parentheses) on parameters, macros and numbers, e.g. \"2*M*N*K + M*N\""
             }
+            InputKind::Condition => {
+                "a constraint compares arithmetic on the tuned macros with == != < <= > >=, joined by && and ||, e.g. \"NB % MU == 0 && MU*NU <= 16\""
+            }
             InputKind::File if message.contains(CLAUSE_NAME) => {
                 "each clause reads `name=value;`, e.g. `flop=\"2*N\";`; docs/spec-language.md lists them"
             }
@@ -403,7 +406,7 @@ pub(super) fn describe_at(src: &str, pos: usize, kind: InputKind) -> String {
     if len == 0 {
         return match kind {
             InputKind::File => "end of file".into(),
-            InputKind::Formula => "end of formula".into(),
+            InputKind::Formula | InputKind::Condition => "end of formula".into(),
         };
     }
     let tok = &src[pos..pos + len];

@@ -6,6 +6,7 @@ use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic, Diagnostics};
 use crate::vocabulary::{
     Keyword, ATTRIBUTES, CHECKPOINT_MODES, CLAUSES, FILLS, SCALAR_FUNCTIONS, TIMER_SETTINGS,
+    TUNE_SETTINGS,
 };
 use pest::iterators::Pair;
 use pest::Parser;
@@ -80,11 +81,38 @@ pub fn parse_expr(src: &str, base: usize) -> Result<Expr, Diagnostic> {
     b.expr(expr_pair, 0)
 }
 
+/// Parses a search-space constraint (a `constraint="..."` of the `tune`
+/// clause, or `tdg tune --constraint`): comparisons of expressions joined
+/// by `&&` and `||`. Spans are offsets into `src` plus `base`.
+pub fn parse_condition(src: &str, base: usize) -> Result<Condition, Diagnostic> {
+    if let Some(mut d) = nesting_too_deep(src) {
+        if let Some(s) = d.span.as_mut() {
+            s.start += base;
+            s.end += base;
+        }
+        return Err(d);
+    }
+    pest::set_error_detail(true);
+    let mut pairs = SpecParser::parse(Rule::condition_formula, src)
+        .map_err(|e| pest_error(&e, src, base, InputKind::Condition))?;
+    let formula = pairs.next().expect("grammar: condition_formula root");
+    let condition = formula
+        .into_inner()
+        .next()
+        .expect("grammar: condition_formula has a condition");
+    let mut b = Builder {
+        base,
+        ..Builder::default()
+    };
+    b.condition(condition, 0)
+}
+
 /// Where the input ends, for "found end of ..." messages.
 #[derive(Clone, Copy)]
 enum InputKind {
     File,
     Formula,
+    Condition,
 }
 
 const CLAUSE_NAME: &str = "a clause (`routine=`, `init=`, `flop=`, ...)";
@@ -123,6 +151,7 @@ impl Builder {
         let mut flop: Option<Flop> = None;
         let mut timer: Option<TimerClause> = None;
         let mut checkpoint: Option<CheckpointClause> = None;
+        let mut tune: Option<TuneClause> = None;
         let mut seen: Vec<(&'static str, Span)> = Vec::new();
 
         for clause in pair.into_inner() {
@@ -136,6 +165,7 @@ impl Builder {
                 Rule::flop_clause => "flop",
                 Rule::timer_clause => "timer",
                 Rule::checkpoint_clause => "checkpoint",
+                Rule::tune_clause => "tune",
                 Rule::unknown_clause => {
                     let w = clause
                         .into_inner()
@@ -144,7 +174,7 @@ impl Builder {
                     let name = w.as_str();
                     let d = Diagnostic::new(format!("unknown clause `{name}=`"), self.sp(&w))
                         .with_hint(did_you_mean(name, CLAUSES.iter().copied()).unwrap_or_else(|| {
-                            "clauses are include=, lang=, routine=, init=, returns(...), flop=, timer=, checkpoint=".into()
+                            "clauses are include=, lang=, routine=, init=, returns(...), flop=, timer=, checkpoint=, tune=".into()
                         }));
                     self.err(d);
                     continue;
@@ -226,6 +256,10 @@ impl Builder {
                     Ok(c) => checkpoint = Some(c),
                     Err(d) => self.err(d),
                 },
+                "tune" => match self.tune(clause) {
+                    Ok(t) => tune = Some(t),
+                    Err(d) => self.err(d),
+                },
                 _ => unreachable!(),
             }
         }
@@ -249,6 +283,7 @@ impl Builder {
             flop,
             timer,
             checkpoint,
+            tune,
         })
     }
 
@@ -922,6 +957,143 @@ impl Builder {
                 .with_hint("add image=\"path/to/image-dir\";")
         })?;
         Ok(CheckpointClause { image, mode, span })
+    }
+
+    /// `tune={ NB=tile; MU=rows; constraint="NB % MU == 0"; };`
+    fn tune(&mut self, clause: Pair<Rule>) -> Built<TuneClause> {
+        let span = self.sp(&clause);
+        let mut t = TuneClause {
+            roles: Vec::new(),
+            constraints: Vec::new(),
+            span,
+        };
+        for s in clause.into_inner() {
+            if s.as_rule() != Rule::setting {
+                continue;
+            }
+            let mut it = s.into_inner();
+            let k = it.next().expect("grammar: setting key");
+            let key = Ident {
+                name: k.as_str().to_string(),
+                span: self.sp(&k),
+            };
+            let v = it.next().expect("grammar: setting value");
+            let v = v.into_inner().next().expect("grammar: setting_value inner");
+            let vspan = self.sp(&v);
+            if TUNE_SETTINGS.contains(&key.name.as_str()) {
+                if v.as_rule() != Rule::string {
+                    return Err(
+                        Diagnostic::new("a constraint is a condition in quotes", vspan)
+                            .with_hint("write e.g. constraint=\"NB % MU == 0\";"),
+                    );
+                }
+                let inner = v.clone().into_inner().next().expect("grammar: str_inner");
+                let text = inner.as_str().to_string();
+                if text.trim().is_empty() {
+                    return Err(Diagnostic::new("empty constraint", vspan).with_hint(
+                        "write a condition on the tuned macros, e.g. constraint=\"NB % MU == 0\"; or drop the setting",
+                    ));
+                }
+                let condition =
+                    parse_condition(&text, self.sp(&inner).start).map_err(|mut d| {
+                        d.message = format!("constraint does not parse: {}", d.message);
+                        d
+                    })?;
+                t.constraints.push(Constraint { text, condition });
+                continue;
+            }
+            // Anything else names a macro and gives its role.
+            let role = match v.as_rule() {
+                Rule::word => TuneRole::from_spelling(v.as_str()),
+                _ => None,
+            };
+            let Some(role) = role else {
+                let text = v.as_str();
+                return Err(Diagnostic::new(
+                    format!("`{text}` is not a tuning role of `{}`", key.name),
+                    vspan,
+                )
+                .with_hint(
+                    did_you_mean(text, TuneRole::spellings()).unwrap_or_else(|| {
+                        format!(
+                            "roles are {}; or write constraint=\"...\";",
+                            TuneRole::spellings().join(", ")
+                        )
+                    }),
+                ));
+            };
+            if let Some((first, _)) = t.roles.iter().find(|(n, _)| n.name == key.name) {
+                return Err(Diagnostic::new(
+                    format!("`{}` is given a role twice", key.name),
+                    key.span,
+                )
+                .with_hint(format!(
+                    "keep one (the first is on line {})",
+                    crate::diag::line_col(&self.src, first.span.start).0
+                )));
+            }
+            if let Some((other, _)) = t.roles.iter().find(|(_, r)| *r == role) {
+                return Err(Diagnostic::new(
+                    format!(
+                        "`{}` and `{}` both have the role {}",
+                        other.name,
+                        key.name,
+                        role.spelling()
+                    ),
+                    key.span,
+                )
+                .with_hint(format!(
+                    "a kernel has one {}: give `{}` another role or none",
+                    role.help(),
+                    key.name
+                )));
+            }
+            t.roles.push((key, role));
+        }
+        Ok(t)
+    }
+
+    /// `a < b && (c == d || e != f)`.
+    fn condition(&mut self, p: Pair<Rule>, depth: usize) -> Built<Condition> {
+        if depth > MAX_DEPTH {
+            return Err(Diagnostic::new("condition nested too deeply", self.sp(&p)));
+        }
+        let span = self.sp(&p);
+        match p.as_rule() {
+            Rule::condition | Rule::conjunction => {
+                let any = p.as_rule() == Rule::condition;
+                let mut parts = Vec::new();
+                for q in p.into_inner() {
+                    parts.push(self.condition(q, depth + 1)?);
+                }
+                Ok(if parts.len() == 1 {
+                    parts.pop().expect("one part")
+                } else if any {
+                    Condition::Any(parts, span)
+                } else {
+                    Condition::All(parts, span)
+                })
+            }
+            Rule::comparison => {
+                let mut it = p.into_inner();
+                let first = it.next().expect("grammar: comparison operand");
+                if first.as_rule() == Rule::condition {
+                    return self.condition(first, depth + 1);
+                }
+                let lhs = self.expr(first, 0)?;
+                let op = match it.next().expect("grammar: cmp_op").as_str() {
+                    "==" => CmpOp::Eq,
+                    "!=" => CmpOp::Ne,
+                    "<" => CmpOp::Lt,
+                    "<=" => CmpOp::Le,
+                    ">" => CmpOp::Gt,
+                    _ => CmpOp::Ge,
+                };
+                let rhs = self.expr(it.next().expect("grammar: comparison rhs"), 0)?;
+                Ok(Condition::Compare { op, lhs, rhs, span })
+            }
+            r => unreachable!("grammar: unexpected condition rule {r:?}"),
+        }
     }
 
     /// `C`, `C[count]` or `s->ptr[count]` in `returns(...)`.
