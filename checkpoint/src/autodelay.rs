@@ -275,7 +275,9 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
     // renamed into place either: the chosen delay is captured once more.
     let failing = searched.is_err().then(|| tried.last().copied()).flatten();
     for &k in tried.iter().filter(|&&k| Some(k) != failing) {
-        let _ = std::fs::remove_dir_all(trial(k));
+        // Only a trial this search captured (marked by the capture) goes;
+        // a user's directory of that name was refused by the capture.
+        let _ = fsguard::remove_owned_dir(&trial(k), crate::capture::IMAGE_DIR);
     }
     let choice = searched?;
     let mut c = req.capture.clone();

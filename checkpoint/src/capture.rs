@@ -5,7 +5,7 @@ use crate::capture_info::{CaptureInfo, CAPTURE_INFO_FILE, DUMP_LOG_FILE};
 use crate::criu::{diagnose_log, running_as_root, Criu};
 use crate::env;
 use crate::error::{io_err, CheckpointError, Result};
-use crate::manifest::{checksum_image, sha256_file, Manifest, MANIFEST_FILE, MANIFEST_FORMAT};
+use crate::manifest::{checksum_image, sha256_file, Manifest, MANIFEST_FORMAT};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -60,46 +60,29 @@ pub fn validate_call_and_delay(call: u64, delay: u64) -> Result<()> {
     Ok(())
 }
 
-/// Make `image` an empty directory, refusing to clobber anything that is not
-/// a previous tdg image.
+/// What a checkpoint image directory is to the guard: tdg empties one only
+/// when an earlier capture made it.
+pub const IMAGE_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "checkpoint image",
+    option: "-o",
+};
+
+/// Make `image` an empty directory tdg owns: created, an empty one adopted,
+/// or an earlier image emptied; anything else (a user's directory, even one
+/// holding a `dump.log`) is refused with one line and left as it was.
 pub fn prepare_image_dir(image: &Path) -> Result<PathBuf> {
-    if image.exists() {
-        if !image.is_dir() {
-            return Err(CheckpointError::InvalidRequest(format!(
-                "{} exists and is not a directory; choose another -o",
-                image.display()
-            )));
-        }
-        let entries: Vec<_> = std::fs::read_dir(image)
-            .map_err(io_err(format!("cannot list {}", image.display())))?
-            .filter_map(|e| e.ok())
-            .collect();
-        let ours = entries.is_empty()
-            || image.join(MANIFEST_FILE).exists()
-            || image.join(CAPTURE_INFO_FILE).exists()
-            || image.join(DUMP_LOG_FILE).exists();
-        if !ours {
-            return Err(CheckpointError::InvalidRequest(format!(
-                "{} is not empty and is not a tdg image; refusing to overwrite it (choose another -o)",
-                image.display()
-            )));
-        }
-        for e in entries {
-            let p = e.path();
-            let r = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-            r.map_err(io_err(format!("cannot clear {}", p.display())))?;
-        }
+    fsguard::OwnedDir::fresh(image, IMAGE_DIR)
+        .map(|dir| dir.path().to_path_buf())
+        .map_err(guard_err)
+}
+
+/// A refusal is the user's to act on (another `-o`); anything else is I/O.
+pub(crate) fn guard_err(e: std::io::Error) -> CheckpointError {
+    if fsguard::is_refusal(&e) {
+        CheckpointError::InvalidRequest(e.to_string())
     } else {
-        std::fs::create_dir_all(image)
-            .map_err(io_err(format!("cannot create {}", image.display())))?;
+        CheckpointError::Files(e)
     }
-    image
-        .canonicalize()
-        .map_err(io_err(format!("cannot resolve {}", image.display())))
 }
 
 /// Copies the shim `shim` into `image`/[`PRELOAD_DIR`]: CRIU restores its
@@ -111,10 +94,7 @@ fn keep_preload(shim: &Path, image: &Path) -> Result<PathBuf> {
         CheckpointError::InvalidRequest(format!("{} is not a file", shim.display()))
     })?;
     let kept = dir.join(name);
-    std::fs::copy(shim, &kept).map_err(io_err(format!(
-        "cannot copy {} into the image",
-        shim.display()
-    )))?;
+    fsguard::copy_atomic(shim, &kept).map_err(guard_err)?;
     Ok(kept)
 }
 

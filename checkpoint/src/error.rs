@@ -61,6 +61,9 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
+    /// A file tdg writes or removes (the guard's messages name the path).
+    #[error("{0}")]
+    Files(std::io::Error),
     #[error(transparent)]
     Toolchain(#[from] toolchain::ToolchainError),
 }

@@ -2,7 +2,8 @@
 //! directory: `tdg checkpoint lib -o DIR` writes it out, and tests build
 //! applications against it through `toolchain`.
 
-use crate::error::{io_err, Result};
+use crate::capture::guard_err;
+use crate::error::Result;
 use std::path::{Path, PathBuf};
 
 pub const HEADER_NAME: &str = "tdg_checkpoint.h";
@@ -17,15 +18,20 @@ pub struct HostLibrary {
     pub source: PathBuf,
 }
 
-/// Write the header and source into `dir` (created if needed).
+/// What the host library's directory is to the guard.
+pub const LIBRARY_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "checkpoint host library",
+    option: "-o",
+};
+
+/// Write the header and source into `dir` (created if needed; refused when
+/// it is a directory tdg did not make, whose files it would replace).
 pub fn write_host_library(dir: &Path) -> Result<HostLibrary> {
-    std::fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    fsguard::OwnedDir::open(dir, LIBRARY_DIR).map_err(guard_err)?;
     let header = dir.join(HEADER_NAME);
     let source = dir.join(SOURCE_NAME);
-    std::fs::write(&header, HEADER)
-        .map_err(io_err(format!("cannot write {}", header.display())))?;
-    std::fs::write(&source, SOURCE)
-        .map_err(io_err(format!("cannot write {}", source.display())))?;
+    fsguard::write_atomic(&header, HEADER.as_bytes()).map_err(guard_err)?;
+    fsguard::write_atomic(&source, SOURCE.as_bytes()).map_err(guard_err)?;
     Ok(HostLibrary {
         dir: dir.to_path_buf(),
         header,

@@ -97,8 +97,7 @@ impl Manifest {
     pub fn write(&self, image: &Path) -> Result<()> {
         let path = image.join(MANIFEST_FILE);
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        std::fs::write(&path, text + "\n")
-            .map_err(io_err(format!("cannot write {}", path.display())))
+        fsguard::write_atomic(&path, (text + "\n").as_bytes()).map_err(crate::capture::guard_err)
     }
 
     pub fn read(image: &Path) -> Result<Manifest> {

@@ -11,6 +11,11 @@ use std::path::Path;
 
 const EXE: &str = "driver";
 const RECORD: &str = "driver.json";
+/// What a kept driver's directory is to the guard.
+const KEPT_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "kept driver",
+    option: "--campaign",
+};
 /// Version of [`Record`]'s layout.
 const RECORD_VERSION: u32 = 1;
 
@@ -32,9 +37,8 @@ impl BuiltDriver {
     /// record is written last and renamed into place: a directory with a
     /// record holds a whole driver.
     pub fn keep(&self, dir: &Path) -> Result<(), RunError> {
-        std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
-        std::fs::copy(&self.exe, dir.join(EXE))
-            .map_err(io(format!("cannot copy the driver into {}", dir.display())))?;
+        fsguard::OwnedDir::open(dir, KEPT_DIR).map_err(RunError::Files)?;
+        fsguard::copy_atomic(&self.exe, &dir.join(EXE)).map_err(RunError::Files)?;
         let record = Record {
             tdg_kept_driver: RECORD_VERSION,
             routine: self.model.routine.name.clone(),
@@ -43,10 +47,7 @@ impl BuiltDriver {
             defines: self.defines.clone(),
         };
         let text = serde_json::to_string_pretty(&record).expect("a record serialises");
-        let tmp = dir.join(format!("{RECORD}.tmp"));
-        std::fs::write(&tmp, text).map_err(io(format!("cannot write {}", tmp.display())))?;
-        std::fs::rename(&tmp, dir.join(RECORD))
-            .map_err(io(format!("cannot write {}", dir.join(RECORD).display())))
+        fsguard::write_atomic(&dir.join(RECORD), text.as_bytes()).map_err(RunError::Files)
     }
 
     /// The driver [`keep`](Self::keep) left in `dir`, for `spec` under

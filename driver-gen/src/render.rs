@@ -183,13 +183,19 @@ pub enum RenderError {
     Parse { name: String, message: String },
     #[error("template {name} failed to render: {message}")]
     Render { name: String, message: String },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Writing the driver's files (the message names the path: a
+    /// directory tdg refuses to write into, or the failed call).
+    #[error("{0}")]
+    Write(std::io::Error),
 }
+
+/// What a generated driver's directory is to the guard: tdg writes its
+/// files into one only when it made it (or found it empty), never over a
+/// user's `Makefile`.
+pub const DRIVER_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "generated driver",
+    option: "-o",
+};
 
 /// The rendered files of one driver.
 #[derive(Debug, Clone)]
@@ -208,17 +214,11 @@ impl GeneratedDriver {
     }
 
     pub fn write_to(&self, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
-        std::fs::create_dir_all(dir).map_err(|source| RenderError::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        fsguard::OwnedDir::open(dir, DRIVER_DIR).map_err(RenderError::Write)?;
         let mut out = Vec::new();
         for (name, text) in &self.files {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|source| RenderError::Write {
-                path: path.clone(),
-                source,
-            })?;
+            fsguard::write_atomic(&path, text.as_bytes()).map_err(RenderError::Write)?;
             out.push(path);
         }
         Ok(out)

@@ -108,6 +108,10 @@ pub enum RunError {
     Placement(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A file or directory tdg writes (fsguard's message names the path: a
+    /// directory tdg refuses to touch, or the call that failed).
+    #[error("{0}")]
+    Files(std::io::Error),
 }
 
 /// How the driver decided how many samples to take.

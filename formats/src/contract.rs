@@ -77,7 +77,8 @@ impl Failure {
             RunError::TimedOut { .. } => Failure::Timeout,
             RunError::VerificationFailed { .. } => Failure::Verification,
             RunError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Failure::Usage,
-            RunError::Io(_) => return None,
+            RunError::Files(e) if fsguard::is_refusal(e) => Failure::Usage,
+            RunError::Io(_) | RunError::Files(_) => return None,
         })
     }
 
@@ -101,7 +102,7 @@ impl Failure {
             | C::BadImage { .. }
             | C::BinaryChanged { .. }
             | C::InvalidRequest(_) => Failure::Usage,
-            C::Criu { .. } | C::Io { .. } => return None,
+            C::Criu { .. } | C::Io { .. } | C::Files(_) => return None,
         })
     }
 

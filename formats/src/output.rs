@@ -1,7 +1,8 @@
 //! Writing a finished document: to stdout, or to `--out FILE` atomically
 //! (a temporary file in the same directory renamed over the target), so a
 //! tuner or dashboard polling the file never reads half a document and an
-//! interrupted run leaves the previous file intact.
+//! interrupted run leaves the previous file intact. A link at `FILE` is
+//! refused, never followed (fsguard).
 
 use std::io::Write;
 use std::path::Path;
@@ -13,21 +14,7 @@ pub fn write_document(out: Option<&Path>, text: &str) -> std::io::Result<()> {
         stdout.write_all(text.as_bytes())?;
         return stdout.flush();
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let annotate = |e: std::io::Error| {
-        std::io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tdg-out-")
-        .tempfile_in(dir)
-        .map_err(annotate)?;
-    tmp.write_all(text.as_bytes()).map_err(annotate)?;
-    tmp.as_file().sync_all().map_err(annotate)?;
-    tmp.persist(path).map_err(|e| annotate(e.error))?;
-    Ok(())
+    fsguard::write_atomic(path, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -402,8 +402,10 @@ pub fn read(path: &Path) -> Result<Profile, FormatError> {
     parse(&bytes, &path.display().to_string())
 }
 
+/// Writes the profile atomically (whole or not at all; a link at `path`
+/// is refused, not followed).
 pub fn write(profile: &Profile, path: &Path) -> std::io::Result<()> {
-    std::fs::write(path, to_bytes(profile))
+    fsguard::write_atomic(path, &to_bytes(profile))
 }
 
 /// One profile from the files of several processes (a program that forks or

@@ -657,7 +657,7 @@ pub fn build_region_shim(
     runtime::write_sources(dir)?;
     let source = dir.join(format!("tdg_region_{sym}.c"));
     let text = generate_region_shim(spec)?;
-    std::fs::write(&source, &text)?;
+    fsguard::write_atomic(&source, text.as_bytes())?;
     let shim = dir.join(format!("tdg_region_{sym}.so"));
     let mut incs = vec![dir.to_path_buf(), host_include.to_path_buf()];
     incs.extend(include_dirs.iter().cloned());
@@ -799,7 +799,10 @@ pub fn build_interposers(
     incs.extend(include_dirs.iter().cloned());
 
     let preload_source = dir.join(format!("tdg_preload_{sym}.c"));
-    std::fs::write(&preload_source, generate(spec, InterposerKind::Preload)?)?;
+    fsguard::write_atomic(
+        &preload_source,
+        generate(spec, InterposerKind::Preload)?.as_bytes(),
+    )?;
     let preload_shim = dir.join(format!("tdg_preload_{sym}.so"));
     cc.compile(&CompileJob {
         sources: vec![
@@ -819,7 +822,10 @@ pub fn build_interposers(
     })?;
 
     let wrap_source = dir.join(format!("tdg_wrap_{sym}.c"));
-    std::fs::write(&wrap_source, generate(spec, InterposerKind::Wrap)?)?;
+    fsguard::write_atomic(
+        &wrap_source,
+        generate(spec, InterposerKind::Wrap)?.as_bytes(),
+    )?;
     let wrap_object = dir.join(format!("tdg_wrap_{sym}.o"));
     cc.compile(&CompileJob {
         sources: vec![wrap_source.clone()],

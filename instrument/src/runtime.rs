@@ -51,15 +51,23 @@ pub struct RuntimeBuild {
     pub shared_lib: PathBuf,
 }
 
-/// Writes the header and source into `dir` (created if needed).
+/// What a directory of runtime and interposer builds is to the guard:
+/// tdg writes into one only when it made it (or found it empty).
+pub const BUILD_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "instrumentation build",
+    option: "-o",
+};
+
+/// Writes the header and source into `dir` (created if needed; refused
+/// when it is a directory tdg did not make).
 pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
-    std::fs::create_dir_all(dir)?;
+    fsguard::OwnedDir::open(dir, BUILD_DIR)?;
     let header = dir.join("tdg_instrument.h");
     let source = dir.join("tdg_instrument.c");
-    std::fs::write(&header, HEADER)?;
-    std::fs::write(&source, SOURCE)?;
-    std::fs::write(dir.join("tdg_resolve.h"), RESOLVE_HEADER)?;
-    std::fs::write(dir.join("tdg_resolve.c"), RESOLVE_SOURCE)?;
+    fsguard::write_atomic(&header, HEADER.as_bytes())?;
+    fsguard::write_atomic(&source, SOURCE.as_bytes())?;
+    fsguard::write_atomic(&dir.join("tdg_resolve.h"), RESOLVE_HEADER.as_bytes())?;
+    fsguard::write_atomic(&dir.join("tdg_resolve.c"), RESOLVE_SOURCE.as_bytes())?;
     Ok((header, source))
 }
 
@@ -76,6 +84,8 @@ pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError>
         ..Default::default()
     })?;
     let static_lib = dir.join("libtdg_instrument.a");
+    // `ar rcs` adds to an archive: an earlier build's goes first (the
+    // directory is tdg's own, checked by write_sources).
     let _ = std::fs::remove_file(&static_lib);
     let mut ar = Command::new("ar");
     ar.arg("rcs").arg(&static_lib).arg(&object);

@@ -573,28 +573,3 @@ pub fn first_difference(a: &str, b: &str) -> Option<usize> {
         }
     }
 }
-
-/// Replaces `path` by `text` via a temporary file in the same directory, so
-/// an interrupted write never leaves a half-written spec.
-pub fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    // Through a symlink, the file it points to is rewritten, not the link.
-    let path = &std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tdg-fmt.{}", std::process::id()));
-    std::fs::write(&tmp, text).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(&tmp, meta.permissions());
-    }
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
-}

@@ -45,7 +45,11 @@ pub fn run(args: Args) -> CmdResult {
                 failed = true;
             }
         } else if formatted != src {
-            match spec_lang::format::write_atomically(path, &formatted) {
+            // The spec a link names is rewritten and the link kept: the
+            // user named this file; the guard refuses links only where tdg
+            // chose the path.
+            let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+            match fsguard::write_atomic(&real, formatted.as_bytes()) {
                 Ok(()) => println!("formatted {file}"),
                 Err(e) => {
                     eprintln!("{file}: error: cannot write the formatted spec: {e}; the file is unchanged (try `tdg fmt --stdout {file}`)");

@@ -1,7 +1,6 @@
 //! `tdg instrument SPEC -o DIR`: the profiling runtime plus the LD_PRELOAD
 //! shim and the --wrap object for the spec's routine.
 use super::CmdResult;
-use anyhow::Context as _;
 use instrument::{interpose, runtime};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,8 +27,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> CmdResult {
     let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
+    // The runtime's writer makes the directory tdg's own, or refuses it.
     let dir = &a.output;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let Some(spec_path) = a.spec else {
         let rt = runtime::build(&cc, dir)?;
         println!(

@@ -85,8 +85,7 @@ pub fn run(mut args: Args) -> CmdResult {
         }
     };
     if let Some(svg) = &args.svg {
-        std::fs::write(svg, probe::render::svg(&result))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg.display()))?;
+        fsguard::write_atomic(svg, probe::render::svg(&result).as_bytes())?;
     }
     let text = formats::table_or_json("tdg probe", format, &result, || {
         probe::render::table(&result)

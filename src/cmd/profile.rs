@@ -124,8 +124,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
     let output = a
         .output
         .unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
-    format::write(&outcome.profile, &output)
-        .with_context(|| format!("writing {}", output.display()))?;
+    format::write(&outcome.profile, &output)?;
     let p = &outcome.profile;
     let per_routine: Vec<String> = p
         .routines
@@ -190,8 +189,7 @@ fn run_report(a: ReportArgs) -> CmdResult {
         }
     }
     if let Some(svg) = &a.svg {
-        std::fs::write(svg, report::render_svg(&rep))
-            .with_context(|| format!("writing {}", svg.display()))?;
+        fsguard::write_atomic(svg, report::render_svg(&rep).as_bytes())?;
         eprintln!("tdg: wrote {}", svg.display());
     }
     Ok(ExitCode::SUCCESS)

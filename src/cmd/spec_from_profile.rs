@@ -72,10 +72,10 @@ pub fn run(a: Args) -> CmdResult {
         .find(|c| c.rank == a.rank)
         .context("the chosen context vanished from the report")?;
     let edit = &derived.edit;
-    std::fs::write(&out, &edit.text).with_context(|| format!("writing {}", out.display()))?;
+    // fsguard's errors name the file.
+    fsguard::write_atomic(&out, edit.text.as_bytes())?;
     let file = &derived.contexts;
-    std::fs::write(&ctx_path, file.to_json())
-        .with_context(|| format!("writing {}", ctx_path.display()))?;
+    fsguard::write_atomic(&ctx_path, file.to_json().as_bytes())?;
     println!(
         "context {} ({} of {} calls, {:.1}% of the time) is the default in {}",
         chosen.label(),

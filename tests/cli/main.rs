@@ -17,6 +17,7 @@ mod checkpoint_cli;
 mod cli_spec_errors;
 mod driver_errors;
 mod driver_specs;
+mod files_cli;
 mod formats_contract;
 mod formats_gbench;
 mod formats_optuna;

@@ -329,48 +329,9 @@ pub fn ld_preload_with(shim: &std::path::Path) -> OsString {
     value
 }
 
-/// `$TMPDIR`-style scratch directory for generated sources that survives
-/// until the caller drops it; kept when `TDG_KEEP_TMP` is set, for debugging.
-pub fn scratch_dir(prefix: &str) -> std::io::Result<ScratchDir> {
-    let base = std::env::temp_dir();
-    for attempt in 0..1000u32 {
-        let path = base.join(format!("{prefix}-{}-{attempt}", std::process::id()));
-        match std::fs::create_dir(&path) {
-            Ok(()) => {
-                return Ok(ScratchDir {
-                    path,
-                    keep: std::env::var_os("TDG_KEEP_TMP").is_some(),
-                })
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::other(
-        "could not create a scratch directory",
-    ))
-}
-
-pub struct ScratchDir {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl ScratchDir {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        if self.keep {
-            eprintln!("tdg: kept {}", self.path.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
+/// Scratch directories are private (0700) with unpredictable names; they
+/// live in `fsguard` with tdg's other rules for touching the filesystem.
+pub use fsguard::{scratch_dir, ScratchDir};
 
 /// Convenience for building argument lists.
 pub fn os(s: impl Into<OsString>) -> OsString {

@@ -9,7 +9,6 @@ use crate::search::{Measurement, Objective, Placement};
 use crate::TuneError;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -202,6 +201,18 @@ pub struct Campaign {
     pub dir: PathBuf,
 }
 
+/// What a campaign directory is to the guard: tdg starts a campaign only in
+/// a directory it makes (or finds empty), never among a user's files.
+pub const CAMPAIGN_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "tuning campaign",
+    option: "--campaign",
+};
+
+/// fsguard's messages name the path already.
+fn files_error(e: std::io::Error) -> TuneError {
+    TuneError::Executor(e.to_string())
+}
+
 fn io_error(what: String) -> impl FnOnce(std::io::Error) -> TuneError {
     move |e| TuneError::Executor(format!("{what}: {e}"))
 }
@@ -217,16 +228,16 @@ impl Campaign {
                 dir.display()
             )));
         }
+        let owned = fsguard::OwnedDir::open(dir, CAMPAIGN_DIR).map_err(files_error)?;
         for sub in ["results", "rounds"] {
-            std::fs::create_dir_all(dir.join(sub)).map_err(io_error(format!(
+            std::fs::create_dir_all(owned.path().join(sub)).map_err(io_error(format!(
                 "cannot create the campaign directory {}",
                 dir.display()
             )))?;
         }
-        let dir = dir
-            .canonicalize()
-            .map_err(io_error(format!("{}", dir.display())))?;
-        let c = Campaign { dir };
+        let c = Campaign {
+            dir: owned.path().to_path_buf(),
+        };
         let text = serde_json::to_string_pretty(manifest).expect("manifest serialises");
         c.write_atomically(&c.dir.join(MANIFEST), text.as_bytes())?;
         Ok(c)
@@ -287,15 +298,7 @@ impl Campaign {
     /// network filesystem shared by nodes: a uniquely named temporary in
     /// the same directory, synced, then renamed.
     pub fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), TuneError> {
-        let dir = path.parent().unwrap_or(&self.dir);
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)
-            .map_err(io_error(format!("cannot write {}", path.display())))?;
-        tmp.write_all(bytes)
-            .and_then(|_| tmp.as_file().sync_all())
-            .map_err(io_error(format!("cannot write {}", path.display())))?;
-        tmp.persist(path)
-            .map_err(|e| io_error(format!("cannot write {}", path.display()))(e.error))?;
-        Ok(())
+        fsguard::write_atomic(path, bytes).map_err(files_error)
     }
 
     /// A fresh directory for one submission of a round.

@@ -299,11 +299,13 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         Some(c) => c.dir.join("tune.jsonl"),
         None => PathBuf::from(format!("{name}.tune.jsonl")),
     });
-    let log_file = std::fs::File::create(&log_path).map_err(|e| {
-        TuneError::Objective(format!(
-            "cannot create the log {}: {e}; pass --log FILE in a writable directory",
-            log_path.display()
-        ))
+    // A link planted at the log's name is refused, not followed.
+    let log_file = fsguard::create_file(&log_path).map_err(|e| {
+        TuneError::Objective(if fsguard::is_refusal(&e) {
+            format!("{e} (--log)")
+        } else {
+            format!("{e}; pass --log FILE in a writable directory")
+        })
     })?;
     let log_writer: Box<dyn Write> = Box::new(std::io::BufWriter::new(log_file));
 
