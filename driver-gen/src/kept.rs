@@ -103,6 +103,7 @@ impl BuiltDriver {
             compiler: record.compiler,
             impl_cflags: record.impl_cflags,
             defines: record.defines,
+            build: crate::run::BuildStats::default(),
             _dir: None,
         }))
     }

@@ -8,7 +8,7 @@ use stats::Summary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use toolchain::{CCompiler, CompileJob, ToolchainError};
+use toolchain::{BuildCache, CCompiler, CompileJob, Compiled, ToolchainError};
 
 use crate::defaults::{recorded_defaults, MachineDefaults};
 use crate::model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
@@ -50,6 +50,15 @@ pub struct RunOptions {
     ///
     /// [`machine_defaults`]: crate::machine_defaults
     pub machine: Option<MachineDefaults>,
+    /// Where compiled objects are kept for the next build
+    /// ([`toolchain::BuildCache`]); `None` compiles everything every time.
+    pub build_cache: Option<PathBuf>,
+}
+
+/// The build cache beside the probe's result: `$TDG_CACHE_DIR/builds`,
+/// else `~/.cache/tdg/builds`.
+pub fn default_build_cache() -> PathBuf {
+    probe::cache_path().with_file_name("builds")
 }
 
 impl Default for RunOptions {
@@ -69,6 +78,7 @@ impl Default for RunOptions {
             templates_dir: None,
             extra_sources: Vec::new(),
             machine: None,
+            build_cache: Some(default_build_cache()),
         }
     }
 }
@@ -287,6 +297,19 @@ pub struct RunReport {
     pub warnings: Vec<String>,
 }
 
+/// What building a driver took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BuildStats {
+    /// Sources the compiler compiled.
+    pub compiled: u32,
+    /// Objects taken from the build cache instead.
+    pub reused: u32,
+    /// Links (two when the predicted placement padding missed).
+    pub links: u32,
+    /// Wall time of the whole build, rendering included.
+    pub seconds: f64,
+}
+
 /// A compiled driver, ready to run any number of times (a flush sweep
 /// reuses one build).
 pub struct BuiltDriver {
@@ -295,6 +318,8 @@ pub struct BuiltDriver {
     pub compiler: String,
     pub impl_cflags: Vec<String>,
     pub defines: Vec<String>,
+    /// What building it took (empty for a driver opened from a kept copy).
+    pub build: BuildStats,
     /// Where it was built (removed with the driver); `None` for a driver
     /// kept by [`BuiltDriver::keep`] and opened again.
     pub(crate) _dir: Option<toolchain::ScratchDir>,
@@ -370,10 +395,24 @@ pub fn build_model(
             ),
         )));
     }
+    let started = std::time::Instant::now();
     let generated = render(&model, opts.templates_dir.as_deref())?;
     let dir = toolchain::scratch_dir("tdg-driver")?;
     generated.write_to(dir.path())?;
     let cc = CCompiler::find(opts.cc.as_deref()).map_err(|e| RunError::Toolchain(e.to_string()))?;
+    let cache = opts.build_cache.as_deref().and_then(|d| {
+        BuildCache::open(d)
+            .map_err(|e| tracing::warn!("{e}; building without the cache"))
+            .ok()
+    });
+    let mut stats = BuildStats::default();
+    let compile = |job: &CompileJob, stats: &mut BuildStats| -> Result<(), ToolchainError> {
+        match cc.compile_object(job, cache.as_ref())? {
+            Compiled::Built => stats.compiled += 1,
+            Compiled::Reused => stats.reused += 1,
+        }
+        Ok(())
+    };
     let defines: Vec<(String, Option<String>)> = opts
         .defines
         .iter()
@@ -402,7 +441,7 @@ pub fn build_model(
             object_only: true,
             ..Default::default()
         };
-        cc.compile(&job).map_err(|e| match e {
+        compile(&job, &mut stats).map_err(|e| match e {
             ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
             other => RunError::Toolchain(other.to_string()),
         })?;
@@ -428,7 +467,7 @@ pub fn build_model(
             object_only: true,
             ..Default::default()
         };
-        cc.compile(&job).map_err(|e| match e {
+        compile(&job, &mut stats).map_err(|e| match e {
             ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
                 file: src.clone(),
                 stderr,
@@ -438,20 +477,25 @@ pub fn build_model(
         objects.push(out);
     }
     let exe = dir.path().join("driver");
+    let stats = std::cell::RefCell::new(stats);
     let link = |pad: u32| -> Result<(), RunError> {
         // The placement object sits right before the implementation's: its
         // section starts on a page and is `pad` bytes long.
-        cc.compile(&CompileJob {
-            sources: vec![dir.path().join("tdg_code_place.S")],
-            output: obj("tdg_code_place.o"),
-            defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
-            object_only: true,
-            ..Default::default()
-        })
+        compile(
+            &CompileJob {
+                sources: vec![dir.path().join("tdg_code_place.S")],
+                output: obj("tdg_code_place.o"),
+                defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
+                object_only: true,
+                ..Default::default()
+            },
+            &mut stats.borrow_mut(),
+        )
         .map_err(|e| match e {
             ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
             other => RunError::Toolchain(other.to_string()),
         })?;
+        stats.borrow_mut().links += 1;
         cc.compile(&CompileJob {
             sources: objects.clone(),
             output: exe.clone(),
@@ -466,9 +510,11 @@ pub fn build_model(
             other => RunError::Toolchain(other.to_string()),
         })
     };
-    link(0)?;
     let timing = &model.timing;
-    match place_routine(&exe, &model.routine.symbol, timing.code_offset, link) {
+    let symbol = &model.routine.symbol;
+    let predicted = predicted_padding(&obj("impl0.o"), symbol, timing.code_offset);
+    link(predicted.unwrap_or(0))?;
+    match place_routine(&exe, symbol, timing.code_offset, predicted, link) {
         // Not asked for (a toolchain that places code itself): the driver
         // still reports where the routine is.
         Err(RunError::Placement(why)) if timing.code_offset_source == "default" => {
@@ -476,6 +522,8 @@ pub fn build_model(
         }
         other => other?,
     }
+    let mut build = stats.into_inner();
+    build.seconds = started.elapsed().as_secs_f64();
     Ok(BuiltDriver {
         model,
         exe,
@@ -486,21 +534,38 @@ pub fn build_model(
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect(),
+        build,
         _dir: Some(dir),
     })
 }
 
+/// The placement padding that puts `symbol` at `offset` past a page, from
+/// the implementation's object alone: the placement section ends where the
+/// object's `.text` begins, so the routine lands at the padding plus its
+/// offset in that section. `None` when the routine is not in the object's
+/// `.text` (another source defines it, or the compiler put it in a section
+/// the linker moves elsewhere); the link then shows where it went and one
+/// more link corrects it.
+fn predicted_padding(object: &Path, symbol: &str, offset: u32) -> Option<u32> {
+    let within = toolchain::offset_in_text(object, symbol).ok()??;
+    let page = u64::from(CODE_PAGE);
+    Some(((u64::from(offset) + page - within % page) % page) as u32)
+}
+
 /// Moves the routine to `offset` bytes past a page in the driver linked with
-/// no padding: everything after the placement object moves by the padding,
-/// so one more link with the difference puts the routine there, whatever
-/// precedes it in its own file. An offset the routine's alignment forbids
+/// the `predicted` padding (none without one): everything after the placement object moves by
+/// the padding, so one more link with the difference puts the routine
+/// there, whatever precedes it in its own file (none when it is there
+/// already, as the predicted padding usually puts it). An offset the routine's alignment forbids
 /// (odd, say, for a 16-byte-aligned function) is refused, not rounded.
 fn place_routine(
     exe: &Path,
     symbol: &str,
     offset: u32,
+    predicted: Option<u32>,
     link: impl Fn(u32) -> Result<(), RunError>,
 ) -> Result<(), RunError> {
+    let pad = predicted.unwrap_or(0);
     let page_offset = |exe: &Path| -> Result<Option<u32>, RunError> {
         let addr = toolchain::symbol_address(exe, symbol)
             .map_err(|e| RunError::Toolchain(e.to_string()))?;
@@ -514,12 +579,18 @@ fn place_routine(
     if at == offset {
         return Ok(());
     }
-    link((offset + CODE_PAGE - at) % CODE_PAGE)?;
+    link((pad + offset + CODE_PAGE - at) % CODE_PAGE)?;
     match page_offset(exe)? {
         Some(now) if now == offset => Ok(()),
+        // A predicted padding was the exact one: where it put the routine
+        // is what the alignment did to the offset asked for.
         now => Err(RunError::Placement(format!(
             "`{symbol}` cannot start at page offset {offset}: it landed at {} (its alignment, or a link-time optimisation that places code itself); an address in the application always fits the alignment: take it modulo {CODE_PAGE} from `nm`",
-            now.map_or("an unknown offset".to_string(), |n| n.to_string())
+            match (predicted, now) {
+                (Some(_), _) => at.to_string(),
+                (None, Some(n)) => n.to_string(),
+                (None, None) => "an unknown offset".to_string(),
+            }
         ))),
     }
 }

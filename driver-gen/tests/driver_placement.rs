@@ -151,3 +151,135 @@ fn a_generated_makefile_places_the_implementation_code_too() {
         assert_eq!(v["code_page_offset"], offset);
     }
 }
+
+/// A C compiler that appends each invocation's arguments to `log` and runs
+/// the system's gcc: what a build ran, counted.
+fn logging_compiler(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let log = dir.join("cc.log");
+    let cc = dir.join("logging-cc");
+    std::fs::write(
+        &cc,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec gcc \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (cc, log)
+}
+
+/// The compiler invocations logged since the last call (and clears the log).
+fn invocations(log: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let _ = std::fs::remove_file(log);
+    text.lines().map(String::from).collect()
+}
+
+/// A tuned macro (U, the implementation's alone) and a header beside the
+/// implementation that the cache must notice changing.
+const DOT_UNROLLED: &str = r#"
+#include "dot_scale.h"
+double ddot(const int N, const double *X, const double *Y)
+{
+    double s[U] = {0};
+    int i = 0;
+    for (; i + U <= N; i += U)
+        for (int u = 0; u < U; u++)
+            s[u] += X[i + u] * Y[i + u];
+    for (; i < N; i++)
+        s[0] += X[i] * Y[i];
+    double t = 0.0;
+    for (int u = 0; u < U; u++)
+        t += s[u];
+    return DOT_SCALE * t;
+}
+"#;
+
+#[test]
+fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_misses() {
+    let _shared = testkit::shared();
+    if !have("gcc") {
+        eprintln!("skipped: no gcc (the counting compiler wraps it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cc, log) = logging_compiler(dir.path());
+    let impl_c = dir.path().join("dot.c");
+    std::fs::write(&impl_c, DOT_UNROLLED).unwrap();
+    let header = dir.path().join("dot_scale.h");
+    std::fs::write(&header, "#define DOT_SCALE 1.0\n").unwrap();
+    let spec = spec(DOT_SPEC);
+    let config = |u: i64| {
+        let mut o = opts();
+        o.cc = Some(cc.display().to_string());
+        o.build_cache = Some(dir.path().join("cache"));
+        o.defines = vec![("NS".into(), "4096".into()), ("U".into(), u.to_string())];
+        o.timing.samples = Some(3);
+        o
+    };
+    let build = |o: &driver_gen::RunOptions| driver_gen::build_driver(&spec, &impl_c, o).unwrap();
+    let compiles_of = |lines: &[String], name: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains(" -c ") && l.contains(name))
+            .count()
+    };
+
+    let first = build(&config(1));
+    let lines = invocations(&log);
+    for source in ["driver.c", "tdg_runtime.c", "tdg_code_place.S", "dot.c"] {
+        assert_eq!(compiles_of(&lines, source), 1, "{source}: {lines:#?}");
+    }
+    assert_eq!(first.build.compiled, 4, "{:?}", first.build);
+
+    // The next configuration: the implementation compiles, the driver, its
+    // runtime and the padding come from the cache, one link, no
+    // `--version` (the compiler was asked once in this process).
+    let second = build(&config(2));
+    let lines = invocations(&log);
+    assert_eq!(compiles_of(&lines, "dot.c"), 1, "{lines:#?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(" -c ")).count(),
+        1,
+        "{lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("--version")), "{lines:#?}");
+    assert_eq!(second.build.links, 1, "{:?}", second.build);
+    assert_eq!(lines.len(), 2, "one compile and one link: {lines:#?}");
+    assert_eq!((second.build.compiled, second.build.reused), (1, 3));
+    // Objects from the cache make a driver that runs and verifies.
+    let report = second.run(&config(2)).unwrap();
+    assert_eq!(report.verification.status, "skipped");
+    assert!(report.reported_ns > 0.0);
+
+    // The same configuration again: nothing compiles.
+    let again = build(&config(2));
+    assert_eq!((again.build.compiled, again.build.reused), (0, 4));
+    let _ = invocations(&log);
+
+    // A header the implementation includes changed: it compiles again.
+    std::fs::write(&header, "#define DOT_SCALE 2.0\n").unwrap();
+    let changed = build(&config(2));
+    let lines = invocations(&log);
+    assert_eq!(compiles_of(&lines, "dot.c"), 1, "{lines:#?}");
+    assert_eq!((changed.build.compiled, changed.build.reused), (1, 3));
+
+    // Other implementation flags: it compiles again, the driver does not.
+    let mut o = config(2);
+    o.cflags = vec!["-O1".into()];
+    let reflagged = build(&o);
+    assert_eq!((reflagged.build.compiled, reflagged.build.reused), (1, 3));
+
+    // Another timing plan changes the driver's source: it compiles again,
+    // the runtime, which does not depend on the spec, is reused.
+    let mut o = config(2);
+    o.timing.samples = Some(9);
+    let _ = invocations(&log);
+    let replanned = build(&o);
+    let lines = invocations(&log);
+    assert_eq!(compiles_of(&lines, "driver.c"), 1, "{lines:#?}");
+    assert_eq!(compiles_of(&lines, "tdg_runtime.c"), 0, "{lines:#?}");
+    assert_eq!(replanned.build.compiled, 1, "{:?}", replanned.build);
+}

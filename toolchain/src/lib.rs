@@ -2,6 +2,11 @@
 //! sources into an executable or object, run a program and say in one line
 //! how it ended (exit code or the signal that killed it).
 
+pub mod build_cache;
+
+pub use build_cache::{BuildCache, Compiled};
+
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
@@ -46,6 +51,9 @@ pub enum ToolchainError {
     },
     #[error("`{program}` did not finish within {seconds} s and was killed")]
     TimedOut { program: String, seconds: u64 },
+    /// The build cache cannot be used; the message names the way out.
+    #[error("{0}")]
+    Cache(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -57,6 +65,9 @@ pub enum CompilerKind {
     Other,
 }
 
+/// Compilers found in this process, by (`--cc`, `$CC`).
+type Found = HashMap<(Option<String>, Option<String>), CCompiler>;
+
 /// A C compiler that answered `--version`.
 #[derive(Debug, Clone)]
 pub struct CCompiler {
@@ -64,11 +75,41 @@ pub struct CCompiler {
     pub kind: CompilerKind,
     /// First line of `--version`.
     pub version: String,
+    /// What a compiled object depends on besides its inputs: the version
+    /// line, the executable `program` resolves to, and that file's size
+    /// and modification time (an upgraded compiler keeps its version line
+    /// across a rebuild of the same release).
+    pub identity: String,
 }
 
 impl CCompiler {
     /// `explicit` (from `--cc`) first, then `$CC`, then `cc`, `gcc`, `clang`.
+    ///
+    /// Asked once per process for each choice: a tuning search builds a
+    /// driver per configuration, and `--version` of the same compiler says
+    /// the same thing every time.
     pub fn find(explicit: Option<&str>) -> Result<CCompiler, ToolchainError> {
+        static FOUND: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
+        let choice = (
+            explicit.map(str::to_string),
+            std::env::var("CC").ok().filter(|_| explicit.is_none()),
+        );
+        if let Some(cc) = FOUND
+            .lock()
+            .ok()
+            .and_then(|m| m.as_ref().and_then(|m| m.get(&choice).cloned()))
+        {
+            return Ok(cc);
+        }
+        let cc = Self::find_uncached(explicit)?;
+        if let Ok(mut m) = FOUND.lock() {
+            m.get_or_insert_with(HashMap::new)
+                .insert(choice, cc.clone());
+        }
+        Ok(cc)
+    }
+
+    fn find_uncached(explicit: Option<&str>) -> Result<CCompiler, ToolchainError> {
         let mut candidates: Vec<String> = Vec::new();
         if let Some(cc) = explicit {
             candidates.push(cc.to_string());
@@ -108,10 +149,27 @@ impl CCompiler {
         } else {
             CompilerKind::Other
         };
+        let identity = match resolve_program(program).and_then(|p| {
+            let m = std::fs::metadata(&p).ok()?;
+            Some((p, m))
+        }) {
+            Some((path, m)) => {
+                use std::os::unix::fs::MetadataExt;
+                format!(
+                    "{version}\n{}\n{} bytes, modified {}.{}",
+                    path.display(),
+                    m.len(),
+                    m.mtime(),
+                    m.mtime_nsec()
+                )
+            }
+            None => format!("{version}\n{program}"),
+        };
         Some(CCompiler {
             program: program.to_string(),
             kind,
             version,
+            identity,
         })
     }
 
@@ -155,6 +213,22 @@ impl CCompiler {
     }
 }
 
+/// The file `program` runs: itself when it names a path, else the first
+/// executable of that name on `PATH`, with symbolic links resolved (`cc`
+/// is usually a chain of them).
+fn resolve_program(program: &str) -> Option<PathBuf> {
+    let found = if program.contains('/') {
+        Some(PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+        })
+    }?;
+    std::fs::canonicalize(found).ok()
+}
+
 /// One compiler invocation.
 #[derive(Debug, Clone, Default)]
 pub struct CompileJob {
@@ -184,6 +258,29 @@ pub fn symbol_address(path: &Path, name: &str) -> Result<Option<u64>, ToolchainE
         .symbols()
         .find(|s| s.is_definition() && s.name() == Ok(name))
         .map(|s| s.address()))
+}
+
+/// Where the function `name` starts within the `.text` section of the
+/// relocatable object `path` (`None`: not defined there, or defined in
+/// another section, which the linker may move away from the object's
+/// `.text`).
+pub fn offset_in_text(path: &Path, name: &str) -> Result<Option<u64>, ToolchainError> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let data = std::fs::read(path)?;
+    let Ok(file) = object::File::parse(&*data) else {
+        return Ok(None);
+    };
+    let Some(symbol) = file
+        .symbols()
+        .find(|s| s.is_definition() && s.name() == Ok(name))
+    else {
+        return Ok(None);
+    };
+    let in_text = symbol
+        .section_index()
+        .and_then(|i| file.section_by_index(i).ok())
+        .is_some_and(|s| s.name() == Ok(".text"));
+    Ok(in_text.then(|| symbol.address()))
 }
 
 /// Shell-like rendering of a command, for messages and logs.
