@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -413,6 +414,30 @@ static int usable_cpu_list(int *out, int max)
     return n;
 }
 
+/* One load in each TLB page, at a different line of each so the loads
+ * spread over the cache's sets instead of piling into one. */
+static double touch_page_lines(const char *p, size_t pages, size_t page)
+{
+    size_t step = line_bytes(), per_page = page / step, i;
+    double s = 0.0;
+    if (per_page == 0)
+        per_page = 1;
+    for (i = 0; i < pages; i++)
+        s += (double)p[i * page + (i % per_page) * step];
+    return s;
+}
+
+/* What one flush reads: the buffer, then the TLB pages. */
+static double flush_pass(const struct tdg_flusher *f)
+{
+    double s = 0.0;
+    if (f->area != NULL)
+        s += read_lines(f->area, f->bytes);
+    if (f->tlb_area != NULL)
+        s += touch_page_lines(f->tlb_area, f->pages, f->page_bytes);
+    return s;
+}
+
 struct flush_threads {
     pthread_t *tid;
     pthread_barrier_t start, done;
@@ -437,7 +462,7 @@ static void *flush_thread_main(void *p)
         pthread_barrier_wait(&ft->start);
         if (ft->stop)
             break;
-        tdg_sink = tdg_sink + read_lines(ft->f->area, ft->f->bytes);
+        tdg_sink = tdg_sink + flush_pass(ft->f);
         cpu = tdg_current_cpu();
         if (cpu >= 0 && cpu < 1024)
             ft->f->cpu_seen[cpu] = 1;
@@ -447,13 +472,13 @@ static void *flush_thread_main(void *p)
     return NULL;
 }
 
-int tdg_flusher_init(struct tdg_flusher *f, enum tdg_flush_method method, size_t bytes, int all_cpus,
-                     char *err, size_t err_len)
+int tdg_flusher_init(struct tdg_flusher *f, const struct tdg_options *o, char *err, size_t err_len)
 {
-    size_t i;
+    size_t i, bytes;
+    enum tdg_flush_method method = o->flush;
+    int all_cpus = o->flush_all_cpus;
     memset(f, 0, sizeof *f);
     f->method = method;
-    f->bytes = bytes;
     f->use_clflushopt = has_clflushopt();
     f->all_cpus = all_cpus;
     {
@@ -466,6 +491,13 @@ int tdg_flusher_init(struct tdg_flusher *f, enum tdg_flush_method method, size_t
         return -1;
     }
 #endif
+    f->clflush_operands = TDG_X86 && method == TDG_FLUSH_READ && o->flush_to_memory;
+    /* With the operands clflushed, the read only has to evict what else the
+     * driver touched: its data in the private caches (evict_kib) and the
+     * operands' TLB entries (evict_pages), not the last-level cache. */
+    f->evicts = f->clflush_operands && (o->evict_kib > 0 || o->evict_pages > 0);
+    bytes = (size_t)(f->evicts ? o->evict_kib : o->flush_kib) * 1024u;
+    f->bytes = bytes;
     if (method == TDG_FLUSH_READ && bytes > 0) {
         f->area = malloc(bytes);
         if (f->area == NULL) {
@@ -477,7 +509,28 @@ int tdg_flusher_init(struct tdg_flusher *f, enum tdg_flush_method method, size_t
         for (i = 0; i < bytes; i++)
             f->area[i] = (char)(i * 7u + 1u);
     }
-    if (all_cpus && method == TDG_FLUSH_READ && bytes > 0 && f->ncpus > 1) {
+    if (method == TDG_FLUSH_READ && f->evicts && o->evict_pages > 0) {
+        long ps = sysconf(_SC_PAGESIZE);
+        void *m;
+        f->page_bytes = ps > 0 ? (size_t)ps : 4096u;
+        f->pages = (size_t)o->evict_pages;
+        m = mmap(NULL, f->pages * f->page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, err_len, "cannot map %zu pages to evict the TLB; lower --evict-pages", f->pages);
+            f->pages = 0;
+            return -1;
+        }
+        f->tlb_area = m;
+#ifdef MADV_NOHUGEPAGE
+        /* Each touch must cost a TLB entry of base size: on huge pages the
+         * whole area would be a handful of entries and evict nothing. */
+        (void)madvise(m, f->pages * f->page_bytes, MADV_NOHUGEPAGE);
+#endif
+        /* Written, so each page is its own frame, not the zero page. */
+        for (i = 0; i < f->pages; i++)
+            f->tlb_area[i * f->page_bytes] = (char)(i * 7u + 1u);
+    }
+    if (all_cpus && method == TDG_FLUSH_READ && (f->area != NULL || f->tlb_area != NULL) && f->ncpus > 1) {
         struct flush_threads *ft = calloc(1, sizeof *ft);
         int c, cpus[1024];
         usable_cpu_list(cpus, 1024);
@@ -512,7 +565,7 @@ double tdg_flush_read(struct tdg_flusher *f)
 {
     struct flush_threads *ft = f->threads;
     double s;
-    if (f->area == NULL)
+    if (f->area == NULL && f->tlb_area == NULL)
         return 0.0;
     if (ft != NULL) {
         /* Every CPU reads the buffer at once, so operands a parallel routine
@@ -521,7 +574,7 @@ double tdg_flush_read(struct tdg_flusher *f)
         pthread_barrier_wait(&ft->done);
         return tdg_sink;
     }
-    s = read_lines(f->area, f->bytes);
+    s = flush_pass(f);
     tdg_sink = s;
     if (f->all_cpus) {
         /* A single usable CPU: this thread's flush is the every-CPU flush. */
@@ -549,6 +602,9 @@ void tdg_flusher_free(struct tdg_flusher *f)
     }
     free(f->area);
     f->area = NULL;
+    if (f->tlb_area != NULL)
+        munmap(f->tlb_area, f->pages * f->page_bytes);
+    f->tlb_area = NULL;
 }
 
 /* ------------------------------------------------------------- hot code */
@@ -959,6 +1015,9 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "  --flush=read|clflush|none  cache flush before each timed call\n"
             "  --flush-kib=K              read-flush / working-set area size in KiB (read as\n"
             "                             given, with no clflush of the flushed operands)\n"
+            "  --evict-kib=K              after the operands' clflush, read K KiB (the private caches)\n"
+            "  --evict-pages=P            ... and touch one line in each of P pages (the TLB); both 0:\n"
+            "                             read the full --flush-kib instead\n"
             "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
             "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
             "  --reps=R                   force R calls per sample\n"
@@ -1021,6 +1080,12 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
              * no clflush to make up for what it leaves behind. */
             o->flush_to_memory = 0;
             if (o->flush_kib < 0) goto bad;
+        } else if (TDG_IS("--evict-kib=")) {
+            o->evict_kib = atoll(v);
+            if (o->evict_kib < 0) goto bad;
+        } else if (TDG_IS("--evict-pages=")) {
+            o->evict_pages = atoll(v);
+            if (o->evict_pages < 0) goto bad;
         } else if (!strcmp(a, "--flush-all-cpus")) {
             o->flush_all_cpus = 1;
         } else if (TDG_IS("--min-interval-ns=")) {
@@ -1262,6 +1327,11 @@ void tdg_report_json(FILE *out, const struct tdg_result *r)
         }
     fprintf(out, "],\"flush_clflushes_operands\":%s",
             r->reps == 1 && r->flusher->method == TDG_FLUSH_READ && r->flusher->clflush_operands ? "true" : "false");
+    fprintf(out, ",\"flush_evict_kib\":%lld,\"flush_evict_pages\":%lld,",
+            r->reps == 1 && r->flusher->evicts ? (long long)(r->flusher->bytes / 1024u) : 0LL,
+            r->reps == 1 && r->flusher->evicts ? (long long)r->flusher->pages : 0LL);
+    json_key_double(out, "flush_ns_per_sample",
+                    r->flusher->prepared > 0 ? r->flusher->prepare_ns / (double)r->flusher->prepared : 0.0);
     fprintf(out, ",\"min_interval_ns\":%lld,\"min_interval_why\":", o->min_interval_ns);
     tdg_json_string(out, r->min_interval_why);
     fprintf(out, ",\"code\":\"%s\",\"code_page_offset\":%d,\"selection\":\"%s\",\"samples_ns\":[",

@@ -156,19 +156,30 @@ struct tdg_flusher {
     enum tdg_flush_method method;
     size_t bytes;         /* read-flush buffer size */
     char *area;           /* read-flush buffer (written, so not the shared zero page) */
+    size_t pages;         /* pages of tlb_area touched once each (0: none) */
+    size_t page_bytes;
+    char *tlb_area;       /* base-size pages, one line of each written */
     int use_clflushopt;   /* cpuid.7.EBX[23] */
     int all_cpus;         /* also flush every other CPU's private caches */
     int clflush_operands; /* a read flush meant to reach memory also clflushes
                            * the flushed operands (see tdg_prepare_single_call) */
+    int evicts;           /* after the clflush it reads the eviction sizes,
+                           * not the full flush (see tdg_flusher_init) */
     int ncpus;
     int cpu_seen[1024];   /* CPUs the per-CPU flush threads really ran on */
     void *threads;        /* opaque per-CPU flush thread state */
+    double prepare_ns;    /* wall time of the single-call cache preparations */
+    long prepared;        /* how many there were */
 };
 
-int tdg_flusher_init(struct tdg_flusher *f, enum tdg_flush_method method, size_t bytes, int all_cpus,
-                     char *err, size_t err_len);
-/* Read-flush: sums a buffer larger than the target cache, on this CPU and,
- * with all_cpus, on every CPU at once. Returns the sum, which callers sink. */
+struct tdg_options;
+/* The flush the options ask for: a read flush meant to reach memory on x86
+ * clflushes the flushed operands and then reads the eviction sizes
+ * (--evict-kib, --evict-pages) when it has them, else the full flush size. */
+int tdg_flusher_init(struct tdg_flusher *f, const struct tdg_options *o, char *err, size_t err_len);
+/* Read-flush: sums a buffer larger than the target cache (and touches the
+ * TLB pages), on this CPU and, with all_cpus, on every CPU at once. Returns
+ * the sum, which callers sink. */
 double tdg_flush_read(struct tdg_flusher *f);
 void tdg_flusher_free(struct tdg_flusher *f);
 /* Stores that the compiler must keep, to sink values that prove work was done. */
@@ -288,6 +299,7 @@ struct tdg_options {
     int flush_to_memory; /* the flush size is the full flush, not a chosen one */
     enum tdg_flush_method flush;
     long long flush_kib, min_interval_ns, reps, max_flush_mib, min_time_ms, max_time_ms;
+    long long evict_kib, evict_pages; /* after the operands' clflush (tdg_flusher_init) */
     double tol, stable_pct;
 };
 

@@ -36,6 +36,11 @@ pub struct MachineDefaults {
     pub full_flush_kib: Option<u64>,
     /// Why `full_flush_kib` has the value it has.
     pub full_flush_source: String,
+    /// Entries of the largest data TLB (base-size pages): a flush that
+    /// evicts the operands' translations touches more pages than this.
+    pub tlb_entries: u64,
+    /// Why `tlb_entries` has the value it has.
+    pub tlb_source: String,
 }
 
 impl MachineDefaults {
@@ -61,6 +66,8 @@ impl MachineDefaults {
             min_interval_source: "test machine".into(),
             full_flush_kib: None,
             full_flush_source: String::new(),
+            tlb_entries: FALLBACK_TLB_ENTRIES,
+            tlb_source: "test machine".into(),
         }
     }
 
@@ -71,6 +78,12 @@ impl MachineDefaults {
         self.caches.iter().find(|c| c.level == level)
     }
 }
+
+/// Data-TLB entries assumed without a probe (sysfs does not say): the
+/// largest second-level DTLBs of current x86 parts (4096 on AMD Zen 5,
+/// 3072 on Zen 4, 2048 on Intel's recent server cores), so a flush sized by
+/// it evicts the translations on both host kinds.
+pub const FALLBACK_TLB_ENTRIES: u64 = 4096;
 
 /// Fallback when sysfs says nothing: a flush of 32 MiB is larger than most
 /// last-level caches per socket.
@@ -160,6 +173,23 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
         Some(_) => format!("{where_}: smallest read-flush measured to evict a warm operand"),
         None => format!("{where_}: 2 x effective last-level cache"),
     };
+    // The measured step and cpuid's count can disagree (the measured one
+    // is an effective size); the eviction must cover the larger.
+    let (tlb_entries, tlb_source) = match p
+        .tlb
+        .iter()
+        .map(|t| t.entries.max(t.documented_entries.unwrap_or(0)))
+        .max()
+    {
+        Some(n) if n > 0 => (
+            n,
+            format!("{where_}: largest data TLB, measured or documented"),
+        ),
+        _ => (
+            FALLBACK_TLB_ENTRIES,
+            "assumed (the probe found no TLB step)".to_string(),
+        ),
+    };
     MachineDefaults {
         caches,
         caches_source: format!("{where_}: effective sizes"),
@@ -168,6 +198,8 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
         min_interval_source,
         full_flush_kib: Some(full_flush_kib),
         full_flush_source,
+        tlb_entries,
+        tlb_source,
     }
 }
 
@@ -195,6 +227,8 @@ pub fn from_sysfs() -> MachineDefaults {
         ),
         full_flush_kib: None,
         full_flush_source: String::new(),
+        tlb_entries: FALLBACK_TLB_ENTRIES,
+        tlb_source: "assumed (no probe; sysfs does not describe the TLB)".into(),
     }
 }
 

@@ -93,7 +93,12 @@ pub fn explain(m: &DriverModel) -> String {
                 FlushMethod::Read => format!(
                     "out of cache: {} before each single-call sample; \
                      with R > 1 calls per sample it rotates through working-set copies that together exceed {} KiB",
-                    if f.to_memory {
+                    if let Some(e) = &f.eviction {
+                        format!(
+                            "its lines are clflush'ed, then a {} KiB buffer is read and {} pages are touched (evicting the driver's data and the TLB entries)",
+                            e.read_kib, e.tlb_pages
+                        )
+                    } else if f.to_memory {
                         format!(
                             "its lines are clflush'ed and a {} KiB buffer is read (evicting code, TLB entries, other data)",
                             f.kib
@@ -168,7 +173,27 @@ pub fn explain(m: &DriverModel) -> String {
             ""
         }
     );
-    if f.any_operand_flushed {
+    if let (true, Some(e)) = (f.any_operand_flushed, &f.eviction) {
+        let _ = writeln!(
+            s,
+            "  flush: before each single-call sample, clflush of the flushed operands (out of every cache level, whatever \
+             its size), then a read of {} KiB ({}: the driver's own data leaves the private caches) and one load in each \
+             of {} pages ({}: the operands' address translations leave the TLB){}; it reads about {} per sample whatever \
+             the last-level cache holds (its full read flush would be {} KiB, {}), and `tdg run` reports what it costs \
+             per sample; after it the program's code is read back (operands cold, code hot, as in a loop of the \
+             application; --cold-code leaves it cold); with R > 1 calls per sample the working sets rotate through \
+             {} KiB instead",
+            e.read_kib,
+            e.read_source,
+            e.tlb_pages,
+            e.tlb_source,
+            if f.all_cpus { ", on every CPU" } else { "" },
+            stats::bytes(e.read_kib * 1024 + e.tlb_pages * 64),
+            f.kib,
+            f.kib_source,
+            f.kib
+        );
+    } else if f.any_operand_flushed {
         let _ = writeln!(
             s,
             "  flush: {} {} KiB ({}){}; after it the program's code is read back (operands cold, code hot, \

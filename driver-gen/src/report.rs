@@ -4,6 +4,36 @@ use crate::run::RunReport;
 use stats::ns;
 use std::fmt::Write;
 
+/// What the flush did before each sample, and what it cost.
+fn flush_line(r: &RunReport) -> String {
+    let every_cpu = if r.flush_all_cpus {
+        ", on every CPU"
+    } else {
+        ""
+    };
+    let what = match (&r.flush_eviction, r.flush_clflushes_operands) {
+        (Some(e), true) => format!(
+            "clflush of the flushed operands, then read {} ({}) and one line in each of {} pages ({}){every_cpu}",
+            stats::bytes(e.read_kib * 1024),
+            e.read_source,
+            e.tlb_pages,
+            e.tlb_source
+        ),
+        (_, true) => format!(
+            "clflush of the flushed operands, then read {} KiB ({}){every_cpu}",
+            r.flush_kib, r.flush_kib_source
+        ),
+        (_, false) => format!(
+            "{} {} KiB ({}){every_cpu}",
+            r.flush, r.flush_kib, r.flush_kib_source
+        ),
+    };
+    match r.flush_ns_per_sample {
+        Some(t) => format!("{what}; {} per sample, outside the timed call", ns(t)),
+        None => what,
+    }
+}
+
 /// The default `tdg run` output: one block per run.
 pub fn format_table(r: &RunReport) -> String {
     let mut s = String::new();
@@ -28,23 +58,7 @@ pub fn format_table(r: &RunReport) -> String {
         ns(r.min_interval_ns as f64),
         r.min_interval_source
     );
-    let _ = writeln!(
-        s,
-        "flush        {} {} KiB ({}){}{}",
-        r.flush,
-        r.flush_kib,
-        r.flush_kib_source,
-        if r.flush_all_cpus {
-            ", on every CPU"
-        } else {
-            ""
-        },
-        if r.flush_clflushes_operands {
-            ", then clflush of the flushed operands"
-        } else {
-            ""
-        }
-    );
+    let _ = writeln!(s, "flush        {}", flush_line(r));
     if let Some(offset) = r.code_page_offset {
         let _ = writeln!(
             s,

@@ -124,6 +124,16 @@ pub enum RunError {
     Files(std::io::Error),
 }
 
+/// The read of a full flush after the operands' clflush, as the driver ran
+/// it, with where each size came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlushEviction {
+    pub read_kib: u64,
+    pub read_source: String,
+    pub tlb_pages: u64,
+    pub tlb_source: String,
+}
+
 /// How the driver decided how many samples to take.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
@@ -189,6 +199,12 @@ struct DriverJson {
     flush_cpus: Vec<i32>,
     #[serde(default)]
     flush_clflushes_operands: bool,
+    #[serde(default)]
+    flush_evict_kib: u64,
+    #[serde(default)]
+    flush_evict_pages: u64,
+    #[serde(default)]
+    flush_ns_per_sample: Option<f64>,
     min_interval_ns: u64,
     min_interval_why: String,
     code: String,
@@ -250,6 +266,16 @@ pub struct RunReport {
     /// flushed operands (single-call mode, x86).
     #[serde(default)]
     pub flush_clflushes_operands: bool,
+    /// After that clflush, what the read evicted instead of `flush_kib`:
+    /// KiB read (the private caches) and pages touched (the TLB); `None`
+    /// when it read `flush_kib`.
+    #[serde(default)]
+    pub flush_eviction: Option<FlushEviction>,
+    /// Mean wall time of the cache preparation before each single-call
+    /// sample (clflush, read, re-warming the code): what the flush costs
+    /// per sample, outside the timed interval. `None` without one.
+    #[serde(default)]
+    pub flush_ns_per_sample: Option<f64>,
     pub min_interval_ns: u64,
     pub min_interval_source: String,
     /// Per-call nanoseconds of every sample, in order.
@@ -760,6 +786,26 @@ impl BuiltDriver {
             flush_all_cpus: j.flush_all_cpus,
             flush_cpus: j.flush_cpus,
             flush_clflushes_operands: j.flush_clflushes_operands,
+            flush_eviction: (j.flush_evict_kib > 0 || j.flush_evict_pages > 0).then(|| {
+                let planned = m.flush.eviction.as_ref();
+                let source = |same: bool, text: Option<&String>| match (same, text) {
+                    (true, Some(t)) => t.clone(),
+                    _ => "command line".to_string(),
+                };
+                FlushEviction {
+                    read_kib: j.flush_evict_kib,
+                    read_source: source(
+                        planned.is_some_and(|e| e.read_kib == j.flush_evict_kib),
+                        planned.map(|e| &e.read_source),
+                    ),
+                    tlb_pages: j.flush_evict_pages,
+                    tlb_source: source(
+                        planned.is_some_and(|e| e.tlb_pages == j.flush_evict_pages),
+                        planned.map(|e| &e.tlb_source),
+                    ),
+                }
+            }),
+            flush_ns_per_sample: j.flush_ns_per_sample.filter(|t| *t > 0.0),
             min_interval_ns: j.min_interval_ns,
             min_interval_source,
             mflops_best: mflops(j.stats.min),

@@ -215,3 +215,64 @@ fn flush_on_every_cpu_really_runs_on_every_cpu() {
     let pinned = kit.run(&o);
     assert_eq!(pinned.flush_cpus, want);
 }
+
+/// This machine with a 300 MiB last-level cache and the 512 MiB full read
+/// flush the probe measures on such a host (a 2-vCPU Xeon).
+fn with_a_300_mib_l3(mut m: driver_gen::MachineDefaults) -> driver_gen::MachineDefaults {
+    if let Some(llc) = m.caches.iter_mut().max_by_key(|c| c.level) {
+        llc.kib = 300 * 1024;
+    }
+    m.full_flush_kib = Some(512 * 1024);
+    m.full_flush_source = "test: the measured full flush of a 300 MiB L3".into();
+    m
+}
+
+#[test]
+fn a_full_flush_costs_what_it_must_evict_not_what_the_l3_holds() {
+    let _serial = exclusive();
+    // The README's first command (the paper's GEMM, flushed, one call per
+    // sample, the default budget) on a machine claiming a 300 MiB L3: the
+    // flush clflushes the operands and reads what the private caches and
+    // the TLB hold, so it takes as many samples as on this machine's own
+    // L3; a 512 MiB read per sample left it at 7.
+    let mut o = opts();
+    o.timing.samples = None;
+    let here = o.machine.clone().unwrap();
+    o.machine = Some(with_a_300_mib_l3(here.clone()));
+    let gemm = std::fs::read_to_string(spec_path("gemm.spec")).unwrap();
+    let imp = std::fs::read_to_string(spec_path("gemm.c")).unwrap();
+    let kit = build(&gemm, &imp, &o);
+    let big = kit.run(&o);
+    let mut ours = o.clone();
+    ours.machine = Some(here);
+    let small = build(&gemm, &imp, &ours).run(&ours);
+    let (e_big, e_small) = (
+        big.flush_eviction.clone().expect("a targeted eviction"),
+        small.flush_eviction.clone().expect("a targeted eviction"),
+    );
+    assert_eq!(
+        (e_big.read_kib, e_big.tlb_pages),
+        (e_small.read_kib, e_small.tlb_pages),
+        "the eviction grew with the L3"
+    );
+    assert!(e_big.read_kib < 300 * 1024 / 8, "{e_big:?}");
+    let cost = big.flush_ns_per_sample.expect("measured per sample");
+    eprintln!(
+        "300 MiB L3: {} samples, flush {cost:.0} ns per sample, GEMM {:.0} ns",
+        big.samples_ns.len(),
+        big.reported_ns
+    );
+    assert!(
+        cost <= (2e6f64).max(big.reported_ns),
+        "the flush costs {cost:.0} ns per sample"
+    );
+    assert!(
+        big.samples_ns.len() >= 30,
+        "{} samples in the default budget",
+        big.samples_ns.len()
+    );
+    assert!(
+        big.flush_clflushes_operands && big.mode == "single-call",
+        "{big:?}"
+    );
+}

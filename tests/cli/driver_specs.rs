@@ -240,8 +240,12 @@ fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
     assert!(text.contains("out of cache"), "{text}");
     // A chosen size is read as chosen; the full flush also clflushes.
     assert!(!text.contains("clflush"), "{text}");
+    // The full flush clflushes the operands, then evicts what the private
+    // caches and the TLB hold, and says what that reads per sample.
     let text = explain(&[]);
-    assert!(text.contains("its lines are clflush'ed and a"), "{text}");
+    assert!(text.contains("its lines are clflush'ed, then a"), "{text}");
+    assert!(text.contains("pages are touched"), "{text}");
+    assert!(text.contains("per sample whatever the last-level cache holds"), "{text}");
 }
 
 #[test]

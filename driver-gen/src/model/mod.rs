@@ -19,7 +19,7 @@ pub use operands::{CacheState, ElemKind, FillPlan, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
 pub use routine::{body_as_implementation, CallText, RoutineModel};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
-pub use timing::{FlushPlan, SamplingPlan, TimingPlan, DEFAULT_SAMPLING, FLUSH_OVERSIZE};
+pub use timing::{Eviction, FlushPlan, SamplingPlan, TimingPlan, DEFAULT_SAMPLING, FLUSH_OVERSIZE};
 
 /// Why a driver model cannot be built. A checked spec fails here only on
 /// facts of the machine or the configuration; `Spec` carries the checker's
@@ -279,6 +279,53 @@ mod tests {
             !model(GEMM, &cfg).flush.to_memory,
             "a chosen size is read as chosen"
         );
+    }
+
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    fn a_full_flush_evicts_the_private_caches_and_the_tlb_whatever_the_l3() {
+        let mut machine = machine();
+        machine.full_flush_kib = Some(192 * 1024);
+        machine.tlb_entries = 3072;
+        machine.tlb_source = "probe".into();
+        let at = |llc_kib: u64, full_kib: u64| {
+            let mut m = machine.clone();
+            m.caches.last_mut().unwrap().kib = llc_kib;
+            m.full_flush_kib = Some(full_kib);
+            model(GEMM, &DriverConfig::new(m)).flush
+        };
+        let (ours, xeon) = (at(32 * 1024, 192 * 1024), at(300 * 1024, 512 * 1024));
+        let e = ours
+            .eviction
+            .clone()
+            .expect("a flush to memory on x86 evicts by address");
+        assert_eq!(
+            ours.eviction, xeon.eviction,
+            "the eviction grew with the L3"
+        );
+        // Twice the L2 (the largest level below the last) and twice the TLB.
+        assert_eq!((e.read_kib, e.tlb_pages), (2 * 1024, 2 * 3072));
+        assert!(e.read_source.contains("L2 1024 KiB"), "{}", e.read_source);
+        assert!(
+            e.tlb_source.contains("3072 TLB entries"),
+            "{}",
+            e.tlb_source
+        );
+        // The working sets of a multi-call sample still rotate through the
+        // full flush size: they evict by volume.
+        assert_eq!(xeon.kib, 512 * 1024);
+        // A chosen size, an inner level or clflush alone: no eviction plan.
+        let mut cfg = DriverConfig::new(machine.clone());
+        cfg.timing.flush_kib = Some(4096);
+        assert!(model(GEMM, &cfg).flush.eviction.is_none());
+        let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
+        assert!(model(&src, &DriverConfig::new(machine.clone()))
+            .flush
+            .eviction
+            .is_none());
+        let mut cfg = DriverConfig::new(machine);
+        cfg.timing.flush = Some(FlushMethod::Clflush);
+        assert!(model(GEMM, &cfg).flush.eviction.is_none());
     }
 
     const GEMM: &str = r#"

@@ -27,6 +27,9 @@ pub struct FlushPlan {
     /// 1.15x its warm time where clflush read 1.74x), so the read alone
     /// cannot promise the operands are cold.
     pub to_memory: bool,
+    /// What the read evicts when the flush is meant to reach memory and the
+    /// flushed operands are clflushed first (x86): `None` reads `kib`.
+    pub eviction: Option<Eviction>,
     /// Some operand is `Flushed`. When none is, the driver runs no flush at
     /// all: a flush would only evict what the spec leaves in cache, the
     /// harness's own code and stack and the routine's instructions, and
@@ -34,6 +37,68 @@ pub struct FlushPlan {
     /// instead of ~0).
     pub any_operand_flushed: bool,
 }
+
+/// A full flush on a machine that can evict by address. The clflush takes
+/// the flushed operands out of every cache level, whatever the last level's
+/// size or replacement policy; what the read after it still has to evict is
+/// what else a cold call finds missing: the driver's own data in the
+/// private caches and the operands' address translations. Both are sized by
+/// what holds them (the caches below the last level, the TLB), not by the
+/// last-level cache, so a flushed sample costs about the same on a 32 MiB
+/// and on a 300 MiB L3 (the measured full read flush is 192-512 MiB there,
+/// tens of milliseconds per sample).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Eviction {
+    /// KiB read in one pass: [`FLUSH_OVERSIZE`] x the largest cache below
+    /// the last level.
+    pub read_kib: u64,
+    pub read_source: String,
+    /// Pages touched once each (one cache line per page, at a different
+    /// offset on each): [`FLUSH_OVERSIZE`] x the data TLB's entries.
+    pub tlb_pages: u64,
+    pub tlb_source: String,
+}
+
+/// The private-cache size assumed when the machine reports no level below
+/// the last: the largest L2 of the host kinds tdg runs on.
+const FALLBACK_PRIVATE_KIB: u64 = 2048;
+
+/// The eviction after the operands' clflush on this machine.
+fn eviction(m: &crate::MachineDefaults) -> Eviction {
+    let private = m
+        .caches
+        .iter()
+        .filter(|c| m.llc().is_some_and(|llc| c.level < llc.level))
+        .max_by_key(|c| c.level);
+    let (read_kib, read_source) = match private {
+        Some(c) => (
+            c.kib * FLUSH_OVERSIZE,
+            format!(
+                "{FLUSH_OVERSIZE} x L{} {} KiB ({})",
+                c.level, c.kib, m.caches_source
+            ),
+        ),
+        None => (
+            FALLBACK_PRIVATE_KIB * FLUSH_OVERSIZE,
+            format!(
+                "{FLUSH_OVERSIZE} x {FALLBACK_PRIVATE_KIB} KiB (assumed: no cache below the last level is known)"
+            ),
+        ),
+    };
+    Eviction {
+        read_kib,
+        read_source,
+        tlb_pages: m.tlb_entries * FLUSH_OVERSIZE,
+        tlb_source: format!(
+            "{FLUSH_OVERSIZE} x {} TLB entries ({})",
+            m.tlb_entries, m.tlb_source
+        ),
+    }
+}
+
+/// The driver can evict by address (`clflush`): the driver is built for
+/// this machine by its own compiler.
+const CAN_CLFLUSH: bool = cfg!(any(target_arch = "x86_64", target_arch = "x86"));
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TimingPlan {
@@ -251,6 +316,8 @@ pub(super) fn plan(
         kib_source,
         all_cpus: cfg.timing.flush_all_cpus,
         to_memory,
+        eviction: (to_memory && flush_method == FlushMethod::Read && CAN_CLFLUSH)
+            .then(|| eviction(&cfg.machine)),
         any_operand_flushed: false,
     };
     let timing = TimingPlan {

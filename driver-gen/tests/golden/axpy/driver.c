@@ -49,6 +49,11 @@
 #define TDG_DEFAULT_FLUSH_KIB 98304LL
 #define TDG_DEFAULT_FLUSH_ALL_CPUS 0
 #define TDG_DEFAULT_FLUSH_TO_MEMORY 1
+/* After the operands' clflush, a full flush reads EVICT_KIB (the private
+ * caches) and touches one line in each of EVICT_PAGES pages (the TLB)
+ * instead of FLUSH_KIB; both 0: it reads FLUSH_KIB. */
+#define TDG_DEFAULT_EVICT_KIB 2048LL
+#define TDG_DEFAULT_EVICT_PAGES 8192LL
 #define TDG_DEFAULT_MIN_INTERVAL_NS 20000LL
 /* 1: the interval above is the machine's default for the cycle timer, and a
  * driver timing with another clock derives its own from that clock's step. */
@@ -497,10 +502,12 @@ static void tdg_restore_block_outputs(long long reps)
  * victim L3 that protects reused lines kept a 256 KiB operand through reads
  * of several times its own size, and how many times changes with the other
  * tenants. So a read flush meant to reach memory starts with a clflush of
- * the flushed operands, and a chosen size (a sweep's point) does not. The
- * clflush comes first because it walks the operands' pages: after the read
- * it would leave their TLB entries warm (a flushed 256 KiB dot then read
- * 7 us, where the read alone reads 10-12 us). */
+ * the flushed operands, and a chosen size (a sweep's point) does not. With
+ * the operands gone by address, the read only has to evict what else the
+ * driver touched: its own data in the private caches and the operands' TLB
+ * entries (the flusher's eviction sizes), not the whole last-level cache.
+ * The clflush comes first because it walks the operands' pages: after the
+ * read it would leave their TLB entries warm. */
 static void tdg_prepare_single_call(struct tdg_flusher *f, const struct tdg_timer *t, int hot_code)
 {
     if (f->method == TDG_FLUSH_CLFLUSH || (f->method == TDG_FLUSH_READ && f->clflush_operands)) {
@@ -602,6 +609,8 @@ static void tdg_spec_defaults(struct tdg_options *o)
     o->flush_kib = TDG_DEFAULT_FLUSH_KIB;
     o->flush_all_cpus = TDG_DEFAULT_FLUSH_ALL_CPUS;
     o->flush_to_memory = TDG_DEFAULT_FLUSH_TO_MEMORY;
+    o->evict_kib = TDG_DEFAULT_EVICT_KIB;
+    o->evict_pages = TDG_DEFAULT_EVICT_PAGES;
     o->min_interval_ns = TDG_DEFAULT_MIN_INTERVAL_NS;
     o->pin = TDG_DEFAULT_PIN_CPU;
     o->tol = TDG_DEFAULT_TOLERANCE;
@@ -671,9 +680,13 @@ static int tdg_take_samples(struct tdg_sampler *sampler, const struct tdg_option
         snprintf(label, sizeof label, "timing sample %d (%lld call(s) of daxpy)", sampler->n + 1, reps);
         tdg_phase(label);
         if (reps == 1) {
+            uint64_t began;
             if (o->guard)
                 tdg_restore_outputs();
+            began = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
             tdg_prepare_single_call(flusher, timer, o->hot_code);
+            flusher->prepare_ns += (double)(tdg_clock_ns(CLOCK_MONOTONIC_RAW) - began);
+            flusher->prepared++;
         } else if (o->guard)
             tdg_restore_block_outputs(reps);
         raw = tdg_time_block_counting_faults(timer, reps) - timer->overhead_ns;
@@ -804,11 +817,10 @@ int main(int argc, char **argv)
      * choice and the samples, a flushed 72^3 GEMM read 1.5-1.9x slower in
      * every sample (330-690 us against 250-430 us, side by side). */
     tdg_phase("preparing the cache flush");
-    if (tdg_flusher_init(&flusher, o.flush, (size_t)o.flush_kib * 1024u, o.flush_all_cpus, err, sizeof err)) {
+    if (tdg_flusher_init(&flusher, &o, err, sizeof err)) {
         fprintf(stderr, "driver: %s\n", err);
         return 2;
     }
-    flusher.clflush_operands = TDG_X86 && o.flush == TDG_FLUSH_READ && o.flush_to_memory;
 
     tdg_phase("choosing the repetition count (timed calls of daxpy)");
     reps = tdg_choose_reps(&o, &timer, &flusher, &r.warnings, err, sizeof err);
