@@ -6,33 +6,26 @@ use driver_gen::{BuiltDriver, DriverConfig, DriverModel, MachineDefaults, RunOpt
 
 /// `probe.json`: loaded as every command loads the cache, and what loads is
 /// shown (`tdg probe`'s table and `--svg` plot), sanity-checked against
-/// sysfs, turned into the machine's defaults and into a driver model, its
-/// explanation and its C, as `tdg run` does. A cache is only used on the CPU
-/// model that made it, so the input's `cpu_model` is also tried as this
+/// sysfs, turned into the machine's defaults and into a driver model and
+/// its explanation, as `tdg run` does. A cache is only used on the CPU
+/// model that made it, so an input naming another model is tried as this
 /// machine's: the seeds then reach the consumers on any host.
 pub fn probe_cache(data: &[u8]) -> bool {
     let path = crate::fresh_dir("probe").join("probe.json");
-    let mut loaded = load_and_use(&path, data);
-    let Ok(serde_json::Value::Object(mut doc)) = serde_json::from_slice::<serde_json::Value>(data)
-    else {
-        return loaded;
-    };
-    if doc
-        .get("cpu_model")
-        .is_some_and(serde_json::Value::is_string)
-    {
-        doc.insert("cpu_model".into(), probe::documented::cpu_model().into());
-        let here = serde_json::to_vec(&doc).expect("a JSON value serialises");
-        if here != data {
-            loaded |= load_and_use(&path, &here);
+    let here = probe::documented::cpu_model();
+    let bytes = match serde_json::from_slice::<serde_json::Value>(data) {
+        Ok(serde_json::Value::Object(mut doc))
+            if doc
+                .get("cpu_model")
+                .is_some_and(|m| m.is_string() && *m != here.as_str()) =>
+        {
+            doc.insert("cpu_model".into(), here.into());
+            serde_json::to_vec(&doc).expect("a JSON value serialises")
         }
-    }
-    loaded
-}
-
-fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
-    std::fs::write(path, bytes).expect("scratch write");
-    let Ok(Some(result)) = probe::load_cached_from(path) else {
+        _ => data.to_vec(),
+    };
+    std::fs::write(&path, bytes).expect("scratch write");
+    let Ok(Some(result)) = probe::load_cached_from(&path) else {
         return false;
     };
     let _ = probe::render::table(&result);
@@ -40,11 +33,9 @@ fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
     let _ = probe::sanity::against_sysfs(&result);
     let _ = result.recommended_flush_bytes();
     let _ = result.recommended_min_interval_s();
-    let machine = driver_gen::defaults::from_probe(&result, path);
-    let model = DriverModel::from_spec(crate::dot_spec(), &DriverConfig::new(machine));
-    if let Ok(model) = model {
+    let machine = driver_gen::defaults::from_probe(&result, &path);
+    if let Ok(model) = DriverModel::from_spec(crate::dot_spec(), &DriverConfig::new(machine)) {
         let _ = driver_gen::explain(&model);
-        let _ = driver_gen::render(&model, None);
     }
     true
 }

@@ -424,7 +424,7 @@ pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
             .map(|r| match out.routine_id(&r.name) {
                 Some(id) => {
                     let mine = &mut out.routines[id as usize];
-                    mine.dropped += r.dropped;
+                    mine.dropped = mine.dropped.saturating_add(r.dropped);
                     if mine.defined_in.is_empty() {
                         mine.defined_in.clone_from(&r.defined_in);
                     }
@@ -437,14 +437,16 @@ pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
                 }
             })
             .collect();
-        let thread_base = out.threads as u16;
+        // Counts come from the files' headers: a corrupt one may claim any
+        // number, and the sums saturate instead of overflowing.
+        let thread_base = u16::try_from(out.threads).unwrap_or(u16::MAX);
         out.records.extend(p.records.iter().map(|r| Record {
             routine: map[r.routine as usize],
-            thread: r.thread + thread_base,
+            thread: r.thread.saturating_add(thread_base),
             ..*r
         }));
-        out.threads += p.threads;
-        out.dropped += p.dropped;
+        out.threads = out.threads.saturating_add(p.threads);
+        out.dropped = out.dropped.saturating_add(p.dropped);
         out.capacity = out.capacity.max(p.capacity);
         out.pids.extend(p.pids);
         out.nontemporal &= p.nontemporal;
@@ -561,6 +563,22 @@ mod tests {
         assert_eq!(m.records[0].thread, 3);
         assert_eq!(m.dropped, 6);
         assert_eq!(m.pids, vec![42, 43]);
+    }
+
+    /// Found by fuzzing: the counts a header claims were added unchecked
+    /// when merging the files of two processes.
+    #[test]
+    fn merging_profiles_with_absurd_counts_saturates() {
+        let mut a = sample();
+        a.threads = u32::MAX;
+        a.dropped = u64::MAX;
+        a.routines[0].dropped = u64::MAX;
+        a.records[0].thread = u16::MAX;
+        let b = parse(&to_bytes(&a), "b").unwrap();
+        let m = merge(vec![a, b]).unwrap();
+        assert_eq!((m.threads, m.dropped), (u32::MAX, u64::MAX));
+        assert_eq!(m.routines[0].dropped, u64::MAX);
+        assert!(m.records.iter().all(|r| r.thread == u16::MAX));
     }
 
     proptest! {
