@@ -128,27 +128,63 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
     for (name, src) in EXTRA_SPECS {
         specs.push((name.to_string(), spec(src)));
     }
-    for (path, spec) in specs {
-        let model = DriverModel::from_spec(&spec, &DriverConfig::new(machine_defaults())).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        render(&model, None).unwrap().write_to(dir.path()).unwrap();
-        for cc in &compilers {
-            let cc = CCompiler::find(Some(cc)).unwrap();
-            for src in ["driver.c", "tdg_runtime.c"] {
-                cc.compile(&CompileJob {
-                    sources: vec![dir.path().join(src)],
-                    output: dir.path().join(format!("{src}.{}.o", cc.program)),
-                    cflags: ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
-                    object_only: true,
-                    ..Default::default()
-                })
-                .unwrap_or_else(|e| panic!("{path} {src} with {}: {e}", cc.program));
-            }
-        }
+    let compilers: Vec<CCompiler> = compilers
+        .iter()
+        .map(|cc| CCompiler::find(Some(cc)).unwrap())
+        .collect();
+    let compile = |dir: &std::path::Path, src: &str, cc: &CCompiler| {
+        cc.compile(&CompileJob {
+            sources: vec![dir.join(src)],
+            output: dir.join(format!("{src}.{}.o", cc.program)),
+            cflags: ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            object_only: true,
+            ..Default::default()
+        })
+    };
+    let drivers: Vec<(String, tempfile::TempDir, String)> = specs
+        .into_iter()
+        .map(|(path, spec)| {
+            let model =
+                DriverModel::from_spec(&spec, &DriverConfig::new(machine_defaults())).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let driver = render(&model, None).unwrap();
+            driver.write_to(dir.path()).unwrap();
+            let runtime = driver.file("tdg_runtime.c").unwrap().to_string();
+            (path, dir, runtime)
+        })
+        .collect();
+    // The runtime is copied into every driver as it is: compiled once per
+    // compiler, after checking that every driver got the same text.
+    let (_, first_dir, runtime) = &drivers[0];
+    for (path, _, other) in &drivers {
+        assert_eq!(other, runtime, "{path} has another tdg_runtime.c");
     }
+    // Two compiles at a time: this machine's two cores.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let jobs: Vec<(&std::path::Path, &str, &CCompiler, &str)> = compilers
+        .iter()
+        .map(|cc| (first_dir.path(), "tdg_runtime.c", cc, "every driver"))
+        .chain(drivers.iter().flat_map(|(path, dir, _)| {
+            compilers
+                .iter()
+                .map(move |cc| (dir.path(), "driver.c", cc, path.as_str()))
+        }))
+        .collect();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&(dir, src, cc, what)) = jobs.get(i) else {
+                    return;
+                };
+                compile(dir, src, cc)
+                    .unwrap_or_else(|e| panic!("{what} {src} with {}: {e}", cc.program));
+            });
+        }
+    });
 }
 
 #[test]
@@ -245,7 +281,10 @@ fn explain_states_sizes_alignment_and_cache_state_from_the_model() {
     let text = explain(&[]);
     assert!(text.contains("its lines are clflush'ed, then a"), "{text}");
     assert!(text.contains("pages are touched"), "{text}");
-    assert!(text.contains("per sample whatever the last-level cache holds"), "{text}");
+    assert!(
+        text.contains("per sample whatever the last-level cache holds"),
+        "{text}"
+    );
 }
 
 #[test]
