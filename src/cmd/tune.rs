@@ -303,8 +303,8 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     }
     // Machine-readable output keeps stderr to errors, as --json always has.
     args.json = format != formats::Format::Table;
-    let (spec, implementation, base) = objective_parts(&args)?;
-    let spec_path = args.spec.clone().expect("checked by objective_parts");
+    // The space and the start are checked before the objective, whose
+    // machine defaults may start a probe: a typo costs no measurement.
     let space = tune::Space::new(
         args.params
             .iter()
@@ -314,6 +314,8 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     )
     .map_err(tune_error)?;
     let fixed = start_values(&args.start, &space)?;
+    let (spec, implementation, base) = objective_parts(&args)?;
+    let spec_path = args.spec.clone().expect("checked by objective_parts");
     let strategy = if args.exhaustive {
         tune::Strategy::Exhaustive
     } else {
