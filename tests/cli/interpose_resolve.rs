@@ -201,6 +201,11 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
     let dgemm =
         std::fs::read_to_string(testkit::repo().join("instrument/examples/blas/cblas_dgemm.spec"))
             .unwrap();
+    // The runtime (whose resolver is compiled into every shim) and the
+    // checkpoint host library do not depend on the spec: made once.
+    let rt = runtime::build(&cc(), &dir.path().join("runtime")).unwrap();
+    let host = checkpoint::write_host_library(&dir.path().join("host")).unwrap();
+    let mut units = vec![(rt.resolve_source.clone(), "resolver".to_string())];
     for (name, src) in [
         (
             "void",
@@ -233,12 +238,6 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
         ),
     ] {
         let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
-        let rt = runtime::build(&cc(), &dir.path().join(name)).unwrap();
-        let host = checkpoint::write_host_library(&dir.path().join(format!("{name}host"))).unwrap();
-        // Every generated interposer (LD_PRELOAD, --wrap, and the region
-        // shim `tdg checkpoint capture --spec` builds with the checkpoint
-        // host library's header) and the resolver compiled into the shims.
-        let mut units = vec![(rt.resolve_source.clone(), "resolver")];
         for (kind, text) in [
             ("preload", interpose::generate(&spec, interpose::InterposerKind::Preload)),
             ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
@@ -255,22 +254,7 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             }
             let c = dir.path().join(format!("{name}-{kind}.c"));
             std::fs::write(&c, text).unwrap();
-            units.push((c, kind));
-        }
-        // -Werror: clean under -Wall -Wextra, with gcc and with clang.
-        for compiler in ["gcc", "clang"] {
-            let cc = CCompiler::find(Some(compiler)).unwrap();
-            for (source, kind) in &units {
-                cc.compile(&CompileJob {
-                    output: dir.path().join(format!("{name}-{kind}-{compiler}.o")),
-                    sources: vec![source.clone()],
-                    cflags: vec!["-O2".into(), "-fPIC".into(), "-Wall".into(), "-Wextra".into(), "-Werror".into()],
-                    include_dirs: vec![rt.include_dir.clone(), host.dir.clone()],
-                    object_only: true,
-                    ..Default::default()
-                })
-                .unwrap_or_else(|e| panic!("{name} {kind} {compiler}: {e}"));
-            }
+            units.push((c, format!("{name} {kind}")));
         }
         if name == "prototype" || name.ends_with("outputs") {
             continue;
@@ -279,6 +263,46 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
         assert_eq!(values[0].kind, format::ValueKind::Signed, "{name}");
         assert_eq!(values[1].kind, format::ValueKind::Double, "{name}");
     }
+    // -Werror: clean under -Wall -Wextra, with gcc and with clang; two
+    // compiles at a time, this machine's two cores.
+    let compilers: Vec<CCompiler> = ["gcc", "clang"]
+        .iter()
+        .map(|c| CCompiler::find(Some(c)).unwrap())
+        .collect();
+    let jobs: Vec<(&Path, &str, &CCompiler)> = compilers
+        .iter()
+        .flat_map(|cc| {
+            units
+                .iter()
+                .map(move |(source, what)| (source.as_path(), what.as_str(), cc))
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&(source, what, cc)) = jobs.get(i) else {
+                    return;
+                };
+                cc.compile(&CompileJob {
+                    output: source.with_extension(format!("{}.o", cc.program)),
+                    sources: vec![source.to_path_buf()],
+                    cflags: vec![
+                        "-O2".into(),
+                        "-fPIC".into(),
+                        "-Wall".into(),
+                        "-Wextra".into(),
+                        "-Werror".into(),
+                    ],
+                    include_dirs: vec![rt.include_dir.clone(), host.dir.clone()],
+                    object_only: true,
+                    ..Default::default()
+                })
+                .unwrap_or_else(|e| panic!("{what} with {}: {e}", cc.program));
+            });
+        }
+    });
     let spec = spec_lang::parse_and_check(
         "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
         "f",
