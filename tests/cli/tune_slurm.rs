@@ -152,10 +152,10 @@ fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
     let local = ok(tune(here.path(), &["--log", "local.jsonl"])
         .output()
         .unwrap());
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::shared() else {
         return;
     };
-    let remote = ok(slurm(&cluster, there.path(), &[]).output().unwrap());
+    let remote = ok(slurm(cluster, there.path(), &[]).output().unwrap());
     assert_eq!(local["best_description"], "P=1 Q=3 R=1");
     assert_eq!(remote["best_description"], "P=1 Q=3 R=1");
     let a = log(&here.path().join("local.jsonl"));
@@ -194,7 +194,7 @@ fn local_and_slurm_evaluate_the_same_configurations_in_the_same_order() {
 #[test]
 fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
     let _alone = testkit::exclusive();
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::shared() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +204,7 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
     let settings = dir.path().join("cluster.toml");
     std::fs::write(&settings, "partition = \"tdg\"\ntime_limit = \"7:00\"\n").unwrap();
     let out = slurm(
-        &cluster,
+        cluster,
         dir.path(),
         &["--slurm-config", settings.to_str().unwrap()],
     )
@@ -262,13 +262,13 @@ fn a_killed_task_is_retried_and_one_that_dies_twice_is_recorded_failed() {
 #[test]
 fn build_once_campaigns_run_on_nodes_without_a_compiler() {
     let _alone = testkit::exclusive();
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::shared() else {
         return;
     };
     let no_compiler = "--sbatch-option=--export=ALL,PATH=/nonexistent";
     let dir = tempfile::tempdir().unwrap();
     let o = ok(slurm(
-        &cluster,
+        cluster,
         dir.path(),
         // The start alone, then its neighbourhood: two rounds.
         &[
@@ -290,7 +290,7 @@ fn build_once_campaigns_run_on_nodes_without_a_compiler() {
     assert_eq!(tally(dir.path()).len(), lines.len());
 
     let dir = tempfile::tempdir().unwrap();
-    let out = slurm(&cluster, dir.path(), &[no_compiler, "--identical-nodes"])
+    let out = slurm(cluster, dir.path(), &[no_compiler, "--identical-nodes"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -301,12 +301,12 @@ fn build_once_campaigns_run_on_nodes_without_a_compiler() {
 #[test]
 fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
     let _alone = testkit::exclusive();
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::shared() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let campaign = dir.path().join("campaign");
-    let mut child = slurm(&cluster, dir.path(), &[])
+    let mut child = slurm(cluster, dir.path(), &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -351,12 +351,12 @@ fn resume_after_killing_tdg_mid_campaign_evaluates_nothing_twice() {
 #[test]
 fn ctrl_c_cancels_the_campaigns_jobs() {
     let _alone = testkit::exclusive();
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::shared() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     // The job may not start for a minute, so it is surely still queued.
-    let child = slurm(&cluster, dir.path(), &["--sbatch-option=--begin=now+60"])
+    let child = slurm(cluster, dir.path(), &["--sbatch-option=--begin=now+60"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

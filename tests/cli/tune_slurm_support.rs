@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 pub struct Cluster {
     dir: tempfile::TempDir,
@@ -39,6 +40,34 @@ impl Cluster {
         );
         let conf = dir.path().join("slurm.conf");
         Some(Cluster { dir, conf })
+    }
+
+    /// One cluster for the tests that only submit campaigns to it: started
+    /// on first use (after a test's own untimed part, as [`Cluster::start`]
+    /// would be), stopped and removed when the test binary exits. A start
+    /// and a stop cost a few seconds, and each test's jobs are over before
+    /// it returns. `None` where no cluster can run, as for `start`.
+    pub fn shared() -> Option<&'static Cluster> {
+        static SHARED: OnceLock<Option<Cluster>> = OnceLock::new();
+        extern "C" fn stop_shared() {
+            if let Some(Some(c)) = SHARED.get() {
+                let _ = Command::new("bash")
+                    .arg(script())
+                    .arg("stop")
+                    .arg(c.dir.path())
+                    .status();
+                let _ = std::fs::remove_dir_all(c.dir.path());
+            }
+        }
+        SHARED
+            .get_or_init(|| {
+                let c = Cluster::start()?;
+                // Statics are never dropped: the daemons are stopped at exit.
+                // SAFETY: registers a plain function with no arguments.
+                unsafe { libc::atexit(stop_shared) };
+                Some(c)
+            })
+            .as_ref()
     }
 
     pub fn dir(&self) -> &Path {
