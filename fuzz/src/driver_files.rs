@@ -8,24 +8,42 @@ use driver_gen::{BuiltDriver, DriverConfig, DriverModel, MachineDefaults, RunOpt
 /// shown (`tdg probe`'s table and `--svg` plot), sanity-checked against
 /// sysfs, turned into the machine's defaults and into a driver model and
 /// its explanation, as `tdg run` does. A cache is only used on the CPU
-/// model that made it, so an input naming another model is tried as this
-/// machine's: the seeds then reach the consumers on any host.
+/// model and by the probe version that made it: an input refused for that
+/// alone is tried again as this machine's and this version's, so the seeds
+/// reach the consumers on any host and after a version bump that only adds
+/// optional fields.
 pub fn probe_cache(data: &[u8]) -> bool {
     let path = crate::fresh_dir("probe").join("probe.json");
-    let here = probe::documented::cpu_model();
-    let bytes = match serde_json::from_slice::<serde_json::Value>(data) {
-        Ok(serde_json::Value::Object(mut doc))
-            if doc
-                .get("cpu_model")
-                .is_some_and(|m| m.is_string() && *m != here.as_str()) =>
-        {
-            doc.insert("cpu_model".into(), here.into());
-            serde_json::to_vec(&doc).expect("a JSON value serialises")
-        }
-        _ => data.to_vec(),
+    if load_and_use(&path, data) {
+        return true;
+    }
+    let Ok(serde_json::Value::Object(mut doc)) = serde_json::from_slice::<serde_json::Value>(data)
+    else {
+        return false;
     };
-    std::fs::write(&path, bytes).expect("scratch write");
-    let Ok(Some(result)) = probe::load_cached_from(&path) else {
+    let here = probe::documented::cpu_model();
+    let version = probe::RESULT_VERSION;
+    let model_differs = doc
+        .get("cpu_model")
+        .is_some_and(|m| m.is_string() && *m != here.as_str());
+    let version_differs = doc
+        .get("version")
+        .is_some_and(|v| v.is_u64() && *v != version);
+    if !model_differs && !version_differs {
+        return false;
+    }
+    doc.insert("cpu_model".into(), here.into());
+    doc.insert("version".into(), version.into());
+    load_and_use(
+        &path,
+        &serde_json::to_vec(&doc).expect("a JSON value serialises"),
+    )
+}
+
+/// Writes `bytes` as the cache, loads it, and uses what loaded.
+fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
+    std::fs::write(path, bytes).expect("scratch write");
+    let Ok(Some(result)) = probe::load_cached_from(path) else {
         return false;
     };
     let _ = probe::render::table(&result);
@@ -33,7 +51,7 @@ pub fn probe_cache(data: &[u8]) -> bool {
     let _ = probe::sanity::against_sysfs(&result);
     let _ = result.recommended_flush_bytes();
     let _ = result.recommended_min_interval_s();
-    let machine = driver_gen::defaults::from_probe(&result, &path);
+    let machine = driver_gen::defaults::from_probe(&result, path);
     if let Ok(model) = DriverModel::from_spec(crate::dot_spec(), &DriverConfig::new(machine)) {
         let _ = driver_gen::explain(&model);
     }
