@@ -25,7 +25,8 @@ fn every_target_has_seeds_and_runs_them_cleanly() {
             if file.starts_with("real-") || name == &"spec" {
                 assert!(
                     accepted,
-                    "{name} refused {}, a file tdg wrote",
+                    "{name} refused {}, a file tdg wrote: if its format changed on purpose, \
+                     replace the seed with the same file written by this tdg",
                     seed.display()
                 );
                 real += 1;
