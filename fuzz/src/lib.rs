@@ -30,8 +30,11 @@ pub use checkpoint_files::{capture_info, census, image_manifest};
 pub use driver_files::{kept_driver, probe_cache};
 pub use profile_files::{contexts, profile};
 
+/// A target: the bytes of one file in, whether its reader accepted them out.
+pub type Target = fn(&[u8]) -> bool;
+
 /// Every target, by the name of its binary and seed directory.
-pub const TARGETS: &[(&str, fn(&[u8]) -> bool)] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("spec", spec),
     ("profile", profile),
     ("contexts", contexts),
