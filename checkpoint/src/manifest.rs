@@ -160,17 +160,27 @@ impl Manifest {
                 extra.name
             )));
         }
-        let exe_now = if self.exe.is_file() {
-            sha256_file(&self.exe)?
-        } else {
-            "missing".to_string()
+        // The size first: a binary of another size has changed without
+        // reading it, and a damaged manifest naming a huge file (a disk
+        // image, /proc/kcore) is refused at once instead of hashed.
+        let now = match std::fs::metadata(&self.exe) {
+            Ok(m) if m.is_file() && m.len() != self.exe_size => Some(format!(
+                "? ({} bytes, {} when captured)",
+                m.len(),
+                self.exe_size
+            )),
+            Ok(m) if m.is_file() => {
+                let hash = sha256_file(&self.exe)?;
+                (hash != self.exe_sha256).then(|| short(&hash))
+            }
+            _ => Some("missing".to_string()),
         };
-        if exe_now != self.exe_sha256 {
+        if let Some(now) = now {
             return Err(CheckpointError::BinaryChanged {
                 image: image.to_path_buf(),
                 exe: self.exe.clone(),
                 then: short(&self.exe_sha256),
-                now: short(&exe_now),
+                now,
             });
         }
         Ok(())
@@ -183,4 +193,70 @@ impl Manifest {
 
 fn short(hash: &str) -> String {
     hash.chars().take(12).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(exe: &Path, exe_size: u64) -> Manifest {
+        Manifest {
+            format: MANIFEST_FORMAT,
+            tdg_version: "test".into(),
+            created_unix: 0,
+            command: vec!["app".into()],
+            cwd: "/".into(),
+            exe: exe.to_path_buf(),
+            exe_size,
+            exe_sha256: "0".repeat(64),
+            site: None,
+            call: None,
+            delay: None,
+            criu_version: "4.1.1".into(),
+            capture: CaptureInfo::parse("status=ok\npid=1\nresult_channel=pipe:[1]\n").unwrap(),
+            files: Vec::new(),
+        }
+    }
+
+    /// A damaged manifest naming a huge file is refused by its size, not
+    /// hashed (a terabyte of sparse file would take an hour to read).
+    #[test]
+    fn a_binary_of_another_size_is_refused_without_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("huge");
+        std::fs::File::create(&exe)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let image = dir.path().join("img");
+        std::fs::create_dir(&image).unwrap();
+        let started = std::time::Instant::now();
+        let e = manifest(&exe, 17_000).verify(&image).unwrap_err();
+        assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+        match e {
+            CheckpointError::BinaryChanged { now, .. } => {
+                assert!(
+                    now.contains("1099511627776 bytes, 17000 when captured"),
+                    "{now}"
+                )
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn a_binary_of_the_recorded_size_is_still_hashed() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("app");
+        std::fs::write(&exe, b"binary").unwrap();
+        let image = dir.path().join("img");
+        std::fs::create_dir(&image).unwrap();
+        let mut m = manifest(&exe, 6);
+        match m.verify(&image).unwrap_err() {
+            CheckpointError::BinaryChanged { now, .. } => assert_eq!(now.len(), 12, "{now}"),
+            other => panic!("{other}"),
+        }
+        m.exe_sha256 = sha256_file(&exe).unwrap();
+        m.verify(&image).unwrap();
+    }
 }
