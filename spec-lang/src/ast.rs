@@ -596,8 +596,12 @@ pub struct Flop {
 /// (`code_offset` below; the driver's tdg_code_place.S aligns to it).
 pub const CODE_PAGE: u32 = 4096;
 
+/// The most threads a spec or the command line may ask for: one per CPU of
+/// the largest affinity mask the C library describes (`CPU_SETSIZE`).
+pub const MAX_THREADS: u32 = 1024;
+
 /// `timer={ method=cycle; samples=7; select=min; flush=read; flush_size=L2; min_interval=1ms;
-/// min_time=100ms; max_time=250ms; stable=0.5%; code_offset=0x650; };`
+/// min_time=100ms; max_time=250ms; stable=0.5%; code_offset=0x650; threads=2; };`
 /// Every field is optional; the command line overrides what is set here.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TimerClause {
@@ -617,6 +621,9 @@ pub struct TimerClause {
     /// Bytes past a 4096-byte boundary where the routine's code starts in
     /// the driver: its address modulo 4096 in the application.
     pub code_offset: Option<u32>,
+    /// Threads the routine runs with: the team size the driver sets for
+    /// OpenMP (and exports to other runtimes), each thread on its own CPU.
+    pub threads: Option<u32>,
     pub span: Span,
 }
 

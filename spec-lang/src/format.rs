@@ -439,6 +439,9 @@ fn timer(t: &TimerClause) -> String {
     if let Some(o) = t.code_offset {
         parts.push(format!("code_offset={o};"));
     }
+    if let Some(n) = t.threads {
+        parts.push(format!("threads={n};"));
+    }
     if parts.is_empty() {
         "timer={};".into()
     } else {

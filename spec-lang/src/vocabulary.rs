@@ -140,6 +140,7 @@ pub const TIMER_SETTINGS: &[&str] = &[
     "max_time",
     "stable",
     "code_offset",
+    "threads",
 ];
 
 /// Settings of `tune={...}` other than a parameter's role.

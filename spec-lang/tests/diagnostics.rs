@@ -650,6 +650,23 @@ fn timer_setting_with_a_typo() {
         ),
     );
     rejects(
+        &format!("{OK_HEAD}timer={{threads=0;}};"),
+        x(2, 16, "`0` is not a thread count", Some("threads=2")),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{threads=two;}};"),
+        x(2, 16, "`two` is not a thread count", Some("1 to 1024")),
+    );
+    rejects(
+        &format!("{OK_HEAD}timer={{ threads=2; method=cpu; }};"),
+        x(
+            2,
+            27,
+            "method=cpu cannot time a routine on 2 threads",
+            Some("method=cycle or method=wall"),
+        ),
+    );
+    rejects(
         &format!("{OK_HEAD}timer={{ min_time=200ms; max_time=100ms; }};"),
         x(
             2,

@@ -355,6 +355,7 @@ fn timer() -> impl Strategy<Value = TimerClause> {
         prop::option::of(1u64..100_000),
         prop::option::of((1u32..10_000).prop_map(|v| v as f64 / 100.0)),
         prop::option::of(0u32..4096),
+        prop::option::of(1u32..=spec_lang::ast::MAX_THREADS),
     )
         .prop_map(
             |(
@@ -368,8 +369,13 @@ fn timer() -> impl Strategy<Value = TimerClause> {
                 max_time_ms,
                 stable_pct,
                 code_offset,
+                threads,
             )| TimerClause {
-                method,
+                // CPU time is refused for more than one thread.
+                method: match (method, threads) {
+                    (Some(TimerMethod::Cpu), Some(n)) if n > 1 => Some(TimerMethod::Wall),
+                    (m, _) => m,
+                },
                 samples,
                 select,
                 flush,
@@ -382,6 +388,7 @@ fn timer() -> impl Strategy<Value = TimerClause> {
                 },
                 stable_pct,
                 code_offset,
+                threads,
                 span: sp(),
             },
         )

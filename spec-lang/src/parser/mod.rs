@@ -789,6 +789,7 @@ impl Builder {
             span,
             ..TimerClause::default()
         };
+        let mut method_span = None;
         for (key, v) in self.settings(clause, TIMER_SETTINGS)? {
             let vspan = self.sp(&v);
             let text = v.as_str();
@@ -803,7 +804,10 @@ impl Builder {
                 })
             }
             match key.name.as_str() {
-                "method" => t.method = Some(keyword(text, vspan)?),
+                "method" => {
+                    t.method = Some(keyword(text, vspan)?);
+                    method_span = Some(vspan);
+                }
                 "samples" => {
                     let n = match parse_int(text) {
                         Some(n) if (1..=u32::MAX as i64).contains(&n) => n as u32,
@@ -844,6 +848,18 @@ impl Builder {
                         }
                     })
                 }
+                "threads" => {
+                    t.threads = Some(match parse_int(text) {
+                        Some(n) if (1..=i64::from(MAX_THREADS)).contains(&n) => n as u32,
+                        _ => {
+                            return Err(Diagnostic::new(
+                                format!("`{text}` is not a thread count"),
+                                vspan,
+                            )
+                            .with_hint(format!("write how many threads the routine runs with, 1 to {MAX_THREADS}, e.g. threads=2")))
+                        }
+                    });
+                }
                 "min_time" => t.min_time_ms = Some(sampling_ms(text, vspan, 0)?),
                 "max_time" => t.max_time_ms = Some(sampling_ms(text, vspan, 1)?),
                 "stable" => {
@@ -857,6 +873,20 @@ impl Builder {
                     })?);
                 }
                 _ => unreachable!(),
+            }
+        }
+        // CPU time sums what every thread spent, so a parallel routine would
+        // read as perfectly parallel (the ATLAS timing paper's rule: wall
+        // time for parallel code).
+        if let (Some(TimerMethod::Cpu), Some(n), Some(at)) = (t.method, t.threads, method_span) {
+            if n > 1 {
+                return Err(Diagnostic::new(
+                    format!("method=cpu cannot time a routine on {n} threads"),
+                    at,
+                )
+                .with_hint(
+                    "CPU time adds up the threads' time and hides their waiting; use method=cycle or method=wall",
+                ));
             }
         }
         // The budget's two ends, when the spec sets both, are checked here
