@@ -456,6 +456,8 @@ static void *flush_thread_main(void *p)
     struct flush_thread_arg *a = p;
     struct flush_threads *ft = a->ft;
     char err[128];
+    /* Named so that counting the routine's threads leaves it out. */
+    pthread_setname_np(pthread_self(), "tdg-flush");
     tdg_pin_to_cpu(a->cpu, err, sizeof err);
     for (;;) {
         int cpu;
@@ -999,6 +1001,9 @@ void tdg_options_init(struct tdg_options *o)
     memset(o, 0, sizeof *o); /* the spec's and the machine's are the driver's to set */
     o->hot_code = 1;
     o->touch = o->dummy = o->guard = o->verify = 1;
+    o->threads = 1;
+    o->first_touch_threads = 1;
+    o->pin = -1;
     o->max_flush_mib = 2048;
 }
 
@@ -1021,7 +1026,10 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
             "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
             "  --reps=R                   force R calls per sample\n"
-            "  --pin=CPU                  pin to a CPU\n"
+            "  --pin=CPU[,CPU...]         pin to a CPU; with --threads, thread k to the k-th\n"
+            "  --threads=N                the routine's team size (OpenMP; exported to others)\n"
+            "  --first-touch=threads|main who writes the operands' pages first (default:\n"
+            "                             the threads that use them, when N > 1)\n"
             "  --no-touch                 do not pre-write operand pages\n"
             "  --no-dummy-call            no untimed call before timing\n"
             "  --cold-code                after a flush leave the routine's code cold too\n"
@@ -1096,7 +1104,18 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
             o->reps = atoll(v);
             if (o->reps < 1) goto bad;
         } else if (TDG_IS("--pin=")) {
-            o->pin = atoi(v);
+            if (tdg_parse_cpu_list(v, o))
+                goto bad;
+        } else if (TDG_IS("--threads=")) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || n < 1 || n > TDG_MAX_THREADS)
+                goto bad;
+            o->threads = (int)n;
+        } else if (TDG_IS("--first-touch=")) {
+            if (!strcmp(v, "threads")) o->first_touch_threads = 1;
+            else if (!strcmp(v, "main")) o->first_touch_threads = 0;
+            else goto bad;
         } else if (!strcmp(a, "--no-touch")) {
             o->touch = 0;
         } else if (!strcmp(a, "--no-dummy-call")) {
@@ -1123,6 +1142,29 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
         }
 #undef TDG_IS
     }
+    return 0;
+}
+
+int tdg_parse_cpu_list(const char *text, struct tdg_options *o)
+{
+    const char *p = text;
+    o->npins = 0;
+    o->pin = -1;
+    if (*p == '\0')
+        return 0; /* "": not pinned */
+    for (;;) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (end == p || c < 0 || c >= CPU_SETSIZE || o->npins == TDG_MAX_THREADS)
+            return -1;
+        o->pins[o->npins++] = (int)c;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+    o->pin = o->pins[0];
     return 0;
 }
 
@@ -1299,6 +1341,26 @@ static void json_key_double(FILE *out, const char *key, double v)
     tdg_json_double(out, v);
 }
 
+/* ,"threads":N,... : the team asked for, where it ran and what it did. */
+static void json_team(FILE *out, const struct tdg_team *t)
+{
+    int k;
+    fprintf(out, ",\"threads\":%d,\"threads_requested\":%d,\"openmp\":%s,\"omp_team\":%d,\"thread_cpus\":[", t->ran,
+            t->threads, t->openmp ? "true" : "false", t->omp_team);
+    for (k = 0; k < t->ncpus; k++)
+        fprintf(out, "%s%d", k ? "," : "", t->cpus[k]);
+    fprintf(out, "],\"thread_busy_ms\":[");
+    for (k = 0; k < t->ran; k++) {
+        if (k)
+            fputc(',', out);
+        tdg_json_double(out, t->busy_ms[k]);
+    }
+    fprintf(out, "],\"first_touch\":\"%s\",\"first_touch_faults\":[", t->first_touch ? "threads" : "main");
+    for (k = 0; t->first_touch && k < t->threads; k++)
+        fprintf(out, "%s%ld", k ? "," : "", t->touch_faults[k]);
+    fputc(']', out);
+}
+
 void tdg_report_json(FILE *out, const struct tdg_result *r)
 {
     const struct tdg_options *o = r->options;
@@ -1370,6 +1432,8 @@ void tdg_report_json(FILE *out, const struct tdg_result *r)
     fprintf(out, ",\"page_faults_during_timing\":%ld,\"pinned_cpu\":%d,\"touch_pages\":%s,\"dummy_call\":%s,\"overflow_guard\":",
             r->page_faults, o->pin, o->touch ? "true" : "false", o->dummy ? "true" : "false");
     tdg_json_string(out, r->overflow_guard);
+    if (r->team != NULL)
+        json_team(out, r->team);
     fprintf(out, ",\"outputs_finite\":%s,\"outputs_denormal\":%ld,\"operands\":[", r->outputs_finite ? "true" : "false",
             r->outputs_denormal);
     for (op = r->operands; op->name != NULL; op++) {
@@ -1416,6 +1480,9 @@ void tdg_report_text(FILE *out, const struct tdg_result *r)
                 r->stats.mean > 0 ? flops / r->stats.mean * 1e3 : 0.0);
     fprintf(out, "\n  timer overhead %.1f ns (subtracted), verification %s%s%s\n", r->timer->overhead_ns, r->verification,
             r->verification_detail[0] ? ": " : "", r->verification_detail);
+    if (r->team != NULL && (r->team->threads > 1 || r->team->ran > 1))
+        fprintf(out, "  threads %d ran (of %d asked for)%s, pages first touched by %s\n", r->team->ran, r->team->threads,
+                r->team->openmp ? ", OpenMP" : "", r->team->first_touch ? "the threads" : "the main thread");
     if (r->code_page_offset >= 0)
         fprintf(out, "  code %s, %s at page offset %d\n", o->hot_code ? "hot" : "cold", r->routine, r->code_page_offset);
     if (!s->stable)
@@ -1423,4 +1490,410 @@ void tdg_report_text(FILE *out, const struct tdg_result *r)
     if (r->warnings.text[0])
         fprintf(out, "  warnings:\n%s", r->warnings.text);
     fprintf(out, "  (sink %g)\n", r->sink);
+}
+
+/* ----------------------------------------------------------------- threads */
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <dirent.h>
+#include <sys/syscall.h>
+
+static const char *const thread_count_variables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                     "BLIS_NUM_THREADS"};
+
+void tdg_threads_environment(int threads, char **argv)
+{
+    char want[16];
+    size_t k;
+    int differs = 0;
+    if (threads < 1)
+        return;
+    snprintf(want, sizeof want, "%d", threads);
+    for (k = 0; k < sizeof thread_count_variables / sizeof *thread_count_variables; k++) {
+        const char *have = getenv(thread_count_variables[k]);
+        if (have == NULL || strcmp(have, want) != 0) {
+            differs = 1;
+            setenv(thread_count_variables[k], want, 1);
+        }
+    }
+    /* Once only: a runtime that rewrites the variables must not make the
+     * driver start itself forever. */
+    if (!differs || getenv("TDG_THREADS_RESTARTED") != NULL)
+        return;
+    setenv("TDG_THREADS_RESTARTED", "1", 1);
+    execv("/proc/self/exe", argv);
+    /* No /proc: the team size still reaches OpenMP through omp_set_num_threads. */
+}
+
+static int gettid_portable(void)
+{
+    return (int)syscall(SYS_gettid);
+}
+
+static int pin_task(int tid, int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(tid, sizeof set, &set);
+}
+
+int tdg_team_init(struct tdg_team *t, const struct tdg_options *o, char *err, size_t err_len)
+{
+    int k;
+    memset(t, 0, sizeof *t);
+    t->threads = o->threads < 1 ? 1 : o->threads;
+#ifdef _OPENMP
+    t->openmp = 1;
+#endif
+    t->first_touch = t->threads > 1 && o->first_touch_threads;
+    if (o->npins > 0) {
+        if (o->npins < t->threads) {
+            snprintf(err, err_len, "%d threads need a CPU each but --pin lists %d; list %d CPUs or lower --threads",
+                     t->threads, o->npins, t->threads);
+            return -1;
+        }
+        for (k = 0; k < o->npins; k++)
+            t->cpus[k] = o->pins[k];
+        t->ncpus = t->threads > 1 ? t->threads : 1;
+    } else if (t->threads > 1) {
+        int usable[TDG_MAX_THREADS], n = usable_cpu_list(usable, TDG_MAX_THREADS);
+        if (n < t->threads) {
+            snprintf(err, err_len,
+                     "%d threads need a CPU each but this process may use %d (its affinity mask); lower --threads to %d or "
+                     "run where more CPUs are allowed",
+                     t->threads, n, n);
+            return -1;
+        }
+        for (k = 0; k < t->threads; k++)
+            t->cpus[k] = usable[k];
+        t->ncpus = t->threads;
+    }
+    for (k = 0; k < t->ncpus; k++) {
+        int j;
+        for (j = 0; j < k; j++)
+            if (t->cpus[j] == t->cpus[k]) {
+                snprintf(err, err_len, "--pin lists CPU %d twice; each thread needs a CPU of its own", t->cpus[k]);
+                return -1;
+            }
+    }
+    if (t->ncpus > 0 && tdg_pin_to_cpu(t->cpus[0], err, err_len))
+        return -1;
+#ifdef _OPENMP
+    omp_set_num_threads(t->threads);
+#endif
+    return 0;
+}
+
+void tdg_team_start(struct tdg_team *t)
+{
+#ifdef _OPENMP
+    int team = 0;
+#pragma omp parallel num_threads(t->threads)
+    {
+        int me = omp_get_thread_num();
+        if (t->ncpus > 0)
+            (void)pin_task(0, t->cpus[me % t->ncpus]);
+        if (me == 0)
+            team = omp_get_num_threads();
+    }
+    t->omp_team = team;
+#else
+    (void)t;
+#endif
+}
+
+/* Calls fn(tid, arg) for every thread of the process but the caller and
+ * tdg's own helpers (named "tdg-..."). */
+static void for_each_other_task(void (*fn)(int tid, void *arg), void *arg)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int self = gettid_portable();
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char path[96], name[32] = "";
+        FILE *fp;
+        int tid = atoi(e->d_name);
+        if (tid <= 0 || tid == self)
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+        fp = fopen(path, "r");
+        if (fp != NULL) {
+            if (fgets(name, sizeof name, fp) == NULL)
+                name[0] = '\0';
+            fclose(fp);
+        }
+        if (strncmp(name, "tdg-", 4) == 0)
+            continue;
+        fn(tid, arg);
+    }
+    closedir(d);
+}
+
+struct pin_round {
+    struct tdg_team *t;
+    int next;
+};
+
+static void pin_one_other(int tid, void *arg)
+{
+    struct pin_round *pr = arg;
+    if (pin_task(tid, pr->t->cpus[1 + pr->next % (pr->t->ncpus - 1)]) == 0)
+        pr->t->pinned_others++;
+    pr->next++;
+}
+
+void tdg_team_pin_other_threads(struct tdg_team *t)
+{
+    struct pin_round pr;
+    /* OpenMP's threads pinned themselves in the start-up region. */
+    if (t->openmp || t->ncpus < 2)
+        return;
+    pr.t = t;
+    pr.next = 0;
+    for_each_other_task(pin_one_other, &pr);
+}
+
+
+static long thread_minor_faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt : 0;
+}
+
+/* Work split over the team: fn(t, k, n, arg) runs once for each k < n,
+ * share k on the CPU of thread k. */
+typedef void (*team_share_fn)(struct tdg_team *t, int k, int n, void *arg);
+
+#ifndef _OPENMP
+struct share_job {
+    struct tdg_team *t;
+    team_share_fn fn;
+    void *arg;
+    int k;
+};
+
+static void *share_thread_main(void *p)
+{
+    struct share_job *j = p;
+    if (j->k < j->t->ncpus)
+        (void)pin_task(0, j->t->cpus[j->k]);
+    j->fn(j->t, j->k, j->t->threads, j->arg);
+    return NULL;
+}
+#endif
+
+static void team_run(struct tdg_team *t, team_share_fn fn, void *arg)
+{
+#ifdef _OPENMP
+    /* The routine's own OpenMP threads, pinned in the start-up region. */
+#pragma omp parallel num_threads(t->threads)
+    fn(t, omp_get_thread_num(), omp_get_num_threads(), arg);
+#else
+    /* Threads of tdg's own on the CPUs the runtime's threads are pinned to
+     * after the warm-up call; the calling thread takes share 0. */
+    pthread_t tid[TDG_MAX_THREADS];
+    struct share_job jobs[TDG_MAX_THREADS];
+    int k, started[TDG_MAX_THREADS];
+    for (k = 1; k < t->threads; k++) {
+        jobs[k].t = t;
+        jobs[k].fn = fn;
+        jobs[k].arg = arg;
+        jobs[k].k = k;
+        started[k] = pthread_create(&tid[k], NULL, share_thread_main, &jobs[k]) == 0;
+        if (!started[k])
+            fn(t, k, t->threads, arg);
+    }
+    fn(t, 0, t->threads, arg);
+    for (k = 1; k < t->threads; k++)
+        if (started[k])
+            pthread_join(tid[k], NULL);
+#endif
+}
+
+/* Share k of n of a block of `bytes`, in whole pages: the contiguous split
+ * of a static schedule. */
+static void page_share(size_t bytes, int k, int n, size_t *lo, size_t *hi)
+{
+    static size_t page;
+    size_t pages;
+    if (page == 0) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page = ps > 0 ? (size_t)ps : 4096;
+    }
+    pages = (bytes + page - 1) / page;
+    *lo = pages * (size_t)k / (size_t)n * page;
+    *hi = pages * (size_t)(k + 1) / (size_t)n * page;
+    if (*hi > bytes)
+        *hi = bytes;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
+static void touch_share(struct tdg_team *t, int k, int n, void *arg)
+{
+    struct tdg_buf *b = arg;
+    long before = thread_minor_faults();
+    size_t r, lo, hi;
+    for (r = 0; r < b->rows; r++) {
+        page_share(b->row_bytes, k, n, &lo, &hi);
+        if (lo < hi)
+            touch_range((char *)b->row[r] + lo, hi - lo);
+    }
+    t->touch_faults[k] += thread_minor_faults() - before;
+}
+
+void tdg_team_first_touch(struct tdg_team *t, struct tdg_buf *b)
+{
+    if (t->first_touch)
+        team_run(t, touch_share, b);
+}
+
+struct copy_job {
+    struct tdg_buf *dst;
+    const struct tdg_buf *src;
+};
+
+static void copy_share(struct tdg_team *t, int k, int n, void *arg)
+{
+    struct copy_job *c = arg;
+    size_t r, lo, hi;
+    (void)t;
+    for (r = 0; r < c->src->rows && r < c->dst->rows; r++) {
+        page_share(c->src->row_bytes, k, n, &lo, &hi);
+        memcpy((char *)c->dst->row[r] + lo, (const char *)c->src->row[r] + lo, hi - lo);
+    }
+}
+
+void tdg_team_copy(struct tdg_team *t, struct tdg_buf *dst, const struct tdg_buf *src)
+{
+    struct copy_job c;
+    if (t->threads < 2) {
+        tdg_buf_copy(dst, src);
+        return;
+    }
+    c.dst = dst;
+    c.src = src;
+    team_run(t, copy_share, &c);
+}
+
+struct read_job {
+    const struct tdg_buf *b;
+    double sum[TDG_MAX_THREADS];
+};
+
+static void read_share(struct tdg_team *t, int k, int n, void *arg)
+{
+    struct read_job *j = arg;
+    size_t r, lo, hi;
+    (void)t;
+    for (r = 0; r < j->b->rows; r++) {
+        page_share(j->b->row_bytes, k, n, &lo, &hi);
+        j->sum[k] += read_lines((const char *)j->b->row[r] + lo, hi - lo);
+    }
+}
+
+double tdg_team_read(struct tdg_team *t, const struct tdg_buf *b)
+{
+    static struct read_job j;
+    double s = 0.0;
+    int k;
+    if (t->threads < 2)
+        return tdg_buf_read(b);
+    memset(&j, 0, sizeof j);
+    j.b = b;
+    team_run(t, read_share, &j);
+    for (k = 0; k < t->threads; k++)
+        s += j.sum[k];
+    if (b->row_pointers)
+        s += read_lines((const char *)b->user, b->rows * sizeof(void *));
+    return s;
+}
+
+/* Nanoseconds the task has run. First its CPU-time clock, the clock id
+ * glibc's pthread_getcpuclockid builds from a thread id: the kernel brings
+ * a thread that is running at that moment up to date, where schedstat lags
+ * by up to a scheduler tick (seen: a spinning OpenMP worker read 0 ns over a
+ * few short samples). Then schedstat, then utime+stime in clock ticks. */
+static unsigned long long task_cpu_ns(int tid)
+{
+    char path[96], buf[1024];
+    unsigned long long ns = 0;
+    FILE *fp;
+    struct timespec ts;
+    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 6u);
+    if (clock_gettime(clock, &ts) == 0)
+        return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    fp = fopen(path, "r");
+    if (fp != NULL) {
+        int ok = fscanf(fp, "%llu", &ns) == 1;
+        fclose(fp);
+        if (ok)
+            return ns;
+    }
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    fp = fopen(path, "r");
+    if (fp != NULL) {
+        if (fgets(buf, sizeof buf, fp) != NULL) {
+            /* Fields 14 and 15, counted after the command's closing paren. */
+            const char *q = strrchr(buf, ')');
+            unsigned long long ut = 0, st = 0;
+            if (q != NULL && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+                long hz = sysconf(_SC_CLK_TCK);
+                ns = (ut + st) * (1000000000ull / (unsigned long long)(hz > 0 ? hz : 100));
+            }
+        }
+        fclose(fp);
+    }
+    return ns;
+}
+
+static void record_task(int tid, void *arg)
+{
+    struct tdg_team *t = arg;
+    if (t->ntasks < TDG_MAX_THREADS) {
+        t->tid[t->ntasks] = tid;
+        t->cpu_ns[t->ntasks++] = task_cpu_ns(tid);
+    }
+}
+
+void tdg_team_sampling_starts(struct tdg_team *t)
+{
+    t->self_cpu_ns = task_cpu_ns(gettid_portable());
+    t->ntasks = 0;
+    for_each_other_task(record_task, t);
+}
+
+struct busy_count {
+    struct tdg_team *t;
+    double threshold_ns;
+};
+
+static void count_busy(int tid, void *arg)
+{
+    struct busy_count *bc = arg;
+    struct tdg_team *t = bc->t;
+    unsigned long long before = 0, now = task_cpu_ns(tid);
+    int k;
+    /* A thread started during the samples ran all its time in them. */
+    for (k = 0; k < t->ntasks; k++)
+        if (t->tid[k] == tid)
+            before = t->cpu_ns[k];
+    if (now > before && (double)(now - before) >= bc->threshold_ns && t->ran < TDG_MAX_THREADS)
+        t->busy_ms[t->ran++] = (double)(now - before) / 1e6;
+}
+
+void tdg_team_sampling_ends(struct tdg_team *t, double timed_ns)
+{
+    struct busy_count bc;
+    bc.t = t;
+    bc.threshold_ns = timed_ns / 4.0;
+    t->ran = 1; /* this thread made every timed call */
+    t->busy_ms[0] = (double)(task_cpu_ns(gettid_portable()) - t->self_cpu_ns) / 1e6;
+    for_each_other_task(count_busy, &bc);
 }

@@ -292,9 +292,14 @@ void tdg_json_double(FILE *out, double v);
 
 /* ----------------------------------------------------------------- options */
 
+#define TDG_MAX_THREADS 1024
+
 struct tdg_options {
     enum tdg_timer_method timer;
     int samples, samples_fixed, median, pin, flush_all_cpus, touch, dummy, guard, verify, json, describe;
+    int threads;             /* the routine's team size (1: serial) */
+    int first_touch_threads; /* operand pages first written by the threads' CPUs */
+    int pins[TDG_MAX_THREADS], npins; /* --pin list; pin is pins[0] or -1 */
     int hot_code, min_interval_given;
     int flush_to_memory; /* the flush size is the full flush, not a chosen one */
     enum tdg_flush_method flush;
@@ -310,6 +315,9 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults);
 /* Parses argv over `defaults`; --help prints the usage and exits. Returns -1
  * (after one line on stderr) on a bad option. */
 int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults, struct tdg_options *o);
+/* "0,1,3" into o->pins (and o->pin, the first); "" is no pinning. -1 on a
+ * malformed list. */
+int tdg_parse_cpu_list(const char *text, struct tdg_options *o);
 const char *tdg_timer_name(enum tdg_timer_method m);
 const char *tdg_flush_name(enum tdg_flush_method m);
 
@@ -379,6 +387,7 @@ struct tdg_result {
     double flops_per_call;
     long page_faults;           /* inside timed intervals */
     int code_page_offset;       /* the routine's address modulo 4096; -1 unknown */
+    const struct tdg_team *team; /* the routine's threads */
     const char *overflow_guard; /* what the guard did, or "off" */
     int outputs_finite;
     long outputs_denormal;      /* values that drifted into denormals while timed */
@@ -402,5 +411,67 @@ void tdg_result_warnings(struct tdg_result *r);
 void tdg_report_json(FILE *out, const struct tdg_result *r);
 /* The same for a person. */
 void tdg_report_text(FILE *out, const struct tdg_result *r);
+
+/* ----------------------------------------------------------------- threads */
+
+/*
+ * A parallel routine's threads, after the ATLAS timing paper's section on
+ * shared-memory parallel timing: a known team size, each thread on its own
+ * CPU (so the flush and the first touch reach the caches and memory the
+ * threads really use), the team started before timing, and the number of
+ * threads that ran the timed calls measured, not assumed.
+ */
+struct tdg_team {
+    int threads;                 /* asked for */
+    int cpus[TDG_MAX_THREADS];   /* thread k runs on cpus[k] */
+    int ncpus;                   /* 0: unpinned */
+    int openmp;                  /* the driver was built with OpenMP */
+    int omp_team;                /* omp_get_num_threads() in the start-up region; 0 without OpenMP */
+    int pinned_others;           /* other runtimes' threads pinned after the warm-up call */
+    int first_touch;             /* operand pages are first written by the threads' CPUs */
+    long touch_faults[TDG_MAX_THREADS]; /* page faults each thread took while first-touching */
+    int ran;                     /* threads that ran during the timed calls, measured */
+    unsigned long long self_cpu_ns; /* the calling thread's CPU time when sampling started */
+    double busy_ms[TDG_MAX_THREADS]; /* CPU time of each such thread while sampling */
+    /* CPU time of the process's threads when sampling started */
+    int ntasks;
+    int tid[TDG_MAX_THREADS];
+    unsigned long long cpu_ns[TDG_MAX_THREADS];
+};
+
+/* The environment other runtimes read at start-up (OMP_NUM_THREADS,
+ * OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, BLIS_NUM_THREADS) set to `threads`;
+ * when it said otherwise the driver starts again with it (execv of itself),
+ * because those runtimes size their pools before main. Call before anything
+ * else in main; returns only if no restart was needed or possible. */
+void tdg_threads_environment(int threads, char **argv);
+/* Chooses each thread's CPU (the --pin list, else the first CPUs of the
+ * affinity mask when threads > 1), pins the calling thread to the first and
+ * sets OpenMP's team size. -1 with `err` set when the threads cannot each
+ * have a CPU of their own. */
+int tdg_team_init(struct tdg_team *t, const struct tdg_options *o, char *err, size_t err_len);
+/* Starts the team before anything is timed: one parallel region in which
+ * each OpenMP thread pins itself to its CPU and the team's size is read. */
+void tdg_team_start(struct tdg_team *t);
+/* After the warm-up call: pins the threads another runtime (OpenBLAS's
+ * pthreads, say) started, one per remaining CPU, round robin. */
+void tdg_team_pin_other_threads(struct tdg_team *t);
+/* Writes the buffer's pages, thread k its k-th contiguous share (the split
+ * of a static schedule), so each page is first touched on the CPU of the
+ * thread that uses it. */
+void tdg_team_first_touch(struct tdg_team *t, struct tdg_buf *b);
+/* The same split for the outputs' restore and the warm operands' re-read
+ * before a sample: done by the main thread alone, they would pull every
+ * thread's share into the main thread's caches, which no call of the
+ * routine leaves there. One thread: tdg_buf_copy and tdg_buf_read. */
+void tdg_team_copy(struct tdg_team *t, struct tdg_buf *dst, const struct tdg_buf *src);
+double tdg_team_read(struct tdg_team *t, const struct tdg_buf *b);
+/* Records the CPU time of the process's threads (tdg's own helpers, named
+ * "tdg-*", left out) before the samples ... */
+void tdg_team_sampling_starts(struct tdg_team *t);
+/* ... and counts, after them, the threads whose CPU time grew by at least a
+ * quarter of `timed_ns`, the least time the timed calls took; the calling
+ * thread always counts. Sets t->ran and t->busy_ms. */
+void tdg_team_sampling_ends(struct tdg_team *t, double timed_ns);
 
 #endif /* TDG_RUNTIME_H */

@@ -201,7 +201,13 @@ pub fn explain(m: &DriverModel) -> String {
             f.method.spelling(),
             f.kib,
             f.kib_source,
-            if f.all_cpus { ", on every CPU" } else { "" }
+            if f.all_cpus && t.threads > 1 {
+                ", on every CPU (the routine's threads leave operands in each CPU's caches)"
+            } else if f.all_cpus {
+                ", on every CPU"
+            } else {
+                ""
+            }
         );
     } else if f.method == FlushMethod::None {
         let _ = writeln!(
@@ -235,8 +241,38 @@ pub fn explain(m: &DriverModel) -> String {
             let _ = writeln!(s, "  overflow guard: outputs restored before every sample (the working sets it uses); outputs checked for overflow and denormals after timing");
         }
     }
-    if t.pin_cpu >= 0 {
-        let _ = writeln!(s, "  pinned to CPU {}", t.pin_cpu);
+    let pins = t
+        .pin_cpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if t.threads > 1 {
+        let _ = writeln!(
+            s,
+            "  threads: {} ({}); OpenMP's team size is set (omp_set_num_threads, when the implementation is built with -fopenmp) and exported as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for other runtimes;              thread k pinned to {}; the team is started (one parallel region) before timing;              the operands' pages are first written {}; CPU time is refused; the report counts the threads that really ran",
+            t.threads,
+            t.threads_source,
+            if pins.is_empty() {
+                "the k-th CPU the driver may use (its affinity mask)".to_string()
+            } else {
+                format!("the k-th of CPUs {pins}")
+            },
+            if t.first_touch_threads {
+                "by the threads that use them, each its static share"
+            } else {
+                "by the main thread (--first-touch main)"
+            }
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  threads: 1 ({}); OMP_NUM_THREADS and OPENBLAS_NUM_THREADS are set to 1",
+            t.threads_source
+        );
+        if !pins.is_empty() {
+            let _ = writeln!(s, "  pinned to CPU {pins}");
+        }
     }
     if let Some(fl) = &m.flop {
         let v = fl

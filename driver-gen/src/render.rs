@@ -72,6 +72,8 @@ struct TimingView<'a> {
     method_c: &'static str,
     selection: &'static str,
     selection_median: bool,
+    /// "0,1": the `--pin` list as the driver parses it ("" unpinned).
+    pin_cpus_text: String,
 }
 
 impl<'a> DriverView<'a> {
@@ -111,6 +113,13 @@ impl<'a> DriverView<'a> {
                 method_c: m.timing.method.c_name(),
                 selection: m.timing.selection.spelling(),
                 selection_median: m.timing.selection == Selection::Median,
+                pin_cpus_text: m
+                    .timing
+                    .pin_cpus
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
             },
             sampling: &m.timing.sampling,
             guard: &m.guard,

@@ -59,6 +59,28 @@ pub fn format_table(r: &RunReport) -> String {
         r.min_interval_source
     );
     let _ = writeln!(s, "flush        {}", flush_line(r));
+    if r.team.threads_requested > 1 || r.team.threads > 1 {
+        let cpus = r
+            .team
+            .thread_cpus
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let _ = writeln!(
+            s,
+            "threads      {} ran (of {} asked for{}), pinned to CPUs {}, operand pages first touched by {}",
+            r.team.threads,
+            r.team.threads_requested,
+            if r.team.openmp { ", OpenMP" } else { "" },
+            if cpus.is_empty() { "none".into() } else { cpus },
+            if r.team.first_touch == "threads" {
+                "the threads"
+            } else {
+                "the main thread"
+            }
+        );
+    }
     if let Some(offset) = r.code_page_offset {
         let _ = writeln!(
             s,

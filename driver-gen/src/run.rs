@@ -18,6 +18,24 @@ use crate::render::{render, RenderError};
 /// warning-free under them.
 pub const DRIVER_CFLAGS: &[&str] = &["-std=c99", "-O2", "-Wall", "-Wextra"];
 
+/// The variables thread pools other than OpenMP's read at start-up; the
+/// driver's runtime (tdg_threads_environment) sets the same list.
+pub const THREAD_COUNT_VARIABLES: &[&str] = &[
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+];
+
+/// The implementation's OpenMP flag (`-fopenmp`, `-fopenmp=libomp`,
+/// `-qopenmp`), which the driver's own sources and the link then take too:
+/// the driver sets the team size and pins the team through OpenMP itself.
+pub fn openmp_flag(impl_cflags: &[String]) -> Option<&str> {
+    impl_cflags.iter().map(String::as_str).find(|f| {
+        *f == "-fopenmp" || f.starts_with("-fopenmp=") || *f == "-qopenmp" || *f == "-fiopenmp"
+    })
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     /// C compiler (`--cc`); `None`: $CC, cc, gcc, clang.
@@ -223,6 +241,8 @@ struct DriverJson {
     flops_per_call: Option<f64>,
     page_faults_during_timing: i64,
     pinned_cpu: i32,
+    #[serde(flatten)]
+    team: TeamReport,
     touch_pages: bool,
     dummy_call: bool,
     overflow_guard: String,
@@ -235,6 +255,30 @@ struct DriverJson {
 
 fn unknown_offset() -> i32 {
     -1
+}
+
+/// The routine's threads as the driver ran them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeamReport {
+    /// Threads that ran the timed calls, measured: the driver's thread and
+    /// every other thread of the process whose CPU time grew by a quarter of
+    /// the timed time or more while it sampled.
+    pub threads: u32,
+    pub threads_requested: u32,
+    /// The driver was built with OpenMP (the implementation's flags had it).
+    pub openmp: bool,
+    /// omp_get_num_threads() in the driver's start-up region (0 without OpenMP).
+    pub omp_team: u32,
+    /// CPU of thread k (empty: unpinned).
+    pub thread_cpus: Vec<i32>,
+    /// CPU time of each thread counted in `threads` while sampling, ms.
+    pub thread_busy_ms: Vec<f64>,
+    /// "threads": each thread first wrote its share of the operands' pages;
+    /// "main": the driver's thread wrote them all.
+    pub first_touch: String,
+    /// Page faults each thread took while first-touching (the kernel's count:
+    /// a page is placed where it first faults).
+    pub first_touch_faults: Vec<i64>,
 }
 
 /// Everything one driver run measured, serialisable for `--json`.
@@ -312,6 +356,8 @@ pub struct RunReport {
     pub mflops_avg: Option<f64>,
     pub page_faults_during_timing: i64,
     pub pinned_cpu: Option<i32>,
+    #[serde(flatten)]
+    pub team: TeamReport,
     pub touch_pages: bool,
     pub dummy_call: bool,
     pub overflow_guard: String,
@@ -453,11 +499,17 @@ pub fn build_model(
         .map(|(k, v)| (crate::cexpr::macro_c_name(k), Some(v.clone())))
         .collect();
     let obj = |n: &str| dir.path().join(n);
+    let openmp = openmp_flag(&opts.cflags).map(str::to_string);
+    let driver_cflags: Vec<String> = DRIVER_CFLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(openmp.clone())
+        .collect();
     for src in ["driver.c", "tdg_runtime.c"] {
         let job = CompileJob {
             sources: vec![dir.path().join(src)],
             output: obj(&format!("{src}.o")),
-            cflags: DRIVER_CFLAGS.iter().map(|s| s.to_string()).collect(),
+            cflags: driver_cflags.clone(),
             defines: driver_defines.clone(),
             // The spec's include= lines usually name headers that sit next
             // to the implementation.
@@ -525,7 +577,11 @@ pub fn build_model(
         cc.compile(&CompileJob {
             sources: objects.clone(),
             output: exe.clone(),
-            link_args: vec!["-lm".into(), "-pthread".into()],
+            link_args: ["-lm", "-pthread"]
+                .into_iter()
+                .map(String::from)
+                .chain(openmp.clone())
+                .collect(),
             ..Default::default()
         })
         .map_err(|e| match e {
@@ -657,8 +713,15 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if let Some(p) = opts.timing.stable_pct {
         a.push(format!("--stable-pct={p}"));
     }
-    if let Some(c) = opts.timing.pin_cpu {
-        a.push(format!("--pin={c}"));
+    if !opts.timing.pin_cpus.is_empty() {
+        let list: Vec<String> = opts.timing.pin_cpus.iter().map(u32::to_string).collect();
+        a.push(format!("--pin={}", list.join(",")));
+    }
+    if let Some(n) = opts.timing.threads {
+        a.push(format!("--threads={n}"));
+    }
+    if opts.timing.first_touch_main {
+        a.push("--first-touch=main".into());
     }
     if opts.timing.flush_all_cpus {
         a.push("--flush-all-cpus".into());
@@ -686,6 +749,12 @@ impl BuiltDriver {
     pub fn run(&self, opts: &RunOptions) -> Result<RunReport, RunError> {
         let mut cmd = Command::new(&self.exe);
         cmd.args(driver_args(opts));
+        // The team size for runtimes that read it before main: set here, the
+        // driver need not start itself again to set it.
+        let threads = opts.timing.threads.unwrap_or(self.model.timing.threads);
+        for var in THREAD_COUNT_VARIABLES {
+            cmd.env(var, threads.to_string());
+        }
         match toolchain::run(&mut cmd, Some(opts.timeout)) {
             Ok(out) => self.report_from(&out.stdout),
             Err(ToolchainError::Crashed {
@@ -828,6 +897,7 @@ impl BuiltDriver {
             flops_per_call: j.flops_per_call,
             page_faults_during_timing: j.page_faults_during_timing,
             pinned_cpu: (j.pinned_cpu >= 0).then_some(j.pinned_cpu),
+            team: j.team,
             touch_pages: j.touch_pages,
             dummy_call: j.dummy_call,
             overflow_guard: j.overflow_guard,

@@ -211,7 +211,7 @@ fn flush_on_every_cpu_really_runs_on_every_cpu() {
         "flush threads must have run on every CPU"
     );
     // Pinning the driver does not narrow the CPUs that get flushed.
-    o.timing.pin_cpu = Some(want[0] as u32);
+    o.timing.pin_cpus = vec![want[0] as u32];
     let pinned = kit.run(&o);
     assert_eq!(pinned.flush_cpus, want);
 }

@@ -370,7 +370,7 @@ fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
     let unpinned = kit.run(&o);
     assert!(unpinned.warnings.iter().any(|w| w.contains("not pinned")));
     let cpu = *usable_cpus().last().unwrap() as u32;
-    o.timing.pin_cpu = Some(cpu);
+    o.timing.pin_cpus = vec![cpu];
     let pinned = kit.run(&o);
     assert!(
         pinned.sample_cpus.iter().all(|c| *c == cpu as i32),

@@ -41,9 +41,20 @@ pub struct TimingArgs {
     /// Shortest timed interval in ns (0: always one call per sample).
     #[arg(long)]
     pub min_interval_ns: Option<u64>,
-    /// Pin the driver to this CPU.
-    #[arg(long)]
-    pub pin: Option<u32>,
+    /// Pin the driver to this CPU; with --threads, thread k to the k-th of
+    /// a list (default then: the CPUs tdg may use, from its affinity mask).
+    #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU...]")]
+    pub pin: Vec<u32>,
+    /// The routine's threads (default: the spec's threads, else 1): OpenMP's
+    /// team size, exported as OMP_NUM_THREADS/OPENBLAS_NUM_THREADS for other
+    /// runtimes, each thread pinned to its own CPU, wall or cycle time only.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(spec_lang::ast::MAX_THREADS)))]
+    pub threads: Option<u32>,
+    /// Who writes the operands' pages first when threads > 1: the threads
+    /// that use them (default), or the main thread.
+    #[arg(long, value_name = "WHO", value_parser = ["threads", "main"])]
+    pub first_touch: Option<String>,
     /// Spread the samples over at least this many milliseconds (default:
     /// the spec's min_time, else 100).
     #[arg(long, value_name = "MS")]
@@ -81,7 +92,9 @@ impl TimingArgs {
         o.timing.flush_level = self.flush_level;
         o.timing.flush_all_cpus = self.flush_all_cpus;
         o.timing.min_interval_ns = self.min_interval_ns;
-        o.timing.pin_cpu = self.pin;
+        o.timing.pin_cpus = self.pin.clone();
+        o.timing.threads = self.threads;
+        o.timing.first_touch_main = self.first_touch.as_deref() == Some("main");
         o.timing.min_time_ms = self.min_time_ms;
         o.timing.max_time_ms = self.max_time_ms;
         o.timing.stable_pct = self.stable_pct;

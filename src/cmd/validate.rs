@@ -80,7 +80,7 @@ pub fn run(a: Args) -> CmdResult {
         timing: driver_gen::TimingOverrides {
             samples: Some(a.samples),
             flush_kib: a.flush_kb,
-            pin_cpu: a.pin,
+            pin_cpus: a.pin.into_iter().collect(),
             ..Default::default()
         },
         extra_sources: a.extra.clone(),

@@ -33,7 +33,23 @@ fn every_spec_runs_and_verifies_against_its_kernel() {
         );
         let mut o = opts();
         o.timing.samples = Some(3);
+        // An OpenMP kernel is built as OpenMP; the driver follows its flags.
+        if std::fs::read_to_string(&imp)
+            .unwrap()
+            .contains("#pragma omp")
+        {
+            o.cflags.push("-fopenmp".into());
+        }
         let r = run_driver(&spec, &imp, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if spec
+            .timer
+            .as_ref()
+            .and_then(|t| t.threads)
+            .is_some_and(|n| n > 1)
+            && testkit::usable_cpus().len() >= 2
+        {
+            assert_eq!(r.team.threads, 2, "{}: {:?}", path.display(), r.team);
+        }
         eprintln!(
             "{}: {:.0} ns/call, {} x{}, verification {}",
             path.display(),
@@ -132,19 +148,24 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
         .iter()
         .map(|cc| CCompiler::find(Some(cc)).unwrap())
         .collect();
-    let compile = |dir: &std::path::Path, src: &str, cc: &CCompiler| {
+    let compile = |dir: &std::path::Path, src: &str, cc: &CCompiler, extra: &[&str]| {
         cc.compile(&CompileJob {
             sources: vec![dir.join(src)],
-            output: dir.join(format!("{src}.{}.o", cc.program)),
+            output: dir.join(format!("{src}.{}{}.o", cc.program, extra.concat())),
             cflags: ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror"]
                 .iter()
+                .chain(extra)
                 .map(|s| s.to_string())
                 .collect(),
             object_only: true,
             ..Default::default()
         })
     };
-    let drivers: Vec<(String, tempfile::TempDir, String)> = specs
+    // A parallel spec's driver is built with OpenMP too, as it is for an
+    // OpenMP kernel (clang's runtime is libomp-dev, 20-compilers.sh).
+    const SERIAL: &[&[&str]] = &[&[]];
+    const PARALLEL: &[&[&str]] = &[&[], &["-fopenmp"]];
+    let drivers: Vec<(String, tempfile::TempDir, String, &[&[&str]])> = specs
         .into_iter()
         .map(|(path, spec)| {
             let model =
@@ -153,35 +174,56 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
             let driver = render(&model, None).unwrap();
             driver.write_to(dir.path()).unwrap();
             let runtime = driver.file("tdg_runtime.c").unwrap().to_string();
-            (path, dir, runtime)
+            let flags = if model.timing.threads > 1 {
+                PARALLEL
+            } else {
+                SERIAL
+            };
+            (path, dir, runtime, flags)
         })
         .collect();
+    assert!(
+        drivers.iter().any(|d| d.3.len() > 1),
+        "a parallel example spec (specs/omp_*.spec) is built with OpenMP"
+    );
     // The runtime is copied into every driver as it is: compiled once per
     // compiler, after checking that every driver got the same text.
-    let (_, first_dir, runtime) = &drivers[0];
-    for (path, _, other) in &drivers {
+    let (_, first_dir, runtime, _) = &drivers[0];
+    for (path, _, other, _) in &drivers {
         assert_eq!(other, runtime, "{path} has another tdg_runtime.c");
     }
     // Two compiles at a time: this machine's two cores.
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let jobs: Vec<(&std::path::Path, &str, &CCompiler, &str)> = compilers
+    let jobs: Vec<(&std::path::Path, &str, &CCompiler, &str, &[&str])> = compilers
         .iter()
-        .map(|cc| (first_dir.path(), "tdg_runtime.c", cc, "every driver"))
-        .chain(drivers.iter().flat_map(|(path, dir, _)| {
-            compilers
-                .iter()
-                .map(move |cc| (dir.path(), "driver.c", cc, path.as_str()))
+        .flat_map(|cc| {
+            PARALLEL.iter().map(move |extra| {
+                (
+                    first_dir.path(),
+                    "tdg_runtime.c",
+                    cc,
+                    "every driver",
+                    *extra,
+                )
+            })
+        })
+        .chain(drivers.iter().flat_map(|(path, dir, _, flags)| {
+            compilers.iter().flat_map(move |cc| {
+                flags
+                    .iter()
+                    .map(move |extra| (dir.path(), "driver.c", cc, path.as_str(), *extra))
+            })
         }))
         .collect();
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(&(dir, src, cc, what)) = jobs.get(i) else {
+                let Some(&(dir, src, cc, what, extra)) = jobs.get(i) else {
                     return;
                 };
-                compile(dir, src, cc)
-                    .unwrap_or_else(|e| panic!("{what} {src} with {}: {e}", cc.program));
+                compile(dir, src, cc, extra)
+                    .unwrap_or_else(|e| panic!("{what} {src} with {} {extra:?}: {e}", cc.program));
             });
         }
     });

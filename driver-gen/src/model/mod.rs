@@ -40,6 +40,19 @@ pub enum ModelError {
     Cycle(String),
     #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
     NoSuchCache(u8, String),
+    #[error("--timer cpu cannot time a routine on {threads} threads ({threads_from}): CPU time adds up what every thread spent and hides their waiting; use --timer cycle or --timer wall")]
+    CpuTimerThreads {
+        threads: u32,
+        threads_from: &'static str,
+    },
+    #[error("{threads} threads ({threads_from}) need a CPU each but --pin lists {pins}; list {threads} CPUs or lower --threads")]
+    TooFewPins {
+        threads: u32,
+        threads_from: &'static str,
+        pins: usize,
+    },
+    #[error("--pin lists CPU {0} twice; each thread needs a CPU of its own")]
+    RepeatedPin(u32),
     #[error("samples must be at least 1")]
     NoSamples,
     #[error("code offset {0} is not within a page; give the routine's address modulo {page} in the application", page = crate::CODE_PAGE)]
@@ -73,7 +86,13 @@ pub struct TimingOverrides {
     /// The halves of the run must agree within this many per cent.
     pub stable_pct: Option<f64>,
     pub flush_all_cpus: bool,
-    pub pin_cpu: Option<u32>,
+    /// Pin the driver to these CPUs: thread k of the routine to the k-th.
+    pub pin_cpus: Vec<u32>,
+    /// The routine's team size (`--threads`; `None`: the spec's, else 1).
+    pub threads: Option<u32>,
+    /// Leave the operands' first touch to the main thread even when the
+    /// routine runs on several (`--first-touch main`).
+    pub first_touch_main: bool,
     /// Bytes past a 4096-byte boundary where the routine's code starts
     /// (below [`crate::CODE_PAGE`]).
     pub code_offset: Option<u32>,

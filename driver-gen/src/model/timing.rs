@@ -114,7 +114,19 @@ pub struct TimingPlan {
     /// one the spec or the command line chose: a driver using another timer
     /// replaces it with that timer's own (issue 15).
     pub min_interval_is_machine_default: bool,
-    pub pin_cpu: i64,
+    /// CPUs the driver pins to, thread k of the routine to the k-th; empty:
+    /// unpinned, or with threads > 1 the first CPUs of the driver's affinity
+    /// mask, which only the driver can know where it runs.
+    pub pin_cpus: Vec<u32>,
+    /// The routine's team size: OpenMP's (omp_set_num_threads) and the
+    /// thread-count variables other runtimes read (OMP_NUM_THREADS,
+    /// OPENBLAS_NUM_THREADS, ...), one CPU per thread.
+    pub threads: u32,
+    /// "command line", "spec timer={...}" or "default".
+    pub threads_source: &'static str,
+    /// The operands' pages are first written by the threads that use them,
+    /// each its static share (threads > 1 unless `--first-touch main`).
+    pub first_touch_threads: bool,
     pub sampling: SamplingPlan,
     /// Bytes past a 4096-byte boundary where the routine's code starts in
     /// the driver (templates/tdg_code_place.S): fixed, so the figure does
@@ -310,11 +322,42 @@ pub(super) fn plan(
     if code_offset >= crate::CODE_PAGE {
         return Err(ModelError::CodeOffset(code_offset));
     }
+    let (threads, threads_source) = match (cfg.timing.threads, tc.threads) {
+        (Some(n), _) => (n, "command line"),
+        (None, Some(n)) => (n, "spec timer={...}"),
+        (None, None) => (1, "default"),
+    };
+    // The ATLAS timing paper's rule: parallel code is timed in wall time;
+    // CPU time sums the threads and shows every speedup as perfect.
+    if threads > 1 && timer == TimerMethod::Cpu {
+        return Err(ModelError::CpuTimerThreads {
+            threads,
+            threads_from: threads_source,
+        });
+    }
+    let pins = &cfg.timing.pin_cpus;
+    if let Some(&c) = pins
+        .iter()
+        .enumerate()
+        .find(|(i, c)| pins[..*i].contains(c))
+        .map(|(_, c)| c)
+    {
+        return Err(ModelError::RepeatedPin(c));
+    }
+    if !pins.is_empty() && pins.len() < threads as usize {
+        return Err(ModelError::TooFewPins {
+            threads,
+            threads_from: threads_source,
+            pins: pins.len(),
+        });
+    }
     let flush = FlushPlan {
         method: flush_method,
         kib: flush_kib,
         kib_source,
-        all_cpus: cfg.timing.flush_all_cpus,
+        // Operands a parallel routine used sit in every participating
+        // CPU's private caches: the flush runs on all of them.
+        all_cpus: cfg.timing.flush_all_cpus || threads > 1,
         to_memory,
         eviction: (to_memory && flush_method == FlushMethod::Read && CAN_CLFLUSH)
             .then(|| eviction(&cfg.machine)),
@@ -327,7 +370,10 @@ pub(super) fn plan(
         min_interval_ns,
         min_interval_source,
         min_interval_is_machine_default,
-        pin_cpu: cfg.timing.pin_cpu.map(|c| c as i64).unwrap_or(-1),
+        pin_cpus: pins.clone(),
+        threads,
+        threads_source,
+        first_touch_threads: threads > 1 && !cfg.timing.first_touch_main,
         sampling,
         code_offset,
         code_offset_source,

@@ -63,7 +63,14 @@
 #define TDG_DEFAULT_MIN_TIME_MS 100
 #define TDG_DEFAULT_MAX_TIME_MS 250
 #define TDG_DEFAULT_STABLE_PCT 0.5
-#define TDG_DEFAULT_PIN_CPU -1
+/* CPUs to pin to ("": unpinned; with threads > 1, the first CPUs of the
+ * affinity mask), the team size (make THREADS=N overrides it) and who first
+ * writes the operands' pages (1: the threads that use them). */
+#define TDG_DEFAULT_PIN ""
+#ifndef TDG_THREADS
+#define TDG_THREADS 1
+#endif
+#define TDG_DEFAULT_FIRST_TOUCH_THREADS 0
 #define TDG_DEFAULT_TOLERANCE 1e-9
 #define TDG_SEED 0x5eed5eedULL
 
@@ -119,6 +126,7 @@ static double tdg_flops_per_call(const struct tdg_scalars *S)
 /* ------------------------------------------------------------ operands */
 
 static int tdg_nsets = 1;  /* working sets: 1 unless self-flushing */
+static struct tdg_team tdg_team; /* the routine's threads */
 static int tdg_cursor;     /* working set the next timed call uses */
 static int tdg_guard = 1;  /* overflow guard on */
 
@@ -411,6 +419,9 @@ static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
             /* Every copy holds the same data (same seed), so once set 0 is
              * filled the others are copies of it: several times faster than
              * drawing the numbers again for a large self-flushing area. */
+            /* First touch: each page written first on the CPU of the thread
+             * that will use it (a no-op for one thread). */
+            tdg_team_first_touch(&tdg_team, &tdg_op_X[s]);
             if (s > 0 && tdg_sets_filled)
                 tdg_buf_copy(&tdg_op_X[s], &tdg_op_X[0]);
             else if (tdg_fill_X(&tdg_op_X[s], err, len))
@@ -423,6 +434,9 @@ static int tdg_alloc_sets(int nsets, int touch, char *err, size_t len)
             /* Every copy holds the same data (same seed), so once set 0 is
              * filled the others are copies of it: several times faster than
              * drawing the numbers again for a large self-flushing area. */
+            /* First touch: each page written first on the CPU of the thread
+             * that will use it (a no-op for one thread). */
+            tdg_team_first_touch(&tdg_team, &tdg_op_Y[s]);
             if (s > 0 && tdg_sets_filled)
                 tdg_buf_copy(&tdg_op_Y[s], &tdg_op_Y[0]);
             else if (tdg_fill_Y(&tdg_op_Y[s], err, len))
@@ -458,7 +472,7 @@ static void tdg_save_outputs(void)
 static void tdg_restore_outputs(void)
 {
     if (tdg_saved_Y.row != NULL)
-        tdg_buf_copy(&tdg_op_Y[0], &tdg_saved_Y);
+        tdg_team_copy(&tdg_team, &tdg_op_Y[0], &tdg_saved_Y);
 }
 
 static double tdg_time_block(const struct tdg_timer *tdg_t, long long tdg_reps);
@@ -482,7 +496,7 @@ static void tdg_restore_block_outputs(long long reps)
     int s = tdg_cursor;
     for (k = 0; k < used; k++) {
         if (tdg_saved_Y.row != NULL && tdg_op_Y[s].row != NULL) {
-            tdg_buf_copy(&tdg_op_Y[s], &tdg_saved_Y);
+            tdg_team_copy(&tdg_team, &tdg_op_Y[s], &tdg_saved_Y);
             if (tdg_nsets > 1)
                 tdg_buf_clflush(&tdg_op_Y[s]);
         }
@@ -612,7 +626,9 @@ static void tdg_spec_defaults(struct tdg_options *o)
     o->evict_kib = TDG_DEFAULT_EVICT_KIB;
     o->evict_pages = TDG_DEFAULT_EVICT_PAGES;
     o->min_interval_ns = TDG_DEFAULT_MIN_INTERVAL_NS;
-    o->pin = TDG_DEFAULT_PIN_CPU;
+    (void)tdg_parse_cpu_list(TDG_DEFAULT_PIN, o);
+    o->threads = TDG_THREADS;
+    o->first_touch_threads = TDG_DEFAULT_FIRST_TOUCH_THREADS;
     o->tol = TDG_DEFAULT_TOLERANCE;
 }
 
@@ -772,6 +788,17 @@ int main(int argc, char **argv)
     tdg_spec_defaults(&defaults);
     if (tdg_parse_options(argc, argv, &defaults, &o))
         return 2;
+    /* Runtimes other than OpenMP size their thread pools before main. */
+    tdg_threads_environment(o.threads, argv);
+    if (o.threads > 1 && o.timer == TDG_TIMER_CPU) {
+        fprintf(stderr, "driver: --timer=cpu cannot time %d threads: CPU time adds up what every thread spent and hides "
+                        "their waiting; use --timer=cycle or --timer=wall\n", o.threads);
+        return 2;
+    }
+    /* A parallel routine leaves its operands in every participating CPU's
+     * caches: the flush runs on all of them (the ATLAS timing paper). */
+    if (o.threads > 1)
+        o.flush_all_cpus = 1;
     tdg_report_crashes();
     tdg_scalars_init(tdg_args);
     if (o.describe) {
@@ -784,11 +811,12 @@ int main(int argc, char **argv)
     r.code_page_offset = (int)((uintptr_t)&daxpy % 4096u);
     tdg_guard = o.guard;
 
-    if (o.pin >= 0 && tdg_pin_to_cpu(o.pin, err, sizeof err)) {
+    r.team = &tdg_team;
+    if (tdg_team_init(&tdg_team, &o, err, sizeof err)) {
         fprintf(stderr, "driver: %s\n", err);
         return 2;
     }
-    tdg_environment_warnings(&r.warnings, o.pin >= 0);
+    tdg_environment_warnings(&r.warnings, tdg_team.ncpus > 0);
 
     tdg_phase("timer setup");
     tdg_timer_setup(&timer, o.timer, note, sizeof note);
@@ -796,6 +824,11 @@ int main(int argc, char **argv)
         tdg_warnings_add(&r.warnings, "%s", note);
     tdg_measure_timer_overhead(&timer, tdg_time_block);
     tdg_min_interval_for_timer(&o, &timer, r.min_interval_why, sizeof r.min_interval_why);
+
+    /* The team exists, each thread on its CPU, before any operand page is
+     * written or any call timed. */
+    tdg_phase("starting the routine's threads");
+    tdg_team_start(&tdg_team);
 
     tdg_phase("allocating and filling operands");
     if (tdg_alloc_sets(1, o.touch, err, sizeof err)) {
@@ -811,6 +844,7 @@ int main(int argc, char **argv)
         tdg_warm_up_call();
         tdg_restore_outputs();
     }
+    tdg_team_pin_other_threads(&tdg_team);
 
     /* The read-flush buffer is made before the repetition count is chosen,
      * although a multi-call driver never reads it: made after, between the
@@ -828,10 +862,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "driver: %s\n", err);
         return 2;
     }
+    tdg_team_sampling_starts(&tdg_team);
     if (tdg_take_samples(&sampler, &o, &timer, &flusher, reps)) {
         fprintf(stderr, "driver: out of memory\n");
         return 2;
     }
+    {
+        /* The work the timed calls needed at the least: every sample at the
+         * fastest one's speed. Waits for a descheduled thread inflate the
+         * slower samples, not the CPU time a thread that took part spent. */
+        double least = sampler.n > 0 ? sampler.ns[0] : 0.0;
+        int k;
+        for (k = 1; k < sampler.n; k++)
+            if (sampler.ns[k] < least)
+                least = sampler.ns[k];
+        tdg_team_sampling_ends(&tdg_team, least * (double)reps * (double)sampler.n);
+    }
+    if (tdg_team.ran < tdg_team.threads)
+        tdg_warnings_add(&r.warnings,
+                         "%d thread(s) asked for, %d ran the timed calls: the routine is serial, or its runtime did not take "
+                         "the team size%s",
+                         tdg_team.threads, tdg_team.ran,
+                         tdg_team.openmp ? "" : " (an OpenMP implementation needs -fopenmp in its flags)");
 
     r.reps = reps;
     r.working_sets = tdg_nsets;
