@@ -89,28 +89,31 @@ pub struct Criu {
     pub libcriu: Option<PathBuf>,
 }
 
-/// Where tdg looks for criu, in order: `TDG_CRIU`, `$TDG_DEPS/bin`, the
-/// repository's `.deps/bin` (found from the tdg binary or the source tree),
-/// then `PATH`.
+/// Where tdg looks for criu: `TDG_CRIU` when set (there only), else each
+/// absolute directory of `PATH`, in order. Never a path derived from where
+/// tdg was built or lives (a build tree's `.deps`): tdg runs criu as root,
+/// so the criu it runs is the one the user's `PATH` or `TDG_CRIU` names.
 pub fn criu_candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("TDG_CRIU").filter(|p| !p.is_empty()) {
-        out.push(PathBuf::from(p));
-        return out;
+    candidates_from(std::env::var_os("TDG_CRIU"), std::env::var_os("PATH"))
+}
+
+fn candidates_from(
+    explicit: Option<std::ffi::OsString>,
+    path: Option<std::ffi::OsString>,
+) -> Vec<PathBuf> {
+    if let Some(p) = explicit.filter(|p| !p.is_empty()) {
+        return vec![PathBuf::from(p)];
     }
-    if let Some(d) = std::env::var_os("TDG_DEPS").filter(|p| !p.is_empty()) {
-        out.push(PathBuf::from(d).join("bin/criu"));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        // <repo>/target/<profile>/tdg or <repo>/target/<profile>/deps/<test>
-        for up in exe.ancestors().skip(1).take(4) {
-            out.push(up.join(".deps/bin/criu"));
-        }
-    }
-    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.deps/bin/criu"));
-    if let Some(path) = std::env::var_os("PATH") {
-        out.extend(std::env::split_paths(&path).map(|d| d.join("criu")));
-    }
+    let mut out: Vec<PathBuf> = path
+        .map(|p| {
+            std::env::split_paths(&p)
+                // A relative entry (`.`, or the empty one) would find a
+                // criu in whatever directory tdg was started from.
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join("criu"))
+                .collect()
+        })
+        .unwrap_or_default();
     let mut seen = std::collections::HashSet::new();
     out.retain(|p| seen.insert(p.clone()));
     out
@@ -314,6 +317,23 @@ pub fn diagnose_log(log: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criu_comes_from_tdg_criu_or_path_only() {
+        let path = std::ffi::OsString::from("/opt/criu/bin::.:/usr/sbin:/opt/criu/bin");
+        assert_eq!(
+            candidates_from(None, Some(path.clone())),
+            [
+                PathBuf::from("/opt/criu/bin/criu"),
+                PathBuf::from("/usr/sbin/criu")
+            ]
+        );
+        assert_eq!(
+            candidates_from(Some("/x/criu".into()), Some(path)),
+            [PathBuf::from("/x/criu")]
+        );
+        assert!(candidates_from(None, None).is_empty());
+    }
 
     #[test]
     fn parses_criu_version_lines() {

@@ -116,7 +116,7 @@ pub fn run_doctor() -> DoctorReport {
                 "checkpoint",
                 Status::Fail,
                 e.to_string(),
-                Some("scripts/setup builds CRIU >= 4.1 from Debian's source into .deps (about a minute)"),
+                Some("scripts/setup builds CRIU >= 4.1 from Debian's source into .deps/bin (about a minute); put that directory on PATH, or set TDG_CRIU=/path/to/criu"),
             ));
         }
     }
@@ -337,36 +337,33 @@ fn tsc_check() -> Finding {
     }
 }
 
+/// The counter the check opens: CPU cycles of this thread, user space only
+/// (what a non-root tdg may count under `perf_event_paranoid` 2), created
+/// disabled. The layout and its bit fields are the kernel's, from
+/// `perf-event-open-sys` (generated from the kernel's headers) rather than
+/// a hand-counted struct, which once set `sample_type` for the flags word.
+fn cycles_attr() -> perf_event_open_sys::bindings::perf_event_attr {
+    use perf_event_open_sys::bindings as sys;
+    let mut attr = sys::perf_event_attr {
+        type_: sys::PERF_TYPE_HARDWARE,
+        size: std::mem::size_of::<sys::perf_event_attr>() as u32,
+        config: sys::PERF_COUNT_HW_CPU_CYCLES as u64,
+        ..Default::default()
+    };
+    attr.set_disabled(1);
+    attr.set_exclude_kernel(1);
+    attr.set_exclude_hv(1);
+    attr
+}
+
 fn perf_counter_check() -> Finding {
-    // perf_event_attr for PERF_COUNT_HW_CPU_CYCLES on this thread.
-    #[repr(C)]
-    struct PerfEventAttr {
-        type_: u32,
-        size: u32,
-        config: u64,
-        rest: [u64; 14],
-    }
-    let mut attr = PerfEventAttr {
-        type_: 0, // PERF_TYPE_HARDWARE
-        size: std::mem::size_of::<PerfEventAttr>() as u32,
-        config: 0, // PERF_COUNT_HW_CPU_CYCLES
-        rest: [0; 14],
-    };
-    attr.rest[1] = 1 << 0 | 1 << 5; // disabled, exclude_kernel
-                                    // SAFETY: perf_event_open with a valid attr pointer; the fd is closed below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &mut attr as *mut PerfEventAttr,
-            0,
-            -1,
-            -1,
-            0,
-        )
-    };
+    let mut attr = cycles_attr();
+    // SAFETY: a valid attr for this thread (pid 0, any CPU, no group); the
+    // descriptor is closed below.
+    let fd = unsafe { perf_event_open_sys::perf_event_open(&mut attr, 0, -1, -1, 0) };
     if fd >= 0 {
         // SAFETY: fd was just returned by the kernel.
-        unsafe { libc::close(fd as i32) };
+        unsafe { libc::close(fd) };
         finding(
             "profile",
             Status::Ok,
@@ -383,5 +380,61 @@ fn perf_counter_check() -> Finding {
             ),
             None,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes the check hands the kernel are those C fills in through
+    /// the system's `<linux/perf_event.h>` for the same counter: the flags
+    /// word (disabled, exclude_kernel, exclude_hv) where the kernel reads
+    /// it, `sample_type` and the rest zero. The first 64 bytes are every
+    /// header version's (PERF_ATTR_SIZE_VER0); `size` differs by version.
+    #[test]
+    fn the_counters_attributes_are_laid_out_as_the_kernel_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("attr.c");
+        std::fs::write(
+            &src,
+            "#include <linux/perf_event.h>\n#include <stdio.h>\n#include <string.h>\n\
+             int main(void) {\n\
+                 struct perf_event_attr a;\n\
+                 memset(&a, 0, sizeof a);\n\
+                 a.type = PERF_TYPE_HARDWARE;\n\
+                 a.config = PERF_COUNT_HW_CPU_CYCLES;\n\
+                 a.disabled = 1;\n\
+                 a.exclude_kernel = 1;\n\
+                 a.exclude_hv = 1;\n\
+                 const unsigned char *b = (const unsigned char *)&a;\n\
+                 for (int i = 0; i < PERF_ATTR_SIZE_VER0; i++)\n\
+                     printf(\"%02x\", b[i]);\n\
+                 return 0;\n\
+             }\n",
+        )
+        .unwrap();
+        let exe = dir.path().join("attr");
+        toolchain::CCompiler::find(None)
+            .unwrap()
+            .compile(&toolchain::CompileJob {
+                sources: vec![src],
+                output: exe.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        let kernel = toolchain::run(&mut std::process::Command::new(&exe), None)
+            .unwrap()
+            .stdout;
+        let mut attr = cycles_attr();
+        attr.size = 0;
+        // SAFETY: perf_event_attr is plain data at least 64 bytes long.
+        let bytes = unsafe { std::slice::from_raw_parts((&attr as *const _) as *const u8, 64) };
+        let ours: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(ours, kernel.trim(), "ours, then the kernel header's");
+        assert!(
+            std::mem::size_of_val(&attr) >= 64,
+            "shorter than PERF_ATTR_SIZE_VER0"
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    #[error("CRIU not found (tried {tried}); run `scripts/setup` (builds CRIU >= 4.1 into .deps) or set TDG_CRIU=/path/to/criu")]
+    #[error("CRIU not found on PATH (tried {tried}); install CRIU >= 4.1 on PATH (`scripts/setup` builds one into .deps/bin: add that to PATH) or set TDG_CRIU=/path/to/criu")]
     CriuNotFound { tried: String },
     #[error("CRIU at {path} is version {version}; tdg needs >= 4.1 (older ones cannot dump on kernels with a [vvar_vclock] mapping); run `scripts/setup` or set TDG_CRIU")]
     CriuTooOld { path: PathBuf, version: String },

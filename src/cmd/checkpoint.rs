@@ -6,6 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// The footer of capture's and time's `--help` (docs/checkpoint.md says the same).
+const IMAGES_ARE_TRUSTED: &str = "\
+A checkpoint image is trusted input: restoring it runs the code and data it holds as root. \
+Time only images you captured, or that come from someone you would let run programs as root \
+on this machine; keep image directories writable by root only.
+CRIU is the `criu` found on PATH, or TDG_CRIU=/path/to/criu (tdg never picks one from its build tree).";
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -15,8 +22,10 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Action {
     /// Run the application and checkpoint it before call N-K of a marked region.
+    #[command(after_help = IMAGES_ARE_TRUSTED)]
     Capture(CaptureArgs),
     /// Restore an image R times and report the region's time.
+    #[command(after_help = IMAGES_ARE_TRUSTED)]
     Time(TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
     Inapp(InAppArgs),

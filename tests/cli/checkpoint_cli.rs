@@ -328,6 +328,41 @@ fn doctor_reports_criu_and_readiness() {
     assert_eq!(v["can_checkpoint"], true);
 }
 
+/// tdg runs criu as root: the one it runs is the one `PATH` names, never
+/// one it finds beside its own build tree (`.deps/bin`).
+#[test]
+fn criu_is_the_one_on_path_not_the_build_trees() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("criu");
+    std::fs::write(&fake, "#!/bin/sh\necho 'Version: 4.1.1'\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fake = fake.canonicalize().unwrap();
+    let o = tdg_command()
+        .args(["doctor", "--json"])
+        .env(
+            "PATH",
+            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", dir.path().display()),
+        )
+        .env_remove("TDG_CRIU")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let found = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["what"].as_str())
+        .find(|w| w.starts_with("criu 4."))
+        .unwrap_or_else(|| panic!("no criu finding: {v}"))
+        .to_string();
+    assert!(
+        found.ends_with(&format!("at {}", fake.display())),
+        "{found}"
+    );
+}
+
 #[test]
 fn not_root_and_too_old_criu_are_named_with_the_fix() {
     // Not root: drop to nobody with util-linux's setpriv.
