@@ -557,19 +557,38 @@ static void parse_schedule(const char *text)
     }
 }
 
-/* Restored copy: read tdg's instructions (until EOF) and act on them. */
+/* The most control text a copy accepts: 64 candidate paths and a schedule
+ * of MAX_SAMPLES entries (up to three characters each) fit with room. */
+#define MAX_CONTROL_BYTES ((size_t)(MAX_CANDIDATES * (PATH_MAX + 16) + 4 * MAX_SAMPLES + 4096))
+
+/* Restored copy: read tdg's instructions whole (until EOF, however long:
+ * a schedule of thousands of samples is longer than any fixed buffer) into
+ * a private mapping that grows, then act on them. A read error or a text
+ * over MAX_CONTROL_BYTES ends the copy with one line instead of acting on
+ * part of it. */
 static void follow_control(int fd)
 {
-    char text[2 * PATH_MAX + 64], *line, *save = NULL;
-    size_t used = 0;
+    size_t cap = 1 << 16, used = 0;
+    char *text = map_private(cap), *line, *save = NULL;
     ssize_t n;
-    while (used < sizeof text - 1 && (n = read(fd, text + used, sizeof text - 1 - used)) != 0) {
+    if (!text)
+        fail_copy("cannot allocate the control text: ", strerror(errno));
+    while ((n = read(fd, text + used, cap - 1 - used)) != 0) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            break;
+            fail_copy("cannot read tdg's instructions: ", strerror(errno));
         }
         used += (size_t)n;
+        if (used == cap - 1) {
+            if (cap >= MAX_CONTROL_BYTES)
+                fail_copy("cannot follow tdg's instructions: ", "longer than the copy accepts");
+            char *grown = mremap(text, cap, 2 * cap, MREMAP_MAYMOVE);
+            if (grown == MAP_FAILED)
+                fail_copy("cannot grow the control text: ", strerror(errno));
+            text = grown;
+            cap *= 2;
+        }
     }
     text[used] = '\0';
     close(fd);
@@ -593,6 +612,7 @@ static void follow_control(int fd)
             parse_schedule(line + 9);
         }
     }
+    munmap(text, cap);
 }
 
 /* The mappings at the checkpoint. Kernel-provided ones that are not plain

@@ -174,22 +174,15 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
             Path::new(program).display()
         ))
     })?;
-    let status = loop {
-        if let Some(st) = child
-            .try_wait()
-            .map_err(io_err("waiting for the application"))?
-        {
-            break st;
-        }
-        if req.timeout.is_some_and(|t| started.elapsed() > t) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(CheckpointError::NotCaptured(format!(
-                "the application did not finish within {} s and was killed; raise --timeout",
-                req.timeout.unwrap_or_default().as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    // The application leads its own session, hence its own process group:
+    // a timeout ends everything it started that stayed in it.
+    let Some(status) = toolchain::wait_or_kill_group(&mut child, req.timeout)
+        .map_err(io_err("waiting for the application"))?
+    else {
+        return Err(CheckpointError::NotCaptured(format!(
+            "the application did not finish within {} and was killed with every process it started (its process group); raise --timeout",
+            toolchain::limit_text(&req.timeout.unwrap_or_default())
+        )));
     };
     let run_time = started.elapsed();
 

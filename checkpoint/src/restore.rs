@@ -240,12 +240,15 @@ impl RestorePlan {
     pub(crate) fn run_restore(&self, control: &str, timeout: Duration) -> Result<RawRestore> {
         let (result_read, result_write) = pipe()?;
         let mut passed: Vec<OwnedFd> = vec![result_write];
+        let mut control_writer = None;
         if self.control_channel.is_some() {
             let tsc = self
                 .tsc_ghz
                 .map(|g| format!("tsc_ghz={g}\n"))
                 .unwrap_or_default();
-            passed.push(control_pipe(&format!("{tsc}{control}"))?);
+            let pipe = control_pipe(&format!("{tsc}{control}"))?;
+            control_writer = pipe.writer;
+            passed.push(pipe.read);
         }
         for _ in &self.substitutes {
             passed.push(open_dev_null()?);
@@ -298,6 +301,12 @@ impl RestorePlan {
         let outcome = toolchain::run(&mut cmd, Some(timeout));
         let wall = started.elapsed();
         drop(passed);
+        // The restore is over: every read end is closed, so a writer still
+        // blocked gets EPIPE and ends. Its error matters only if the copy
+        // reported nothing, which the caller diagnoses from the copy's side.
+        if let Some(w) = control_writer {
+            let _ = w.join();
+        }
         drop(terminal);
         done.store(true, std::sync::atomic::Ordering::Release);
         let text = drain.join().unwrap_or_default();
@@ -385,8 +394,9 @@ impl RestorePlan {
             log: self.log_path(),
         };
         match e {
-            toolchain::ToolchainError::TimedOut { seconds, .. } => failed(format!(
-                "did not finish within {seconds} s and was killed with its PID namespace; raise --timeout"
+            toolchain::ToolchainError::TimedOut { limit, .. } => failed(format!(
+                "did not finish within {} and was killed with its PID namespace (nothing of it is left running); raise --timeout",
+                toolchain::limit_text(&limit)
             )),
             toolchain::ToolchainError::Crashed { signal_name, .. } => {
                 failed(format!("was killed by {signal_name}"))
@@ -575,23 +585,47 @@ pub(crate) fn line_field(line: &str, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// The read end of a pipe holding `text`, its write end already closed:
-/// the copy reads the instructions, then EOF.
-fn control_pipe(text: &str) -> Result<OwnedFd> {
+/// The read end of a pipe carrying `text` to a restored copy, which reads
+/// it to EOF. What fits in the pipe's buffer is written now; a longer text
+/// (a schedule of thousands of samples, many candidates) is written by
+/// `ControlPipe::writer` while the copy reads, and the write end closes
+/// after the last byte.
+struct ControlPipe {
+    read: OwnedFd,
+    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+fn control_pipe(text: &str) -> Result<ControlPipe> {
     let (read, write) = pipe()?;
     let bytes = text.as_bytes();
-    // Far below the pipe's 64 KiB, so the write never blocks.
-    // SAFETY: bytes is valid for its length; write is a plain descriptor write.
-    let n = unsafe { libc::write(write.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-    if n != bytes.len() as isize {
+    // SAFETY: fcntl on a descriptor we own.
+    let capacity = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    let now = bytes
+        .len()
+        .min(usize::try_from(capacity).unwrap_or(4096).max(4096));
+    // Within the pipe's capacity, so this write does not block (the pipe
+    // is non-blocking: a short count is an error, not a wait).
+    // SAFETY: bytes is valid for `now` bytes; write is a plain descriptor write.
+    let n = unsafe { libc::write(write.as_raw_fd(), bytes.as_ptr().cast(), now) };
+    if n != now as isize {
         return Err(std::io::Error::last_os_error())
             .map_err(io_err("cannot fill the control pipe"));
     }
-    drop(write);
-    // The copy blocks on it until EOF: make it blocking again.
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, 0) };
-    Ok(read)
+    // The copy blocks on it until EOF: make both ends blocking again.
+    // SAFETY: fcntl on descriptors we own.
+    unsafe {
+        libc::fcntl(read.as_raw_fd(), libc::F_SETFL, 0);
+        libc::fcntl(write.as_raw_fd(), libc::F_SETFL, 0);
+    }
+    let writer = (now < bytes.len()).then(|| {
+        let rest = bytes[now..].to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            // Ends with EPIPE if the copy dies before reading it all.
+            std::fs::File::from(write).write_all(&rest)
+        })
+    });
+    Ok(ControlPipe { read, writer })
 }
 
 /// `ns=<wall> cpu_ns=<cpu>`, as the host library writes it.
@@ -671,6 +705,29 @@ fn read_available(fd: &OwnedFd) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Control text far past a pipe's buffer (a million-sample schedule is
+    /// 2 MB) reaches the reader whole, then EOF; so does a short one.
+    #[test]
+    fn control_text_of_any_length_arrives_whole() {
+        use std::io::Read;
+        for len in [100usize, 3 << 20] {
+            let text: String = (0..len)
+                .map(|i| if i % 2 == 0 { '0' } else { ',' })
+                .collect();
+            let pipe = control_pipe(&text).unwrap();
+            assert_eq!(pipe.writer.is_some(), len > 65536);
+            let mut got = String::new();
+            std::fs::File::from(pipe.read)
+                .read_to_string(&mut got)
+                .unwrap();
+            assert_eq!(got.len(), len);
+            assert!(got == text);
+            if let Some(w) = pipe.writer {
+                w.join().unwrap().unwrap();
+            }
+        }
+    }
 
     /// The terminal's descriptor sits at 4, the second substitute's target:
     /// moving in one pass put `/dev/null` on the restorer's stdin (a CI run:

@@ -251,6 +251,61 @@ fn crashing_candidate_reports_its_signal_and_phase() {
     f.assert_image_still_restores();
 }
 
+/// A candidate that never returns: the restore is killed at the time limit
+/// with its whole PID namespace (the copy, its sample children, criu), the
+/// error says so in one line, and nothing of it is left running.
+#[test]
+fn hanging_candidate_is_killed_with_its_namespace_and_says_so() {
+    let _serial = exclusive();
+    let f = fixture("cand-hang");
+    let c = f
+        .candidate(
+            "hang",
+            "#include <unistd.h>\nvoid hsort(long *A, const int N) { (void)A; (void)N; for (;;) pause(); }\n",
+            &[],
+        )
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = time_image(
+        &f.image,
+        &TimeOptions {
+            candidate: Some(c),
+            timeout: Duration::from_secs(2),
+            ..f.opts.clone()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        e.contains("did not finish within")
+            && e.contains("PID namespace")
+            && e.contains("--timeout"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "one line: {e}");
+    let exe = f.ws.dir.path().join("nearsort");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = (processes_running(&exe), processes_mentioning(&f.image));
+        if left.0.is_empty() && left.1.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running after the timeout: copies {:?}, restorers {:?}",
+            left.0,
+            left.1
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f.assert_image_still_restores();
+}
+
 #[test]
 fn uncompilable_and_unresolved_candidates_get_one_clear_error() {
     let _serial = exclusive();

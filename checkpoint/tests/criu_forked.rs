@@ -90,6 +90,25 @@ fn a_delay_that_reads_a_pipe_falls_back_to_one_restore_per_sample() {
     assert!(report.render_text().contains("one restore per sample: "));
 }
 
+/// Ten thousand samples in one restore: the schedule (20 KB of control
+/// text, more than the copy's fixed buffer once held) reaches the copy
+/// whole, and every sample is taken and reported.
+#[test]
+fn a_schedule_of_ten_thousand_samples_arrives_whole() {
+    let _alone = exclusive();
+    let ws = Workspace::new("forked-10k");
+    let img = capture_replay(&ws, "none", &[], 2, 0);
+    let mut timer = checkpoint::ImageTimer::open(&img, &opts(1)).unwrap_or_else(|e| panic!("{e}"));
+    let schedule = vec![0usize; 10_000];
+    let forked = timer
+        .plan_mut()
+        .restore_forked(&[], &schedule)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(forked.fallback.is_none(), "{:?}", forked.fallback);
+    assert!(forked.failed.is_none(), "{:?}", forked.failed);
+    assert_eq!(forked.samples.len(), 10_000);
+}
+
 /// Two hundred samples in a row: every one reported, no copy, restorer or
 /// PID namespace left behind.
 #[test]

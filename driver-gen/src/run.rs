@@ -790,7 +790,9 @@ impl BuiltDriver {
                     .collect::<Vec<_>>()
                     .join("\n"),
             }),
-            Err(ToolchainError::TimedOut { seconds, .. }) => Err(RunError::TimedOut { seconds }),
+            Err(ToolchainError::TimedOut { limit, .. }) => Err(RunError::TimedOut {
+                seconds: limit.as_secs(),
+            }),
             Err(other) => Err(RunError::Toolchain(other.to_string())),
         }
     }

@@ -9,9 +9,10 @@ pub use build_cache::{BuildCache, Compiled};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,8 +50,8 @@ pub enum ToolchainError {
         stdout: String,
         stderr: String,
     },
-    #[error("`{program}` did not finish within {seconds} s and was killed")]
-    TimedOut { program: String, seconds: u64 },
+    #[error("`{program}` did not finish within {} and was killed with every process it started (its process group); raise the time limit (--timeout) if it needs longer", limit_text(.limit))]
+    TimedOut { program: String, limit: Duration },
     /// The build cache cannot be used; the message names the way out.
     #[error("{0}")]
     Cache(String),
@@ -308,9 +309,30 @@ pub struct RunOutput {
 
 /// Runs `cmd` to completion with stdout/stderr captured and an optional time
 /// limit. A non-zero exit or a fatal signal becomes an error that says which.
+///
+/// The program leads a process group of its own, so that a limit ends
+/// everything it started (a shell's children, a restore's `unshare`), not
+/// just the process tdg forked; out of tdg's group the terminal's Ctrl-C no
+/// longer reaches it, so it is tied to tdg instead (killed if tdg dies).
 pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<RunOutput, ToolchainError> {
     let program = cmd.get_program().to_string_lossy().to_string();
     let started = Instant::now();
+    let tdg = std::process::id() as libc::pid_t;
+    cmd.process_group(0);
+    // SAFETY: prctl, getppid and raise are async-signal-safe; nothing else
+    // runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != tdg {
+                // tdg died before the death signal was armed.
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -333,26 +355,99 @@ pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<RunOutput, To
         let _ = se.read_to_end(&mut b);
         b
     });
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        if let Some(limit) = timeout {
-            if started.elapsed() > limit {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ToolchainError::TimedOut {
-                    program,
-                    seconds: limit.as_secs(),
-                });
-            }
-        }
-        std::thread::sleep(Duration::from_millis(2));
+    let Some(status) = wait_or_kill_group(&mut child, timeout)? else {
+        // The pipes close with the group; a process that left it (its own
+        // session) may hold them open, so the output is not waited for.
+        return Err(ToolchainError::TimedOut {
+            program,
+            limit: timeout.unwrap_or_default(),
+        });
     };
     let elapsed = started.elapsed();
     let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).to_string();
     let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).to_string();
     check_status(&program, status, stdout, stderr, elapsed)
+}
+
+/// Waits for `child`, which leads its own process group, for at most
+/// `limit`; past it, kills the whole group with SIGKILL, reaps the child
+/// and returns `None`. The wait sleeps in the kernel (poll on a pidfd,
+/// readable when the child exits) rather than waking every few
+/// milliseconds: the timed program may share its CPU with tdg.
+pub fn wait_or_kill_group(
+    child: &mut Child,
+    limit: Option<Duration>,
+) -> std::io::Result<Option<ExitStatus>> {
+    if let Some(limit) = limit {
+        if !exits_within(child, limit)? {
+            let pid = child.id() as libc::pid_t;
+            // SAFETY: plain kill(2) calls. The child is not reaped yet, so
+            // its pid (and the group id it leads) cannot have been reused.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+            child.wait()?;
+            return Ok(None);
+        }
+    }
+    child.wait().map(Some)
+}
+
+/// Whether `child` exits within `limit` (it is not reaped).
+fn exits_within(child: &mut Child, limit: Duration) -> std::io::Result<bool> {
+    let deadline = Instant::now() + limit;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    if raw < 0 {
+        // Kernels before 5.3 have no pidfd: poll the child, backing off.
+        let mut nap = Duration::from_millis(1);
+        loop {
+            if child.try_wait()?.is_some() {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(nap.min(deadline - now));
+            nap = (nap * 2).min(Duration::from_millis(50));
+        }
+    }
+    // SAFETY: pidfd_open returned a fresh descriptor we now own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+        let mut ready = libc::pollfd {
+            fd: pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut ready, 1, ms) } {
+            n if n > 0 => return Ok(true),
+            0 if Instant::now() >= deadline => return Ok(false),
+            0 => continue,
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// A time limit as messages print it: whole seconds, or milliseconds below one.
+pub fn limit_text(limit: &Duration) -> String {
+    if limit.as_millis() < 1000 {
+        format!("{} ms", limit.as_millis())
+    } else if limit.subsec_millis() == 0 {
+        format!("{} s", limit.as_secs())
+    } else {
+        format!("{:.1} s", limit.as_secs_f64())
+    }
 }
 
 fn check_status(
@@ -517,6 +612,54 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, ToolchainError::TimedOut { .. }));
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie is dead: only its parent's wait is missing.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// A program that started others (a shell's background job, here) is
+    /// killed with all of them, and the message says so with the limit.
+    #[test]
+    fn timeout_kills_everything_the_program_started_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild");
+        let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+        let started = Instant::now();
+        let err = run(
+            Command::new("sh").arg("-c").arg(&script),
+            Some(Duration::from_millis(300)),
+        )
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the wait outlived the limit"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("within 300 ms")
+                && msg.contains("process group")
+                && msg.contains("--timeout"),
+            "{msg}"
+        );
+        let grandchild: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            !alive(grandchild),
+            "the shell's child {grandchild} outlived the timeout"
+        );
     }
 
     #[test]

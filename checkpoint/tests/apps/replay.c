@@ -15,6 +15,8 @@
  * MODE pipe:  a pipe the process holds both ends of, filled before the first
  *             call; call i reads the next 64 bytes from it. A fork cannot put
  *             consumed pipe data back.
+ * MODE none:  the region does nothing: a sample costs its fork alone, for
+ *             schedules of thousands of samples.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -65,7 +67,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     if (argc < 3) {
-        fprintf(stderr, "usage: replay pages|input|pipe LOG [INPUT]\n");
+        fprintf(stderr, "usage: replay pages|input|pipe|none LOG [INPUT]\n");
         return 2;
     }
     log_fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -81,7 +83,7 @@ int main(int argc, char **argv)
         memset(fill, 'p', sizeof fill);
         if (pipe(pipe_fds) < 0 || write(pipe_fds[1], fill, sizeof fill) != (ssize_t)sizeof fill)
             return 1;
-    } else if (strcmp(mode, "pages") != 0) {
+    } else if (strcmp(mode, "pages") != 0 && strcmp(mode, "none") != 0) {
         fprintf(stderr, "replay: unknown mode %s\n", mode);
         return 2;
     }
@@ -91,7 +93,7 @@ int main(int argc, char **argv)
             write_pages(call);
         else if (strcmp(mode, "input") == 0)
             read_input();
-        else
+        else if (strcmp(mode, "pipe") == 0)
             read_pipe();
         tdg_region_end("step");
     }
