@@ -92,8 +92,16 @@ static struct {
     uint64_t tick0;
     uint64_t ns0;
     uint64_t timer_overhead;
+    int status_fd; /* TDG_PROFILE_STATUS_FD: where a lost profile is reported to tdg */
     struct sigaction old_actions[NSIG];
-} g = {.registry_lock = ATOMIC_FLAG_INIT};
+} g = {.registry_lock = ATOMIC_FLAG_INIT, .status_fd = -1};
+
+/* The fatal-signal handler writes the profile (a 4 KiB batch and the
+ * header on its stack, ~12 KiB in all): on the stack that overflowed it
+ * could not even start, so every thread that records gets an alternate
+ * signal stack of this size (unless it has one of its own). */
+#define TDG_ALT_STACK (64u * 1024u)
+static __thread int t_alt_stack_done;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread struct tdg_record *t_cursor;
@@ -179,6 +187,60 @@ static void append_u64(char *dst, size_t *len, size_t cap, uint64_t v) {
 }
 
 /* path_pattern with every "%p" replaced by the current pid. */
+/* Appends the string `s` to `dst` at `*len` (async-signal-safe). */
+static void append_str(char *dst, size_t *len, size_t cap, const char *s) {
+    for (; s && *s && *len + 1 < cap; s++)
+        dst[(*len)++] = *s;
+    dst[*len] = '\0';
+}
+
+/* The text of `err`, from a static table: callable in a signal handler. */
+static const char *error_text(int err) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+    const char *d = strerrordesc_np(err);
+    if (d)
+        return d;
+#endif
+    switch (err) {
+    case ENOSPC: return "No space left on device";
+    case EDQUOT: return "Disk quota exceeded";
+    case EFBIG: return "File too large";
+    case EIO: return "Input/output error";
+    case EACCES: return "Permission denied";
+    case EROFS: return "Read-only file system";
+    case ENOENT: return "No such file or directory";
+    default: return "write error";
+    }
+}
+
+/* The profile could not be written: the program's stderr says so, and so
+ * does the status descriptor tdg passes (its own pipe, which needs no
+ * disk), so `tdg profile` reports the loss instead of a profile that
+ * silently lacks this process. Async-signal-safe (write only). */
+static void report_lost_profile(int err) {
+    char line[sizeof g.path + 256];
+    size_t len = 0, cap = sizeof line;
+    append_str(line, &len, cap, "tdg_instrument: cannot write the profile ");
+    append_str(line, &len, cap, g.path);
+    append_str(line, &len, cap, ": ");
+    append_str(line, &len, cap, error_text(err));
+    append_str(line, &len, cap, "; the calls process ");
+    append_u64(line, &len, cap, (uint64_t)getpid());
+    append_str(line, &len, cap, " recorded are lost (free space where TDG_PROFILE_OUT points)\n");
+    (void)!write(2, line, len);
+    if (g.status_fd < 0)
+        return;
+    len = 0;
+    append_str(line, &len, cap, "lost pid=");
+    append_u64(line, &len, cap, (uint64_t)getpid());
+    append_str(line, &len, cap, " errno=");
+    append_u64(line, &len, cap, (uint64_t)err);
+    append_str(line, &len, cap, " path=");
+    append_str(line, &len, cap, g.path);
+    append_str(line, &len, cap, "\n");
+    (void)!write(g.status_fd, line, len);
+}
+
 static void expand_path(void) {
     size_t len = 0, cap = sizeof g.path;
     for (const char *p = g.path_pattern; *p && len + 1 < cap; p++) {
@@ -270,7 +332,7 @@ static int write_profile(int dying) {
      * very moment can still be missed (its valid flag not yet visible). */
     if (g.membarrier_ok)
         (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    int rc = -1;
+    int rc = -1, err = 0;
     char tmp[sizeof g.path + 16];
     char abandoned[sizeof g.path + 16];
     size_t tl = 0;
@@ -280,8 +342,10 @@ static int write_profile(int dying) {
     memcpy(abandoned + tl, ".part", 6);
     memcpy(tmp + tl, owns_lock ? ".part" : ".sig.part", owns_lock ? 6 : 10);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
+    if (fd < 0) {
+        err = errno;
         goto out;
+    }
 
     unsigned char header[TDG_HEADER_SIZE];
     memset(header, 0, sizeof header);
@@ -290,27 +354,27 @@ static int write_profile(int dying) {
     if (used > g.capacity)
         used = g.capacity;
     if (write_all(fd, header, sizeof header)) /* rewritten once counts are known */
-        goto close;
+        goto failed;
     for (int i = 0; i < nroutines; i++) {
         unsigned char b[8];
         uint16_t nl = (uint16_t)strlen(g.routines[i].name);
         uint16_t pl = (uint16_t)strlen(g.routines[i].params);
         put_u16(b, nl);
         if (write_all(fd, b, 2) || write_all(fd, g.routines[i].name, nl))
-            goto close;
+            goto failed;
         put_u16(b, pl);
         if (write_all(fd, b, 2) || write_all(fd, g.routines[i].params, pl))
-            goto close;
+            goto failed;
         uint16_t dl = (uint16_t)strlen(g.routines[i].defined_in);
         put_u16(b, dl);
         if (write_all(fd, b, 2) || write_all(fd, g.routines[i].defined_in, dl))
-            goto close;
+            goto failed;
         put_u64(b, g.routines[i].address);
         if (write_all(fd, b, 8))
-            goto close;
+            goto failed;
         put_u64(b, atomic_load(&g.dropped_by_routine[i]));
         if (write_all(fd, b, 8))
-            goto close;
+            goto failed;
     }
     struct tdg_record batch[64];
     int nb = 0;
@@ -330,12 +394,12 @@ static int write_profile(int dying) {
         count++;
         if (nb == 64) {
             if (write_all(fd, batch, sizeof batch))
-                goto close;
+                goto failed;
             nb = 0;
         }
     }
     if (nb && write_all(fd, batch, (size_t)nb * sizeof batch[0]))
-        goto close;
+        goto failed;
 
     memcpy(header, "TDGPROF", 8);
     put_u32(header + 8, TDG_VERSION);
@@ -352,18 +416,27 @@ static int write_profile(int dying) {
     put_u16(header + 62, (uint16_t)sizeof(struct tdg_record));
     put_u64(header + 64, g.timer_overhead);
     if (lseek(fd, 0, SEEK_SET) != 0 || write_all(fd, header, sizeof header))
-        goto close;
+        goto failed;
     rc = 0;
+    goto close;
+failed:
+    err = errno;
 close:
-    if (close(fd) != 0)
+    if (close(fd) != 0 && rc == 0) {
         rc = -1;
-    if (rc == 0 && rename(tmp, g.path) != 0)
+        err = errno;
+    }
+    if (rc == 0 && rename(tmp, g.path) != 0) {
         rc = -1;
+        err = errno;
+    }
     if (rc != 0)
         unlink(tmp);
     else if (!owns_lock)
         unlink(abandoned);
 out:
+    if (rc != 0)
+        report_lost_profile(err);
     if (owns_lock)
         atomic_store(&g.writing, 0);
     return rc;
@@ -386,7 +459,9 @@ static void install_signal_handlers(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_fatal_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_NODEFER | SA_RESETHAND;
+    /* SA_ONSTACK: on the thread's alternate stack when it has one, so a
+     * stack overflow still leaves its profile. */
+    sa.sa_flags = SA_NODEFER | SA_RESETHAND | SA_ONSTACK;
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
         int sig = fatal_signals[i];
         struct sigaction old;
@@ -400,8 +475,42 @@ static void install_signal_handlers(void) {
     }
 }
 
+/* Gives this thread an alternate signal stack for the fatal-signal
+ * handler, unless it has one already (the program's own is kept). The
+ * stack is never freed: a thread's exit leaves it mapped, 64 KiB a thread
+ * that recorded. */
+static void ensure_alt_stack(void) {
+    if (t_alt_stack_done)
+        return;
+    t_alt_stack_done = 1;
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE))
+        return;
+    size_t size = TDG_ALT_STACK;
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return;
+    stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0)
+        munmap(mem, size);
+}
+
+/* fork() while another thread holds the routine registry's spin lock
+ * would leave it held forever in the child (that thread does not exist
+ * there), and the child's first profiled call would spin: the lock is
+ * taken around fork and released on both sides. */
+static void before_fork(void) {
+    while (atomic_flag_test_and_set_explicit(&g.registry_lock, memory_order_acquire))
+        ;
+}
+
+static void after_fork_in_parent(void) {
+    atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
+}
+
 /* A forked child starts with an empty log of its own and its own file. */
 static void after_fork_in_child(void) {
+    atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
     atomic_store(&g.next, 0);
     atomic_store(&g.dropped, 0);
     for (int i = 0; i < TDG_MAX_ROUTINES; i++)
@@ -429,6 +538,13 @@ static void init(void) {
     memcpy(g.path_pattern, out, n);
     g.path_pattern[n] = '\0';
     expand_path();
+    const char *status = getenv("TDG_PROFILE_STATUS_FD");
+    if (status && *status) {
+        char *end;
+        long fd = strtol(status, &end, 10);
+        if (*end == '\0' && fd > 2 && fd < 1 << 20 && fcntl((int)fd, F_GETFD) >= 0)
+            g.status_fd = (int)fd;
+    }
     const char *stores = getenv("TDG_PROFILE_STORES");
     g.nontemporal = !(stores && strcmp(stores, "cached") == 0);
 
@@ -494,8 +610,9 @@ static void init(void) {
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
     g.arena = arena;
     atexit(write_at_exit);
-    pthread_atfork(NULL, NULL, after_fork_in_child);
+    pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
     install_signal_handlers();
+    ensure_alt_stack();
 }
 
 int tdg_routine(const char *name, const char *params) {
@@ -555,8 +672,10 @@ static int claim_chunk(void) {
     uint64_t end = start + want;
     if (end > g.capacity)
         end = g.capacity;
-    if (t_thread < 0)
+    if (t_thread < 0) {
         t_thread = (int)atomic_fetch_add(&g.nthreads, 1);
+        ensure_alt_stack();
+    }
     t_cursor = g.arena + start;
     t_limit = g.arena + end;
     return 1;

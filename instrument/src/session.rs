@@ -89,6 +89,101 @@ pub struct SessionOutcome {
     pub files: Vec<PathBuf>,
     /// A process ended with the shim's "defined nowhere" status.
     pub unresolved: bool,
+    /// Processes whose runtime could not write their profile (a full
+    /// disk): their calls are missing from `profile`.
+    pub lost: Vec<LostProfile>,
+}
+
+/// A process's profile its runtime could not write, as it reported on the
+/// status pipe (`TDG_PROFILE_STATUS_FD`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostProfile {
+    pub pid: u32,
+    pub path: String,
+    /// The failed call's `errno`.
+    pub errno: i32,
+}
+
+impl std::fmt::Display for LostProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "process {} could not write its profile {} ({})",
+            self.pid,
+            self.path,
+            std::io::Error::from_raw_os_error(self.errno)
+        )
+    }
+}
+
+/// The `lost pid=N errno=E path=P` lines the runtime writes on the status pipe.
+pub fn parse_lost(text: &str) -> Vec<LostProfile> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("lost pid=")?;
+            let (pid, rest) = rest.split_once(" errno=")?;
+            let (errno, path) = rest.split_once(" path=")?;
+            Some(LostProfile {
+                pid: pid.parse().ok()?,
+                errno: errno.parse().ok()?,
+                path: path.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A pipe the profiled processes report lost profiles on: its write end is
+/// given to the program at a fixed number (close-on-exec everywhere else,
+/// so no other process tdg starts holds it).
+struct StatusPipe {
+    read: std::os::fd::OwnedFd,
+    write: std::os::fd::OwnedFd,
+}
+
+impl StatusPipe {
+    fn new() -> std::io::Result<StatusPipe> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: fds is a valid two-element array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 returned two fresh descriptors we now own.
+        Ok(unsafe {
+            StatusPipe {
+                read: std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                write: std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            }
+        })
+    }
+
+    /// Hands the write end to `cmd`'s process (inherited across its execs).
+    fn pass_to(&self, cmd: &mut Command) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let fd = self.write.as_raw_fd();
+        cmd.env("TDG_PROFILE_STATUS_FD", fd.to_string());
+        // SAFETY: fcntl is async-signal-safe; nothing else runs between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// What was reported (without waiting: a process the program left
+    /// running may hold the write end open).
+    fn reports(self) -> Vec<LostProfile> {
+        use std::io::Read;
+        drop(self.write);
+        let mut text = Vec::new();
+        let _ = std::fs::File::from(self.read).read_to_end(&mut text);
+        parse_lost(&String::from_utf8_lossy(&text))
+    }
 }
 
 /// What the shim's exit status `TDG_EXIT_UNRESOLVED` means and what to do.
@@ -123,6 +218,8 @@ pub fn run_profiled(
     let pattern = work_dir.join("profile.%p.tdgp");
     let mut cmd = Command::new(program);
     cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
+    let status_pipe = StatusPipe::new()?;
+    status_pipe.pass_to(&mut cmd);
     if let Some(shim) = preload {
         cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
     }
@@ -140,12 +237,21 @@ pub fn run_profiled(
         program: program.to_string_lossy().into_owned(),
         source,
     })?;
+    let lost = status_pipe.reports();
     let profile_files = collect_files(work_dir)?;
     let unresolved = preload.is_some() && status.code() == Some(runtime::exit_unresolved());
     if profile_files.is_empty() && unresolved {
         return Err(SessionError::Unresolved(
             program.to_string_lossy().into_owned(),
         ));
+    }
+    if profile_files.is_empty() && !lost.is_empty() {
+        let all: Vec<String> = lost.iter().map(|l| l.to_string()).collect();
+        return Err(SessionError::NoProfile(format!(
+            "`{}` recorded calls, but {}; free space there (tdg profile writes under TMPDIR) and run it again",
+            program.to_string_lossy(),
+            all.join("; ")
+        )));
     }
     if profile_files.is_empty() {
         let how = match status.signal() {
@@ -174,6 +280,7 @@ pub fn run_profiled(
         status,
         unresolved,
         files: profile_files,
+        lost,
     })
 }
 

@@ -277,3 +277,147 @@ int main(void) {
         "no half-written profile left behind"
     );
 }
+
+/// A full disk inside the profiled program: the profile cannot be
+/// written, and that is said, on the program's stderr and to `tdg profile`
+/// through the status pipe, instead of a profile silently missing. The
+/// program runs in a mount namespace of its own in which its profile
+/// directory is a 16 KiB tmpfs (100000 records need 6.4 MB).
+#[test]
+fn a_full_disk_inside_the_program_is_reported_not_lost_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let script = r#"mount -t tmpfs -o size=16k tdg-full "$0" && exec "$@""#;
+    let in_full_dir = |cmd: &mut Command| {
+        cmd.args(["-m", "sh", "-c", script]).arg(&work).arg(&exe);
+    };
+
+    let mut cmd = Command::new("unshare");
+    in_full_dir(&mut cmd);
+    cmd.env("TDG_PROFILE_OUT", work.join("p.tdgp"));
+    let out = run(&mut cmd);
+    assert!(
+        out.stderr
+            .contains("tdg_instrument: cannot write the profile")
+            && out.stderr.contains("No space left on device"),
+        "{}",
+        out.stderr
+    );
+
+    let mut command: Vec<std::ffi::OsString> = vec!["unshare".into()];
+    let mut probe = Command::new("unshare");
+    in_full_dir(&mut probe);
+    command.extend(probe.get_args().map(|a| a.to_os_string()));
+    let e = instrument::session::run_profiled(
+        &command,
+        None,
+        &instrument::session::RuntimeSettings::default(),
+        &work,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("could not write its profile")
+            && e.contains("No space left on device")
+            && e.contains(&work.display().to_string()),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+}
+
+/// fork() in a threaded program while another thread holds the runtime's
+/// registry lock: each child still registers a routine of its own and
+/// writes its profile (a child that inherited the lock held would spin on
+/// it until its alarm).
+#[test]
+fn a_child_forked_while_another_thread_holds_the_lock_still_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with_prelude(
+        dir.path(),
+        r#"
+#include <sys/wait.h>
+static void *hammer(void *arg) {
+    (void)arg;
+    for (uint64_t i = 0;; i++) tdg_routine_address(0, i); /* takes the lock, over and over */
+    return NULL;
+}
+int main(void) {
+    long a[4] = {1, 2, 3, 4};
+    TDG_PROFILE("sum", "n:i", sink = sum(a, 4), 4);
+    pthread_t t;
+    pthread_create(&t, NULL, hammer, NULL);
+    enum { KIDS = 100 };
+    pid_t kids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            alarm(5);
+            TDG_PROFILE("child", "n:i", sink = sum(a, 4), 4);
+            exit(0);
+        }
+    }
+    int finished = 0;
+    for (int k = 0; k < KIDS; k++) {
+        int st;
+        if (waitpid(kids[k], &st, 0) == kids[k] && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            finished++;
+    }
+    printf("%d\n", finished);
+    return 0;
+}
+"#,
+    );
+    let out = run(Command::new(&exe).env("TDG_PROFILE_OUT", dir.path().join("p.%p.tdgp")));
+    assert_eq!(
+        out.stdout.trim(),
+        "100",
+        "children that hung: {}",
+        out.stderr
+    );
+    let files = files_with_suffix(dir.path(), ".tdgp");
+    assert_eq!(files.len(), 101, "the parent's and each child's profile");
+    let children = files
+        .iter()
+        .map(|f| format::read(f).unwrap())
+        .filter(|p| p.routines.iter().any(|r| r.name == "child"))
+        .count();
+    assert_eq!(children, 100);
+}
+
+/// A stack overflow in the profiled program: the fatal-signal handler
+/// runs on the runtime's alternate stack, so the calls recorded before it
+/// are still written, and the program still dies of SIGSEGV.
+#[test]
+fn a_stack_overflow_still_leaves_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with_prelude(
+        dir.path(),
+        r#"
+__attribute__((noinline)) static long deep(long n) {
+    volatile char pad[1024];
+    pad[0] = (char)n;
+    return n > 0 ? deep(n + 1) + pad[0] : 0;
+}
+int main(int argc, char **argv) {
+    (void)argv;
+    long a[4] = {1, 2, 3, 4};
+    for (int k = 0; k < 1000; k++) TDG_PROFILE("sum", "n:i", sink = sum(a, 4), 4);
+    return (int)deep(argc);
+}
+"#,
+    );
+    let file = dir.path().join("p.tdgp");
+    match toolchain::run(
+        Command::new(&exe).env("TDG_PROFILE_OUT", &file),
+        Some(Duration::from_secs(60)),
+    ) {
+        Err(toolchain::ToolchainError::Crashed { signal_name, .. }) => {
+            assert_eq!(signal_name, "SIGSEGV")
+        }
+        other => panic!("expected death by SIGSEGV, got {other:?}"),
+    }
+    let p = format::read(&file).unwrap_or_else(|e| panic!("no profile after the overflow: {e}"));
+    assert_eq!(p.records.len(), 1000);
+}

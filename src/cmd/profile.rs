@@ -149,6 +149,12 @@ fn run_profile(a: RunArgs) -> CmdResult {
             session::unresolved_explanation(&a.command[0].to_string_lossy())
         );
     }
+    for lost in &outcome.lost {
+        eprintln!(
+            "tdg: warning: {lost}; its calls are missing from {} (free space there and run it again)",
+            output.display()
+        );
+    }
     if p.dropped > 0 {
         eprintln!(
             "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger",
