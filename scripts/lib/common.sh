@@ -11,10 +11,25 @@ apt_install() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "setup: installing ${missing[*]}"
-  if [ ! -e "$TDG_DEPS/.apt-updated" ]; then
-    as_root apt-get update -qq && touch "$TDG_DEPS/.apt-updated"
-  fi
+  apt_update || return 1
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# apt_update: refresh the package lists, at most once a day of setup runs.
+# Only a refresh that fetched every index counts as done (apt-get update
+# exits 0 when an index fails to download, unless --error-on=any): a failed
+# one is retried by the next run instead of leaving stale lists for good.
+apt_update() {
+  local mark="$TDG_DEPS/.apt-updated"
+  if [ -n "$(find "$mark" -mmin -1440 2>/dev/null)" ]; then
+    return 0
+  fi
+  rm -f "$mark"
+  if ! as_root apt-get update -qq --error-on=any; then
+    echo "setup: apt-get update could not fetch every package list; check the network and /etc/apt/sources.list*, then rerun" >&2
+    return 1
+  fi
+  touch "$mark"
 }
 
 # debian_mirror: the URI of the machine's own Debian archive, read from its
@@ -44,9 +59,15 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   local opts=(-o "Dir::State::Lists=$state/lists" -o "Dir::Etc::SourceParts=$state/parts" -o "Dir::Etc::SourceList=/dev/null")
-  if [ ! -e "$state/.updated" ]; then
-    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || true
-    touch "$state/.updated"
+  # As apt_update: only a complete refresh is remembered; a failed one is
+  # retried next run (the download below may still work from older lists).
+  if [ -z "$(find "$state/.updated" -mmin -1440 2>/dev/null)" ]; then
+    if apt-get "${opts[@]}" update -qq --error-on=any >/dev/null 2>&1; then
+      touch "$state/.updated"
+    else
+      rm -f "$state/.updated"
+      echo "setup: could not refresh the $suite source lists; trying the download anyway" >&2
+    fi
   fi
   (cd "$dest" && apt-get "${opts[@]}" source --download-only "$pkg" >/dev/null 2>&1) || true
   if ! ls "$dest"/*.orig.tar.* >/dev/null 2>&1 && ! ls "$dest"/*.tar.* >/dev/null 2>&1; then

@@ -30,6 +30,7 @@ mod interpose_outputs;
 mod interpose_resolve;
 mod probe_cli;
 mod run_contexts;
+mod setup_scripts;
 mod spec_cli;
 mod tune_cli;
 mod tune_slurm;
