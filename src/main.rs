@@ -44,6 +44,8 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Measure cache sizes, latencies and timer properties of this machine.
     Probe(cmd::probe::Args),
+    /// One self-contained HTML page for campaigns, profiles, probes, checkpoints and runs.
+    Report(cmd::report::Args),
     /// Search implementation parameters with the driver as the objective.
     // Boxed: its campaign and checkpoint options make it far larger than the others.
     Tune(Box<cmd::tune::Args>),
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Checkpoint(a) => cmd::checkpoint::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Probe(a) => cmd::probe::run(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Tune(a) => cmd::tune::run(*a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tdg", &mut std::io::stdout());

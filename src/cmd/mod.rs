@@ -12,6 +12,7 @@ pub mod instrument;
 pub mod keyword;
 pub mod probe;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod spec_from_profile;
 pub mod tune;

@@ -72,6 +72,9 @@ pub struct Args {
     /// Write the output to FILE (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// At the end, write the campaign's HTML page (as `tdg report`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     #[command(flatten)]
     pub campaign: CampaignArgs,
 }
@@ -282,6 +285,7 @@ pub fn run(args: Args) -> CmdResult {
         stored.json = args.json;
         stored.format = args.format;
         stored.out = args.out.clone();
+        stored.report = args.report.clone();
         stored.budget = args.budget.or(stored.budget);
         return search(stored, Some(campaign));
     }
@@ -382,6 +386,13 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let outcome = tune::run(request, &mut bar);
     bar.finish();
     let outcome = outcome.map_err(tune_error)?;
+    if let Some(page) = &args.report {
+        let shown = outcome.campaign.as_ref().unwrap_or(&outcome.log);
+        report::write_report(std::slice::from_ref(shown), page, None, "tdg tune --report")?;
+        if !args.json {
+            eprintln!("tdg tune: wrote {}", page.display());
+        }
+    }
     let text = match format {
         formats::Format::T4 => {
             let tried = t4_results(&outcome.log, outcome.started)?;

@@ -29,6 +29,7 @@ mod interpose_checkpoint;
 mod interpose_outputs;
 mod interpose_resolve;
 mod probe_cli;
+mod report_cli;
 mod run_contexts;
 mod setup_scripts;
 mod spec_cli;

@@ -1,0 +1,568 @@
+//! A tuning campaign's section: how the best time fell with each
+//! evaluation and with wall time, every evaluation with its uncertainty,
+//! each parameter's effect (a heatmap for the two that matter most), the
+//! failed configurations and why, the model's start and any re-timing.
+
+use crate::chart::{Axis, Chart, ChartError, Heatmap, Mark, Scale, Series, GREY, PALETTE};
+use crate::html::{self, Cell, Section};
+use crate::input::Campaign;
+use std::collections::BTreeMap;
+use tune::Evaluation;
+
+/// Phases whose evaluations re-time configurations already seen, to name
+/// the best side by side rather than search.
+fn is_retiming(phase: &str) -> bool {
+    let p = phase.to_ascii_lowercase();
+    p.contains("retim") || p.contains("re-tim") || p.starts_with("final")
+}
+
+/// The parameters in the order `--param` gave them (the log's JSON
+/// objects sort their keys), else alphabetical.
+fn parameter_order(c: &Campaign) -> Vec<String> {
+    let mut names: Vec<String> = c
+        .evaluations
+        .first()
+        .map(|e| e.config.keys().cloned().collect())
+        .unwrap_or_default();
+    if let Some(args) = &c.args {
+        let given: Vec<&str> = args
+            .iter()
+            .zip(args.iter().skip(1))
+            .filter_map(|(flag, value)| (flag == "--param").then_some(value.as_str()))
+            .chain(args.iter().filter_map(|a| a.strip_prefix("--param=")))
+            .filter_map(|p| p.split_once('=').map(|(n, _)| n.trim()))
+            .collect();
+        names.sort_by_key(|n| given.iter().position(|g| g == n).unwrap_or(usize::MAX));
+    }
+    names
+}
+
+fn config_text_in(e: &Evaluation, order: &[String]) -> String {
+    let mut parts: Vec<String> = order
+        .iter()
+        .filter_map(|k| e.config.get(k).map(|v| format!("{k}={v}")))
+        .collect();
+    // Keys a later evaluation has that the first had not.
+    for (k, v) in &e.config {
+        if !order.contains(k) {
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    parts.join(" ")
+}
+
+fn value_of(e: &Evaluation, param: &str) -> Option<f64> {
+    e.config.get(param).and_then(serde_json::Value::as_f64)
+}
+
+/// The time's uncertainty as a (low, high) band.
+fn band(e: &Evaluation) -> Option<(f64, f64)> {
+    match (e.time_ns, e.uncertainty_pct) {
+        (Some(t), Some(u)) if u.is_finite() && u > 0.0 => {
+            Some((t * (1.0 - u / 100.0), t * (1.0 + u / 100.0)))
+        }
+        _ => None,
+    }
+}
+
+/// A log time axis when the times span more than a factor of 4.
+fn time_scale(times: &[f64]) -> Scale {
+    let lo = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = times.iter().copied().fold(0.0, f64::max);
+    if lo > 0.0 && hi / lo > 4.0 {
+        Scale::Log
+    } else {
+        Scale::Linear
+    }
+}
+
+pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
+    let evals = &c.evaluations;
+    let params = parameter_order(c);
+    let config_text = |e: &Evaluation| config_text_in(e, &params);
+    let timed: Vec<&Evaluation> = evals.iter().filter(|e| e.time_ns.is_some()).collect();
+    let failed: Vec<&Evaluation> = evals.iter().filter(|e| e.time_ns.is_none()).collect();
+    let times: Vec<f64> = timed.iter().filter_map(|e| e.time_ns).collect();
+    let best = timed.iter().copied().min_by(|a, b| {
+        a.time_ns
+            .unwrap_or(f64::INFINITY)
+            .total_cmp(&b.time_ns.unwrap_or(f64::INFINITY))
+    });
+    let max_ns = times.iter().copied().fold(0.0, f64::max);
+    let mut body = String::new();
+
+    // What the campaign is.
+    let mut facts: Vec<(&str, String)> = Vec::new();
+    if let Some(args) = &c.args {
+        facts.push(("command", format!("tdg tune {}", args.join(" "))));
+    }
+    facts.push(("read from", c.origin.clone()));
+    facts.push((
+        "evaluations",
+        format!(
+            "{} ({} timed, {} failed)",
+            evals.len(),
+            timed.len(),
+            failed.len()
+        ),
+    ));
+    if let Some(b) = best {
+        let mut t = stats::ns(b.time_ns.unwrap_or(f64::NAN));
+        if let Some(u) = b.uncertainty_pct {
+            t.push_str(&format!(" ± {u:.2} %"));
+        }
+        if let Some(m) = b.mflops {
+            t.push_str(&format!(", {m:.1} MFLOPS"));
+        }
+        facts.push((
+            "best",
+            format!(
+                "{} at evaluation {} ({:.1} s in): {t}",
+                config_text(b),
+                b.n,
+                b.elapsed_s
+            ),
+        ));
+    }
+    if let Some(last) = evals.last() {
+        facts.push((
+            "wall time",
+            format!("{:.1} s to the last evaluation", last.elapsed_s),
+        ));
+    }
+    let mut hosts: Vec<String> = evals
+        .iter()
+        .filter_map(|e| match (&e.node, &e.cpu) {
+            (Some(n), Some(c)) => Some(format!("{n} ({c})")),
+            (Some(n), None) => Some(n.clone()),
+            _ => None,
+        })
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    if !hosts.is_empty() {
+        facts.push(("timed on", hosts.join(", ")));
+    }
+    body.push_str(&html::facts(&facts));
+    if evals.is_empty() {
+        body.push_str(&html::para("The campaign has no evaluation yet."));
+        return Ok(Section {
+            id: id.into(),
+            kind: "campaign",
+            heading: format!("Campaign {}", c.path.display()),
+            body,
+        });
+    }
+
+    // Every evaluation, by phase, with the best so far.
+    let scale = time_scale(&times);
+    let mut phases: Vec<&str> = Vec::new();
+    for e in evals {
+        if !phases.contains(&e.phase.as_str()) {
+            phases.push(&e.phase);
+        }
+    }
+    let mut chart = Chart::new(
+        "Time per call of every evaluation",
+        Axis::integer("evaluation (in the order timed)"),
+        Axis::time("time per call", max_ns, scale),
+    );
+    for (k, phase) in phases.iter().enumerate() {
+        let of_phase: Vec<&&Evaluation> = timed.iter().filter(|e| e.phase == *phase).collect();
+        if of_phase.is_empty() {
+            continue;
+        }
+        let mark = if *phase == "model" {
+            Mark::Rings
+        } else {
+            Mark::Dots
+        };
+        let mut s = Series::new(
+            format!("{phase} ({})", of_phase.len()),
+            mark,
+            PALETTE[(k + 1) % PALETTE.len()],
+            of_phase
+                .iter()
+                .map(|e| (e.n as f64, e.time_ns.unwrap_or(f64::NAN)))
+                .collect(),
+        );
+        s.error = of_phase.iter().map(|e| band(e)).collect();
+        chart.series.push(s);
+    }
+    let best_line: Vec<(f64, f64)> = evals
+        .iter()
+        .filter_map(|e| e.best_ns.map(|b| (e.n as f64, b)))
+        .collect();
+    chart.series.push(Series::new(
+        "best so far",
+        Mark::Steps,
+        PALETTE[0],
+        best_line.clone(),
+    ));
+    chart.description = format!(
+        "{} timed evaluations plotted as points (time per call against evaluation number, bars: each driver's stated uncertainty), with the best time so far as a staircase; {} failed evaluations are not plotted.",
+        timed.len(),
+        failed.len()
+    );
+    body.push_str(&html::figure(
+        &format!("{id}-evaluations"),
+        "evaluations",
+        &chart.svg()?,
+        &format!(
+            "{} timed evaluations{}; hollow rings are the model's starting points, bars each driver's stated uncertainty (how far the halves of its samples disagree); the staircase is the best time so far.{}",
+            timed.len(),
+            if failed.is_empty() { String::new() } else { format!(" ({} failed, listed below)", failed.len()) },
+            if scale == Scale::Log { " Time axis logarithmic." } else { "" }
+        ),
+    ));
+
+    // Best so far against wall time.
+    let improvements: Vec<(f64, f64)> = {
+        let mut out = Vec::new();
+        let mut last = f64::INFINITY;
+        for e in evals {
+            if let Some(b) = e.best_ns {
+                if b < last {
+                    out.push((e.elapsed_s, b));
+                    last = b;
+                }
+            }
+        }
+        out
+    };
+    if let (Some(first), Some(end)) = (improvements.first(), evals.last()) {
+        let mut stair = improvements.clone();
+        let last_best = improvements.last().map_or(first.1, |p| p.1);
+        stair.push((end.elapsed_s.max(first.0), last_best));
+        let best_scale = time_scale(&improvements.iter().map(|p| p.1).collect::<Vec<_>>());
+        let mut wall = Chart::new(
+            "Best time so far against wall time",
+            Axis::linear("wall time since the search started (s)"),
+            Axis::time("best time per call", first.1.max(last_best), best_scale),
+        );
+        wall.series
+            .push(Series::new("best so far", Mark::Steps, PALETTE[0], stair));
+        wall.series.push(Series::new(
+            "improvement",
+            Mark::Dots,
+            PALETTE[1],
+            improvements.clone(),
+        ));
+        wall.description = format!(
+            "The best time per call found so far, against seconds since the search started; {} improvements marked.",
+            improvements.len()
+        );
+        body.push_str(&html::figure(
+            &format!("{id}-best-over-time"),
+            "best-over-time",
+            &wall.svg()?,
+            &format!(
+                "{} improvements; the last at {:.1} s, of {:.1} s in all.",
+                improvements.len(),
+                improvements.last().map_or(0.0, |p| p.0),
+                end.elapsed_s
+            ),
+        ));
+    }
+
+    // Each parameter's effect.
+    let mut effects: Vec<(String, f64)> = Vec::new();
+    if !timed.is_empty() {
+        body.push_str("<h3>Each parameter's effect</h3>\n<div class=\"figure-row\">\n");
+    }
+    for p in &params {
+        let points: Vec<(f64, f64)> = timed
+            .iter()
+            .filter_map(|e| Some((value_of(e, p)?, e.time_ns?)))
+            .collect();
+        let mut best_per: BTreeMap<i64, f64> = BTreeMap::new();
+        for &(v, t) in &points {
+            let slot = best_per.entry(v as i64).or_insert(f64::INFINITY);
+            *slot = slot.min(t);
+        }
+        if best_per.len() < 2 {
+            body.push_str(&html::note(&format!(
+                "{p}: every timed evaluation had {p} = {}, so its effect is not seen.",
+                best_per.keys().next().map_or("-".into(), |v| v.to_string())
+            )));
+            continue;
+        }
+        let bests: Vec<f64> = best_per.values().copied().collect();
+        let lo = bests.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = bests.iter().copied().fold(0.0, f64::max);
+        effects.push((p.clone(), hi / lo));
+        let mut ch = Chart::new(
+            format!("Time per call against {p}"),
+            Axis::integer(format!("{p} (compiled with -D{p}=value)")),
+            Axis::time("time per call", max_ns, scale),
+        );
+        ch.series.push(Series::new(
+            "every evaluation",
+            Mark::Dots,
+            PALETTE[2],
+            points.clone(),
+        ));
+        ch.series.push(Series::new(
+            format!("best at each {p}"),
+            Mark::Line,
+            PALETTE[0],
+            best_per.iter().map(|(v, t)| (*v as f64, *t)).collect(),
+        ));
+        ch.width = 540;
+        ch.height = 340;
+        ch.description = format!(
+            "{} timed evaluations against {p}; the line joins the best time at each of {} values. The best at the worst value is {:.2}x the best at the best value.",
+            points.len(),
+            best_per.len(),
+            hi / lo
+        );
+        body.push_str(&html::figure(
+            &format!("{id}-param-{}", css_id(p)),
+            "parameter",
+            &ch.svg()?,
+            &format!(
+                "{p}: the best time at its worst value is {:.2}x that at its best value ({} values tried).",
+                hi / lo,
+                best_per.len()
+            ),
+        ));
+    }
+    if !timed.is_empty() {
+        body.push_str("</div>\n");
+    }
+    // A heatmap for the two parameters that matter most.
+    effects.sort_by(|a, b| b.1.total_cmp(&a.1));
+    if effects.len() >= 2 {
+        let (px, py) = (&effects[0].0, &effects[1].0);
+        let xs = distinct(&timed, px);
+        let ys = distinct(&timed, py);
+        let mut cells = vec![vec![None; xs.len()]; ys.len()];
+        for e in &timed {
+            let (Some(vx), Some(vy), Some(t)) = (value_of(e, px), value_of(e, py), e.time_ns)
+            else {
+                continue;
+            };
+            let xi = xs.iter().position(|&v| v == vx as i64);
+            let yi = ys.iter().position(|&v| v == vy as i64);
+            if let (Some(xi), Some(yi)) = (xi, yi) {
+                let cell: &mut Option<f64> = &mut cells[yi][xi];
+                *cell = Some(cell.map_or(t, |c: f64| c.min(t)));
+            }
+        }
+        let filled = cells.iter().flatten().filter(|c| c.is_some()).count();
+        let h = Heatmap {
+            title: format!("Best time per call over {px} and {py}"),
+            description: format!(
+                "{filled} of {} pairs of {px} and {py} timed; each cell the best time over the other parameters, darker is faster.",
+                xs.len() * ys.len()
+            ),
+            x_label: px.clone(),
+            y_label: py.clone(),
+            x_values: xs.iter().map(|v| v.to_string()).collect(),
+            y_values: ys.iter().map(|v| v.to_string()).collect(),
+            cells,
+            cell_text: |v| stats::ns(v),
+            legend: String::new(),
+        };
+        body.push_str(&html::figure(
+            &format!("{id}-heatmap"),
+            "heatmap",
+            &h.svg()?,
+            &format!(
+                "{px} and {py}, the two parameters with the largest effect: each cell is the best time with that pair (over the other parameters), darker is faster; \"-\" was not timed ({filled} of {} pairs timed).",
+                xs.len() * ys.len()
+            ),
+        ));
+    }
+
+    // Failed configurations.
+    body.push_str("<h3>Failed configurations</h3>\n");
+    if failed.is_empty() {
+        body.push_str(&html::para(
+            "Every configuration tried was built and timed.",
+        ));
+    } else {
+        let rows: Vec<(Vec<Cell>, &str)> = failed
+            .iter()
+            .map(|e| {
+                (
+                    vec![
+                        Cell::num(e.n.to_string()),
+                        Cell::text(config_text(e)),
+                        Cell::text(
+                            e.failure
+                                .map_or("-".to_string(), |f| format!("{f:?}").to_lowercase()),
+                        ),
+                        Cell::text(e.error.clone().unwrap_or_default()),
+                    ],
+                    "failed",
+                )
+            })
+            .collect();
+        body.push_str(&html::table(
+            &format!("{id}-failed"),
+            &format!("{} configurations failed", failed.len()),
+            &["evaluation", "configuration", "failure", "reason"],
+            &rows,
+        ));
+    }
+
+    // The model's start, and how far the search moved from it.
+    body.push_str("<h3>The model's start</h3>\n");
+    let starts: Vec<&Evaluation> = evals.iter().filter(|e| e.phase == "model").collect();
+    if starts.is_empty() {
+        body.push_str(&html::para(&format!(
+            "No evaluation of this campaign is a model start (phases: {}).",
+            phases.join(", ")
+        )));
+    } else {
+        let best_t = best.and_then(|b| b.time_ns);
+        let rows: Vec<(Vec<Cell>, &str)> = starts
+            .iter()
+            .map(|e| {
+                let vs = match (e.time_ns, best_t) {
+                    (Some(t), Some(b)) if b > 0.0 => format!("{:.2}x", t / b),
+                    _ => "-".into(),
+                };
+                (
+                    vec![
+                        Cell::num(e.n.to_string()),
+                        Cell::text(config_text(e)),
+                        Cell::num(e.time_ns.map_or("failed".into(), stats::ns)),
+                        Cell::num(vs),
+                    ],
+                    "",
+                )
+            })
+            .collect();
+        body.push_str(&html::table(
+            &format!("{id}-starts"),
+            "The configurations the model predicted, timed first; the last column is each one's time over the campaign's best.",
+            &["evaluation", "configuration", "time per call", "x best"],
+            &rows,
+        ));
+    }
+    body.push_str("<h3>Final re-timing</h3>\n");
+    let retimed: Vec<&Evaluation> = evals.iter().filter(|e| is_retiming(&e.phase)).collect();
+    if retimed.is_empty() {
+        body.push_str(&html::para(
+            "This campaign's log holds no re-timing of its best configurations side by side; the best above is each configuration's own timing.",
+        ));
+    } else {
+        let rows: Vec<(Vec<Cell>, &str)> = retimed
+            .iter()
+            .map(|e| {
+                (
+                    vec![
+                        Cell::num(e.n.to_string()),
+                        Cell::text(config_text(e)),
+                        Cell::num(e.time_ns.map_or("failed".into(), stats::ns)),
+                        Cell::num(
+                            e.uncertainty_pct
+                                .map_or("-".into(), |u| format!("± {u:.2} %")),
+                        ),
+                    ],
+                    "",
+                )
+            })
+            .collect();
+        body.push_str(&html::table(
+            &format!("{id}-retimed"),
+            "The best configurations timed again side by side at the end",
+            &[
+                "evaluation",
+                "configuration",
+                "time per call",
+                "uncertainty",
+            ],
+            &rows,
+        ));
+    }
+
+    // Every evaluation.
+    let best_n = best.map(|b| b.n);
+    let rows: Vec<(Vec<Cell>, &str)> = evals
+        .iter()
+        .map(|e| {
+            let class = if Some(e.n) == best_n {
+                "best"
+            } else if e.time_ns.is_none() {
+                "failed"
+            } else {
+                ""
+            };
+            (
+                vec![
+                    Cell::num(e.n.to_string()),
+                    Cell::text(e.phase.clone()),
+                    Cell::text(config_text(e)),
+                    Cell::num(e.time_ns.map_or("failed".into(), stats::ns)),
+                    Cell::num(
+                        e.uncertainty_pct
+                            .map_or("-".into(), |u| format!("± {u:.2} %")),
+                    ),
+                    Cell::num(if e.samples_ns.is_empty() {
+                        "-".into()
+                    } else {
+                        e.samples_ns.len().to_string()
+                    }),
+                    Cell::num(e.best_ns.map_or("-".into(), stats::ns)),
+                    Cell::num(format!("{:.1}", e.elapsed_s)),
+                    Cell::text(e.node.clone().unwrap_or_default()),
+                ],
+                class,
+            )
+        })
+        .collect();
+    body.push_str(&format!(
+        "<details>\n<summary>Every evaluation ({})</summary>\n{}</details>\n",
+        evals.len(),
+        html::table(
+            &format!("{id}-all"),
+            "Every evaluation in the order timed; the best in bold",
+            &[
+                "n",
+                "phase",
+                "configuration",
+                "time per call",
+                "uncertainty",
+                "samples",
+                "best so far",
+                "at (s)",
+                "node"
+            ],
+            &rows,
+        )
+    ));
+    let _ = GREY;
+    Ok(Section {
+        id: id.into(),
+        kind: "campaign",
+        heading: format!("Campaign {}", c.path.display()),
+        body,
+    })
+}
+
+fn distinct(evals: &[&Evaluation], p: &str) -> Vec<i64> {
+    let mut v: Vec<i64> = evals
+        .iter()
+        .filter_map(|e| value_of(e, p))
+        .map(|x| x as i64)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// A parameter name as an id fragment.
+pub fn css_id(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
