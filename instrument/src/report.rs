@@ -8,9 +8,7 @@ use serde::Serialize;
 use stats::Summary;
 use std::collections::{HashMap, HashSet};
 
-mod svg;
 mod table;
-pub use svg::render_svg;
 pub use table::render_table;
 
 #[derive(Debug, thiserror::Error)]
@@ -371,8 +369,6 @@ mod tests {
         assert!(r.contexts[0].late.is_none());
         let table = render_table(&r, 10);
         assert!(table.contains("n=8") && table.contains("x5.00"), "{table}");
-        let svg = render_svg(&r);
-        assert_eq!(svg.matches("<circle").count(), 13 + 2);
     }
 
     #[test]

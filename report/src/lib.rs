@@ -126,8 +126,8 @@ pub fn write_report(
 pub const GENERATOR_MARK: &str = "<meta name=\"generator\" content=\"tdg ";
 
 /// Writes `page` to `path` atomically (readers never see half a page;
-/// an interrupted write leaves the previous page). A file already there
-/// is replaced only if it is a page tdg wrote.
+/// an interrupted write leaves the previous page; a link there is refused).
+/// A file already there is replaced only if it is a page tdg wrote.
 pub fn write_page(path: &Path, page: &str) -> Result<(), ReportError> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() || !m.is_file() => {
@@ -145,15 +145,10 @@ pub fn write_page(path: &Path, page: &str) -> Result<(), ReportError> {
         }
         Err(_) => {}
     }
-    let failed = |e: std::io::Error| ReportError::Write {
+    fsguard::write_atomic(path, page.as_bytes()).map_err(|e| ReportError::Write {
         path: path.display().to_string(),
         why: e.to_string(),
-    };
-    formats::write_document(Some(path), page).map_err(failed)?;
-    // A page is for reading by others too (the temporary it was written
-    // through was private).
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(failed)
+    })
 }
 
 fn read_head(path: &Path) -> String {

@@ -85,7 +85,7 @@ pub fn run(mut args: Args) -> CmdResult {
         }
     };
     if let Some(svg) = &args.svg {
-        fsguard::write_atomic(svg, probe::render::svg(&result).as_bytes())?;
+        fsguard::write_atomic(svg, report::probe_section::latency_svg(&result)?.as_bytes())?;
     }
     let text = formats::table_or_json("tdg probe", format, &result, || {
         probe::render::table(&result)

@@ -195,7 +195,8 @@ fn run_report(a: ReportArgs) -> CmdResult {
         }
     }
     if let Some(svg) = &a.svg {
-        fsguard::write_atomic(svg, report::render_svg(&rep).as_bytes())?;
+        let plot = ::report::profile_section::timeline_svg(&rep)?;
+        fsguard::write_atomic(svg, plot.as_bytes())?;
         eprintln!("tdg: wrote {}", svg.display());
     }
     Ok(ExitCode::SUCCESS)

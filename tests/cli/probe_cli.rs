@@ -60,7 +60,13 @@ fn probe_measures_once_then_reads_its_cache() {
         "{table}"
     );
     let plot = std::fs::read_to_string(&svg).unwrap();
-    assert!(plot.starts_with("<svg") && plot.contains("L2: "), "{plot}");
+    // The second level's effective size is marked on the plot.
+    assert!(
+        plot.starts_with("<svg")
+            && plot.lines().any(|l| l.starts_with("L2 "))
+            && plot.contains("role=\"img\""),
+        "{plot}"
+    );
 
     let again = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
     let reread: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
