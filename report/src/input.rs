@@ -120,6 +120,7 @@ pub fn load(path: &Path) -> Result<Input, InputError> {
 }
 
 fn from_json(path: &Path, v: Value) -> Result<Input, InputError> {
+    let v = unwrapped(v);
     let has = |k: &str| v.get(k).is_some();
     let typed = |what: &str, e: serde_json::Error| {
         read_err(
@@ -180,6 +181,23 @@ fn from_json(path: &Path, v: Value) -> Result<Input, InputError> {
         path: path.display().to_string(),
         hint: "give a campaign directory, a tune log (.jsonl), a .tdgp profile, probe.json, or the JSON of tdg run, tdg checkpoint time/inapp/capture --auto-delay, or Google Benchmark".into(),
     })
+}
+
+/// tdg's `--format json` documents put a report that is not an object (a
+/// list of runs), or one versioned on its own (a probe record), under one
+/// key beside the document's `"version"`: the report itself is what the
+/// page reads.
+fn unwrapped(v: Value) -> Value {
+    if let Value::Object(map) = &v {
+        if map.len() == 2 && map.get("version").is_some_and(Value::is_u64) {
+            if let Some((_, inner)) = map.iter().find(|(k, _)| k.as_str() != "version") {
+                if inner.is_object() || inner.is_array() {
+                    return inner.clone();
+                }
+            }
+        }
+    }
+    v
 }
 
 /// A tdg run's name: the routine, its -D values, and the flush size when
