@@ -214,7 +214,7 @@ fn inspect(path: &Path, purpose: Purpose) -> io::Result<Found> {
         return Ok(Found::Empty);
     }
     Err(refused(format!(
-        "{shown} is not empty and tdg did not create it (it has no {MARKER} file); tdg empties only its own directories: choose another {option}, or empty or remove {shown} yourself"
+        "{shown} is not empty and tdg did not create it (it has no {MARKER} file); tdg empties or writes into only directories it made: choose another {option}, or empty or remove {shown} yourself"
     )))
 }
 

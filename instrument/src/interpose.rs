@@ -654,10 +654,10 @@ pub fn build_region_shim(
     host_include: &Path,
 ) -> Result<PathBuf, InterposeError> {
     let sym = symbol_name(spec);
-    runtime::write_sources(dir)?;
+    runtime::write_sources(dir).map_err(ToolchainError::Files)?;
     let source = dir.join(format!("tdg_region_{sym}.c"));
     let text = generate_region_shim(spec)?;
-    fsguard::write_atomic(&source, text.as_bytes())?;
+    fsguard::write_atomic(&source, text.as_bytes()).map_err(ToolchainError::Files)?;
     let shim = dir.join(format!("tdg_region_{sym}.so"));
     let mut incs = vec![dir.to_path_buf(), host_include.to_path_buf()];
     incs.extend(include_dirs.iter().cloned());
@@ -802,7 +802,8 @@ pub fn build_interposers(
     fsguard::write_atomic(
         &preload_source,
         generate(spec, InterposerKind::Preload)?.as_bytes(),
-    )?;
+    )
+    .map_err(ToolchainError::Files)?;
     let preload_shim = dir.join(format!("tdg_preload_{sym}.so"));
     cc.compile(&CompileJob {
         sources: vec![

@@ -73,7 +73,7 @@ pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
 
 /// Builds the static and the shared library into `dir`.
 pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError> {
-    let (_, source) = write_sources(dir)?;
+    let (_, source) = write_sources(dir).map_err(ToolchainError::Files)?;
     let object = dir.join("tdg_instrument.o");
     cc.compile(&CompileJob {
         sources: vec![source.clone()],

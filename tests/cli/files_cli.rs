@@ -83,3 +83,30 @@ fn gen_refuses_a_users_directory_and_rewrites_its_own() {
     }
     assert!(ours.join("Makefile").exists() && ours.join("driver.c").exists());
 }
+
+/// `tdg instrument -o DIR` and `tdg checkpoint lib -o DIR` write sources
+/// and libraries: into a user's directory they refuse, in one line.
+#[test]
+fn instrument_and_checkpoint_lib_refuse_a_users_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("src");
+    std::fs::create_dir(&users).unwrap();
+    std::fs::write(users.join("tdg_checkpoint.c"), "/* my patched copy */\n").unwrap();
+    for args in [
+        vec!["instrument", "--runtime-only", "-o"],
+        vec!["checkpoint", "lib", "-o"],
+    ] {
+        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        all.push(users.as_os_str());
+        let o = tdg(&all);
+        let (so, se) = text(&o);
+        assert!(!o.status.success(), "{args:?}: {so}{se}");
+        assert_eq!(se.trim().lines().count(), 1, "{args:?}: {se}");
+        assert!(se.contains("choose another -o"), "{args:?}: {se}");
+        assert_eq!(names(&users), ["tdg_checkpoint.c"]);
+        assert_eq!(
+            std::fs::read_to_string(users.join("tdg_checkpoint.c")).unwrap(),
+            "/* my patched copy */\n"
+        );
+    }
+}

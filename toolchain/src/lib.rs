@@ -57,6 +57,10 @@ pub enum ToolchainError {
     Cache(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A file or directory tdg writes (fsguard's message names the path:
+    /// a directory tdg refuses to write into, or the call that failed).
+    #[error("{0}")]
+    Files(std::io::Error),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
