@@ -21,12 +21,17 @@
 use crate::{CCompiler, CompileJob, CompilerKind, ToolchainError};
 use sha2::{Digest, Sha256};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped when the key or the entry layout changes, so old entries are
 /// never read under a new meaning.
 const FORMAT: &str = "tdg-build-cache 1";
+
+const PURPOSE: fsguard::Purpose = fsguard::Purpose {
+    what: "build cache",
+    option: "TDG_CACHE_DIR",
+};
 
 /// Entries kept; past this the least recently used quarter goes.
 const MAX_ENTRIES: usize = 4096;
@@ -51,53 +56,26 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> ToolchainError {
 }
 
 impl BuildCache {
-    /// Opens (creating, 0700) the cache in `dir`. Refused with the way out
-    /// when `dir` is a symlink, not a directory, or another user's: tdg
+    /// Opens (creating, 0700, marked as tdg's: `fsguard::OwnedDir`) the
+    /// cache in `dir`. Refused with the way out when `dir` is a symlink, not
+    /// a directory, a directory tdg did not make, or another user's: tdg
     /// runs as root and must not write objects where someone else decides
     /// what they contain.
     pub fn open(dir: &Path) -> Result<BuildCache, ToolchainError> {
-        let way_out = "set TDG_CACHE_DIR to a directory of your own";
-        match std::fs::symlink_metadata(dir) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(ToolchainError::Cache(format!(
-                    "the build cache {} is a symbolic link, which tdg does not follow; remove it or {way_out}",
-                    dir.display()
-                )))
-            }
-            Ok(m) if !m.is_dir() => {
-                return Err(ToolchainError::Cache(format!(
-                    "the build cache {} is not a directory; {way_out}",
-                    dir.display()
-                )))
-            }
-            Ok(m) if m.uid() != unsafe_geteuid() => {
-                return Err(ToolchainError::Cache(format!(
-                    "the build cache {} belongs to user {}, not to this user; {way_out}",
-                    dir.display(),
-                    m.uid()
-                )))
-            }
-            Ok(m) => {
-                if m.permissions().mode() & 0o077 != 0 {
-                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                        .map_err(io_err(format!("cannot make {} private", dir.display())))?;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(io_err(format!(
-                        "cannot create the build cache {}",
-                        dir.display()
-                    )))?;
-                // `recursive` made the parents with the same mode; the
-                // cache itself must be ours alone whatever the umask did.
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                    .map_err(io_err(format!("cannot make {} private", dir.display())))?;
-            }
-            Err(e) => return Err(io_err(format!("cannot open {}", dir.display()))(e)),
+        let owned = fsguard::OwnedDir::open(dir, PURPOSE)
+            .map_err(|e| ToolchainError::Cache(e.to_string()))?;
+        let dir = owned.path();
+        let m = std::fs::metadata(dir).map_err(io_err(format!("cannot open {}", dir.display())))?;
+        if m.uid() != unsafe_geteuid() {
+            return Err(ToolchainError::Cache(format!(
+                "the build cache {} belongs to user {}, not to this user; set TDG_CACHE_DIR to a directory of your own",
+                dir.display(),
+                m.uid()
+            )));
+        }
+        if m.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io_err(format!("cannot make {} private", dir.display())))?;
         }
         Ok(BuildCache {
             dir: dir.to_path_buf(),
@@ -171,6 +149,10 @@ impl BuildCache {
         Ok(())
     }
 
+    /// A temporary file in the cache renamed over `dest`: whole or absent.
+    /// Not `fsguard::write_atomic`, which also syncs: an entry lost in a
+    /// crash is only compiled again, and a sync per object would cost
+    /// every configuration of a search.
     fn write_atomic(&self, dest: &Path, bytes: &[u8]) -> Result<(), ToolchainError> {
         let what = || format!("cannot write {} into the build cache", dest.display());
         let mut tmp = tempfile::Builder::new()
