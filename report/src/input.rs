@@ -453,6 +453,8 @@ fn from_results(dir: &Path) -> Result<Vec<tune::Evaluation>, InputError> {
                 best_ns: best,
                 node: Some(r.node).filter(|n| !n.is_empty()),
                 cpu: Some(r.cpu).filter(|c| !c.is_empty()),
+                stopped: None,
+                split: None,
             }
         })
         .collect())

@@ -104,6 +104,8 @@ fn a_campaign_with_nothing_timed_still_makes_a_page() {
         best_ns: None,
         node: None,
         cpu: None,
+        stopped: None,
+        split: None,
     };
     for evaluations in [Vec::new(), vec![evaluation(1), evaluation(2)]] {
         let inputs = [Input::Campaign(Campaign {

@@ -482,6 +482,19 @@ fn outcome_table(outcome: &tune::TuneOutcome) -> String {
         "evaluations  {} of {} configurations ({} failed) in {:.1} s",
         o.evaluations, o.space_size, o.failed, o.seconds
     );
+    if o.split_evaluations > 0 {
+        let t = &o.time_split;
+        let per = |x: f64| x / o.split_evaluations as f64;
+        let _ = writeln!(
+            s,
+            "per eval     {:.3} s: build {:.3} s, sampling {:.3} s (flush {:.3} s of it), other {:.3} s",
+            per(t.total_s),
+            per(t.build_s),
+            per(t.sampling_s),
+            per(t.flush_s),
+            per(t.other_s())
+        );
+    }
     let _ = writeln!(s, "log          {}", outcome.log.display());
     if let Some(dir) = &outcome.campaign {
         let _ = writeln!(
@@ -511,6 +524,8 @@ fn t4_results(
     Ok(tune::run::read_log(path)
         .map_err(tune_error)?
         .into_iter()
+        // The finalists' re-timing repeats configurations already listed.
+        .filter(|e| e.phase != "final")
         .map(|e| formats::t4::Tried {
             configuration: e.config,
             time_ns: e.time_ns,

@@ -99,6 +99,8 @@ impl TaskResult {
                 mflops: self.mflops,
                 samples_ns: self.samples_ns.clone(),
                 uncertainty_pct: self.uncertainty_pct,
+                split: None,
+                stopped: None,
             }),
             (_, Some(e)) => Err(match self.failure {
                 Some(failure) => TuneError::Failed {
@@ -532,6 +534,8 @@ mod tests {
                 mflops: None,
                 samples_ns: Vec::new(),
                 uncertainty_pct: None,
+                split: None,
+                stopped: None,
             })
         }
     }

@@ -145,6 +145,8 @@ impl Objective for CheckpointObjective {
                     mflops: None,
                     samples_ns: times,
                     uncertainty_pct: None,
+                    split: None,
+                    stopped: None,
                 })
             })
             .collect()

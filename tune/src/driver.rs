@@ -1,11 +1,13 @@
 //! The generated timing driver as the search objective.
 
 use crate::campaign::Prebuild;
-use crate::search::{Measurement, Objective, Placement};
+use crate::race::{race, Pass, RacePlan, PASSES};
+use crate::search::{Measurement, Objective, Placement, TimeSplit};
 use crate::TuneError;
 use driver_gen::{BuiltDriver, RunOptions};
 use spec_lang::ast::{InitValue, Spec};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Builds the spec's driver against the kernel compiled with each
 /// configuration's macros, runs it, and scores the reported time per call.
@@ -43,11 +45,90 @@ fn failed(values: &[(String, i64)], e: &driver_gen::RunError) -> TuneError {
     }
 }
 
+impl DriverObjective<'_> {
+    /// Builds every configuration of `round` (the build cache compiles only
+    /// what changed), then times them in passes as `plan` says: each pass
+    /// runs every driver still in the race with its share of the sampling
+    /// budget, the first with verification. A configuration that does not
+    /// build fails alone.
+    fn time_round(
+        &self,
+        round: &[Vec<(String, i64)>],
+        plan: RacePlan,
+    ) -> Vec<Result<Measurement, TuneError>> {
+        let built: Vec<Result<(BuiltDriver, RunOptions), TuneError>> = round
+            .iter()
+            .map(|values| {
+                let opts = self.options(values);
+                driver_gen::build_driver(self.spec, &self.impl_c, &opts)
+                    .map(|driver| (driver, opts))
+                    .map_err(|e| failed(values, &e))
+            })
+            .collect();
+        let ready: Vec<usize> = (0..round.len()).filter(|&i| built[i].is_ok()).collect();
+        let mut raced = race(ready.len(), plan, |j, k| {
+            let i = ready[j];
+            let (driver, opts) = built[i].as_ref().expect("built");
+            let began = Instant::now();
+            let report = driver
+                .run(&pass_options(opts, &driver.model, k, plan.passes))
+                .map_err(|e| failed(&round[i], &e))?;
+            let build_s = if k == 0 { driver.build.seconds } else { 0.0 };
+            Ok(Pass {
+                reported_ns: report.reported_ns,
+                uncertainty_pct: report.uncertainty_pct,
+                mflops: report.mflops_best,
+                split: TimeSplit {
+                    build_s,
+                    sampling_s: report.sampling.elapsed_ms / 1e3,
+                    flush_s: report.flush_ns_per_sample.unwrap_or(0.0)
+                        * report.samples_ns.len() as f64
+                        / 1e9,
+                    total_s: build_s + began.elapsed().as_secs_f64(),
+                },
+                samples_ns: report.samples_ns,
+            })
+        })
+        .into_iter();
+        built
+            .into_iter()
+            .map(|b| match b {
+                Ok(_) => raced.next().expect("one result per built driver"),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+}
+
+/// One pass's options: its share of the sampling budget (of a fixed sample
+/// count, at least two samples), verification in the first pass only.
+fn pass_options(
+    opts: &RunOptions,
+    model: &driver_gen::DriverModel,
+    pass: usize,
+    passes: usize,
+) -> RunOptions {
+    let mut o = opts.clone();
+    if passes > 1 {
+        let share = |ms: u64| (ms / passes as u64).max(1);
+        let sampling = model.timing.sampling;
+        o.timing.min_time_ms = Some(share(sampling.min_time_ms));
+        o.timing.max_time_ms = Some(share(sampling.max_time_ms));
+        if let Some(n) = o.timing.samples {
+            o.timing.samples = Some(n.div_ceil(passes as u32).max(2));
+        }
+    }
+    o.verify = o.verify && pass == 0;
+    o
+}
+
 impl Objective for DriverObjective<'_> {
     fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
         let opts = self.options(values);
         let report = match &self.kept {
-            None => driver_gen::run_driver(self.spec, &self.impl_c, &opts),
+            None => {
+                return evaluate_alone(self, values);
+            }
             Some(root) => {
                 let dir = root.join(crate::campaign::file_stem(values));
                 match BuiltDriver::open_kept(self.spec, &opts, &dir) {
@@ -69,7 +150,41 @@ impl Objective for DriverObjective<'_> {
             mflops: report.mflops_best,
             samples_ns: report.samples_ns,
             uncertainty_pct: report.uncertainty_pct,
+            split: None,
+            stopped: None,
         })
+    }
+
+    /// The round's configurations timed side by side in passes, and raced
+    /// (a campaign's kept drivers are timed one by one, as its tasks are).
+    fn evaluate_round(
+        &mut self,
+        round: &[Vec<(String, i64)>],
+    ) -> Vec<Result<Measurement, TuneError>> {
+        match self.kept {
+            Some(_) => round.iter().map(|values| self.evaluate(values)).collect(),
+            None => self.time_round(
+                round,
+                RacePlan {
+                    passes: PASSES,
+                    racing: true,
+                },
+            ),
+        }
+    }
+
+    /// The finalists side by side, every pass, no racing.
+    fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
+        match self.kept {
+            Some(_) => round.iter().map(|values| self.evaluate(values)).collect(),
+            None => self.time_round(
+                round,
+                RacePlan {
+                    passes: PASSES,
+                    racing: false,
+                },
+            ),
+        }
     }
 
     fn placement(&self, _values: &[(String, i64)]) -> Option<Placement> {
@@ -84,6 +199,23 @@ impl Prebuild for DriverObjective<'_> {
             .and_then(|driver| driver.keep(dir))
             .map_err(|e| failed(values, &e))
     }
+}
+
+/// One configuration with the whole sampling budget in one run.
+fn evaluate_alone(
+    objective: &DriverObjective<'_>,
+    values: &[(String, i64)],
+) -> Result<Measurement, TuneError> {
+    let mut one = objective.time_round(
+        &[values.to_vec()],
+        RacePlan {
+            passes: 1,
+            racing: false,
+        },
+    );
+    let mut m = one.pop().expect("one result")?;
+    m.stopped = None;
+    Ok(m)
 }
 
 /// Size of the spec's array elements (the largest, if they differ), for

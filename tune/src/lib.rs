@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod driver;
 pub mod model;
 pub mod progress;
+pub mod race;
 pub mod run;
 pub mod search;
 pub mod slurm;
@@ -23,7 +24,9 @@ pub use run::{
     run, CampaignChoice, CandidateSettings, Runner, StartFrom, Strategy, Target, TargetObjective,
     TuneOutcome, TuneRequest,
 };
-pub use search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
+pub use search::{
+    Evaluation, Measurement, Objective, Outcome, Placement, Progress, TimeSplit, Tuner,
+};
 pub use slurm::{SlurmConfig, SlurmExecutor};
 pub use space::{parse_param, Param, Point, Space};
 

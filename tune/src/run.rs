@@ -144,6 +144,10 @@ impl Objective for TargetObjective<'_> {
         self.inner().evaluate_round(round)
     }
 
+    fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
+        self.inner().retime(round)
+    }
+
     fn placement(&self, values: &[(String, i64)]) -> Option<Placement> {
         match self {
             TargetObjective::Driver(d) => d.placement(values),
