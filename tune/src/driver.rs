@@ -100,8 +100,19 @@ impl DriverObjective<'_> {
     }
 }
 
-/// One pass's options: its share of the sampling budget (of a fixed sample
-/// count, at least two samples), verification in the first pass only.
+impl DriverObjective<'_> {
+    /// Passes per round: [`PASSES`], or fewer when a fixed sample count
+    /// has fewer samples to share out.
+    fn passes(&self) -> usize {
+        match self.base.timing.samples {
+            Some(n) => PASSES.min(n.max(1) as usize),
+            None => PASSES,
+        }
+    }
+}
+
+/// One pass's options: its share of the sampling budget (or of a fixed
+/// sample count), verification in the first pass only.
 fn pass_options(
     opts: &RunOptions,
     model: &driver_gen::DriverModel,
@@ -115,7 +126,10 @@ fn pass_options(
         o.timing.min_time_ms = Some(share(sampling.min_time_ms));
         o.timing.max_time_ms = Some(share(sampling.max_time_ms));
         if let Some(n) = o.timing.samples {
-            o.timing.samples = Some(n.div_ceil(passes as u32).max(2));
+            // A fixed count is shared out exactly: the run takes the
+            // samples it was asked for (fewer when racing stops it).
+            let (p, k) = (passes as u32, pass as u32);
+            o.timing.samples = Some(n / p + u32::from(k < n % p));
         }
     }
     o.verify = o.verify && pass == 0;
@@ -161,12 +175,14 @@ impl Objective for DriverObjective<'_> {
         &mut self,
         round: &[Vec<(String, i64)>],
     ) -> Vec<Result<Measurement, TuneError>> {
-        match self.kept {
-            Some(_) => round.iter().map(|values| self.evaluate(values)).collect(),
-            None => self.time_round(
+        match (&self.kept, round) {
+            (Some(_), _) | (None, [_]) => {
+                round.iter().map(|values| self.evaluate(values)).collect()
+            }
+            (None, _) => self.time_round(
                 round,
                 RacePlan {
-                    passes: PASSES,
+                    passes: self.passes(),
                     racing: true,
                 },
             ),
@@ -175,12 +191,14 @@ impl Objective for DriverObjective<'_> {
 
     /// The finalists side by side, every pass, no racing.
     fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
-        match self.kept {
-            Some(_) => round.iter().map(|values| self.evaluate(values)).collect(),
-            None => self.time_round(
+        match (&self.kept, round) {
+            (Some(_), _) | (None, [_]) => {
+                round.iter().map(|values| self.evaluate(values)).collect()
+            }
+            (None, _) => self.time_round(
                 round,
                 RacePlan {
-                    passes: PASSES,
+                    passes: self.passes(),
                     racing: false,
                 },
             ),
