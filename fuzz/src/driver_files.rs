@@ -47,7 +47,7 @@ fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
         return false;
     };
     let _ = probe::render::table(&result);
-    let _ = probe::render::svg(&result);
+    let _ = report::probe_section::latency_svg(&result);
     let _ = probe::sanity::against_sysfs(&result);
     let _ = result.recommended_flush_bytes();
     let _ = result.recommended_min_interval_s();

@@ -9,8 +9,9 @@ use instrument::{report, specgen};
 
 /// A `.tdgp` file: parsed, written back unchanged, merged with itself as
 /// the files of two processes are, reported on per routine (table, JSON,
-/// SVG), and turned into a spec and a contexts file as `spec-from-profile`
-/// does, with a prototype built from the routine's recorded parameters.
+/// the `--svg` timeline), and turned into a spec and a contexts file as
+/// `spec-from-profile` does, with a prototype built from the routine's
+/// recorded parameters.
 pub fn profile(data: &[u8]) -> bool {
     let Ok(profile) = format::parse(data, "fuzz.tdgp") else {
         return false;
@@ -32,7 +33,7 @@ pub fn profile(data: &[u8]) -> bool {
             continue;
         };
         let _ = report::render_table(&rep, 15);
-        let _ = report::render_svg(&rep);
+        let _ = ::report::profile_section::timeline_svg(&rep);
         serde_json::to_string(&rep).expect("a report serialises");
         let Some(src) = prototype_of(info) else {
             continue;
