@@ -416,13 +416,22 @@ impl BinOp {
 pub enum TuneRole {
     /// The cache block's edge (NB).
     Tile,
-    /// The register tile's extent along the result's unit-stride
-    /// dimension, which the compiler vectorises (MU).
+    /// The register tile's rows of the result (MU).
     Rows,
-    /// The register tile's other extent (NU).
+    /// The register tile's columns of the result (NU).
     Cols,
     /// The unrolling of the loop over the shared dimension (KU).
     KUnroll,
+}
+
+/// Which extent of the result's register tile is unit-stride in memory
+/// (and so the one the compiler vectorises).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TuneLayout {
+    /// A column is contiguous (Fortran, BLAS): the tile's rows.
+    ColMajor,
+    /// A row is contiguous (C arrays): the tile's columns.
+    RowMajor,
 }
 
 /// `tune={ NB=tile; MU=rows; NU=cols; constraint="NB % MU == 0"; };`
@@ -430,6 +439,8 @@ pub enum TuneRole {
 pub struct TuneClause {
     /// Each named macro with its role, in source order.
     pub roles: Vec<(Ident, TuneRole)>,
+    /// `layout=row_major;` or `layout=col_major;`.
+    pub layout: Option<TuneLayout>,
     pub constraints: Vec<Constraint>,
     pub span: Span,
 }

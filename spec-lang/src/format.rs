@@ -387,6 +387,7 @@ fn tune(t: &TuneClause) -> String {
         .roles
         .iter()
         .map(|(name, role)| format!("{}={};", name.name, role.spelling()))
+        .chain(t.layout.map(|l| format!("layout={};", l.spelling())))
         .chain(
             t.constraints
                 .iter()

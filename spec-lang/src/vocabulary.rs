@@ -4,7 +4,7 @@
 //! line's value lists and `tdg explain` all read them from here, and a test
 //! checks that docs/spec-language.md names every one.
 
-use crate::ast::{FlushMethod, Selection, TimerMethod, TuneRole};
+use crate::ast::{FlushMethod, Selection, TimerMethod, TuneLayout, TuneRole};
 
 /// A closed family of keywords backed by an enum.
 pub trait Keyword: Copy + Eq + 'static {
@@ -144,7 +144,24 @@ pub const TIMER_SETTINGS: &[&str] = &[
 ];
 
 /// Settings of `tune={...}` other than a parameter's role.
-pub const TUNE_SETTINGS: &[&str] = &["constraint"];
+pub const TUNE_SETTINGS: &[&str] = &["constraint", "layout"];
+
+impl Keyword for TuneLayout {
+    const ALL: &'static [Self] = &[TuneLayout::ColMajor, TuneLayout::RowMajor];
+    const FAMILY: &'static str = "result layout";
+    fn spelling(self) -> &'static str {
+        match self {
+            TuneLayout::ColMajor => "col_major",
+            TuneLayout::RowMajor => "row_major",
+        }
+    }
+    fn help(self) -> &'static str {
+        match self {
+            TuneLayout::ColMajor => "a column of the result is contiguous (BLAS): the compiler vectorises the register tile's rows",
+            TuneLayout::RowMajor => "a row of the result is contiguous (C arrays): the compiler vectorises the register tile's columns",
+        }
+    }
+}
 
 impl Keyword for TuneRole {
     const ALL: &'static [Self] = &[
@@ -165,10 +182,8 @@ impl Keyword for TuneRole {
     fn help(self) -> &'static str {
         match self {
             TuneRole::Tile => "the cache block's edge (ATLAS's NB)",
-            TuneRole::Rows => {
-                "the register tile's extent along the result's unit-stride dimension (ATLAS's MU)"
-            }
-            TuneRole::Cols => "the register tile's other extent (ATLAS's NU)",
+            TuneRole::Rows => "the register tile's rows of the result (ATLAS's MU)",
+            TuneRole::Cols => "the register tile's columns of the result (ATLAS's NU)",
             TuneRole::KUnroll => "the unrolling of the loop over the shared dimension (ATLAS's KU)",
         }
     }
@@ -196,5 +211,6 @@ pub fn families() -> Vec<(&'static str, Vec<&'static str>)> {
         ("checkpoint mode", CHECKPOINT_MODES.to_vec()),
         ("tune setting", TUNE_SETTINGS.to_vec()),
         (TuneRole::FAMILY, TuneRole::spellings()),
+        (TuneLayout::FAMILY, TuneLayout::spellings()),
     ]
 }

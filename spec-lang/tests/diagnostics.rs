@@ -753,6 +753,10 @@ fn tune_clause_problems() {
         x(2, 19, "empty constraint", Some("drop the setting")),
     );
     rejects(
+        &format!("{OK_HEAD}tune={{ layout=row; }};"),
+        x(2, 15, "`row` is not a result layout", Some("row_major")),
+    );
+    rejects(
         &format!("{OK_HEAD}tune={{}};\ntune={{}};"),
         x(3, 1, "duplicate `tune` clause", Some("line 2")),
     );

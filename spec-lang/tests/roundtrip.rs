@@ -464,9 +464,14 @@ fn condition_text(c: &Condition) -> String {
 fn tune() -> impl Strategy<Value = TuneClause> {
     (
         prop::sample::subsequence(vec!["NB", "MU", "NU", "KU", "T_1"], 0..4),
+        prop::option::of(prop::sample::select(vec![
+            TuneLayout::ColMajor,
+            TuneLayout::RowMajor,
+        ])),
         prop::collection::vec(condition(), 0..3),
     )
-        .prop_map(|(names, conditions)| TuneClause {
+        .prop_map(|(names, layout, conditions)| TuneClause {
+            layout,
             roles: names
                 .iter()
                 .zip([

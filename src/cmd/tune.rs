@@ -3,6 +3,7 @@
 //! evaluating here or, with `--executor slurm`, as Slurm job arrays; for a
 //! spec with a `checkpoint` clause the kernel runs as a candidate in
 //! restored copies of the application's image instead.
+use super::keyword::keyword;
 use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
@@ -27,9 +28,30 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub budget: Option<u64>,
     /// Time every configuration instead of searching (the reference for
-    /// judging the search).
-    #[arg(long)]
+    /// judging the search; same as --strategy exhaustive).
+    #[arg(long, conflicts_with = "strategy")]
     pub exhaustive: bool,
+    /// How to search: yotov (the model's starts, then Yotov et al.'s local
+    /// search; the default), hill (hill-climbing every parameter with
+    /// growing strides), line (ATLAS's orthogonal line search), model (the
+    /// model's own choice alone) or exhaustive.
+    #[arg(long, value_parser = strategy)]
+    pub strategy: Option<tune::Strategy>,
+    /// What a parameter is to the model: NAME=ROLE with ROLE tile (the
+    /// cache block), rows or cols (the register tile), kunroll (repeatable;
+    /// NB, MU, NU, KU need none; overrides the spec's tune clause).
+    #[arg(long = "role", value_name = "NAME=ROLE")]
+    pub roles: Vec<String>,
+    /// The result's layout: col_major (a column is contiguous; the
+    /// default) or row_major; the model vectorises the register tile along
+    /// the contiguous extent.
+    #[arg(long, value_parser = keyword::<spec_lang::ast::TuneLayout>())]
+    pub layout: Option<spec_lang::ast::TuneLayout>,
+    /// A condition every configuration must meet, e.g. "NB % MU == 0"
+    /// (repeatable; beside the spec's); a configuration that violates one
+    /// is never built.
+    #[arg(long = "constraint", value_name = "CONDITION")]
+    pub constraints: Vec<String>,
     /// Start value for a parameter instead of the model's (repeatable).
     #[arg(long = "start", value_name = "NAME=VALUE")]
     pub start: Vec<String>,
@@ -154,6 +176,18 @@ impl CampaignArgs {
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
     }
+}
+
+fn strategy(text: &str) -> Result<tune::Strategy, String> {
+    tune::Strategy::ALL
+        .into_iter()
+        .find(|s| s.spelling() == text)
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a strategy; use one of: {}",
+                tune::Strategy::ALL.map(|s| s.spelling()).join(", ")
+            )
+        })
 }
 
 /// `tdg tune` arguments as stored in a campaign, parsed again for
@@ -323,12 +357,24 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let strategy = if args.exhaustive {
         tune::Strategy::Exhaustive
     } else {
-        tune::Strategy::Hill
+        args.strategy.unwrap_or(tune::Strategy::Yotov)
     };
+    let roles = args
+        .roles
+        .iter()
+        .map(|r| tune::parse_role(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)?;
+    let constraints = args
+        .constraints
+        .iter()
+        .map(|c| tune::parse_constraint(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)?;
     let start = if args.no_model || strategy == tune::Strategy::Exhaustive {
         tune::StartFrom::MidRange
     } else {
-        tune::StartFrom::Model(machine_model(&args, &spec, &base)?)
+        tune::StartFrom::Model(Box::new(machine_model(&args, &spec, &base)?))
     };
     let name = spec_path
         .file_stem()
@@ -372,6 +418,9 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             tolerance: args.tolerance,
         },
         space,
+        roles,
+        layout: args.layout,
+        constraints,
         fixed,
         start,
         strategy,
@@ -459,10 +508,11 @@ fn machine_model(
                 .join(", ")
         );
     }
-    Ok(tune::MachineModel::from_probe(
+    Ok(tune::MachineModel::new(
         &probed,
+        &tune::model::CompiledIsa::ask(&cc.program, &base.cflags),
+        &tune::model::CpuFacts::default(),
         tune::element_bytes(spec),
-        tune::model::fp_registers(&cc.program, &base.cflags),
     ))
 }
 
@@ -479,8 +529,13 @@ fn outcome_table(outcome: &tune::TuneOutcome) -> String {
     };
     let _ = writeln!(
         s,
-        "evaluations  {} of {} configurations ({} failed) in {:.1} s",
-        o.evaluations, o.space_size, o.failed, o.seconds
+        "evaluations  {} of {} configurations ({:.1}%, {} failed) in {:.1} s, strategy {}",
+        o.evaluations,
+        o.space_size,
+        100.0 * o.evaluations as f64 / o.space_size.max(1) as f64,
+        o.failed,
+        o.seconds,
+        outcome.strategy.spelling()
     );
     if o.split_evaluations > 0 {
         let t = &o.time_split;
@@ -494,6 +549,32 @@ fn outcome_table(outcome: &tune::TuneOutcome) -> String {
             per(t.flush_s),
             per(t.other_s())
         );
+    }
+    if let Some(m) = &o.model {
+        let _ = writeln!(
+            s,
+            "model        {} (its choice, 0 evaluations)",
+            m.configuration
+        );
+        let _ = match (m.time_ns, m.best_over_model) {
+            (Some(t), Some(r)) if m.moved.is_empty() => writeln!(
+                s,
+                "             {} per call once timed; the search kept it (best/model {r:.3})",
+                stats::ns(t)
+            ),
+            (Some(t), Some(r)) => writeln!(
+                s,
+                "             {} per call once timed; the search moved {} ({} value steps; best/model {r:.3})",
+                stats::ns(t),
+                m.moved
+                    .iter()
+                    .map(|(n, a, b)| format!("{n} {a}->{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                m.steps
+            ),
+            _ => writeln!(s, "             not timed by this search"),
+        };
     }
     let _ = writeln!(s, "log          {}", outcome.log.display());
     if let Some(dir) = &outcome.campaign {

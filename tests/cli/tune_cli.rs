@@ -161,7 +161,10 @@ fn search_starts_from_the_probe_model_and_never_repeats_a_configuration() {
     assert_eq!(lines.len() as u64, o["evaluations"].as_u64().unwrap());
     assert!(lines.len() <= 6);
     assert_eq!(lines[0]["phase"], "model");
-    assert!(o["starts"][0].as_str().unwrap().contains("fit L1"), "{o}");
+    assert!(
+        o["starts"][0].as_str().unwrap().contains("tile for L1"),
+        "{o}"
+    );
     let configs: Vec<String> = lines.iter().map(|l| l["config"].to_string()).collect();
     let mut uniq = configs.clone();
     uniq.sort();
@@ -177,6 +180,168 @@ fn search_starts_from_the_probe_model_and_never_repeats_a_configuration() {
         .filter_map(|l| l["time_ns"].as_f64())
         .fold(f64::INFINITY, f64::min);
     assert_eq!(o["best_ns"].as_f64().unwrap(), fastest);
+
+    // A kernel whose parameters have other names, given roles by its
+    // spec's tune clause: the model chooses every one of them (it used to
+    // print an empty `(model: )`), and `--strategy model` times that
+    // choice alone, with the probe now cached.
+    let spec = repo().join("specs/tiled_matmul.spec");
+    let out = tdg_command()
+        .env("TDG_CACHE_DIR", dir.path())
+        .arg("tune")
+        .arg(&spec)
+        .arg("--impl")
+        .arg(repo().join("specs/tiled_matmul.c"))
+        .args([
+            "--param",
+            "TILE=16:128:16",
+            "--param",
+            "RT_R=1:8",
+            "--param",
+            "RT_C=1:8",
+            "--strategy",
+            "model",
+            "-D",
+            "MS=64",
+            "-D",
+            "NS=64",
+            "-D",
+            "KS=64",
+            "--log",
+        ])
+        .arg(dir.path().join("model.jsonl"))
+        .output()
+        .unwrap();
+    let (table, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("roles TILE=tile (the spec's tune clause), RT_R=rows (the spec's tune clause), RT_C=cols (the spec's tune clause)"),
+        "{err}"
+    );
+    let start = err
+        .lines()
+        .find(|l| l.contains("tdg tune: start "))
+        .unwrap_or_else(|| panic!("no start line: {err}"));
+    for name in ["TILE=", "RT_R=", "RT_C="] {
+        assert!(
+            start.split("model: ").nth(1).unwrap_or("").contains(name),
+            "the model says nothing of {name}: {start}"
+        );
+    }
+    assert!(
+        table.contains("(its choice, 0 evaluations)") && table.contains("per call once timed"),
+        "{table}"
+    );
+    assert!(
+        table.contains("evaluations  1 of 512 configurations"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_configuration_that_violates_a_constraint_is_never_compiled() {
+    let _heavy = testkit::shared();
+    let dir = tempfile::tempdir().unwrap();
+    // The kernel refuses to compile exactly the configurations the two
+    // constraints rule out (the spec's: MU != 3; the command line's: MU
+    // <= NB / 8, so MU=4 at NB=16): if either were ignored, a build would
+    // fail and the search would report it.
+    let kernel = dir.path().join("guarded.c");
+    std::fs::write(
+        &kernel,
+        format!(
+            "#if MU == 3\n#error \"MU=3 breaks the spec's constraint and was compiled\"\n#endif\n\
+             #if MU > NB / 8 && MU != 5\n#error \"MU > NB/8 breaks --constraint and was compiled\"\n#endif\n\
+             #include \"{}\"\n",
+            repo().join("specs/blocked_gemm.c").display()
+        ),
+    )
+    .unwrap();
+    let spec = dir.path().join("guarded.spec");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(repo().join("specs/blocked_gemm.spec")).unwrap()
+            + "tune={ constraint=\"MU != 3\"; };\n",
+    )
+    .unwrap();
+    let log = dir.path().join("c.jsonl");
+    let out = tdg_command()
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_CACHE_DIR", dir.path())
+        .arg("tune")
+        .arg(&spec)
+        .arg("--impl")
+        .arg(&kernel)
+        .args([
+            "--param",
+            "NB=16",
+            "--param",
+            "MU=1:5",
+            "--param",
+            "NU=1",
+            "--constraint",
+            "MU <= NB / 8 || MU == 5",
+            "--exhaustive",
+            "--json",
+            "--max-time-ms",
+            "20",
+            "--min-time-ms",
+            "1",
+            "-D",
+            "MS=32",
+            "-D",
+            "NS=32",
+            "-D",
+            "KS=32",
+            "--log",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let o: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    // MU=1, 2 and 5 are allowed; 3 and 4 never reach the compiler.
+    assert_eq!(o["evaluations"], 3, "{o}");
+    assert_eq!(o["failed"], 0, "{o}");
+    assert_eq!(o["space_size"], 3, "{o}");
+    assert_eq!(o["unconstrained_size"], 5, "{o}");
+    let tried: Vec<i64> = log_lines(&log)
+        .iter()
+        .map(|l| l["config"]["MU"].as_i64().unwrap())
+        .collect();
+    assert_eq!(tried, [1, 2, 5]);
+    // A constraint naming nothing tunable, and one that does not parse,
+    // are one-line usage errors before anything is built.
+    for (constraint, want) in [
+        (
+            "MX < 4",
+            "`MX` is neither a tuned parameter (NB, MU, NU) nor a macro of the spec",
+        ),
+        ("MU = 4", "expected"),
+        (
+            "MU > 99",
+            "no configuration of the --param ranges meets them all",
+        ),
+    ] {
+        let out = tdg_command()
+            .env("TDG_NO_PROBE", "1")
+            .arg("tune")
+            .arg(&spec)
+            .arg("--impl")
+            .arg(&kernel)
+            .args(["--param", "NB=16", "--param", "MU=1:5", "--param", "NU=1"])
+            .args(["--constraint", constraint, "--exhaustive", "--log"])
+            .arg(dir.path().join("x.jsonl"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{constraint}: {err}");
+        assert!(err.contains(want), "{constraint}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
 }
 
 #[test]

@@ -11,6 +11,7 @@ pub mod driver;
 pub mod model;
 pub mod progress;
 pub mod race;
+pub mod roles;
 pub mod run;
 pub mod search;
 pub mod slurm;
@@ -20,6 +21,7 @@ pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, 
 pub use checkpoint::CheckpointObjective;
 pub use driver::{element_bytes, DriverObjective};
 pub use model::{starts, MachineModel, Start};
+pub use roles::{parse_role, Role, RoleSource, Roles};
 pub use run::{
     run, CampaignChoice, CandidateSettings, Runner, StartFrom, Strategy, Target, TargetObjective,
     TuneOutcome, TuneRequest,
@@ -28,12 +30,18 @@ pub use search::{
     Evaluation, Measurement, Objective, Outcome, Placement, Progress, TimeSplit, Tuner,
 };
 pub use slurm::{SlurmConfig, SlurmExecutor};
-pub use space::{parse_param, Param, Point, Space};
+pub use space::{
+    parse_constraint, parse_param, ConstraintOrigin, Param, Point, Space, SpaceConstraint,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     #[error("--param {text}: {why}")]
     BadParam { text: String, why: String },
+    #[error("constraint `{text}`: {why}")]
+    BadConstraint { text: String, why: String },
+    #[error("--role {text}: {why}")]
+    BadRole { text: String, why: String },
     #[error("nothing to tune: give at least one --param NAME=LO:HI[:STEP]")]
     EmptySpace,
     #[error("{0}")]
@@ -66,7 +74,10 @@ impl TuneError {
         match self {
             TuneError::Failed { failure, .. } => Some(*failure),
             TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
-            TuneError::BadParam { .. } | TuneError::EmptySpace => Some(formats::Failure::Usage),
+            TuneError::BadParam { .. }
+            | TuneError::BadConstraint { .. }
+            | TuneError::BadRole { .. }
+            | TuneError::EmptySpace => Some(formats::Failure::Usage),
             _ => None,
         }
     }

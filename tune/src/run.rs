@@ -6,9 +6,10 @@
 
 use crate::campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
 use crate::model::{MachineModel, Start};
+use crate::roles::Roles;
 use crate::search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
 use crate::slurm::SlurmExecutor;
-use crate::space::Space;
+use crate::space::{ConstraintOrigin, Space, SpaceConstraint};
 use crate::{CheckpointObjective, DriverObjective, TuneError};
 use driver_gen::RunOptions;
 use serde::Serialize;
@@ -178,7 +179,7 @@ pub enum CampaignChoice {
 #[derive(Debug, Clone)]
 pub enum StartFrom {
     /// The machine model's predictions (one per cache level).
-    Model(MachineModel),
+    Model(Box<MachineModel>),
     /// The middle of every parameter's range (no probe needed).
     MidRange,
 }
@@ -187,11 +188,39 @@ pub enum StartFrom {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
+    /// Yotov et al.'s local search from the model's starts: the cache tile
+    /// within +-lcm(rows, cols), then hill-climbing of the register tile
+    /// and the other parameters.
+    Yotov,
     /// Model starts, then a hill-climb over every parameter with growing
     /// strides.
     Hill,
+    /// ATLAS's orthogonal line search from the model's choice.
+    Line,
+    /// The model's own choice alone, one evaluation.
+    Model,
     /// Every configuration, in order (the reference for judging a search).
     Exhaustive,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Yotov,
+        Strategy::Hill,
+        Strategy::Line,
+        Strategy::Model,
+        Strategy::Exhaustive,
+    ];
+
+    pub fn spelling(self) -> &'static str {
+        match self {
+            Strategy::Yotov => "yotov",
+            Strategy::Hill => "hill",
+            Strategy::Line => "line",
+            Strategy::Model => "model",
+            Strategy::Exhaustive => "exhaustive",
+        }
+    }
 }
 
 /// Everything one tuning run needs; the binary builds it from the command
@@ -208,6 +237,12 @@ pub struct TuneRequest<'s> {
     pub base: RunOptions,
     pub candidate: CandidateSettings,
     pub space: Space,
+    /// `--role NAME=ROLE`, over the spec's `tune` clause and ATLAS's names.
+    pub roles: Vec<(String, crate::roles::Role)>,
+    /// `--layout`, over the spec's.
+    pub layout: Option<spec_lang::ast::TuneLayout>,
+    /// `--constraint`s, beside the spec's.
+    pub constraints: Vec<crate::space::SpaceConstraint>,
     /// Start values given for some parameters (`--start NAME=V`).
     pub fixed: Vec<(String, i64)>,
     pub start: StartFrom,
@@ -237,6 +272,16 @@ pub struct TuneOutcome {
     pub log: PathBuf,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub campaign: Option<PathBuf>,
+    pub strategy: Strategy,
+    /// The parameters' roles and where each came from.
+    pub roles: Roles,
+    /// The constraints every configuration met.
+    pub constraints: Vec<SpaceConstraint>,
+    /// The configurations before the constraints ruled some out.
+    pub unconstrained_size: u128,
+    /// The model the starts came from (absent with --no-model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineModel>,
     /// When the search began (the log's `elapsed_s` count from it).
     #[serde(skip)]
     pub started: std::time::SystemTime,
@@ -254,6 +299,9 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         base,
         candidate,
         space,
+        roles,
+        layout,
+        constraints,
         fixed,
         start,
         strategy,
@@ -264,7 +312,22 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         allow_mixed_cpus,
         log,
     } = request;
-    let size = space.size();
+    let unconstrained_size = space.size();
+    let space = space.constrained(
+        spec.tune
+            .iter()
+            .flat_map(|t| &t.constraints)
+            .map(|c| SpaceConstraint {
+                text: c.text.clone(),
+                origin: ConstraintOrigin::Spec,
+                constraint: c.clone(),
+            })
+            .chain(constraints)
+            .collect(),
+        fixed_macros(spec, &base),
+    )?;
+    let roles = Roles::resolve(&space, &roles, layout, spec.tune.as_ref())?;
+    let size = space.allowed_size().unwrap_or(unconstrained_size);
     let budget = match budget {
         Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
         None if strategy == Strategy::Exhaustive || size <= DEFAULT_BUDGET as u128 => {
@@ -272,13 +335,26 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         }
         None => DEFAULT_BUDGET,
     };
-    let starts = match strategy {
-        Strategy::Exhaustive => Vec::new(),
-        Strategy::Hill => match &start {
-            StartFrom::Model(m) => crate::model::starts(&space, m, &fixed),
-            StartFrom::MidRange => vec![mid_range(&space, &fixed)],
-        },
+    let machine = match &start {
+        StartFrom::Model(m) => Some(m.as_ref().clone()),
+        StartFrom::MidRange => None,
     };
+    let starts = match &machine {
+        Some(m) => crate::model::starts(&space, &roles, m, &fixed),
+        None => vec![mid_range(&space, &fixed)],
+    };
+    if starts.is_empty() {
+        return Err(TuneError::BadConstraint {
+            text: space
+                .constraints
+                .iter()
+                .map(|c| c.text.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            why: "no configuration near the model's choice meets them; widen a --param range"
+                .into(),
+        });
+    }
     if let (Target::Checkpoint { .. }, Runner::Slurm(_)) = (&target, &runner) {
         return Err(TuneError::Objective(
             "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
@@ -313,9 +389,31 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
     })?;
     let log_writer: Box<dyn Write> = Box::new(std::io::BufWriter::new(log_file));
 
-    progress.note(&format!("{space}: {size} configurations, budget {budget}"));
-    for s in &starts {
-        progress.note(&format!("start {}", s.reason));
+    progress.note(&format!(
+        "{space}: {size} configurations{}, budget {budget}, strategy {}",
+        if space.constraints.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} before the constraints {})",
+                unconstrained_size,
+                space
+                    .constraints
+                    .iter()
+                    .map(|c| format!("`{}`", c.text))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        strategy.spelling()
+    ));
+    if !roles.assigned.is_empty() {
+        progress.note(&format!("roles {}", roles.describe()));
+    }
+    if strategy != Strategy::Exhaustive {
+        for s in &starts {
+            progress.note(&format!("start {}", s.reason));
+        }
     }
     if let Target::Checkpoint { image } = &target {
         progress.note(&format!(
@@ -362,17 +460,68 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         }
     };
     let started = std::time::SystemTime::now();
-    let tuner = Tuner::new(&space, objective, progress, Some(log_writer), budget);
+    let tuner = Tuner::new(&space, objective, progress, Some(log_writer), budget)
+        .with_model_choice(machine.as_ref().and_then(|_| starts.first().cloned()));
     let search = match strategy {
         Strategy::Exhaustive => tuner.exhaustive(),
         Strategy::Hill => tuner.search(&starts),
+        Strategy::Yotov => tuner.yotov(&starts, &roles),
+        Strategy::Model => tuner.model_only(&starts),
+        Strategy::Line => {
+            let bound = machine.clone();
+            let layout = roles.layout.unwrap_or(spec_lang::ast::TuneLayout::ColMajor);
+            tuner.line(&starts[0], &roles, &move |rows, cols| {
+                bound
+                    .as_ref()
+                    .is_none_or(|m| crate::model::fits_registers(m, layout, rows, cols))
+            })
+        }
     }?;
     Ok(TuneOutcome {
         search,
         log: log_path,
         campaign: campaign.map(|c| c.dir),
+        strategy,
+        roles,
+        constraints: space.constraints.clone(),
+        unconstrained_size,
+        machine,
         started,
     })
+}
+
+/// The spec's macros with their values for this run (`-D` over the
+/// defaults) and every integer `-D`: what a constraint may read beside the
+/// tuned parameters.
+fn fixed_macros(spec: &Spec, base: &RunOptions) -> std::collections::BTreeMap<String, i64> {
+    let defines: Vec<(String, f64)> = base
+        .defines
+        .iter()
+        .filter_map(|(k, v)| {
+            spec_lang::eval::define_value(v)
+                .ok()
+                .map(|v| (k.clone(), v))
+        })
+        .collect();
+    let known: std::collections::BTreeMap<String, f64> = defines
+        .iter()
+        .filter(|(k, _)| spec.macros().iter().any(|(n, _)| n.name == *k))
+        .cloned()
+        .collect();
+    let mut env: std::collections::BTreeMap<String, i64> =
+        spec_lang::eval::macro_values(spec, &known)
+            .map(|m| {
+                m.into_iter()
+                    .filter_map(|(k, v)| v.as_i64().map(|v| (k, v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+    for (k, v) in defines {
+        if v.fract() == 0.0 {
+            env.entry(k).or_insert(v as i64);
+        }
+    }
+    env
 }
 
 /// The middle of every range, with the given start values.

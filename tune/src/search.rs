@@ -176,6 +176,25 @@ pub struct Outcome {
     pub time_split: TimeSplit,
     /// Evaluations the split covers.
     pub split_evaluations: usize,
+    /// The model's own choice and how the search's best compares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelChoice>,
+}
+
+/// The model's own choice (0 evaluations), its time once measured and how
+/// far the search moved from it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelChoice {
+    pub configuration: String,
+    pub reason: String,
+    /// Its time per call, if this run evaluated it.
+    pub time_ns: Option<f64>,
+    /// The best's time over the model choice's (below 1: the search gained).
+    pub best_over_model: Option<f64>,
+    /// Each parameter the best changed: name, the model's value, the best's.
+    pub moved: Vec<(String, i64, i64)>,
+    /// Value steps from the model's choice to the best, over all parameters.
+    pub steps: usize,
 }
 
 /// Configurations of an exhaustive search evaluated as one round (one job
@@ -185,6 +204,18 @@ const EXHAUSTIVE_ROUND: usize = 64;
 
 /// Configurations re-timed side by side at the end of a search.
 pub const FINALISTS: usize = 3;
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a.abs()
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    (a / gcd(a, b).max(1) * b).abs()
+}
 
 /// What a round says about one of its points.
 struct Scored {
@@ -203,6 +234,7 @@ pub struct Tuner<'a> {
     evaluations: Vec<Evaluation>,
     best: Option<(Point, Measurement)>,
     started: Instant,
+    model_choice: Option<crate::model::Start>,
 }
 
 impl<'a> Tuner<'a> {
@@ -223,7 +255,14 @@ impl<'a> Tuner<'a> {
             evaluations: Vec::new(),
             best: None,
             started: Instant::now(),
+            model_choice: None,
         }
+    }
+
+    /// The model's own choice, reported in the outcome against the best.
+    pub fn with_model_choice(mut self, choice: Option<crate::model::Start>) -> Self {
+        self.model_choice = choice;
+        self
     }
 
     pub fn evaluations(&self) -> &[Evaluation] {
@@ -241,8 +280,8 @@ impl<'a> Tuner<'a> {
     /// Evaluates one round of independent points together and returns,
     /// per point, its time (`None` when it failed or the budget is spent)
     /// and whether it became the best. A point seen before comes from the
-    /// cache; a repeated point and points past the budget are not
-    /// evaluated. Results are recorded in the round's order, so the log,
+    /// cache; a repeated point, a point the space's constraints rule out
+    /// and points past the budget are not evaluated. Results are recorded in the round's order, so the log,
     /// the budget and the running best are those of evaluating the points
     /// one after another. The first configuration's failure aborts the
     /// search: it is almost always a broken spec or kernel rather than a
@@ -252,7 +291,13 @@ impl<'a> Tuner<'a> {
         let mut fresh: Vec<&Point> = Vec::new();
         for p in points {
             let left = self.budget.saturating_sub(self.evaluations.len());
-            if !self.seen.contains_key(p) && !fresh.contains(&p) && fresh.len() < left {
+            // A point the constraints rule out is never built: it scores as
+            // a failure that costs nothing and is not logged.
+            if !self.seen.contains_key(p)
+                && !fresh.contains(&p)
+                && fresh.len() < left
+                && self.space.allows(p)
+            {
                 fresh.push(p);
             }
         }
@@ -423,7 +468,180 @@ impl<'a> Tuner<'a> {
         self.finish(starts.iter().map(|s| s.reason.clone()).collect())
     }
 
-    /// Every configuration, in order (the reference the bench compares to).
+    /// The model's own choice alone (the first start): what the model is
+    /// worth without a search.
+    pub fn model_only(mut self, starts: &[crate::model::Start]) -> Result<Outcome, TuneError> {
+        if let Some(first) = starts.first() {
+            self.eval(&first.point, "model")?;
+        }
+        self.finish(starts.iter().take(1).map(|s| s.reason.clone()).collect())
+    }
+
+    /// Yotov et al.'s local search (4.2): the model's starts (one per cache
+    /// level) as one round; from the best, the cache tile within
+    /// +-lcm(rows, cols) of it (the first tiles both register extents
+    /// divide; at least the neighbouring values of a coarser range); then a
+    /// hill-climb of the register tile (each of rows and cols +-1, following
+    /// the path of increasing performance to a local optimum), then of the
+    /// k unrolling and of every parameter without a role; the tile once
+    /// more if the register tile moved.
+    pub fn yotov(
+        mut self,
+        starts: &[crate::model::Start],
+        roles: &crate::roles::Roles,
+    ) -> Result<Outcome, TuneError> {
+        use crate::roles::Role;
+        let start_points: Vec<Point> = starts.iter().map(|s| s.point.clone()).collect();
+        self.eval_round(&start_points, "model")?;
+        let tile = roles.dim(Role::Tile);
+        let register: Vec<usize> = [Role::Rows, Role::Cols]
+            .iter()
+            .filter_map(|r| roles.dim(*r))
+            .collect();
+        let rest: Vec<usize> = roles
+            .dim(Role::KUnroll)
+            .into_iter()
+            .chain((0..self.space.params.len()).filter(|d| roles.role_of(*d).is_none()))
+            .collect();
+        if let Some(t) = tile {
+            self.tile_neighbourhood(t, roles)?;
+        }
+        let before = self.best.as_ref().map(|b| b.0.clone());
+        self.climb(&register)?;
+        let moved = self.best.as_ref().map(|b| b.0.clone()) != before;
+        for d in rest {
+            self.climb(&[d])?;
+        }
+        if let (Some(t), true) = (tile, moved) {
+            self.tile_neighbourhood(t, roles)?;
+        }
+        self.retime_finalists()?;
+        self.finish(starts.iter().map(|s| s.reason.clone()).collect())
+    }
+
+    /// Every cache tile of the space within +-lcm(rows, cols) of the best
+    /// point's, and at least its neighbours, as one round.
+    fn tile_neighbourhood(
+        &mut self,
+        dim: usize,
+        roles: &crate::roles::Roles,
+    ) -> Result<(), TuneError> {
+        use crate::roles::Role;
+        let Some((current, _)) = self.best.clone() else {
+            return Ok(());
+        };
+        let values = self.space.values(&current);
+        let extent = |r: Role| roles.dim(r).map_or(1, |d| values[d].1.max(1));
+        let reach = lcm(extent(Role::Rows), extent(Role::Cols));
+        let nb = values[dim].1;
+        let at = current.0[dim];
+        let candidates = &self.space.params[dim].values;
+        let round: Vec<Point> = (0..candidates.len())
+            .filter(|&i| (candidates[i] - nb).abs() <= reach || i.abs_diff(at) == 1)
+            .filter(|&i| i != at)
+            .map(|i| {
+                let mut q = current.clone();
+                q.0[dim] = i;
+                q
+            })
+            .collect();
+        self.eval_round(&round, "local")?;
+        Ok(())
+    }
+
+    /// Hill-climbing over `dims`: each +-1 value from the best point as one
+    /// round, moving to the best improvement until none improves.
+    fn climb(&mut self, dims: &[usize]) -> Result<(), TuneError> {
+        while !self.exhausted() {
+            let Some((current, _)) = self.best.clone() else {
+                return Ok(());
+            };
+            let before = self.best_ns();
+            let round: Vec<Point> = dims
+                .iter()
+                .flat_map(|&d| [-1isize, 1].map(|dir| (d, dir)))
+                .filter_map(|(d, dir)| self.space.step(&current, d, dir))
+                .collect();
+            self.eval_round(&round, "local")?;
+            if self.best_ns() >= before {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// ATLAS's orthogonal line search (Yotov et al. 2.2): from `reference`
+    /// (the model's choice), optimise one group of parameters at a time
+    /// with the others at their best values so far: the cache tile, then
+    /// the register tile (every rows x cols pair in the space that
+    /// `fits_registers` allows, as ATLAS tries those within inequality 1),
+    /// then the k unrolling, then every parameter without a role, each
+    /// group's candidates as one round.
+    pub fn line(
+        mut self,
+        reference: &crate::model::Start,
+        roles: &crate::roles::Roles,
+        fits_registers: &dyn Fn(i64, i64) -> bool,
+    ) -> Result<Outcome, TuneError> {
+        use crate::roles::Role;
+        self.eval(&reference.point, "model")?;
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        if let Some(t) = roles.dim(Role::Tile) {
+            groups.push(vec![t]);
+        }
+        let register: Vec<usize> = [Role::Rows, Role::Cols]
+            .iter()
+            .filter_map(|r| roles.dim(*r))
+            .collect();
+        if !register.is_empty() {
+            groups.push(register);
+        }
+        if let Some(k) = roles.dim(Role::KUnroll) {
+            groups.push(vec![k]);
+        }
+        for d in 0..self.space.params.len() {
+            if roles.role_of(d).is_none() {
+                groups.push(vec![d]);
+            }
+        }
+        let rows = roles.dim(Role::Rows);
+        let cols = roles.dim(Role::Cols);
+        for group in groups {
+            if self.exhausted() {
+                break;
+            }
+            let Some((current, _)) = self.best.clone() else {
+                break;
+            };
+            let mut round: Vec<Point> = vec![current.clone()];
+            for &d in &group {
+                round = round
+                    .into_iter()
+                    .flat_map(|p| {
+                        (0..self.space.params[d].values.len()).map(move |i| {
+                            let mut q = p.clone();
+                            q.0[d] = i;
+                            q
+                        })
+                    })
+                    .collect();
+            }
+            if group.len() == 2 {
+                if let (Some(r), Some(c)) = (rows, cols) {
+                    round.retain(|p| {
+                        fits_registers(
+                            self.space.params[r].values[p.0[r]],
+                            self.space.params[c].values[p.0[c]],
+                        )
+                    });
+                }
+            }
+            self.eval_round(&round, "line")?;
+        }
+        self.retime_finalists()?;
+        self.finish(vec![reference.reason.clone()])
+    }
+
     /// Re-times the [`FINALISTS`] best configurations side by side and
     /// names the best of that timing: over a whole search the best time
     /// comes from whichever moment was fastest, and rounds minutes apart
@@ -492,6 +710,7 @@ impl<'a> Tuner<'a> {
         Ok(())
     }
 
+    /// Every configuration, in order (the reference the bench compares to).
     pub fn exhaustive(mut self) -> Result<Outcome, TuneError> {
         let mut points = self.space.all_points();
         while !self.exhausted() {
@@ -524,7 +743,37 @@ impl<'a> Tuner<'a> {
                 last,
             });
         };
+        let model = self.model_choice.as_ref().map(|c| {
+            let time_ns = self
+                .seen
+                .get(&c.point)
+                .cloned()
+                .flatten()
+                .map(|m| m.time_ns);
+            let from = self.space.values(&c.point);
+            let to = self.space.values(&p);
+            ModelChoice {
+                configuration: self.space.describe(&c.point),
+                reason: c.reason.clone(),
+                time_ns,
+                best_over_model: time_ns.map(|t| m.time_ns / t),
+                moved: from
+                    .iter()
+                    .zip(&to)
+                    .filter(|(a, b)| a.1 != b.1)
+                    .map(|(a, b)| (a.0.clone(), a.1, b.1))
+                    .collect(),
+                steps: c
+                    .point
+                    .0
+                    .iter()
+                    .zip(&p.0)
+                    .map(|(a, b)| a.abs_diff(*b))
+                    .sum(),
+            }
+        });
         Ok(Outcome {
+            model,
             best: self
                 .space
                 .values(&p)
@@ -536,7 +785,10 @@ impl<'a> Tuner<'a> {
             best_mflops: m.mflops,
             evaluations: self.evaluations.len(),
             failed,
-            space_size: self.space.size(),
+            space_size: self
+                .space
+                .allowed_size()
+                .unwrap_or_else(|| self.space.size()),
             budget: self.budget,
             starts,
             seconds: self.started.elapsed().as_secs_f64(),
@@ -854,6 +1106,138 @@ mod tests {
             passes < crate::race::PASSES * (b.evaluations + FINALISTS),
             "{passes}"
         );
+    }
+
+    fn roles(space: &Space) -> crate::roles::Roles {
+        crate::roles::Roles::resolve(space, &[], None, None).unwrap()
+    }
+
+    #[test]
+    fn yotov_search_moves_the_tile_then_climbs_the_register_tile() {
+        let space = space();
+        let mut obj = bowl();
+        let starts = [
+            Start {
+                point: space.nearest(&[64, 3, 3]),
+                reason: "L1".into(),
+            },
+            Start {
+                point: space.nearest(&[208, 3, 3]),
+                reason: "L2".into(),
+            },
+        ];
+        let out = Tuner::new(&space, &mut obj, &mut (), None, 200)
+            .with_model_choice(Some(starts[0].clone()))
+            .yotov(&starts, &roles(&space))
+            .unwrap();
+        assert_eq!(out.best_description, "NB=96 MU=4 NU=3");
+        // A few dozen evaluations of the 1024 configurations.
+        assert!(out.evaluations <= 30, "{}", out.evaluations);
+        let m = out.model.unwrap();
+        assert_eq!(m.configuration, "NB=64 MU=3 NU=3");
+        assert!(m.best_over_model.unwrap() < 1.0);
+        assert_eq!(
+            m.moved,
+            [("NB".to_string(), 64, 96), ("MU".to_string(), 3, 4)]
+        );
+        assert_eq!(m.steps, 3);
+    }
+
+    #[test]
+    fn line_search_sweeps_one_group_at_a_time_from_the_reference() {
+        let space = space();
+        let mut obj = bowl();
+        let start = Start {
+            point: space.nearest(&[32, 2, 2]),
+            reason: "model".into(),
+        };
+        let fits = |mu: i64, nu: i64| mu * nu + mu + nu <= 16;
+        let out = Tuner::new(&space, &mut obj, &mut (), None, 500)
+            .line(&start, &roles(&space), &fits)
+            .unwrap();
+        // NB swept at MU=2 NU=2 (16 values), then the register pairs that
+        // fit 16 registers at the best NB.
+        let pairs = (1..=8)
+            .flat_map(|mu| (1..=8).map(move |nu| (mu, nu)))
+            .filter(|&(mu, nu)| fits(mu, nu))
+            .count();
+        assert_eq!(out.evaluations, 16 + pairs - 1);
+        // The bowl's optimum 4x3 needs 19 registers: the line search, held
+        // within them, ends at the best pair that fits.
+        assert_eq!(out.best_description, "NB=96 MU=4 NU=2");
+        // Register tiles beyond the registers are never tried.
+        assert!(obj.calls.iter().all(|v| fits(v[1].1, v[2].1)));
+    }
+
+    #[test]
+    fn the_model_alone_is_one_evaluation() {
+        let space = space();
+        let mut obj = bowl();
+        let start = Start {
+            point: space.nearest(&[64, 3, 3]),
+            reason: "model".into(),
+        };
+        let out = Tuner::new(&space, &mut obj, &mut (), None, 50)
+            .with_model_choice(Some(start.clone()))
+            .model_only(std::slice::from_ref(&start))
+            .unwrap();
+        assert_eq!(out.evaluations, 1);
+        let m = out.model.unwrap();
+        assert_eq!(m.best_over_model, Some(1.0));
+        assert!(m.moved.is_empty());
+    }
+
+    #[test]
+    fn a_configuration_that_violates_a_constraint_is_never_evaluated() {
+        let space = space()
+            .constrained(
+                vec![
+                    crate::space::parse_constraint("MU != 4").unwrap(),
+                    crate::space::parse_constraint("NB % (MU * NU) == 0 || NU == 1").unwrap(),
+                ],
+                Default::default(),
+            )
+            .unwrap();
+        let violates = |v: &[(String, i64)]| {
+            let g = |n: &str| v.iter().find(|(k, _)| k == n).unwrap().1;
+            g("MU") == 4 || (g("NB") % (g("MU") * g("NU")) != 0 && g("NU") != 1)
+        };
+        let start = Start {
+            point: space.nearest(&[96, 4, 3]),
+            reason: "m".into(),
+        };
+        assert!(
+            space.allows(&start.point),
+            "the start is snapped to an allowed point"
+        );
+        for strategy in 0..4 {
+            let mut obj = bowl();
+            let mut quiet = ();
+            let t = Tuner::new(&space, &mut obj, &mut quiet, None, 2000);
+            let out = match strategy {
+                0 => t.exhaustive(),
+                1 => t.search(std::slice::from_ref(&start)),
+                2 => t.yotov(std::slice::from_ref(&start), &roles(&space)),
+                _ => t.line(&start, &roles(&space), &|_, _| true),
+            }
+            .unwrap();
+            assert!(!obj.calls.is_empty());
+            assert!(
+                obj.calls.iter().all(|v| !violates(v)),
+                "strategy {strategy} evaluated a configuration a constraint rules out"
+            );
+            assert!(
+                !out.best_description.contains("MU=4"),
+                "{}",
+                out.best_description
+            );
+            if strategy == 0 {
+                let allowed = space.allowed_size().unwrap();
+                assert_eq!(out.evaluations as u128, allowed);
+                assert_eq!(out.space_size, allowed);
+                assert!(allowed < space.size());
+            }
+        }
     }
 
     #[test]

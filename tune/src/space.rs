@@ -1,8 +1,13 @@
 //! The search space: named integer parameters (macros the kernel is
-//! compiled with), each with an explicit list of values.
+//! compiled with), each with an explicit list of values, and the
+//! constraints every configuration must meet (checked before anything is
+//! built: a configuration that violates one is never compiled).
 
 use crate::TuneError;
 use serde::Serialize;
+use spec_lang::ast::Constraint;
+use spec_lang::eval::Value;
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// One tunable macro and the values it may take, ascending.
@@ -67,11 +72,64 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     })
 }
 
-/// The cartesian product of the parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Where a constraint was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConstraintOrigin {
+    /// `constraint="..."` in the spec's `tune` clause.
+    Spec,
+    /// `--constraint`.
+    CommandLine,
+}
+
+/// A constraint of the space with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpaceConstraint {
+    pub text: String,
+    pub origin: ConstraintOrigin,
+    #[serde(skip)]
+    pub constraint: Constraint,
+}
+
+/// A `--constraint` text, parsed; its error is one line with the column.
+pub fn parse_constraint(text: &str) -> Result<SpaceConstraint, TuneError> {
+    let condition = spec_lang::parse_condition(text, 0).map_err(|d| {
+        let col = d
+            .span
+            .map_or(1, |s| text[..s.start.min(text.len())].chars().count() + 1);
+        TuneError::BadConstraint {
+            text: text.to_string(),
+            why: format!(
+                "{} at column {col}{}",
+                d.message,
+                d.hint.map(|h| format!(" ({h})")).unwrap_or_default()
+            ),
+        }
+    })?;
+    Ok(SpaceConstraint {
+        text: text.to_string(),
+        origin: ConstraintOrigin::CommandLine,
+        constraint: Constraint {
+            text: text.to_string(),
+            condition,
+        },
+    })
+}
+
+/// The cartesian product of the parameters, less the configurations the
+/// constraints rule out.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Space {
     pub params: Vec<Param>,
+    pub constraints: Vec<SpaceConstraint>,
+    /// Values of the spec's fixed macros (sizes after `-D`) a constraint
+    /// may read beside the parameters.
+    #[serde(skip)]
+    pub fixed: BTreeMap<String, i64>,
 }
+
+/// Most configurations enumerated to count or search the allowed ones.
+const ENUMERATION_LIMIT: u128 = 4_000_000;
 
 /// A point of the space as one index into each parameter's values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,7 +148,86 @@ impl Space {
                 });
             }
         }
-        Ok(Space { params })
+        Ok(Space {
+            params,
+            constraints: Vec::new(),
+            fixed: BTreeMap::new(),
+        })
+    }
+
+    /// The space with `constraints`, which may read the parameters and the
+    /// `fixed` macros (the spec's sizes): a name that is neither is an
+    /// error, as is a space no configuration of which meets them all.
+    pub fn constrained(
+        mut self,
+        constraints: Vec<SpaceConstraint>,
+        fixed: BTreeMap<String, i64>,
+    ) -> Result<Space, TuneError> {
+        for c in &constraints {
+            for name in c.constraint.condition.names() {
+                if self.index_of(&name.name).is_none() && !fixed.contains_key(&name.name) {
+                    let tuned: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+                    return Err(TuneError::BadConstraint {
+                        text: c.text.clone(),
+                        why: format!(
+                            "`{}` is neither a tuned parameter ({}) nor a macro of the spec{}",
+                            name.name,
+                            tuned.join(", "),
+                            match c.origin {
+                                ConstraintOrigin::Spec =>
+                                    " (the constraint is in the spec's tune clause)",
+                                ConstraintOrigin::CommandLine => "",
+                            }
+                        ),
+                    });
+                }
+            }
+        }
+        self.constraints = constraints;
+        self.fixed = fixed;
+        if !self.constraints.is_empty()
+            && self.size() <= ENUMERATION_LIMIT
+            && self.all_points().next().is_none()
+        {
+            return Err(TuneError::BadConstraint {
+                    text: self
+                        .constraints
+                        .iter()
+                        .map(|c| c.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    why: "no configuration of the --param ranges meets them all; widen a range or relax a constraint".into(),
+                });
+        }
+        Ok(self)
+    }
+
+    /// Whether `p` meets every constraint. A constraint that cannot be
+    /// evaluated at `p` (a division by zero) rules it out.
+    pub fn allows(&self, p: &Point) -> bool {
+        if self.constraints.is_empty() {
+            return true;
+        }
+        let mut env: BTreeMap<String, Value> = self
+            .fixed
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::Int(*v)))
+            .collect();
+        for (param, &i) in self.params.iter().zip(&p.0) {
+            env.insert(param.name.clone(), Value::Int(param.values[i]));
+        }
+        self.constraints.iter().all(|c| {
+            spec_lang::eval::eval_condition(&c.constraint.condition, &env).unwrap_or(false)
+        })
+    }
+
+    /// Configurations that meet the constraints, when the space is small
+    /// enough to count them.
+    pub fn allowed_size(&self) -> Option<u128> {
+        if self.constraints.is_empty() {
+            return Some(self.size());
+        }
+        (self.size() <= ENUMERATION_LIMIT).then(|| self.all_points().count() as u128)
     }
 
     /// Number of configurations.
@@ -113,8 +250,27 @@ impl Space {
             .collect()
     }
 
-    /// The point whose values are nearest to `wanted` (by parameter).
+    /// The allowed point nearest to `wanted`: by parameter when that one
+    /// meets the constraints, else the allowed point fewest value steps
+    /// away from it (ties: the earlier parameters move least).
     pub fn nearest(&self, wanted: &[i64]) -> Point {
+        let unconstrained = self.nearest_unconstrained(wanted);
+        if self.allows(&unconstrained) || self.size() > ENUMERATION_LIMIT {
+            return unconstrained;
+        }
+        self.all_points()
+            .min_by_key(|q| {
+                let steps: Vec<usize> =
+                    q.0.iter()
+                        .zip(&unconstrained.0)
+                        .map(|(a, b)| a.abs_diff(*b))
+                        .collect();
+                (steps.iter().sum::<usize>(), steps)
+            })
+            .unwrap_or(unconstrained)
+    }
+
+    fn nearest_unconstrained(&self, wanted: &[i64]) -> Point {
         Point(
             self.params
                 .iter()
@@ -139,9 +295,14 @@ impl Space {
         Some(q)
     }
 
-    /// Every point, last parameter varying fastest. Lazy, so `--exhaustive`
-    /// with a budget on a huge space does not materialise the product.
+    /// Every allowed point, last parameter varying fastest. Lazy, so
+    /// `--exhaustive` with a budget on a huge space does not materialise
+    /// the product.
     pub fn all_points(&self) -> impl Iterator<Item = Point> + '_ {
+        self.every_point().filter(|p| self.allows(p))
+    }
+
+    fn every_point(&self) -> impl Iterator<Item = Point> + '_ {
         let mut next = Some(Point(vec![0; self.params.len()]));
         std::iter::from_fn(move || {
             let current = next.take()?;

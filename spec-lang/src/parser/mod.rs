@@ -994,6 +994,7 @@ impl Builder {
         let span = self.sp(&clause);
         let mut t = TuneClause {
             roles: Vec::new(),
+            layout: None,
             constraints: Vec::new(),
             span,
         };
@@ -1010,6 +1011,30 @@ impl Builder {
             let v = it.next().expect("grammar: setting value");
             let v = v.into_inner().next().expect("grammar: setting_value inner");
             let vspan = self.sp(&v);
+            if key.name == "layout" {
+                let layout = match v.as_rule() {
+                    Rule::word => TuneLayout::from_spelling(v.as_str()),
+                    _ => None,
+                };
+                let Some(layout) = layout else {
+                    let text = v.as_str();
+                    return Err(Diagnostic::new(
+                        format!("`{text}` is not a {}", TuneLayout::FAMILY),
+                        vspan,
+                    )
+                    .with_hint(
+                        did_you_mean(text, TuneLayout::spellings()).unwrap_or_else(|| {
+                            "write layout=col_major; or layout=row_major;".into()
+                        }),
+                    ));
+                };
+                if t.layout.is_some() {
+                    return Err(Diagnostic::new("setting `layout` given twice", key.span)
+                        .with_hint("keep one"));
+                }
+                t.layout = Some(layout);
+                continue;
+            }
             if TUNE_SETTINGS.contains(&key.name.as_str()) {
                 if v.as_rule() != Rule::string {
                     return Err(
