@@ -232,7 +232,7 @@ fn evaluate_alone(
         },
     );
     let mut m = one.pop().expect("one result")?;
-    m.stopped = None;
+    m.stopped = Some("timed alone, in one run with its whole sampling budget".into());
     Ok(m)
 }
 
