@@ -77,7 +77,20 @@ fn time_scale(times: &[f64]) -> Scale {
 }
 
 pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
-    let evals = &c.evaluations;
+    // The search's evaluations; the finalists' re-timing at the end is
+    // shown on its own (it is not an evaluation of a new configuration).
+    let evals: Vec<Evaluation> = c
+        .evaluations
+        .iter()
+        .filter(|e| !is_retiming(&e.phase))
+        .cloned()
+        .collect();
+    let evals = &evals;
+    let retimed: Vec<&Evaluation> = c
+        .evaluations
+        .iter()
+        .filter(|e| is_retiming(&e.phase))
+        .collect();
     let params = parameter_order(c);
     let config_text = |e: &Evaluation| config_text_in(e, &params);
     let timed: Vec<&Evaluation> = evals.iter().filter(|e| e.time_ns.is_some()).collect();
@@ -121,6 +134,25 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 config_text(b),
                 b.n,
                 b.elapsed_s
+            ),
+        ));
+    }
+    let retimed_best = retimed
+        .iter()
+        .filter(|e| e.time_ns.is_some())
+        .min_by(|a, b| {
+            a.time_ns
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.time_ns.unwrap_or(f64::INFINITY))
+        });
+    if let Some(r) = retimed_best {
+        facts.push((
+            "best re-timed",
+            format!(
+                "{}: {} when the {} finalists were timed again side by side at the end",
+                config_text(r),
+                stats::ns(r.time_ns.unwrap_or(f64::NAN)),
+                retimed.len()
             ),
         ));
     }
@@ -443,7 +475,6 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
         ));
     }
     body.push_str("<h3>Final re-timing</h3>\n");
-    let retimed: Vec<&Evaluation> = evals.iter().filter(|e| is_retiming(&e.phase)).collect();
     if retimed.is_empty() {
         body.push_str(&html::para(
             "This campaign's log holds no re-timing of its best configurations side by side; the best above is each configuration's own timing.",
@@ -508,6 +539,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                     }),
                     Cell::num(e.best_ns.map_or("-".into(), stats::ns)),
                     Cell::num(format!("{:.1}", e.elapsed_s)),
+                    Cell::text(e.stopped.clone().unwrap_or_default()),
                     Cell::text(e.node.clone().unwrap_or_default()),
                 ],
                 class,
@@ -529,6 +561,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 "samples",
                 "best so far",
                 "at (s)",
+                "timing ended",
                 "node"
             ],
             &rows,

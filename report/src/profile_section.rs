@@ -23,6 +23,11 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// Where a call timed at 0 ns (no longer than the timer's own overhead,
+/// which is subtracted) sits on a log time axis: its floor, not off the
+/// plot, so every call is a point.
+pub const ZERO_CALL_NS: f64 = 0.1;
+
 /// The stride that keeps `n` points under [`MAX_TIMELINE_POINTS`].
 pub fn stride(n: usize) -> usize {
     n.div_ceil(MAX_TIMELINE_POINTS).max(1)
@@ -62,7 +67,7 @@ pub fn timeline_chart(r: &Report) -> Chart {
             .enumerate()
             .step_by(step)
             .filter(|(_, p)| in_k(p.1))
-            .map(|(i, p)| (i as f64, p.0))
+            .map(|(i, p)| (i as f64, p.0.max(ZERO_CALL_NS)))
             .collect();
         if points.is_empty() {
             continue;
@@ -248,7 +253,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             .timeline
             .iter()
             .filter(|p| p.1 == c.rank)
-            .map(|p| p.0)
+            .map(|p| p.0.max(ZERO_CALL_NS))
             .collect();
         if times.len() < 2 {
             continue;

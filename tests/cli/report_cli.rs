@@ -244,7 +244,11 @@ fn campaign_page_is_written_by_tune_kept_current_by_watch_and_shows_every_evalua
     };
     let tune_out = tune.wait_with_output().unwrap();
     assert!(tuned.success(), "{}", stderr(&tune_out));
-    let log = log_lines(&campaign.join("tune.jsonl"));
+    let lines = log_lines(&campaign.join("tune.jsonl"));
+    // The finalists re-timed side by side at the end are shown apart from
+    // the search's evaluations.
+    let (retimed, log): (Vec<serde_json::Value>, Vec<serde_json::Value>) =
+        lines.into_iter().partition(|e| e["phase"] == "final");
     assert_eq!(log.len(), 12);
     let timed: Vec<&serde_json::Value> = log.iter().filter(|e| e["time_ns"].is_f64()).collect();
     let failed = log.len() - timed.len();
@@ -354,6 +358,14 @@ fn campaign_page_is_written_by_tune_kept_current_by_watch_and_shows_every_evalua
         "the reason is shown"
     );
     assert_eq!(evaluations_shown(&dom), Some(12));
+    if !retimed.is_empty() {
+        let table = element(&dom, "id=\"campaign-1-retimed\"", "table");
+        assert_eq!(
+            body_rows(table),
+            retimed.len(),
+            "every finalist's re-timing"
+        );
+    }
 }
 
 /// A program with three call contexts, profiled through the markers.
