@@ -197,6 +197,168 @@ pub fn documented_dtlb_entries() -> Vec<Option<u64>> {
     Vec::new()
 }
 
+/// `cpuid`'s vendor string and display family and model (leaf 1, with the
+/// extended fields folded in as the vendors define them).
+pub fn cpu_identity() -> (String, u32, u32) {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: leaves 0 and 1 exist on every x86-64 processor.
+        let l0 = unsafe { __cpuid(0) };
+        let vendor: Vec<u8> = [l0.ebx, l0.edx, l0.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+            .collect();
+        // SAFETY: as above.
+        let eax = unsafe { __cpuid(1) }.eax;
+        let base_family = (eax >> 8) & 0xf;
+        let ext_family = (eax >> 20) & 0xff;
+        let base_model = (eax >> 4) & 0xf;
+        let ext_model = (eax >> 16) & 0xf;
+        let family = if base_family == 0xf {
+            base_family + ext_family
+        } else {
+            base_family
+        };
+        let model = if base_family == 0x6 || base_family == 0xf {
+            (ext_model << 4) | base_model
+        } else {
+            base_model
+        };
+        (String::from_utf8_lossy(&vendor).into_owned(), family, model)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        (std::env::consts::ARCH.to_string(), 0, 0)
+    }
+}
+
+/// Instruction-set features `cpuid` documents and the kernel enabled (the
+/// AVX state saved on context switches): what the CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Features {
+    pub sse2: bool,
+    pub avx: bool,
+    pub avx2: bool,
+    pub fma: bool,
+    pub avx512f: bool,
+}
+
+pub fn features() -> Features {
+    #[cfg(target_arch = "x86_64")]
+    {
+        Features {
+            sse2: std::arch::is_x86_feature_detected!("sse2"),
+            avx: std::arch::is_x86_feature_detected!("avx"),
+            avx2: std::arch::is_x86_feature_detected!("avx2"),
+            fma: std::arch::is_x86_feature_detected!("fma"),
+            avx512f: std::arch::is_x86_feature_detected!("avx512f"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Features::default()
+    }
+}
+
+/// The processor's base frequency in GHz: `cpuid` leaf 0x16 where the
+/// processor fills it (Intel), else the maximum `cpufreq` reports.
+pub fn documented_core_ghz(cpu_dir: &Path) -> Option<(f64, crate::cpu::Source)> {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: leaf 0 exists on every x86-64 processor.
+        let max_leaf = unsafe { __cpuid(0) }.eax;
+        if max_leaf >= 0x16 {
+            // SAFETY: within the advertised range.
+            let base_mhz = unsafe { __cpuid(0x16) }.eax & 0xffff;
+            if base_mhz != 0 {
+                return Some((f64::from(base_mhz) / 1e3, crate::cpu::Source::Cpuid));
+            }
+        }
+    }
+    std::fs::read_to_string(cpu_dir.join("cpufreq/cpuinfo_max_freq"))
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|&khz| khz > 0.0)
+        .map(|khz| (khz / 1e6, crate::cpu::Source::Sysfs))
+}
+
+/// The CPUs a sysfs CPU list names: "0-3,8" -> [0, 1, 2, 3, 8].
+pub fn parse_cpu_list(list: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for r in list.trim().split(',').filter(|s| !s.is_empty()) {
+        match r.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                    // A corrupt range must not allocate without bound.
+                    out.extend(a..=b.min(a.saturating_add(1 << 16)));
+                }
+            }
+            None => out.extend(r.trim().parse::<u32>().ok()),
+        }
+    }
+    out
+}
+
+/// What sysfs says `cpu` shares with other CPUs: its core (SMT siblings)
+/// and, per cache level, the CPUs on that cache.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sharing {
+    /// `None` when sysfs does not say.
+    pub core_siblings: Option<Vec<u32>>,
+    /// (level, CPUs) for each data or unified cache.
+    pub caches: Vec<(u32, Vec<u32>)>,
+}
+
+pub fn sharing(cpu_root: &Path, cpu: u32) -> Sharing {
+    let dir = cpu_root.join(format!("cpu{cpu}"));
+    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let core_siblings = read(&dir.join("topology/thread_siblings_list"))
+        .or_else(|| read(&dir.join("topology/core_cpus_list")))
+        .map(|l| parse_cpu_list(&l));
+    let mut caches = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir.join("cache")) {
+        for e in entries.flatten() {
+            let d = e.path();
+            let kind = read(&d.join("type")).unwrap_or_default();
+            if kind.trim() == "Instruction" {
+                continue;
+            }
+            let (Some(level), Some(list)) = (
+                read(&d.join("level")).and_then(|l| l.trim().parse::<u32>().ok()),
+                read(&d.join("shared_cpu_list")),
+            ) else {
+                continue;
+            };
+            caches.push((level, parse_cpu_list(&list)));
+        }
+    }
+    caches.sort();
+    Sharing {
+        core_siblings,
+        caches,
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity
+    // writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect()
+    }
+}
+
 /// The base page size (`sysconf(_SC_PAGESIZE)`).
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -226,6 +388,27 @@ mod tests {
         assert_eq!(parse_size("36M"), Some(36 << 20));
         assert_eq!(parse_size("512"), Some(512));
         assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn lists_sysfs_cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,8\n"), vec![0, 1, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("5"), vec![5]);
+        assert_eq!(parse_cpu_list("x,2"), vec![2]);
+        assert!(parse_cpu_list("0-4294967295").len() <= (1 << 16) + 1);
+    }
+
+    #[test]
+    fn this_machine_has_an_identity() {
+        let (vendor, family, _) = cpu_identity();
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                vendor == "AuthenticAMD" || vendor == "GenuineIntel",
+                "{vendor}"
+            );
+            assert!(family >= 6, "{family}");
+            assert!(features().sse2);
+        }
     }
 
     #[test]

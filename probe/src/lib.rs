@@ -6,22 +6,29 @@
 //! pages, then monotonicity enforcement, biggest relative step and
 //! quality-threshold clustering to turn the noisy curves into numbers.
 
+pub mod cpu;
+pub mod cpusource;
 pub mod csource;
 pub mod documented;
 mod measure;
+mod measure_cpu;
 pub mod render;
+pub mod render_cpu;
 pub mod sanity;
 pub mod stats;
+pub mod vendor;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub use cpu::CpuParams;
 pub use documented::DocumentedCache;
-pub use measure::{measure, remeasure, ProbeOptions};
+pub use measure::{measure, measure_with, remeasure, remeasure_with, Benches, ProbeOptions};
+pub use measure_cpu::CpuRepeat;
 
 /// Bumped when the result layout or the methods change, so stale cache
 /// files are re-measured instead of misread.
-pub const RESULT_VERSION: u32 = 3;
+pub const RESULT_VERSION: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
@@ -159,6 +166,8 @@ pub struct ProbeResult {
     /// work shares the caches and shrinks the effective sizes.
     pub load_average: Option<f64>,
     pub cpus: u32,
+    /// The CPU side (x86-64 only).
+    pub cpu: Option<CpuParams>,
 }
 
 impl ProbeResult {
@@ -332,10 +341,12 @@ pub fn measure_settled(
     previous: Option<ProbeResult>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<sanity::Settled, ProbeError> {
+    progress("building micro-benchmarks");
+    let benches = Benches::build(opts)?;
     sanity::settle_and_cache(path, PROBE_ATTEMPTS, previous, &mut || {
-        let r = measure(opts, progress)?;
-        progress("repeating the key points of the cache curve");
-        let again = remeasure(opts, &r, &sanity::check_sizes(&r))?;
+        let r = measure_with(&benches, opts, progress)?;
+        progress("repeating the key points of the cache curve and the CPU");
+        let again = remeasure_with(&benches, opts, &r, &sanity::check_sizes(&r))?;
         Ok((r, again))
     })
 }
@@ -421,6 +432,7 @@ mod tests {
             documented_caches: vec![],
             load_average: Some(0.1),
             cpus: 2,
+            cpu: None,
         }
     }
 

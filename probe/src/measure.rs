@@ -2,6 +2,8 @@
 
 use crate::csource::{microbench_source, timers, MicrobenchParams};
 use crate::documented::{self, DocumentedCache};
+use crate::measure_cpu::{measure_cpu, remeasure_cpu, CpuBench, MemoryFacts};
+use crate::sanity::Repeat;
 use crate::stats::{enforce_monotonic, fits_quality_threshold, plateaus, relative_steps, Plateau};
 use crate::{
     CacheLevel, CurvePoint, FlushProbe, LineSize, ProbeError, ProbeResult, TimerInfo, TlbLevel,
@@ -103,9 +105,54 @@ pub(crate) fn geometric_sweep(lo: u64, hi: u64, per_octave: u32, granule: u64) -
     out
 }
 
+/// The probe's compiled micro-benchmarks, built once and shared by a
+/// probe and the repeat that checks it (the CPU probe takes seconds to
+/// compile).
+pub struct Benches {
+    memory: Microbench,
+    cpu: Option<CpuBench>,
+    // Last: the programs above live in it.
+    _scratch: toolchain::ScratchDir,
+}
+
+impl Benches {
+    pub fn build(opts: &ProbeOptions) -> Result<Benches, ProbeError> {
+        let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
+        let memory = Microbench::build(scratch.path(), opts.cc.as_deref())?;
+        let cpu = if cfg!(target_arch = "x86_64") {
+            Some(CpuBench::build(scratch.path(), opts.cc.as_deref())?)
+        } else {
+            None
+        };
+        Ok(Benches {
+            memory,
+            cpu,
+            _scratch: scratch,
+        })
+    }
+}
+
+/// Builds the micro-benchmarks and runs them all ([`measure_with`]).
+pub fn measure(
+    opts: &ProbeOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<ProbeResult, ProbeError> {
+    progress("building micro-benchmarks");
+    let benches = Benches::build(opts)?;
+    measure_with(&benches, opts, progress)
+}
+
+fn sysfs_cpu_root(opts: &ProbeOptions) -> PathBuf {
+    opts.sysfs_cpu_dir.parent().map_or_else(
+        || PathBuf::from("/sys/devices/system/cpu"),
+        Path::to_path_buf,
+    )
+}
+
 /// Runs every micro-benchmark and analyses the curves. `progress` hears one
 /// line per stage.
-pub fn measure(
+pub fn measure_with(
+    benches: &Benches,
     opts: &ProbeOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ProbeResult, ProbeError> {
@@ -115,16 +162,14 @@ pub fn measure(
     let documented_caches = documented::caches_from_sysfs(&opts.sysfs_cpu_dir);
     let doc_data = documented::data_caches(&documented_caches);
     let page = documented::page_size();
-    let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
-    progress("building micro-benchmarks");
-    let bench = Microbench::build(scratch.path(), opts.cc.as_deref())?;
+    let bench = &benches.memory;
 
     progress("timers");
-    let tsc = measure_tsc(&bench)?;
-    let timers = measure_timers(&bench, tsc.as_ref())?;
+    let tsc = measure_tsc(bench)?;
+    let timers = measure_timers(bench, tsc.as_ref())?;
 
     progress("cache line size");
-    let line = measure_line(&bench, &doc_data)?;
+    let line = measure_line(bench, &doc_data)?;
 
     progress("cache levels (pointer chase, random order within pages)");
     let max_bytes = opts.max_buffer_bytes.unwrap_or_else(|| {
@@ -133,7 +178,7 @@ pub fn measure(
             .map_or(128 << 20, |c| (2 * c.size_bytes).clamp(16 << 20, 256 << 20))
     });
     let (caches, memory_latency_ns, cache_curve, huge) = measure_caches(
-        &bench,
+        bench,
         line.bytes,
         page,
         max_bytes,
@@ -142,10 +187,25 @@ pub fn measure(
     )?;
 
     progress("TLB levels");
-    let (tlb, tlb_curve) = measure_tlb(&bench, page, line.bytes, &caches)?;
+    let (tlb, tlb_curve) = measure_tlb(bench, page, line.bytes, &caches)?;
 
     progress("flush size that evicts a warm operand");
-    let flush = measure_flush(&bench, page, line.bytes, &caches, &doc_data)?;
+    let flush = measure_flush(bench, page, line.bytes, &caches, &doc_data)?;
+
+    let cpu = match &benches.cpu {
+        Some(cpu_bench) => {
+            let root = sysfs_cpu_root(opts);
+            let facts = MemoryFacts {
+                line: line.bytes,
+                caches: &caches,
+                documented: &documented_caches,
+                tsc_ghz: tsc.as_ref().map(|t| t.measured_ghz),
+                sysfs_cpu_root: &root,
+            };
+            Some(measure_cpu(cpu_bench, &facts, progress)?)
+        }
+        None => None,
+    };
 
     Ok(ProbeResult {
         version: RESULT_VERSION,
@@ -168,28 +228,55 @@ pub fn measure(
         documented_caches,
         load_average,
         cpus,
+        cpu,
     })
 }
 
 /// Re-measures the latency at `sizes` (twice each, the faster kept: noise
-/// only adds) with the probe's own pointer chase, for comparison with a
-/// result made earlier: [`crate::sanity::check_sizes`] picks the sizes.
+/// only adds) with the probe's own pointer chase, and the CPU values
+/// [`CpuRepeat`] names, for comparison with a result made earlier:
+/// [`crate::sanity::check_sizes`] picks the sizes.
 pub fn remeasure(
     opts: &ProbeOptions,
     r: &ProbeResult,
     sizes: &[u64],
-) -> Result<Vec<(u64, f64)>, ProbeError> {
-    if sizes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
-    let bench = Microbench::build(scratch.path(), opts.cc.as_deref())?;
-    let mut runs = sizes.to_vec();
-    runs.extend_from_slice(sizes);
-    Ok(chase(&bench, r.line.bytes, r.page_bytes, &runs)?
-        .into_iter()
-        .map(|(x, ns, _)| (x, ns))
-        .collect())
+) -> Result<Repeat, ProbeError> {
+    let benches = Benches::build(opts)?;
+    remeasure_with(&benches, opts, r, sizes)
+}
+
+/// [`remeasure`] with micro-benchmarks already built.
+pub fn remeasure_with(
+    benches: &Benches,
+    opts: &ProbeOptions,
+    r: &ProbeResult,
+    sizes: &[u64],
+) -> Result<Repeat, ProbeError> {
+    let cache = if sizes.is_empty() {
+        Vec::new()
+    } else {
+        let mut runs = sizes.to_vec();
+        runs.extend_from_slice(sizes);
+        chase(&benches.memory, r.line.bytes, r.page_bytes, &runs)?
+            .into_iter()
+            .map(|(x, ns, _)| (x, ns))
+            .collect()
+    };
+    let cpu = match (&benches.cpu, &r.cpu) {
+        (Some(cpu_bench), Some(_)) => {
+            let root = sysfs_cpu_root(opts);
+            let facts = MemoryFacts {
+                line: r.line.bytes,
+                caches: &r.caches,
+                documented: &r.documented_caches,
+                tsc_ghz: r.tsc.as_ref().map(|t| t.measured_ghz),
+                sysfs_cpu_root: &root,
+            };
+            Some(remeasure_cpu(cpu_bench, &facts)?)
+        }
+        _ => None,
+    };
+    Ok(Repeat { cache, cpu })
 }
 
 fn measure_tsc(bench: &Microbench) -> Result<Option<TscInfo>, ProbeError> {

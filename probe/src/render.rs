@@ -123,6 +123,9 @@ pub fn table(r: &ProbeResult) -> String {
             t.measured_ghz
         );
     }
+    if let Some(cpu) = &r.cpu {
+        s.push_str(&crate::render_cpu::cpu_table(cpu));
+    }
     if let Some(f) = &r.flush {
         let _ = writeln!(
             s,

@@ -6,7 +6,8 @@
 //! or when a repeat of its key points right after it reads different
 //! latencies. The same repeat, later, is `tdg probe --check`.
 
-use crate::{CurvePoint, ProbeResult};
+use crate::cpu::FpOp;
+use crate::{CpuRepeat, CurvePoint, ProbeResult};
 
 /// A re-measured latency must be within this factor of the result's curve
 /// (either way). Noise on a shared machine moves single points by tens of
@@ -135,15 +136,128 @@ pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String>
     out
 }
 
+/// What a repeat re-measures: latencies at the check sizes of the cache
+/// curve, and the CPU values [`CpuRepeat`] names.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Repeat {
+    pub cache: Vec<(u64, f64)>,
+    pub cpu: Option<CpuRepeat>,
+}
+
+/// A re-measured floating-point latency must be within this many cycles of
+/// the result's (or 15 %, whichever is more): latencies are whole cycles,
+/// so a result off by half a cycle was timed while something else ran.
+pub const LATENCY_CYCLES_TOLERANCE: f64 = 0.5;
+
+/// How far a measured latency or register count may be from the vendor's
+/// published figure.
+pub const VENDOR_TOLERANCE: f64 = 1.0;
+
+/// Reasons the CPU side disagrees with what the machine documents: ways
+/// against sysfs, scalar latencies and register counts against the vendor
+/// table.
+pub fn cpu_against_documented(r: &ProbeResult) -> Vec<String> {
+    let Some(cpu) = &r.cpu else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, ways) in [("L1d", &cpu.l1d_ways), ("L2", &cpu.l2_ways)] {
+        let Some(a) = ways else { continue };
+        if let (Some(m), Some(d)) = (a.measured, a.documented.value) {
+            if m != d {
+                out.push(format!(
+                    "{name} read {m} ways against {d} in {}",
+                    a.documented.source
+                ));
+            }
+        }
+    }
+    let uarch = cpu.microarchitecture.as_deref().unwrap_or("this CPU");
+    for t in cpu
+        .fp
+        .iter()
+        .filter(|t| t.width == crate::cpu::Width::Scalar)
+    {
+        if let Some(d) = t.documented_latency_cycles.value {
+            if (t.latency_cycles - d).abs() > VENDOR_TOLERANCE {
+                out.push(format!(
+                    "{} latency {:.2} cycles against {d} published for {uarch}",
+                    t.op.name(),
+                    t.latency_cycles
+                ));
+            }
+        }
+    }
+    for reg in &cpu.fp_registers {
+        if let Some(d) = reg.documented.value {
+            if f64::from(reg.measured.abs_diff(d)) > VENDOR_TOLERANCE {
+                out.push(format!(
+                    "{} floating-point registers at {} against {d} published for {uarch}",
+                    reg.measured,
+                    reg.isa.name()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Reasons the CPU values re-measured now disagree with the result.
+pub fn cpu_against_repeat(r: &ProbeResult, now: &CpuRepeat) -> Vec<String> {
+    let Some(cpu) = &r.cpu else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for &(op, cycles) in &now.latency_cycles {
+        let Some(then) = cpu.fp_timing(op, crate::cpu::Width::Scalar) else {
+            continue;
+        };
+        let tolerance = LATENCY_CYCLES_TOLERANCE.max(0.15 * then.latency_cycles);
+        if (cycles - then.latency_cycles).abs() > tolerance {
+            out.push(format!(
+                "{} latency {:.2} cycles now, {:.2} in the result",
+                op.name(),
+                cycles,
+                then.latency_cycles
+            ));
+        }
+    }
+    for (name, then, now) in [
+        (
+            "L1d",
+            cpu.l1d_ways.as_ref().and_then(|a| a.measured),
+            now.l1d_ways,
+        ),
+        (
+            "L2",
+            cpu.l2_ways.as_ref().and_then(|a| a.measured),
+            now.l2_ways,
+        ),
+    ] {
+        if then.is_some() && then != now {
+            out.push(format!(
+                "{name} ways {} now, {} in the result",
+                now.map_or("not found".to_string(), |w| w.to_string()),
+                then.map_or("-".to_string(), |w| w.to_string())
+            ));
+        }
+    }
+    out
+}
+
 /// The verdict on a result: empty when it can be trusted.
-pub fn disturbances(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String> {
+pub fn disturbances(r: &ProbeResult, repeat: &Repeat) -> Vec<String> {
     let mut out = against_sysfs(r);
-    out.extend(against_repeat(r, remeasured));
+    out.extend(cpu_against_documented(r));
+    out.extend(against_repeat(r, &repeat.cache));
+    if let Some(cpu) = &repeat.cpu {
+        out.extend(cpu_against_repeat(r, cpu));
+    }
     out
 }
 
 /// One probe and its check points re-measured right after it.
-pub type Probed = (ProbeResult, Vec<(u64, f64)>);
+pub type Probed = (ProbeResult, Repeat);
 
 /// What to keep after probing, and what to tell the user.
 #[derive(Debug, Clone, PartialEq)]
@@ -181,7 +295,11 @@ pub fn settle<E>(
         // Repeatable, and off only against sysfs: the machine differs from
         // what it documents (a VM, a partitioned cache), not a disturbance.
         // L1d is private and sysfs knows it: never explained away.
-        let repeatable = against_repeat(&r, &remeasured).is_empty()
+        let repeatable = against_repeat(&r, &remeasured.cache).is_empty()
+            && remeasured
+                .cpu
+                .as_ref()
+                .is_none_or(|c| cpu_against_repeat(&r, c).is_empty())
             && l1_plausible(&r)
             && last.as_ref().is_some_and(|p| same_levels(p, &r));
         if repeatable {
@@ -233,13 +351,40 @@ fn l1_plausible(r: &ProbeResult) -> bool {
     })
 }
 
-/// The same cache levels, each effective size within 10%.
+/// The same cache levels, each effective size within 10%, and the same
+/// CPU: associativities and scalar latencies.
 fn same_levels(a: &ProbeResult, b: &ProbeResult) -> bool {
-    a.caches.len() == b.caches.len()
+    let caches = a.caches.len() == b.caches.len()
         && a.caches.iter().zip(&b.caches).all(|(x, y)| {
             let r = x.effective_bytes as f64 / y.effective_bytes.max(1) as f64;
             (0.9..=1.1).contains(&r)
-        })
+        });
+    let cpu = match (&a.cpu, &b.cpu) {
+        (Some(x), Some(y)) => {
+            let ways = |c: &crate::CpuParams| {
+                (
+                    c.l1d_ways.as_ref().and_then(|w| w.measured),
+                    c.l2_ways.as_ref().and_then(|w| w.measured),
+                )
+            };
+            let latencies = FpOp::ALL.iter().all(|&op| {
+                match (
+                    x.fp_timing(op, crate::cpu::Width::Scalar),
+                    y.fp_timing(op, crate::cpu::Width::Scalar),
+                ) {
+                    (Some(p), Some(q)) => {
+                        (p.latency_cycles - q.latency_cycles).abs() <= LATENCY_CYCLES_TOLERANCE
+                    }
+                    (None, None) => true,
+                    _ => false,
+                }
+            });
+            ways(x) == ways(y) && latencies
+        }
+        (None, None) => true,
+        _ => false,
+    };
+    caches && cpu
 }
 
 /// The 1-minute load average now (`/proc/loadavg`), if readable.
@@ -287,11 +432,14 @@ mod tests {
     use crate::tests::sample;
 
     /// The result's own curve at its check sizes: a perfect repeat.
-    fn repeat_of(r: &ProbeResult) -> Vec<(u64, f64)> {
-        check_sizes(r)
-            .into_iter()
-            .map(|x| (x, r.cache_curve.iter().find(|p| p.x == x).unwrap().ns))
-            .collect()
+    fn repeat_of(r: &ProbeResult) -> Repeat {
+        Repeat {
+            cache: check_sizes(r)
+                .into_iter()
+                .map(|x| (x, r.cache_curve.iter().find(|p| p.x == x).unwrap().ns))
+                .collect(),
+            cpu: None,
+        }
     }
 
     fn disturbed_l1() -> ProbeResult {
@@ -313,7 +461,7 @@ mod tests {
             "{why:?}"
         );
         // A repeat three times slower than the curve at one check size.
-        let mut slow = repeat_of(&r);
+        let mut slow = repeat_of(&r).cache;
         slow[1].1 *= 3.0;
         let why = against_repeat(&r, &slow);
         assert_eq!(why.len(), 1, "{why:?}");

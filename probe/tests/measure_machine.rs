@@ -236,3 +236,117 @@ fn a_small_flush_leaves_the_operand_cached_and_the_recommended_one_evicts_it() {
         assert!(at.ns > 3.0 * f.warm_ns, "{at:?} vs warm {}", f.warm_ns);
     }
 }
+
+fn cpu() -> &'static probe::CpuParams {
+    probed()
+        .cpu
+        .as_ref()
+        .expect("the CPU side is measured on x86-64")
+}
+
+/// Latencies at every width and the register counts within one of the
+/// vendor's published figures for the part this runs on (the table holds
+/// the AMD EPYC and Intel Xeon kinds this fleet comes in).
+#[test]
+fn fp_latencies_and_registers_agree_with_the_vendor_table() {
+    let c = cpu();
+    let Some(uarch) = probe::vendor::lookup(&c.vendor, c.family, c.model) else {
+        eprintln!(
+            "SKIPPED: {} family {} model {} is not in the vendor table",
+            c.vendor, c.family, c.model
+        );
+        return;
+    };
+    assert_eq!(c.microarchitecture.as_deref(), Some(uarch.name));
+    assert!(!c.fp.is_empty());
+    for t in &c.fp {
+        let published = f64::from(uarch.latency(t.op));
+        assert!(
+            (t.latency_cycles - published).abs() <= 1.0,
+            "{} {}: {:.2} cycles measured, {published} published for {}",
+            t.op.name(),
+            t.width.name(),
+            t.latency_cycles,
+            uarch.name
+        );
+        // Pipelined: independent operations issue faster than one latency.
+        assert!(t.recip_throughput_cycles < 0.75 * t.latency_cycles, "{t:?}");
+    }
+    let f = probe::documented::features();
+    let widths = c.widths();
+    assert_eq!(widths.contains(&probe::cpu::Width::Avx2), f.avx, "{widths:?}");
+    assert_eq!(
+        widths.contains(&probe::cpu::Width::Avx512),
+        f.avx512f,
+        "{widths:?}"
+    );
+    assert!(!c.fp_registers.is_empty());
+    for r in &c.fp_registers {
+        let published = uarch.registers_for(r.isa).expect("measured only where run");
+        assert!(
+            r.measured.abs_diff(published) <= 1,
+            "{} registers at {}, {published} published",
+            r.measured,
+            r.isa.name()
+        );
+    }
+}
+
+#[test]
+fn core_clock_is_counted_in_cycles_of_one_integer_add() {
+    let k = cpu().core_clock.as_ref().expect("core clock");
+    assert!(k.measured_ghz > 0.5 && k.measured_ghz < 7.0, "{k:?}");
+    // Against the TSC: boost and power states move the core clock, not by
+    // more than these factors on any server part.
+    let ratio = k.per_tsc_tick.expect("TSC measured");
+    assert!(ratio > 0.3 && ratio < 3.0, "{k:?}");
+    if let Some(doc) = k.documented_ghz.value {
+        assert!(k.measured_ghz / doc > 0.3 && k.measured_ghz / doc < 3.0, "{k:?}");
+    }
+}
+
+#[test]
+fn fma_is_measured_fused_and_faster_than_multiply_then_add() {
+    let c = cpu();
+    if !probe::documented::features().fma {
+        assert_eq!(c.fma.fused, None);
+        return;
+    }
+    assert_eq!(c.fma.documented.value, Some(true));
+    assert_eq!(c.fma.fused, Some(true), "{:?}", c.fma);
+    let (fma, separate) = (
+        c.fma.fma_latency_cycles.unwrap(),
+        c.fma.mul_then_add_latency_cycles.unwrap(),
+    );
+    assert!(fma + 0.5 < separate, "{:?}", c.fma);
+}
+
+#[test]
+fn l1d_ways_equal_sysfs() {
+    let c = cpu();
+    let l1 = c.l1d_ways.as_ref().expect("L1d associativity");
+    let doc = l1.documented.value.expect("sysfs documents L1d ways here");
+    assert_eq!(l1.measured, Some(doc), "{l1:?}");
+}
+
+#[test]
+fn execution_contexts_match_the_topology_sysfs_documents() {
+    let c = cpu();
+    let x = c.contexts.as_ref().expect("contexts");
+    let allowed = probe::documented::allowed_cpus();
+    assert_eq!(x.cpus, allowed);
+    if allowed.len() < 2 {
+        eprintln!("SKIPPED pairs: one CPU allowed");
+    } else {
+        assert!(!x.pairs.is_empty());
+    }
+    for p in &x.pairs {
+        if let Some(doc) = p.documented_shares_core.value {
+            assert_eq!(p.shares_core, doc, "{p:?}");
+        }
+    }
+    let b = x.bandwidth.as_ref().expect("bandwidth");
+    assert!(b.one_cpu_gb_s > 0.5 && b.one_cpu_gb_s < 1000.0, "{b:?}");
+    // More readers never get less in total than one (allowing for noise).
+    assert!(b.all_cpus_gb_s > 0.8 * b.one_cpu_gb_s, "{b:?}");
+}

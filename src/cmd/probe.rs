@@ -120,14 +120,24 @@ fn check(args: &Args, path: &std::path::Path) -> CmdResult {
             "measured_at_unix": cached.measured_at_unix,
             "load_average_then": cached.load_average,
             "load_average_now": probe::sanity::load_average_now(),
-            "remeasured": now.iter().map(|(x, ns)| serde_json::json!({"bytes": x, "ns": ns})).collect::<Vec<_>>(),
+            "remeasured": now.cache.iter().map(|(x, ns)| serde_json::json!({"bytes": x, "ns": ns})).collect::<Vec<_>>(),
+            "remeasured_cpu": now.cpu.as_ref().map(|c| serde_json::json!({
+                "latency_cycles": c.latency_cycles.iter().map(|(op, cycles)| serde_json::json!({"op": op.name(), "cycles": cycles})).collect::<Vec<_>>(),
+                "l1d_ways": c.l1d_ways,
+                "l2_ways": c.l2_ways,
+            })),
         });
         println!("{obj}");
     } else if holds {
         println!(
-            "tdg probe --check: the cached result holds ({} points re-measured within {}x, cache sizes plausible against sysfs; measured {age})",
-            now.len(),
-            probe::sanity::LATENCY_TOLERANCE
+            "tdg probe --check: the cached result holds ({} points re-measured within {}x, cache sizes plausible against sysfs{}; measured {age})",
+            now.cache.len(),
+            probe::sanity::LATENCY_TOLERANCE,
+            if now.cpu.is_some() {
+                ", FP latencies and L1d/L2 ways re-measured alike"
+            } else {
+                ""
+            }
         );
     } else {
         println!(

@@ -1,0 +1,176 @@
+//! The CPU side of the probe as text: each measured value beside the
+//! documented one and where that came from.
+
+use crate::cpu::{CpuParams, Documented, Width};
+use std::fmt::Write as _;
+
+fn documented<T: std::fmt::Display>(d: &Documented<T>) -> String {
+    match &d.value {
+        Some(v) => format!("{v} ({})", d.source),
+        None => d.source.to_string(),
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// The CPU section of `tdg probe`'s table.
+pub fn cpu_table(c: &CpuParams) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nCPU: {} ({} family {} model {})",
+        c.microarchitecture
+            .as_deref()
+            .unwrap_or("not in the vendor table"),
+        c.vendor,
+        c.family,
+        c.model
+    );
+    if let Some(k) = &c.core_clock {
+        let _ = writeln!(
+            s,
+            "core clock {:.3} GHz measured{}, documented {}",
+            k.measured_ghz,
+            k.per_tsc_tick
+                .map(|r| format!(" ({r:.2} x the TSC rate)"))
+                .unwrap_or_default(),
+            match k.documented_ghz.value {
+                Some(g) => format!("{g:.3} GHz ({})", k.documented_ghz.source),
+                None => k.documented_ghz.source.to_string(),
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<24} {:>14} {:>16} {:>22}",
+        "double precision", "latency", "documented", "recip. throughput"
+    );
+    for t in &c.fp {
+        let _ = writeln!(
+            s,
+            "{:<24} {:>7.2} cycles {:>16} {:>8.2} cycles ({} chains)",
+            format!("{} {}", t.op.name(), t.width.name()),
+            t.latency_cycles,
+            documented(&t.documented_latency_cycles),
+            t.recip_throughput_cycles,
+            t.chains
+        );
+    }
+    let f = &c.fma;
+    let fused = match f.fused {
+        Some(true) => "fused (the exact product is kept: measured)",
+        Some(false) => "NOT fused (the product is rounded first: measured)",
+        None => "not available",
+    };
+    let latencies = match (f.fma_latency_cycles, f.mul_then_add_latency_cycles) {
+        (Some(a), Some(b)) => format!("; chain {a:.2} cycles against {b:.2} as multiply then add"),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "FMA: {fused}, cpuid {}{latencies}",
+        f.documented.value.map_or_else(
+            || f.documented.source.to_string(),
+            |v| yes_no(v).to_string()
+        )
+    );
+    let _ = writeln!(
+        s,
+        "\n{:<36} {:>9} {:>16}",
+        "floating-point registers", "measured", "documented"
+    );
+    for r in &c.fp_registers {
+        let label = match r.isa {
+            Width::Avx512 => "kernels built with AVX-512",
+            _ => "kernels built for SSE2/AVX2",
+        };
+        let _ = writeln!(
+            s,
+            "{:<36} {:>9} {:>16}",
+            label,
+            r.measured,
+            documented(&r.documented)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<24} {:>9} {:>16}",
+        "associativity", "measured", "documented"
+    );
+    for (name, a) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
+        let Some(a) = a else { continue };
+        let _ = writeln!(
+            s,
+            "{:<24} {:>9} {:>16}{}",
+            name,
+            a.measured.map_or("-".to_string(), |w| format!("{w} ways")),
+            documented(&a.documented),
+            a.note
+                .as_deref()
+                .map(|n| format!("  ({n})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(x) = &c.contexts {
+        let cpus: Vec<String> = x.cpus.iter().map(u32::to_string).collect();
+        let _ = writeln!(s, "\nexecution contexts: CPUs {}", cpus.join(","));
+        for p in &x.pairs {
+            let mut parts = vec![format!(
+                "core {} (x{:.2} compute each; sysfs: {})",
+                if p.shares_core {
+                    "SHARED"
+                } else {
+                    "not shared"
+                },
+                p.compute_ratio,
+                p.documented_shares_core
+                    .value
+                    .map_or("not documented", |v| if v {
+                        "shared"
+                    } else {
+                        "not shared"
+                    })
+            )];
+            for c in &p.caches {
+                parts.push(format!(
+                    "L{} {} (x{:.2} chasing {} each; sysfs: {})",
+                    c.level,
+                    if c.shared { "SHARED" } else { "not shared" },
+                    c.slowdown,
+                    stats::bytes(c.buffer_bytes),
+                    c.documented_shared
+                        .value
+                        .map_or("not documented", |v| if v {
+                            "shared"
+                        } else {
+                            "not shared"
+                        })
+                ));
+            }
+            let _ = writeln!(
+                s,
+                "  CPUs {}+{}: {}",
+                p.cpus[0],
+                p.cpus[1],
+                parts.join(", ")
+            );
+        }
+        if let Some(b) = &x.bandwidth {
+            let _ = writeln!(
+                s,
+                "memory read bandwidth: {:.1} GB/s from one CPU, {:.1} GB/s from {} at once ({} read)",
+                b.one_cpu_gb_s,
+                b.all_cpus_gb_s,
+                b.cpus,
+                stats::bytes(b.buffer_bytes)
+            );
+        }
+    }
+    s
+}
