@@ -177,19 +177,41 @@ pub struct RegisterCount {
     pub cycles_per_op: Vec<(u32, f64)>,
 }
 
-/// A cache's associativity from conflicting addresses.
+/// A cache's associativity, measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Associativity {
-    /// `None` when the conflict curve shows no step (the line says why in
-    /// `note`).
+    /// `None` when the measurement found no answer (`note` says why).
     pub measured: Option<u32>,
     pub documented: Documented<u32>,
-    /// Stride between the conflicting addresses (a multiple of the way size).
-    pub stride_bytes: u64,
-    /// (addresses per set, ns per access).
-    pub curve: Vec<(u32, f64)>,
+    pub method: WaysMethod,
     #[serde(default)]
     pub note: Option<String>,
+}
+
+/// How the ways were found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaysMethod {
+    /// k addresses a multiple of the way size apart share one set: the
+    /// latency steps once k exceeds the ways (BlackjackBench). Needs the
+    /// index bits inside the page (a virtually indexed L1d).
+    ConflictStride {
+        stride_bytes: u64,
+        /// (addresses per set, ns per access).
+        curve: Vec<(u32, f64)>,
+    },
+    /// Minimal eviction sets for a few target lines, from a pool of lines
+    /// at the target's page offset: one line per way whatever the physical
+    /// placement of the pages.
+    EvictionSets {
+        pool_lines: u32,
+        /// Minimal set found per target (0: the pool did not evict it).
+        sizes: Vec<u32>,
+        /// TSC ticks reloading a line held in the cache, and one pushed out
+        /// to the next level: the test's threshold is halfway.
+        hit_ticks: u64,
+        next_level_ticks: u64,
+    },
 }
 
 /// Two CPUs tdg may use, tested side by side.
@@ -256,6 +278,10 @@ pub struct CpuParams {
     pub l1d_ways: Option<Associativity>,
     pub l2_ways: Option<Associativity>,
     pub contexts: Option<ExecutionContexts>,
+    /// Seconds the CPU side added to the probe: compiling its
+    /// micro-benchmarks and running them.
+    #[serde(default)]
+    pub duration_s: f64,
 }
 
 impl CpuParams {

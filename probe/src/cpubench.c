@@ -240,6 +240,152 @@ static void run_ways(size_t stride, size_t sets, size_t kmax, size_t line)
     free(buf);
 }
 
+/* ---- eviction sets: a cache's ways whatever the physical placement ----
+ *
+ * A stride only meets one set of a physically indexed cache when the
+ * addresses agree in the physical bits the set index is made of, which a
+ * virtual machine's memory does not promise (nor a cache that hashes the
+ * index). An eviction set needs no such promise: from a pool of lines
+ * several times the cache's size (so every set holds several times its
+ * ways of them), drop every line the others can evict the target without;
+ * what is left, in a cache with LRU-like replacement, is one line per way. */
+
+static volatile const char *tlb_neighbour;
+
+/* TSC ticks to load *p, fenced so only that load is between the reads. */
+static uint64_t timed_load(const volatile char *p)
+{
+    unsigned aux;
+    uint64_t t0, t1;
+    (void)*tlb_neighbour; /* its page's translation, so the load pays none */
+    _mm_mfence();
+    _mm_lfence();
+    t0 = __rdtsc();
+    _mm_lfence();
+    (void)*p;
+    t1 = __rdtscp(&aux);
+    _mm_lfence();
+    return t1 - t0;
+}
+
+/* Does touching every line of set[0..n) (TDG_EVICT_PASSES times) push x out
+ * of the cache? The fastest of `reps` reloads decides: other work only
+ * ever slows a reload. */
+static int evicts(const volatile char *x, char **set, size_t n, uint64_t threshold, int reps)
+{
+    uint64_t best = UINT64_MAX;
+    int r, pass;
+    size_t i;
+    for (r = 0; r < reps; r++) {
+        uint64_t t;
+        (void)*x;
+        for (pass = 0; pass < TDG_EVICT_PASSES; pass++)
+            for (i = 0; i < n; i++)
+                (void)*(volatile char *)set[i];
+        t = timed_load(x);
+        if (t < best)
+            best = t;
+    }
+    return best > threshold;
+}
+
+/* Reduces set[0..n) to a minimal eviction set of x: chunks of halving size
+ * are dropped while the rest still evicts x. Returns its size, or 0 when
+ * the whole set does not evict x or the result fails a longer test. */
+static size_t reduce(const volatile char *x, char **set, size_t n, uint64_t threshold)
+{
+    size_t chunk = n / 2, i;
+    char **rest = malloc(n * sizeof *rest);
+    if (!rest) {
+        fprintf(stderr, "probe: out of memory\n");
+        exit(3);
+    }
+    if (!evicts(x, set, n, threshold, TDG_EVICT_REPS)) {
+        free(rest);
+        return 0;
+    }
+    while (chunk >= 1) {
+        i = 0;
+        while (i < n) {
+            size_t len = i + chunk <= n ? chunk : n - i, m = 0, j;
+            for (j = 0; j < n; j++)
+                if (j < i || j >= i + len)
+                    rest[m++] = set[j];
+            if (m > 0 && evicts(x, rest, m, threshold, TDG_EVICT_REPS)) {
+                memcpy(set, rest, m * sizeof *rest);
+                n = m;
+            } else {
+                i += len;
+            }
+        }
+        chunk /= 2;
+    }
+    free(rest);
+    /* A set that only looked sufficient under noise fails a longer test. */
+    return evicts(x, set, n, threshold, 3 * TDG_EVICT_REPS) ? n : 0;
+}
+
+/* evict POOL_BYTES LINE PAGE FLUSH_BYTES TARGETS: eviction sets for TARGETS
+ * (at most 8) lines, each alone in its 64 KiB, from a pool of every line of
+ * POOL_BYTES. First the reload times of a target just pushed out of L1 only
+ * by lines of its L1 set ("hit"), and after reading FLUSH_BYTES (pushed out
+ * of the cache under test into the next level, "next"); the threshold is
+ * halfway. Prints "hit T", "next T", then one "set SIZE" per target (0: no
+ * eviction set found). */
+static void run_evict(size_t pool_bytes, size_t line, size_t page, size_t flush_bytes, int targets)
+{
+    size_t lines = pool_bytes / line, i;
+    char *pool = alloc_huge(pool_bytes);
+    char *flush = alloc_huge(flush_bytes);
+    /* The targets, 64 KiB apart, and the line whose load warms their
+     * translation, far from them: a neighbour in the target's own page
+     * that misses makes the region prefetchers fetch the target back. */
+    char *homes = alloc_huge(TDG_HUGE_ALIGN);
+    char **all = malloc(lines * sizeof *all), **set = malloc(lines * sizeof *set);
+    uint64_t hit = UINT64_MAX, next = UINT64_MAX, threshold;
+    int t, r;
+    if (!all || !set) {
+        fprintf(stderr, "probe: out of memory\n");
+        exit(3);
+    }
+    for (i = 0; i < lines; i++)
+        all[i] = pool + i * line;
+    tlb_neighbour = homes + TDG_HUGE_ALIGN / 2 + page / 2;
+    for (t = 0; t < targets; t++) {
+        const volatile char *x = homes + (size_t)t * (64 << 10) + page / 2;
+        size_t k;
+        for (r = 0; r < 4 * TDG_EVICT_REPS; r++) {
+            uint64_t th;
+            (void)*x;
+            /* Lines one L1 way apart push x out of L1 and, being few, not
+             * out of the next level. */
+            for (k = 1; k <= 32; k++)
+                (void)*(volatile char *)(flush + k * page + page / 2);
+            th = timed_load(x);
+            if (th < hit)
+                hit = th;
+            (void)*x;
+            for (k = 0; k < flush_bytes; k += line)
+                (void)*(volatile char *)(flush + k);
+            th = timed_load(x);
+            if (th < next)
+                next = th;
+        }
+    }
+    threshold = hit + (next > hit ? (next - hit) / 2 : 0);
+    printf("hit %llu\nnext %llu\n", (unsigned long long)hit, (unsigned long long)next);
+    for (t = 0; t < targets; t++) {
+        const volatile char *x = homes + (size_t)t * (64 << 10) + page / 2;
+        memcpy(set, all, lines * sizeof *set);
+        printf("set %zu\n", reduce(x, set, lines, threshold));
+    }
+    free(set);
+    free(all);
+    free(homes);
+    free(flush);
+    free(pool);
+}
+
 static int pin_to(int cpu)
 {
     cpu_set_t set;
@@ -478,7 +624,7 @@ static void run_bandwidth(size_t bytes, int ncpus, char **cpus)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s clock|fp|live|fused|ways|pair|bandwidth ARGS\n", argv[0]);
+        fprintf(stderr, "usage: %s clock|fp|live|fused|ways|evict|pair|bandwidth ARGS\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -505,6 +651,9 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[1], "ways") == 0 && argc == 6) {
         run_ways(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
                  strtoull(argv[5], NULL, 10));
+    } else if (strcmp(argv[1], "evict") == 0 && argc == 7 && atoi(argv[6]) > 0 && atoi(argv[6]) <= 8) {
+        run_evict(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                  strtoull(argv[5], NULL, 10), atoi(argv[6]));
     } else if (strcmp(argv[1], "pair") == 0 && argc >= 5) {
         line_bytes = strtoull(argv[4], NULL, 10);
         if (line_bytes < sizeof(void *))

@@ -29,6 +29,10 @@ pub struct CpuBenchParams {
     /// Accesses per chase pass and bytes per read pass.
     pub chase_pass: u64,
     pub read_pass: u64,
+    /// Reloads per eviction test (the fastest decides) and passes over the
+    /// candidate set before each.
+    pub evict_reps: u32,
+    pub evict_passes: u32,
     /// Dependent integer adds per loop iteration of the clock chain.
     pub int_unroll: usize,
     /// Floating-point operations per loop iteration, about (rounded to a
@@ -49,6 +53,8 @@ impl Default for CpuBenchParams {
             passes: 31,
             chase_pass: 8192,
             read_pass: 4 << 20,
+            evict_reps: 5,
+            evict_passes: crate::measure_cpu::EVICTION_PASSES,
             int_unroll: 64,
             fp_ops_per_iteration: 24,
             // 12 chains and the two constants fit the 16 registers of the
@@ -225,12 +231,15 @@ pub fn cpubench_source(p: &CpuBenchParams) -> String {
         "sched.h",
         "sys/mman.h",
         "immintrin.h",
+        "x86intrin.h",
     ] {
         let _ = writeln!(s, "#include <{h}>");
     }
     let _ = writeln!(s, "#define TDG_MIN_NS {}.0", p.min_ns);
     let _ = writeln!(s, "#define TDG_REPS {}", p.reps);
     let _ = writeln!(s, "#define TDG_PASSES {}", p.passes);
+    let _ = writeln!(s, "#define TDG_EVICT_REPS {}", p.evict_reps);
+    let _ = writeln!(s, "#define TDG_EVICT_PASSES {}", p.evict_passes);
     let _ = writeln!(s, "#define TDG_CHASE_PASS {}", p.chase_pass);
     let _ = writeln!(s, "#define TDG_READ_PASS ((size_t){})", p.read_pass);
     let _ = writeln!(s, "#define TDG_HUGE_ALIGN ((size_t){})", p.huge_align);

@@ -110,7 +110,8 @@ pub(crate) fn geometric_sweep(lo: u64, hi: u64, per_octave: u32, granule: u64) -
 /// compile).
 pub struct Benches {
     memory: Microbench,
-    cpu: Option<CpuBench>,
+    /// The CPU probe and the seconds compiling it took.
+    cpu: Option<(CpuBench, f64)>,
     // Last: the programs above live in it.
     _scratch: toolchain::ScratchDir,
 }
@@ -120,7 +121,9 @@ impl Benches {
         let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
         let memory = Microbench::build(scratch.path(), opts.cc.as_deref())?;
         let cpu = if cfg!(target_arch = "x86_64") {
-            Some(CpuBench::build(scratch.path(), opts.cc.as_deref())?)
+            let started = Instant::now();
+            let bench = CpuBench::build(scratch.path(), opts.cc.as_deref())?;
+            Some((bench, started.elapsed().as_secs_f64()))
         } else {
             None
         };
@@ -193,7 +196,8 @@ pub fn measure_with(
     let flush = measure_flush(bench, page, line.bytes, &caches, &doc_data)?;
 
     let cpu = match &benches.cpu {
-        Some(cpu_bench) => {
+        Some((cpu_bench, build_s)) => {
+            let started = Instant::now();
             let root = sysfs_cpu_root(opts);
             let facts = MemoryFacts {
                 line: line.bytes,
@@ -202,7 +206,9 @@ pub fn measure_with(
                 tsc_ghz: tsc.as_ref().map(|t| t.measured_ghz),
                 sysfs_cpu_root: &root,
             };
-            Some(measure_cpu(cpu_bench, &facts, progress)?)
+            let mut cpu = measure_cpu(cpu_bench, &facts, progress)?;
+            cpu.duration_s = build_s + started.elapsed().as_secs_f64();
+            Some(cpu)
         }
         None => None,
     };
@@ -263,7 +269,7 @@ pub fn remeasure_with(
             .collect()
     };
     let cpu = match (&benches.cpu, &r.cpu) {
-        (Some(cpu_bench), Some(_)) => {
+        (Some((cpu_bench, _)), Some(_)) => {
             let root = sysfs_cpu_root(opts);
             let facts = MemoryFacts {
                 line: r.line.bytes,

@@ -3,7 +3,7 @@
 
 use crate::cpu::{
     Associativity, Bandwidth, CoreClock, CpuPair, CpuParams, Documented, ExecutionContexts,
-    FmaCheck, FpOp, FpTiming, RegisterCount, SharedCache, Source, Width,
+    FmaCheck, FpOp, FpTiming, RegisterCount, SharedCache, Source, WaysMethod, Width,
 };
 use crate::cpusource::{
     cpubench_source, live_kernel_name, stack_traffic, CpuBenchParams, LIVE_ISAS,
@@ -151,6 +151,7 @@ pub(crate) fn measure_cpu(
         l1d_ways,
         l2_ways,
         contexts: Some(contexts),
+        duration_s: 0.0,
     })
 }
 
@@ -462,49 +463,106 @@ fn measure_ways(
         .map(|p| p.1)
         .fold(f64::INFINITY, f64::min);
     let l1_measured = ways_from_curve(&l1_curve, l1_hit);
-    // Past the L1's ways these addresses spread over several L2 sets: all
-    // hit the L2, the latency of "fits" for the L2 curve.
-    let l2_hit = median(l1_curve[l1_curve.len() - 4..].iter().map(|p| p.1).collect());
     let l1 = Associativity {
         measured: l1_measured,
         documented: documented_ways(0, facts),
-        stride_bytes: l1_stride,
-        note: l1_measured
-            .is_none()
-            .then(|| "no step on the conflict curve (a disturbed run, or a cache not indexed by these address bits)".to_string()),
-        curve: l1_curve,
+        note: l1_measured.is_none().then(|| {
+            "no step on the conflict curve (a disturbed run, or an L1d not indexed by page-offset bits)"
+                .to_string()
+        }),
+        method: WaysMethod::ConflictStride {
+            stride_bytes: l1_stride,
+            curve: l1_curve,
+        },
     };
-    let Some(l2_stride) = conflict_stride(1, facts) else {
+    let Some(l2_size) = conflict_stride(1, facts) else {
         return Ok((Some(l1), None));
     };
-    let (l2_curve, thp_kb) = run_ways(bench, l2_stride, facts.line)?;
-    // A physically indexed L2 sees one set only when the addresses agree in
-    // their physical low bits: one huge page per address.
-    let needed_kb = i64::try_from(u64::from(WAYS_MAX) * l2_stride / 1024).unwrap_or(i64::MAX);
-    let on_huge_pages = thp_kb >= needed_kb / 2 && l2_stride <= 2 << 20;
-    let measured = if on_huge_pages {
-        l2_hit.and_then(|hit| ways_from_curve(&l2_curve, hit))
-    } else {
-        None
-    };
-    let note = if !on_huge_pages {
+    Ok((Some(l1), Some(measure_l2_ways(bench, facts, l2_size)?)))
+}
+
+/// Targets an L2 eviction set is built for; the size most of them agree on
+/// is the answer.
+const EVICTION_TARGETS: u32 = 3;
+/// Passes over the candidate lines before each reload (`evict_passes`).
+pub(crate) const EVICTION_PASSES: u32 = 3;
+
+/// The answer most eviction sets agree on: a size at least two targets
+/// found, the smaller on a tie; `None` without such agreement.
+pub(crate) fn agreed_size(sizes: &[u32]) -> Option<u32> {
+    let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+    for &s in sizes.iter().filter(|&&s| s > 0) {
+        *counts.entry(s).or_default() += 1;
+    }
+    counts
+        .iter()
+        .filter(|(_, &n)| n >= 2)
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(&s, _)| s)
+}
+
+fn measure_l2_ways(
+    bench: &CpuBench,
+    facts: &MemoryFacts<'_>,
+    l2_bytes: u64,
+) -> Result<Associativity, ProbeError> {
+    let page = documented::page_size();
+    // Every line of four L2s: each set holds four times its ways of them
+    // whatever the index is made of.
+    let pool = 4 * l2_bytes;
+    let rows = bench.run(&[
+        "evict".into(),
+        pool.to_string(),
+        facts.line.to_string(),
+        page.to_string(),
+        (2 * l2_bytes).to_string(),
+        EVICTION_TARGETS.to_string(),
+    ])?;
+    let mut hit_ticks = 0;
+    let mut next_level_ticks = 0;
+    let mut sizes = Vec::new();
+    for r in &rows {
+        match r.first().map(String::as_str) {
+            Some("hit") => hit_ticks = num("evict", r, 1)?,
+            Some("next") => next_level_ticks = num("evict", r, 1)?,
+            Some("set") => sizes.push(num("evict", r, 1)?),
+            _ => {
+                return Err(ProbeError::Output {
+                    mode: "evict".into(),
+                    line: r.join(" "),
+                })
+            }
+        }
+    }
+    let measured = agreed_size(&sizes);
+    let note = if next_level_ticks <= hit_ticks {
         Some(format!(
-            "not measured: conflicting addresses {} apart need transparent huge pages of at least that size (the buffer had {thp_kb} kB on them)",
-            stats::bytes(l2_stride)
+            "a line pushed out of the L2 reloaded no slower ({next_level_ticks} ticks) than one held in it ({hit_ticks})"
+        ))
+    } else if !sizes.is_empty() && sizes.iter().all(|&s| s == 0) {
+        Some(format!(
+            "not measured: every line of {} read {} times did not push a target line out of the L2 (reload {hit_ticks} ticks when held, {next_level_ticks} when pushed out by a plain read)",
+            stats::bytes(pool),
+            EVICTION_PASSES
         ))
     } else if measured.is_none() {
-        Some("no step on the conflict curve: the addresses did not share an L2 set".to_string())
+        Some(format!(
+            "the eviction sets of {EVICTION_TARGETS} lines disagree ({sizes:?}): a disturbed run"
+        ))
     } else {
         None
     };
-    let l2 = Associativity {
+    Ok(Associativity {
         measured,
         documented: documented_ways(1, facts),
-        stride_bytes: l2_stride,
-        curve: l2_curve,
+        method: WaysMethod::EvictionSets {
+            pool_lines: u32::try_from(pool / facts.line).unwrap_or(u32::MAX),
+            sizes,
+            hit_ticks,
+            next_level_ticks,
+        },
         note,
-    };
-    Ok((Some(l1), Some(l2)))
+    })
 }
 
 /// Slowdown beyond which two CPUs are said to share a cache level.
@@ -742,6 +800,15 @@ mod tests {
         assert_eq!(ways_from_curve(&curve(&ys), 3.8), Some(16));
         // No step: nothing to report.
         assert_eq!(ways_from_curve(&curve(&[1.0; 24]), 1.0), None);
+    }
+
+    #[test]
+    fn the_eviction_set_size_is_the_one_most_targets_agree_on() {
+        assert_eq!(agreed_size(&[8, 8, 7]), Some(8));
+        assert_eq!(agreed_size(&[16, 0, 16]), Some(16));
+        assert_eq!(agreed_size(&[8, 7, 0]), None);
+        assert_eq!(agreed_size(&[0, 0, 0]), None);
+        assert_eq!(agreed_size(&[7, 7, 8, 8]), Some(7));
     }
 
     #[test]

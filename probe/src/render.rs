@@ -160,11 +160,28 @@ pub fn table(r: &ProbeResult) -> String {
 pub fn svg(r: &ProbeResult) -> String {
     let (w, h) = (900.0, 520.0);
     let (ml, mr, mt, mb) = (70.0, 30.0, 40.0, 60.0);
-    let pts = &r.cache_curve;
-    let xmin = pts.first().map_or(1.0, |p| p.x as f64).log2();
+    // Total on any input (a result read back is validated, but the plot
+    // must not depend on it): only points a log scale can place, and axis
+    // bounds that are finite whatever the points are.
+    let plottable = |y: f64| y.is_finite() && y > 0.0;
+    let pts: Vec<crate::CurvePoint> = r
+        .cache_curve
+        .iter()
+        .filter(|p| p.x > 0 && plottable(p.ns) && plottable(p.ns_monotonic))
+        .copied()
+        .collect();
+    let pts = &pts;
+    let xmin = pts
+        .iter()
+        .map(|p| p.x)
+        .min()
+        .map_or(1.0, |x| x as f64)
+        .log2();
     let xmax = pts
-        .last()
-        .map_or(2.0, |p| p.x as f64)
+        .iter()
+        .map(|p| p.x)
+        .max()
+        .map_or(2.0, |x| x as f64)
         .log2()
         .max(xmin + 1.0);
     let ymax_raw = pts.iter().map(|p| p.ns).fold(1.0, f64::max);
@@ -191,7 +208,7 @@ pub fn svg(r: &ProbeResult) -> String {
         w - mr
     );
     let mut e = xmin.ceil() as i32;
-    while f64::from(e) <= xmax {
+    while f64::from(e) <= xmax && e < 64 {
         let x = px(2f64.powi(e));
         let _ = writeln!(
             s,
@@ -253,7 +270,12 @@ pub fn svg(r: &ProbeResult) -> String {
         );
     }
     let colors = ["#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
-    for (i, c) in r.caches.iter().enumerate() {
+    for (i, c) in r
+        .caches
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.effective_bytes > 0)
+    {
         let col = colors[i % colors.len()];
         let x = px(c.effective_bytes as f64);
         let _ = writeln!(
@@ -270,7 +292,7 @@ pub fn svg(r: &ProbeResult) -> String {
             bytes(c.effective_bytes),
             ns(c.latency_ns)
         );
-        if let Some(d) = c.documented_bytes {
+        if let Some(d) = c.documented_bytes.filter(|&d| d > 0) {
             let xd = px(d as f64);
             let _ = writeln!(
                 s,

@@ -24,13 +24,14 @@ pub fn cpu_table(c: &CpuParams) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\nCPU: {} ({} family {} model {})",
+        "\nCPU: {} ({} family {} model {}; this side of the probe took {:.1} s)",
         c.microarchitecture
             .as_deref()
             .unwrap_or("not in the vendor table"),
         c.vendor,
         c.family,
-        c.model
+        c.model,
+        c.duration_s
     );
     if let Some(k) = &c.core_clock {
         let _ = writeln!(
@@ -105,15 +106,26 @@ pub fn cpu_table(c: &CpuParams) -> String {
     );
     for (name, a) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
         let Some(a) = a else { continue };
+        let how = match &a.method {
+            crate::cpu::WaysMethod::ConflictStride { stride_bytes, .. } => {
+                format!(
+                    "conflicting addresses {} apart",
+                    stats::bytes(*stride_bytes)
+                )
+            }
+            crate::cpu::WaysMethod::EvictionSets {
+                pool_lines, sizes, ..
+            } => format!("minimal eviction sets {sizes:?} from {pool_lines} lines"),
+        };
         let _ = writeln!(
             s,
-            "{:<24} {:>9} {:>16}{}",
+            "{:<24} {:>9} {:>16}  {how}{}",
             name,
             a.measured.map_or("-".to_string(), |w| format!("{w} ways")),
             documented(&a.documented),
             a.note
                 .as_deref()
-                .map(|n| format!("  ({n})"))
+                .map(|n| format!("; {n}"))
                 .unwrap_or_default()
         );
     }
@@ -173,4 +185,61 @@ pub fn cpu_table(c: &CpuParams) -> String {
         }
     }
     s
+}
+
+/// One line of the CPU values beside the documented ones, for `tdg doctor`.
+pub fn cpu_summary(c: &CpuParams) -> String {
+    let mut parts = Vec::new();
+    if let Some(k) = &c.core_clock {
+        parts.push(format!("core clock {:.2} GHz", k.measured_ghz));
+    }
+    let scalar: Vec<String> = crate::cpu::FpOp::ALL
+        .iter()
+        .filter_map(|&op| c.fp_timing(op, Width::Scalar))
+        .map(|t| {
+            format!(
+                "{} {:.1}{}",
+                t.op.name(),
+                t.latency_cycles,
+                t.documented_latency_cycles
+                    .value
+                    .map(|d| format!(" ({d} {})", t.documented_latency_cycles.source))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    if !scalar.is_empty() {
+        parts.push(format!("latency cycles {}", scalar.join(", ")));
+    }
+    for r in &c.fp_registers {
+        parts.push(format!(
+            "{} FP registers{} ({})",
+            r.measured,
+            if r.isa == Width::Avx512 {
+                " with AVX-512"
+            } else {
+                ""
+            },
+            documented(&r.documented)
+        ));
+    }
+    if let Some(f) = c.fma.fused {
+        parts.push(format!("FMA {}", if f { "fused" } else { "not fused" }));
+    }
+    for (name, a) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
+        if let Some(a) = a {
+            parts.push(format!(
+                "{name} {} ways ({})",
+                a.measured.map_or("-".to_string(), |w| w.to_string()),
+                documented(&a.documented)
+            ));
+        }
+    }
+    if let Some(b) = c.contexts.as_ref().and_then(|x| x.bandwidth.as_ref()) {
+        parts.push(format!(
+            "memory {:.1} GB/s from one CPU, {:.1} from {}",
+            b.one_cpu_gb_s, b.all_cpus_gb_s, b.cpus
+        ));
+    }
+    parts.join("; ")
 }

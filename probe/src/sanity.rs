@@ -569,6 +569,68 @@ mod tests {
         assert!(path.exists());
     }
 
+    /// The repeat of a CPU result: its own values.
+    fn cpu_repeat_of(r: &ProbeResult) -> Repeat {
+        let cpu = r.cpu.as_ref().unwrap();
+        Repeat {
+            cpu: Some(CpuRepeat {
+                latency_cycles: cpu.fp.iter().map(|t| (t.op, t.latency_cycles)).collect(),
+                l1d_ways: cpu.l1d_ways.as_ref().and_then(|a| a.measured),
+                l2_ways: cpu.l2_ways.as_ref().and_then(|a| a.measured),
+            }),
+            ..repeat_of(r)
+        }
+    }
+
+    #[test]
+    fn a_disturbed_cpu_measurement_is_probed_again_and_not_cached() {
+        let good = crate::tests::sample_with_cpu();
+        assert_eq!(
+            disturbances(&good, &cpu_repeat_of(&good)),
+            Vec::<String>::new()
+        );
+
+        // The add latency read 6 cycles (a busy sibling), the repeat 3.
+        let mut slow = good.clone();
+        slow.cpu.as_mut().unwrap().fp[0].latency_cycles = 6.0;
+        let why = disturbances(&slow, &cpu_repeat_of(&good));
+        assert!(
+            why.iter()
+                .any(|w| w.contains("add latency 6.00 cycles against 3 published"))
+                && why
+                    .iter()
+                    .any(|w| w.contains("add latency 3.00 cycles now, 6.00")),
+            "{why:?}"
+        );
+        // L2 ways read 12 against sysfs's 8.
+        let mut ways = good.clone();
+        ways.cpu
+            .as_mut()
+            .unwrap()
+            .l2_ways
+            .as_mut()
+            .unwrap()
+            .measured = Some(12);
+        let why = cpu_against_documented(&ways);
+        assert_eq!(why, vec!["L2 read 12 ways against 8 in sysfs".to_string()]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.json");
+        // Disturbed twice: nothing cached.
+        let mut once = || Ok((slow.clone(), cpu_repeat_of(&good)));
+        let s = settle_and_cache(&path, 2, None, &mut once).unwrap();
+        assert!(!s.cache_it && !path.exists(), "{:?}", s.note);
+        // Disturbed, then quiet: the quiet one is cached.
+        let mut results = vec![good.clone(), slow.clone()];
+        let mut once = || {
+            let r = results.pop().unwrap();
+            Ok((r, cpu_repeat_of(&good)))
+        };
+        let s = settle_and_cache(&path, 2, None, &mut once).unwrap();
+        assert!(s.cache_it);
+        assert_eq!(crate::load_cached_from(&path).unwrap(), Some(good));
+    }
+
     #[test]
     fn ages_read_naturally() {
         assert_eq!(age_text(100, 130), "30 s ago");

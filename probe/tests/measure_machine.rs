@@ -274,7 +274,11 @@ fn fp_latencies_and_registers_agree_with_the_vendor_table() {
     }
     let f = probe::documented::features();
     let widths = c.widths();
-    assert_eq!(widths.contains(&probe::cpu::Width::Avx2), f.avx, "{widths:?}");
+    assert_eq!(
+        widths.contains(&probe::cpu::Width::Avx2),
+        f.avx,
+        "{widths:?}"
+    );
     assert_eq!(
         widths.contains(&probe::cpu::Width::Avx512),
         f.avx512f,
@@ -301,7 +305,10 @@ fn core_clock_is_counted_in_cycles_of_one_integer_add() {
     let ratio = k.per_tsc_tick.expect("TSC measured");
     assert!(ratio > 0.3 && ratio < 3.0, "{k:?}");
     if let Some(doc) = k.documented_ghz.value {
-        assert!(k.measured_ghz / doc > 0.3 && k.measured_ghz / doc < 3.0, "{k:?}");
+        assert!(
+            k.measured_ghz / doc > 0.3 && k.measured_ghz / doc < 3.0,
+            "{k:?}"
+        );
     }
 }
 
@@ -322,11 +329,22 @@ fn fma_is_measured_fused_and_faster_than_multiply_then_add() {
 }
 
 #[test]
-fn l1d_ways_equal_sysfs() {
+fn l1d_ways_equal_sysfs_and_l2_ways_where_measured() {
     let c = cpu();
     let l1 = c.l1d_ways.as_ref().expect("L1d associativity");
     let doc = l1.documented.value.expect("sysfs documents L1d ways here");
     assert_eq!(l1.measured, Some(doc), "{l1:?}");
+    // The L2's eviction sets find nothing on this VM (every line of four
+    // L2s read three times leaves the target line in the L2): said, not
+    // passed off as a match.
+    let l2 = c.l2_ways.as_ref().expect("L2 associativity attempted");
+    match l2.measured {
+        Some(w) => assert_eq!(Some(w), l2.documented.value, "{l2:?}"),
+        None => {
+            assert!(l2.note.as_deref().is_some_and(|n| !n.is_empty()), "{l2:?}");
+            eprintln!("SKIPPED L2 ways: {}", l2.note.as_deref().unwrap_or(""));
+        }
+    }
 }
 
 #[test]

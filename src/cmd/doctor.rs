@@ -67,12 +67,13 @@ fn probe_status() -> ProbeStatus {
         .iter()
         .map(|c| format!("L{} {}", c.level, stats::bytes(c.effective_bytes)))
         .collect();
-    let implausible = probe::sanity::against_sysfs(&cached);
+    let mut implausible = probe::sanity::against_sysfs(&cached);
+    implausible.extend(probe::sanity::cpu_against_documented(&cached));
     let verdict = if implausible.is_empty() {
         "cache sizes plausible against sysfs".to_string()
     } else {
         format!(
-            "NOT plausible against sysfs: {}; `tdg probe --check` re-measures, `tdg probe --force` when idle replaces it",
+            "NOT plausible against what the machine documents: {}; `tdg probe --check` re-measures, `tdg probe --force` when idle replaces it",
             implausible.join("; ")
         )
     };
@@ -81,9 +82,14 @@ fn probe_status() -> ProbeStatus {
     } else {
         ""
     };
+    let cpu = cached
+        .cpu
+        .as_ref()
+        .map(|c| format!("\nprobe CPU: {}", probe::render_cpu::cpu_summary(c)))
+        .unwrap_or_default();
     ProbeStatus {
         text: format!(
-            "probe: {} measured {age}, load average {} on {} CPUs then{busy}, {} now; {}; {verdict}",
+            "probe: {} measured {age}, load average {} on {} CPUs then{busy}, {} now; {}; {verdict}{cpu}",
             path.display(),
             load(cached.load_average),
             cached.cpus,
@@ -100,6 +106,7 @@ fn probe_status() -> ProbeStatus {
             "cpus": cached.cpus,
             "plausible": implausible.is_empty(),
             "implausible": implausible,
+            "cpu": cached.cpu,
         }),
     }
 }
