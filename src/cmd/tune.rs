@@ -584,12 +584,18 @@ fn outcome_table(outcome: &tune::TuneOutcome) -> String {
             dir.display()
         );
     }
-    let defines: Vec<String> = o
+    let (threads, defines): (Vec<&str>, Vec<&str>) = o
         .best_description
         .split(' ')
-        .map(|kv| format!("-D{kv}"))
-        .collect();
-    let _ = writeln!(s, "build with   {}", defines.join(" "));
+        .partition(|kv| kv.split('=').next() == Some(tune::space::THREADS_PARAM));
+    let defines: Vec<String> = defines.iter().map(|kv| format!("-D{kv}")).collect();
+    if !defines.is_empty() {
+        let _ = writeln!(s, "build with   {}", defines.join(" "));
+    }
+    for kv in threads {
+        let n = kv.split('=').nth(1).unwrap_or_default();
+        let _ = writeln!(s, "run with     --threads {n}");
+    }
     s
 }
 

@@ -35,3 +35,4 @@ mod setup_scripts;
 mod spec_cli;
 mod tune_cli;
 mod tune_slurm;
+mod tune_threads;

@@ -3,6 +3,7 @@
 use crate::campaign::Prebuild;
 use crate::race::{race, Pass, RacePlan, PASSES};
 use crate::search::{Measurement, Objective, Placement, TimeSplit};
+use crate::space::THREADS_PARAM;
 use crate::TuneError;
 use driver_gen::{BuiltDriver, RunOptions};
 use spec_lang::ast::{InitValue, Spec};
@@ -25,13 +26,19 @@ pub struct DriverObjective<'s> {
 }
 
 impl DriverObjective<'_> {
-    /// The options of one configuration: the base with its macros.
+    /// The options of one configuration: the base with its macros, and
+    /// its team size when `threads` is searched.
     fn options(&self, values: &[(String, i64)]) -> RunOptions {
         let mut opts = self.base.clone();
+        let (threads, macros): (Vec<_>, Vec<_>) =
+            values.iter().partition(|(n, _)| n == THREADS_PARAM);
+        if let Some((_, n)) = threads.first() {
+            opts.timing.threads = u32::try_from(*n).ok();
+        }
         opts.defines
-            .retain(|(k, _)| !values.iter().any(|(n, _)| n == k));
+            .retain(|(k, _)| !macros.iter().any(|(n, _)| n == k));
         opts.defines
-            .extend(values.iter().map(|(k, v)| (k.clone(), v.to_string())));
+            .extend(macros.iter().map(|(k, v)| (k.clone(), v.to_string())));
         opts
     }
 }

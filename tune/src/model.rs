@@ -598,6 +598,21 @@ pub fn starts(
                         reasons.push(format!("{}={v} given", p.name));
                         return *v;
                     }
+                    if p.name == crate::space::THREADS_PARAM {
+                        // One thread per CPU this process may use: more
+                        // would share CPUs, which the driver refuses.
+                        let cpus =
+                            std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
+                        let v = p
+                            .values
+                            .iter()
+                            .copied()
+                            .filter(|v| *v <= cpus)
+                            .max()
+                            .unwrap_or(p.values[0]);
+                        reasons.push(format!("threads={v}: the CPUs tdg may use"));
+                        return v;
+                    }
                     let mid = p.values[p.values.len() / 2];
                     match roles.role_of(dim) {
                         Some(Role::Tile) => match &nb {

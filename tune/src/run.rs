@@ -360,6 +360,11 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
             "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
         ));
     }
+    if target != Target::Driver && space.index_of(crate::space::THREADS_PARAM).is_some() {
+        return Err(TuneError::Objective(
+            "--param threads sets a generated driver's team size; a checkpoint's threads are the application's. Add --default-driver to search it".into(),
+        ));
+    }
     if build_once && target != Target::Driver {
         return Err(TuneError::Objective(
             "--build-once builds generated drivers; a checkpoint's candidates are built where they are restored".into(),

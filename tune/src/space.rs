@@ -18,6 +18,11 @@ pub struct Param {
 }
 
 /// A parameter by `NAME=LO:HI[:STEP]` or `NAME=V1,V2,...`.
+/// The parameter that is not a macro: `--param threads=1:4` searches the
+/// routine's team size, which reaches the driver as `--threads`, as the
+/// spec's `timer={ threads=N; }` does, not as `-Dthreads`.
+pub const THREADS_PARAM: &str = "threads";
+
 pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     let bad = |why: String| TuneError::BadParam {
         text: text.to_string(),
@@ -65,6 +70,12 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     values.dedup();
     if values.is_empty() {
         return Err(bad("no values".into()));
+    }
+    let most = i64::from(spec_lang::ast::MAX_THREADS);
+    if name == THREADS_PARAM && (values[0] < 1 || values[values.len() - 1] > most) {
+        return Err(bad(format!(
+            "a team size is 1 to {most} threads, e.g. threads=1:4"
+        )));
     }
     Ok(Param {
         name: name.to_string(),
@@ -352,6 +363,15 @@ impl fmt::Display for Space {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_team_size_is_at_least_one_thread() {
+        assert_eq!(parse_param("threads=1:4").unwrap().values, vec![1, 2, 3, 4]);
+        for bad in ["threads=0:2", "threads=2,2000"] {
+            let e = parse_param(bad).unwrap_err().to_string();
+            assert!(e.contains("a team size is 1 to 1024 threads"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn parses_ranges_steps_and_lists() {
