@@ -11,6 +11,7 @@ pub mod campaign;
 pub mod chart;
 pub mod checkpoint_section;
 pub mod compare;
+pub mod cpu_section;
 pub mod html;
 pub mod input;
 pub mod probe_section;

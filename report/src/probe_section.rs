@@ -342,6 +342,9 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             }
         )));
     }
+    if let Some(cpu) = &r.cpu {
+        crate::cpu_section::cpu(id, cpu, &mut body)?;
+    }
     Ok(Section {
         id: id.into(),
         kind: "probe",

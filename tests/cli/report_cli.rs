@@ -525,6 +525,26 @@ fn probe_page_marks_every_level_beside_the_documented_size() {
         );
     }
 
+    // The CPU values, when the probe measured them: one row per operation
+    // and width, one dot per measured latency and one ring per documented.
+    if let Some(cpu) = result.get("cpu").filter(|c| !c.is_null()) {
+        let fp = cpu["fp"].as_array().unwrap();
+        let documented = fp
+            .iter()
+            .filter(|t| t["documented_latency_cycles"]["value"].is_number())
+            .count();
+        assert_eq!(
+            body_rows(element(&dom, "id=\"probe-1-fp\"", "table")),
+            fp.len()
+        );
+        let latency = figures(&dom, "fp-latency");
+        assert_eq!(latency.len(), 1);
+        assert_eq!(circles(latency[0]), fp.len() + documented);
+        assert!(has_text(latency[0], "latency (core cycles)"));
+    } else {
+        eprintln!("skipped: the probe record has no CPU values to check");
+    }
+
     // `tdg probe --svg` writes the same plot.
     let svg = d.join("probe.svg");
     let o = tdg_command()
