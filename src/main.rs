@@ -2,7 +2,7 @@
 
 mod cmd;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -20,7 +20,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate spec files; prints every diagnostic, exits 1 if any file is bad.
+    /// Validate spec files: say per use (driver, profile, checkpoint) whether each serves it.
     Check(cmd::check::Args),
     /// Rewrite a spec in canonical layout (or only check it is).
     Fmt(cmd::fmt::Args),
@@ -56,8 +56,17 @@ enum Command {
     },
 }
 
+/// The command line with the exit-status table as `tdg --help`'s footer,
+/// from the one table docs/integration.md also holds.
+fn command() -> clap::Command {
+    Cli::command().after_help(formats::contract::exit_status_help())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging(cli.verbose, cli.quiet);
     let result = match cli.command {
         Command::Check(a) => cmd::check::run(a),
@@ -75,7 +84,7 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Tune(a) => cmd::tune::run(*a),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "tdg", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut command(), "tdg", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
     };

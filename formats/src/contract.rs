@@ -27,6 +27,85 @@ pub enum Failure {
 pub const EXIT_SUCCESS: u8 = 0;
 /// Exit status of any failure the contract does not name.
 pub const EXIT_OTHER: u8 = 1;
+/// Exit status of a check that answered no (`tdg probe --check`: the cached
+/// result does not hold or there is none; `tdg fmt --check`: a file is not
+/// in canonical layout): nothing failed, but the answer is not yes.
+pub const EXIT_CHECK_SAID_NO: u8 = 8;
+
+/// One row of the exit-status table every command shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitStatusRow {
+    pub code: u8,
+    pub meaning: &'static str,
+    /// The T4 `invalidity` of a tuning evaluation that ends this way.
+    pub t4_invalidity: Option<&'static str>,
+    /// What a script or tuner calling tdg should do.
+    pub then: &'static str,
+}
+
+/// The one table of tdg's exit statuses: `tdg --help` prints it
+/// ([`exit_status_help`]) and docs/integration.md holds it
+/// ([`exit_status_markdown`]); a test checks that both agree with this.
+pub fn exit_status_table() -> Vec<ExitStatusRow> {
+    let row = |code, meaning, t4_invalidity, then| ExitStatusRow {
+        code,
+        meaning,
+        t4_invalidity,
+        then,
+    };
+    let mut rows = vec![
+        row(
+            EXIT_SUCCESS,
+            "success (`--cost-only`: the time is on stdout)",
+            Some("correct"),
+            "use it",
+        ),
+        row(
+            EXIT_OTHER,
+            "any other failure (I/O, a damaged file)",
+            None,
+            "stop and look",
+        ),
+    ];
+    rows.extend(Failure::ALL.iter().map(|f| {
+        let (meaning, then) = f.explained();
+        row(f.exit_code(), meaning, Some(f.t4_invalidity()), then)
+    }));
+    rows.push(row(
+        EXIT_CHECK_SAID_NO,
+        "a check said no: `tdg probe --check` (the cached result does not hold, or there is none), `tdg fmt --check` (a file is not in canonical layout)",
+        None,
+        "act on the message (`tdg probe --force`, `tdg fmt FILE`)",
+    ));
+    rows
+}
+
+/// The table as the footer of `tdg --help`.
+pub fn exit_status_help() -> String {
+    let mut s = String::from("Exit status (docs/integration.md):\n");
+    for r in exit_status_table() {
+        s.push_str(&format!("  {}  {}\n", r.code, r.meaning.replace('`', "")));
+    }
+    s.trim_end().to_string()
+}
+
+/// The table as docs/integration.md holds it (Markdown).
+pub fn exit_status_markdown() -> String {
+    let mut s = String::from(
+        "| exit status | meaning | T4 `invalidity` | a tuner or script should |\n|---|---|---|---|\n",
+    );
+    for r in exit_status_table() {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            r.code,
+            r.meaning,
+            r.t4_invalidity
+                .map_or("-".to_string(), |t| format!("`{t}`")),
+            r.then
+        ));
+    }
+    s
+}
 
 impl Failure {
     pub const ALL: [Failure; 6] = [
@@ -48,6 +127,35 @@ impl Failure {
             Failure::Timeout => 5,
             Failure::Verification => 6,
             Failure::Environment => 7,
+        }
+    }
+
+    /// What the status means and what a caller should do, as the
+    /// exit-status table says it.
+    fn explained(self) -> (&'static str, &'static str) {
+        const FAILED_TRIAL: &str = "record a failed trial, go on";
+        match self {
+            Failure::Usage => (
+                "bad spec, bad parameter value or bad command line (also the argument parser's own status)",
+                "stop: every candidate will fail",
+            ),
+            Failure::Compile => (
+                "the candidate (or the driver with its macros) did not compile",
+                FAILED_TRIAL,
+            ),
+            Failure::Crash => (
+                "the candidate crashed or the driver exited with an error; `tdg profile`: the profiled program did (its own status is in the output)",
+                FAILED_TRIAL,
+            ),
+            Failure::Timeout => ("the candidate ran past `--timeout` and was stopped", FAILED_TRIAL),
+            Failure::Verification => (
+                "the candidate's outputs differ from the spec's reference",
+                FAILED_TRIAL,
+            ),
+            Failure::Environment => (
+                "this machine is not ready (no C compiler, no CRIU, not root; `tdg doctor`: it cannot checkpoint)",
+                "stop; `tdg doctor` says what to fix",
+            ),
         }
     }
 
@@ -189,6 +297,15 @@ mod tests {
         codes.dedup();
         assert_eq!(codes.len(), Failure::ALL.len());
         assert!(!codes.contains(&EXIT_SUCCESS) && !codes.contains(&EXIT_OTHER));
+    }
+
+    #[test]
+    fn the_status_table_has_each_code_once_in_order() {
+        let codes: Vec<u8> = exit_status_table().iter().map(|r| r.code).collect();
+        assert_eq!(codes, (0..=EXIT_CHECK_SAID_NO).collect::<Vec<u8>>());
+        let md = exit_status_markdown();
+        assert_eq!(md.lines().count(), codes.len() + 2);
+        assert!(exit_status_help().contains("  8  a check said no"));
     }
 
     #[test]

@@ -16,6 +16,29 @@ pub mod t4;
 pub use contract::{exit_status, Failure};
 pub use output::write_document;
 
+/// The version of every JSON document tdg prints (`--format json`), its
+/// top-level `"version"`: fields are only added within a version; a rename,
+/// removal or change of meaning raises it (changelog in docs/integration.md).
+pub const JSON_VERSION: u32 = 2;
+
+/// `value` as one of tdg's JSON documents: pretty-printed, with the
+/// top-level `"version"` ([`JSON_VERSION`]). A value that is not a JSON
+/// object (a list of reports), or that carries a `"version"` of its own (a
+/// probe record, versioned as the cache it is kept in), is put under `key`
+/// whole, so neither version hides the other.
+pub fn json_document<T: serde::Serialize>(key: &str, value: &T) -> serde_json::Result<String> {
+    let mut object = match serde_json::to_value(value)? {
+        serde_json::Value::Object(map) if !map.contains_key("version") => map,
+        other => {
+            let mut map = serde_json::Map::new();
+            map.insert(key.to_string(), other);
+            map
+        }
+    };
+    object.insert("version".into(), JSON_VERSION.into());
+    Ok(serde_json::to_string_pretty(&object)? + "\n")
+}
+
 /// How a command prints its result (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -78,11 +101,34 @@ pub fn table_or_json<T: serde::Serialize>(
 ) -> anyhow::Result<String> {
     match format {
         Format::Table => Ok(table()),
-        Format::Json => Ok(serde_json::to_string_pretty(value)? + "\n"),
+        Format::Json => Ok(json_document("report", value)?),
         other => Err(contract::usage(unsupported(
             command,
             other,
             &[Format::Table, Format::Json],
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_document_carries_the_version_at_the_top() {
+        let v: serde_json::Value =
+            serde_json::from_str(&super::json_document("reports", &[1, 2]).unwrap()).unwrap();
+        assert_eq!(v["version"], super::JSON_VERSION);
+        assert_eq!(v["reports"][1], 2);
+        let v: serde_json::Value =
+            serde_json::from_str(&super::json_document("x", &serde_json::json!({"a": 1})).unwrap())
+                .unwrap();
+        assert_eq!((v["a"].as_u64(), v["version"].as_u64()), (Some(1), Some(2)));
+        let v: serde_json::Value = serde_json::from_str(
+            &super::json_document("probe", &serde_json::json!({"version": 7})).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (v["probe"]["version"].as_u64(), v["version"].as_u64()),
+            (Some(7), Some(2))
+        );
     }
 }

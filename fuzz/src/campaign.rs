@@ -43,6 +43,7 @@ impl Executor for GoodTasks {
                 cpu: String::new(),
                 seconds: 1.0,
                 job: None,
+                inputs: String::new(),
             })?;
         }
         Ok(())
@@ -57,7 +58,9 @@ impl Executor for GoodTasks {
 /// stored result (a time or a failure) rather than evaluating again.
 pub fn campaign_result(data: &[u8]) -> bool {
     let dir = crate::fresh_dir("campaign-result");
-    let manifest = tune::Manifest::new("/".into(), vec!["tune".into()]);
+    // No inputs: the seeds' results carry this manifest's digest
+    // (`Manifest::inputs_digest`), as results the campaign stored do.
+    let manifest = tune::Manifest::new("/".into(), vec!["tune".into()], Vec::new());
     let campaign = Campaign::create(&dir, &manifest).expect("a campaign in a fresh directory");
     std::fs::write(dir.join("results").join("NB=32_MU=2.json"), data).expect("scratch write");
     let space = Space::new(vec![

@@ -14,6 +14,56 @@ pub fn check(spec: &Spec, src: &str, file: &str) -> Result<CheckedSpec, Diagnost
     check_with(spec, src, file, &BTreeMap::new())
 }
 
+/// What a spec is used for. Each use reads a different part of it: a
+/// driver makes every argument itself; a profiling shim forwards the
+/// application's own arguments and records values; a checkpoint's region
+/// shim forwards them too and also hands the outputs `returns(...)` names
+/// back for verifying candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Use {
+    /// `tdg gen`, `run`, `explain`, `tune` with a generated driver.
+    Driver,
+    /// `tdg profile --spec`, `tdg instrument`.
+    Profile,
+    /// `tdg checkpoint capture --spec`, `run`/`tune` on a spec's checkpoint image.
+    Checkpoint,
+}
+
+impl Use {
+    pub const ALL: [Use; 3] = [Use::Driver, Use::Profile, Use::Checkpoint];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Use::Driver => "driver",
+            Use::Profile => "profile",
+            Use::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// The semantic errors `spec` has for one use ([`Use`]); the same checks
+/// the commands of that use make when they load the spec.
+pub fn check_for(spec: &Spec, src: &str, file: &str, for_use: Use) -> Result<(), Diagnostics> {
+    match for_use {
+        Use::Driver => check(spec, src, file).map(|_| ()),
+        Use::Profile => check_profile(spec, src, file),
+        Use::Checkpoint => check_prototype(spec, src, file),
+    }
+}
+
+/// The semantic errors of `spec` as the signature a profiling shim
+/// interposes: the routine and its init, with neither what a driver needs
+/// nor the output counts only a checkpoint's region shim reads.
+pub fn check_profile(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
+    let errors = problems(spec, src);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Diagnostics::new(file, src, errors))
+    }
+}
+
 /// The semantic errors of `spec` as a routine's signature with whatever
 /// init it has, leaving out what only a driver needs: interposing a routine
 /// (`tdg profile`, `tdg instrument`, `tdg checkpoint capture --spec`) calls

@@ -17,7 +17,7 @@ pub mod parser;
 pub mod vocabulary;
 
 pub use ast::Spec;
-pub use check::{check, check_with};
+pub use check::{check, check_for, check_with, Use};
 pub use checked::CheckedSpec;
 pub use diag::{Diagnostic, Diagnostics};
 pub use format::{format, format_source};
@@ -93,6 +93,17 @@ pub fn load_prototype(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
     let path = path.as_ref();
     let src = read_source(path)?;
     parse_and_check_prototype(&src, &path.display().to_string())
+}
+
+/// Reads, parses and checks a spec for a profiling shim
+/// ([`check::check_profile`]): `tdg profile --spec` and `tdg instrument`.
+pub fn load_for_profile(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
+    let path = path.as_ref();
+    let src = read_source(path)?;
+    let file = path.display().to_string();
+    let spec = parse(&src, &file)?;
+    check::check_profile(&spec, &src, &file)?;
+    Ok(spec)
 }
 
 /// [`parse_and_check`] for a spec used only for its routine's signature.

@@ -1,5 +1,6 @@
 //! `tdg checkpoint`: capture CRIU images of a running application and time
 //! the region of interest by restoring them (logic in the `checkpoint` crate).
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -37,10 +38,11 @@ enum Action {
 
 #[derive(clap::Args)]
 struct SitesArgs {
+    /// Kill the application after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
     /// The application and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
@@ -83,9 +85,8 @@ struct CaptureArgs {
     /// Kill the application after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-    /// Print --auto-delay's table as JSON.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
     /// The application and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
@@ -105,15 +106,8 @@ struct TimeArgs {
     /// per sample (slower; for comparison, or to rule the fork path out).
     #[arg(long)]
     restore_per_sample: bool,
-    /// JSON instead of text (same as --format json).
-    #[arg(long, conflicts_with = "format")]
-    json: bool,
-    /// Output format: table or json.
-    #[arg(long, value_enum)]
-    format: Option<formats::Format>,
-    /// Write the output to FILE (atomically) instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
     #[command(flatten)]
     candidate: CandidateArgs,
 }
@@ -129,9 +123,9 @@ pub struct CandidateArgs {
     /// More C files for the candidate's shared object.
     #[arg(long = "extra", value_name = "FILE", requires = "implementation")]
     pub extra: Vec<PathBuf>,
-    /// Flags for the candidate, e.g. --cflags "-O3 -march=native".
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
-    pub cflags: String,
+    /// Flags for the candidate, split as a shell would, e.g. --cflags "-O3 -march=native".
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
+    pub cflags: super::words::Words,
     /// Define a macro for the candidate, e.g. -D CUTOFF=64 (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE", requires = "implementation")]
     pub define: Vec<String>,
@@ -158,7 +152,7 @@ impl CandidateArgs {
         Ok(checkpoint::CandidateSource {
             implementation: implementation.to_path_buf(),
             extra: self.extra.clone(),
-            cflags: self.cflags.split_whitespace().map(String::from).collect(),
+            cflags: self.cflags.to_vec(),
             defines: {
                 let mut defines = super::run::parse_defines(&self.define)?;
                 super::run::add_env_params(&mut defines);
@@ -237,10 +231,12 @@ struct InAppArgs {
     /// Number of plain runs of the application.
     #[arg(long, default_value_t = 10)]
     runs: usize,
+    /// Kill the application after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
+    /// The application and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
 }
@@ -332,11 +328,7 @@ pub fn run(args: Args) -> CmdResult {
 
 fn sites(a: SitesArgs) -> CmdResult {
     let report = checkpoint::list_sites(&a.command, Some(Duration::from_secs(a.timeout)))?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render_text());
-    }
+    a.report.write_report(&report, || report.render_text())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -371,17 +363,13 @@ fn capture(a: CaptureArgs) -> CmdResult {
             },
             &criu,
         )?;
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
-        } else {
-            print!("{}", report.render_text());
-        }
+        a.report.write_report(&report, || report.render_text())?;
         return Ok(ExitCode::SUCCESS);
     }
     let out = checkpoint::capture(&req, &criu)?;
     let m = &out.manifest;
-    eprintln!(
-        "tdg: captured {} (region {}, call {}, delay {}; {}; whole run {})",
+    let mut table = format!(
+        "tdg: captured {} (region {}, call {}, delay {}; {}; whole run {})\n",
         req.image.display(),
         m.site.as_deref().unwrap_or("-"),
         m.call.map_or("-".into(), |c| c.to_string()),
@@ -390,7 +378,24 @@ fn capture(a: CaptureArgs) -> CmdResult {
         stats::ns(out.run_time.as_secs_f64() * 1e9)
     );
     if let Some(code) = out.exit_code.filter(|&c| c != 0) {
-        eprintln!("tdg: warning: the application exited with status {code} after the checkpoint");
+        table.push_str(&format!(
+            "tdg: warning: the application exited with status {code} after the checkpoint\n"
+        ));
+    }
+    if a.report.is_json() || a.report.out.is_some() {
+        a.report.write_report(
+            &serde_json::json!({
+                "image": req.image.display().to_string(),
+                "manifest": m,
+                "image_bytes": m.image_bytes(),
+                "run_ns": out.run_time.as_secs_f64() * 1e9,
+                "exit_code": out.exit_code,
+            }),
+            || table.clone(),
+        )?;
+    } else {
+        // The application's own output owns stdout.
+        eprint!("{table}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -405,8 +410,11 @@ fn time(a: TimeArgs) -> CmdResult {
             restore_per_sample: a.restore_per_sample,
             ..Default::default()
         },
-        Some(formats::Format::chosen(a.format, a.json, false)),
-        a.out.as_deref(),
+        Some(match a.report.chosen() {
+            super::output::TableOrJson::Table => formats::Format::Table,
+            super::output::TableOrJson::Json => formats::Format::Json,
+        }),
+        a.report.out.as_deref(),
     )
 }
 
@@ -421,18 +429,16 @@ fn inapp(a: InAppArgs) -> CmdResult {
         timeout: Some(Duration::from_secs(a.timeout)),
         preload,
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+    a.report.write_report(&report, || {
         let r = &report.region_ns;
-        println!(
-            "call {} in {} plain runs ({} per run): {}",
+        format!(
+            "call {} in {} plain runs ({} per run): {}\n",
             report.call,
             r.n,
             stats::ns(report.run_wall_ms.median * 1e6),
             r.ns_line()
-        );
-    }
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

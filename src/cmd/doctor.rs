@@ -1,32 +1,30 @@
 //! `tdg doctor`: whether this machine can checkpoint, time and profile, and
 //! what the cached machine probe (which feeds every timing default) says.
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: TableOrJsonOutput,
 }
 
+/// Exit status 0 when this machine can checkpoint, else the contract's
+/// "machine not ready" (7).
 pub fn run(args: Args) -> CmdResult {
     let report = checkpoint::run_doctor();
     let probe = probe_status();
-    if args.json {
-        let mut v = serde_json::to_value(&report)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("probe".into(), probe.json);
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        print!("{}", report.render_text());
-        println!("{}", probe.text);
+    let mut v = serde_json::to_value(&report)?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("probe".into(), probe.json);
     }
+    args.output
+        .write_report(&v, || format!("{}{}\n", report.render_text(), probe.text))?;
     Ok(if report.can_checkpoint {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(formats::Failure::Environment.exit_code())
     })
 }
 

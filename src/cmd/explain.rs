@@ -1,6 +1,7 @@
 //! `tdg explain SPEC`: what the driver will do with each operand, in words,
 //! from the same model the driver is generated from.
 
+use super::output::TableOrJsonOutput;
 use super::run::TimingArgs;
 use super::CmdResult;
 use std::path::PathBuf;
@@ -12,10 +13,14 @@ pub struct Args {
     pub spec: PathBuf,
     #[command(flatten)]
     pub timing: TimingArgs,
+    /// json: the driver model itself, every decision with its source.
+    #[command(flatten)]
+    pub output: TableOrJsonOutput,
 }
 
 pub fn run(args: Args) -> CmdResult {
     let model = super::gen::model_for(&args.spec, &args.timing)?;
-    print!("{}", driver_gen::explain(&model));
+    args.output
+        .write_report(&model, || driver_gen::explain(&model))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ pub struct Args {
     /// Spec files to format in place.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Change nothing; exit 1 and name the files that are not in canonical layout.
+    /// Change nothing; name the files that are not in canonical layout (exit status 8).
     #[arg(long, conflicts_with = "stdout")]
     pub check: bool,
     /// Print the formatted text instead of rewriting the file.
@@ -17,7 +17,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let mut failed = false;
+    // The worst that happened decides the status: a spec that does not
+    // parse (2) over a file that could not be written (1) over one that is
+    // only not in canonical layout (8).
+    let (mut bad_spec, mut unwritten, mut not_canonical) = (false, false, false);
     for path in &args.files {
         let file = path.display().to_string();
         // A bad file is reported and skipped so the rest still get formatted.
@@ -25,7 +28,7 @@ pub fn run(args: Args) -> CmdResult {
             Ok(s) => s,
             Err(d) => {
                 eprintln!("{d}");
-                failed = true;
+                bad_spec = true;
                 continue;
             }
         };
@@ -33,7 +36,7 @@ pub fn run(args: Args) -> CmdResult {
             Ok(f) => f,
             Err(d) => {
                 eprintln!("{d}");
-                failed = true;
+                bad_spec = true;
                 continue;
             }
         };
@@ -42,7 +45,7 @@ pub fn run(args: Args) -> CmdResult {
         } else if args.check {
             if let Some(line) = spec_lang::format::first_difference(&src, &formatted) {
                 eprintln!("{file}:{line}: not in canonical layout (run `tdg fmt {file}`)");
-                failed = true;
+                not_canonical = true;
             }
         } else if formatted != src {
             // The spec a link names is rewritten and the link kept: the
@@ -53,13 +56,18 @@ pub fn run(args: Args) -> CmdResult {
                 Ok(()) => println!("formatted {file}"),
                 Err(e) => {
                     eprintln!("{file}: error: cannot write the formatted spec: {e}; the file is unchanged (try `tdg fmt --stdout {file}`)");
-                    failed = true;
+                    unwritten = true;
                 }
             }
         }
     }
-    Ok(if failed {
-        ExitCode::FAILURE
+    use formats::contract::{EXIT_CHECK_SAID_NO, EXIT_OTHER};
+    Ok(if bad_spec {
+        ExitCode::from(formats::Failure::Usage.exit_code())
+    } else if unwritten {
+        ExitCode::from(EXIT_OTHER)
+    } else if not_canonical {
+        ExitCode::from(EXIT_CHECK_SAID_NO)
     } else {
         ExitCode::SUCCESS
     })

@@ -10,6 +10,7 @@ pub mod fmt;
 pub mod gen;
 pub mod instrument;
 pub mod keyword;
+pub mod output;
 pub mod probe;
 pub mod profile;
 pub mod report;
@@ -17,5 +18,6 @@ pub mod run;
 pub mod spec_from_profile;
 pub mod tune;
 pub mod validate;
+pub mod words;
 
 pub type CmdResult = anyhow::Result<std::process::ExitCode>;

@@ -1,19 +1,14 @@
 //! `tdg probe`: measure this machine's effective caches, TLB and timers.
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use formats::contract::EXIT_CHECK_SAID_NO;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Print the result as JSON instead of a table (same as --format json).
-    #[arg(long, conflicts_with = "format")]
-    json: bool,
-    /// Output format: table or json.
-    #[arg(long, value_enum)]
-    format: Option<formats::Format>,
-    /// Write the output to FILE (atomically) instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    out: Option<PathBuf>,
+    #[command(flatten)]
+    output: TableOrJsonOutput,
     /// Also write the latency-vs-buffer-size plot here (SVG).
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -25,7 +20,7 @@ pub struct Args {
     no_save: bool,
     /// Say whether the cached result still holds on this machine now: a
     /// quick re-measure of its key points and a comparison with sysfs.
-    /// Exit status 0: it holds; 1: it does not; 2: there is no cached result.
+    /// Exit status 0: it holds; 8: it does not, or there is no cached result.
     #[arg(long, conflicts_with_all = ["force", "no_save", "svg"])]
     check: bool,
     /// C compiler for the micro-benchmarks.
@@ -36,11 +31,9 @@ pub struct Args {
     max_buffer_mib: Option<u64>,
 }
 
-pub fn run(mut args: Args) -> CmdResult {
-    let format = formats::Format::chosen(args.format, args.json, false);
-    // Refused before measuring, not after; JSON keeps stderr quiet.
-    formats::table_or_json("tdg probe", format, &(), String::new)?;
-    args.json = format == formats::Format::Json;
+pub fn run(args: Args) -> CmdResult {
+    // JSON keeps stderr quiet.
+    let json = args.output.is_json();
     let path = probe::cache_path();
     if args.check {
         return check(&args, &path);
@@ -49,7 +42,7 @@ pub fn run(mut args: Args) -> CmdResult {
     let cached = if args.force { None } else { previous.clone() };
     let result = match cached {
         Some(r) => {
-            if !args.json {
+            if !json {
                 eprintln!(
                     "tdg: using the probe result cached at {} (--force to measure again)",
                     path.display()
@@ -64,7 +57,7 @@ pub fn run(mut args: Args) -> CmdResult {
                 ..Default::default()
             };
             let mut progress = |stage: &str| {
-                if !args.json {
+                if !json {
                     eprintln!("tdg probe: {stage}");
                 }
             };
@@ -77,7 +70,7 @@ pub fn run(mut args: Args) -> CmdResult {
                 if let Some(note) = &settled.note {
                     eprintln!("tdg probe: {note}");
                 }
-                if settled.cache_it && !args.json {
+                if settled.cache_it && !json {
                     eprintln!("tdg: saved to {}", path.display());
                 }
                 settled.result
@@ -87,21 +80,34 @@ pub fn run(mut args: Args) -> CmdResult {
     if let Some(svg) = &args.svg {
         fsguard::write_atomic(svg, report::probe_section::latency_svg(&result)?.as_bytes())?;
     }
-    let text = formats::table_or_json("tdg probe", format, &result, || {
+    let text = if json {
+        // The record keeps its own version (the cache's) under "probe".
+        formats::json_document("probe", &result)?
+    } else {
         probe::render::table(&result)
-    })?;
-    formats::write_document(args.out.as_deref(), &text)?;
+    };
+    args.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `tdg probe --check`: one line, and the exit status says it.
 fn check(args: &Args, path: &std::path::Path) -> CmdResult {
     let Some(cached) = probe::load_cached_from(path)? else {
-        eprintln!(
-            "tdg probe --check: no probe result for this machine at {} (none yet, or from another CPU or tdg version); run `tdg probe`",
+        let why = format!(
+            "no probe result for this machine at {} (none yet, or from another CPU or tdg version); run `tdg probe`",
             path.display()
         );
-        return Ok(ExitCode::from(2));
+        eprintln!("tdg probe --check: {why}");
+        if args.output.is_json() {
+            let doc = serde_json::json!({
+                "holds": false,
+                "cached": false,
+                "reasons": [why],
+                "cache": path.display().to_string(),
+            });
+            args.output.write(&formats::json_document("check", &doc)?)?;
+        }
+        return Ok(ExitCode::from(EXIT_CHECK_SAID_NO));
     };
     let opts = probe::ProbeOptions {
         cc: args.cc.clone(),
@@ -112,9 +118,10 @@ fn check(args: &Args, path: &std::path::Path) -> CmdResult {
     let reasons = probe::sanity::disturbances(&cached, &now);
     let age = probe::sanity::age_text(cached.measured_at_unix, probe::sanity::now_unix());
     let holds = reasons.is_empty();
-    if args.json {
-        let obj = serde_json::json!({
+    let text = if args.output.is_json() {
+        let doc = serde_json::json!({
             "holds": holds,
+            "cached": true,
             "reasons": reasons,
             "cache": path.display().to_string(),
             "measured_at_unix": cached.measured_at_unix,
@@ -127,10 +134,10 @@ fn check(args: &Args, path: &std::path::Path) -> CmdResult {
                 "l2_ways": c.l2_ways,
             })),
         });
-        println!("{obj}");
+        formats::json_document("check", &doc)?
     } else if holds {
-        println!(
-            "tdg probe --check: the cached result holds ({} points re-measured within {}x, cache sizes plausible against sysfs{}; measured {age})",
+        format!(
+            "tdg probe --check: the cached result holds ({} points re-measured within {}x, cache sizes plausible against sysfs{}; measured {age})\n",
             now.cache.len(),
             probe::sanity::LATENCY_TOLERANCE,
             if now.cpu.is_some() {
@@ -138,16 +145,17 @@ fn check(args: &Args, path: &std::path::Path) -> CmdResult {
             } else {
                 ""
             }
-        );
+        )
     } else {
-        println!(
-            "tdg probe --check: the cached result (measured {age}) does not hold on this machine now: {}; run `tdg probe --force` when the machine is idle",
+        format!(
+            "tdg probe --check: the cached result (measured {age}) does not hold on this machine now: {}; run `tdg probe --force` when the machine is idle\n",
             reasons.join("; ")
-        );
-    }
+        )
+    };
+    args.output.write(&text)?;
     Ok(if holds {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(EXIT_CHECK_SAID_NO)
     })
 }

@@ -1,4 +1,5 @@
 //! `tdg profile [--spec SPEC] -- CMD ARGS...` and `tdg profile report FILE`.
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
 use anyhow::Context as _;
 use instrument::{format, interpose, report, session};
@@ -46,6 +47,8 @@ struct RunArgs {
     /// C compiler for the shim [default: $CC, cc, gcc, clang].
     #[arg(long)]
     cc: Option<String>,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
     /// The program and its arguments.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -58,9 +61,8 @@ struct ReportArgs {
     /// Routine to report on (needed when the profile holds several).
     #[arg(long)]
     routine: Option<String>,
-    /// Print the report as JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: TableOrJsonOutput,
     /// Also write an SVG plot of per-call time over call index.
     #[arg(long, value_name = "FILE")]
     svg: Option<PathBuf>,
@@ -96,7 +98,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
         .unwrap_or_else(|| "profile".into());
     let shim = match &a.spec {
         Some(spec_path) => {
-            let spec = spec_lang::load_prototype(spec_path)?;
+            let spec = spec_lang::load_for_profile(spec_path)?;
             let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
             let incs = interpose::include_dirs_for(spec_path, &a.include);
             let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)
@@ -114,10 +116,10 @@ fn run_profile(a: RunArgs) -> CmdResult {
         cached_stores: a.cached_stores,
     };
     let outcome = match session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir) {
+        // The spec names a routine the program does not have: every run
+        // would end the same way.
         Err(e @ session::SessionError::Unresolved(_)) => {
-            // The program's own status passes through, as for any other end.
-            eprintln!("tdg: {e}");
-            return Ok(ExitCode::from(instrument::runtime::exit_unresolved() as u8));
+            return Err(formats::contract::usage(e.to_string()))
         }
         other => other?,
     };
@@ -126,28 +128,39 @@ fn run_profile(a: RunArgs) -> CmdResult {
         .unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
     format::write(&outcome.profile, &output)?;
     let p = &outcome.profile;
-    let per_routine: Vec<String> = p
+    let routines: Vec<serde_json::Value> = p
         .routines
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let n = p.records.iter().filter(|x| x.routine as usize == i).count();
-            format!("{} {} calls ({} dropped)", r.name, n, r.dropped)
+            serde_json::json!({ "name": r.name, "calls": n, "dropped": r.dropped })
         })
         .collect();
-    eprintln!(
-        "tdg: `{}` {}; recorded {} in {} process(es); wrote {}",
-        a.command[0].to_string_lossy(),
+    let per_routine: Vec<String> = routines
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} calls ({} dropped)",
+                r["name"].as_str().unwrap_or(""),
+                r["calls"],
+                r["dropped"]
+            )
+        })
+        .collect();
+    let program = a.command[0].to_string_lossy();
+    let mut table = format!(
+        "tdg: `{program}` {}; recorded {} in {} process(es); wrote {}\n",
         outcome.how_it_ended(),
         per_routine.join(", "),
         p.pids.len(),
         output.display()
     );
     if outcome.unresolved {
-        eprintln!(
-            "tdg: {}",
-            session::unresolved_explanation(&a.command[0].to_string_lossy())
-        );
+        table.push_str(&format!(
+            "tdg: {}\n",
+            session::unresolved_explanation(&program)
+        ));
     }
     for lost in &outcome.lost {
         eprintln!(
@@ -156,17 +169,40 @@ fn run_profile(a: RunArgs) -> CmdResult {
         );
     }
     if p.dropped > 0 {
-        eprintln!(
-            "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger",
+        table.push_str(&format!(
+            "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger\n",
             p.dropped, p.capacity
-        );
+        ));
     }
-    eprintln!("tdg: next: tdg profile report {}", output.display());
-    Ok(match (outcome.status.code(), outcome.status.signal()) {
-        (Some(0), _) => ExitCode::SUCCESS,
-        (Some(c), _) => ExitCode::from(c.clamp(1, 255) as u8),
-        (None, Some(s)) => ExitCode::from((128 + s).clamp(1, 255) as u8),
-        _ => ExitCode::FAILURE,
+    table.push_str(&format!(
+        "tdg: next: tdg profile report {}\n",
+        output.display()
+    ));
+    let (code, signal) = (outcome.status.code(), outcome.status.signal());
+    if a.report.is_json() || a.report.out.is_some() {
+        a.report.write_report(
+            &serde_json::json!({
+                "program": program,
+                "exit_code": code,
+                "signal": signal,
+                "ended": outcome.how_it_ended(),
+                "profile": output.display().to_string(),
+                "routines": routines,
+                "processes": p.pids.len(),
+                "dropped": p.dropped,
+                "unresolved": outcome.unresolved,
+            }),
+            || table.clone(),
+        )?;
+    } else {
+        // The program's own output owns stdout.
+        eprint!("{table}");
+    }
+    // The program's status is in the report above; tdg's own says only
+    // that it did not succeed, so it never collides with tdg's statuses.
+    Ok(match code {
+        Some(0) => ExitCode::SUCCESS,
+        _ => ExitCode::from(formats::Failure::Crash.exit_code()),
     })
 }
 
@@ -179,21 +215,20 @@ fn run_report(a: ReportArgs) -> CmdResult {
             early_calls: a.early,
         },
     )?;
-    if a.json {
-        let mut value = serde_json::to_value(&rep)?;
+    let mut value = serde_json::to_value(&rep)?;
+    if a.timeline {
+        value["timeline"] = serde_json::to_value(&rep.timeline)?;
+    }
+    a.output.write_report(&value, || {
+        let mut s = report::render_table(&rep, a.top);
         if a.timeline {
-            value["timeline"] = serde_json::to_value(&rep.timeline)?;
-        }
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        print!("{}", report::render_table(&rep, a.top));
-        if a.timeline {
-            println!("\n{:>8}  {:>12}  context", "call", "ns");
+            s.push_str(&format!("\n{:>8}  {:>12}  context\n", "call", "ns"));
             for (i, (ns, rank)) in rep.timeline.iter().enumerate() {
-                println!("{i:>8}  {ns:>12.1}  {rank}");
+                s.push_str(&format!("{i:>8}  {ns:>12.1}  {rank}\n"));
             }
         }
-    }
+        s
+    })?;
     if let Some(svg) = &a.svg {
         let plot = ::report::profile_section::timeline_svg(&rep)?;
         fsguard::write_atomic(svg, plot.as_bytes())?;

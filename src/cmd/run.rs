@@ -6,6 +6,7 @@
 //! of a generated driver.
 
 use super::keyword::keyword;
+use super::output::{OutputArgs, ReportFormat};
 use super::CmdResult;
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
 use driver_gen::{build_driver, flush_sweep, RunOptions};
@@ -19,53 +20,67 @@ use std::time::Duration;
 pub struct TimingArgs {
     /// Timer (default: the spec's, else cycle).
     #[arg(long, value_parser = keyword::<TimerMethod>())]
+    #[arg(help_heading = "Timing")]
     pub timer: Option<TimerMethod>,
     /// Number of timing samples (default: the spec's, else 7).
     #[arg(long)]
+    #[arg(help_heading = "Timing")]
     pub samples: Option<u32>,
     /// Reported statistic (default: min for wall/cycle, median for cpu).
     #[arg(long, value_parser = keyword::<Selection>())]
+    #[arg(help_heading = "Timing")]
     pub select: Option<Selection>,
     /// Cache flush before each timed call.
     #[arg(long, value_parser = keyword::<FlushMethod>())]
+    #[arg(help_heading = "Timing")]
     pub flush: Option<FlushMethod>,
     /// Flush size(s) in KiB; several (comma-separated) run a flush sweep.
     #[arg(long = "flush-kb", alias = "flush-kib", value_delimiter = ',')]
+    #[arg(help_heading = "Timing")]
     pub flush_kb: Vec<u64>,
     /// Flush sized from this cache level (1, 2, 3; twice its sysfs size).
     #[arg(long, conflicts_with = "flush_kb")]
+    #[arg(help_heading = "Timing")]
     pub flush_level: Option<u8>,
     /// Flush on every CPU (for parallel routines).
     #[arg(long)]
+    #[arg(help_heading = "Timing")]
     pub flush_all_cpus: bool,
     /// Shortest timed interval in ns (0: always one call per sample).
     #[arg(long)]
+    #[arg(help_heading = "Timing")]
     pub min_interval_ns: Option<u64>,
     /// Pin the driver to this CPU; with --threads, thread k to the k-th of
     /// a list (default then: the CPUs tdg may use, from its affinity mask).
     #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU...]")]
+    #[arg(help_heading = "Timing")]
     pub pin: Vec<u32>,
     /// The routine's threads (default: the spec's threads, else 1): OpenMP's
     /// team size, exported as OMP_NUM_THREADS/OPENBLAS_NUM_THREADS for other
     /// runtimes, each thread pinned to its own CPU, wall or cycle time only.
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(spec_lang::ast::MAX_THREADS)))]
+    #[arg(help_heading = "Timing")]
     pub threads: Option<u32>,
     /// Who writes the operands' pages first when threads > 1: the threads
     /// that use them (default), or the main thread.
     #[arg(long, value_name = "WHO", value_parser = ["threads", "main"])]
+    #[arg(help_heading = "Timing")]
     pub first_touch: Option<String>,
     /// Spread the samples over at least this many milliseconds (default:
     /// the spec's min_time, else 100).
     #[arg(long, value_name = "MS")]
+    #[arg(help_heading = "Timing")]
     pub min_time_ms: Option<u64>,
     /// Stop sampling after this many milliseconds; the result is then marked
     /// unstable if it has not settled (default: the spec's max_time, else 250).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Timing")]
     pub max_time_ms: Option<u64>,
     /// The estimator over the two halves of the samples must agree within
     /// this many per cent (default: the spec's stable, else 0.5).
     #[arg(long, value_name = "PCT", value_parser = positive_percent)]
+    #[arg(help_heading = "Timing")]
     pub stable_pct: Option<f64>,
     /// Start the routine's code this many bytes past a 4096-byte boundary
     /// (0-4095; default: the spec's code_offset, else 0): its address
@@ -73,9 +88,11 @@ pub struct TimingArgs {
     /// placed there.
     #[arg(long, value_name = "BYTES",
           value_parser = clap::value_parser!(u32).range(0..i64::from(driver_gen::CODE_PAGE)))]
+    #[arg(help_heading = "Timing")]
     pub code_offset: Option<u32>,
     /// Define a size macro, e.g. -D NS=4096 (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
+    #[arg(help_heading = "Build")]
     pub define: Vec<String>,
 }
 
@@ -139,76 +156,103 @@ pub struct Args {
     /// is optional: without it the image's own code is timed, with it the
     /// candidate runs (and is verified) in every restored copy.
     #[arg(long = "impl", value_name = "FILE")]
+    #[arg(help_heading = "Build")]
     pub implementation: Option<PathBuf>,
     /// Time the top call contexts of this contexts file (written by
     /// `tdg spec-from-profile`) and predict the application's total time.
     #[arg(long, value_name = "FILE", conflicts_with = "flush_kb")]
+    #[arg(help_heading = "Profile contexts")]
     pub contexts: Option<PathBuf>,
     /// How many contexts `--contexts` times, heaviest first.
     #[arg(long, default_value_t = 3, requires = "contexts")]
+    #[arg(help_heading = "Profile contexts")]
     pub top: usize,
     /// Ignore the spec's `checkpoint` clause and time --impl with a generated driver.
     #[arg(long)]
+    #[arg(help_heading = "Checkpoint")]
     pub default_driver: bool,
     /// More C files to link with the implementation.
     #[arg(long = "extra", value_name = "FILE")]
+    #[arg(help_heading = "Build")]
     pub extra: Vec<PathBuf>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
+    #[arg(help_heading = "Build")]
     pub cc: Option<String>,
-    /// Flags for the implementation, e.g. --cflags "-O3 -march=native".
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
-    pub cflags: String,
+    /// Flags for the implementation, split as a shell would, e.g.
+    /// --cflags "-O3 -DMSG='\"a b\"'".
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
+    #[arg(help_heading = "Build")]
+    pub cflags: super::words::Words,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Force this many calls per sample.
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pub reps: Option<u64>,
     /// Do not write every operand page before timing (shows lazy page zeroing).
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pub no_touch: bool,
     /// No untimed call before timing (shows instruction-load cost).
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pub no_dummy_call: bool,
     /// After a flush, leave the routine's code cold as well (by default the
     /// driver re-warms the program's code, not its operands).
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pub cold_code: bool,
     /// No alpha alternation / output restoring.
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pub no_overflow_guard: bool,
     /// Skip checking the outputs against the spec's reference body.
     #[arg(long)]
+    #[arg(help_heading = "Verification")]
     pub no_verify: bool,
     /// Relative verification tolerance.
     #[arg(long)]
+    #[arg(help_heading = "Verification")]
     pub tolerance: Option<f64>,
     /// Stop the driver after this many seconds.
     #[arg(long, default_value_t = 600)]
+    #[arg(help_heading = "Driver")]
     pub timeout: u64,
     /// Directory whose templates override the built-in ones.
     #[arg(long)]
+    #[arg(help_heading = "Build")]
     pub templates: Option<PathBuf>,
-    /// Print the report as JSON (same as --format json).
-    #[arg(long, conflicts_with_all = ["csv", "format"])]
-    pub json: bool,
-    /// Print the report as CSV (same as --format csv).
-    #[arg(long, conflicts_with = "format")]
+    #[command(flatten)]
+    pub output: OutputArgs<RunFormat>,
+    /// Same as --format csv (kept for scripts).
+    #[arg(long, hide = true, conflicts_with_all = ["format", "json"])]
     pub csv: bool,
-    /// Output format: table, json, csv, or gbench (Google Benchmark JSON).
-    #[arg(long, value_enum)]
-    pub format: Option<formats::Format>,
-    /// Write the output to FILE (atomically) instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
     /// Print only the reported time per call in seconds (for tuners: the
     /// exit status says why there is none; see docs/integration.md).
-    #[arg(long, conflicts_with_all = ["json", "csv", "format", "contexts"])]
+    #[arg(long, conflicts_with_all = ["json", "csv", "format", "contexts"], help_heading = "Output")]
     pub cost_only: bool,
 }
 
+/// What `tdg run` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunFormat {
+    /// For people.
+    Table,
+    /// tdg's JSON, with a top-level "version" (docs/integration.md).
+    Json,
+    /// One row per report.
+    Csv,
+    /// Google Benchmark JSON (`compare.py` and dashboards read it).
+    Gbench,
+}
+
+impl ReportFormat for RunFormat {
+    const FOR_PEOPLE: Self = RunFormat::Table;
+    const JSON: Self = RunFormat::Json;
+}
+
 pub fn run(args: Args) -> CmdResult {
-    output_format(&args)?;
     let spec = load_spec(&args.spec, args.default_driver)?;
     if let tune::Target::Checkpoint { image } =
         tune::Target::of(&spec, &args.spec, args.default_driver).map_err(super::tune::tune_error)?
@@ -228,7 +272,7 @@ pub fn run(args: Args) -> CmdResult {
     };
     let mut o = RunOptions {
         cc: args.cc.clone(),
-        cflags: args.cflags.split_whitespace().map(String::from).collect(),
+        cflags: args.cflags.to_vec(),
         reps: args.reps,
         cold_code: args.cold_code,
         touch_pages: !args.no_touch,
@@ -299,25 +343,24 @@ pub fn add_env_params(defines: &mut Vec<(String, String)>) {
     }
 }
 
-/// The format `tdg run` writes, refused before anything is built when the
-/// command cannot write it.
-fn output_format(args: &Args) -> anyhow::Result<formats::Format> {
+/// The format `tdg run` writes.
+fn output_format(args: &Args) -> formats::Format {
     use formats::Format;
-    let format = Format::chosen(args.format, args.json, args.csv);
-    if format == Format::T4 {
-        let supported = [Format::Table, Format::Json, Format::Csv, Format::Gbench];
-        return Err(formats::contract::usage(format!(
-            "{} (T4 holds tuning results: `tdg tune --format t4` writes them)",
-            formats::unsupported("tdg run", format, &supported)
-        )));
+    if args.csv {
+        return Format::Csv;
     }
-    Ok(format)
+    match args.output.chosen() {
+        RunFormat::Table => Format::Table,
+        RunFormat::Json => Format::Json,
+        RunFormat::Csv => Format::Csv,
+        RunFormat::Gbench => Format::Gbench,
+    }
 }
 
 /// The reports of one run in the chosen format, to stdout or `--out`.
 fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Result<()> {
     use formats::Format;
-    let format = output_format(args)?;
+    let format = output_format(args);
     let text = if args.cost_only {
         match reports {
             [r] => format!("{}\n", r.reported_ns * 1e-9),
@@ -329,8 +372,8 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
         }
     } else {
         match format {
-            Format::Json if reports.len() == 1 => serde_json::to_string_pretty(&reports[0])? + "\n",
-            Format::Json => serde_json::to_string_pretty(&reports)? + "\n",
+            Format::Json if reports.len() == 1 => formats::json_document("report", &reports[0])?,
+            Format::Json => formats::json_document("reports", &reports)?,
             Format::Csv => std::iter::once(CSV_HEADER.to_string())
                 .chain(reports.iter().map(format_csv_row))
                 .map(|l| l + "\n")
@@ -352,7 +395,7 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
                 );
                 serde_json::to_string_pretty(&doc)? + "\n"
             }
-            Format::T4 => unreachable!("refused by output_format before the run"),
+            Format::T4 => unreachable!("not a value of --format here"),
             Format::Table if reports.len() > 1 => {
                 let mut s = format_sweep(reports);
                 for w in &reports[0].warnings {
@@ -363,8 +406,7 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
             Format::Table => format_table(&reports[0]),
         }
     };
-    formats::write_document(args.out.as_deref(), &text)?;
-    Ok(())
+    args.output.write(&text)
 }
 
 /// `--contexts`: Σ calls × driver time over the heaviest contexts, beside
@@ -376,16 +418,18 @@ fn run_contexts(
     o: &RunOptions,
     path: &Path,
 ) -> CmdResult {
+    // Refused before anything is built, not after.
+    formats::table_or_json("tdg run --contexts", output_format(args), &(), String::new)?;
     let file = instrument::contexts::ContextsFile::load(path)?;
     let prediction =
         instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
     let text = formats::table_or_json(
         "tdg run --contexts",
-        output_format(args)?,
+        output_format(args),
         &prediction,
         || instrument::contexts::render_prediction(&prediction),
     )?;
-    formats::write_document(args.out.as_deref(), &text)?;
+    args.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -421,9 +465,15 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
     let format = if args.cost_only {
         None
     } else {
-        Some(output_format(args)?)
+        Some(output_format(args))
     };
-    super::checkpoint::time_with_candidate(image, &candidate, opts, format, args.out.as_deref())
+    super::checkpoint::time_with_candidate(
+        image,
+        &candidate,
+        opts,
+        format,
+        args.output.out.as_deref(),
+    )
 }
 
 /// The spec as `tdg run` and `tdg tune` use it. Timed on its checkpoint

@@ -1,5 +1,6 @@
 //! `tdg spec-from-profile FILE --spec SPEC`: a spec whose Macro defaults are
 //! the dominant call context, plus the contexts file for `tdg run --contexts`.
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
 use anyhow::Context as _;
 use instrument::{format, report, specgen};
@@ -25,6 +26,8 @@ pub struct Args {
     /// Which context becomes the default (1 = most time in the application).
     #[arg(long, default_value_t = 1)]
     rank: usize,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -76,26 +79,41 @@ pub fn run(a: Args) -> CmdResult {
     fsguard::write_atomic(&out, edit.text.as_bytes())?;
     let file = &derived.contexts;
     fsguard::write_atomic(&ctx_path, file.to_json().as_bytes())?;
-    println!(
-        "context {} ({} of {} calls, {:.1}% of the time) is the default in {}",
-        chosen.label(),
-        chosen.calls,
-        rep.calls,
-        chosen.share * 100.0,
-        out.display()
-    );
-    for (p, m) in &edit.macros {
-        println!("  {p} <- Macro {m}");
-    }
-    for n in &edit.notes {
-        println!("note: {n}");
-    }
-    println!(
-        "{} contexts written to {}; time them with `tdg run {} --contexts {}`",
-        file.contexts.len(),
-        ctx_path.display(),
-        out.display(),
-        ctx_path.display()
-    );
+    let document = serde_json::json!({
+        "context": chosen.label(),
+        "rank": chosen.rank,
+        "calls": chosen.calls,
+        "of_calls": rep.calls,
+        "share": chosen.share,
+        "spec": out.display().to_string(),
+        "contexts_file": ctx_path.display().to_string(),
+        "contexts": file.contexts.len(),
+        "macros": edit.macros,
+        "notes": edit.notes,
+    });
+    a.report.write_report(&document, || {
+        let mut s = format!(
+            "context {} ({} of {} calls, {:.1}% of the time) is the default in {}\n",
+            chosen.label(),
+            chosen.calls,
+            rep.calls,
+            chosen.share * 100.0,
+            out.display()
+        );
+        for (p, m) in &edit.macros {
+            s.push_str(&format!("  {p} <- Macro {m}\n"));
+        }
+        for n in &edit.notes {
+            s.push_str(&format!("note: {n}\n"));
+        }
+        s.push_str(&format!(
+            "{} contexts written to {}; time them with `tdg run {} --contexts {}`\n",
+            file.contexts.len(),
+            ctx_path.display(),
+            out.display(),
+            ctx_path.display()
+        ));
+        s
+    })?;
     Ok(ExitCode::SUCCESS)
 }

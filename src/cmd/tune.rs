@@ -4,6 +4,7 @@
 //! spec with a `checkpoint` clause the kernel runs as a candidate in
 //! restored copies of the application's image instead.
 use super::keyword::keyword;
+use super::output::{OutputArgs, ReportFormat};
 use super::run::TimingArgs;
 use super::CmdResult;
 use anyhow::Context;
@@ -19,17 +20,21 @@ pub struct Args {
     pub spec: Option<PathBuf>,
     /// C file implementing the routine, parameterised by macros.
     #[arg(long = "impl", value_name = "FILE", required_unless_present_any = ["resume", "task"])]
+    #[arg(help_heading = "Build")]
     pub implementation: Option<PathBuf>,
     /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... (repeatable).
     #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task"])]
+    #[arg(help_heading = "Search")]
     pub params: Vec<String>,
     /// Most configurations to build and time (default: all of a small
     /// space, else 60).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Search")]
     pub budget: Option<u64>,
     /// Time every configuration instead of searching (the reference for
     /// judging the search; same as --strategy exhaustive).
     #[arg(long, conflicts_with = "strategy")]
+    #[arg(help_heading = "Search")]
     pub exhaustive: bool,
     /// How to search: yotov (the model's starts, then Yotov et al.'s local
     /// search; the default), hill (hill-climbing every parameter with
@@ -54,51 +59,70 @@ pub struct Args {
     pub constraints: Vec<String>,
     /// Start value for a parameter instead of the model's (repeatable).
     #[arg(long = "start", value_name = "NAME=VALUE")]
+    #[arg(help_heading = "Search")]
     pub start: Vec<String>,
     /// Start mid-range instead of from the probe-based model (no probe run).
     #[arg(long)]
+    #[arg(help_heading = "Search")]
     pub no_model: bool,
     /// JSON-lines log of every evaluation (default: <spec name>.tune.jsonl).
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Search")]
     pub log: Option<PathBuf>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
+    #[arg(help_heading = "Build")]
     pub cc: Option<String>,
-    /// Flags for the implementation.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
-    pub cflags: String,
+    /// Flags for the implementation, split as a shell would.
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
+    #[arg(help_heading = "Build")]
+    pub cflags: super::words::Words,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Stop a driver run (or one restore) after this many seconds.
     #[arg(long, default_value_t = 600)]
+    #[arg(help_heading = "Driver")]
     pub timeout: u64,
     /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
     #[arg(long)]
+    #[arg(help_heading = "Checkpoint tuning")]
     pub default_driver: bool,
     /// More C files for the candidate (checkpoint tuning).
     #[arg(long = "extra", value_name = "FILE")]
+    #[arg(help_heading = "Build")]
     pub extra: Vec<PathBuf>,
     /// Skip verifying each configuration against the application's code on
     /// the image (checkpoint tuning).
     #[arg(long)]
+    #[arg(help_heading = "Checkpoint tuning")]
     pub no_verify: bool,
     /// Relative tolerance for floating-point outputs (checkpoint tuning).
     #[arg(long, default_value_t = super::checkpoint::DEFAULT_TOLERANCE)]
+    #[arg(help_heading = "Checkpoint tuning")]
     pub tolerance: f64,
-    /// Print the outcome as JSON (same as --format json).
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
-    /// Output format: table, json, or t4 (every evaluation as T4 tuning results).
-    #[arg(long, value_enum)]
-    pub format: Option<formats::Format>,
-    /// Write the output to FILE (atomically) instead of stdout.
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs<TuneFormat>,
     /// At the end, write the campaign's HTML page (as `tdg report`) to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub report: Option<PathBuf>,
     #[command(flatten)]
     pub campaign: CampaignArgs,
+}
+
+/// What `tdg tune` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TuneFormat {
+    /// For people.
+    Table,
+    /// tdg's JSON outcome, with a top-level "version" (docs/integration.md).
+    Json,
+    /// Every evaluation as T4 tuning results (Kernel Tuner's schema).
+    T4,
+}
+
+impl ReportFormat for TuneFormat {
+    const FOR_PEOPLE: Self = TuneFormat::Table;
+    const JSON: Self = TuneFormat::Json;
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,49 +137,73 @@ pub enum ExecutorKind {
 pub struct CampaignArgs {
     /// Where evaluations run.
     #[arg(long, value_enum, default_value = "local")]
+    #[arg(help_heading = "Campaign")]
     pub executor: ExecutorKind,
     /// Campaign directory: every result is stored there as it arrives, so
     /// `--resume` can continue (for slurm it must be on a filesystem the
     /// nodes share; default <spec name>.campaign).
     #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Campaign")]
     pub campaign: Option<PathBuf>,
     /// Continue the campaign in DIR with its original options (a new
-    /// --budget and --json apply): finished evaluations are read back, not
-    /// run again.
+    /// --budget, --format and --out apply): finished evaluations are read
+    /// back, not run again; refused if an input changed (--allow-changed).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "implementation", "params", "campaign"])]
+    #[arg(help_heading = "Campaign")]
     pub resume: Option<PathBuf>,
     /// Slurm partition for the evaluations.
     #[arg(long)]
+    #[arg(help_heading = "Slurm")]
     pub partition: Option<String>,
     /// Slurm account to charge.
     #[arg(long)]
+    #[arg(help_heading = "Slurm")]
     pub account: Option<String>,
     /// Time limit of each evaluation's task (sbatch --time: MM, MM:SS, HH:MM:SS, D-HH:MM:SS).
     #[arg(long, value_name = "TIME")]
+    #[arg(help_heading = "Slurm")]
     pub time_limit: Option<String>,
-    /// One more sbatch option, e.g. --sbatch-option=--constraint=avx512 (repeatable).
+    /// More sbatch options, split as a shell would, e.g.
+    /// --sbatch-option="--constraint=avx512 --comment='tdg tune'" (repeatable).
     #[arg(
         long = "sbatch-option",
-        value_name = "OPTION",
-        allow_hyphen_values = true
+        value_name = "OPTIONS",
+        allow_hyphen_values = true,
+        value_parser = super::words::words
     )]
-    pub sbatch_options: Vec<String>,
+    #[arg(help_heading = "Slurm")]
+    pub sbatch_options: Vec<super::words::Words>,
     /// TOML file with partition, account, time_limit, sbatch_options (flags override it).
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Slurm")]
     pub slurm_config: Option<PathBuf>,
     /// The nodes are identical: they share one probe measurement (kept in
     /// the campaign directory) instead of each measuring itself.
     #[arg(long)]
+    #[arg(help_heading = "Slurm")]
     pub identical_nodes: bool,
     /// Build each configuration's driver once, on this machine, into the
     /// campaign directory; the tasks only run it (nodes identical to this
     /// machine: same compiler and CPU; the drivers carry this machine's
     /// probe results).
     #[arg(long, requires = "identical_nodes")]
+    #[arg(help_heading = "Slurm")]
     pub build_once: bool,
     /// Accept evaluations timed on different CPU models in one campaign.
     #[arg(long)]
+    #[arg(help_heading = "Campaign")]
     pub allow_mixed_cpus: bool,
+    /// Resume although the spec, implementation, extra files or tdg changed
+    /// since the campaign started: every configuration the search reaches
+    /// is evaluated again (stored results from the old inputs are not used).
+    #[arg(long, requires = "resume")]
+    #[arg(help_heading = "Campaign")]
+    pub allow_changed: bool,
+    /// Stop after the Slurm controller has not answered for this many
+    /// seconds (the campaign stays resumable).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    #[arg(help_heading = "Slurm")]
+    pub controller_timeout: u64,
     /// Run one evaluation of a campaign round (what each Slurm task runs).
     #[arg(long, value_name = "ROUND_DIR", hide = true)]
     pub task: Option<PathBuf>,
@@ -172,6 +220,7 @@ impl CampaignArgs {
             (self.slurm_config.is_some(), "--slurm-config"),
             (self.identical_nodes, "--identical-nodes"),
             (self.build_once, "--build-once"),
+            (self.controller_timeout != 120, "--controller-timeout"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -227,6 +276,28 @@ fn own_args() -> Vec<String> {
         .collect()
 }
 
+/// Every file the campaign's results depend on, hashed as it is now (paths
+/// as given, relative to the directory the campaign runs in): the spec, the
+/// implementation, each `--extra` and this tdg.
+fn campaign_inputs(args: &Args) -> anyhow::Result<Vec<tune::campaign::InputFile>> {
+    let mut files: Vec<(&str, PathBuf)> = Vec::new();
+    files.extend(args.spec.iter().map(|p| ("spec", p.clone())));
+    files.extend(
+        args.implementation
+            .iter()
+            .map(|p| ("implementation", p.clone())),
+    );
+    files.extend(args.extra.iter().map(|p| ("extra", p.clone())));
+    files.push((
+        "tdg",
+        std::env::current_exe().context("cannot find the tdg binary to record its hash")?,
+    ));
+    Ok(files
+        .iter()
+        .map(|(role, path)| tune::campaign::InputFile::hash(role, path))
+        .collect::<Result<_, _>>()?)
+}
+
 /// The spec, the implementation and the driver options every evaluation
 /// shares: the same for the search and for each task on a node.
 fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf, RunOptions)> {
@@ -244,7 +315,7 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf
     }
     let mut base = RunOptions {
         cc: args.cc.clone(),
-        cflags: args.cflags.split_whitespace().map(String::from).collect(),
+        cflags: args.cflags.to_vec(),
         timeout: Duration::from_secs(args.timeout),
         ..RunOptions::default()
     };
@@ -306,7 +377,9 @@ pub fn run(args: Args) -> CmdResult {
         return run_task(round);
     }
     if let Some(dir) = &args.campaign.resume {
-        let (campaign, manifest) = tune::Campaign::open(dir)?;
+        // Locked first: a second resume must not see, or change, this one's
+        // inputs or results.
+        let (mut campaign, manifest) = tune::Campaign::open_exclusive(dir)?;
         std::env::set_current_dir(&manifest.cwd).with_context(|| {
             format!(
                 "the campaign was started in {}, which is not reachable here",
@@ -314,11 +387,29 @@ pub fn run(args: Args) -> CmdResult {
             )
         })?;
         let mut stored = stored_args(&manifest)?;
+        let now = campaign_inputs(&stored)?;
+        let changed = manifest.changed_inputs(&now);
+        if !changed.is_empty() {
+            if !args.campaign.allow_changed {
+                return Err(formats::contract::usage(format!(
+                    "campaign {}: {}; its stored results would mix with new ones: `tdg tune --resume {} --allow-changed` evaluates again every configuration the search reaches, or start a new --campaign",
+                    campaign.dir.display(),
+                    changed.join("; "),
+                    dir.display()
+                )));
+            }
+            eprintln!(
+                "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
+                changed.join("; ")
+            );
+            campaign.write_manifest(&tune::Manifest {
+                inputs: now,
+                ..manifest
+            })?;
+        }
         // How the output is shown is this run's choice, and a campaign
         // may be given a larger budget to go on.
-        stored.json = args.json;
-        stored.format = args.format;
-        stored.out = args.out.clone();
+        stored.output = args.output.clone();
         stored.report = args.report.clone();
         stored.budget = args.budget.or(stored.budget);
         return search(stored, Some(campaign));
@@ -327,20 +418,8 @@ pub fn run(args: Args) -> CmdResult {
 }
 
 /// The search, in a new campaign or (`resumed`) an existing one.
-fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
-    let format = formats::Format::chosen(args.format, args.json, false);
-    let supported = [
-        formats::Format::Table,
-        formats::Format::Json,
-        formats::Format::T4,
-    ];
-    if !supported.contains(&format) {
-        return Err(formats::contract::usage(formats::unsupported(
-            "tdg tune", format, &supported,
-        )));
-    }
-    // Machine-readable output keeps stderr to errors, as --json always has.
-    args.json = format != formats::Format::Table;
+fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
+    let format = args.output.chosen();
     // The space and the start are checked before the objective, whose
     // machine defaults may start a probe: a typo costs no measurement.
     let space = tune::Space::new(
@@ -397,11 +476,19 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
         None => match (&args.campaign.campaign, args.campaign.executor) {
             (Some(d), _) => tune::CampaignChoice::New {
                 dir: d.clone(),
-                manifest: tune::Manifest::new(std::env::current_dir()?, own_args()),
+                manifest: tune::Manifest::new(
+                    std::env::current_dir()?,
+                    own_args(),
+                    campaign_inputs(&args)?,
+                ),
             },
             (None, ExecutorKind::Slurm) => tune::CampaignChoice::New {
                 dir: PathBuf::from(format!("{name}.campaign")),
-                manifest: tune::Manifest::new(std::env::current_dir()?, own_args()),
+                manifest: tune::Manifest::new(
+                    std::env::current_dir()?,
+                    own_args(),
+                    campaign_inputs(&args)?,
+                ),
             },
             (None, ExecutorKind::Local) => tune::CampaignChoice::None,
         },
@@ -431,27 +518,32 @@ fn search(mut args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
         allow_mixed_cpus: args.campaign.allow_mixed_cpus,
         log: args.log.clone(),
     };
-    let mut bar = tune::progress::Bar::new(0, !args.json);
+    let mut bar = tune::progress::Bar::new(0, !quiet(&args));
     let outcome = tune::run(request, &mut bar);
     bar.finish();
     let outcome = outcome.map_err(tune_error)?;
     if let Some(page) = &args.report {
         let shown = outcome.campaign.as_ref().unwrap_or(&outcome.log);
         report::write_report(std::slice::from_ref(shown), page, None, "tdg tune --report")?;
-        if !args.json {
+        if !quiet(&args) {
             eprintln!("tdg tune: wrote {}", page.display());
         }
     }
     let text = match format {
-        formats::Format::T4 => {
+        TuneFormat::T4 => {
             let tried = t4_results(&outcome.log, outcome.started)?;
             serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
         }
-        formats::Format::Json => serde_json::to_string_pretty(&outcome)? + "\n",
-        _ => outcome_table(&outcome),
+        TuneFormat::Json => formats::json_document("outcome", &outcome)?,
+        TuneFormat::Table => outcome_table(&outcome),
     };
-    formats::write_document(args.out.as_deref(), &text)?;
+    args.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Machine-readable output keeps stderr to errors.
+fn quiet(args: &Args) -> bool {
+    args.output.chosen() != TuneFormat::Table
 }
 
 /// A library error with its contract failure kind kept for the exit status.
@@ -496,7 +588,7 @@ fn machine_model(
     let probed = probe::cached_or_measure()
         .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
     let cc = toolchain::CCompiler::find(args.cc.as_deref())?;
-    if !args.json {
+    if !quiet(args) {
         eprintln!(
             "tdg tune: model from the probe cached at {} (effective caches {})",
             probe::cache_path().display(),
@@ -637,10 +729,11 @@ fn slurm_executor(a: &CampaignArgs) -> anyhow::Result<tune::SlurmExecutor> {
         partition: a.partition.clone(),
         account: a.account.clone(),
         time_limit: a.time_limit.clone(),
-        sbatch_options: a.sbatch_options.clone(),
+        sbatch_options: super::words::flatten(&a.sbatch_options),
     });
     let tdg = std::env::current_exe().context("cannot find the tdg binary the tasks should run")?;
     let mut executor = tune::SlurmExecutor::new(config, tdg, std::env::current_dir()?)?;
     executor.identical_nodes = a.identical_nodes;
+    executor.unreachable_limit = Duration::from_secs(a.controller_timeout);
     Ok(executor)
 }

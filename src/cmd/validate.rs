@@ -1,6 +1,7 @@
 //! `tdg validate PROFILE --spec SPEC --impl IMPL.c`: one context's in-app
 //! per-call distribution beside the driver's, warm and flushed, and which
 //! cache state the application actually runs the routine in.
+use super::output::TableOrJsonOutput;
 use super::CmdResult;
 use anyhow::Context as _;
 use instrument::{drive, format, report, specgen, validate};
@@ -42,12 +43,11 @@ pub struct Args {
     /// C compiler [default: $CC, cc, gcc, clang].
     #[arg(long)]
     cc: Option<String>,
-    /// Flags for the implementation.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2")]
-    cflags: String,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    json: bool,
+    /// Flags for the implementation, split as a shell would.
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
+    cflags: super::words::Words,
+    #[command(flatten)]
+    output: TableOrJsonOutput,
 }
 
 pub fn run(a: Args) -> CmdResult {
@@ -76,7 +76,7 @@ pub fn run(a: Args) -> CmdResult {
     let derived = specgen::derive(&spec, &src, &file, &rep, a.rank, None)?;
     let opts = driver_gen::RunOptions {
         cc: a.cc.clone(),
-        cflags: a.cflags.split_whitespace().map(String::from).collect(),
+        cflags: a.cflags.to_vec(),
         timing: driver_gen::TimingOverrides {
             samples: Some(a.samples),
             flush_kib: a.flush_kb,
@@ -96,19 +96,19 @@ pub fn run(a: Args) -> CmdResult {
         &derived.contexts,
         a.rank,
     )?;
-    if a.json {
-        let json = serde_json::json!({
-            "validation": v,
-            "driver_warm": runs.warm,
-            "driver_flushed": runs.flushed,
-        });
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        print!("{}", validate::render(&v));
-        println!(
-            "driver flush: {} ({} KiB), {} call(s) per sample",
-            runs.flushed.flush, runs.flushed.flush_kib, runs.flushed.reps_per_sample
-        );
-    }
+    let json = serde_json::json!({
+        "validation": v,
+        "driver_warm": runs.warm,
+        "driver_flushed": runs.flushed,
+    });
+    a.output.write_report(&json, || {
+        format!(
+            "{}driver flush: {} ({} KiB), {} call(s) per sample\n",
+            validate::render(&v),
+            runs.flushed.flush,
+            runs.flushed.flush_kib,
+            runs.flushed.reps_per_sample
+        )
+    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -68,10 +68,69 @@ fn capture_then_time_json_from_the_command_line() {
     // The application ran to completion and its output is intact.
     assert!(std::fs::read_to_string(&out).unwrap().contains("checksum"));
 
-    let o = tdg(&[&"checkpoint", &"time", &img, &"--samples", &"7", &"--json"]);
+    // The same commands as versioned JSON documents, written to --out: the
+    // application's own output has stdout.
+    let doc = dir.path().join("doc.json");
+    let json = |tdg_args: &[&str], image: Option<&Path>| {
+        let mut c = tdg_command();
+        c.args(tdg_args);
+        if let Some(image) = image {
+            c.arg("-o").arg(image);
+        }
+        let o = c
+            .args(["--format", "json", "--out"])
+            .arg(&doc)
+            .arg("--")
+            .arg(&exe)
+            .arg("search")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let (so, se) = text(&o);
+        assert!(o.status.success(), "{so}{se}");
+        let written = std::fs::read_to_string(&doc).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&written).unwrap_or_else(|e| panic!("{e}: {written}"));
+        assert_eq!(v["version"], formats::JSON_VERSION, "{v}");
+        v
+    };
+    let img2 = img.with_extension("json-capture");
+    let v = json(
+        &["checkpoint", "capture", "--site", "search", "--call", "6"],
+        Some(&img2),
+    );
+    assert_eq!(v["manifest"]["call"], 6, "{v}");
+    let _ = std::fs::remove_dir_all(&img2);
+    let v = json(&["checkpoint", "sites"], None);
+    assert!(v.to_string().contains("search"), "{v}");
+    let v = json(
+        &[
+            "checkpoint",
+            "inapp",
+            "--site",
+            "search",
+            "--call",
+            "6",
+            "--runs",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(v["call"], 6, "{v}");
+
+    let o = tdg(&[
+        &"checkpoint",
+        &"time",
+        &img,
+        &"--samples",
+        &"7",
+        &"--format",
+        &"json",
+    ]);
     let (so, se) = text(&o);
     assert!(o.status.success(), "{so}{se}");
     let v: serde_json::Value = serde_json::from_str(&so).unwrap_or_else(|e| panic!("{e}: {so}"));
+    assert_eq!(v["version"], formats::JSON_VERSION, "{v}");
     assert_eq!(v["samples_ns"].as_array().unwrap().len(), 7);
     assert_eq!(v["delay"], 2);
     let (min, med, max) = (
@@ -322,10 +381,16 @@ fn doctor_reports_criu_and_readiness() {
         "{so}"
     );
     assert!(so.contains("checkpointing: NOT ready"), "{so}");
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "the contract's machine-not-ready status"
+    );
 
     let o = tdg(&[&"doctor", &"--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["can_checkpoint"], true);
+    assert_eq!(v["version"], formats::JSON_VERSION, "{v}");
 }
 
 /// tdg runs criu as root: the one it runs is the one `PATH` names, never

@@ -20,8 +20,12 @@ fn probe_measures_once_then_reads_its_cache() {
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
-    let measured: serde_json::Value =
+    let document: serde_json::Value =
         serde_json::from_slice(&first.stdout).expect("--json prints JSON");
+    assert_eq!(document["version"], formats::JSON_VERSION, "{document}");
+    // The record keeps its own version, the cache format's.
+    let measured = document["probe"].clone();
+    assert!(measured["version"].as_u64().is_some(), "{document}");
     let cached_file = dir.path().join("probe.json");
     assert!(
         cached_file.exists(),
@@ -70,7 +74,10 @@ fn probe_measures_once_then_reads_its_cache() {
 
     let again = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
     let reread: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
-    assert_eq!(reread, measured, "the cached result is the measured one");
+    assert_eq!(
+        reread["probe"], measured,
+        "the cached result is the measured one"
+    );
 
     // --check on the result just cached (it passed the same comparison
     // when it was made): it holds, in one line, exit 0.
@@ -85,6 +92,7 @@ fn probe_measures_once_then_reads_its_cache() {
     // `tdg doctor` shows the cached result's age and the load it was made under.
     let doctor = tdg(dir.path()).args(["doctor", "--json"]).output().unwrap();
     let d: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
+    assert_eq!(d["version"], formats::JSON_VERSION, "{d}");
     assert_eq!(d["probe"]["cached"], true, "{d}");
     assert!(d["probe"]["age_s"].as_u64().unwrap() < 3600, "{d}");
     assert_eq!(
@@ -103,7 +111,8 @@ fn probe_measures_once_then_reads_its_cache() {
     );
 
     // A doctored cache (every latency of the curve four times what this
-    // machine measures) does not hold: one line with the way out, exit 1.
+    // machine measures) does not hold: one line with the way out, exit 8
+    // (a check said no); the JSON says why too.
     let mut doctored = measured.clone();
     for p in doctored["cache_curve"].as_array_mut().unwrap() {
         p["ns"] = serde_json::json!(p["ns"].as_f64().unwrap() * 4.0);
@@ -111,7 +120,7 @@ fn probe_measures_once_then_reads_its_cache() {
     std::fs::write(&cached_file, doctored.to_string()).unwrap();
     let check = tdg(dir.path()).args(["probe", "--check"]).output().unwrap();
     let said = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(check.status.code(), Some(1), "{said}");
+    assert_eq!(check.status.code(), Some(8), "{said}");
     assert!(
         said.lines().count() == 1
             && said.contains("does not hold on this machine now")
@@ -119,14 +128,26 @@ fn probe_measures_once_then_reads_its_cache() {
             && said.contains("run `tdg probe --force`"),
         "{said}"
     );
+    let check = tdg(dir.path())
+        .args(["probe", "--check", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(8));
+    let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(
+        (v["version"].as_u64(), v["holds"].as_bool()),
+        (Some(formats::JSON_VERSION.into()), Some(false)),
+        "{v}"
+    );
 
-    // No cache at all: exit 2, and how to make one.
+    // No cache at all: the same "no", and how to make one; never the usage
+    // status (2), which means the command line was wrong.
     let empty = tempfile::tempdir().unwrap();
     let check = tdg(empty.path())
         .args(["probe", "--check"])
         .output()
         .unwrap();
-    assert_eq!(check.status.code(), Some(2));
+    assert_eq!(check.status.code(), Some(8));
     assert!(String::from_utf8_lossy(&check.stderr).contains("run `tdg probe`"));
 }
 

@@ -37,7 +37,9 @@ fn check_accepts_every_bundled_spec() {
     let stdout = text(&out.stdout);
     assert_eq!(stdout.lines().count(), 5, "{stdout}");
     assert!(
-        stdout.contains("gemm.spec: ok (routine ATL_USERMM, 11 parameters, 3 arrays"),
+        stdout.contains(
+            "gemm.spec: ok for driver, profile, checkpoint (routine ATL_USERMM, 11 parameters, 3 arrays"
+        ),
         "{stdout}"
     );
     assert!(
@@ -65,7 +67,7 @@ fn check_reports_every_bad_file_with_location_caret_and_hint() {
         &spec_path("dot.spec"),
         bad2.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     let b = bad.display();
     assert!(
@@ -111,7 +113,7 @@ fn check_with_defines_evaluates_sizes() {
     assert!(text(&out.stdout).contains("2001000000 flop per call"));
 
     let out = tdg(&["check", &gemm, "-D", "MS=0"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
         err.contains("gemm.spec:9:20: error: `A`: size is 0; it must be at least 1"),
@@ -120,7 +122,7 @@ fn check_with_defines_evaluates_sizes() {
     assert!(err.contains("hint: with -D MS=0"), "{err}");
 
     let out = tdg(&["check", &gemm, "-D", "MZ=3"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("`-D MZ=...` names no macro or scalar of this spec"));
 
     // An override is range-checked against its parameter's C type too.
@@ -128,7 +130,7 @@ fn check_with_defines_evaluates_sizes() {
     let src = std::fs::read_to_string(&dot).unwrap();
     assert!(src.contains("const int N"), "dot.spec has an int N:\n{src}");
     let out = tdg(&["check", &dot, "-D", "N=3000000000"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
         err.contains("error: `N` is a `const int`: 3000000000 does not fit")
@@ -144,7 +146,7 @@ fn check_with_defines_evaluates_sizes() {
 #[test]
 fn check_missing_file_is_one_clear_line() {
     let out = tdg(&["check", "/nonexistent/x.spec"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "the error and the summary only:\n{err}");
@@ -183,7 +185,7 @@ fn check_and_fmt_report_directories_and_non_utf8_files_and_go_on() {
     );
 
     let out = tdg(&["check", sub_s, latin1_s, good_s]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert!(
@@ -205,7 +207,7 @@ fn check_and_fmt_report_directories_and_non_utf8_files_and_go_on() {
 
     // fmt goes on past the bad files too and still rewrites the good one.
     let out = tdg(&["fmt", sub_s, latin1_s, good_s]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("it is a directory"), "{err}");
     assert!(
@@ -255,7 +257,7 @@ fn fmt_rewrites_in_place_keeps_comments_and_then_check_passes() {
     let ps = p.to_str().unwrap();
 
     let out = tdg(&["fmt", "--check", ps]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(8));
     assert!(
         text(&out.stderr).contains("a.spec:2: not in canonical layout"),
         "{}",
@@ -301,7 +303,7 @@ fn fmt_refuses_a_spec_that_does_not_parse_and_leaves_it_alone() {
     let src = "routine=void f(const int N)\ninit={N=1;};\n";
     let p = write(dir.path(), "b.spec", src);
     let out = tdg(&["fmt", p.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("b.spec:1:28: error: expected `;`"),
         "{}",
@@ -320,7 +322,7 @@ fn help_exists_for_check_and_fmt() {
 }
 
 #[test]
-fn check_json_gives_one_object_per_file_with_positions() {
+fn check_json_gives_one_document_with_every_file_and_positions() {
     let dir = tempfile::tempdir().unwrap();
     let bad = write(dir.path(), "bad.spec", "routine=void f(const int N, double* X);\ninit={N=1; X=Vector(double, RANDOM, flush|warm, NN);};\n");
     let out = tdg(&[
@@ -330,11 +332,11 @@ fn check_json_gives_one_object_per_file_with_positions() {
         &spec_path("axpy.spec"),
         bad.to_str().unwrap(),
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    let lines: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    assert_eq!(out.status.code(), Some(2));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["version"], formats::JSON_VERSION);
+    assert_eq!(doc["ok"], false);
+    let lines = doc["files"].as_array().unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["ok"], true);
     assert!(lines[0]["summary"]
@@ -398,7 +400,8 @@ fn reference_generator_spec_is_accepted_warned_and_explained() {
         "{err}"
     );
     let out = tdg_in(dir.path(), &["check", "--format", "json", spec]);
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let v = &doc["files"][0];
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["diagnostics"][0]["severity"], "warning", "{v}");
     assert_eq!(
@@ -528,4 +531,103 @@ fn sampling_budget_from_the_spec_is_explained_and_a_contradiction_is_a_usage_err
             && err.lines().count() == 1,
         "{err}"
     );
+}
+
+/// A library routine's prototype-only spec: opaque structs behind pointers,
+/// an output without a count. A profile shim serves it; a driver (no
+/// allocations) and a checkpoint region shim (no output count) do not.
+const LIBRARY_PROTOTYPE: &str = "routine=int BZ2_bzCompressInit(bz_stream* strm, char* buf, int blockSize100k, int verbosity);\ninclude=\"typedef struct bz_stream bz_stream;\";\nreturns(buf);\n";
+
+#[test]
+fn check_says_per_use_whether_a_spec_serves_it_and_fails_only_for_uses_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = write(dir.path(), "lib.spec", LIBRARY_PROTOTYPE);
+    let lib = lib.to_str().unwrap();
+
+    let out = tdg(&["check", lib]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with(&format!(
+            "{lib}: ok for profile (routine BZ2_bzCompressInit, 4 parameters)"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("  not for a driver: pointer parameter `strm` has no allocation (`tdg check --for driver")
+            && said.contains("  not for a checkpoint: output `buf` has no count"),
+        "{said}"
+    );
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
+
+    // Asked for a driver: every pointer's missing allocation, located.
+    let out = tdg(&["check", "--for", "driver", lib]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    for p in ["strm", "buf"] {
+        assert!(
+            err.contains(&format!("error: pointer parameter `{p}` has no allocation")),
+            "{err}"
+        );
+    }
+    assert!(
+        !err.contains("has no count"),
+        "a checkpoint error was not asked for: {err}"
+    );
+    assert!(
+        text(&out.stdout).contains("FAILS for driver"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = tdg(&["check", "--for", "profile", lib]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = tdg(&["check", "--for", "profile,checkpoint", lib]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("lib.spec:3:9: error: output `buf` has no count"),
+        "{err}"
+    );
+    assert!(!err.contains("has no allocation"), "{err}");
+
+    let out = tdg(&["check", "--format", "json", lib]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let uses: Vec<(String, bool, bool)> = doc["files"][0]["uses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["use"].as_str().unwrap().to_string(),
+                u["ok"].as_bool().unwrap(),
+                u["asked"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        uses,
+        [
+            ("driver".into(), false, false),
+            ("profile".into(), true, true),
+            ("checkpoint".into(), false, false)
+        ]
+    );
+
+    // What check says of the profile use is what the profile tools do: the
+    // interposers build from this spec.
+    let out = tdg(&[
+        "instrument",
+        lib,
+        "-o",
+        dir.path().join("shim").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // A spec that serves no use fails by default, with every error once.
+    let bad = write(dir.path(), "bad.spec", "routine=int f(Estate* s);\n");
+    let out = tdg(&["check", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("unknown type `Estate`").count(), 1, "{err}");
 }

@@ -515,3 +515,214 @@ fn a_local_campaign_resumed_with_a_larger_budget_goes_on_without_repeating() {
     assert_eq!(a, b);
     assert_eq!(tally(dir.path()), first_run);
 }
+
+/// `tdg tune` on copies of the cost kernel and spec in `dir`, named
+/// relative to it (so a test can change the implementation a campaign
+/// started with), with a local campaign in `dir/campaign`.
+fn tune_copied(dir: &Path, args: &[&str]) -> Command {
+    for f in ["cost.c", "cost.spec"] {
+        if !dir.join(f).exists() {
+            std::fs::copy(support(f), dir.join(f)).unwrap();
+        }
+    }
+    let mut c = tdg_command();
+    c.current_dir(dir)
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.join("tally"))
+        .args(["tune", "cost.spec", "--impl", "cost.c"])
+        .args(["--param", "P=1:3", "--param", "Q=1:3", "--param", "R=1"])
+        .arg("--no-model")
+        .args(TIMING)
+        .args(["--json", "--campaign", "campaign"])
+        .args(args);
+    c
+}
+
+fn resume(dir: &Path, args: &[&str]) -> Command {
+    let mut c = tdg_command();
+    c.env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.join("tally"))
+        .args(["tune", "--json", "--budget", "100", "--resume"])
+        .arg(dir.join("campaign"))
+        .args(args);
+    c
+}
+
+#[test]
+fn a_changed_implementation_is_refused_on_resume_and_allow_changed_evaluates_again() {
+    let _alone = testkit::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let part = ok(tune_copied(dir.path(), &["--budget", "3"])
+        .output()
+        .unwrap());
+    assert_eq!(part["evaluations"], 3);
+    let first = tally(dir.path());
+    assert_eq!(first.len(), 3, "{first:?}");
+
+    // The same code with a comment more: other bytes, so other results.
+    let kernel = dir.path().join("cost.c");
+    let mut text = std::fs::read_to_string(&kernel).unwrap();
+    text.push_str("/* edited after the campaign started */\n");
+    std::fs::write(&kernel, text).unwrap();
+    let out = resume(dir.path(), &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the implementation cost.c changed since the campaign started")
+            && err.contains("--allow-changed"),
+        "{err}"
+    );
+    assert_eq!(tally(dir.path()), first, "a refused resume ran something");
+
+    let out = resume(dir.path(), &["--allow-changed"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let o = ok(out);
+    assert!(err.contains("evaluated again"), "{err}");
+    assert_eq!(o["best_description"], "P=1 Q=3 R=1");
+    // Every configuration the resumed search reached ran from the new
+    // implementation: the first three a second time, the rest once.
+    let t = tally(dir.path());
+    let lines = log(&dir.path().join("campaign/tune.jsonl"));
+    assert_eq!(t.len(), lines.len(), "{t:?}");
+    for (config, n) in &t {
+        let want = if first.contains_key(config) { 2 } else { 1 };
+        assert_eq!(*n, want, "{config}: {t:?}");
+    }
+    // The change is recorded: the next resume goes on without the flag.
+    ok(resume(dir.path(), &[]).output().unwrap());
+}
+
+#[test]
+fn a_second_concurrent_resume_is_refused_and_a_killed_one_releases_the_campaign() {
+    let _alone = testkit::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    ok(tune_copied(dir.path(), &["--budget", "1"])
+        .output()
+        .unwrap());
+    let mut first = resume(dir.path(), &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lock = dir.path().join("campaign/campaign.lock");
+    let started = Instant::now();
+    while std::fs::read_to_string(&lock).unwrap_or_default() != first.id().to_string() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the resume never took the lock"
+        );
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the resume ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = resume(dir.path(), &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "the first resume finished before the second was refused: the test proves nothing"
+    );
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("in use by another tdg tune (pid {})", first.id())),
+        "{err}"
+    );
+    // tdg dies mid-search: the kernel releases its lock and the campaign
+    // resumes to the end.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let o = ok(resume(dir.path(), &[]).output().unwrap());
+    assert_eq!(o["best_description"], "P=1 Q=3 R=1");
+}
+
+#[test]
+fn the_controller_dying_mid_campaign_ends_in_one_line_and_the_campaign_resumes() {
+    let _alone = testkit::exclusive();
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("campaign");
+    let child = slurm(&cluster, dir.path(), &["--controller-timeout", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !campaign.join("rounds/0001/job").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no job submitted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid_file = cluster.dir().join("slurmctld.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let died = Instant::now();
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            died.elapsed() < Duration::from_secs(120),
+            "tdg still waits for a dead controller after {:?}",
+            died.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("controller has not answered") && err.contains("tdg tune --resume"),
+        "{err}"
+    );
+    eprintln!("tdg stopped {:?} after the controller died", died.elapsed());
+
+    // The controller comes back (its state saved): the campaign resumes.
+    let status = cluster
+        .command("slurmctld")
+        .env(
+            "PATH",
+            format!(
+                "{}:/usr/sbin:/sbin",
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .arg("-f")
+        .arg(&cluster.conf)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let back = Instant::now();
+    while !cluster
+        .command("scontrol")
+        .arg("ping")
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            back.elapsed() < Duration::from_secs(60),
+            "the controller did not come back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = ok(tdg_command()
+        .args(["tune", "--json", "--resume"])
+        .arg(&campaign)
+        .env("SLURM_CONF", &cluster.conf)
+        .env("TDG_NO_PROBE", "1")
+        .env("TDG_TEST_TALLY", dir.path().join("tally"))
+        .output()
+        .unwrap());
+    assert_eq!(o["best_description"], "P=1 Q=3 R=1");
+}

@@ -13,10 +13,45 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const MANIFEST: &str = "campaign.json";
-const MANIFEST_VERSION: u32 = 1;
+/// 2: the inputs' hashes and tdg's version (a campaign without them
+/// cannot tell a changed implementation from the one it started with).
+const MANIFEST_VERSION: u32 = 2;
+/// Held (flock) by the one tdg running the campaign's search.
+const LOCK: &str = "campaign.lock";
+
+/// One file a campaign's results depend on, with the SHA-256 of its
+/// content when the campaign started (or last accepted a change).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputFile {
+    /// What it is to the campaign: `spec`, `implementation`, `extra`, `tdg`.
+    pub role: String,
+    /// As given (relative to the campaign's `cwd`).
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+impl InputFile {
+    /// `path` as it is now.
+    pub fn hash(role: &str, path: &Path) -> Result<InputFile, TuneError> {
+        use sha2::Digest;
+        let mut file = std::fs::File::open(path).map_err(|e| {
+            TuneError::Executor(format!("cannot read the {role} {}: {e}", path.display()))
+        })?;
+        let mut hasher = sha2::Sha256::new();
+        std::io::copy(&mut file, &mut hasher).map_err(|e| {
+            TuneError::Executor(format!("cannot read the {role} {}: {e}", path.display()))
+        })?;
+        Ok(InputFile {
+            role: role.to_string(),
+            path: path.to_path_buf(),
+            sha256: format!("{:x}", hasher.finalize()),
+        })
+    }
+}
 
 /// How the campaign was started: enough for `--resume` and for the tasks
-/// on the nodes to rebuild the same objective.
+/// on the nodes to rebuild the same objective, and to tell whether what it
+/// measures is still what it started measuring.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub version: u32,
@@ -25,15 +60,70 @@ pub struct Manifest {
     pub cwd: PathBuf,
     /// The `tdg tune` arguments, without `--resume`.
     pub args: Vec<String>,
+    /// The tdg that started it (`CARGO_PKG_VERSION`); its binary is an input.
+    pub tdg_version: String,
+    /// Every file the results depend on, hashed.
+    pub inputs: Vec<InputFile>,
 }
 
 impl Manifest {
-    pub fn new(cwd: PathBuf, args: Vec<String>) -> Manifest {
+    pub fn new(cwd: PathBuf, args: Vec<String>, inputs: Vec<InputFile>) -> Manifest {
         Manifest {
             version: MANIFEST_VERSION,
             cwd,
             args,
+            tdg_version: env!("CARGO_PKG_VERSION").to_string(),
+            inputs,
         }
+    }
+
+    /// One digest of every input: stamped on each result, so a result
+    /// made from other inputs is told apart from the campaign's own.
+    pub fn inputs_digest(&self) -> String {
+        use sha2::Digest;
+        let mut hasher = sha2::Sha256::new();
+        for i in &self.inputs {
+            hasher.update(i.role.as_bytes());
+            hasher.update([0]);
+            hasher.update(i.sha256.as_bytes());
+            hasher.update([0]);
+        }
+        format!("{:x}", hasher.finalize())[..16].to_string()
+    }
+
+    /// What differs between the inputs the campaign recorded and `now`
+    /// (hashed afresh), one line per file, each naming it.
+    pub fn changed_inputs(&self, now: &[InputFile]) -> Vec<String> {
+        let mut changes = Vec::new();
+        // tdg itself is one binary wherever it is run from.
+        let same = |a: &InputFile, b: &InputFile| {
+            a.role == b.role && (a.path == b.path || a.role == "tdg")
+        };
+        for then in &self.inputs {
+            match now.iter().find(|n| same(n, then)) {
+                Some(n) if n.sha256 == then.sha256 => {}
+                Some(_) => changes.push(format!(
+                    "the {} {} changed since the campaign started",
+                    then.role,
+                    then.path.display()
+                )),
+                None => changes.push(format!(
+                    "the {} {} is no longer one of the campaign's inputs",
+                    then.role,
+                    then.path.display()
+                )),
+            }
+        }
+        for n in now {
+            if !self.inputs.iter().any(|t| same(n, t)) {
+                changes.push(format!(
+                    "the {} {} is new to the campaign",
+                    n.role,
+                    n.path.display()
+                ));
+            }
+        }
+        changes
     }
 }
 
@@ -60,6 +150,10 @@ pub struct TaskResult {
     pub seconds: f64,
     /// The Slurm job (`ARRAYJOB_TASK`) that produced it, if any.
     pub job: Option<String>,
+    /// The campaign's [`Manifest::inputs_digest`] when it was stored: a
+    /// result from other inputs is not the campaign's.
+    #[serde(default)]
+    pub inputs: String,
 }
 
 impl TaskResult {
@@ -89,6 +183,7 @@ impl TaskResult {
             cpu: placement.cpu,
             seconds,
             job: None,
+            inputs: String::new(),
         }
     }
 
@@ -196,11 +291,17 @@ pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> Task
         cpu: here.cpu,
         seconds: started.elapsed().as_secs_f64(),
         job,
+        inputs: String::new(),
     }
 }
 
 pub struct Campaign {
     pub dir: PathBuf,
+    /// [`Manifest::inputs_digest`]: results stamped with another are stale.
+    inputs: String,
+    /// The flock on [`LOCK`] while this process runs the campaign's search;
+    /// the kernel releases it if tdg dies.
+    _lock: Option<std::fs::File>,
 }
 
 /// What a campaign directory is to the guard: tdg starts a campaign only in
@@ -223,12 +324,15 @@ impl Campaign {
     /// A new campaign in `dir` (created if missing); refuses a directory
     /// that already holds one, so no finished result is overwritten.
     pub fn create(dir: &Path, manifest: &Manifest) -> Result<Campaign, TuneError> {
-        if dir.join(MANIFEST).exists() {
-            return Err(TuneError::Executor(format!(
+        let exists = || {
+            TuneError::Executor(format!(
                 "{} already holds a campaign; continue it with `tdg tune --resume {}` or choose another --campaign",
                 dir.display(),
                 dir.display()
-            )));
+            ))
+        };
+        if dir.join(MANIFEST).exists() {
+            return Err(exists());
         }
         let owned = fsguard::OwnedDir::open(dir, CAMPAIGN_DIR).map_err(files_error)?;
         for sub in ["results", "rounds"] {
@@ -237,12 +341,36 @@ impl Campaign {
                 dir.display()
             )))?;
         }
-        let c = Campaign {
-            dir: owned.path().to_path_buf(),
+        let dir = owned.path().to_path_buf();
+        let lock = lock(&dir)?;
+        // Another tdg may have made it between the check and the lock.
+        if dir.join(MANIFEST).exists() {
+            return Err(exists());
+        }
+        let mut c = Campaign {
+            dir,
+            inputs: manifest.inputs_digest(),
+            _lock: Some(lock),
         };
-        let text = serde_json::to_string_pretty(manifest).expect("manifest serialises");
-        c.write_atomically(&c.dir.join(MANIFEST), text.as_bytes())?;
+        c.write_manifest(manifest)?;
         Ok(c)
+    }
+
+    /// An existing campaign, locked for this process's search (`--resume`):
+    /// a second tdg resuming it is refused in one line until this one ends.
+    pub fn open_exclusive(dir: &Path) -> Result<(Campaign, Manifest), TuneError> {
+        let (mut c, m) = Campaign::open(dir)?;
+        c._lock = Some(lock(&c.dir)?);
+        Ok((c, m))
+    }
+
+    /// Records `manifest` (a resume that accepted changed inputs): results
+    /// stored from here on carry its inputs, and older ones are stale.
+    pub fn write_manifest(&mut self, manifest: &Manifest) -> Result<(), TuneError> {
+        let text = serde_json::to_string_pretty(manifest).expect("manifest serialises");
+        self.write_atomically(&self.dir.join(MANIFEST), text.as_bytes())?;
+        self.inputs = manifest.inputs_digest();
+        Ok(())
     }
 
     /// An existing campaign and how it was started.
@@ -271,7 +399,15 @@ impl Campaign {
         let dir = dir
             .canonicalize()
             .map_err(io_error(format!("{}", dir.display())))?;
-        Ok((Campaign { dir }, manifest))
+        let inputs = manifest.inputs_digest();
+        Ok((
+            Campaign {
+                dir,
+                inputs,
+                _lock: None,
+            },
+            manifest,
+        ))
     }
 
     fn result_path(&self, values: &[(String, i64)]) -> PathBuf {
@@ -285,14 +421,19 @@ impl Campaign {
         self.dir.join("builds")
     }
 
-    /// The stored result of a configuration, if a task finished it.
+    /// The stored result of a configuration, if a task finished it from
+    /// the campaign's current inputs.
     pub fn result(&self, values: &[(String, i64)]) -> Option<TaskResult> {
         let text = std::fs::read_to_string(self.result_path(values)).ok()?;
-        serde_json::from_str(&text).ok()
+        let r: TaskResult = serde_json::from_str(&text).ok()?;
+        (r.inputs == self.inputs).then_some(r)
     }
 
+    /// Stores `result`, stamped with the campaign's inputs.
     pub fn store(&self, result: &TaskResult) -> Result<(), TuneError> {
-        let text = serde_json::to_string_pretty(result).expect("results serialise");
+        let mut result = result.clone();
+        result.inputs = self.inputs.clone();
+        let text = serde_json::to_string_pretty(&result).expect("results serialise");
         self.write_atomically(&self.result_path(&result.config), text.as_bytes())
     }
 
@@ -316,6 +457,59 @@ impl Campaign {
         }
         unreachable!("some round number is free")
     }
+}
+
+/// Takes the campaign's lock, or says in one line who holds it. The file
+/// is the campaign's own (made here, in a directory tdg made), opened
+/// without following a symlink; its content, the holder's pid, is only
+/// ever shown, never trusted.
+fn lock(dir: &Path) -> Result<std::fs::File, TuneError> {
+    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(io_error(format!(
+            "cannot open the campaign lock {}",
+            path.display()
+        )))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder: String = holder
+                .trim()
+                .chars()
+                .filter(char::is_ascii_digit)
+                .take(10)
+                .collect();
+            return Err(TuneError::Executor(format!(
+                "the campaign {} is in use by another tdg tune{}; wait for it to end (or stop it), then `tdg tune --resume {}`",
+                dir.display(),
+                if holder.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {holder})")
+                },
+                dir.display()
+            )));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(io_error(format!("cannot lock {}", path.display()))(e))
+        }
+    }
+    let _ = file
+        .set_len(0)
+        .and_then(|_| file.rewind())
+        .and_then(|_| write!(file, "{}", std::process::id()));
+    Ok(file)
 }
 
 /// Runs a round's configurations with local tasks: one after another in
@@ -541,7 +735,7 @@ mod tests {
     }
 
     fn manifest() -> Manifest {
-        Manifest::new("/".into(), vec!["x".into()])
+        Manifest::new("/".into(), vec!["x".into()], Vec::new())
     }
 
     #[test]
@@ -575,6 +769,47 @@ mod tests {
         assert_eq!(obj.evaluate(&round[0]).unwrap().time_ns, 1003.0);
         let err = Campaign::create(dir.path(), &manifest()).err().unwrap();
         assert!(err.to_string().contains("--resume"), "{err}");
+    }
+
+    #[test]
+    fn a_campaign_is_locked_while_it_runs_and_results_from_other_inputs_are_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let impl_c = dir.path().join("k.c");
+        std::fs::write(&impl_c, "int k;\n").unwrap();
+        let inputs = vec![InputFile::hash("implementation", &impl_c).unwrap()];
+        let m = Manifest::new("/".into(), vec!["x".into()], inputs.clone());
+        let campaign = Campaign::create(&dir.path().join("c"), &m).unwrap();
+        // A second search of the same campaign is refused while this one
+        // holds it, naming this process; reading it (a task) is not.
+        let e = Campaign::open_exclusive(&campaign.dir)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("in use by another tdg tune")
+                && e.contains(&format!("pid {}", std::process::id())),
+            "{e}"
+        );
+        assert!(Campaign::open(&campaign.dir).is_ok());
+        let values = vec![("NB".to_string(), 2)];
+        campaign.store(&run_task(&mut Fixed, &values)).unwrap();
+        drop(campaign);
+        let (mut again, m) = Campaign::open_exclusive(&dir.path().join("c")).unwrap();
+        assert!(again.result(&values).is_some());
+
+        std::fs::write(&impl_c, "int k = 1;\n").unwrap();
+        let now = vec![InputFile::hash("implementation", &impl_c).unwrap()];
+        let changed = m.changed_inputs(&now);
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        assert!(changed[0].contains("implementation") && changed[0].contains("k.c"));
+        assert!(m.changed_inputs(&inputs).is_empty());
+        // Accepting the change makes the old result stale: evaluated again.
+        let accepted = Manifest { inputs: now, ..m };
+        again.write_manifest(&accepted).unwrap();
+        assert!(again.result(&values).is_none());
+        let (reread, stored) = Campaign::open(&again.dir).unwrap();
+        assert_eq!(stored, accepted);
+        assert!(reread.result(&values).is_none());
     }
 
     /// Builds into `dir` a file naming the configuration, refusing odd NB
@@ -656,6 +891,7 @@ mod tests {
                     cpu: cpu.into(),
                     seconds: 0.1,
                     job: None,
+                    inputs: String::new(),
                 })
                 .unwrap();
         }

@@ -67,6 +67,9 @@ pub struct SlurmExecutor {
     pub identical_nodes: bool,
     /// How often to ask `squeue`.
     pub poll: Duration,
+    /// How long an unreachable controller is waited for before the search
+    /// stops (the campaign stays resumable).
+    pub unreachable_limit: Duration,
     interrupted: Arc<AtomicBool>,
 }
 
@@ -108,6 +111,7 @@ impl SlurmExecutor {
             probe_dir: None,
             identical_nodes: false,
             poll: Duration::from_millis(500),
+            unreachable_limit: Duration::from_secs(120),
             interrupted,
         })
     }
@@ -232,9 +236,10 @@ impl SlurmExecutor {
                 Ok(_) => unreachable_since = None,
                 Err(e) => {
                     let since = *unreachable_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() > Duration::from_secs(120) {
+                    if since.elapsed() >= self.unreachable_limit {
                         return Err(TuneError::Executor(format!(
-                            "{e}; job {job} may still be running: `tdg tune --resume {}` continues once the controller is back",
+                            "the Slurm controller has not answered for {} s ({e}); job {job} may still be running and its results are kept: `tdg tune --resume {}` continues once the controller is back",
+                            since.elapsed().as_secs(),
                             campaign.dir.display()
                         )));
                     }

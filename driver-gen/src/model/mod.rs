@@ -120,7 +120,8 @@ impl DriverConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+/// Serialized as it is for `tdg explain --format json`.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct DriverModel {
     pub routine: RoutineModel,
     pub includes: Vec<String>,
