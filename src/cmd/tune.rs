@@ -600,10 +600,16 @@ fn machine_model(
                 .join(", ")
         );
     }
+    let isa = tune::model::CompiledIsa::ask(&cc.program, &base.cflags);
+    let cpu = probed
+        .cpu
+        .as_ref()
+        .map(|cpu| tune::model::CpuFacts::from_probe(cpu, &isa))
+        .unwrap_or_default();
     Ok(tune::MachineModel::new(
         &probed,
-        &tune::model::CompiledIsa::ask(&cc.program, &base.cflags),
-        &tune::model::CpuFacts::default(),
+        &isa,
+        &cpu,
         tune::element_bytes(spec),
     ))
 }

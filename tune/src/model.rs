@@ -147,6 +147,46 @@ pub struct CpuFacts {
     pub source: String,
 }
 
+impl CpuFacts {
+    /// The probe's CPU record, read at the width the kernel is compiled
+    /// for: its register count, the latencies of multiply, add and FMA at
+    /// that width (scalar when the compiler does not vectorise, or when the
+    /// probe did not time that width), the multiplies started per cycle
+    /// (the inverse of the reciprocal throughput), whether the FMA is fused,
+    /// and the measured ways.
+    pub fn from_probe(cpu: &probe::CpuParams, isa: &CompiledIsa) -> CpuFacts {
+        use probe::cpu::{FpOp, Width};
+        let compiled = match (isa.vectorises, isa.vector_bytes) {
+            (true, 64) => Width::Avx512,
+            (true, 32) => Width::Avx2,
+            (true, 16) => Width::Sse2,
+            _ => Width::Scalar,
+        };
+        let width = if cpu.fp_timing(FpOp::Mul, compiled).is_some() {
+            compiled
+        } else {
+            Width::Scalar
+        };
+        let latency = |op| cpu.fp_timing(op, width).map(|t| t.latency_cycles);
+        let multiply = if isa.fma { FpOp::Fma } else { FpOp::Mul };
+        let fp_pipes = cpu
+            .fp_timing(multiply, width)
+            .filter(|t| t.recip_throughput_cycles > 0.0)
+            .map(|t| ((1.0 / t.recip_throughput_cycles).round() as u32).max(1));
+        CpuFacts {
+            fp_registers: cpu.fp_registers_for(width),
+            mul_latency_cycles: latency(FpOp::Mul),
+            add_latency_cycles: latency(FpOp::Add),
+            fma_latency_cycles: latency(FpOp::Fma),
+            fp_pipes,
+            fma_fused: cpu.fma.fused,
+            l1d_ways: cpu.l1d_ways.as_ref().and_then(|a| a.ways()),
+            l2_ways: cpu.l2_ways.as_ref().and_then(|a| a.ways()),
+            source: format!("tdg probe ({} width)", width.name()),
+        }
+    }
+}
+
 /// Latency assumed when the probe has not measured one: 4 cycles, the
 /// multiply and FMA latency of AMD Zen 2-4 and Intel Skylake-SP to
 /// Sapphire Rapids.
@@ -671,6 +711,44 @@ pub fn starts(
 mod tests {
     use super::*;
     use crate::space::parse_param;
+
+    /// A probe record this machine wrote (Zen 4: multiply 3 cycles, FMA 4,
+    /// two pipes below AVX-512 and one at it; 16 registers, 32 with
+    /// AVX-512; L1d 8 ways) read at the width each build compiles for.
+    #[test]
+    fn cpu_facts_come_from_the_probe_at_the_compiled_width() {
+        let record: probe::ProbeResult =
+            serde_json::from_str(include_str!("../../fuzz/seeds/probe_cache/real-probe.json"))
+                .expect("the committed probe record reads");
+        let cpu = record.cpu.as_ref().expect("the record has the CPU side");
+        let avx2 = CompiledIsa {
+            fp_registers: 16,
+            vector_bytes: 32,
+            vectorises: true,
+            fma: true,
+        };
+        let facts = CpuFacts::from_probe(cpu, &avx2);
+        assert_eq!(facts.fp_registers, Some(16));
+        assert_eq!(facts.mul_latency_cycles.map(f64::round), Some(3.0));
+        assert_eq!(facts.fma_latency_cycles.map(f64::round), Some(4.0));
+        assert_eq!(facts.fp_pipes, Some(2));
+        assert_eq!(facts.fma_fused, Some(true));
+        assert_eq!(facts.l1d_ways, Some(8));
+        assert!(facts.source.contains("avx2"), "{}", facts.source);
+        let avx512 = CompiledIsa {
+            fp_registers: 32,
+            vector_bytes: 64,
+            ..avx2.clone()
+        };
+        let wide = CpuFacts::from_probe(cpu, &avx512);
+        assert_eq!(wide.fp_registers, Some(32));
+        assert_eq!(wide.fp_pipes, Some(1));
+        let scalar = CompiledIsa {
+            vectorises: false,
+            ..avx2.clone()
+        };
+        assert!(CpuFacts::from_probe(cpu, &scalar).source.contains("scalar"));
+    }
 
     fn model(nr: u32, lanes: u32, fma: bool) -> MachineModel {
         MachineModel {
