@@ -662,6 +662,17 @@ double tdg_warm_code(void)
     return s;
 }
 
+void tdg_clflush_code(void)
+{
+    struct code_ranges *cr = code_ranges();
+    int opt = has_clflushopt(), i;
+    for (i = 0; i < cr->n; i++)
+        clflush_range(cr->start[i], cr->len[i], opt);
+#if TDG_X86
+    __asm__ __volatile__("mfence" ::: "memory");
+#endif
+}
+
 size_t tdg_code_bytes(void)
 {
     return code_ranges()->total;

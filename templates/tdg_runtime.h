@@ -198,6 +198,13 @@ extern volatile double tdg_sink;
  * the caller sinks.
  */
 double tdg_warm_code(void);
+/*
+ * Evict the same code to memory by address (--cold-code): a flush that
+ * evicts only the private caches leaves the instructions in the last level,
+ * which would make "cold code" a last-level hit rather than a trip from
+ * memory.
+ */
+void tdg_clflush_code(void);
 /* Bytes tdg_warm_code reads (the executable segment(s), capped). */
 size_t tdg_code_bytes(void);
 

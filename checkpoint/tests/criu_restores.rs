@@ -345,7 +345,7 @@ fn bad_requests_get_a_cause_and_a_way_out() {
     )
     .unwrap_err()
     .to_string();
-    assert!(err.contains("refusing to overwrite"), "{err}");
+    assert!(err.contains("tdg did not create it"), "{err}");
     assert!(theirs.join("notes.txt").exists());
 }
 

@@ -531,9 +531,12 @@ static void tdg_prepare_single_call(struct tdg_flusher *f, const struct tdg_time
     if (f->method == TDG_FLUSH_READ)
         tdg_flush_read(f);
     /* The flush evicted the routine's instructions too; a routine called
-     * in a loop in its application has them cached. */
+     * in a loop in its application has them cached. Cold code goes all the
+     * way to memory, as the operands do. */
     if (hot_code && f->method != TDG_FLUSH_NONE)
         tdg_sink = tdg_sink + tdg_warm_code();
+    else if (!hot_code && f->evicts)
+        tdg_clflush_code();
     (void)tdg_time_block(t, tdg_no_calls);
 }
 
