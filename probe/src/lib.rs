@@ -715,7 +715,8 @@ mod tests {
     fn a_corrupt_cache_is_treated_as_no_cache() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("probe.json");
-        let spoil: [(&str, fn(&mut ProbeResult)); 6] = [
+        type Spoil = (&'static str, fn(&mut ProbeResult));
+        let spoil: [Spoil; 6] = [
             ("x = 0", |r| r.cache_curve[0].x = 0),
             ("unsorted", |r| r.cache_curve.swap(3, 4)),
             ("negative latency", |r| r.caches[1].latency_ns = -2.0),
@@ -755,7 +756,7 @@ mod tests {
         let from_passwd = home_from_passwd().map(|h| h.join(".cache/tdg/probe.json"));
         assert!(
             Some(&path) == from_passwd.as_ref()
-                || path == PathBuf::from(format!("/tmp/tdg-{uid}/probe.json")),
+                || path == Path::new(&format!("/tmp/tdg-{uid}/probe.json")),
             "{}",
             path.display()
         );
