@@ -202,7 +202,9 @@ fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() 
         String::from_utf8_lossy(&tune.stderr)
     );
     assert!(
-        out.contains("best         WRONG=0") && out.contains("2 of 2 configurations (1 failed)"),
+        out.contains("best         WRONG=0")
+            && out.contains("2 of 2 configurations (")
+            && out.contains(", 1 failed)"),
         "{out}"
     );
     let log = std::fs::read_to_string(d.join("dgemm_ckpt.tune.jsonl")).unwrap();
