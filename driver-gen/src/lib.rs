@@ -6,6 +6,7 @@
 
 pub mod cexpr;
 pub mod defaults;
+pub mod driver_json;
 pub mod explain;
 pub mod kept;
 pub mod model;

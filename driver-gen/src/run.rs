@@ -11,6 +11,10 @@ use std::time::Duration;
 use toolchain::{BuildCache, CCompiler, CompileJob, Compiled, ToolchainError};
 
 use crate::defaults::{recorded_defaults, MachineDefaults};
+use crate::driver_json::{self, DriverJson};
+pub use crate::driver_json::{
+    OperandReport, Sampling, TeamReport, Verification, DRIVER_JSON_VERSION,
+};
 use crate::model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 use crate::render::{render, RenderError};
 
@@ -152,134 +156,7 @@ pub struct FlushEviction {
     pub tlb_source: String,
 }
 
-/// How the driver decided how many samples to take.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sampling {
-    /// False when `--samples` fixed the count.
-    pub adaptive: bool,
-    pub min_samples: u32,
-    pub min_time_ms: u64,
-    pub max_time_ms: u64,
-    pub stable_pct: f64,
-    /// Wall time the samples took.
-    pub elapsed_ms: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OperandReport {
-    pub name: String,
-    pub bytes: u64,
-    /// Address of the first working set's copy.
-    pub address: u64,
-    pub align: u64,
-    pub misalign: u64,
-    /// "flushed" or "warm".
-    pub cache: String,
-    /// Copies in the self-flushing area (1 when it does not rotate).
-    pub copies: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verification {
-    /// "passed", "failed" or "skipped".
-    pub status: String,
-    pub detail: String,
-}
-
-/// Version of the driver's `--json` line (its `tdg_driver` field), the
-/// contract between a generated driver and the tdg that reads it; the table
-/// in docs/drivers.md describes each field. Bump it when a field changes
-/// meaning or goes away (new fields alone do not need a bump).
-///
-/// Version 2: the sample count is the driver's to choose (adaptive
-/// sampling), the timer overhead is measured through the timed path, and
-/// the stability fields (`uncertainty_pct`, `stable`, `sampling`) exist.
-pub const DRIVER_JSON_VERSION: u32 = 2;
-
 pub use spec_lang::ast::CODE_PAGE;
-
-/// What the driver prints with `--json` (one line).
-#[derive(Debug, Clone, Deserialize)]
-struct DriverJson {
-    routine: String,
-    timer: String,
-    timer_requested: String,
-    tsc_hz: Option<f64>,
-    tsc_hz_source: String,
-    timer_overhead_ns: Option<f64>,
-    timer_resolution_ns: Option<f64>,
-    mode: String,
-    reps: u64,
-    working_sets: u64,
-    flush: String,
-    flush_kib: u64,
-    flush_all_cpus: bool,
-    flush_cpus: Vec<i32>,
-    #[serde(default)]
-    flush_clflushes_operands: bool,
-    #[serde(default)]
-    flush_evict_kib: u64,
-    #[serde(default)]
-    flush_evict_pages: u64,
-    #[serde(default)]
-    flush_ns_per_sample: Option<f64>,
-    min_interval_ns: u64,
-    min_interval_why: String,
-    code: String,
-    #[serde(default = "unknown_offset")]
-    code_page_offset: i32,
-    selection: String,
-    samples_ns: Vec<f64>,
-    sample_cpus: Vec<i32>,
-    #[serde(with = "crate::summary_json")]
-    stats: Summary,
-    reported_ns: f64,
-    uncertainty_pct: Option<f64>,
-    stable: bool,
-    unstable_reason: String,
-    sampling: Sampling,
-    flops_per_call: Option<f64>,
-    page_faults_during_timing: i64,
-    pinned_cpu: i32,
-    #[serde(flatten)]
-    team: TeamReport,
-    touch_pages: bool,
-    dummy_call: bool,
-    overflow_guard: String,
-    outputs_finite: bool,
-    outputs_denormal: i64,
-    operands: Vec<OperandReport>,
-    verification: Verification,
-    warnings: Vec<String>,
-}
-
-fn unknown_offset() -> i32 {
-    -1
-}
-
-/// The routine's threads as the driver ran them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TeamReport {
-    /// Threads that ran the timed calls, measured: the driver's thread and
-    /// every other thread of the process whose CPU time grew by a quarter of
-    /// the timed time or more while it sampled.
-    pub threads: u32,
-    pub threads_requested: u32,
-    /// The driver was built with OpenMP (the implementation's flags had it).
-    pub openmp: bool,
-    /// omp_get_num_threads() in the driver's start-up region (0 without OpenMP).
-    pub omp_team: u32,
-    /// CPU of thread k (empty: unpinned).
-    pub thread_cpus: Vec<i32>,
-    /// CPU time of each thread counted in `threads` while sampling, ms.
-    pub thread_busy_ms: Vec<f64>,
-    /// "threads": each thread first wrote its share of the operands' pages;
-    /// "main": the driver's thread wrote them all.
-    pub first_touch: String,
-    /// Page faults each thread took while first-touching (the kernel's count:
-    /// a page is placed where it first faults).
-    pub first_touch_faults: Vec<i64>,
-}
 
 /// Everything one driver run measured, serialisable for `--json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -395,25 +272,6 @@ pub struct BuiltDriver {
     /// Where it was built (removed with the driver); `None` for a driver
     /// kept by [`BuiltDriver::keep`] and opened again.
     pub(crate) _dir: Option<toolchain::ScratchDir>,
-}
-
-/// The driver's `--json` line, checked against [`DRIVER_JSON_VERSION`].
-fn parse_driver_json(line: &str) -> Result<DriverJson, RunError> {
-    let bad = |why: String| RunError::BadOutput {
-        why,
-        stdout: line.chars().take(400).collect(),
-    };
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
-    match value.get("tdg_driver").and_then(serde_json::Value::as_u64) {
-        Some(v) if v == u64::from(DRIVER_JSON_VERSION) => {}
-        Some(v) => {
-            return Err(bad(format!(
-                "report format version {v}, this tdg reads version {DRIVER_JSON_VERSION}; regenerate the driver with this tdg (`tdg gen`)"
-            )))
-        }
-        None => return Err(bad("no `tdg_driver` format version".into())),
-    }
-    serde_json::from_value(value).map_err(|e| bad(e.to_string()))
 }
 
 /// Builds the driver for `spec` with the options' configuration.
@@ -806,7 +664,11 @@ impl BuiltDriver {
                 why: "no JSON line".into(),
                 stdout: stdout.chars().take(400).collect(),
             })?;
-        Ok(self.report(parse_driver_json(line)?))
+        let json = driver_json::parse(line).map_err(|why| RunError::BadOutput {
+            why,
+            stdout: line.chars().take(400).collect(),
+        })?;
+        Ok(self.report(json))
     }
 
     fn report(&self, j: DriverJson) -> RunReport {
@@ -942,19 +804,4 @@ pub fn flush_sweep(
             built.run(&o)
         })
         .collect()
-}
-
-#[cfg(test)]
-mod json_contract {
-    use super::*;
-
-    #[test]
-    fn a_report_of_another_format_version_is_refused_with_the_way_out() {
-        let e = parse_driver_json(r#"{"tdg_driver":99,"routine":"f"}"#).unwrap_err();
-        let msg = e.to_string();
-        assert!(msg.contains("report format version 99"), "{msg}");
-        assert!(msg.contains("regenerate the driver"), "{msg}");
-        let e = parse_driver_json(r#"{"routine":"f"}"#).unwrap_err();
-        assert!(e.to_string().contains("no `tdg_driver`"), "{e}");
-    }
 }

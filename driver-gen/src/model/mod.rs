@@ -249,7 +249,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         flop,
         calls,
         per_call_scalars,
-        json_version: crate::run::DRIVER_JSON_VERSION,
+        json_version: crate::driver_json::DRIVER_JSON_VERSION,
     })
 }
 
