@@ -54,6 +54,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,9 +65,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/types.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 /* The environment tdg sets (names shared with the checkpoint crate). */
@@ -215,6 +218,47 @@ static struct {
     long minflt0;
 } fork_plan = {.link = -1};
 
+/* A copy with more than one thread cannot take its samples by fork (fork
+ * copies only the calling thread), so it replays the timed call in place:
+ * the other threads (an OpenMP team, a BLAS's thread pool) stay parked in
+ * their runtime between samples as they are between the application's own
+ * calls, and the calling thread goes back to the timed call's start with
+ * its stack and the call's declared outputs put back; see in_place_arm(). */
+#define TEAM_MAX 256
+static struct {
+    bool on;             /* this copy takes its samples in place */
+    bool armed;          /* the timed call's start is saved */
+    long sample;         /* the sample running, 0-based */
+    int k;               /* its implementation: 0 the application's, k the k-th candidate */
+    ucontext_t resume;   /* the timed call's start, inside tdg_region_begin */
+    ucontext_t rewind;   /* runs on `alt` to put the stack back */
+    char *alt;
+    unsigned long stack_lo, stack_hi; /* the calling thread's live stack at the start */
+    unsigned char *stack_saved;
+    unsigned char *outputs_saved;
+    size_t output_bytes;
+    unsigned long long *shared_sums;
+    unsigned long long output_hash[MAX_CANDIDATES + 1]; /* per implementation, its first sample's */
+    bool hashed[MAX_CANDIDATES + 1];
+    struct timespec t_last; /* the previous sample's end (or the arming) */
+    long long prepare_ns;   /* putting back the outputs, the stack and the offsets */
+} in_place;
+
+/* Per-thread CPU clocks over the timed call, in a copy with threads: how
+ * many threads the process ran and how many of them worked in the call. */
+static struct {
+    bool on;
+    int n;
+    pid_t tid[TEAM_MAX];
+    long long cpu_ns[TEAM_MAX];
+} team;
+struct team_use {
+    int threads;        /* threads in the process at the call's end */
+    int busy;           /* of them, those that ran at least a quarter of the busiest one's time */
+    long long cpu_ns;   /* their CPU time in the call, summed */
+};
+static void in_place_sample_ended(long long ns, long long cpu_ns, long faults);
+
 static void read_environment(void)
 {
     const char *s;
@@ -338,6 +382,129 @@ static long minor_faults(void)
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
 }
 
+/* The process's threads, listed with getdents64 into `tids` (at most `max`;
+ * the return value counts them all): opendir() would allocate from the
+ * application's heap right before the timed call. */
+static int list_threads(pid_t *tids, int max)
+{
+    unsigned long long buf[512];
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC), n = 0;
+    long got;
+    if (fd < 0)
+        return 0;
+    while ((got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < got;) {
+            const char *rec = (const char *)buf + off;
+            unsigned short reclen;
+            const char *name = rec + 19; /* d_ino 8, d_off 8, d_reclen 2, d_type 1 */
+            memcpy(&reclen, rec + 16, sizeof reclen);
+            if (name[0] != '.') {
+                if (n < max)
+                    tids[n] = (pid_t)atoi(name);
+                n++;
+            }
+            off += reclen ? reclen : got;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+/* A thread's id in this process's own PID namespace, from its id in the
+ * /proc it lists (a restored copy runs in a namespace of its own, and /proc
+ * is the host's), read from its NSpid line once and remembered. */
+static pid_t own_tid(pid_t listed)
+{
+    static struct {
+        pid_t listed, own;
+    } known[TEAM_MAX];
+    static int n_known;
+    char path[64], buf[1024];
+    const char *ns;
+    pid_t own = listed;
+    ssize_t len;
+    int fd;
+    for (int i = 0; i < n_known; i++)
+        if (known[i].listed == listed)
+            return known[i].own;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)listed);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[len > 0 ? len : 0] = '\0';
+    ns = strstr(buf, "\nNSpid:");
+    if (ns) { /* one id per namespace level, the innermost last */
+        const char *end = strchr(ns + 1, '\n'), *p = ns + 7;
+        while (p && (!end || p < end)) {
+            char *next;
+            long id = strtol(p, &next, 10);
+            if (next == p)
+                break;
+            own = (pid_t)id;
+            p = next;
+        }
+    }
+    if (n_known < TEAM_MAX)
+        known[n_known++] = (__typeof__(known[0])){listed, own};
+    return own;
+}
+
+/* CPU time of thread `tid` (as /proc lists it) of this process: its
+ * CPUCLOCK_SCHED clock, as the kernel encodes per-thread clock ids; -1
+ * once it has exited. */
+static long long thread_cpu_ns(pid_t listed)
+{
+    struct timespec t;
+    pid_t tid = own_tid(listed);
+    clockid_t clock = (clockid_t)((int)(~(unsigned)tid << 3) | 6);
+    if (tid <= 0)
+        return -1;
+    if (clock_gettime(clock, &t) != 0)
+        return -1;
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void team_start(void)
+{
+    int n = list_threads(team.tid, TEAM_MAX);
+    team.n = n < TEAM_MAX ? n : TEAM_MAX;
+    for (int i = 0; i < team.n; i++)
+        team.cpu_ns[i] = thread_cpu_ns(team.tid[i]);
+}
+
+/* Each thread's CPU time since team_start (a thread started inside the
+ * call: all of it). A thread counts as busy when it ran at least a quarter
+ * of the busiest thread's time in the call: an OpenMP team's workers do,
+ * a pool that sleeps through the call does not (one that spins counts). */
+static struct team_use team_end(void)
+{
+    pid_t now[TEAM_MAX];
+    long long used[TEAM_MAX], most = 0;
+    struct team_use use = {0, 0, 0};
+    int n = list_threads(now, TEAM_MAX);
+    use.threads = n;
+    if (n > TEAM_MAX)
+        n = TEAM_MAX;
+    for (int i = 0; i < n; i++) {
+        long long cpu = thread_cpu_ns(now[i]), before = 0;
+        used[i] = 0;
+        if (cpu < 0)
+            continue;
+        for (int j = 0; j < team.n; j++)
+            if (team.tid[j] == now[i] && team.cpu_ns[j] >= 0)
+                before = team.cpu_ns[j];
+        used[i] = cpu - before;
+        use.cpu_ns += used[i];
+        if (used[i] > most)
+            most = used[i];
+    }
+    for (int i = 0; i < n; i++)
+        use.busy += most > 0 && 4 * used[i] >= most;
+    return use;
+}
+
 static void start_region_clocks(void)
 {
     if (fork_plan.in_child) {
@@ -347,6 +514,8 @@ static void start_region_clocks(void)
     }
     measure_overhead();
     fork_plan.minflt0 = minor_faults();
+    if (team.on)
+        team_start();
     cpu_now(&g.cpu0);
     /* last, so reading the CPU clock is not timed */
     if (use_tsc())
@@ -489,6 +658,10 @@ static void fail_copy(const char *what, const char *detail)
         if (*c == '\n')
             *c = ' ';
     report_line(line);
+    if (in_place.armed) { /* as the fork sampler reports a failed child */
+        snprintf(line, sizeof line, "sample_failed=%ld candidate=%d status=4\n", in_place.sample, in_place.k);
+        report_line(line);
+    }
     _exit(4);
 }
 
@@ -511,6 +684,12 @@ static void on_fatal_signal(int sig)
     int len = snprintf(line, sizeof line, "crash=%d phase=%s\n", sig, phase(where, sizeof where));
     if (len > 0 && g.result_fd >= 0 && write(g.result_fd, line, (size_t)len) < 0)
         _exit(5);
+    if (in_place.armed) {
+        len = snprintf(line, sizeof line, "sample_failed=%ld candidate=%d status=%d\n", in_place.sample,
+                       in_place.k, 128 + sig);
+        if (len > 0 && write(g.result_fd, line, (size_t)len) < 0)
+            _exit(5);
+    }
     _exit(5);
 }
 
@@ -1274,6 +1453,228 @@ static void sample_by_fork(void)
     _exit(0);
 }
 
+/* Threaded copies: samples replayed in place.
+ *
+ * A copy with more than one thread is told `schedule=` like any other, but
+ * fork would copy only the calling thread. So the copy runs on from the
+ * checkpoint as a single restored copy does (the delay calls run once) and,
+ * at the timed call's start in tdg_region_begin, saves what a sample
+ * changes that the next one must not see: the calling thread's stack from
+ * there up (the frames the region returns through; its TLS and thread
+ * descriptor excluded) and the outputs the call declares (TDG_REGION_OUTPUT,
+ * or the shim's returns(...)). After each sample the end marker puts them
+ * back and the thread resumes at the saved start (getcontext/setcontext,
+ * the stack copied back from a private one). The other threads are not
+ * touched: between two samples they wait in their pool exactly as between
+ * two calls of the application, and their runtime's state (barrier
+ * generations, the pool, the allocator) moves on as it would there; putting
+ * it back under threads that are waiting on it would deadlock them.
+ *
+ * What this cannot put back is memory the call writes besides its outputs
+ * and the stack. Every sample's outputs are hashed, and a sample whose
+ * outputs differ from the first sample of the same implementation ends the
+ * copy with `fallback=` (tdg then restores once per sample): a region that
+ * reads what it writes elsewhere, or whose result depends on timing, is
+ * caught there. The cache state of a later sample is what the previous one
+ * left, as between the application's own back-to-back calls; the first
+ * sample follows the delay calls. */
+#if defined(__x86_64__)
+#define IN_PLACE_ALT_STACK (64 * 1024)
+#define IN_PLACE_MAX_BYTES (1UL << 30)
+
+static int lowest_tls(struct dl_phdr_info *info, size_t size, void *data)
+{
+    unsigned long *top = data, tls = (unsigned long)info->dlpi_tls_data;
+    (void)size;
+    if (tls > in_place.stack_lo && tls < *top)
+        *top = tls;
+    return 0;
+}
+
+static unsigned long long hash_outputs(void)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    for (int i = 0; i < g.n_outputs; i++) {
+        const unsigned char *p = g.outputs[i].data;
+        size_t n = g.outputs[i].count * g.outputs[i].elem_size, j = 0;
+        for (; j + 8 <= n; j += 8) {
+            unsigned long long w;
+            memcpy(&w, p + j, sizeof w);
+            h = (h ^ w) * 1099511628211ULL;
+        }
+        for (; j < n; j++)
+            h = (h ^ p[j]) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void in_place_fallback(const char *why)
+{
+    char line[PATH_MAX + 160];
+    snprintf(line, sizeof line, "fallback=%s\n", why);
+    report_line(line);
+    _exit(0);
+}
+
+/* The first time at the timed call's start: save the stack and the outputs. */
+static void in_place_arm(void)
+{
+    unsigned long rsp = (unsigned long)in_place.resume.uc_mcontext.gregs[REG_RSP], top = 0, tp;
+    const char *problem;
+    size_t off = 0;
+    int n_shared = 0;
+    char line[256];
+    if (g.n_outputs == 0 || g.outputs_stale)
+        in_place_fallback("the process runs threads and the timed call declares no outputs to put back between "
+                          "samples replayed in place (TDG_REGION_OUTPUT before tdg_region_begin, or returns(...) "
+                          "in the spec of a shim capture)");
+    if ((problem = read_mappings()) != NULL || (problem = save_descriptors()) != NULL)
+        in_place_fallback(problem);
+    for (int i = 0; i < fork_plan.n_ranges; i++) {
+        const struct mem_range *r = &fork_plan.ranges[i];
+        if (rsp >= r->start && rsp < r->end)
+            top = r->end;
+        n_shared += r->shared_writable;
+    }
+    if (top == 0)
+        in_place_fallback("the calling thread's stack is in no mapping of /proc/self/maps");
+    /* A thread other than the main one has its TLS and descriptor at the
+     * top of its stack mapping: they are the thread's state, not frames. */
+    in_place.stack_lo = rsp;
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+    if (tp > rsp && tp < top)
+        top = tp;
+    dl_iterate_phdr(lowest_tls, &top);
+    in_place.stack_hi = top;
+    for (int i = 0; i < g.n_outputs; i++)
+        in_place.output_bytes += g.outputs[i].count * g.outputs[i].elem_size;
+    if (in_place.output_bytes > IN_PLACE_MAX_BYTES || top - rsp > IN_PLACE_MAX_BYTES)
+        in_place_fallback("the timed call's outputs or the calling thread's stack exceed 1 GiB");
+    in_place.stack_saved = map_private(top - rsp);
+    in_place.outputs_saved = map_private(in_place.output_bytes);
+    in_place.alt = map_private(IN_PLACE_ALT_STACK);
+    in_place.shared_sums = map_private((size_t)n_shared * sizeof *in_place.shared_sums);
+    if (!in_place.stack_saved || !in_place.outputs_saved || !in_place.alt || !in_place.shared_sums)
+        in_place_fallback("cannot allocate the copies of the stack and the outputs");
+    memcpy(in_place.stack_saved, (const void *)rsp, top - rsp);
+    for (int i = 0; i < g.n_outputs; i++) {
+        size_t n = g.outputs[i].count * g.outputs[i].elem_size;
+        memcpy(in_place.outputs_saved + off, g.outputs[i].data, n);
+        off += n;
+    }
+    for (int i = 0, k = 0; i < fork_plan.n_ranges; i++)
+        if (fork_plan.ranges[i].shared_writable)
+            in_place.shared_sums[k++] = checksum(&fork_plan.ranges[i]);
+    in_place.armed = true;
+    snprintf(line, sizeof line, "in_place stack_bytes=%lu output_bytes=%zu threads=%d\n", top - rsp,
+             in_place.output_bytes, count_threads());
+    report_line(line);
+    clock_gettime(CLOCK_MONOTONIC, &in_place.t_last);
+}
+
+/* Called right after getcontext(&in_place.resume) in tdg_region_begin: the
+ * first time it saves the start, every later time the stack is already
+ * back and the outputs and file offsets are put back here. */
+static __attribute__((noinline)) void in_place_sample_starts(void)
+{
+    struct timespec t0, t1;
+    size_t off = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!in_place.armed) {
+        in_place_arm();
+    } else {
+        for (int i = 0; i < g.n_outputs; i++) {
+            size_t n = g.outputs[i].count * g.outputs[i].elem_size;
+            memcpy((void *)g.outputs[i].data, in_place.outputs_saved + off, n);
+            off += n;
+        }
+        restore_offsets();
+    }
+    in_place.k = fork_plan.schedule[in_place.sample];
+    g.candidate = in_place.k > 0 ? fork_plan.candidates[in_place.k - 1] : NULL;
+    g.candidate_ran = false;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    in_place.prepare_ns += elapsed_ns(&t0, &t1);
+}
+
+/* Runs on the private stack: the calling thread's stack back as it was at
+ * the timed call's start, then resume there. */
+static void in_place_rewind(void)
+{
+    memcpy((void *)in_place.stack_lo, in_place.stack_saved, in_place.stack_hi - in_place.stack_lo);
+    setcontext(&in_place.resume);
+    _exit(6); /* setcontext does not return */
+}
+
+static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
+{
+    char line[512];
+    unsigned long long h;
+    struct timespec t;
+    if (g.candidate && !g.candidate_ran)
+        fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
+                  "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
+    h = hash_outputs();
+    if (!in_place.hashed[in_place.k]) {
+        in_place.hashed[in_place.k] = true;
+        in_place.output_hash[in_place.k] = h;
+    } else if (h != in_place.output_hash[in_place.k]) {
+        snprintf(line, sizeof line,
+                 "sample %ld replayed in place wrote other outputs than the first sample of the same code: the "
+                 "timed call reads memory it writes besides its declared outputs, or its result depends on its "
+                 "threads' timing",
+                 in_place.sample + 1);
+        in_place_fallback(line);
+    }
+    if (in_place.sample == 0) {
+        char why[PATH_MAX + 128];
+        const char *problem = unreplayable(in_place.shared_sums, why, sizeof why);
+        if (problem)
+            in_place_fallback(problem);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    snprintf(line, sizeof line,
+             "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld sample=%ld fork_ns=0 prepare_ns=%lld "
+             "prepare_faults=0 flush_ns=0 delay_ns=0\nsample_end=%ld wall_ns=%lld\n",
+             ns, cpu_ns, use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, in_place.sample,
+             in_place.prepare_ns, in_place.sample, elapsed_ns(&in_place.t_last, &t));
+    report_line(line);
+    in_place.t_last = t;
+    in_place.prepare_ns = 0;
+    if (++in_place.sample == fork_plan.n_samples) {
+        report_line("fork_done\n");
+        _exit(0);
+    }
+    g.timing_depth = 0;
+    getcontext(&in_place.rewind);
+    in_place.rewind.uc_stack.ss_sp = in_place.alt;
+    in_place.rewind.uc_stack.ss_size = IN_PLACE_ALT_STACK;
+    in_place.rewind.uc_link = NULL;
+    makecontext(&in_place.rewind, in_place_rewind, 0);
+    setcontext(&in_place.rewind);
+    _exit(6);
+}
+
+static void in_place_begin(void)
+{
+    in_place.on = true;
+    in_place.k = fork_plan.schedule[0];
+    g.candidate = in_place.k > 0 ? fork_plan.candidates[in_place.k - 1] : NULL;
+}
+#else
+static void in_place_sample_starts(void) {}
+static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
+{
+    (void)ns, (void)cpu_ns, (void)faults;
+}
+static void in_place_begin(void)
+{
+    report_line("fallback=the process runs threads, which fork() does not copy, and samples replayed in place "
+                "are implemented for x86-64 only\n");
+    _exit(0);
+}
+#endif
+
 static int checkpoint_here(const char *image, bool pair_api)
 {
     struct criu_api api;
@@ -1341,7 +1742,10 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         catch_fatal_signals();
         follow_control(control_fd);
-        if (fork_plan.n_samples > 0)
+        team.on = count_threads() > 1;
+        if (fork_plan.n_samples > 0 && team.on && !pair_api)
+            in_place_begin(); /* the samples are taken at the timed call */
+        else if (fork_plan.n_samples > 0)
             sample_by_fork(); /* returns only in a sample's child */
         if (pair_api) {
             g.timing_depth = 1;
@@ -1505,8 +1909,19 @@ static void region_finished(const struct region_end *t)
     }
     cpu_now(&cpu1);
     cpu_ns = elapsed_ns(&g.cpu0, &cpu1);
-    if (g.restored)
-        finish_restored_copy(ns, cpu_ns, minor_faults() - fork_plan.minflt0);
+    if (g.restored) {
+        long faults = minor_faults() - fork_plan.minflt0;
+        if (team.on) {
+            struct team_use use = team_end();
+            char line[128];
+            snprintf(line, sizeof line, "team threads=%d busy_threads=%d team_cpu_ns=%lld\n", use.threads,
+                     use.busy, use.cpu_ns);
+            report_line(line);
+        }
+        if (in_place.on)
+            in_place_sample_ended(ns, cpu_ns, faults); /* rewinds to the next sample, or ends the copy */
+        finish_restored_copy(ns, cpu_ns, faults);
+    }
     if (g.report)
         append_report(ns, cpu_ns);
 }
@@ -1634,6 +2049,11 @@ void tdg_region_begin(const char *site)
             g.image = NULL; /* let the application finish normally */
     }
     if (g.count == g.call && (g.restored || (!g.image && g.report))) {
+        if (in_place.on) {
+            /* every sample after the first comes back here (in_place_rewind) */
+            getcontext(&in_place.resume);
+            in_place_sample_starts();
+        }
         g.timing_depth = 1;
         start_region_clocks(); /* last, so the bookkeeping above is not timed */
     }
@@ -1662,14 +2082,14 @@ void tdg_region_end(const char *site)
 void *tdg_redirect(const char *site, const char *symbol, void *original)
 {
     static const char *cached_symbol;
-    static void *cached;
+    static void *cached, *cached_from;
     void *found;
     if (!g.candidate)
         return original;
     if (!site || strcmp(site, g.site) != 0)
         return original;
     g.candidate_ran = true;
-    if (symbol == cached_symbol)
+    if (symbol == cached_symbol && g.candidate == cached_from)
         return cached;
     found = dlsym(g.candidate, symbol);
     if (!found) {
@@ -1680,6 +2100,7 @@ void *tdg_redirect(const char *site, const char *symbol, void *original)
     }
     cached_symbol = symbol;
     cached = found;
+    cached_from = g.candidate;
     return found;
 }
 

@@ -17,7 +17,7 @@
 use crate::error::{CheckpointError, Result};
 use crate::restore::{
     line_field, parse_result, Candidate, CopyInstructions, CopyReport, RawRestore, RestorePlan,
-    RestoredRun, SamplePhases,
+    RestoredRun, SamplePhases, TeamUse,
 };
 use std::time::Duration;
 
@@ -39,6 +39,23 @@ pub struct ForkedRestore {
     pub wall: Duration,
     /// What the learning passes found (None: no sample was forked).
     pub pages: Option<LearnedPages>,
+    /// The copy ran threads and replayed the timed call in place instead.
+    pub in_place: Option<InPlace>,
+}
+
+/// A copy with threads takes its samples in place (tdg_checkpoint.c,
+/// `in_place_arm`): its other threads stay parked in their runtime, and
+/// the calling thread returns to the timed call's start with its stack and
+/// the call's declared outputs put back between samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InPlace {
+    /// The calling thread's stack from the timed call's start up, copied
+    /// back after each sample.
+    pub stack_bytes: u64,
+    /// The declared outputs, copied back after each sample.
+    pub output_bytes: u64,
+    /// Threads in the copy at the timed call's first start.
+    pub threads: u64,
 }
 
 /// The pages of a checkpoint as the learning passes found them.
@@ -164,7 +181,10 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
         failed: None,
         wall,
         pages: None,
+        in_place: None,
     };
+    // A copy with threads reports them before each sample's time line.
+    let mut team = None;
     for line in text.lines() {
         if let Some(reason) = line.strip_prefix("fallback=") {
             forked.fallback = Some(reason.to_string());
@@ -176,6 +196,14 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
                 // an older library flushed every present page
                 flushed: line_field(line, "flushed=").unwrap_or(present),
             });
+        } else if let Some(rest) = line.strip_prefix("in_place ") {
+            forked.in_place = Some(InPlace {
+                stack_bytes: line_field(rest, "stack_bytes=").unwrap_or(0),
+                output_bytes: line_field(rest, "output_bytes=").unwrap_or(0),
+                threads: line_field(rest, "threads=").unwrap_or(0),
+            });
+        } else if let Some(t) = TeamUse::parse(line) {
+            team = Some(t);
         } else if line.starts_with("ns=") {
             let Some((region_ns, region_cpu_ns)) = parse_result(line) else {
                 continue;
@@ -193,6 +221,7 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
                     flush_ns: line_field(line, "flush_ns=").unwrap_or(0),
                     delay_ns: line_field(line, "delay_ns=").unwrap_or(0),
                 }),
+                team: team.take(),
             });
         } else if line.starts_with("sample_end=") {
             if let (Some(last), Some(ns)) =
@@ -233,6 +262,35 @@ mod tests {
             })
         );
         assert_eq!(failed_implementation(text), Some((2, 3)));
+        let threaded = parse_forked(
+            "in_place stack_bytes=12000 output_bytes=2097152 threads=2\n\
+             team threads=2 busy_threads=2 team_cpu_ns=170000\n\
+             ns=160000 cpu_ns=80000 overhead_ns=19.0 minflt=0 sample=0 fork_ns=0 prepare_ns=300000\n\
+             sample_end=0 wall_ns=600000\n\
+             ns=150000 cpu_ns=80000 overhead_ns=19.0 minflt=0 sample=1 fork_ns=0 prepare_ns=300000\n",
+            2,
+            Duration::ZERO,
+        );
+        assert_eq!(
+            threaded.in_place,
+            Some(InPlace {
+                stack_bytes: 12000,
+                output_bytes: 2097152,
+                threads: 2
+            })
+        );
+        assert_eq!(
+            threaded.samples[0].team,
+            Some(TeamUse {
+                threads: 2,
+                busy_threads: 2,
+                cpu_ns: 170000
+            })
+        );
+        assert_eq!(
+            threaded.samples[1].team, None,
+            "a team line belongs to the sample after it"
+        );
         let learning = "sample_failed=-1 candidate=1 status=133\n";
         assert_eq!(failed_implementation(learning), Some((1, 1)));
         let fallback = parse_forked(

@@ -35,10 +35,11 @@ pub use capture::{capture, CaptureOutcome, CaptureRequest};
 pub use criu::{find_criu, Criu, CriuVersion};
 pub use doctor::{run_doctor, DoctorReport};
 pub use error::{CheckpointError, Result};
+pub use forked::InPlace;
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
-pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases};
+pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases, TeamUse};
 pub use sites::{list_sites, SitesReport};
 pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,

@@ -81,6 +81,34 @@ pub struct RestoredRun {
     /// A forked sample's preparation (pre-faulting, flushing) and replayed
     /// delay calls, measured inside the child.
     pub phases: Option<SamplePhases>,
+    /// A copy with threads: how many ran, and worked, in the timed call.
+    pub team: Option<TeamUse>,
+}
+
+/// The threads of a copy over its timed call (`team threads=T
+/// busy_threads=B team_cpu_ns=C`, written by copies with more than one
+/// thread): each thread's CPU clock read before and after the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TeamUse {
+    /// Threads in the process at the call's end.
+    pub threads: u64,
+    /// Of them, those that ran at least a quarter of the busiest one's CPU
+    /// time in the call (a pool sleeping through it does not).
+    pub busy_threads: u64,
+    /// Their CPU time in the call, summed.
+    pub cpu_ns: u64,
+}
+
+impl TeamUse {
+    /// From a `team ...` line.
+    pub fn parse(line: &str) -> Option<TeamUse> {
+        let rest = line.strip_prefix("team ")?;
+        Some(TeamUse {
+            threads: line_field(rest, "threads=")?,
+            busy_threads: line_field(rest, "busy_threads=")?,
+            cpu_ns: line_field(rest, "team_cpu_ns=")?,
+        })
+    }
 }
 
 /// Where a forked sample's time went, besides the timed call.
@@ -346,6 +374,7 @@ impl RestorePlan {
             outputs: report.outputs.clone(),
             minor_faults: report.minor_faults,
             phases: None,
+            team: report.team,
         };
         match outcome {
             // The log is removed only after a good sample: a copy that ran
@@ -541,6 +570,8 @@ pub struct CopyReport {
     pub outputs: Vec<OutputLayout>,
     /// `minflt=<n>` on the time line: minor faults inside the timed call.
     pub minor_faults: Option<u64>,
+    /// `team ...`: the threads over the timed call (copies with threads).
+    pub team: Option<TeamUse>,
 }
 
 impl CopyReport {
@@ -551,6 +582,7 @@ impl CopyReport {
                 .lines()
                 .find(|l| l.starts_with("ns="))
                 .and_then(|l| line_field(l, "minflt=")),
+            team: text.lines().find_map(TeamUse::parse),
             ..Default::default()
         };
         let field = line_field;

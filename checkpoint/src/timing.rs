@@ -4,7 +4,7 @@
 use crate::candidate::{compare_outputs, Mismatch};
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
-use crate::forked::LearnedPages;
+use crate::forked::{InPlace, LearnedPages};
 use crate::manifest::Manifest;
 use crate::restore::{
     Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
@@ -89,6 +89,19 @@ pub struct TimingReport {
     /// Forked samples: the pages each one copied and flushed.
     #[serde(default)]
     pub pages: Option<LearnedPages>,
+    /// Samples replayed in place in a restored copy with threads (sampling
+    /// "in-place"): what was put back between them.
+    #[serde(default)]
+    pub in_place: Option<InPlace>,
+    /// A copy with threads, per sample: the threads in the process and
+    /// those that ran at least a quarter of the busiest one's CPU time.
+    #[serde(default)]
+    pub samples_threads: Vec<u64>,
+    #[serde(default)]
+    pub samples_busy_threads: Vec<u64>,
+    /// The same, the CPU time of all threads in the timed call, summed.
+    #[serde(default)]
+    pub samples_team_cpu_ns: Vec<u64>,
 }
 
 impl TimingReport {
@@ -108,7 +121,24 @@ impl TimingReport {
             Some(so) => format!("candidate {}", so.display()),
             None => "the application's own code".to_string(),
         };
-        let how = if self.sampling == "fork" {
+        let how = if self.sampling == "in-place" {
+            let put_back = self.in_place.map_or(String::new(), |p| {
+                format!(
+                    "; {} of outputs and {} of the calling thread's stack put back between samples",
+                    stats::bytes(p.output_bytes),
+                    stats::bytes(p.stack_bytes)
+                )
+            });
+            format!(
+                "took {} samples in {} restore(s), replayed in place in the restored copy, whose threads stay \
+                 parked between samples{put_back}; cost {} per sample (whole wall / samples; {} each beyond \
+                 the restore, median)",
+                r.n,
+                self.restores,
+                stats::ns(self.cost_per_sample_ms * 1e6),
+                stats::ns(self.restore_wall_ms.median * 1e6)
+            )
+        } else if self.sampling == "fork" {
             format!(
                 "took {} samples in {} restore(s), a fork of the restored copy each; cost {} per sample \
                  (whole wall / samples; {} each beyond the restore and learning, median)",
@@ -127,6 +157,20 @@ impl TimingReport {
         let mut notes = String::new();
         if let Some(why) = &self.fallback {
             notes.push_str(&format!("one restore per sample: {why}\n"));
+        }
+        if let (Some(lo), Some(hi)) = (
+            self.samples_busy_threads.iter().min(),
+            self.samples_busy_threads.iter().max(),
+        ) {
+            let threads = self.samples_threads.iter().max().copied().unwrap_or(0);
+            let busy = if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo}-{hi}")
+            };
+            notes.push_str(&format!(
+                "threads: {busy} busy in the timed call ({threads} in the process)\n"
+            ));
         }
         if let Some(max) = self.samples_minflt.iter().max() {
             notes.push_str(&format!(
@@ -166,6 +210,8 @@ pub struct Samples {
     /// Everything, from the first restore to the last sample.
     pub wall: Duration,
     pub pages: Option<LearnedPages>,
+    /// The samples taken by fork were replayed in place (a copy with threads).
+    pub in_place: Option<InPlace>,
 }
 
 impl Samples {
@@ -283,6 +329,7 @@ impl ImageTimer {
             fallback: None,
             wall: Duration::ZERO,
             pages: None,
+            in_place: None,
         };
         let fork = !restore_per_sample && self.plan.can_fork_samples();
         if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
@@ -298,10 +345,18 @@ impl ImageTimer {
                 break;
             }
             let sub: Vec<usize> = pending.iter().map(|&i| schedule[i]).collect();
-            let forked = self.plan.restore_forked(candidates, &sub)?;
+            let mut forked = self.plan.restore_forked(candidates, &sub)?;
             taken.restores += 1;
+            if forked.in_place.is_some() && forked.fallback.is_some() {
+                // Samples replayed in place before one found that they do
+                // not reproduce the first: none of them is trusted.
+                forked.samples.clear();
+            }
             taken.forked |= !forked.samples.is_empty();
             taken.pages = forked.pages.or(taken.pages);
+            if !forked.samples.is_empty() {
+                taken.in_place = forked.in_place.or(taken.in_place);
+            }
             for (&slot, run) in pending.iter().zip(forked.samples) {
                 taken.runs[slot] = Some(run);
             }
@@ -358,7 +413,12 @@ impl ImageTimer {
             samples_ns,
             samples_cpu_ns,
             image_bytes: self.manifest.image_bytes(),
-            sampling: if samples.forked { "fork" } else { "restore" }.to_string(),
+            sampling: match (samples.forked, samples.in_place.is_some()) {
+                (true, true) => "in-place",
+                (true, false) => "fork",
+                _ => "restore",
+            }
+            .to_string(),
             restores: samples.restores,
             fallback: samples.fallback.clone(),
             cost_per_sample_ms: samples.wall.as_secs_f64() * 1e3 / runs.len() as f64,
@@ -371,6 +431,19 @@ impl ImageTimer {
                 delay_ns: median(phases.iter().map(|p| p.delay_ns).collect()),
             }),
             pages: samples.pages,
+            in_place: samples.in_place,
+            samples_threads: runs
+                .iter()
+                .filter_map(|r| r.team.map(|t| t.threads))
+                .collect(),
+            samples_busy_threads: runs
+                .iter()
+                .filter_map(|r| r.team.map(|t| t.busy_threads))
+                .collect(),
+            samples_team_cpu_ns: runs
+                .iter()
+                .filter_map(|r| r.team.map(|t| t.cpu_ns))
+                .collect(),
         })
     }
 
