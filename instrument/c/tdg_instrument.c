@@ -5,9 +5,17 @@
  *   no page fault or allocation happens while the application runs; threads
  *   claim chunks of it with one atomic add, then fill them without any shared
  *   write, so threaded programs neither contend nor corrupt each other.
- * - A record is exactly one 64-byte line written with movnti: the line never
+ * - A record is whole 64-byte lines written with movnti: a line never
  *   enters the cache (no read-for-ownership, nothing of the application's is
  *   evicted), which is what keeps the measurement from changing the measured.
+ *   Five values fit in the first line; a call with more (cblas_dgemm has
+ *   fourteen parameters) takes extension lines of seven values each, claimed
+ *   with it from the thread's chunk, so a call costs one line unless it
+ *   needs more.
+ * - Each record says how many threads the process ran with at the call:
+ *   OpenMP's team size for the next parallel region where libgomp is loaded
+ *   (found with dlsym, so the runtime never links it), else the threads of
+ *   the process, read from /proc/self/stat at most every few milliseconds.
  * - When the arena is exhausted the record is counted as dropped instead;
  *   nothing is ever written out of bounds.
  * - The writer uses only async-signal-safe calls (open/write/lseek/rename/
@@ -16,6 +24,7 @@
 #define _GNU_SOURCE
 #include "tdg_instrument.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -46,24 +55,41 @@
  * short-lived threads (one call each) cannot strand the buffer in big,
  * mostly empty chunks while a thread that records a lot still claims rarely. */
 #define TDG_FIRST_CHUNK 64u
-#define TDG_VERSION 3u
+#define TDG_VERSION 4u
 #define TDG_HEADER_SIZE 80u
 
 #define FLAG_NONTEMPORAL 1u
 #define FLAG_TSC 2u
 #define RECORD_VALID 1u
+/* An extension line: never valid on its own, so a reader that meets one
+ * where a record should start skips it. */
+#define RECORD_EXTENSION 2u
 
+/* The first line of a record. An extension line has the same layout with
+ * other meanings: `start`, `ticks` and `values` hold seven more values (in
+ * that order), `routine` repeats the record's routine, `thread` is the
+ * extension's position (1, 2, ...), `nvalues` and `threads` are 0 and
+ * `flags` is RECORD_EXTENSION. */
 struct tdg_record {
     uint64_t start;
     uint64_t ticks;
     uint16_t routine;
-    uint16_t thread;
-    uint8_t nvalues;
+    uint16_t thread;  /* the calling thread, numbered as threads first record */
+    uint8_t nvalues;  /* values of the whole record, up to TDG_MAX_VALUES */
     uint8_t flags;
-    uint16_t reserved;
-    int64_t values[TDG_MAX_VALUES];
+    uint16_t threads; /* threads the process ran with at the call; 0 unknown */
+    int64_t values[5];
 };
-_Static_assert(sizeof(struct tdg_record) == 64, "a record is one cache line");
+_Static_assert(sizeof(struct tdg_record) == 64, "a record line is one cache line");
+#define TDG_HEAD_VALUES 5
+#define TDG_EXT_VALUES 7
+/* Longest record, in lines. */
+#define TDG_MAX_LINES (1 + (TDG_MAX_VALUES - TDG_HEAD_VALUES + TDG_EXT_VALUES - 1) / TDG_EXT_VALUES)
+
+/* Extension lines a record of `n` values needs. */
+static inline unsigned extension_lines(unsigned n) {
+    return n > TDG_HEAD_VALUES ? (n - TDG_HEAD_VALUES + TDG_EXT_VALUES - 1) / TDG_EXT_VALUES : 0;
+}
 
 struct tdg_routine_slot {
     char name[64];
@@ -83,6 +109,14 @@ static struct {
     _Atomic uint32_t nthreads;
     atomic_flag registry_lock;
     _Atomic int writing;
+    /* Set in a forked child: its arena still holds the parent's records, so
+     * each chunk it claims is zeroed first (with streaming stores). */
+    int recycled;
+    /* The process's thread count: OpenMP's, when omp_get_max_threads is
+     * loaded; else the count read from /proc at `threads_read_at`. */
+    int (*_Atomic omp_max_threads)(void);
+    _Atomic uint64_t threads_read_at;
+    _Atomic uint32_t threads_cached;
     int membarrier_ok;
     struct tdg_routine_slot routines[TDG_MAX_ROUTINES];
     int disabled;
@@ -378,25 +412,39 @@ static int write_profile(int dying) {
     }
     struct tdg_record batch[64];
     int nb = 0;
-    uint64_t count = 0, unknown_routine = 0;
-    for (uint64_t i = 0; i < used; i++) {
+    uint64_t lines = 0, unknown_routine = 0;
+    for (uint64_t i = 0; i < used;) {
         const struct tdg_record *r = &g.arena[i];
-        /* Unused tails of claimed chunks are still zero, hence invalid. */
-        if (!(r->flags & RECORD_VALID))
-            continue;
-        if (r->routine >= nroutines) {
-            /* tdg_end rejects such ids, so this means a damaged record:
-             * reported as dropped, never silently lost. */
-            unknown_routine++;
+        /* Unused tails of claimed chunks are still zero, hence invalid;
+         * an extension line is never valid on its own. */
+        if (!(r->flags & RECORD_VALID)) {
+            i++;
             continue;
         }
-        batch[nb++] = *r;
-        count++;
-        if (nb == 64) {
-            if (write_all(fd, batch, sizeof batch))
+        unsigned ext = extension_lines(r->nvalues);
+        int whole = r->routine < nroutines && r->nvalues <= TDG_MAX_VALUES && ext < used - i;
+        for (unsigned k = 1; whole && k <= ext; k++) {
+            const struct tdg_record *e = &g.arena[i + k];
+            whole = e->flags == RECORD_EXTENSION && e->routine == r->routine && e->thread == k;
+        }
+        if (!whole) {
+            /* tdg_end rejects unknown ids and stores a record's extension
+             * lines before its first line, so this is a damaged record (or
+             * one another thread is storing at this instant): reported as
+             * dropped, never silently lost. */
+            unknown_routine++;
+            i++;
+            continue;
+        }
+        if (nb + 1 + (int)ext > 64) {
+            if (write_all(fd, batch, (size_t)nb * sizeof batch[0]))
                 goto failed;
             nb = 0;
         }
+        for (unsigned k = 0; k <= ext; k++)
+            batch[nb++] = g.arena[i + k];
+        lines += 1 + ext;
+        i += 1 + ext;
     }
     if (nb && write_all(fd, batch, (size_t)nb * sizeof batch[0]))
         goto failed;
@@ -405,7 +453,7 @@ static int write_profile(int dying) {
     put_u32(header + 8, TDG_VERSION);
     put_u32(header + 12, TDG_HEADER_SIZE);
     put_u64(header + 16, ticks_per_second());
-    put_u64(header + 24, count);
+    put_u64(header + 24, lines);
     put_u64(header + 32, atomic_load(&g.dropped) + unknown_routine);
     put_u64(header + 40, g.capacity);
     put_u32(header + 48, (uint32_t)getpid());
@@ -517,6 +565,8 @@ static void after_fork_in_child(void) {
         atomic_store(&g.dropped_by_routine[i], 0);
     atomic_store(&g.nthreads, 0);
     atomic_store(&g.writing, 0);
+    atomic_store(&g.threads_cached, 0);
+    g.recycled = 1;
     t_cursor = t_limit = NULL;
     t_chunk = 0;
     t_thread = -1;
@@ -658,15 +708,30 @@ void tdg_routine_address(int id, uint64_t address) {
     atomic_flag_clear_explicit(&g.registry_lock, memory_order_release);
 }
 
-static int claim_chunk(void) {
+/* Zeroes lines [from, to) of the arena without reading them into the
+ * cache: a forked child's arena holds the parent's records. */
+static void zero_lines(struct tdg_record *from, struct tdg_record *to) {
+    for (long long *d = (long long *)from; d < (long long *)to; d++) {
+#if TDG_HAVE_TSC
+        _mm_stream_si64(d, 0);
+#else
+        *d = 0;
+#endif
+    }
+}
+
+/* Claims a chunk of at least `lines` contiguous lines for this thread. */
+static int claim_chunk(uint64_t lines) {
     /* Once full, stay off the shared counter (and never let it wrap). */
     if (atomic_load_explicit(&g.next, memory_order_relaxed) >= g.capacity)
         return 0;
     uint64_t want = t_chunk ? t_chunk * 2 : TDG_FIRST_CHUNK;
     if (want > g.chunk)
         want = g.chunk;
+    if (want < lines)
+        want = lines;
     uint64_t start = atomic_fetch_add(&g.next, want);
-    if (start >= g.capacity)
+    if (start >= g.capacity || g.capacity - start < lines)
         return 0;
     t_chunk = want;
     uint64_t end = start + want;
@@ -678,6 +743,8 @@ static int claim_chunk(void) {
     }
     t_cursor = g.arena + start;
     t_limit = g.arena + end;
+    if (g.recycled)
+        zero_lines(t_cursor, t_limit);
     return 1;
 }
 
@@ -694,6 +761,62 @@ static inline void store_record(struct tdg_record *dst, const struct tdg_record 
     *dst = *src;
 }
 
+/* Threads of this process, from field 20 of /proc/self/stat; 0 when it
+ * cannot be read (no /proc). */
+static uint32_t threads_in_process(void) {
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* The command name (field 2) may hold spaces and parentheses: count
+     * fields from the last ')'. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    if (!p)
+        return 0;
+    unsigned long v = strtoul(p + 1, NULL, 10);
+    return v > 0xffff ? 0xffff : (uint32_t)v;
+}
+
+/* Re-read the process's thread count at most this often (in ticks: about
+ * 6 ms at 2.6 GHz, 17 ms where ticks are nanoseconds): reading /proc costs
+ * microseconds, a call may cost nanoseconds. */
+#define TDG_THREADS_REFRESH (1ull << 24)
+
+/* How many threads the process runs with at this call (tick `now`); 0
+ * when neither OpenMP nor /proc can say. */
+static uint16_t threads_now(uint64_t now) {
+    int (*omp)(void) = atomic_load_explicit(&g.omp_max_threads, memory_order_relaxed);
+    if (!omp) {
+        /* threads_cached is the count plus one: 0 means never read. */
+        uint64_t last = atomic_load_explicit(&g.threads_read_at, memory_order_relaxed);
+        uint32_t cached = atomic_load_explicit(&g.threads_cached, memory_order_relaxed);
+        if (cached && now - last < TDG_THREADS_REFRESH)
+            return (uint16_t)(cached - 1);
+        /* One thread refreshes; the others keep the cached count. */
+        if (cached && !atomic_compare_exchange_strong(&g.threads_read_at, &last, now))
+            return (uint16_t)(cached - 1);
+        atomic_store(&g.threads_read_at, now);
+        /* libgomp may be loaded late (dlopen), so it is looked for again at
+         * every refresh until found. */
+        omp = (int (*)(void))dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+        if (!omp) {
+            uint32_t count = threads_in_process();
+            atomic_store_explicit(&g.threads_cached, count + 1, memory_order_relaxed);
+            return (uint16_t)count;
+        }
+        atomic_store_explicit(&g.omp_max_threads, omp, memory_order_relaxed);
+    }
+    int n = omp();
+    return n <= 0 ? 0 : n > 0xffff ? 0xffff : (uint16_t)n;
+}
+
 void tdg_end(int id, uint64_t t0, int n, const int64_t *values) {
     uint64_t t1 = read_end();
     if (id < 0 || !g.arena)
@@ -704,27 +827,49 @@ void tdg_end(int id, uint64_t t0, int n, const int64_t *values) {
         atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
         return;
     }
-    if (t_cursor == t_limit && !claim_chunk()) {
+    if (n > TDG_MAX_VALUES)
+        n = TDG_MAX_VALUES;
+    if (n < 0 || !values)
+        n = 0;
+    unsigned ext = extension_lines((unsigned)n);
+    /* A record's lines are contiguous: what is left of the chunk stays
+     * zero (skipped by the writer) when the record does not fit. */
+    if ((uint64_t)(t_limit - t_cursor) < 1 + ext && !claim_chunk(1 + ext)) {
         atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
         if (id < TDG_MAX_ROUTINES)
             atomic_fetch_add_explicit(&g.dropped_by_routine[id], 1, memory_order_relaxed);
         return;
     }
-    if (n > TDG_MAX_VALUES)
-        n = TDG_MAX_VALUES;
-    if (n < 0)
-        n = 0;
     struct tdg_record r;
+    /* Extension lines first, so a record whose first line is seen whole
+     * has its values (the writer checks them in any case). */
+    for (unsigned k = 1; k <= ext; k++) {
+        int64_t v[TDG_EXT_VALUES];
+        for (int j = 0; j < TDG_EXT_VALUES; j++) {
+            int at = TDG_HEAD_VALUES + (int)(k - 1) * TDG_EXT_VALUES + j;
+            v[j] = at < n ? values[at] : 0;
+        }
+        r.start = (uint64_t)v[0];
+        r.ticks = (uint64_t)v[1];
+        r.routine = (uint16_t)id;
+        r.thread = (uint16_t)k;
+        r.nvalues = 0;
+        r.flags = RECORD_EXTENSION;
+        r.threads = 0;
+        memcpy(r.values, v + 2, sizeof r.values);
+        store_record(t_cursor + k, &r);
+    }
     r.start = t0;
     r.ticks = t1 - t0;
     r.routine = (uint16_t)id;
     r.thread = (uint16_t)t_thread;
     r.nvalues = (uint8_t)n;
     r.flags = RECORD_VALID;
-    r.reserved = 0;
-    for (int i = 0; i < TDG_MAX_VALUES; i++)
+    r.threads = threads_now(t1);
+    for (int i = 0; i < TDG_HEAD_VALUES; i++)
         r.values[i] = i < n ? values[i] : 0;
-    store_record(t_cursor++, &r);
+    store_record(t_cursor, &r);
+    t_cursor += 1 + ext;
 }
 
 int tdg_flush(void) {

@@ -1,13 +1,13 @@
 /* tdg_instrument.h: in-application profiling of routine calls (tdg).
  *
- * Each profiled call stores one 64-byte record (routine id, up to
- * TDG_MAX_VALUES parameter values, start tick and elapsed ticks from a
- * serialised TSC read) into a buffer allocated once at start-up, with
- * non-temporal stores so logging does not evict the application's data.
- * The record is one cache line whatever the number of values, because only
- * a full line can be streamed out without reading it first; so the buffer
- * holds routines x expected calls records (TDG_PROFILE_ROUTINES x
- * TDG_PROFILE_CALLS, or TDG_PROFILE_RECORDS), not routines x values x calls.
+ * Each profiled call stores one record (routine id, calling thread, the
+ * number of threads the process ran with, start tick and elapsed ticks from
+ * a serialised TSC read, up to TDG_MAX_VALUES parameter values) into a
+ * buffer allocated once at start-up, with non-temporal stores so logging
+ * does not evict the application's data. A record is whole 64-byte lines,
+ * because only a full line can be streamed out without reading it first:
+ * one line holds 5 values, each extension line 7 more. The buffer holds
+ * TDG_PROFILE_ROUTINES x TDG_PROFILE_CALLS lines (or TDG_PROFILE_RECORDS).
  * Routines register on their first call, after the buffer exists, so their
  * number cannot size it: set TDG_PROFILE_ROUTINES (or build the runtime
  * with -DTDG_DEFAULT_ROUTINES=N). Calls that do not fit are counted as
@@ -32,8 +32,9 @@
 extern "C" {
 #endif
 
-/* Parameter values recorded per call; more are ignored. */
-#define TDG_MAX_VALUES 5
+/* Parameter values recorded per call; more are ignored. Five fit in a
+ * record's first line; each further 7 take one extension line. */
+#define TDG_MAX_VALUES 40
 /* Routines one process can register. */
 #define TDG_MAX_ROUTINES 64
 
@@ -58,7 +59,9 @@ void tdg_routine_address(int id, uint64_t address);
 uint64_t tdg_begin(void);
 
 /* Serialised end tick, then one record for routine `id` that started at
- * `t0`, with `n` values (clamped to TDG_MAX_VALUES). */
+ * `t0`, with `n` values (clamped to TDG_MAX_VALUES), the calling thread and
+ * the number of threads the process runs with (OpenMP's team size where
+ * libgomp is loaded, else the threads of the process). */
 void tdg_end(int id, uint64_t t0, int n, const int64_t *values);
 
 /* Writes everything recorded so far to the profile file now (the exit-time

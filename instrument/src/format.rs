@@ -1,14 +1,16 @@
-//! The profile file (`.tdgp`), version 3: what the C runtime writes and
-//! `tdg profile report` reads (version 1, without `defined in`, and version
-//! 2, without the address, are still read). All integers little-endian.
+//! The profile file (`.tdgp`), version 4: what the C runtime writes and
+//! `tdg profile report` reads (version 1, without `defined in`, version 2,
+//! without the address, and version 3, one line per record with at most 5
+//! values and no thread count, are still read). All integers little-endian.
 //!
 //! ```text
 //! header (80 bytes)
 //!   0  magic         b"TDGPROF\0"
-//!   8  u32 version   2
+//!   8  u32 version   4
 //!  12  u32 header    size of this header in bytes (80); readers skip extra
 //!  16  u64 ticks/s   tick rate, measured against CLOCK_MONOTONIC_RAW
-//!  24  u64 records   number of records that follow the routine table
+//!  24  u64 lines     64-byte record lines that follow the routine table
+//!                    (versions 1-3: records, one line each)
 //!  32  u64 dropped   calls not recorded because the buffer was full
 //!  40  u64 capacity  buffer size in records
 //!  48  u32 pid
@@ -26,21 +28,38 @@
 //!   for markers; not in version 1); u64 address of the definition in the
 //!   process, 0 for markers (not in versions 1 and 2); u64 dropped calls of
 //!   this routine
-//! records, `records` x 64 bytes:
-//!   u64 start tick, u64 elapsed ticks, u16 routine id, u16 thread index,
-//!   u8 value count, u8 flags (bit 0 valid), u16 reserved, 5 x i64 values
+//! records, each a first line and as many extension lines as its values
+//! need beyond the first 5 (7 a line):
+//!   first line: u64 start tick, u64 elapsed ticks, u16 routine id, u16
+//!   calling thread (numbered as threads first record), u8 value count (all
+//!   lines), u8 flags (bit 0 valid), u16 threads the process ran with at
+//!   the call (0 unknown; reserved before version 4), 5 x i64 values
+//!   extension line k (1, 2, ...): 2 x i64 values, u16 routine id, u16 k,
+//!   u8 0, u8 flags (bit 1 extension, never bit 0), u16 0, 5 x i64 values
 //! ```
 
 use serde::Serialize;
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"TDGPROF\0";
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The oldest version `parse` still reads.
 pub const OLDEST_VERSION: u32 = 1;
 pub const HEADER_SIZE: usize = 80;
+/// One record line.
 pub const RECORD_SIZE: usize = 64;
-pub const MAX_VALUES: usize = 5;
+/// Values a record holds at most (`TDG_MAX_VALUES` of tdg_instrument.h).
+pub const MAX_VALUES: usize = 40;
+/// Values in a record's first line, and in each extension line.
+pub const HEAD_VALUES: usize = 5;
+pub const EXTENSION_VALUES: usize = 7;
+const FLAG_VALID: u8 = 1;
+const FLAG_EXTENSION: u8 = 2;
+
+/// Extension lines a record of `n` values takes.
+pub fn extension_lines(n: usize) -> usize {
+    n.saturating_sub(HEAD_VALUES).div_ceil(EXTENSION_VALUES)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -154,19 +173,30 @@ impl RoutineInfo {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Record {
     pub start: u64,
     pub ticks: u64,
     pub routine: u16,
+    /// The calling thread (threads are numbered as they first record; a
+    /// merged profile numbers each process's threads apart).
     pub thread: u16,
-    pub nvalues: u8,
-    pub values: [i64; MAX_VALUES],
+    /// Threads the process ran with at the call: OpenMP's team size where
+    /// the program had libgomp loaded, else the threads of the process.
+    /// 0 when unknown (profiles before version 4).
+    pub threads: u16,
+    /// In the order of the routine's value list, at most [`MAX_VALUES`].
+    pub values: Vec<i64>,
 }
 
 impl Record {
     pub fn values(&self) -> &[i64] {
-        &self.values[..usize::from(self.nvalues).min(MAX_VALUES)]
+        &self.values
+    }
+
+    /// The thread count, `None` when the profile does not say.
+    pub fn threads(&self) -> Option<u16> {
+        (self.threads > 0).then_some(self.threads)
     }
 }
 
@@ -266,7 +296,7 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
             bytes.len()
         )));
     }
-    let nrecords = le_u64(bytes, 24);
+    let nlines = le_u64(bytes, 24);
     let nroutines = le_u32(bytes, 52) as usize;
     let flags = le_u16(bytes, 60);
     let record_size = le_u16(bytes, 62) as usize;
@@ -305,32 +335,69 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
             dropped,
         });
     }
+    // Versions 1-3 count records of one line; version 4 counts lines.
     let rest = bytes.len() - cur.pos;
-    let want = (nrecords as u128) * record_size as u128;
+    let want = (nlines as u128) * record_size as u128;
     if (rest as u128) < want {
         return Err(corrupt(format!(
-            "header announces {nrecords} records ({want} bytes) but only {rest} bytes follow"
+            "header announces {nlines} record lines ({want} bytes) but only {rest} bytes follow"
         )));
     }
-    let mut records = Vec::with_capacity(nrecords as usize);
-    for _ in 0..nrecords {
+    let mut records = Vec::with_capacity(nlines as usize);
+    let mut line = 0u64;
+    while line < nlines {
         let r = cur.take(record_size, "a record")?;
+        line += 1;
         let routine = le_u16(r, 16);
         if usize::from(routine) >= nroutines {
             return Err(corrupt(format!(
                 "a record names routine {routine}, the table has {nroutines}"
             )));
         }
-        let mut values = [0i64; MAX_VALUES];
-        for (i, v) in values.iter_mut().enumerate() {
-            *v = le_u64(r, 24 + 8 * i) as i64;
+        let count = usize::from(r[20]);
+        let (count, threads) = if version >= 4 {
+            if r[21] & FLAG_VALID == 0 {
+                return Err(corrupt(format!(
+                    "record line {} is not the start of a record",
+                    line - 1
+                )));
+            }
+            if count > MAX_VALUES {
+                return Err(corrupt(format!(
+                    "a record claims {count} values, at most {MAX_VALUES} are recorded"
+                )));
+            }
+            (count, le_u16(r, 22))
+        } else {
+            (count.min(HEAD_VALUES), 0)
+        };
+        let mut values: Vec<i64> = (0..count.min(HEAD_VALUES))
+            .map(|i| le_u64(r, 24 + 8 * i) as i64)
+            .collect();
+        for k in 1..=extension_lines(count) {
+            if line >= nlines {
+                return Err(corrupt(format!(
+                    "a record of {count} values lacks its extension line {k}"
+                )));
+            }
+            let e = cur.take(record_size, "a record's extension line")?;
+            line += 1;
+            if e[21] != FLAG_EXTENSION || le_u16(e, 16) != routine || le_u16(e, 18) as usize != k {
+                return Err(corrupt(format!(
+                    "record line {} is not extension line {k} of the record before it",
+                    line - 1
+                )));
+            }
+            let line_values = [0, 8, 24, 32, 40, 48, 56].map(|at| le_u64(e, at) as i64);
+            let take = (count - values.len()).min(EXTENSION_VALUES);
+            values.extend_from_slice(&line_values[..take]);
         }
         records.push(Record {
             start: le_u64(r, 0),
             ticks: le_u64(r, 8),
             routine,
             thread: le_u16(r, 18),
-            nvalues: r[20].min(MAX_VALUES as u8),
+            threads,
             values,
         });
     }
@@ -348,15 +415,20 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
     })
 }
 
-/// The bytes of `profile` in format version 2 (a merged profile keeps only
-/// its first pid).
+/// The bytes of `profile` in format version 4 (a merged profile keeps only
+/// its first pid; values past [`MAX_VALUES`] are not written).
 pub fn to_bytes(profile: &Profile) -> Vec<u8> {
-    let mut b = Vec::with_capacity(HEADER_SIZE + profile.records.len() * RECORD_SIZE + 256);
+    let lines: usize = profile
+        .records
+        .iter()
+        .map(|r| 1 + extension_lines(r.values.len().min(MAX_VALUES)))
+        .sum();
+    let mut b = Vec::with_capacity(HEADER_SIZE + lines * RECORD_SIZE + 256);
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.extend_from_slice(&(HEADER_SIZE as u32).to_le_bytes());
     b.extend_from_slice(&profile.ticks_per_sec.to_le_bytes());
-    b.extend_from_slice(&(profile.records.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(lines as u64).to_le_bytes());
     b.extend_from_slice(&profile.dropped.to_le_bytes());
     b.extend_from_slice(&profile.capacity.to_le_bytes());
     b.extend_from_slice(&profile.pids.first().copied().unwrap_or(0).to_le_bytes());
@@ -380,15 +452,30 @@ pub fn to_bytes(profile: &Profile) -> Vec<u8> {
         b.extend_from_slice(&r.dropped.to_le_bytes());
     }
     for r in &profile.records {
+        let values = &r.values[..r.values.len().min(MAX_VALUES)];
         b.extend_from_slice(&r.start.to_le_bytes());
         b.extend_from_slice(&r.ticks.to_le_bytes());
         b.extend_from_slice(&r.routine.to_le_bytes());
         b.extend_from_slice(&r.thread.to_le_bytes());
-        b.push(r.nvalues);
-        b.push(1);
-        b.extend_from_slice(&0u16.to_le_bytes());
-        for v in r.values {
-            b.extend_from_slice(&v.to_le_bytes());
+        b.push(values.len() as u8);
+        b.push(FLAG_VALID);
+        b.extend_from_slice(&r.threads.to_le_bytes());
+        let value = |i: usize| values.get(i).copied().unwrap_or(0).to_le_bytes();
+        for i in 0..HEAD_VALUES {
+            b.extend_from_slice(&value(i));
+        }
+        for k in 1..=extension_lines(values.len()) {
+            let first = HEAD_VALUES + (k - 1) * EXTENSION_VALUES;
+            b.extend_from_slice(&value(first));
+            b.extend_from_slice(&value(first + 1));
+            b.extend_from_slice(&r.routine.to_le_bytes());
+            b.extend_from_slice(&(k as u16).to_le_bytes());
+            b.push(0);
+            b.push(FLAG_EXTENSION);
+            b.extend_from_slice(&0u16.to_le_bytes());
+            for i in first + 2..first + EXTENSION_VALUES {
+                b.extend_from_slice(&value(i));
+            }
         }
     }
     b
@@ -443,7 +530,7 @@ pub fn merge(parts: Vec<Profile>) -> Option<Profile> {
         out.records.extend(p.records.iter().map(|r| Record {
             routine: map[r.routine as usize],
             thread: r.thread.saturating_add(thread_base),
-            ..*r
+            ..r.clone()
         }));
         out.threads = out.threads.saturating_add(p.threads);
         out.dropped = out.dropped.saturating_add(p.dropped);
@@ -486,10 +573,21 @@ mod tests {
                 ticks: 500,
                 routine: 0,
                 thread: 1,
-                nvalues: 3,
-                values: [7, 0x1000, 4096, 0, 0],
+                threads: 2,
+                values: vec![7, 0x1000, 4096],
             }],
         }
+    }
+
+    /// `profile` as an older version wrote it: `to_bytes` with the version
+    /// patched, each record's thread count (reserved then) cleared.
+    fn older(profile: &mut Profile, version: u32) -> Vec<u8> {
+        for r in &mut profile.records {
+            r.threads = 0;
+        }
+        let mut b = to_bytes(profile);
+        b[8..12].copy_from_slice(&version.to_le_bytes());
+        b
     }
 
     #[test]
@@ -507,8 +605,7 @@ mod tests {
         let mut p = sample();
         p.routines[0].defined_in.clear();
         p.routines[0].address = None;
-        let mut b = to_bytes(&p);
-        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let mut b = older(&mut p, 1);
         // Version 1 has no defined-in string and no address: drop the
         // string's (empty) length field and the (zero) address.
         let at = HEADER_SIZE + 2 + "crc32".len() + 2 + p.routines[0].params_text().len();
@@ -521,8 +618,7 @@ mod tests {
     fn version_2_without_the_address_is_still_read() {
         let mut p = sample();
         p.routines[0].address = None;
-        let mut b = to_bytes(&p);
-        b[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let mut b = older(&mut p, 2);
         let at = HEADER_SIZE
             + 2
             + "crc32".len()
@@ -533,6 +629,71 @@ mod tests {
         assert_eq!(&b[at..at + 8], &[0; 8]);
         b.drain(at..at + 8);
         assert_eq!(parse(&b, "v2").unwrap(), p);
+    }
+
+    #[test]
+    fn version_3_records_of_one_line_are_still_read() {
+        let mut p = sample();
+        let b = older(&mut p, 3);
+        let back = parse(&b, "v3").unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.records[0].threads(), None);
+    }
+
+    /// fourteen values (cblas_dgemm's parameters) take the first line and
+    /// two extension lines; the thread count comes back.
+    #[test]
+    fn a_record_with_more_than_five_values_takes_extension_lines() {
+        let mut p = sample();
+        let names: Vec<String> = (0..14).map(|i| format!("v{i}:i")).collect();
+        p.routines[0].values = RoutineInfo::parse_params(&names.join(",")).unwrap();
+        p.records[0].values = (1..=14).collect();
+        p.records.push(Record {
+            start: 20,
+            values: vec![-1; 5],
+            ..p.records[0].clone()
+        });
+        let b = to_bytes(&p);
+        assert_eq!(le_u64(&b, 24), 4, "3 lines, then 1");
+        let back = parse(&b, "x").unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.records[0].threads(), Some(2));
+        // An extension line out of place, or one missing, is corruption.
+        let first = b.len() - 4 * RECORD_SIZE;
+        let mut swapped = b.clone();
+        swapped.copy_within(
+            first + RECORD_SIZE..first + 2 * RECORD_SIZE,
+            first + 2 * RECORD_SIZE,
+        );
+        let e = parse(&swapped, "x").unwrap_err();
+        assert!(e.to_string().contains("extension line 2"), "{e}");
+        let mut cut = b[..b.len() - RECORD_SIZE].to_vec();
+        cut[24..32].copy_from_slice(&3u64.to_le_bytes());
+        assert!(
+            parse(&cut, "x").is_ok(),
+            "three whole lines: the first record"
+        );
+        cut[24..32].copy_from_slice(&2u64.to_le_bytes());
+        let e = parse(&cut[..cut.len() - RECORD_SIZE], "x").unwrap_err();
+        assert!(e.to_string().contains("lacks its extension line 2"), "{e}");
+        let mut head_missing = b.clone();
+        head_missing[first + 21] = 0;
+        let e = parse(&head_missing, "x").unwrap_err();
+        assert!(e.to_string().contains("not the start of a record"), "{e}");
+    }
+
+    /// The runtime, the reader and spec-lang's `record=` check agree on
+    /// how many values a record holds.
+    #[test]
+    fn the_value_limit_is_the_runtimes() {
+        let header = include_str!("../c/tdg_instrument.h");
+        let line = format!("#define TDG_MAX_VALUES {MAX_VALUES}\n");
+        assert!(header.contains(&line), "tdg_instrument.h lacks {line:?}");
+        assert_eq!(spec_lang::check::MAX_RECORDED, MAX_VALUES);
+        assert!(
+            u8::try_from(MAX_VALUES).is_ok(),
+            "a record's value count is a u8"
+        );
     }
 
     #[test]
@@ -587,7 +748,8 @@ mod tests {
             rate in 1u64..10_000_000_000,
             dropped in any::<u64>(),
             recs in prop::collection::vec(
-                (any::<u64>(), any::<u64>(), 0u16..3, any::<u16>(), 0u8..=5, any::<[i64; 5]>()), 0..50),
+                (any::<u64>(), any::<u64>(), 0u16..3, any::<u16>(), any::<u16>(),
+                 prop::collection::vec(any::<i64>(), 0..=MAX_VALUES)), 0..50),
         ) {
             let mut p = sample();
             p.ticks_per_sec = rate;
@@ -595,8 +757,8 @@ mod tests {
             p.routines.push(RoutineInfo { name: "b".into(), values: vec![], defined_in: String::new(), address: None, dropped: 0 });
             p.routines.push(RoutineInfo { name: "c".into(),
                 values: RoutineInfo::parse_params("x:f").unwrap(), defined_in: String::new(), address: Some(4096), dropped: 1 });
-            p.records = recs.into_iter().map(|(start, ticks, routine, thread, nvalues, values)| {
-                Record { start, ticks, routine, thread, nvalues, values }
+            p.records = recs.into_iter().map(|(start, ticks, routine, thread, threads, values)| {
+                Record { start, ticks, routine, thread, threads, values }
             }).collect();
             let back = parse(&to_bytes(&p), "rt").unwrap();
             prop_assert_eq!(back, p);

@@ -7,8 +7,10 @@
 use crate::format::ValueKind;
 use crate::runtime;
 use spec_lang::ast::{
-    member_path_text, BaseType, CType, Expr, Lang, MemberStep, Output, Param, Span, Spec, UnaryOp,
+    member_path_text, BaseType, CType, Expr, InitValue, Lang, MemberStep, Output, Param, Span,
+    Spec, UnaryOp,
 };
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -80,52 +82,100 @@ fn is_signed(base: &BaseType) -> bool {
     )
 }
 
-/// Up to five values in record order: integers first (they decide the work
-/// a call does), then floating-point scalars, then pointer addresses (which
-/// buffer, and how it is aligned).
-pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
-    let fortran = spec.lang == Lang::Fortran;
-    let mut ints = Vec::new();
-    let mut floats = Vec::new();
-    let mut ptrs = Vec::new();
-    for p in &spec.routine.params {
-        let name = p.name.name.clone();
-        let deref = if fortran { "*" } else { "" };
-        if p.ty.pointers == 0 && p.ty.base.is_integral() {
-            let kind = if is_signed(&p.ty.base) {
-                ValueKind::Signed
-            } else {
-                ValueKind::Unsigned
-            };
-            let expr = if kind == ValueKind::Signed {
-                format!("(int64_t)({deref}{name})")
-            } else {
-                format!("(int64_t)(uint64_t)({deref}{name})")
-            };
-            ints.push(RecordedValue {
-                param: name,
-                kind,
-                expr,
-            });
-        } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
-            floats.push(RecordedValue {
-                expr: format!("tdg_double_bits_((double)({deref}{name}))"),
-                param: name,
-                kind: ValueKind::Double,
-            });
-        } else if p.ty.pointers > 0 {
-            ptrs.push(RecordedValue {
-                expr: format!("TDG_PTR({name})"),
-                param: name,
-                kind: ValueKind::Pointer,
-            });
+/// Parameter names that size the spec's operands: named in the sizes of
+/// its `Vector`/`Matrix` allocations or in the counts of its outputs.
+fn sizing_names(spec: &Spec) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut add = |e: &Expr| {
+        for id in e.names() {
+            names.insert(id.name.clone());
+        }
+    };
+    for init in &spec.init {
+        if let InitValue::Array(a) = &init.value {
+            a.dims.iter().for_each(&mut add);
         }
     }
-    ints.into_iter()
-        .chain(floats)
-        .chain(ptrs)
-        .take(crate::format::MAX_VALUES)
-        .collect()
+    for out in &spec.returns {
+        if let Some(count) = &out.count {
+            add(count);
+        }
+    }
+    names
+}
+
+/// How a parameter is recorded, or `None` for one a record cannot hold (a
+/// struct passed by value).
+fn recorded_value(spec: &Spec, p: &Param) -> Option<RecordedValue> {
+    let name = p.name.name.clone();
+    let deref = if spec.lang == Lang::Fortran { "*" } else { "" };
+    if p.ty.pointers == 0 && p.ty.base.is_integral() {
+        let kind = if is_signed(&p.ty.base) {
+            ValueKind::Signed
+        } else {
+            ValueKind::Unsigned
+        };
+        let expr = if kind == ValueKind::Signed {
+            format!("(int64_t)({deref}{name})")
+        } else {
+            format!("(int64_t)(uint64_t)({deref}{name})")
+        };
+        Some(RecordedValue {
+            param: name,
+            kind,
+            expr,
+        })
+    } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
+        Some(RecordedValue {
+            expr: format!("tdg_double_bits_((double)({deref}{name}))"),
+            param: name,
+            kind: ValueKind::Double,
+        })
+    } else if p.ty.pointers > 0 {
+        Some(RecordedValue {
+            expr: format!("TDG_PTR({name})"),
+            param: name,
+            kind: ValueKind::Pointer,
+        })
+    } else {
+        None
+    }
+}
+
+/// The values each call's record holds, in record order: the spec's
+/// `record=` list as written; else every number parameter and address, up
+/// to [`crate::format::MAX_VALUES`]: the integers that size the spec's
+/// operands first (they decide the work a call does, and the derived
+/// spec's allocations), then the other integers, the floating-point
+/// scalars, and the pointer addresses (which buffer, and how aligned).
+pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
+    if let Some(record) = &spec.record {
+        return record
+            .names
+            .iter()
+            .filter_map(|id| spec.param(&id.name))
+            .filter_map(|p| recorded_value(spec, p))
+            .take(crate::format::MAX_VALUES)
+            .collect();
+    }
+    let sizing = sizing_names(spec);
+    let all: Vec<RecordedValue> = spec
+        .routine
+        .params
+        .iter()
+        .filter_map(|p| recorded_value(spec, p))
+        .collect();
+    let rank = |v: &RecordedValue| match v.kind {
+        ValueKind::Signed | ValueKind::Unsigned if sizing.contains(&v.param) => 0,
+        ValueKind::Signed | ValueKind::Unsigned => 1,
+        ValueKind::Double => 2,
+        ValueKind::Pointer => 3,
+    };
+    let mut ordered = all;
+    // Stable: declaration order within each group.
+    ordered.sort_by_key(rank);
+    ordered.truncate(crate::format::MAX_VALUES);
+    ordered
 }
 
 fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
@@ -844,4 +894,42 @@ pub fn build_interposers(
         symbol: sym,
         runtime: rt,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(src: &str) -> Vec<String> {
+        let spec = spec_lang::parse_and_check_prototype(src, "t.spec").unwrap();
+        recorded_values(&spec)
+            .into_iter()
+            .map(|v| v.param)
+            .collect()
+    }
+
+    /// The integers that size the operands lead, then the other integers,
+    /// the floating-point scalars and the addresses; `record=` chooses
+    /// exactly, in its order, and the shim registers that list.
+    #[test]
+    fn sizing_integers_first_unless_record_chooses() {
+        let gemm =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/gemm.spec"))
+                .unwrap();
+        assert_eq!(
+            names(&gemm),
+            ["M", "N", "K", "lda", "ldb", "ldc", "alpha", "beta", "A", "B", "C"]
+        );
+        let src = "routine=void f(int order, const int M, const int lda, double a, double* X, const int n);\ninit={ X=Matrix(double, lda, n, RANDOM, _); };\n";
+        assert_eq!(names(src), ["lda", "n", "order", "M", "a", "X"]);
+        let chosen = format!("{src}record=n, X, a;\n");
+        assert_eq!(names(&chosen), ["n", "X", "a"]);
+        let spec = spec_lang::parse_and_check_prototype(&chosen, "t.spec").unwrap();
+        let c = generate(&spec, InterposerKind::Preload).unwrap();
+        assert!(c.contains(r#"tdg_routine("f", "n:i,X:p,a:f")"#), "{c}");
+        assert!(
+            c.contains("const int64_t tdg_v_[] = {(int64_t)(n), TDG_PTR(X), tdg_double_bits_((double)(a))};"),
+            "{c}"
+        );
+    }
 }

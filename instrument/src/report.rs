@@ -337,8 +337,8 @@ mod tests {
                     ticks,
                     routine: 0,
                     thread: 0,
-                    nvalues: 2,
-                    values: [n, 0x1000 + (i as i64 % 2) * 64, 0, 0, 0],
+                    threads: 1,
+                    values: vec![n, 0x1000 + (i as i64 % 2) * 64],
                 })
                 .collect(),
         }
@@ -382,14 +382,8 @@ mod tests {
                 ticks: if i == 50 { 20_000_000 } else { 1000 },
                 routine: 0,
                 thread: 0,
-                nvalues: 2,
-                values: [
-                    (i * 7919) as i64,
-                    if i % 2 == 0 { 4096 } else { 512 },
-                    0,
-                    0,
-                    0,
-                ],
+                threads: 1,
+                values: vec![(i * 7919) as i64, if i % 2 == 0 { 4096 } else { 512 }],
             })
             .collect();
         let r = build(&p, &ReportOptions::default()).unwrap();

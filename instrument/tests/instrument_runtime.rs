@@ -113,7 +113,9 @@ int main(void) {{
     for recs in per_thread.values() {
         assert_eq!(recs.len(), 20000);
         let n = recs[0].values()[0];
-        assert!(recs.iter().all(|r| r.values()[0] == n && r.nvalues == 2));
+        assert!(recs
+            .iter()
+            .all(|r| r.values()[0] == n && r.values().len() == 2));
         assert!(recs.windows(2).all(|w| w[0].start < w[1].start));
         ns.push(n);
     }

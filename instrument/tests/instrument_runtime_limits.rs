@@ -421,3 +421,80 @@ int main(int argc, char **argv) {
     let p = format::read(&file).unwrap_or_else(|e| panic!("no profile after the overflow: {e}"));
     assert_eq!(p.records.len(), 1000);
 }
+
+/// A call with fourteen values takes three lines of the buffer (5 + 7 + 2
+/// values): with room for 100 lines, 33 calls fit whole and the rest are
+/// dropped, never cut; each record comes back with all its values and the
+/// process's thread count at the call (a second thread alive, then gone).
+#[test]
+fn records_of_many_values_span_lines_and_carry_the_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with_prelude(
+        dir.path(),
+        r#"
+static void *idle(void *arg) { (void)arg; struct timespec ts = {0, 100 * 1000 * 1000}; nanosleep(&ts, NULL); return NULL; }
+int main(void) {
+    int id = tdg_routine("wide", "a:i,b:i,c:i,d:i,e:i,f:i,g:i,h:i,i:i,j:i,k:i,l:i,m:i,n:i");
+    long a[3] = {1, 2, 3};
+    pthread_t t;
+    pthread_create(&t, NULL, idle, NULL);
+    for (int k = 0; k < 40; k++) {
+        if (k == 20) {
+            pthread_join(t, NULL);
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL); /* past the runtime's re-read interval */
+        }
+        int64_t v[14];
+        for (int j = 0; j < 14; j++) v[j] = k * 100 + j;
+        uint64_t t0 = tdg_begin(); sink = sum(a, 3); tdg_end(id, t0, 14, v);
+    }
+    printf("%lu\n", (unsigned long)tdg_dropped());
+    return 0;
+}
+"#,
+    );
+    let file = dir.path().join("p.tdgp");
+    let out = run(Command::new(&exe)
+        .env("TDG_PROFILE_OUT", &file)
+        .env("TDG_PROFILE_RECORDS", "100"));
+    assert_eq!(out.stdout.trim(), "7", "{}", out.stderr);
+    let p = format::read(&file).unwrap();
+    assert_eq!((p.records.len(), p.dropped), (33, 7));
+    for (k, r) in p.records.iter().enumerate() {
+        let want: Vec<i64> = (0..14).map(|j| k as i64 * 100 + j).collect();
+        assert_eq!(r.values(), want.as_slice());
+        let threads = if k < 20 { 2 } else { 1 };
+        assert_eq!(r.threads(), Some(threads), "call {k}");
+    }
+}
+
+/// A forked child's buffer still holds its parent's records; its profile
+/// has its own calls only.
+#[test]
+fn a_forked_child_profiles_its_own_calls_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_with_prelude(
+        dir.path(),
+        r#"
+#include <sys/wait.h>
+int main(void) {
+    long a[3] = {1, 2, 3};
+    for (int k = 0; k < 10; k++) TDG_PROFILE("sum", "n:i", sink = sum(a, 3), 1);
+    pid_t child = fork();
+    if (child == 0) {
+        for (int k = 0; k < 3; k++) TDG_PROFILE("sum", "n:i", sink = sum(a, 3), 99);
+        exit(0);
+    }
+    int status;
+    waitpid(child, &status, 0);
+    printf("%d\n", (int)child);
+    return 0;
+}
+"#,
+    );
+    let out = run(Command::new(&exe).env("TDG_PROFILE_OUT", dir.path().join("p.%p.tdgp")));
+    let child: u32 = out.stdout.trim().parse().unwrap();
+    let p = format::read(&dir.path().join(format!("p.{child}.tdgp"))).unwrap();
+    let values: Vec<&[i64]> = p.records.iter().map(|r| r.values()).collect();
+    assert_eq!(values, vec![&[99][..]; 3]);
+}

@@ -98,6 +98,10 @@ pub struct Spec {
     /// `returns(A, C)`: outputs to compare against the reference body, and
     /// on a checkpoint image against the application's own code.
     pub returns: Vec<Output>,
+    /// `record=m, n, k;`: the parameters a profile records per call, in
+    /// this order (instead of those that size the operands first).
+    #[serde(default)]
+    pub record: Option<RecordClause>,
     /// `flop="..."`.
     pub flop: Option<Flop>,
     pub timer: Option<TimerClause>,
@@ -105,6 +109,13 @@ pub struct Spec {
     /// `tune={...}`: roles and constraints of the kernel's tuned macros.
     #[serde(default)]
     pub tune: Option<TuneClause>,
+}
+
+/// `record=m, n, k, lda;`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordClause {
+    pub names: Vec<Ident>,
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,6 +8,10 @@ use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
 use crate::eval;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Values a profile records per call at most: the profiling runtime's
+/// `TDG_MAX_VALUES` (instrument's tests hold the two equal).
+pub const MAX_RECORDED: usize = 40;
+
 /// Every semantic error in `spec`, including what only a driver needs
 /// ([`driver_problems`]); without any, the spec resolved at its defaults.
 pub fn check(spec: &Spec, src: &str, file: &str) -> Result<CheckedSpec, Diagnostics> {
@@ -167,6 +171,7 @@ pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     c.cycles();
     c.arrays();
     c.returns();
+    c.record();
     c.per_call_whole_values();
     c.flop();
     c.checkpoint();
@@ -1016,6 +1021,77 @@ impl<'a> Checker<'a> {
     }
 
     /// A driver compares the outputs with its reference implementation.
+    /// `record=`: parameters of the routine, each once, no more than a
+    /// profile record holds, none a struct passed by value (a record holds
+    /// numbers and addresses).
+    fn record(&mut self) {
+        let Some(clause) = &self.spec.record else {
+            return;
+        };
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let params = || {
+            self.spec
+                .routine
+                .params
+                .iter()
+                .map(|p| p.name.name.as_str())
+        };
+        for id in &clause.names {
+            let Some(p) = self.spec.param(&id.name) else {
+                let hint = did_you_mean(&id.name, params()).unwrap_or_else(|| {
+                    format!(
+                        "record= lists parameters of `{}`: {}",
+                        self.spec.routine.name.name,
+                        params().collect::<Vec<_>>().join(", ")
+                    )
+                });
+                self.out.push(
+                    Diagnostic::new(
+                        format!("`{}` in record= is not a parameter of the routine", id.name),
+                        id.span,
+                    )
+                    .with_hint(hint),
+                );
+                continue;
+            };
+            if !seen.insert(&id.name) {
+                self.out.push(
+                    Diagnostic::new(format!("`{}` is listed twice in record=", id.name), id.span)
+                        .with_hint("list it once"),
+                );
+                continue;
+            }
+            let number =
+                p.ty.base.is_integral() || matches!(p.ty.base, BaseType::Float | BaseType::Double);
+            if p.ty.pointers == 0 && !number {
+                self.out.push(
+                    Diagnostic::new(
+                        format!(
+                            "`{}` is a `{}` passed by value: a profile records numbers and addresses",
+                            id.name,
+                            type_text(&p.ty)
+                        ),
+                        id.span,
+                    )
+                    .with_hint("record the integer or floating-point parameters that describe the call"),
+                );
+            }
+        }
+        if clause.names.len() > MAX_RECORDED {
+            let extra = &clause.names[MAX_RECORDED];
+            self.out.push(
+                Diagnostic::new(
+                    format!(
+                        "record= lists {} parameters; a profile records at most {MAX_RECORDED} per call",
+                        clause.names.len()
+                    ),
+                    extra.span,
+                )
+                .with_hint("keep the parameters that size the work and choose the call's context"),
+            );
+        }
+    }
+
     fn returns_need_a_body(&mut self) {
         if let (Some(first), None) = (self.spec.returns.first(), &self.spec.routine.body) {
             self.out.push(

@@ -1,7 +1,7 @@
 //! Canonical layout of a spec.
 //!
 //! [`format`] prints an AST: clauses in a fixed order (include, lang, routine,
-//! init, returns, flop, timer, checkpoint), one init entry per line, `_` for
+//! init, returns, record, flop, timer, checkpoint, tune), one init entry per line, `_` for
 //! an empty attribute list, `+`/`-` spaced and `*`/`/`/`%` tight, and only the
 //! parentheses the meaning needs. A routine body and the flop string are kept
 //! exactly as written. [`format_source`] does the same for source text and
@@ -65,6 +65,9 @@ impl Comments {
                     l.count.as_ref().map_or(end, |c| c.span().end)
                 }),
             ));
+        }
+        if let Some(r) = &spec.record {
+            anchors.push((r.span.start, r.span.end));
         }
         if let Some(f) = &spec.flop {
             anchors.push((f.span.start, f.span.end));
@@ -230,6 +233,15 @@ impl Printer {
                 first.span.start,
                 "",
                 &format!("returns({});", names.join(", ")),
+            );
+        }
+        if let Some(r) = &spec.record {
+            let names: Vec<&str> = r.names.iter().map(|n| n.name.as_str()).collect();
+            self.item(
+                c,
+                r.span.start,
+                "",
+                &format!("record={};", names.join(", ")),
             );
         }
         if let Some(f) = &spec.flop {

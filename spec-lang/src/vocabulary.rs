@@ -110,6 +110,7 @@ pub const CLAUSES: &[&str] = &[
     "routine",
     "init",
     "returns",
+    "record",
     "flop",
     "timer",
     "checkpoint",

@@ -1239,3 +1239,69 @@ fn outputs_reached_through_a_struct_are_member_paths_of_a_pointer_parameter() {
     .to_string();
     assert!(e.contains("a driver makes its own arguments"), "{e}");
 }
+
+/// `record=` names parameters, each once, numbers or addresses, at most as
+/// many as a profile record holds; a sound one is kept in order.
+#[test]
+fn record_lists_parameters_to_profile() {
+    const HEAD: &str = "include=\"typedef struct cfg cfg;\";\nroutine=void f(const int M, const int lda, double alpha, double* A, cfg c);\n";
+    rejects(
+        &format!("{HEAD}record=M, ldaa;\n"),
+        x(
+            3,
+            11,
+            "`ldaa` in record= is not a parameter",
+            Some("did you mean `lda`?"),
+        ),
+    );
+    rejects(
+        &format!("{HEAD}record=M, lda, M;\n"),
+        x(
+            3,
+            16,
+            "`M` is listed twice in record=",
+            Some("list it once"),
+        ),
+    );
+    rejects(
+        &format!("{HEAD}record=c;\n"),
+        x(
+            3,
+            8,
+            "`c` is a `cfg` passed by value",
+            Some("record the integer"),
+        ),
+    );
+    let many: Vec<String> = (0..41).map(|i| format!("p{i}")).collect();
+    let params: Vec<String> = many.iter().map(|p| format!("int {p}")).collect();
+    let src = format!(
+        "routine=void g({});\nrecord={};\n",
+        params.join(", "),
+        many.join(",")
+    );
+    let col = "record=".len() + many[..40].iter().map(|p| p.len() + 1).sum::<usize>() + 1;
+    rejects(
+        &src,
+        x(
+            2,
+            col,
+            "record= lists 41 parameters; a profile records at most 40",
+            None,
+        ),
+    );
+    let ok = format!("{HEAD}record=lda, A, alpha;\n");
+    let spec = spec_lang::parse_and_check_prototype(&ok, "t.spec").unwrap();
+    let names: Vec<&str> = spec
+        .record
+        .as_ref()
+        .unwrap()
+        .names
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(names, ["lda", "A", "alpha"]);
+    assert_eq!(
+        spec_lang::format(&spec).lines().last(),
+        Some("record=lda, A, alpha;")
+    );
+}

@@ -515,37 +515,41 @@ fn spec() -> impl Strategy<Value = Spec> {
             ),
             0..3,
         ),
+        prop::option::of(prop::collection::vec(ident(), 1..4)),
         prop::option::of(expr_with(false)),
         prop::option::of(timer()),
         prop::option::of(checkpoint()),
         prop::option::of(tune()),
     )
         .prop_map(
-            |(includes, lang, routine, init, returns, flop, timer, checkpoint, tune)| Spec {
-                includes: includes
-                    .into_iter()
-                    .map(|text| Include { text, span: sp() })
-                    .collect(),
-                lang,
-                routine,
-                init,
-                returns: returns
-                    .into_iter()
-                    .map(|(id, path, count)| Output {
-                        name: id.name,
-                        span: id.span,
-                        path: path.unwrap_or_default(),
-                        count,
-                    })
-                    .collect(),
-                flop: flop.map(|e| Flop {
-                    text: spec_lang::format::expr(&e),
-                    expr: e,
-                    span: sp(),
-                }),
-                timer,
-                checkpoint,
-                tune,
+            |(includes, lang, routine, init, returns, record, flop, timer, checkpoint, tune)| {
+                Spec {
+                    includes: includes
+                        .into_iter()
+                        .map(|text| Include { text, span: sp() })
+                        .collect(),
+                    lang,
+                    routine,
+                    init,
+                    returns: returns
+                        .into_iter()
+                        .map(|(id, path, count)| Output {
+                            name: id.name,
+                            span: id.span,
+                            path: path.unwrap_or_default(),
+                            count,
+                        })
+                        .collect(),
+                    record: record.map(|names| RecordClause { names, span: sp() }),
+                    flop: flop.map(|e| Flop {
+                        text: spec_lang::format::expr(&e),
+                        expr: e,
+                        span: sp(),
+                    }),
+                    timer,
+                    checkpoint,
+                    tune,
+                }
             },
         )
 }

@@ -137,3 +137,125 @@ fn debians_bzip2_is_profiled_through_libbz2s_plt_with_a_two_line_spec() {
     // Sorting a 900 kB block takes milliseconds, not the shim's nanoseconds.
     assert!(p.records.iter().all(|r| p.ticks_to_ns(r.ticks) > 1e6));
 }
+
+/// The sizes numpy's two products pass to cblas_dgemm (row-major, no
+/// transpose): M, N, K, lda, ldb, ldc.
+const PRODUCTS: [([i64; 6], u64); 2] = [
+    ([64, 48, 32, 32, 48, 48], 7),
+    ([100, 20, 80, 80, 20, 20], 3),
+];
+const SIZES: [&str; 6] = ["M", "N", "K", "lda", "ldb", "ldc"];
+
+/// cblas_dgemm declared as CBLAS declares it (order and transposes as
+/// ints): all fourteen parameters are recorded, the ones that size the
+/// spec's operands first, so every leading dimension reaches the report;
+/// and the spec derived from each context allocates exactly the blocks
+/// numpy passed.
+#[test]
+fn numpy_dgemm_with_cblas_own_prototype_records_every_size_and_derives_sized_operands() {
+    let _heavy = testkit::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("script.py"), SCRIPT).unwrap();
+    let plain = interpose_support::plain_python_run(d);
+    let spec = example("blas/cblas_dgemm_natural.spec");
+    let python = interpose_support::PYTHON;
+    let run = tdg(
+        &[
+            "profile",
+            "--spec",
+            &spec,
+            "-o",
+            "d.tdgp",
+            "--",
+            python,
+            "script.py",
+        ],
+        d,
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert_eq!(run.stdout, plain.stdout, "{err}");
+
+    let p = instrument::format::read(&d.join("d.tdgp")).unwrap();
+    let names: Vec<&str> = p.routines[0]
+        .values
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "M", "K", "lda", "ldb", "ldc", "Order", "TransA", "TransB", "N", "alpha", "beta", "A",
+            "B", "C"
+        ],
+        "sizing integers first, then the other integers, doubles, addresses"
+    );
+    assert!(p.records.iter().all(|r| r.values().len() == 14));
+
+    let rep = json_of(&tdg(&["profile", "report", "d.tdgp", "--json"], d));
+    let mut seen: Vec<([i64; 6], u64, usize)> = rep["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let value = |name: &str| {
+                c["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == name)
+                    .unwrap_or_else(|| panic!("{name} missing from {c}"))["value"]
+                    .as_i64()
+                    .unwrap()
+            };
+            (
+                SIZES.map(value),
+                c["calls"].as_u64().unwrap(),
+                c["rank"].as_u64().unwrap() as usize,
+            )
+        })
+        .collect();
+    seen.sort_by_key(|s| std::cmp::Reverse(s.1));
+    assert_eq!(
+        seen.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
+        PRODUCTS,
+        "{rep}"
+    );
+
+    for (sizes, _, rank) in &seen {
+        let out = format!("rank{rank}.spec");
+        let derive = tdg(
+            &[
+                "spec-from-profile",
+                "d.tdgp",
+                "--spec",
+                &spec,
+                "--rank",
+                &rank.to_string(),
+                "-o",
+                &out,
+                "--contexts",
+                &format!("rank{rank}.json"),
+            ],
+            d,
+        );
+        assert!(
+            derive.status.success(),
+            "{}",
+            String::from_utf8_lossy(&derive.stderr)
+        );
+        let text = std::fs::read_to_string(d.join(&out)).unwrap();
+        let derived = spec_lang::parse_and_check(&text, &out).unwrap_or_else(|e| panic!("{e}"));
+        let env = spec_lang::eval::typed_env(&derived, &Default::default()).unwrap();
+        let elems = |name: &str| {
+            spec_lang::eval::array_elems(derived.array_for(name).unwrap(), &env).unwrap() as i64
+        };
+        let [m, _, k, lda, ldb, ldc] = *sizes;
+        assert_eq!(
+            [elems("A"), elems("B"), elems("C")],
+            [lda * m, ldb * k, ldc * m],
+            "the operands numpy passed, from the recorded sizes:\n{text}"
+        );
+    }
+}

@@ -59,7 +59,9 @@ pub(super) fn rule_name(rule: Rule) -> Option<&'static str> {
     use Rule::*;
     Some(match rule {
         include_clause | lang_clause | routine_clause | init_clause | returns_clause
-        | flop_clause | timer_clause | checkpoint_clause | unknown_clause => CLAUSE_NAME,
+        | record_clause | flop_clause | timer_clause | checkpoint_clause | unknown_clause => {
+            CLAUSE_NAME
+        }
         EOI => "end of file",
         word | name | decl | param | params => "a name",
         star => "`*`",

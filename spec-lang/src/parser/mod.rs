@@ -148,6 +148,7 @@ impl Builder {
         let mut routine: Option<Routine> = None;
         let mut init: Option<(Vec<Init>, Span)> = None;
         let mut returns: Option<(Vec<Output>, Span)> = None;
+        let mut record: Option<RecordClause> = None;
         let mut flop: Option<Flop> = None;
         let mut timer: Option<TimerClause> = None;
         let mut checkpoint: Option<CheckpointClause> = None;
@@ -162,6 +163,7 @@ impl Builder {
                 Rule::routine_clause => "routine",
                 Rule::init_clause => "init",
                 Rule::returns_clause => "returns",
+                Rule::record_clause => "record",
                 Rule::flop_clause => "flop",
                 Rule::timer_clause => "timer",
                 Rule::checkpoint_clause => "checkpoint",
@@ -174,7 +176,7 @@ impl Builder {
                     let name = w.as_str();
                     let d = Diagnostic::new(format!("unknown clause `{name}=`"), self.sp(&w))
                         .with_hint(did_you_mean(name, CLAUSES.iter().copied()).unwrap_or_else(|| {
-                            "clauses are include=, lang=, routine=, init=, returns(...), flop=, timer=, checkpoint=, tune=".into()
+                            "clauses are include=, lang=, routine=, init=, returns(...), record=, flop=, timer=, checkpoint=, tune=".into()
                         }));
                     self.err(d);
                     continue;
@@ -244,6 +246,16 @@ impl Builder {
                     }
                     returns = Some((outputs, span));
                 }
+                "record" => {
+                    let names = clause
+                        .into_inner()
+                        .map(|w| Ident {
+                            name: w.as_str().to_string(),
+                            span: self.sp(&w),
+                        })
+                        .collect();
+                    record = Some(RecordClause { names, span });
+                }
                 "flop" => match self.flop(clause) {
                     Ok(f) => flop = Some(f),
                     Err(d) => self.err(d),
@@ -280,6 +292,7 @@ impl Builder {
             routine,
             init: init.map(|(v, _)| v).unwrap_or_default(),
             returns: returns.map(|(v, _)| v).unwrap_or_default(),
+            record,
             flop,
             timer,
             checkpoint,
