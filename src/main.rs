@@ -1,5 +1,6 @@
 //! `tdg`: timing-driver generator for empirical performance tuning.
 
+mod args;
 mod cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -1,8 +1,8 @@
 //! `tdg check FILE...`: parse and check specs, say per use (driver,
 //! profile, checkpoint) whether each file serves it, print every diagnostic
 //! of the uses asked for.
-use super::output::{OutputArgs, ReportFormat};
 use super::CmdResult;
+use crate::args::output::{OutputArgs, ReportFormat};
 use spec_lang::{Diagnostic, Diagnostics, Use};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,8 @@
 //! `tdg checkpoint`: capture CRIU images of a running application and time
 //! the region of interest by restoring them (logic in the `checkpoint` crate).
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::candidate::CandidateArgs;
+use crate::args::output::TableOrJsonOutput;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -110,57 +111,6 @@ struct TimeArgs {
     report: TableOrJsonOutput,
     #[command(flatten)]
     candidate: CandidateArgs,
-}
-
-/// A candidate implementation for the restored copies (`--impl`).
-#[derive(clap::Args, Clone)]
-pub struct CandidateArgs {
-    /// C file implementing the routine the application calls through
-    /// TDG_ROUTINE (same name and signature); every restored copy runs it for
-    /// the delay calls and the timed call. Without it: the application's code.
-    #[arg(long = "impl", value_name = "FILE")]
-    pub implementation: Option<PathBuf>,
-    /// More C files for the candidate's shared object.
-    #[arg(long = "extra", value_name = "FILE", requires = "implementation")]
-    pub extra: Vec<PathBuf>,
-    /// Flags for the candidate, split as a shell would, e.g. --cflags "-O3 -march=native".
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
-    pub cflags: super::words::Words,
-    /// Define a macro for the candidate, e.g. -D CUTOFF=64 (repeatable).
-    #[arg(short = 'D', value_name = "NAME=VALUE", requires = "implementation")]
-    pub define: Vec<String>,
-    /// C compiler (default: $CC, cc, gcc, clang).
-    #[arg(long)]
-    pub cc: Option<String>,
-    /// Skip comparing the candidate's outputs with the original's on the image.
-    #[arg(long, requires = "implementation")]
-    pub no_verify: bool,
-    /// Relative tolerance for floating-point outputs.
-    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "implementation")]
-    pub tolerance: f64,
-}
-
-/// Floating-point outputs of a candidate may differ this much (relative)
-/// from the original's: reassociation under other flags, not wrong results.
-pub const DEFAULT_TOLERANCE: f64 = 1e-9;
-
-impl CandidateArgs {
-    pub fn source(
-        &self,
-        implementation: &std::path::Path,
-    ) -> anyhow::Result<checkpoint::CandidateSource> {
-        Ok(checkpoint::CandidateSource {
-            implementation: implementation.to_path_buf(),
-            extra: self.extra.clone(),
-            cflags: self.cflags.to_vec(),
-            defines: {
-                let mut defines = super::run::parse_defines(&self.define)?;
-                super::run::add_env_params(&mut defines);
-                defines
-            },
-            cc: self.cc.clone(),
-        })
-    }
 }
 
 /// Time `image` with the application's code or, with `--impl`, build the
@@ -411,8 +361,8 @@ fn time(a: TimeArgs) -> CmdResult {
             ..Default::default()
         },
         Some(match a.report.chosen() {
-            super::output::TableOrJson::Table => formats::Format::Table,
-            super::output::TableOrJson::Json => formats::Format::Json,
+            crate::args::output::TableOrJson::Table => formats::Format::Table,
+            crate::args::output::TableOrJson::Json => formats::Format::Json,
         }),
         a.report.out.as_deref(),
     )

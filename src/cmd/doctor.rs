@@ -1,7 +1,7 @@
 //! `tdg doctor`: whether this machine can checkpoint, time and profile, and
 //! what the cached machine probe (which feeds every timing default) says.
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]

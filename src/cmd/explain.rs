@@ -1,9 +1,9 @@
 //! `tdg explain SPEC`: what the driver will do with each operand, in words,
 //! from the same model the driver is generated from.
 
-use super::output::TableOrJsonOutput;
-use super::run::TimingArgs;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
+use crate::args::timing::TimingArgs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,8 +1,8 @@
 //! `tdg gen SPEC -o DIR`: write the C timing driver, its runtime and a
 //! Makefile; `make IMPL=kernel.c` then builds it without tdg.
 
-use super::run::TimingArgs;
 use super::CmdResult;
+use crate::args::timing::TimingArgs;
 use driver_gen::{render, DriverModel, RunOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

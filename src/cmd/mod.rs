@@ -9,8 +9,6 @@ pub mod explain;
 pub mod fmt;
 pub mod gen;
 pub mod instrument;
-pub mod keyword;
-pub mod output;
 pub mod probe;
 pub mod profile;
 pub mod report;
@@ -18,6 +16,5 @@ pub mod run;
 pub mod spec_from_profile;
 pub mod tune;
 pub mod validate;
-pub mod words;
 
 pub type CmdResult = anyhow::Result<std::process::ExitCode>;

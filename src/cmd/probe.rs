@@ -1,6 +1,6 @@
 //! `tdg probe`: measure this machine's effective caches, TLB and timers.
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
 use formats::contract::EXIT_CHECK_SAID_NO;
 use std::path::PathBuf;
 use std::process::ExitCode;

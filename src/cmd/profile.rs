@@ -1,6 +1,6 @@
 //! `tdg profile [--spec SPEC] -- CMD ARGS...` and `tdg profile report FILE`.
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
 use anyhow::Context as _;
 use instrument::{format, interpose, report, session};
 use std::ffi::OsString;

@@ -1,7 +1,7 @@
 //! `tdg spec-from-profile FILE --spec SPEC`: a spec whose Macro defaults are
 //! the dominant call context, plus the contexts file for `tdg run --contexts`.
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
 use anyhow::Context as _;
 use instrument::{format, report, specgen};
 use std::path::PathBuf;

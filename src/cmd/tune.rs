@@ -3,10 +3,10 @@
 //! evaluating here or, with `--executor slurm`, as Slurm job arrays; for a
 //! spec with a `checkpoint` clause the kernel runs as a candidate in
 //! restored copies of the application's image instead.
-use super::keyword::keyword;
-use super::output::{OutputArgs, ReportFormat};
-use super::run::TimingArgs;
 use super::CmdResult;
+use crate::args::keyword::keyword;
+use crate::args::output::{OutputArgs, ReportFormat};
+use crate::args::timing::TimingArgs;
 use anyhow::Context;
 use driver_gen::RunOptions;
 use std::path::{Path, PathBuf};
@@ -74,9 +74,9 @@ pub struct Args {
     #[arg(help_heading = "Build")]
     pub cc: Option<String>,
     /// Flags for the implementation, split as a shell would.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
     #[arg(help_heading = "Build")]
-    pub cflags: super::words::Words,
+    pub cflags: crate::args::words::Words,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Stop a driver run (or one restore) after this many seconds.
@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(help_heading = "Checkpoint tuning")]
     pub no_verify: bool,
     /// Relative tolerance for floating-point outputs (checkpoint tuning).
-    #[arg(long, default_value_t = super::checkpoint::DEFAULT_TOLERANCE)]
+    #[arg(long, default_value_t = crate::args::candidate::DEFAULT_TOLERANCE)]
     #[arg(help_heading = "Checkpoint tuning")]
     pub tolerance: f64,
     #[command(flatten)]
@@ -169,10 +169,10 @@ pub struct CampaignArgs {
         long = "sbatch-option",
         value_name = "OPTIONS",
         allow_hyphen_values = true,
-        value_parser = super::words::words
+        value_parser = crate::args::words::words
     )]
     #[arg(help_heading = "Slurm")]
-    pub sbatch_options: Vec<super::words::Words>,
+    pub sbatch_options: Vec<crate::args::words::Words>,
     /// TOML file with partition, account, time_limit, sbatch_options (flags override it).
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "Slurm")]
@@ -735,7 +735,7 @@ fn slurm_executor(a: &CampaignArgs) -> anyhow::Result<tune::SlurmExecutor> {
         partition: a.partition.clone(),
         account: a.account.clone(),
         time_limit: a.time_limit.clone(),
-        sbatch_options: super::words::flatten(&a.sbatch_options),
+        sbatch_options: crate::args::words::flatten(&a.sbatch_options),
     });
     let tdg = std::env::current_exe().context("cannot find the tdg binary the tasks should run")?;
     let mut executor = tune::SlurmExecutor::new(config, tdg, std::env::current_dir()?)?;

@@ -1,8 +1,8 @@
 //! `tdg validate PROFILE --spec SPEC --impl IMPL.c`: one context's in-app
 //! per-call distribution beside the driver's, warm and flushed, and which
 //! cache state the application actually runs the routine in.
-use super::output::TableOrJsonOutput;
 use super::CmdResult;
+use crate::args::output::TableOrJsonOutput;
 use anyhow::Context as _;
 use instrument::{drive, format, report, specgen, validate};
 use std::path::PathBuf;
@@ -44,8 +44,8 @@ pub struct Args {
     #[arg(long)]
     cc: Option<String>,
     /// Flags for the implementation, split as a shell would.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
-    cflags: super::words::Words,
+    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
+    cflags: crate::args::words::Words,
     #[command(flatten)]
     output: TableOrJsonOutput,
 }
