@@ -37,6 +37,11 @@ pub struct ContextEntry {
     /// `-D NAME=VALUE` overrides that make the spec's driver run this
     /// context (the spec's `Macro` names for those parameters).
     pub defines: BTreeMap<String, String>,
+    /// Threads the application ran with during these calls (absent when
+    /// the profile does not say): `tdg run --contexts` times the context on
+    /// as many, unless `--threads` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u16>,
     pub calls: u64,
     pub share: f64,
     pub in_app_total_ns: f64,
@@ -50,14 +55,16 @@ pub struct ContextEntry {
 
 impl ContextEntry {
     pub fn label(&self) -> String {
-        if self.values.is_empty() {
-            return "(all calls)".into();
-        }
-        self.values
+        let mut parts: Vec<String> = self
+            .values
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect();
+        parts.extend(self.threads.map(|n| format!("threads={n}")));
+        if parts.is_empty() {
+            return "(all calls)".into();
+        }
+        parts.join(", ")
     }
 }
 
@@ -92,6 +99,7 @@ impl ContextsFile {
                 ContextEntry {
                     rank: c.rank,
                     defines: defines_for(c),
+                    threads: c.threads,
                     values,
                     calls: c.calls,
                     share: c.share,
@@ -324,6 +332,7 @@ mod tests {
             rank,
             values: [("n".to_string(), n)].into_iter().collect(),
             defines: [("N".to_string(), n.to_string())].into_iter().collect(),
+            threads: None,
             calls,
             share: 0.0,
             in_app_total_ns: mean * calls as f64,

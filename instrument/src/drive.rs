@@ -10,9 +10,13 @@ use spec_lang::ast::{FlushMethod, Spec};
 use std::path::Path;
 
 /// `base` with the context's `-D` overrides added (they win over any the
-/// user gave for the same macro: the context is the point).
+/// user gave for the same macro: the context is the point), and the
+/// context's thread count unless the user chose one.
 pub fn options_for(base: &RunOptions, ctx: &ContextEntry) -> RunOptions {
     let mut o = base.clone();
+    if o.timing.threads.is_none() {
+        o.timing.threads = ctx.threads.map(u32::from);
+    }
     o.defines.retain(|(k, _)| !ctx.defines.contains_key(k));
     o.defines
         .extend(ctx.defines.iter().map(|(k, v)| (k.clone(), v.clone())));

@@ -51,6 +51,12 @@ pub struct ContextStats {
     /// 1 = most total time.
     pub rank: usize,
     pub values: Vec<ContextValue>,
+    /// Threads the process ran with during these calls (OpenMP's team size
+    /// where libgomp was loaded, else the process's threads): contexts are
+    /// split by it. `None` for profiles that do not record it.
+    pub threads: Option<u16>,
+    /// Distinct threads that made these calls.
+    pub callers: usize,
     pub calls: u64,
     pub total_ns: f64,
     /// Of the routine's total recorded time.
@@ -75,16 +81,18 @@ pub struct ContextStats {
 }
 
 impl ContextStats {
-    /// `len=4096, level=6`.
+    /// `len=4096, level=6`, and `threads=2` when the profile says.
     pub fn label(&self) -> String {
-        if self.values.is_empty() {
-            return "(no integer parameters)".into();
-        }
-        self.values
+        let mut parts: Vec<String> = self
+            .values
             .iter()
             .map(|v| format!("{}={}", v.name, v.display))
-            .collect::<Vec<_>>()
-            .join(", ")
+            .collect();
+        parts.extend(self.threads.map(|n| format!("threads={n}")));
+        if parts.is_empty() {
+            return "(no integer parameters)".into();
+        }
+        parts.join(", ")
     }
 }
 
@@ -197,10 +205,14 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
 
     struct Acc {
         key: Vec<i64>,
+        threads: Option<u16>,
+        callers: HashSet<u16>,
         samples: Vec<f64>,
         pointers: Vec<HashSet<i64>>,
     }
-    let mut by_key: HashMap<Vec<i64>, usize> = HashMap::new();
+    // A call context includes the threads the process ran with: the same
+    // sizes on 1 and on 2 threads are different work for a parallel routine.
+    let mut by_key: HashMap<(Vec<i64>, Option<u16>), usize> = HashMap::new();
     let mut accs: Vec<Acc> = Vec::new();
     let mut call_ctx = Vec::with_capacity(records.len());
     let mut threads = HashSet::new();
@@ -210,15 +222,19 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
             .iter()
             .map(|&i| vals.get(i).copied().unwrap_or(0))
             .collect();
+        let team = r.threads();
         let next = accs.len();
-        let slot = *by_key.entry(key.clone()).or_insert(next);
+        let slot = *by_key.entry((key.clone(), team)).or_insert(next);
         if slot == next {
             accs.push(Acc {
                 key,
+                threads: team,
+                callers: HashSet::new(),
                 samples: Vec::new(),
                 pointers: vec![HashSet::new(); pointer_idx.len()],
             });
         }
+        accs[slot].callers.insert(r.thread);
         // The empty begin/end cost is part of every recorded interval; the
         // driver subtracts its own, so the profile does too.
         let ns = profile.ticks_to_ns(r.ticks.saturating_sub(profile.timer_overhead_ticks));
@@ -261,6 +277,8 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
                         display: info.values[i].kind.display(v),
                     })
                     .collect(),
+                threads: a.threads,
+                callers: a.callers.len(),
                 calls: a.samples.len() as u64,
                 total_ns: totals[slot],
                 share: if total_ns > 0.0 {
@@ -394,6 +412,32 @@ mod tests {
         assert!((r.contexts[0].uninterrupted_total_ns - 49_000.0).abs() < 1e-6);
         assert!((r.uninterrupted_total_ns - 99_000.0).abs() < 1e-6);
         assert!(render_table(&r, 5).contains("treated as data"));
+    }
+
+    /// The same sizes on one and on two threads are two contexts, each
+    /// saying how many threads made its calls.
+    #[test]
+    fn contexts_split_by_the_threads_the_process_ran_with() {
+        let mut p = profile(&[(8, 60), (8, 60), (8, 100), (8, 100), (8, 100)]);
+        for (i, r) in p.records.iter_mut().enumerate() {
+            r.threads = if i < 2 { 1 } else { 2 };
+            r.thread = i as u16 % 2;
+        }
+        let r = build(&p, &ReportOptions::default()).unwrap();
+        let got: Vec<(String, u64, usize)> = r
+            .contexts
+            .iter()
+            .map(|c| (c.label(), c.calls, c.callers))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("n=8, threads=2".to_string(), 3, 2),
+                ("n=8, threads=1".to_string(), 2, 2)
+            ]
+        );
+        assert!(render_table(&r, 5)
+            .contains("the process ran with 2 thread(s); called from 2 thread(s)"));
     }
 
     #[test]

@@ -44,16 +44,22 @@ pub fn macro_name_for(param: &str) -> String {
     format!("TDG_{}", param.to_uppercase())
 }
 
+/// What a profile says about how the routine ran, beyond its parameters:
+/// the timer settings that reproduce it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RanAs {
+    /// The definition's address modulo 4096 in the application (when an
+    /// interposer recorded it): `code_offset`.
+    pub code_offset: Option<u64>,
+    /// The threads the process ran with at the context's calls: `threads`.
+    pub threads: Option<u16>,
+}
+
 /// Rewrites `src` (the text `spec` was parsed from) so each parameter of
-/// `context` defaults to its value, and the routine's code is placed at
-/// `code_offset` (its address modulo 4096 in the application, when an
-/// interposer recorded it) unless the spec already places it.
-pub fn apply_context(
-    spec: &Spec,
-    src: &str,
-    context: &[ContextParam],
-    code_offset: Option<u64>,
-) -> SpecEdit {
+/// `context` defaults to its value, the routine's code is placed at
+/// `ran.code_offset` and runs on `ran.threads` threads, unless the spec
+/// already says otherwise (then a note says what the application did).
+pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam], ran: RanAs) -> SpecEdit {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut macros = BTreeMap::new();
     let mut notes = Vec::new();
@@ -111,13 +117,9 @@ pub fn apply_context(
             .collect::<String>();
         edits.push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
     }
-    if let Some(offset) = code_offset {
-        match placement_edit(spec, src, offset) {
-            Ok(Some(edit)) => edits.push(edit),
-            Ok(None) => {}
-            Err(note) => notes.push(note),
-        }
-    }
+    let (timer, timer_notes) = timer_edit(spec, src, ran);
+    edits.extend(timer);
+    notes.extend(timer_notes);
     let unset: Vec<&str> = spec
         .routine
         .params
@@ -158,39 +160,76 @@ fn break_before_appending(src: &str) -> &'static str {
     }
 }
 
-/// The edit that places the routine at `offset` (its address modulo 4096 in
-/// the application): `code_offset=N;` inside the spec's timer clause, or a
-/// new clause. `Ok(None)` when the spec already places it there; a note when
-/// it places it elsewhere (the spec's choice stands) or the clause cannot be
-/// edited.
-fn placement_edit(
-    spec: &Spec,
-    src: &str,
-    offset: u64,
-) -> Result<Option<(usize, usize, String)>, String> {
-    let setting = format!("code_offset={offset};");
+/// The timer settings the application's run asks for that the spec does not
+/// have: `code_offset=N;` (the routine's address modulo 4096 there) and
+/// `threads=N;` (above 1: one thread is the driver's default). A note for
+/// each the spec sets to something else (the spec's choice stands).
+fn timer_settings(spec: &Spec, ran: RanAs, notes: &mut Vec<String>) -> Vec<String> {
     let routine = &spec.routine.name.name;
-    let Some(timer) = &spec.timer else {
-        let sep = break_before_appending(src);
-        let clause = format!("{sep}timer={{ {setting} }};\n");
-        return Ok(Some((src.len(), src.len(), clause)));
-    };
-    match timer.code_offset {
-        Some(o) if u64::from(o) == offset => Ok(None),
-        Some(o) => Err(format!(
-            "the spec places `{routine}` at page offset {o}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)"
-        )),
+    let timer = spec.timer.as_ref();
+    let mut add = Vec::new();
+    if let Some(offset) = ran.code_offset {
+        let setting = format!("code_offset={offset};");
+        match timer.and_then(|t| t.code_offset) {
+            Some(o) if u64::from(o) == offset => {}
+            Some(o) => notes.push(format!(
+                "the spec places `{routine}` at page offset {o}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)"
+            )),
+            None => add.push(setting),
+        }
+    }
+    if let Some(threads) = ran.threads {
+        let setting = format!("threads={threads};");
+        match timer.and_then(|t| t.threads) {
+            Some(n) if n == u32::from(threads) => {}
+            Some(n) => notes.push(format!(
+                "the spec runs `{routine}` on {n} thread(s); the application ran with {threads} (`{setting}` in timer={{...}}, or `--threads {threads}`, times it so)"
+            )),
+            None if threads > 1 => add.push(setting),
+            None => {}
+        }
+    }
+    add
+}
+
+/// The edit that adds the application's timer settings ([`timer_settings`])
+/// inside the spec's timer clause, or as a new clause (`None` when there is
+/// nothing to add), and the notes for the user.
+fn timer_edit(spec: &Spec, src: &str, ran: RanAs) -> (Option<(usize, usize, String)>, Vec<String>) {
+    let mut notes = Vec::new();
+    let add = timer_settings(spec, ran, &mut notes);
+    if add.is_empty() {
+        return (None, notes);
+    }
+    let settings = add.join(" ");
+    let edit = match &spec.timer {
+        None => {
+            let sep = break_before_appending(src);
+            Some((
+                src.len(),
+                src.len(),
+                format!("{sep}timer={{ {settings} }};\n"),
+            ))
+        }
         // Inside the clause, before its closing brace.
-        None => match src.get(timer.span.start..timer.span.end).and_then(|c| c.rfind('}')) {
+        Some(timer) => match src
+            .get(timer.span.start..timer.span.end)
+            .and_then(|c| c.rfind('}'))
+        {
             Some(close) => {
                 let at = timer.span.start + close;
-                Ok(Some((at, at, format!("{setting} "))))
+                Some((at, at, format!("{settings} ")))
             }
-            None => Err(format!(
-                "add `{setting}` to timer={{...}} to time `{routine}` as placed in the application"
-            )),
+            None => {
+                notes.push(format!(
+                    "add `{settings}` to timer={{...}} to time `{}` as the application ran it",
+                    spec.routine.name.name
+                ));
+                None
+            }
         },
-    }
+    };
+    (edit, notes)
 }
 
 /// A profile turned into an edited spec and its contexts file.
@@ -238,7 +277,11 @@ pub fn derive(
             value: v.display.clone(),
         })
         .collect();
-    let edit = apply_context(spec, src, &params, report.code_page_offset);
+    let ran = RanAs {
+        code_offset: report.code_page_offset,
+        threads: chosen.threads,
+    };
+    let edit = apply_context(spec, src, &params, ran);
     // Still a prototype where the profile could not fill in a value.
     let edited = spec_lang::parse_and_check_prototype(&edit.text, file)
         .map_err(|d| DeriveError::Reparse(d.to_string()))?;
@@ -267,6 +310,13 @@ mod tests {
 
     const SRC: &str = "// keep me\nroutine=unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len);\ninit={\n  crc=0;\n  len=Macro(LEN, 100);\n  buf=Vector(unsigned char, RANDOM, align(64), len);\n};\n";
 
+    fn offset(o: u64) -> RanAs {
+        RanAs {
+            code_offset: Some(o),
+            threads: None,
+        }
+    }
+
     fn cp(name: &str, v: &str) -> ContextParam {
         ContextParam {
             name: name.into(),
@@ -277,7 +327,12 @@ mod tests {
     #[test]
     fn sets_macro_defaults_and_wraps_literals() {
         let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
-        let e = apply_context(&spec, SRC, &[cp("crc", "7"), cp("len", "32768")], None);
+        let e = apply_context(
+            &spec,
+            SRC,
+            &[cp("crc", "7"), cp("len", "32768")],
+            RanAs::default(),
+        );
         assert!(e.text.starts_with("// keep me\n"));
         assert!(e.text.contains("len=Macro(LEN, 32768);"), "{}", e.text);
         assert!(e.text.contains("crc=Macro(TDG_CRC, 7);"), "{}", e.text);
@@ -296,7 +351,7 @@ mod tests {
     #[test]
     fn the_application_code_offset_goes_into_the_timer_clause_unless_the_spec_sets_one() {
         let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
-        let e = apply_context(&spec, SRC, &[], Some(1616));
+        let e = apply_context(&spec, SRC, &[], offset(1616));
         assert!(
             e.text.ends_with("};\ntimer={ code_offset=1616; };\n"),
             "{}",
@@ -307,7 +362,7 @@ mod tests {
 
         let timed = format!("{SRC}timer={{ samples=9; }};\n");
         let spec = spec_lang::parse_and_check(&timed, "crc.spec").unwrap();
-        let e = apply_context(&spec, &timed, &[], Some(48));
+        let e = apply_context(&spec, &timed, &[], offset(48));
         let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
         let t = back.timer.unwrap();
         assert_eq!(
@@ -319,16 +374,61 @@ mod tests {
 
         let placed = format!("{SRC}timer={{ code_offset=16; }};\n");
         let spec = spec_lang::parse_and_check(&placed, "crc.spec").unwrap();
-        let e = apply_context(&spec, &placed, &[], Some(48));
+        let e = apply_context(&spec, &placed, &[], offset(48));
         assert_eq!(e.text, placed);
         assert!(e.notes[0].contains("had it at 48"), "{:?}", e.notes);
+    }
+
+    /// A context that ran on several threads is timed on as many: the
+    /// setting joins the code offset in one timer clause; one thread is the
+    /// driver's default and adds nothing; a spec that says otherwise keeps
+    /// its choice and is told what the application did.
+    #[test]
+    fn the_applications_thread_count_goes_into_the_timer_clause() {
+        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let ran = |threads| RanAs {
+            code_offset: Some(64),
+            threads: Some(threads),
+        };
+        let e = apply_context(&spec, SRC, &[], ran(2));
+        assert!(
+            e.text.ends_with("timer={ code_offset=64; threads=2; };\n"),
+            "{}",
+            e.text
+        );
+        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        assert_eq!(back.timer.unwrap().threads, Some(2));
+        let e = apply_context(&spec, SRC, &[], ran(1));
+        assert!(
+            e.text.ends_with("timer={ code_offset=64; };\n"),
+            "{}",
+            e.text
+        );
+        let four = format!("{SRC}timer={{ threads=4; }};\n");
+        let spec = spec_lang::parse_and_check(&four, "crc.spec").unwrap();
+        let e = apply_context(&spec, &four, &[], ran(2));
+        assert!(
+            e.text.ends_with("timer={ threads=4; code_offset=64; };\n"),
+            "{}",
+            e.text
+        );
+        assert!(
+            e.notes.iter().any(|n| n.contains("ran with 2")),
+            "{:?}",
+            e.notes
+        );
     }
 
     #[test]
     fn a_prototype_gets_an_init_of_what_the_profile_knows() {
         let src = "include=\"typedef struct EState EState;\";\nroutine=long f(EState* s, long n, int k);\n";
         let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
-        let e = apply_context(&spec, src, &[cp("n", "4096"), cp("k", "3")], None);
+        let e = apply_context(
+            &spec,
+            src,
+            &[cp("n", "4096"), cp("k", "3")],
+            RanAs::default(),
+        );
         assert!(e.text.starts_with(src), "{}", e.text);
         assert!(
             e.text
@@ -348,7 +448,7 @@ mod tests {
     fn the_outputs_a_spec_declares_survive_byte_for_byte() {
         let src = "include=\"#include \\\"bzlib_private.h\\\"\";\nroutine=void f(EState* s, int k);\nreturns(s->ptr[s->nblock * k], s->origPtr); // sorted order, rotation\n";
         let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
-        let e = apply_context(&spec, src, &[cp("k", "3")], None);
+        let e = apply_context(&spec, src, &[cp("k", "3")], RanAs::default());
         assert!(e.text.starts_with(src), "{}", e.text);
         let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
         assert_eq!(back.returns, spec.returns);
@@ -363,7 +463,7 @@ mod tests {
             &spec,
             src,
             &[cp("M", "20"), cp("lda", "32"), cp("q", "1")],
-            None,
+            RanAs::default(),
         );
         assert!(e.text.contains("M=Macro(MS, 20)"));
         assert!(e.text.contains("lda=M;"));

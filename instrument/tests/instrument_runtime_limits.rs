@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 mod instrument_support;
-use instrument_support::build_marked;
+use instrument_support::{build_marked, build_marked_with};
 
 const PRELUDE: &str = r#"
 #include <pthread.h>
@@ -497,4 +497,69 @@ int main(void) {
     let p = format::read(&dir.path().join(format!("p.{child}.tdgp"))).unwrap();
     let values: Vec<&[i64]> = p.records.iter().map(|r| r.values()).collect();
     assert_eq!(values, vec![&[99][..]; 3]);
+}
+
+/// In an OpenMP program each record carries OpenMP's team size, read
+/// through dlsym from the libgomp the program loaded: 3 before any
+/// parallel region has started a thread (the process has one), 3 for a
+/// marked parallel region, then 2 once the program asks for 2; and which
+/// thread called (the main thread, and one call from each team member
+/// inside a region).
+#[test]
+fn an_openmp_programs_records_carry_its_team_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build_marked_with(
+        dir.path(),
+        &format!(
+            "{PRELUDE}{}",
+            r#"
+#include <omp.h>
+static double x[1 << 16];
+static void scale(void) {
+#pragma omp parallel for
+    for (int i = 0; i < (1 << 16); i++) x[i] = x[i] * 0.5 + 1.0;
+}
+int main(void) {
+    long a[3] = {1, 2, 3};
+    TDG_PROFILE("serial", "n:i", sink = sum(a, 3), 3);
+    TDG_PROFILE("region", "n:i", scale(), 3);
+    omp_set_num_threads(2);
+    TDG_PROFILE("region", "n:i", scale(), 2);
+#pragma omp parallel
+    TDG_PROFILE("inside", "n:i", sink = sum(a, 3), omp_get_thread_num());
+    printf("%d\n", omp_get_max_threads());
+    return 0;
+}
+"#
+        ),
+        &["-fopenmp"],
+    );
+    let file = dir.path().join("p.tdgp");
+    let out = run(Command::new(&exe)
+        .env("TDG_PROFILE_OUT", &file)
+        .env("TDG_PROFILE_ROUTINES", "3")
+        .env("OMP_NUM_THREADS", "3"));
+    assert_eq!(out.stdout.trim(), "2", "{}", out.stderr);
+    let p = format::read(&file).unwrap();
+    let of = |name: &str| {
+        let id = p.routine_id(name).unwrap();
+        p.records
+            .iter()
+            .filter(|r| r.routine == id)
+            .map(|r| (r.values()[0], r.threads(), r.thread))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("serial"), [(3, Some(3), 0)]);
+    assert_eq!(of("region"), [(3, Some(3), 0), (2, Some(2), 0)]);
+    let mut inside = of("inside");
+    inside.sort();
+    assert_eq!(inside.len(), 2, "{inside:?}");
+    assert_eq!(
+        inside.iter().map(|c| c.0).collect::<Vec<_>>(),
+        [0, 1],
+        "one call from each member of the team"
+    );
+    assert!(inside.iter().all(|c| c.1 == Some(2)), "{inside:?}");
+    let callers: std::collections::BTreeSet<u16> = inside.iter().map(|c| c.2).collect();
+    assert_eq!(callers.len(), 2, "two calling threads: {inside:?}");
 }

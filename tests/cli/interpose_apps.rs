@@ -259,3 +259,79 @@ fn numpy_dgemm_with_cblas_own_prototype_records_every_size_and_derives_sized_ope
         );
     }
 }
+
+/// numpy over OpenBLAS (pthreads), profiled through the shim with
+/// `OPENBLAS_NUM_THREADS` at 2 and at 1: every context carries the threads
+/// the process ran with (OpenBLAS's workers beside the interpreter's
+/// thread), all calls come from the one interpreter thread, and the spec
+/// derived from the two-thread profile times the routine on two threads.
+#[test]
+fn numpy_over_openblas_contexts_carry_the_thread_count() {
+    let _heavy = testkit::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("script.py"), SCRIPT).unwrap();
+    let blas = std::fs::canonicalize("/lib/x86_64-linux-gnu/libblas.so.3").unwrap();
+    assert!(
+        blas.to_string_lossy().contains("openblas"),
+        "libblas.so.3 is {}, not OpenBLAS: run scripts/setup (45-python-numpy.sh installs libopenblas0-pthread)",
+        blas.display()
+    );
+    let spec = example("blas/cblas_dgemm.spec");
+    for threads in [2, 1] {
+        let profile = format!("t{threads}.tdgp");
+        let run = crate::support::tdg_command()
+            .args(["profile", "--spec", &spec, "-o", &profile, "--"])
+            .args([interpose_support::PYTHON, "script.py"])
+            .env("OPENBLAS_NUM_THREADS", threads.to_string())
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let rep = json_of(&tdg(&["profile", "report", &profile, "--json"], d));
+        let contexts = rep["contexts"].as_array().unwrap();
+        assert_eq!(contexts.len(), 2, "{rep}");
+        for c in contexts {
+            assert_eq!(c["threads"], threads, "{c}");
+            assert_eq!(c["callers"], 1, "{c}");
+        }
+        let derive = tdg(
+            &[
+                "spec-from-profile",
+                &profile,
+                "--spec",
+                &spec,
+                "-o",
+                "d.spec",
+            ],
+            d,
+        );
+        assert!(
+            derive.status.success(),
+            "{}",
+            String::from_utf8_lossy(&derive.stderr)
+        );
+        let text = std::fs::read_to_string(d.join("d.spec")).unwrap();
+        assert_eq!(
+            text.contains("threads=2;"),
+            threads == 2,
+            "one thread is the driver's default:\n{text}"
+        );
+        let contexts: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join("cblas_dgemm.contexts.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            contexts["contexts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["threads"] == threads),
+            "{contexts}"
+        );
+    }
+}

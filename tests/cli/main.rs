@@ -23,6 +23,7 @@ mod formats_contract;
 mod formats_gbench;
 mod formats_optuna;
 mod instrument_cli;
+mod instrument_omp;
 mod instrument_validate;
 mod instrument_zlib;
 mod interpose_apps;

@@ -130,6 +130,13 @@ pub fn render_table(report: &Report, top: usize) -> String {
         if !reuse.is_empty() {
             let _ = writeln!(o, "    buffers: {}", reuse.join(", "));
         }
+        if let Some(n) = c.threads {
+            let _ = writeln!(
+                o,
+                "    the process ran with {n} thread(s); called from {} thread(s)",
+                c.callers
+            );
+        }
     }
     o
 }

@@ -12,6 +12,11 @@ pub fn cc() -> CCompiler {
 
 /// Builds the runtime into `dir` and a marker-instrumented program from `src`.
 pub fn build_marked(dir: &Path, src: &str) -> PathBuf {
+    build_marked_with(dir, src, &[])
+}
+
+/// [`build_marked`] with more compiler flags (`-fopenmp`).
+pub fn build_marked_with(dir: &Path, src: &str, flags: &[&str]) -> PathBuf {
     let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
     let c = dir.join("app.c");
     std::fs::write(&c, src).unwrap();
@@ -24,7 +29,10 @@ pub fn build_marked(dir: &Path, src: &str) -> PathBuf {
             "-Wall".into(),
             "-Wextra".into(),
             "-Werror".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(flags.iter().map(|f| f.to_string()))
+        .collect(),
         include_dirs: vec![rt.include_dir.clone()],
         link_args: vec![rt.static_lib.display().to_string(), "-lpthread".into()],
         ..Default::default()
