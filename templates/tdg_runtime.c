@@ -25,63 +25,30 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#if TDG_X86
-#include <cpuid.h>
-#endif
 
 volatile double tdg_sink;
 
 /* ------------------------------------------------------------------ timers */
 
-#if TDG_X86
-static int tsc_is_invariant(void)
+/* Wall-time wrappers the pair-cost loop can take by address. */
+static uint64_t wall_ns(void)
 {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u)
-        return 0;
-    __get_cpuid(0x80000007u, &a, &b, &c, &d);
-    return (d >> 8) & 1u; /* invariant TSC: constant rate, runs in all C-states */
+    return tdg_clock_ns(TDG_FALLBACK_CLOCK);
 }
 
-static int cpu_has_rdtscp(void)
+static uint64_t cpu_ns(void)
 {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(0x80000001u, &a, &b, &c, &d))
-        return 0;
-    return (d >> 27) & 1u;
+    return tdg_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 }
 
-/* TSC rate from cpuid leaf 0x15 (crystal clock * ratio), 0 when not reported. */
-static double tsc_hz_from_cpuid(void)
-{
-    unsigned a, b, c, d;
-    if ((unsigned)__get_cpuid_max(0, NULL) < 0x15u)
-        return 0.0;
-    __cpuid_count(0x15u, 0, a, b, c, d);
-    if (a == 0 || b == 0 || c == 0)
-        return 0.0;
-    return (double)c * (double)b / (double)a;
-}
-#endif
-
-/*
- * Calibrates the TSC against CLOCK_MONOTONIC_RAW over a busy 10 ms window,
- * three times, keeping the median so one preempted window cannot skew it.
- */
+/* The TSC rate measured over three busy 10 ms windows; the median, so one
+ * preempted window cannot skew it. */
 static double tsc_hz_calibrated(void)
 {
     double rates[3];
     int i, j;
-    for (i = 0; i < 3; i++) {
-        uint64_t w0 = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
-        uint64_t c0 = tdg_tsc_begin();
-        uint64_t w1, c1;
-        do {
-            w1 = tdg_clock_ns(CLOCK_MONOTONIC_RAW);
-        } while (w1 - w0 < 10000000ull);
-        c1 = tdg_tsc_end();
-        rates[i] = (double)(c1 - c0) * 1e9 / (double)(w1 - w0);
-    }
+    for (i = 0; i < 3; i++)
+        rates[i] = tdg_tsc_hz_measured(10000000ull);
     for (i = 0; i < 3; i++)
         for (j = i + 1; j < 3; j++)
             if (rates[j] < rates[i]) {
@@ -94,23 +61,19 @@ static double tsc_hz_calibrated(void)
 
 int tdg_timer_setup(struct tdg_timer *t, enum tdg_timer_method requested, char *why, size_t why_len)
 {
-    int i;
-    uint64_t best = UINT64_MAX, finest = UINT64_MAX;
+    struct tdg_pair_cost cost;
     why[0] = '\0';
     t->method = requested;
     t->ns_per_tick = 1.0;
     t->tsc_hz = 0.0;
     t->tsc_hz_source = "";
     if (requested == TDG_TIMER_CYCLE) {
-#if TDG_X86
-        if (!tsc_is_invariant()) {
-            snprintf(why, why_len, "the TSC is not invariant (cpuid 0x80000007 EDX[8] clear); using wall time");
-            t->method = TDG_TIMER_WALL;
-        } else if (!cpu_has_rdtscp()) {
-            snprintf(why, why_len, "the CPU has no rdtscp; using wall time");
+        const char *unusable = tdg_tsc_unusable_reason();
+        if (unusable != NULL) {
+            snprintf(why, why_len, "%s; using wall time", unusable);
             t->method = TDG_TIMER_WALL;
         } else {
-            double hz = tsc_hz_from_cpuid();
+            double hz = tdg_tsc_hz_documented();
             t->tsc_hz_source = "cpuid-0x15";
             if (hz <= 0.0) {
                 hz = tsc_hz_calibrated();
@@ -119,24 +82,16 @@ int tdg_timer_setup(struct tdg_timer *t, enum tdg_timer_method requested, char *
             t->tsc_hz = hz;
             t->ns_per_tick = 1e9 / hz;
         }
-#else
-        snprintf(why, why_len, "no cycle timer on this architecture; using wall time");
-        t->method = TDG_TIMER_WALL;
-#endif
     }
-    /* Empty-interval cost: the minimum over many pairs is the timer's own
-     * overhead, subtracted from every timed interval later. */
-    for (i = 0; i < 2000; i++) {
-        uint64_t a = tdg_timer_begin(t->method);
-        uint64_t b = tdg_timer_end(t->method);
-        uint64_t d = b - a;
-        if (d < best)
-            best = d;
-        if (d > 0 && d < finest)
-            finest = d;
-    }
-    t->overhead_ns = tdg_ticks_to_ns(t, best);
-    t->resolution_ns = finest == UINT64_MAX ? 0.0 : tdg_ticks_to_ns(t, finest);
+    /* The empty-interval cost is subtracted from every timed interval. */
+    if (t->method == TDG_TIMER_CYCLE)
+        cost = tdg_pair_cost(tdg_tsc_begin, tdg_tsc_end, 2000);
+    else if (t->method == TDG_TIMER_CPU)
+        cost = tdg_pair_cost(cpu_ns, cpu_ns, 2000);
+    else
+        cost = tdg_pair_cost(wall_ns, wall_ns, 2000);
+    t->overhead_ns = tdg_ticks_to_ns(t, cost.min);
+    t->resolution_ns = cost.finest == UINT64_MAX ? 0.0 : tdg_ticks_to_ns(t, cost.finest);
     if (t->method == TDG_TIMER_CPU) {
         /* CPU time advances in scheduler-accounting steps; find the step. */
         uint64_t a = tdg_timer_begin(t->method), b;

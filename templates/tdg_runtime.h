@@ -18,69 +18,29 @@
 #include <stdio.h>
 #include <time.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define TDG_X86 1
-#else
-#define TDG_X86 0
-#endif
+/* The serialised cycle-counter reads, the fallback clock, the invariance
+ * check and the empty-interval cost, shared with every other C runtime of
+ * tdg; copied beside this file. */
+#include "tdg_timing.h"
 
 enum tdg_timer_method { TDG_TIMER_WALL = 0, TDG_TIMER_CYCLE = 1, TDG_TIMER_CPU = 2 };
 enum tdg_flush_method { TDG_FLUSH_NONE = 0, TDG_FLUSH_READ = 1, TDG_FLUSH_CLFLUSH = 2 };
 
 /* ------------------------------------------------------------------ timers */
 
-/*
- * The cycle timer is serialised on both ends: the leading lfence keeps
- * earlier work from leaking past the start read and the trailing lfence keeps
- * the routine from starting before it; the end read uses rdtscp, which waits
- * for the routine's instructions to retire, followed by lfence so nothing
- * after it starts early. Only the difference of two reads is ever converted
- * to floating point, in integer first, so no low-order cycles are lost to a
- * double's 53-bit mantissa (the paper's Figure 4 concern).
- */
-static inline uint64_t tdg_tsc_begin(void)
-{
-#if TDG_X86
-    uint32_t lo, hi;
-    __asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
-    return ((uint64_t)hi << 32) | lo;
-#else
-    return 0;
-#endif
-}
-
-static inline uint64_t tdg_tsc_end(void)
-{
-#if TDG_X86
-    uint32_t lo, hi, aux;
-    __asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
-    (void)aux;
-    return ((uint64_t)hi << 32) | lo;
-#else
-    return 0;
-#endif
-}
-
-static inline uint64_t tdg_clock_ns(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Raw timer reading in the method's own unit (cycles or nanoseconds). */
 static inline uint64_t tdg_timer_begin(enum tdg_timer_method m)
 {
     if (m == TDG_TIMER_CYCLE)
         return tdg_tsc_begin();
-    return tdg_clock_ns(m == TDG_TIMER_CPU ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC_RAW);
+    return tdg_clock_ns(m == TDG_TIMER_CPU ? CLOCK_PROCESS_CPUTIME_ID : TDG_FALLBACK_CLOCK);
 }
 
 static inline uint64_t tdg_timer_end(enum tdg_timer_method m)
 {
     if (m == TDG_TIMER_CYCLE)
         return tdg_tsc_end();
-    return tdg_clock_ns(m == TDG_TIMER_CPU ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC_RAW);
+    return tdg_clock_ns(m == TDG_TIMER_CPU ? CLOCK_PROCESS_CPUTIME_ID : TDG_FALLBACK_CLOCK);
 }
 
 struct tdg_timer {

@@ -22,13 +22,14 @@
  *   dlopen()s the candidate with RTLD_NOW, so a symbol neither the candidate
  *   nor the application (-rdynamic) defines fails there, named by dlerror().
  * - Regions are timed with the serialised TSC when tdg passes its rate
- *   (TDG_TSC_GHZ in plain runs, `tsc_ghz=` on the control pipe in a copy):
+ *   (TDG_TSC_GHZ in plain runs, `tsc_ghz=` on the control pipe in a copy)
+ *   and tdg_timing.h finds the counter invariant:
  *   clock_gettime goes through the vDSO, which a restored copy reaches
  *   through CRIU's trampolines, so an empty region read ~120 ns plain and
  *   ~160 ns restored. The process that times the call first measures its
  *   own empty-region cost (back-to-back reads, the minimum of many) and
  *   subtracts it, so plain runs and copies mean the same thing. Without a
- *   rate (an image captured by an older library) CLOCK_MONOTONIC_RAW is used.
+ *   rate, or on a counter that is not invariant, CLOCK_MONOTONIC_RAW is used.
  *   CPU time is read outside the timed window.
  * - A copy catches the fatal signals and reports the signal and the phase
  *   (delay call k of K, or the timed call) on the result pipe before dying:
@@ -48,6 +49,10 @@
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
+/* The serialised cycle-counter reads, the fallback clock, the decision
+ * whether the counter can be trusted and the empty-interval cost, shared
+ * with every other C runtime of tdg. */
+#include "tdg_timing.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -259,6 +264,16 @@ struct team_use {
 };
 static void in_place_sample_ended(long long ns, long long cpu_ns, long faults);
 
+/* The TSC rate tdg passed (ticks per ns), or 0 to time with the fallback
+ * clock when it passed none or the counter cannot be trusted here. */
+static double tsc_ghz_if_usable(const char *text)
+{
+    double ghz = (text && *text) ? strtod(text, NULL) : 0.0;
+    if (!(ghz > 0.0) || tdg_tsc_unusable_reason() != NULL)
+        return 0.0;
+    return ghz;
+}
+
 static void read_environment(void)
 {
     const char *s;
@@ -284,7 +299,7 @@ static void read_environment(void)
     if (g.delay < 0)
         g.delay = 0;
     s = getenv(ENV_TSC_GHZ);
-    g.tsc_ghz = (s && *s) ? strtod(s, NULL) : 0.0;
+    g.tsc_ghz = tsc_ghz_if_usable(s);
 
     g.markers_on = g.image != NULL || g.report != NULL;
     g.census = getenv(ENV_SITES);
@@ -298,66 +313,34 @@ static void read_environment(void)
 
 static inline void now(struct timespec *t)
 {
-    clock_gettime(CLOCK_MONOTONIC_RAW, t);
+    clock_gettime(TDG_FALLBACK_CLOCK, t);
 }
-
-#if defined(__x86_64__) || defined(__i386__)
-#define HAVE_TSC 1
-/* As the drivers read it: lfence on both sides of the start read keeps
- * earlier work out and the region from starting early; rdtscp at the end
- * waits for the region to retire, and the lfence after it keeps later work
- * out. */
-static inline unsigned long long tsc_begin(void)
-{
-    unsigned lo, hi;
-    __asm__ __volatile__("lfence\n\trdtsc\n\tlfence" : "=a"(lo), "=d"(hi)::"memory");
-    return ((unsigned long long)hi << 32) | lo;
-}
-
-static inline unsigned long long tsc_end(void)
-{
-    unsigned lo, hi, aux;
-    __asm__ __volatile__("rdtscp\n\tlfence" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
-    (void)aux;
-    return ((unsigned long long)hi << 32) | lo;
-}
-#else
-#define HAVE_TSC 0
-static inline unsigned long long tsc_begin(void) { return 0; }
-static inline unsigned long long tsc_end(void) { return 0; }
-#endif
 
 static bool use_tsc(void)
 {
-    return HAVE_TSC && g.tsc_ghz > 0.0;
+    return g.tsc_ghz > 0.0;
 }
 
 /* Out of line, so a calibration pair pays the calls and returns an empty
  * region pays between its two reads (leaving tdg_region_begin, entering
  * tdg_region_end). */
-static __attribute__((noinline)) unsigned long long calibration_begin(void)
+static __attribute__((noinline)) uint64_t calibration_begin(void)
 {
-    return tsc_begin();
+    return tdg_tsc_begin();
 }
 
-static __attribute__((noinline)) unsigned long long calibration_end(void)
+static __attribute__((noinline)) uint64_t calibration_end(void)
 {
-    return tsc_end();
+    return tdg_tsc_end();
 }
 
 /* The cost of an empty region in this process (a restored copy measures its
- * own): the fastest of many start/end pairs. */
+ * own). */
 static void measure_overhead(void)
 {
-    unsigned long long best = ~0ULL;
     if (!use_tsc())
         return;
-    for (int i = 0; i < OVERHEAD_PAIRS; i++) {
-        unsigned long long t0 = calibration_begin(), t1 = calibration_end();
-        if (t1 - t0 < best)
-            best = t1 - t0;
-    }
-    g.overhead = best;
+    g.overhead = tdg_pair_cost(calibration_begin, calibration_end, OVERHEAD_PAIRS).min;
 }
 
 /* CPU time excludes the time the thread was preempted: on a shared machine
@@ -519,7 +502,7 @@ static void start_region_clocks(void)
     cpu_now(&g.cpu0);
     /* last, so reading the CPU clock is not timed */
     if (use_tsc())
-        g.tsc0 = tsc_begin();
+        g.tsc0 = tdg_tsc_begin();
     else
         now(&g.t0);
 }
@@ -775,7 +758,7 @@ static void follow_control(int fd)
         if (strncmp(line, "outputs=", 8) == 0) {
             snprintf(g.outputs_path, sizeof g.outputs_path, "%s", line + 8);
         } else if (strncmp(line, "tsc_ghz=", 8) == 0) {
-            g.tsc_ghz = strtod(line + 8, NULL);
+            g.tsc_ghz = tsc_ghz_if_usable(line + 8);
         } else if (strncmp(line, "candidate=", 10) == 0) {
             if (fork_plan.n_candidates == MAX_CANDIDATES)
                 fail_copy("cannot be loaded: ", "more than 64 candidates in one restore");
@@ -1188,7 +1171,7 @@ static const char *unreplayable(const unsigned long long *shared_sums, char *why
     return NULL;
 }
 
-#if HAVE_TSC
+#if TDG_X86
 static inline void flush_line(const volatile char *p)
 {
     __asm__ __volatile__("clflush %0" : "+m"(*(volatile char *)p));
@@ -1247,7 +1230,7 @@ static void prepare_sample(void)
         line = 64;
     populate(fork_plan.file_present, fork_plan.n_file_present, false);
     populate(fork_plan.written, *fork_plan.n_written, true);
-#if HAVE_TSC
+#if TDG_X86
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (size_t i = 0; i < fork_plan.n_flush; i++)
@@ -1891,7 +1874,7 @@ struct region_end {
 static inline void read_region_end(struct region_end *t)
 {
     if (use_tsc())
-        t->tsc = tsc_end();
+        t->tsc = tdg_tsc_end();
     else
         now(&t->clock);
 }
@@ -1948,7 +1931,7 @@ static void census_begin(const char *site)
         return;
     c->calls++;
     if (use_tsc())
-        c->t0 = tsc_begin();
+        c->t0 = tdg_tsc_begin();
     else
         now(&c->c0);
 }

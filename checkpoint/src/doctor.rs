@@ -319,21 +319,29 @@ fn fs_is_tmpfs(path: &str) -> bool {
     }
 }
 
+/// The timing header's own verdict on the cycle counter, from a program
+/// built with it (the host library and the drivers decide the same way).
 fn tsc_check() -> Finding {
-    if crate::tsc::tsc_is_invariant() {
-        finding(
+    let verdict = toolchain::CCompiler::find(None).and_then(|cc| c_timing::tsc_verdict(&cc));
+    match verdict {
+        Ok(c_timing::TscVerdict::Usable) => finding(
             "timing",
             Status::Ok,
-            "constant, non-stop TSC: cycle timers are trustworthy",
+            "invariant TSC with rdtscp: cycle timers are trustworthy",
             None,
-        )
-    } else {
-        finding(
+        ),
+        Ok(c_timing::TscVerdict::Unusable(why)) => finding(
             "timing",
             Status::Warn,
-            "TSC is not constant/non-stop: cycle counts vary with frequency; tdg times with CLOCK_MONOTONIC_RAW",
+            format!("{why}: tdg times with CLOCK_MONOTONIC_RAW"),
             None,
-        )
+        ),
+        Err(e) => finding(
+            "timing",
+            Status::Warn,
+            format!("cannot ask tdg_timing.h about the TSC: {e}"),
+            Some("check the C compiler finding above"),
+        ),
     }
 }
 

@@ -24,7 +24,7 @@ pub const LIBRARY_DIR: fsguard::Purpose = fsguard::Purpose {
     option: "-o",
 };
 
-/// Write the header and source into `dir` (created if needed; refused when
+/// Write the header and source (with the timing header they include) into `dir` (created if needed; refused when
 /// it is a directory tdg did not make, whose files it would replace).
 pub fn write_host_library(dir: &Path) -> Result<HostLibrary> {
     fsguard::OwnedDir::open(dir, LIBRARY_DIR).map_err(guard_err)?;
@@ -32,6 +32,7 @@ pub fn write_host_library(dir: &Path) -> Result<HostLibrary> {
     let source = dir.join(SOURCE_NAME);
     fsguard::write_atomic(&header, HEADER.as_bytes()).map_err(guard_err)?;
     fsguard::write_atomic(&source, SOURCE.as_bytes()).map_err(guard_err)?;
+    c_timing::write_header(dir).map_err(guard_err)?;
     Ok(HostLibrary {
         dir: dir.to_path_buf(),
         header,

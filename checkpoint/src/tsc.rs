@@ -1,23 +1,13 @@
-//! The TSC rate the host library converts region ticks with: tdg passes it
-//! (TDG_TSC_GHZ in plain runs, `tsc_ghz=` on a copy's control pipe) only
-//! when the TSC is constant and non-stop and its rate is documented by the
-//! processor, the hypervisor or the kernel; otherwise the library times with
-//! CLOCK_MONOTONIC_RAW.
+//! The TSC rate the host library converts region ticks with: tdg passes
+//! the rate the processor, the hypervisor or the kernel documents (TDG_TSC_GHZ
+//! in plain runs, `tsc_ghz=` on a copy's control pipe); whether the counter
+//! can be trusted is decided where it is read, by `tdg_timing.h` in the
+//! library, which times with CLOCK_MONOTONIC_RAW when it cannot (or when no
+//! rate is passed).
 
-/// Whether /proc/cpuinfo lists both `constant_tsc` and `nonstop_tsc`.
-pub fn tsc_is_invariant() -> bool {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .unwrap_or("");
-    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    has("constant_tsc") && has("nonstop_tsc")
-}
-
-/// TSC ticks per nanosecond for region timing, if the TSC can be trusted.
+/// TSC ticks per nanosecond for region timing, where a rate is documented.
 pub fn region_tsc_ghz() -> Option<f64> {
-    if !cfg!(any(target_arch = "x86_64", target_arch = "x86")) || !tsc_is_invariant() {
+    if !cfg!(any(target_arch = "x86_64", target_arch = "x86")) {
         return None;
     }
     probe::documented::documented_tsc_ghz()

@@ -158,6 +158,12 @@ const DRIVER_FILES: &[DriverFile] = &[
         templated: false,
     },
     DriverFile {
+        source: "tdg_timing.h",
+        output: "tdg_timing.h",
+        embedded: c_timing::HEADER,
+        templated: false,
+    },
+    DriverFile {
         source: "tdg_runtime.c",
         output: "tdg_runtime.c",
         embedded: include_str!("../../templates/tdg_runtime.c"),
@@ -209,8 +215,8 @@ pub const DRIVER_DIR: fsguard::Purpose = fsguard::Purpose {
 /// The rendered files of one driver.
 #[derive(Debug, Clone)]
 pub struct GeneratedDriver {
-    /// (file name, contents): driver.c, tdg_runtime.h, tdg_runtime.c,
-    /// tdg_code_place.S, Makefile.
+    /// (file name, contents): driver.c, tdg_runtime.h, tdg_timing.h,
+    /// tdg_runtime.c, tdg_code_place.S, Makefile.
     pub files: Vec<(String, String)>,
 }
 

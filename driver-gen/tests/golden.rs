@@ -2,7 +2,8 @@
 //! `tdg gen specs/axpy.spec` renders on a fixed machine (driver.c and the
 //! Makefile), so a template or model change shows up in review as a diff of
 //! the C a user gets. The runtime is not rendered: the test checks it is
-//! `templates/tdg_runtime.{c,h}` byte for byte, so its review is that file's.
+//! `templates/tdg_runtime.{c,h}` and `c-timing/c/tdg_timing.h` byte for
+//! byte, so its review is those files'.
 //!
 //! After an intended change: `TDG_BLESS=1 cargo test -p driver-gen --test golden`.
 
@@ -21,8 +22,13 @@ fn machine() -> MachineDefaults {
     }
 }
 
-/// The plain-C runtime, copied into every driver unrendered.
-const RUNTIME: [&str; 2] = ["tdg_runtime.c", "tdg_runtime.h"];
+/// The plain-C runtime, copied into every driver unrendered: (name, where
+/// it lives in the repository).
+const RUNTIME: [(&str, &str); 3] = [
+    ("tdg_runtime.c", "templates/tdg_runtime.c"),
+    ("tdg_runtime.h", "templates/tdg_runtime.h"),
+    ("tdg_timing.h", "c-timing/c/tdg_timing.h"),
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -37,7 +43,7 @@ fn generated_axpy_driver_matches_the_committed_one() {
     let (copied, rendered): (Vec<_>, Vec<_>) = generated
         .files
         .iter()
-        .partition(|(name, _)| RUNTIME.contains(&name.as_str()));
+        .partition(|(name, _)| RUNTIME.iter().any(|(r, _)| r == name));
     assert_eq!(
         copied.len(),
         RUNTIME.len(),
@@ -45,10 +51,11 @@ fn generated_axpy_driver_matches_the_committed_one() {
         generated.files.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
     for (name, text) in &copied {
-        let source = std::fs::read_to_string(repo().join("templates").join(name)).unwrap();
+        let (_, path) = RUNTIME.iter().find(|(r, _)| r == name).unwrap();
+        let source = std::fs::read_to_string(repo().join(path)).unwrap();
         assert!(
             *text == source,
-            "{name} differs from templates/{name}: the runtime must be copied as it is"
+            "{name} differs from {path}: the runtime must be copied as it is"
         );
     }
     let bless = std::env::var_os("TDG_BLESS").is_some_and(|v| v != "0");

@@ -20,6 +20,7 @@
  *   nothing is ever written out of bounds.
  * - The writer uses only async-signal-safe calls (open/write/lseek/rename/
  *   clock_gettime), so the same code serves exit, fatal signals and flushes.
+ * - Time is read through tdg_timing.h, as every tdg runtime reads it.
  */
 #define _GNU_SOURCE
 #include "tdg_instrument.h"
@@ -39,8 +40,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The serialised cycle-counter reads and the fallback clock, shared with
+ * every other C runtime of tdg. */
+#include "tdg_timing.h"
+
 #if defined(__x86_64__)
-#include <x86intrin.h>
+#include <x86intrin.h> /* _mm_stream_si64, _mm_sfence */
 #define TDG_HAVE_TSC 1
 #else
 #define TDG_HAVE_TSC 0
@@ -146,37 +151,21 @@ static __thread int t_thread = -1;
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
                                     SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGXCPU};
 
-#if !TDG_HAVE_TSC
-static uint64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-#endif
-
+/* Serialised on both ends (tdg_timing.h says why), so the routine's
+ * interval holds its own instructions and no logging. */
 uint64_t tdg_begin(void) {
 #if TDG_HAVE_TSC
-    /* lfence before: earlier work has retired; after: the routine has not
-     * started early. (cpuid would serialise too, but traps in VMs.) */
-    _mm_lfence();
-    uint64_t t = __rdtsc();
-    _mm_lfence();
-    return t;
+    return tdg_tsc_begin();
 #else
-    return clock_ns();
+    return tdg_fallback_ns();
 #endif
 }
 
 static inline uint64_t read_end(void) {
 #if TDG_HAVE_TSC
-    /* rdtscp waits for the routine's instructions; lfence keeps the logging
-     * that follows from starting before the counter is read. */
-    unsigned aux;
-    uint64_t t = __rdtscp(&aux);
-    _mm_lfence();
-    return t;
+    return tdg_tsc_end();
 #else
-    return clock_ns();
+    return tdg_fallback_ns();
 #endif
 }
 
@@ -309,34 +298,13 @@ static void put_u16(unsigned char *b, uint16_t v) { memcpy(b, &v, 2); }
 static void put_u32(unsigned char *b, uint32_t v) { memcpy(b, &v, 4); }
 static void put_u64(unsigned char *b, uint64_t v) { memcpy(b, &v, 8); }
 
-#if TDG_HAVE_TSC
-/* One (TSC, CLOCK_MONOTONIC_RAW) pair. The clock read is bracketed by two TSC
- * reads and the tightest bracket of several tries is kept: a preemption
- * between the two reads of a single pair would otherwise skew the rate by
- * the length of a time slice (seen under load: 1.3 GHz for a 2.6 GHz TSC). */
-static void tsc_clock_pair(uint64_t *tick, uint64_t *ns) {
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 32; i++) {
-        struct timespec ts;
-        uint64_t a = __rdtsc();
-        clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-        uint64_t b = __rdtsc();
-        if (b - a < best) {
-            best = b - a;
-            *tick = a + (b - a) / 2;
-            *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        }
-    }
-}
-#endif
-
 static uint64_t ticks_per_second(void) {
 #if TDG_HAVE_TSC
     /* The TSC rate is measured against CLOCK_MONOTONIC_RAW over the whole
      * run; a short run is stretched to 20 ms so the rate is good to ~1e-4. */
     uint64_t ns, tick;
     do {
-        tsc_clock_pair(&tick, &ns);
+        tdg_tsc_clock_pair(&tick, &ns);
     } while (ns - g.ns0 < 20000000u);
     return (uint64_t)((double)(tick - g.tick0) * 1e9 / (double)(ns - g.ns0));
 #else
@@ -654,7 +622,7 @@ static void init(void) {
     }
     g.timer_overhead = best;
 #if TDG_HAVE_TSC
-    tsc_clock_pair(&g.tick0, &g.ns0);
+    tdg_tsc_clock_pair(&g.tick0, &g.ns0);
 #endif
     g.membarrier_ok =
         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;

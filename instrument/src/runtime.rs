@@ -58,7 +58,7 @@ pub const BUILD_DIR: fsguard::Purpose = fsguard::Purpose {
     option: "-o",
 };
 
-/// Writes the header and source into `dir` (created if needed; refused
+/// Writes the header and source (with the timing header they include) into `dir` (created if needed; refused
 /// when it is a directory tdg did not make).
 pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     fsguard::OwnedDir::open(dir, BUILD_DIR)?;
@@ -68,6 +68,7 @@ pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     fsguard::write_atomic(&source, SOURCE.as_bytes())?;
     fsguard::write_atomic(&dir.join("tdg_resolve.h"), RESOLVE_HEADER.as_bytes())?;
     fsguard::write_atomic(&dir.join("tdg_resolve.c"), RESOLVE_SOURCE.as_bytes())?;
+    c_timing::write_header(dir)?;
     Ok((header, source))
 }
 

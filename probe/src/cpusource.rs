@@ -308,7 +308,8 @@ pub fn cpubench_source(p: &CpuBenchParams) -> String {
         );
     }
     s.push_str("};\n");
-    s.push_str(include_str!("cpubench.c"));
+    s.push_str(include_str!("../c/bench_common.c"));
+    s.push_str(include_str!("../c/cpubench.c"));
     s
 }
 
@@ -391,8 +392,12 @@ mod compile_tests {
     #[test]
     fn generated_source_compiles_warning_free_with_gcc_and_clang() {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("cpu.c");
-        std::fs::write(&src, cpubench_source(&CpuBenchParams::default())).unwrap();
+        let src = crate::csource::write_program(
+            dir.path(),
+            "cpu.c",
+            &cpubench_source(&CpuBenchParams::default()),
+        )
+        .unwrap();
         if let Ok(d) = std::env::var("TDG_DUMP_PROBE_C") {
             std::fs::copy(&src, format!("{d}.cpu.c")).unwrap();
         }
@@ -408,6 +413,7 @@ mod compile_tests {
                 cflags: ["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11", "-pthread"]
                     .map(String::from)
                     .to_vec(),
+                include_dirs: vec![dir.path().to_path_buf()],
                 ..Default::default()
             })
             .unwrap();

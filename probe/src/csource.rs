@@ -1,7 +1,8 @@
 //! Generates the C source of the probe's micro-benchmarks: a prologue with the
 //! parameters baked in as literals (the unrolled chase step, the repetition
-//! counts, the timer table for this target) followed by the fixed body in
-//! `microbench.c`.
+//! counts, the timer table for this target) followed by what both probe
+//! programs share (`probe/c/bench_common.c`, which includes `tdg_timing.h`)
+//! and the fixed body in `probe/c/microbench.c`.
 
 use std::fmt::Write as _;
 
@@ -56,25 +57,25 @@ pub fn timers(with_tsc: bool) -> Vec<TimerSpec> {
     let mut v = vec![
         TimerSpec {
             name: "clock_gettime(MONOTONIC)",
-            read_expr: "read_clock(CLOCK_MONOTONIC)",
+            read_expr: "tdg_clock_ns(CLOCK_MONOTONIC)",
             ticks: false,
             claimed_ns_expr: "claimed_res(CLOCK_MONOTONIC)",
         },
         TimerSpec {
             name: "clock_gettime(MONOTONIC_RAW)",
-            read_expr: "read_clock(CLOCK_MONOTONIC_RAW)",
+            read_expr: "tdg_clock_ns(CLOCK_MONOTONIC_RAW)",
             ticks: false,
             claimed_ns_expr: "claimed_res(CLOCK_MONOTONIC_RAW)",
         },
         TimerSpec {
             name: "clock_gettime(REALTIME)",
-            read_expr: "read_clock(CLOCK_REALTIME)",
+            read_expr: "tdg_clock_ns(CLOCK_REALTIME)",
             ticks: false,
             claimed_ns_expr: "claimed_res(CLOCK_REALTIME)",
         },
         TimerSpec {
             name: "clock_gettime(PROCESS_CPUTIME)",
-            read_expr: "read_clock(CLOCK_PROCESS_CPUTIME_ID)",
+            read_expr: "tdg_clock_ns(CLOCK_PROCESS_CPUTIME_ID)",
             ticks: false,
             claimed_ns_expr: "claimed_res(CLOCK_PROCESS_CPUTIME_ID)",
         },
@@ -88,13 +89,13 @@ pub fn timers(with_tsc: bool) -> Vec<TimerSpec> {
     if with_tsc {
         v.push(TimerSpec {
             name: "rdtsc",
-            read_expr: "(uint64_t)__rdtsc()",
+            read_expr: "tdg_tsc_read()",
             ticks: true,
             claimed_ns_expr: "-1.0",
         });
         v.push(TimerSpec {
             name: "rdtscp",
-            read_expr: "read_rdtscp()",
+            read_expr: "tdg_tsc_end()",
             ticks: true,
             claimed_ns_expr: "-1.0",
         });
@@ -112,9 +113,6 @@ pub fn microbench_source(p: &MicrobenchParams) -> String {
     s.push_str(
         "#include <string.h>\n#include <time.h>\n#include <sys/time.h>\n#include <sys/mman.h>\n",
     );
-    if p.with_tsc {
-        s.push_str("#include <x86intrin.h>\n");
-    }
     let _ = writeln!(s, "#define TDG_UNROLL {}", p.unroll);
     let _ = writeln!(s, "#define TDG_MIN_ACCESSES ((size_t){})", p.min_accesses);
     let _ = writeln!(s, "#define TDG_REPS {}", p.reps);
@@ -128,10 +126,8 @@ pub fn microbench_source(p: &MicrobenchParams) -> String {
         s.push_str("    p = (void **)*p; \\\n");
     }
     s.push('\n');
+    s.push_str(include_str!("../c/bench_common.c"));
     s.push_str(TIMER_HELPERS);
-    if p.with_tsc {
-        s.push_str(TSC_HELPERS);
-    }
     let timers = timers(p.with_tsc);
     let _ = writeln!(s, "#define TDG_TIMER_COUNT {}", timers.len());
     s.push_str("static const char *const tdg_timer_names[] = {\n");
@@ -149,20 +145,11 @@ pub fn microbench_source(p: &MicrobenchParams) -> String {
         let _ = writeln!(s, "    case {i}: return {};", t.claimed_ns_expr);
     }
     s.push_str("    default: return -1.0;\n    }\n}\n");
-    if !p.with_tsc {
-        s.push_str("static void tdg_measure_tsc(void) {}\n");
-    }
-    s.push_str(include_str!("microbench.c"));
+    s.push_str(include_str!("../c/microbench.c"));
     s
 }
 
 const TIMER_HELPERS: &str = r#"
-static uint64_t read_clock(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 static double claimed_res(clockid_t id)
 {
     struct timespec ts;
@@ -178,27 +165,18 @@ static uint64_t read_gettimeofday(void)
 }
 "#;
 
-const TSC_HELPERS: &str = r#"
-static uint64_t read_rdtscp(void)
-{
-    unsigned int aux;
-    return (uint64_t)__rdtscp(&aux);
+/// Writes the program `text` as `dir/name` with the timing header it
+/// includes beside it; returns the source's path (compile with `-I dir`).
+pub fn write_program(
+    dir: &std::path::Path,
+    name: &str,
+    text: &str,
+) -> std::io::Result<std::path::PathBuf> {
+    c_timing::write_header(dir)?;
+    let src = dir.join(name);
+    std::fs::write(&src, text)?;
+    Ok(src)
 }
-/* TSC ticks per ns against CLOCK_MONOTONIC_RAW (not slewed by NTP) over
- * several 40 ms windows; the caller takes the median. */
-static void tdg_measure_tsc(void)
-{
-    int k;
-    for (k = 0; k < 5; k++) {
-        uint64_t c0 = read_clock(CLOCK_MONOTONIC_RAW), t0 = __rdtsc(), c1, t1;
-        do {
-            c1 = read_clock(CLOCK_MONOTONIC_RAW);
-        } while (c1 - c0 < 40000000u);
-        t1 = __rdtsc();
-        printf("%.9g\n", (double)(t1 - t0) / (double)(c1 - c0));
-    }
-}
-"#;
 
 #[cfg(test)]
 mod tests {
@@ -207,8 +185,12 @@ mod tests {
     #[test]
     fn generated_source_compiles_warning_free() {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("probe.c");
-        std::fs::write(&src, microbench_source(&MicrobenchParams::default())).unwrap();
+        let src = write_program(
+            dir.path(),
+            "probe.c",
+            &microbench_source(&MicrobenchParams::default()),
+        )
+        .unwrap();
         if let Ok(d) = std::env::var("TDG_DUMP_PROBE_C") {
             std::fs::copy(&src, d).unwrap();
         }
@@ -219,6 +201,7 @@ mod tests {
             cflags: ["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"]
                 .map(String::from)
                 .to_vec(),
+            include_dirs: vec![dir.path().to_path_buf()],
             ..Default::default()
         })
         .unwrap();

@@ -48,9 +48,12 @@ struct Microbench {
 
 impl Microbench {
     fn build(dir: &Path, cc: Option<&str>) -> Result<Microbench, ProbeError> {
-        let src = dir.join("tdg_probe.c");
-        std::fs::write(&src, microbench_source(&MicrobenchParams::default()))
-            .map_err(ProbeError::Io)?;
+        let src = crate::csource::write_program(
+            dir,
+            "tdg_probe.c",
+            &microbench_source(&MicrobenchParams::default()),
+        )
+        .map_err(ProbeError::Io)?;
         let exe = dir.join("tdg_probe");
         let cc = toolchain::CCompiler::find(cc)?;
         cc.compile(&toolchain::CompileJob {
@@ -59,6 +62,7 @@ impl Microbench {
             // -O2 for a tight chase loop; the loads cannot be optimised away
             // because each address is the previous load's value.
             cflags: vec!["-O2".into(), "-std=c11".into()],
+            include_dirs: vec![dir.to_path_buf()],
             ..Default::default()
         })?;
         Ok(Microbench { exe })

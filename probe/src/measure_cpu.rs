@@ -32,8 +32,8 @@ impl CpuBench {
     /// from it), then assembles and links that same code.
     pub(crate) fn build(dir: &Path, cc: Option<&str>) -> Result<CpuBench, ProbeError> {
         let params = CpuBenchParams::default();
-        let src = dir.join("tdg_cpu.c");
-        std::fs::write(&src, cpubench_source(&params)).map_err(ProbeError::Io)?;
+        let src = crate::csource::write_program(dir, "tdg_cpu.c", &cpubench_source(&params))
+            .map_err(ProbeError::Io)?;
         let asm = dir.join("tdg_cpu.s");
         let cc = toolchain::CCompiler::find(cc)?;
         cc.compile(&toolchain::CompileJob {
@@ -50,6 +50,7 @@ impl CpuBench {
             ]
             .map(String::from)
             .to_vec(),
+            include_dirs: vec![dir.to_path_buf()],
             ..Default::default()
         })?;
         let text = std::fs::read_to_string(&asm).map_err(ProbeError::Io)?;

@@ -31,7 +31,7 @@ enum Action {
     Time(TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
     Inapp(InAppArgs),
-    /// Write tdg_checkpoint.h and tdg_checkpoint.c (the host library) into a directory.
+    /// Write tdg_checkpoint.h, tdg_checkpoint.c and tdg_timing.h (the host library) into a directory.
     Lib(LibArgs),
     /// Run the application once and list every marked site: calls and per-call times.
     Sites(SitesArgs),
@@ -395,7 +395,7 @@ fn inapp(a: InAppArgs) -> CmdResult {
 fn lib(a: LibArgs) -> CmdResult {
     let lib = checkpoint::write_host_library(&a.output)?;
     println!(
-        "wrote {} and {}",
+        "wrote {} and {} (with the tdg_timing.h they include)",
         lib.header.display(),
         lib.source.display()
     );

@@ -244,7 +244,13 @@ fn tdg_gen_writes_a_driver_that_builds_and_runs_without_tdg() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for f in ["driver.c", "tdg_runtime.c", "tdg_runtime.h", "Makefile"] {
+    for f in [
+        "driver.c",
+        "tdg_runtime.c",
+        "tdg_runtime.h",
+        "tdg_timing.h",
+        "Makefile",
+    ] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
     let make = Command::new("make")

@@ -207,7 +207,12 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
     // checkpoint host library do not depend on the spec: made once.
     let rt = runtime::build(&cc(), &dir.path().join("runtime")).unwrap();
     let host = checkpoint::write_host_library(&dir.path().join("host")).unwrap();
-    let mut units = vec![(rt.resolve_source.clone(), "resolver".to_string())];
+    // The runtimes the shims link, with the timing header they include.
+    let mut units = vec![
+        (rt.resolve_source.clone(), "resolver".to_string()),
+        (rt.source.clone(), "profiling runtime".to_string()),
+        (host.source.clone(), "checkpoint host library".to_string()),
+    ];
     for (name, src) in [
         (
             "void",

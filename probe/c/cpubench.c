@@ -1,7 +1,9 @@
 /* Body of tdg's CPU probe. tdg prepends the generated part (the kernels:
  * integer chains, floating-point chains at each width and chain count, the
  * live-value kernels, and their tables) and compiles the result with the
- * system C compiler; see probe/src/cpusource.rs.
+ * system C compiler; see probe/src/cpusource.rs. What it shares with the
+ * cache probe (random order, the clock, huge-page counts) is in
+ * bench_common.c, prepended before it.
  *
  * Every kernel is timed X-Ray's way: its repetition count is doubled until
  * one run lasts at least TDG_MIN_NS, then the fastest of TDG_REPS runs is
@@ -14,13 +16,6 @@ static volatile double fp_sink;
 /* The cache line, from the command line of the modes that chase. */
 static size_t line_bytes = 64;
 static volatile uint64_t int_sink;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 typedef double (*fp_kernel)(long);
 
@@ -116,42 +111,6 @@ static void run_live(const char *isa)
 }
 
 /* ---- memory: conflict chases, shared caches, bandwidth ---- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t next_random(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static void shuffle(size_t *v, size_t n)
-{
-    size_t i;
-    for (i = n; i > 1; i--) {
-        size_t j = (size_t)(next_random() % i);
-        size_t t = v[i - 1];
-        v[i - 1] = v[j];
-        v[j] = t;
-    }
-}
-
-/* kB of this process's memory on transparent huge pages (-1: unknown). */
-static long huge_kb(void)
-{
-    char line[256];
-    long kb = -1;
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
 
 /* Huge-page aligned and advised, every page faulted in. */
 static char *alloc_huge(size_t bytes)
@@ -255,16 +214,12 @@ static volatile const char *tlb_neighbour;
 /* TSC ticks to load *p, fenced so only that load is between the reads. */
 static uint64_t timed_load(const volatile char *p)
 {
-    unsigned aux;
     uint64_t t0, t1;
     (void)*tlb_neighbour; /* its page's translation, so the load pays none */
     _mm_mfence();
-    _mm_lfence();
-    t0 = __rdtsc();
-    _mm_lfence();
+    t0 = tdg_tsc_begin();
     (void)*p;
-    t1 = __rdtscp(&aux);
-    _mm_lfence();
+    t1 = tdg_tsc_end();
     return t1 - t0;
 }
 
@@ -418,9 +373,7 @@ struct worker {
 
 static double thread_cpu_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    return (double)tdg_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 static void prepare(struct worker *w)

@@ -1,6 +1,8 @@
 /* Body of tdg's machine probe. tdg prepends the generated part (the unrolled
  * chase step, the sweep parameters and the timer table) and compiles the
- * result with the system C compiler; see probe/src/csource.rs.
+ * result with the system C compiler; see probe/src/csource.rs. What it
+ * shares with the CPU probe (random order, the clock, huge-page counts) is
+ * in bench_common.c, prepended before it.
  *
  * Every experiment is a pointer chase: the addresses live in the buffer, so
  * the compiler cannot reorder or hoist the loads and no prefetcher can guess
@@ -8,35 +10,6 @@
  * point so the statistics stay on the Rust side. */
 
 static volatile uintptr_t chase_sink;
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* xorshift64*: initialisation is not timed, so quality matters more than speed. */
-static uint64_t next_random(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dull;
-}
-
-static void shuffle(size_t *v, size_t n)
-{
-    size_t i;
-    for (i = n; i > 1; i--) {
-        size_t j = (size_t)(next_random() % i);
-        size_t t = v[i - 1];
-        v[i - 1] = v[j];
-        v[j] = t;
-    }
-}
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 enum page_policy { PAGES_DEFAULT, PAGES_SMALL, PAGES_HUGE };
 
@@ -61,21 +34,6 @@ static void *alloc_buffer(size_t bytes, enum page_policy pages)
 #endif
     memset(p, 0, rounded); /* fault every page in before anything is timed */
     return p;
-}
-
-/* kB of this process's memory on transparent huge pages (-1: unknown). */
-static long huge_kb(void)
-{
-    char line[256];
-    long kb = -1;
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
 }
 
 /* Walks `accesses` links starting at `start`; returns ns per access. */
@@ -292,6 +250,17 @@ static void measure_timer(int which)
            (t1 - t0) / TDG_TIMER_CALLS, tdg_timer_claimed_ns(which));
 }
 
+/* The TSC's rate in ticks per ns over five 40 ms windows; the Rust side
+ * takes the median. Nothing where there is no TSC. */
+static void measure_tsc(void)
+{
+#if TDG_X86
+    int k;
+    for (k = 0; k < 5; k++)
+        printf("%.9g\n", tdg_tsc_hz_measured(40000000u) * 1e-9);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     int i;
@@ -349,7 +318,7 @@ int main(int argc, char **argv)
         for (i = 0; i < TDG_TIMER_COUNT; i++)
             measure_timer(i);
     } else if (strcmp(argv[1], "tsc") == 0) {
-        tdg_measure_tsc();
+        measure_tsc();
     } else {
         fprintf(stderr, "probe: bad arguments for mode %s\n", argv[1]);
         return 2;
