@@ -121,3 +121,43 @@ fn init_logging(verbose: u8, quiet: bool) {
         .without_time()
         .init();
 }
+
+#[cfg(test)]
+mod tests {
+    /// `--help` groups a command's options under headings (Build, Timing,
+    /// Search, Output, ...); an option without one lands in a flat
+    /// "Options" list of its own below them. A command whose options all
+    /// go without a heading is short enough to be one list.
+    #[test]
+    fn no_option_is_left_outside_the_headings_of_its_command() {
+        fn walk(cmd: &clap::Command, path: &str, flat: &mut Vec<String>) {
+            let own: Vec<&clap::Arg> = cmd
+                .get_arguments()
+                .filter(|a| {
+                    !a.is_positional()
+                        && !a.is_hide_set()
+                        && !a.is_global_set()
+                        && !matches!(a.get_id().as_str(), "help" | "version")
+                })
+                .collect();
+            if own.iter().any(|a| a.get_help_heading().is_some()) {
+                flat.extend(
+                    own.iter()
+                        .filter(|a| a.get_help_heading().is_none())
+                        .map(|a| format!("{path} --{}", a.get_id())),
+                );
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), flat);
+            }
+        }
+        let mut cmd = super::command();
+        cmd.build();
+        let mut flat = Vec::new();
+        walk(&cmd, "tdg", &mut flat);
+        assert!(
+            flat.is_empty(),
+            "options outside their command's --help headings: {flat:?}"
+        );
+    }
+}

@@ -153,8 +153,8 @@ impl Failure {
                 FAILED_TRIAL,
             ),
             Failure::Environment => (
-                "this machine is not ready (no C compiler, no CRIU, not root; `tdg doctor`: it cannot checkpoint)",
-                "stop; `tdg doctor` says what to fix",
+                "this machine is not ready (no C compiler, no CRIU, not root; `tdg doctor`: it cannot checkpoint; `tdg tune --resume`: another tdg holds the campaign)",
+                "stop; the message (or `tdg doctor`) says what to fix",
             ),
         }
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 /// A candidate implementation for the restored copies (`--impl`).
 #[derive(clap::Args, Clone)]
 pub struct CandidateArgs {
+#[command(next_help_heading = "Candidate")]
     /// C file implementing the routine the application calls through
     /// TDG_ROUTINE (same name and signature); every restored copy runs it for
     /// the delay calls and the timed call. Without it: the application's code.

@@ -44,6 +44,7 @@ impl ForUse {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Check")]
 pub struct Args {
     /// Spec files to validate (all are checked; the exit status is 2 if any
     /// fails a use asked for).

@@ -38,6 +38,7 @@ enum Action {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Run")]
 struct SitesArgs {
     /// Kill the application after this many seconds.
     #[arg(long, default_value_t = 600)]
@@ -50,6 +51,7 @@ struct SitesArgs {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Capture")]
 struct CaptureArgs {
     /// Image directory to create (keep it on tmpfs, e.g. /dev/shm, for fast restores).
     #[arg(short, long)]
@@ -69,19 +71,24 @@ struct CaptureArgs {
     /// --threshold and a much larger delay confirms it (or, with --inapp-runs,
     /// until one is within --threshold of the in-app median).
     #[arg(long)]
+    #[arg(help_heading = "Auto delay")]
     auto_delay: bool,
     /// Relative agreement that ends --auto-delay.
     #[arg(long, default_value_t = 0.05, requires = "auto_delay")]
+    #[arg(help_heading = "Auto delay")]
     threshold: f64,
     /// Largest delay --auto-delay tries (capped at --call - 1).
     #[arg(long, default_value_t = 64, requires = "auto_delay")]
+    #[arg(help_heading = "Auto delay")]
     max_delay: u64,
     /// Time the call in this many plain runs first and choose the smallest
     /// delay that reproduces the in-app median (0: plateau rule only).
     #[arg(long, default_value_t = 0, requires = "auto_delay")]
+    #[arg(help_heading = "Auto delay")]
     inapp_runs: usize,
     /// Restores per delay for --auto-delay.
     #[arg(long, default_value_t = 11, requires = "auto_delay")]
+    #[arg(help_heading = "Auto delay")]
     samples: usize,
     /// Kill the application after this many seconds.
     #[arg(long, default_value_t = 600)]
@@ -94,6 +101,7 @@ struct CaptureArgs {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Restores")]
 struct TimeArgs {
     /// Image directory written by `tdg checkpoint capture`.
     image: PathBuf,
@@ -152,6 +160,7 @@ pub fn time_with_candidate(
     }
     let report = checkpoint::time_image(image, &opts)?;
     let mut document = serde_json::to_value(&report)?;
+#[command(next_help_heading = "In-app runs")]
     if let Some(ver) = &verification {
         document["verification"] = serde_json::to_value(ver)?;
     }
@@ -174,6 +183,7 @@ pub fn time_with_candidate(
 struct InAppArgs {
     #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
+#[command(next_help_heading = "Region shim")]
     #[command(flatten)]
     shim: ShimArgs,
     #[arg(long, default_value_t = 1)]

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Driver")]
 pub struct Args {
     /// The routine's spec file.
     pub spec: PathBuf,

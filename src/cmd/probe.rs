@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Probe")]
 pub struct Args {
     #[command(flatten)]
     output: TableOrJsonOutput,

@@ -24,6 +24,7 @@ enum Action {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Profiling")]
 struct RunArgs {
     /// Spec of the routine to interpose (LD_PRELOAD shim built from its
     /// signature). Without it the program must use the TDG_PROFILE markers.
@@ -55,6 +56,7 @@ struct RunArgs {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Report")]
 struct ReportArgs {
     /// A profile written by `tdg profile`.
     file: PathBuf,

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Spec")]
 pub struct Args {
     /// A profile written by `tdg profile`.
     profile: PathBuf,

@@ -41,21 +41,25 @@ pub struct Args {
     /// growing strides), line (ATLAS's orthogonal line search), model (the
     /// model's own choice alone) or exhaustive.
     #[arg(long, value_parser = strategy)]
+    #[arg(help_heading = "Search")]
     pub strategy: Option<tune::Strategy>,
     /// What a parameter is to the model: NAME=ROLE with ROLE tile (the
     /// cache block), rows or cols (the register tile), kunroll (repeatable;
     /// NB, MU, NU, KU need none; overrides the spec's tune clause).
     #[arg(long = "role", value_name = "NAME=ROLE")]
+    #[arg(help_heading = "Search")]
     pub roles: Vec<String>,
     /// The result's layout: col_major (a column is contiguous; the
     /// default) or row_major; the model vectorises the register tile along
     /// the contiguous extent.
     #[arg(long, value_parser = keyword::<spec_lang::ast::TuneLayout>())]
+    #[arg(help_heading = "Search")]
     pub layout: Option<spec_lang::ast::TuneLayout>,
     /// A condition every configuration must meet, e.g. "NB % MU == 0"
     /// (repeatable; beside the spec's); a configuration that violates one
     /// is never built.
     #[arg(long = "constraint", value_name = "CONDITION")]
+    #[arg(help_heading = "Search")]
     pub constraints: Vec<String>,
     /// Start value for a parameter instead of the model's (repeatable).
     #[arg(long = "start", value_name = "NAME=VALUE")]

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Profile")]
 pub struct Args {
     /// A profile written by `tdg profile`.
     profile: PathBuf,
@@ -18,9 +19,11 @@ pub struct Args {
     spec: PathBuf,
     /// C file implementing the routine (what the driver times).
     #[arg(long = "impl", value_name = "FILE")]
+    #[arg(help_heading = "Build")]
     implementation: PathBuf,
     /// More C files to link with the implementation.
     #[arg(long = "extra", value_name = "FILE")]
+    #[arg(help_heading = "Build")]
     extra: Vec<PathBuf>,
     /// Context to validate (1 = most time in the application).
     #[arg(long, default_value_t = 1)]
@@ -33,18 +36,23 @@ pub struct Args {
     early: usize,
     /// Driver samples per cache state.
     #[arg(long, default_value_t = 21)]
+    #[arg(help_heading = "Driver")]
     samples: u32,
     /// Flush size in KiB for the flushed run [default: the last-level cache].
     #[arg(long = "flush-kb")]
+    #[arg(help_heading = "Driver")]
     flush_kb: Option<u64>,
     /// Pin the driver to this CPU.
     #[arg(long)]
+    #[arg(help_heading = "Driver")]
     pin: Option<u32>,
     /// C compiler [default: $CC, cc, gcc, clang].
     #[arg(long)]
+    #[arg(help_heading = "Build")]
     cc: Option<String>,
     /// Flags for the implementation, split as a shell would.
     #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
+    #[arg(help_heading = "Build")]
     cflags: crate::args::words::Words,
     #[command(flatten)]
     output: TableOrJsonOutput,

@@ -490,7 +490,7 @@ fn lock(dir: &Path) -> Result<std::fs::File, TuneError> {
                 .filter(char::is_ascii_digit)
                 .take(10)
                 .collect();
-            return Err(TuneError::Executor(format!(
+            return Err(TuneError::CampaignInUse(format!(
                 "the campaign {} is in use by another tdg tune{}; wait for it to end (or stop it), then `tdg tune --resume {}`",
                 dir.display(),
                 if holder.is_empty() {
@@ -781,10 +781,10 @@ mod tests {
         let campaign = Campaign::create(&dir.path().join("c"), &m).unwrap();
         // A second search of the same campaign is refused while this one
         // holds it, naming this process; reading it (a task) is not.
-        let e = Campaign::open_exclusive(&campaign.dir)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = Campaign::open_exclusive(&campaign.dir).err().unwrap();
+        // The contract's "not ready" status (7), not a generic failure.
+        assert_eq!(e.failure(), Some(formats::Failure::Environment));
+        let e = e.to_string();
         assert!(
             e.contains("in use by another tdg tune")
                 && e.contains(&format!("pid {}", std::process::id())),

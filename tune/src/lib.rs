@@ -64,6 +64,10 @@ pub enum TuneError {
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
     /// The checkpoint target could not be opened (its image, CRIU).
+    /// Another tdg holds the campaign (a second, concurrent `--resume`):
+    /// nothing is wrong with the request, it cannot run now.
+    #[error("{0}")]
+    CampaignInUse(String),
     #[error("{0}")]
     Checkpoint(::checkpoint::CheckpointError),
 }
@@ -75,6 +79,7 @@ impl TuneError {
             TuneError::Failed { failure, .. } => Some(*failure),
             TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
             TuneError::BadParam { .. }
+            TuneError::CampaignInUse(_) => Some(formats::Failure::Environment),
             | TuneError::BadConstraint { .. }
             | TuneError::BadRole { .. }
             | TuneError::EmptySpace => Some(formats::Failure::Usage),
