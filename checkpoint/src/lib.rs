@@ -11,6 +11,7 @@
 pub mod autodelay;
 pub mod breakdown;
 pub mod candidate;
+pub mod candidate_run;
 pub mod capture;
 pub mod capture_info;
 pub mod criu;
@@ -23,6 +24,7 @@ pub mod inapp;
 pub mod inherited;
 pub mod libcriu;
 pub mod manifest;
+pub mod region_shim;
 pub mod restore;
 pub mod sites;
 mod summary_json;
@@ -31,6 +33,7 @@ pub mod tsc;
 
 pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
 pub use candidate::{build_candidate, compare_outputs, CandidateSource, Mismatch};
+pub use candidate_run::{time_with_candidate, CandidateRun, CandidateTiming, DEFAULT_TOLERANCE};
 pub use capture::{capture, CaptureOutcome, CaptureRequest};
 pub use criu::{find_criu, Criu, CriuVersion};
 pub use doctor::{run_doctor, DoctorReport};
@@ -39,6 +42,7 @@ pub use forked::InPlace;
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
+pub use region_shim::{region_shim, RegionShim, RegionShimError};
 pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases, TeamUse};
 pub use sites::{list_sites, SitesReport};
 pub use timing::{

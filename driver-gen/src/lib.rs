@@ -4,6 +4,7 @@
 //! The timing methods are those of Whaley & Castaldo's ATLAS timers; see
 //! `templates/driver.c.hbs` for how each one appears in the C.
 
+pub mod body;
 pub mod cexpr;
 pub mod defaults;
 pub mod driver_json;

@@ -5,12 +5,14 @@
 //! status, T4 invalidity), [`gbench`] writes Google Benchmark JSON from run
 //! reports, [`t4`] writes T4 tuning results from evaluations, [`machine`]
 //! describes this machine the way Google Benchmark's context does, and
-//! [`output`] writes a document to stdout or atomically to a file.
+//! [`output`] writes a document to stdout or atomically to a file, and
+//! [`run_reports`] lays out `tdg run`'s reports in the format asked for.
 
 pub mod contract;
 pub mod gbench;
 pub mod machine;
 pub mod output;
+pub mod run_reports;
 pub mod t4;
 
 pub use contract::{exit_status, Failure};

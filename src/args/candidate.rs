@@ -1,12 +1,13 @@
 //! `--impl` and its build options for a candidate run in restored copies
 //! of a checkpoint (`tdg checkpoint time`, `tdg run` on a checkpoint spec).
 
+use super::defines::{add_env_params, parse_defines};
 use std::path::PathBuf;
 
 /// A candidate implementation for the restored copies (`--impl`).
 #[derive(clap::Args, Clone)]
-pub struct CandidateArgs {
 #[command(next_help_heading = "Candidate")]
+pub struct CandidateArgs {
     /// C file implementing the routine the application calls through
     /// TDG_ROUTINE (same name and signature); every restored copy runs it for
     /// the delay calls and the timed call. Without it: the application's code.
@@ -28,29 +29,29 @@ pub struct CandidateArgs {
     #[arg(long, requires = "implementation")]
     pub no_verify: bool,
     /// Relative tolerance for floating-point outputs.
-    #[arg(long, default_value_t = DEFAULT_TOLERANCE, requires = "implementation")]
+    #[arg(long, default_value_t = checkpoint::DEFAULT_TOLERANCE, requires = "implementation")]
     pub tolerance: f64,
 }
 
-/// Floating-point outputs of a candidate may differ this much (relative)
-/// from the original's: reassociation under other flags, not wrong results.
-pub const DEFAULT_TOLERANCE: f64 = 1e-9;
-
 impl CandidateArgs {
-    pub fn source(
-        &self,
-        implementation: &std::path::Path,
-    ) -> anyhow::Result<checkpoint::CandidateSource> {
-        Ok(checkpoint::CandidateSource {
-            implementation: implementation.to_path_buf(),
-            extra: self.extra.clone(),
-            cflags: self.cflags.to_vec(),
-            defines: {
-                let mut defines = super::defines::parse_defines(&self.define)?;
-                super::defines::add_env_params(&mut defines);
-                defines
+    /// The candidate as the checkpoint crate runs it: `-D` values from the
+    /// command line, then `TDG_PARAM_*`; `None` without `--impl`.
+    pub fn run(&self) -> anyhow::Result<Option<checkpoint::CandidateRun>> {
+        let Some(implementation) = &self.implementation else {
+            return Ok(None);
+        };
+        let mut defines = parse_defines(&self.define)?;
+        add_env_params(&mut defines);
+        Ok(Some(checkpoint::CandidateRun {
+            source: checkpoint::CandidateSource {
+                implementation: implementation.clone(),
+                extra: self.extra.clone(),
+                cflags: self.cflags.to_vec(),
+                defines,
+                cc: self.cc.clone(),
             },
-            cc: self.cc.clone(),
-        })
+            verify: !self.no_verify,
+            tolerance: self.tolerance,
+        }))
     }
 }

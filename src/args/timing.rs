@@ -13,7 +13,7 @@ pub struct TimingArgs {
     #[arg(help_heading = "Timing")]
     pub timer: Option<TimerMethod>,
     /// Number of timing samples (default: the spec's, else 7).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     #[arg(help_heading = "Timing")]
     pub samples: Option<u32>,
     /// Reported statistic (default: min for wall/cycle, median for cpu).
@@ -90,9 +90,6 @@ impl TimingArgs {
     pub fn apply(&self, o: &mut RunOptions) -> anyhow::Result<()> {
         o.timing.timer = self.timer;
         o.timing.samples = self.samples;
-        if o.timing.samples == Some(0) {
-            return Err(formats::contract::usage("--samples must be at least 1"));
-        }
         o.timing.selection = self.select;
         o.timing.flush = self.flush;
         o.timing.flush_kib = self.flush_kb.first().copied();

@@ -121,16 +121,16 @@ struct TimeArgs {
     candidate: CandidateArgs,
 }
 
-/// Time `image` with the application's code or, with `--impl`, build the
-/// candidate, verify it against the original on the image (the contract's
-/// verification status when its outputs differ) and time it, written in
+/// Time `image` with the application's code or, with `--impl`, the
+/// candidate after verifying it against the original on the image (the
+/// contract's verification status when its outputs differ), written in
 /// `format`, or only the median in seconds when `format` is `None`
 /// (`--cost-only`). Shared by `checkpoint time` and `tdg run` on a spec with
 /// a checkpoint clause.
 pub fn time_with_candidate(
     image: &std::path::Path,
     candidate: &CandidateArgs,
-    mut opts: checkpoint::TimeOptions,
+    opts: checkpoint::TimeOptions,
     format: Option<formats::Format>,
     out: Option<&std::path::Path>,
 ) -> CmdResult {
@@ -138,52 +138,32 @@ pub fn time_with_candidate(
     if let Some(format) = format {
         formats::table_or_json("tdg checkpoint time", format, &(), String::new)?;
     }
-    let scratch = toolchain::scratch_dir("tdg-candidate")?;
-    let mut verification = None;
-    if let Some(implementation) = &candidate.implementation {
-        let so = checkpoint::build_candidate(
-            &candidate.source(implementation)?,
-            scratch.path(),
-            "candidate",
-        )?;
-        if !candidate.no_verify {
-            let timer = checkpoint::ImageTimer::open(image, &opts)?;
-            let v = timer.verify(&so, candidate.tolerance)?;
-            if v.mismatch.is_some() {
-                eprint!("tdg: {}", v.render_text());
-                return Ok(ExitCode::from(formats::Failure::Verification.exit_code()));
-            }
-            verification = Some(v);
-            opts.verify = false; // just checked
+    let timing = checkpoint::time_with_candidate(image, candidate.run()?.as_ref(), opts)?;
+    let report = match &timing {
+        checkpoint::CandidateTiming::Differs(v) => {
+            eprint!("tdg: {}", v.render_text());
+            return Ok(ExitCode::from(formats::Failure::Verification.exit_code()));
         }
-        opts.candidate = Some(so);
-    }
-    let report = checkpoint::time_image(image, &opts)?;
-    let mut document = serde_json::to_value(&report)?;
-#[command(next_help_heading = "In-app runs")]
-    if let Some(ver) = &verification {
-        document["verification"] = serde_json::to_value(ver)?;
-    }
+        checkpoint::CandidateTiming::Timed { report, .. } => report,
+    };
     let text = match format {
         // The one figure a tuner reads (--cost-only): seconds.
         None => format!("{}\n", report.region_ns.median * 1e-9),
-        Some(format) => formats::table_or_json("tdg checkpoint time", format, &document, || {
-            let mut text = report.render_text();
-            if let Some(ver) = &verification {
-                text.push_str(&ver.render_text());
-            }
-            text
-        })?,
+        Some(format) => {
+            formats::table_or_json("tdg checkpoint time", format, &timing.document(), || {
+                timing.render_text()
+            })?
+        }
     };
     formats::write_document(out, &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "In-app runs")]
 struct InAppArgs {
     #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
-#[command(next_help_heading = "Region shim")]
     #[command(flatten)]
     shim: ShimArgs,
     #[arg(long, default_value_t = 1)]
@@ -203,6 +183,7 @@ struct InAppArgs {
 
 /// The region as a routine of an unmodified application (capture, inapp).
 #[derive(clap::Args)]
+#[command(next_help_heading = "Region shim")]
 struct ShimArgs {
     /// Spec of a routine the unmodified application calls through a shared
     /// library: an LD_PRELOAD shim makes each call of it the region (no
@@ -230,43 +211,15 @@ impl ShimArgs {
         };
         let spec = spec_lang::load_prototype(spec_path)?;
         let cc = toolchain::CCompiler::find(self.cc.as_deref())?;
-        let host = checkpoint::hostlib::write_host_library(&scratch.join("host"))?;
-        let shim = instrument::interpose::build_region_shim(
-            &cc,
-            &spec,
-            &scratch.join("shim"),
-            &instrument::interpose::include_dirs_for(spec_path, &self.include),
-            &host.source,
-            &host.dir,
-        )
-        .map_err(|e| at_spec_item(e, spec_path))?;
-        Ok((Some(spec.routine.name.name.clone()), Some(shim)))
+        let shim = checkpoint::region_shim(&spec, spec_path, &self.include, &cc, scratch).map_err(
+            |e| match e {
+                // Printed as every spec error is: located, with a caret.
+                checkpoint::RegionShimError::Spec(d) => anyhow::Error::from(d),
+                other => other.into(),
+            },
+        )?;
+        Ok((Some(shim.site), Some(shim.shared_object)))
     }
-}
-
-/// A spec item the C compiler refused (a member the struct does not have,
-/// a header not found), shown at the item in the spec like any other spec
-/// error; other errors pass through.
-fn at_spec_item(
-    e: instrument::interpose::InterposeError,
-    spec_path: &std::path::Path,
-) -> anyhow::Error {
-    use instrument::interpose::InterposeError;
-    let InterposeError::SpecItemDoesNotCompile {
-        item,
-        span,
-        compiler,
-        hint,
-        ..
-    } = &e
-    else {
-        return e.into();
-    };
-    let Ok(src) = std::fs::read_to_string(spec_path) else {
-        return e.into();
-    };
-    let d = spec_lang::diag::Diagnostic::new(format!("{item}: {compiler}"), *span).with_hint(*hint);
-    spec_lang::Diagnostics::single(&spec_path.display().to_string(), &src, d).into()
 }
 
 #[derive(clap::Args)]

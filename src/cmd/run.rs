@@ -9,7 +9,6 @@ use super::CmdResult;
 use crate::args::defines::add_env_params;
 use crate::args::output::{OutputArgs, ReportFormat};
 use crate::args::timing::TimingArgs;
-use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
 use driver_gen::{build_driver, flush_sweep, RunOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -130,11 +129,16 @@ pub fn run(args: Args) -> CmdResult {
     // until the driver is built from it).
     let body_impl = match &args.implementation {
         Some(_) => None,
-        None => Some(write_body_implementation(&spec)?),
+        None => Some(driver_gen::body::BodyImplementation::write(&spec)?.ok_or_else(|| {
+            formats::contract::usage(format!(
+                "--impl FILE is required: the C file implementing `{}` (a spec whose routine has a body {{ ... }} runs without one, timing the body; so does a spec with a checkpoint clause)",
+                spec.routine.name.name
+            ))
+        })?),
     };
     let implementation = match (&args.implementation, &body_impl) {
         (Some(p), _) => p.as_path(),
-        (None, Some(f)) => f.path(),
+        (None, Some(b)) => b.path(),
         (None, None) => unreachable!("one of the two is set above"),
     };
     let mut o = RunOptions {
@@ -181,25 +185,6 @@ pub fn run(args: Args) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The spec's body as a C file implementing the routine, or the reason
-/// there is nothing to time.
-fn write_body_implementation(
-    spec: &spec_lang::ast::Spec,
-) -> anyhow::Result<tempfile::NamedTempFile> {
-    let Some(text) = driver_gen::model::body_as_implementation(spec) else {
-        return Err(formats::contract::usage(format!(
-            "--impl FILE is required: the C file implementing `{}` (a spec whose routine has a body {{ ... }} runs without one, timing the body; so does a spec with a checkpoint clause)",
-            spec.routine.name.name
-        )));
-    };
-    let mut file = tempfile::Builder::new()
-        .prefix("tdg-body-")
-        .suffix(".c")
-        .tempfile()?;
-    std::io::Write::write_all(&mut file, text.as_bytes())?;
-    Ok(file)
-}
-
 /// The format `tdg run` writes.
 fn output_format(args: &Args) -> formats::Format {
     use formats::Format;
@@ -216,8 +201,6 @@ fn output_format(args: &Args) -> formats::Format {
 
 /// The reports of one run in the chosen format, to stdout or `--out`.
 fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Result<()> {
-    use formats::Format;
-    let format = output_format(args);
     let text = if args.cost_only {
         match reports {
             [r] => format!("{}\n", r.reported_ns * 1e-9),
@@ -228,40 +211,14 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
             }
         }
     } else {
-        match format {
-            Format::Json if reports.len() == 1 => formats::json_document("report", &reports[0])?,
-            Format::Json => formats::json_document("reports", &reports)?,
-            Format::Csv => std::iter::once(CSV_HEADER.to_string())
-                .chain(reports.iter().map(format_csv_row))
-                .map(|l| l + "\n")
-                .collect(),
-            Format::Gbench => {
-                let run = formats::gbench::RunIdentity::new(
-                    std::env::current_exe()?.display().to_string(),
-                    env!("CARGO_PKG_VERSION"),
-                    args.spec.clone(),
-                    args.implementation.clone(),
-                )?;
-                let probe = probe::load_cached_from(&probe::cache_path()).ok().flatten();
-                let doc = formats::gbench::document(
-                    reports,
-                    &run,
-                    &formats::machine::this_machine(),
-                    probe.as_ref(),
-                    &formats::machine::date_now(),
-                );
-                serde_json::to_string_pretty(&doc)? + "\n"
-            }
-            Format::T4 => unreachable!("not a value of --format here"),
-            Format::Table if reports.len() > 1 => {
-                let mut s = format_sweep(reports);
-                for w in &reports[0].warnings {
-                    s.push_str(&format!("warning: {w}\n"));
-                }
-                s
-            }
-            Format::Table => format_table(&reports[0]),
-        }
+        formats::run_reports::render(reports, output_format(args), || {
+            formats::gbench::RunIdentity::new(
+                std::env::current_exe()?.display().to_string(),
+                env!("CARGO_PKG_VERSION"),
+                args.spec.clone(),
+                args.implementation.clone(),
+            )
+        })?
     };
     args.output.write(&text)
 }
@@ -303,9 +260,6 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
         ..Default::default()
     };
     if let Some(n) = args.timing.samples {
-        if n == 0 {
-            return Err(formats::contract::usage("--samples must be at least 1"));
-        }
         opts.samples = n as usize;
     }
     let candidate = crate::args::candidate::CandidateArgs {
@@ -315,9 +269,7 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
         define: args.timing.define.clone(),
         cc: args.cc.clone(),
         no_verify: args.no_verify,
-        tolerance: args
-            .tolerance
-            .unwrap_or(crate::args::candidate::DEFAULT_TOLERANCE),
+        tolerance: args.tolerance.unwrap_or(checkpoint::DEFAULT_TOLERANCE),
     };
     let format = if args.cost_only {
         None

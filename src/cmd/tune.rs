@@ -101,7 +101,7 @@ pub struct Args {
     #[arg(help_heading = "Checkpoint tuning")]
     pub no_verify: bool,
     /// Relative tolerance for floating-point outputs (checkpoint tuning).
-    #[arg(long, default_value_t = crate::args::candidate::DEFAULT_TOLERANCE)]
+    #[arg(long, default_value_t = checkpoint::DEFAULT_TOLERANCE)]
     #[arg(help_heading = "Checkpoint tuning")]
     pub tolerance: f64,
     #[command(flatten)]
@@ -280,26 +280,14 @@ fn own_args() -> Vec<String> {
         .collect()
 }
 
-/// Every file the campaign's results depend on, hashed as it is now (paths
-/// as given, relative to the directory the campaign runs in): the spec, the
-/// implementation, each `--extra` and this tdg.
+/// Every file the campaign's results depend on, hashed as it is now.
 fn campaign_inputs(args: &Args) -> anyhow::Result<Vec<tune::campaign::InputFile>> {
-    let mut files: Vec<(&str, PathBuf)> = Vec::new();
-    files.extend(args.spec.iter().map(|p| ("spec", p.clone())));
-    files.extend(
-        args.implementation
-            .iter()
-            .map(|p| ("implementation", p.clone())),
-    );
-    files.extend(args.extra.iter().map(|p| ("extra", p.clone())));
-    files.push((
-        "tdg",
-        std::env::current_exe().context("cannot find the tdg binary to record its hash")?,
-    ));
-    Ok(files
-        .iter()
-        .map(|(role, path)| tune::campaign::InputFile::hash(role, path))
-        .collect::<Result<_, _>>()?)
+    tune::campaign::InputFile::of_campaign(
+        args.spec.as_deref(),
+        args.implementation.as_deref(),
+        &args.extra,
+    )
+    .map_err(tune_error)
 }
 
 /// The spec, the implementation and the driver options every evaluation
@@ -330,49 +318,18 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf
 /// One task of a Slurm round: evaluate the configuration at
 /// `$SLURM_ARRAY_TASK_ID` of the round and store its result in the campaign.
 fn run_task(round: &Path) -> CmdResult {
-    let index: usize = std::env::var("SLURM_ARRAY_TASK_ID")
-        .ok()
-        .and_then(|i| i.parse().ok())
-        .context("--task runs inside a Slurm array task (SLURM_ARRAY_TASK_ID is not set)")?;
-    let tasks = round.join("tasks.json");
-    let configs: Vec<Vec<(String, i64)>> = serde_json::from_str(
-        &std::fs::read_to_string(&tasks)
-            .with_context(|| format!("cannot read {}", tasks.display()))?,
-    )
-    .with_context(|| format!("{} is damaged", tasks.display()))?;
-    let values = configs
-        .get(index)
-        .with_context(|| format!("{} has no task {index}", tasks.display()))?;
-    let campaign_dir = round
-        .parent()
-        .and_then(Path::parent)
-        .context("the round directory is not inside a campaign")?;
-    let (campaign, manifest) = tune::Campaign::open(campaign_dir)?;
-    let args = stored_args(&manifest)?;
+    let task = tune::slurm::round_task(round).map_err(tune_error)?;
+    let args = stored_args(&task.manifest)?;
     let (spec, impl_c, base) = objective_parts(&args)?;
     let mut objective = tune::DriverObjective {
         spec: &spec,
         impl_c,
         base,
-        kept: args.campaign.build_once.then(|| campaign.builds_dir()),
+        kept: args.campaign.build_once.then(|| task.campaign.builds_dir()),
     };
-    let result = tune::campaign::run_task(&mut objective, values);
-    campaign.store(&result)?;
-    match (&result.time_ns, &result.error) {
-        (Some(t), _) => println!(
-            "{}: {} on {} ({}) in {:.1} s",
-            tune::campaign::describe(values),
-            stats::ns(*t),
-            result.node,
-            result.cpu,
-            result.seconds
-        ),
-        (None, e) => println!(
-            "{}: failed: {}",
-            tune::campaign::describe(values),
-            e.as_deref().unwrap_or("")
-        ),
-    }
+    let result = tune::campaign::run_task(&mut objective, &task.values);
+    task.campaign.store(&result)?;
+    println!("{}", result.summary());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -535,11 +492,12 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     }
     let text = match format {
         TuneFormat::T4 => {
-            let tried = t4_results(&outcome.log, outcome.started)?;
+            let tried =
+                tune::outcome::t4_results(&outcome.log, outcome.started).map_err(tune_error)?;
             serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
         }
         TuneFormat::Json => formats::json_document("outcome", &outcome)?,
-        TuneFormat::Table => outcome_table(&outcome),
+        TuneFormat::Table => outcome.render_text(),
     };
     args.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -616,117 +574,6 @@ fn machine_model(
         &cpu,
         tune::element_bytes(spec),
     ))
-}
-
-/// The default output: the best configuration and how it was found.
-fn outcome_table(outcome: &tune::TuneOutcome) -> String {
-    use std::fmt::Write;
-    let o = &outcome.search;
-    let mut s = String::new();
-    let _ = writeln!(s, "best         {}", o.best_description);
-    let _ = write!(s, "time         {} per call", stats::ns(o.best_ns));
-    let _ = match o.best_mflops {
-        Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
-        None => writeln!(s),
-    };
-    let _ = writeln!(
-        s,
-        "evaluations  {} of {} configurations ({:.1}%, {} failed) in {:.1} s, strategy {}",
-        o.evaluations,
-        o.space_size,
-        100.0 * o.evaluations as f64 / o.space_size.max(1) as f64,
-        o.failed,
-        o.seconds,
-        outcome.strategy.spelling()
-    );
-    if o.split_evaluations > 0 {
-        let t = &o.time_split;
-        let per = |x: f64| x / o.split_evaluations as f64;
-        let _ = writeln!(
-            s,
-            "per eval     {:.3} s: build {:.3} s, sampling {:.3} s (flush {:.3} s of it), other {:.3} s",
-            per(t.total_s),
-            per(t.build_s),
-            per(t.sampling_s),
-            per(t.flush_s),
-            per(t.other_s())
-        );
-    }
-    if let Some(m) = &o.model {
-        let _ = writeln!(
-            s,
-            "model        {} (its choice, 0 evaluations)",
-            m.configuration
-        );
-        let _ = match (m.time_ns, m.best_over_model) {
-            (Some(t), Some(r)) if m.moved.is_empty() => writeln!(
-                s,
-                "             {} per call once timed; the search kept it (best/model {r:.3})",
-                stats::ns(t)
-            ),
-            (Some(t), Some(r)) => writeln!(
-                s,
-                "             {} per call once timed; the search moved {} ({} value steps; best/model {r:.3})",
-                stats::ns(t),
-                m.moved
-                    .iter()
-                    .map(|(n, a, b)| format!("{n} {a}->{b}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                m.steps
-            ),
-            _ => writeln!(s, "             not timed by this search"),
-        };
-    }
-    let _ = writeln!(s, "log          {}", outcome.log.display());
-    if let Some(dir) = &outcome.campaign {
-        let _ = writeln!(
-            s,
-            "campaign     {} (tdg tune --resume continues it)",
-            dir.display()
-        );
-    }
-    let (threads, defines): (Vec<&str>, Vec<&str>) = o
-        .best_description
-        .split(' ')
-        .partition(|kv| kv.split('=').next() == Some(tune::space::THREADS_PARAM));
-    let defines: Vec<String> = defines.iter().map(|kv| format!("-D{kv}")).collect();
-    if !defines.is_empty() {
-        let _ = writeln!(s, "build with   {}", defines.join(" "));
-    }
-    for kv in threads {
-        let n = kv.split('=').nth(1).unwrap_or_default();
-        let _ = writeln!(s, "run with     --threads {n}");
-    }
-    s
-}
-
-/// Every evaluation of this search, read back from its log (local and
-/// Slurm evaluations alike), as T4 results.
-fn t4_results(
-    path: &Path,
-    started: std::time::SystemTime,
-) -> anyhow::Result<Vec<formats::t4::Tried>> {
-    let start_s = started
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    Ok(tune::run::read_log(path)
-        .map_err(tune_error)?
-        .into_iter()
-        // The finalists' re-timing repeats configurations already listed.
-        .filter(|e| e.phase != "final")
-        .map(|e| formats::t4::Tried {
-            configuration: e.config,
-            time_ns: e.time_ns,
-            samples_ns: e.samples_ns,
-            uncertainty_pct: e.uncertainty_pct,
-            mflops: e.mflops,
-            failure: e.failure,
-            error: e.error,
-            finished_unix_s: start_s + e.elapsed_s,
-            node: e.node,
-        })
-        .collect())
 }
 
 /// The Slurm executor with the settings file under the flags.

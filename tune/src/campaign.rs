@@ -47,6 +47,28 @@ impl InputFile {
             sha256: format!("{:x}", hasher.finalize()),
         })
     }
+
+    /// Every file a campaign's results depend on, hashed as it is now
+    /// (paths as given, relative to the directory the campaign runs in):
+    /// the spec, the implementation, each extra C file and this tdg.
+    pub fn of_campaign(
+        spec: Option<&Path>,
+        implementation: Option<&Path>,
+        extra: &[PathBuf],
+    ) -> Result<Vec<InputFile>, TuneError> {
+        let tdg = std::env::current_exe().map_err(|e| {
+            TuneError::Executor(format!(
+                "cannot find the tdg binary to record its hash: {e}"
+            ))
+        })?;
+        let files = (spec.map(|p| ("spec", p)).into_iter())
+            .chain(implementation.map(|p| ("implementation", p)))
+            .chain(extra.iter().map(|p| ("extra", p.as_path())))
+            .chain([("tdg", tdg.as_path())]);
+        files
+            .map(|(role, path)| InputFile::hash(role, path))
+            .collect()
+    }
 }
 
 /// How the campaign was started: enough for `--resume` and for the tasks
@@ -157,6 +179,26 @@ pub struct TaskResult {
 }
 
 impl TaskResult {
+    /// One line for the task's log: the time and where it ran, or why it
+    /// failed.
+    pub fn summary(&self) -> String {
+        match (&self.time_ns, &self.error) {
+            (Some(t), _) => format!(
+                "{}: {} on {} ({}) in {:.1} s",
+                describe(&self.config),
+                stats::ns(*t),
+                self.node,
+                self.cpu,
+                self.seconds
+            ),
+            (None, e) => format!(
+                "{}: failed: {}",
+                describe(&self.config),
+                e.as_deref().unwrap_or("")
+            ),
+        }
+    }
+
     /// A configuration that ended without a time, for `why` (`failure`:
     /// the contract's name for it, when known), on `placement` (`None`:
     /// no node ran it).

@@ -9,6 +9,7 @@ pub mod campaign;
 pub mod checkpoint;
 pub mod driver;
 pub mod model;
+pub mod outcome;
 pub mod progress;
 pub mod race;
 pub mod roles;
@@ -63,11 +64,11 @@ pub enum TuneError {
     Executor(String),
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
-    /// The checkpoint target could not be opened (its image, CRIU).
     /// Another tdg holds the campaign (a second, concurrent `--resume`):
     /// nothing is wrong with the request, it cannot run now.
     #[error("{0}")]
     CampaignInUse(String),
+    /// The checkpoint target could not be opened (its image, CRIU).
     #[error("{0}")]
     Checkpoint(::checkpoint::CheckpointError),
 }
@@ -78,8 +79,8 @@ impl TuneError {
         match self {
             TuneError::Failed { failure, .. } => Some(*failure),
             TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
-            TuneError::BadParam { .. }
             TuneError::CampaignInUse(_) => Some(formats::Failure::Environment),
+            TuneError::BadParam { .. }
             | TuneError::BadConstraint { .. }
             | TuneError::BadRole { .. }
             | TuneError::EmptySpace => Some(formats::Failure::Usage),

@@ -133,7 +133,8 @@ impl SlurmExecutor {
         Ok(waited)
     }
 
-    /// Submits one array for `configs`, returns its job id.
+    /// Submits one array for `configs` (task `i` reads the `i`-th from the
+    /// round's `tasks.json`: [`round_task`]), returns its job id.
     fn submit(
         &self,
         campaign: &Campaign,
@@ -491,6 +492,45 @@ fn last_line(path: &Path) -> Option<String> {
 /// Single-quoted for /bin/sh.
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What one Slurm array task evaluates: the configuration at
+/// `$SLURM_ARRAY_TASK_ID` among the round's, in the campaign the round
+/// belongs to (opened, not locked: the searching tdg holds the lock).
+pub struct RoundTask {
+    pub campaign: Campaign,
+    pub manifest: crate::Manifest,
+    pub values: Vec<(String, i64)>,
+}
+
+/// The task of `round` this array task runs.
+pub fn round_task(round: &Path) -> Result<RoundTask, TuneError> {
+    let bad = |why: String| TuneError::Executor(why);
+    let index: usize = std::env::var("SLURM_ARRAY_TASK_ID")
+        .ok()
+        .and_then(|i| i.parse().ok())
+        .ok_or_else(|| {
+            bad("--task runs inside a Slurm array task (SLURM_ARRAY_TASK_ID is not set)".into())
+        })?;
+    let tasks = round.join("tasks.json");
+    let text = std::fs::read_to_string(&tasks)
+        .map_err(|e| bad(format!("cannot read {}: {e}", tasks.display())))?;
+    let configs: Vec<Vec<(String, i64)>> = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("{} is damaged: {e}", tasks.display())))?;
+    let values = configs
+        .get(index)
+        .ok_or_else(|| bad(format!("{} has no task {index}", tasks.display())))?
+        .clone();
+    let campaign_dir = round
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| bad("the round directory is not inside a campaign".into()))?;
+    let (campaign, manifest) = Campaign::open(campaign_dir)?;
+    Ok(RoundTask {
+        campaign,
+        manifest,
+        values,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,119 @@
+//! A finished search as people and other tools read it: the table `tdg
+//! tune` prints, and every evaluation of the log as T4 tuning results.
+
+use crate::run::{read_log, TuneOutcome};
+use crate::TuneError;
+use std::path::Path;
+
+impl TuneOutcome {
+    /// The default output: the best configuration and how it was found.
+    pub fn render_text(&self) -> String {
+        let outcome = self;
+        use std::fmt::Write;
+        let o = &outcome.search;
+        let mut s = String::new();
+        let _ = writeln!(s, "best         {}", o.best_description);
+        let _ = write!(s, "time         {} per call", stats::ns(o.best_ns));
+        let _ = match o.best_mflops {
+            Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
+            None => writeln!(s),
+        };
+        let _ = writeln!(
+            s,
+            "evaluations  {} of {} configurations ({:.1}%, {} failed) in {:.1} s, strategy {}",
+            o.evaluations,
+            o.space_size,
+            100.0 * o.evaluations as f64 / o.space_size.max(1) as f64,
+            o.failed,
+            o.seconds,
+            outcome.strategy.spelling()
+        );
+        if o.split_evaluations > 0 {
+            let t = &o.time_split;
+            let per = |x: f64| x / o.split_evaluations as f64;
+            let _ = writeln!(
+            s,
+            "per eval     {:.3} s: build {:.3} s, sampling {:.3} s (flush {:.3} s of it), other {:.3} s",
+            per(t.total_s),
+            per(t.build_s),
+            per(t.sampling_s),
+            per(t.flush_s),
+            per(t.other_s())
+        );
+        }
+        if let Some(m) = &o.model {
+            let _ = writeln!(
+                s,
+                "model        {} (its choice, 0 evaluations)",
+                m.configuration
+            );
+            let _ = match (m.time_ns, m.best_over_model) {
+            (Some(t), Some(r)) if m.moved.is_empty() => writeln!(
+                s,
+                "             {} per call once timed; the search kept it (best/model {r:.3})",
+                stats::ns(t)
+            ),
+            (Some(t), Some(r)) => writeln!(
+                s,
+                "             {} per call once timed; the search moved {} ({} value steps; best/model {r:.3})",
+                stats::ns(t),
+                m.moved
+                    .iter()
+                    .map(|(n, a, b)| format!("{n} {a}->{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                m.steps
+            ),
+            _ => writeln!(s, "             not timed by this search"),
+        };
+        }
+        let _ = writeln!(s, "log          {}", outcome.log.display());
+        if let Some(dir) = &outcome.campaign {
+            let _ = writeln!(
+                s,
+                "campaign     {} (tdg tune --resume continues it)",
+                dir.display()
+            );
+        }
+        let (threads, defines): (Vec<&str>, Vec<&str>) = o
+            .best_description
+            .split(' ')
+            .partition(|kv| kv.split('=').next() == Some(crate::space::THREADS_PARAM));
+        let defines: Vec<String> = defines.iter().map(|kv| format!("-D{kv}")).collect();
+        if !defines.is_empty() {
+            let _ = writeln!(s, "build with   {}", defines.join(" "));
+        }
+        for kv in threads {
+            let n = kv.split('=').nth(1).unwrap_or_default();
+            let _ = writeln!(s, "run with     --threads {n}");
+        }
+        s
+    }
+}
+
+/// Every evaluation of this search, read back from its log (local and
+/// Slurm evaluations alike), as T4 results.
+pub fn t4_results(
+    path: &Path,
+    started: std::time::SystemTime,
+) -> Result<Vec<formats::t4::Tried>, TuneError> {
+    let start_s = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    Ok(read_log(path)?
+        .into_iter()
+        // The finalists' re-timing repeats configurations already listed.
+        .filter(|e| e.phase != "final")
+        .map(|e| formats::t4::Tried {
+            configuration: e.config,
+            time_ns: e.time_ns,
+            samples_ns: e.samples_ns,
+            uncertainty_pct: e.uncertainty_pct,
+            mflops: e.mflops,
+            failure: e.failure,
+            error: e.error,
+            finished_unix_s: start_s + e.elapsed_s,
+            node: e.node,
+        })
+        .collect())
+}
