@@ -46,6 +46,40 @@ pub struct CaptureOutcome {
     pub exit_code: Option<i32>,
 }
 
+impl CaptureOutcome {
+    /// What was captured into `image`, for people: one line, and a warning
+    /// when the application failed after the checkpoint.
+    pub fn render_text(&self, image: &Path) -> String {
+        let m = &self.manifest;
+        let mut text = format!(
+            "tdg: captured {} (region {}, call {}, delay {}; {}; whole run {})\n",
+            image.display(),
+            m.site.as_deref().unwrap_or("-"),
+            m.call.map_or("-".into(), |c| c.to_string()),
+            m.delay.map_or("-".into(), |d| d.to_string()),
+            stats::bytes(m.image_bytes()),
+            stats::ns(self.run_time.as_secs_f64() * 1e9)
+        );
+        if let Some(code) = self.exit_code.filter(|&c| c != 0) {
+            text.push_str(&format!(
+                "tdg: warning: the application exited with status {code} after the checkpoint\n"
+            ));
+        }
+        text
+    }
+
+    /// The same as a JSON value.
+    pub fn document(&self, image: &Path) -> serde_json::Value {
+        serde_json::json!({
+            "image": image.display().to_string(),
+            "manifest": self.manifest,
+            "image_bytes": self.manifest.image_bytes(),
+            "run_ns": self.run_time.as_secs_f64() * 1e9,
+            "exit_code": self.exit_code,
+        })
+    }
+}
+
 pub fn validate_call_and_delay(call: u64, delay: u64) -> Result<()> {
     if call == 0 {
         return Err(CheckpointError::InvalidRequest(

@@ -37,6 +37,20 @@ pub struct InAppReport {
     pub run_wall_ms: Summary,
 }
 
+impl InAppReport {
+    /// One line: the call's time over the plain runs, and what a run costs.
+    pub fn render_text(&self) -> String {
+        let r = &self.region_ns;
+        format!(
+            "call {} in {} plain runs ({} per run): {}\n",
+            self.call,
+            r.n,
+            stats::ns(self.run_wall_ms.median * 1e6),
+            r.ns_line()
+        )
+    }
+}
+
 /// Run the application `runs` times and collect the time of call `call`.
 pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
     let Some((program, args)) = req.command.split_first() else {

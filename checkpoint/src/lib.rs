@@ -49,3 +49,11 @@ pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,
     TimingReport, Verification,
 };
+
+/// What restoring an image means for trust, as `tdg checkpoint capture`
+/// and `time` say it in `--help` (docs/checkpoint.md says the same).
+pub const IMAGES_ARE_TRUSTED: &str = "\
+A checkpoint image is trusted input: restoring it runs the code and data it holds as root. \
+Time only images you captured, or that come from someone you would let run programs as root \
+on this machine; keep image directories writable by root only.
+CRIU is the `criu` found on PATH, or TDG_CRIU=/path/to/criu (tdg never picks one from its build tree).";

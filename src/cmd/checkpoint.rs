@@ -8,13 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The footer of capture's and time's `--help` (docs/checkpoint.md says the same).
-const IMAGES_ARE_TRUSTED: &str = "\
-A checkpoint image is trusted input: restoring it runs the code and data it holds as root. \
-Time only images you captured, or that come from someone you would let run programs as root \
-on this machine; keep image directories writable by root only.
-CRIU is the `criu` found on PATH, or TDG_CRIU=/path/to/criu (tdg never picks one from its build tree).";
-
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -24,10 +17,10 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Action {
     /// Run the application and checkpoint it before call N-K of a marked region.
-    #[command(after_help = IMAGES_ARE_TRUSTED)]
+    #[command(after_help = checkpoint::IMAGES_ARE_TRUSTED)]
     Capture(CaptureArgs),
     /// Restore an image R times and report the region's time.
-    #[command(after_help = IMAGES_ARE_TRUSTED)]
+    #[command(after_help = checkpoint::IMAGES_ARE_TRUSTED)]
     Time(TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
     Inapp(InAppArgs),
@@ -280,32 +273,10 @@ fn capture(a: CaptureArgs) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
     let out = checkpoint::capture(&req, &criu)?;
-    let m = &out.manifest;
-    let mut table = format!(
-        "tdg: captured {} (region {}, call {}, delay {}; {}; whole run {})\n",
-        req.image.display(),
-        m.site.as_deref().unwrap_or("-"),
-        m.call.map_or("-".into(), |c| c.to_string()),
-        m.delay.map_or("-".into(), |d| d.to_string()),
-        stats::bytes(m.image_bytes()),
-        stats::ns(out.run_time.as_secs_f64() * 1e9)
-    );
-    if let Some(code) = out.exit_code.filter(|&c| c != 0) {
-        table.push_str(&format!(
-            "tdg: warning: the application exited with status {code} after the checkpoint\n"
-        ));
-    }
+    let table = out.render_text(&req.image);
     if a.report.is_json() || a.report.out.is_some() {
-        a.report.write_report(
-            &serde_json::json!({
-                "image": req.image.display().to_string(),
-                "manifest": m,
-                "image_bytes": m.image_bytes(),
-                "run_ns": out.run_time.as_secs_f64() * 1e9,
-                "exit_code": out.exit_code,
-            }),
-            || table.clone(),
-        )?;
+        a.report
+            .write_report(&out.document(&req.image), || table.clone())?;
     } else {
         // The application's own output owns stdout.
         eprint!("{table}");
@@ -342,16 +313,7 @@ fn inapp(a: InAppArgs) -> CmdResult {
         timeout: Some(Duration::from_secs(a.timeout)),
         preload,
     })?;
-    a.report.write_report(&report, || {
-        let r = &report.region_ns;
-        format!(
-            "call {} in {} plain runs ({} per run): {}\n",
-            report.call,
-            r.n,
-            stats::ns(report.run_wall_ms.median * 1e6),
-            r.ns_line()
-        )
-    })?;
+    a.report.write_report(&report, || report.render_text())?;
     Ok(ExitCode::SUCCESS)
 }
 
