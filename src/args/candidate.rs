@@ -2,7 +2,9 @@
 //! of a checkpoint (`tdg checkpoint time`, `tdg run` on a checkpoint spec).
 
 use super::defines::{add_env_params, parse_defines};
+use crate::cmd::CmdResult;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// A candidate implementation for the restored copies (`--impl`).
 #[derive(clap::Args, Clone)]
@@ -54,4 +56,42 @@ impl CandidateArgs {
             tolerance: self.tolerance,
         }))
     }
+}
+
+/// Time `image` with the application's code or, with `--impl`, the
+/// candidate after verifying it against the original on the image (the
+/// contract's verification status when its outputs differ), written in
+/// `format`, or only the median in seconds when `format` is `None`
+/// (`--cost-only`). Shared by `checkpoint time` and `tdg run` on a spec with
+/// a checkpoint clause.
+pub fn time_with_candidate(
+    image: &std::path::Path,
+    candidate: &CandidateArgs,
+    opts: checkpoint::TimeOptions,
+    format: Option<formats::Format>,
+    out: Option<&std::path::Path>,
+) -> CmdResult {
+    // Refused before the restores, not after them.
+    if let Some(format) = format {
+        formats::table_or_json("tdg checkpoint time", format, &(), String::new)?;
+    }
+    let timing = checkpoint::time_with_candidate(image, candidate.run()?.as_ref(), opts)?;
+    let report = match &timing {
+        checkpoint::CandidateTiming::Differs(v) => {
+            eprint!("tdg: {}", v.render_text());
+            return Ok(ExitCode::from(formats::Failure::Verification.exit_code()));
+        }
+        checkpoint::CandidateTiming::Timed { report, .. } => report,
+    };
+    let text = match format {
+        // The one figure a tuner reads (--cost-only): seconds.
+        None => format!("{}\n", report.region_ns.median * 1e-9),
+        Some(format) => {
+            formats::table_or_json("tdg checkpoint time", format, &timing.document(), || {
+                timing.render_text()
+            })?
+        }
+    };
+    formats::write_document(out, &text)?;
+    Ok(ExitCode::SUCCESS)
 }

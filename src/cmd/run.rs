@@ -276,7 +276,7 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
     } else {
         Some(output_format(args))
     };
-    super::checkpoint::time_with_candidate(
+    crate::args::candidate::time_with_candidate(
         image,
         &candidate,
         opts,
