@@ -271,11 +271,8 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
         no_verify: args.no_verify,
         tolerance: args.tolerance.unwrap_or(checkpoint::DEFAULT_TOLERANCE),
     };
-    let format = if args.cost_only {
-        None
-    } else {
-        Some(output_format(args))
-    };
+    // --cost-only: the median alone, in seconds.
+    let format = (!args.cost_only).then(|| output_format(args));
     crate::args::candidate::time_with_candidate(
         image,
         &candidate,
