@@ -406,6 +406,38 @@ impl Campaign {
         Ok((c, m))
     }
 
+    /// A resume's check of the inputs hashed `now` against those the
+    /// campaign recorded: unchanged, nothing to do; changed, refused with
+    /// one line naming each changed file and the way on (`given`: the
+    /// directory as the user named it), or with `allow_changed` recorded as
+    /// the campaign's inputs from here on, which makes the results stored
+    /// from the old ones stale. Returns the changes it accepted.
+    pub fn accept_inputs(
+        &mut self,
+        manifest: &Manifest,
+        now: Vec<InputFile>,
+        allow_changed: bool,
+        given: &Path,
+    ) -> Result<Vec<String>, TuneError> {
+        let changed = manifest.changed_inputs(&now);
+        if changed.is_empty() {
+            return Ok(changed);
+        }
+        if !allow_changed {
+            return Err(TuneError::InputsChanged(format!(
+                "campaign {}: {}; its stored results would mix with new ones: `tdg tune --resume {} --allow-changed` evaluates again every configuration the search reaches, or start a new --campaign",
+                self.dir.display(),
+                changed.join("; "),
+                given.display()
+            )));
+        }
+        self.write_manifest(&Manifest {
+            inputs: now,
+            ..manifest.clone()
+        })?;
+        Ok(changed)
+    }
+
     /// Records `manifest` (a resume that accepted changed inputs): results
     /// stored from here on carry its inputs, and older ones are stale.
     pub fn write_manifest(&mut self, manifest: &Manifest) -> Result<(), TuneError> {

@@ -32,7 +32,8 @@ pub use search::{
 };
 pub use slurm::{SlurmConfig, SlurmExecutor};
 pub use space::{
-    parse_constraint, parse_param, ConstraintOrigin, Param, Point, Space, SpaceConstraint,
+    parse_constraint, parse_param, parse_start, ConstraintOrigin, Param, Point, Space,
+    SpaceConstraint,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,8 @@ pub enum TuneError {
     BadParam { text: String, why: String },
     #[error("constraint `{text}`: {why}")]
     BadConstraint { text: String, why: String },
+    #[error("--start {text}: {why}")]
+    BadStart { text: String, why: String },
     #[error("--role {text}: {why}")]
     BadRole { text: String, why: String },
     #[error("nothing to tune: give at least one --param NAME=LO:HI[:STEP]")]
@@ -64,6 +67,10 @@ pub enum TuneError {
     Executor(String),
     #[error("writing the evaluation log failed: {0}")]
     Log(std::io::Error),
+    /// A resumed campaign's inputs changed since it started, and the
+    /// resume did not accept that.
+    #[error("{0}")]
+    InputsChanged(String),
     /// Another tdg holds the campaign (a second, concurrent `--resume`):
     /// nothing is wrong with the request, it cannot run now.
     #[error("{0}")]
@@ -80,9 +87,11 @@ impl TuneError {
             TuneError::Failed { failure, .. } => Some(*failure),
             TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
             TuneError::CampaignInUse(_) => Some(formats::Failure::Environment),
+            TuneError::InputsChanged(_) => Some(formats::Failure::Usage),
             TuneError::BadParam { .. }
             | TuneError::BadConstraint { .. }
             | TuneError::BadRole { .. }
+            | TuneError::BadStart { .. }
             | TuneError::EmptySpace => Some(formats::Failure::Usage),
             _ => None,
         }

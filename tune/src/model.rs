@@ -707,6 +707,26 @@ pub fn starts(
     out
 }
 
+impl MachineModel {
+    /// The model for kernels of `spec` built by the compiler `cc` with
+    /// `cflags` on the machine `probe` measured: the compiler is asked what
+    /// it builds for, and the CPU's facts are read from the probe.
+    pub fn for_compiler(
+        probe: &probe::ProbeResult,
+        cc: &str,
+        cflags: &[String],
+        spec: &spec_lang::ast::Spec,
+    ) -> MachineModel {
+        let isa = CompiledIsa::ask(cc, cflags);
+        let cpu = probe
+            .cpu
+            .as_ref()
+            .map(|cpu| CpuFacts::from_probe(cpu, &isa))
+            .unwrap_or_default();
+        MachineModel::new(probe, &isa, &cpu, crate::element_bytes(spec))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

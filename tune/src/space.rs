@@ -360,9 +360,43 @@ impl fmt::Display for Space {
     }
 }
 
+/// `--start NAME=VALUE`: a start value for one of `space`'s parameters.
+pub fn parse_start(text: &str, space: &Space) -> Result<(String, i64), TuneError> {
+    let bad = |why: String| TuneError::BadStart {
+        text: text.to_string(),
+        why,
+    };
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| bad("expected NAME=VALUE".into()))?;
+    let value: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("`{value}` is not an integer")))?;
+    if space.index_of(name.trim()).is_none() {
+        return Err(bad(format!("`{name}` is not one of the --param names")));
+    }
+    Ok((name.trim().to_string(), value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_value_names_a_parameter_of_the_space() {
+        let space = Space::new(vec![parse_param("NB=16:64:16").unwrap()]).unwrap();
+        assert_eq!(parse_start("NB=32", &space).unwrap(), ("NB".into(), 32));
+        for (text, why) in [
+            ("NB", "expected NAME=VALUE"),
+            ("NB=x", "`x` is not an integer"),
+            ("XX=3", "`XX` is not one of the --param names"),
+        ] {
+            let e = parse_start(text, &space).unwrap_err();
+            assert_eq!(e.to_string(), format!("--start {text}: {why}"));
+            assert_eq!(e.failure(), Some(formats::Failure::Usage));
+        }
+    }
 
     #[test]
     fn a_team_size_is_at_least_one_thread() {

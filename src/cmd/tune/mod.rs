@@ -74,7 +74,7 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(dir) = &args.campaign.resume {
         // Locked first: a second resume must not see, or change, this one's
         // inputs or results.
-        let (mut campaign, manifest) = tune::Campaign::open_exclusive(dir)?;
+        let (mut campaign, manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
         std::env::set_current_dir(&manifest.cwd).with_context(|| {
             format!(
                 "the campaign was started in {}, which is not reachable here",
@@ -83,24 +83,14 @@ pub fn run(args: Args) -> CmdResult {
         })?;
         let mut stored = stored_args(&manifest)?;
         let now = campaign_inputs(&stored)?;
-        let changed = manifest.changed_inputs(&now);
+        let changed = campaign
+            .accept_inputs(&manifest, now, args.campaign.allow_changed, dir)
+            .map_err(tune_error)?;
         if !changed.is_empty() {
-            if !args.campaign.allow_changed {
-                return Err(formats::contract::usage(format!(
-                    "campaign {}: {}; its stored results would mix with new ones: `tdg tune --resume {} --allow-changed` evaluates again every configuration the search reaches, or start a new --campaign",
-                    campaign.dir.display(),
-                    changed.join("; "),
-                    dir.display()
-                )));
-            }
             eprintln!(
                 "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
                 changed.join("; ")
             );
-            campaign.write_manifest(&tune::Manifest {
-                inputs: now,
-                ..manifest
-            })?;
         }
         // How the output is shown is this run's choice, and a campaign
         // may be given a larger budget to go on.
@@ -125,7 +115,10 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             .map_err(tune_error)?,
     )
     .map_err(tune_error)?;
-    let fixed = start_values(&args.start, &space)?;
+    let fixed = (args.start.iter())
+        .map(|s| tune::parse_start(s, &space))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)?;
     let (spec, implementation, base) = objective_parts(&args)?;
     let spec_path = args.spec.clone().expect("checked by objective_parts");
     let strategy = if args.exhaustive {
@@ -166,27 +159,24 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             tune::Runner::Local
         }
     };
-    let campaign = match resumed {
-        Some(c) => tune::CampaignChoice::Resume(c),
-        None => match (&args.campaign.campaign, args.campaign.executor) {
-            (Some(d), _) => tune::CampaignChoice::New {
-                dir: d.clone(),
-                manifest: tune::Manifest::new(
-                    std::env::current_dir()?,
-                    own_args(),
-                    campaign_inputs(&args)?,
-                ),
-            },
-            (None, ExecutorKind::Slurm) => tune::CampaignChoice::New {
-                dir: PathBuf::from(format!("{name}.campaign")),
-                manifest: tune::Manifest::new(
-                    std::env::current_dir()?,
-                    own_args(),
-                    campaign_inputs(&args)?,
-                ),
-            },
-            (None, ExecutorKind::Local) => tune::CampaignChoice::None,
+    // A Slurm campaign needs a directory the nodes share; a local search
+    // keeps one only when asked.
+    let new_dir = match (&args.campaign.campaign, args.campaign.executor) {
+        (Some(d), _) => Some(d.clone()),
+        (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{name}.campaign"))),
+        (None, ExecutorKind::Local) => None,
+    };
+    let campaign = match (resumed, new_dir) {
+        (Some(c), _) => tune::CampaignChoice::Resume(c),
+        (None, Some(dir)) => tune::CampaignChoice::New {
+            dir,
+            manifest: tune::Manifest::new(
+                std::env::current_dir()?,
+                own_args(),
+                campaign_inputs(&args)?,
+            ),
         },
+        (None, None) => tune::CampaignChoice::None,
     };
     let request = tune::TuneRequest {
         spec: &spec,
@@ -254,26 +244,6 @@ pub(crate) fn tune_error(e: tune::TuneError) -> anyhow::Error {
     }
 }
 
-/// `--start NAME=VALUE` values, each naming a tuned parameter.
-fn start_values(given: &[String], space: &tune::Space) -> anyhow::Result<Vec<(String, i64)>> {
-    given
-        .iter()
-        .map(|s| {
-            let (n, v) = s
-                .split_once('=')
-                .with_context(|| format!("--start {s}: expected NAME=VALUE"))?;
-            let v: i64 = v
-                .trim()
-                .parse()
-                .with_context(|| format!("--start {s}: `{v}` is not an integer"))?;
-            if space.index_of(n.trim()).is_none() {
-                anyhow::bail!("--start {s}: `{n}` is not one of the --param names");
-            }
-            Ok((n.trim().to_string(), v))
-        })
-        .collect()
-}
-
 /// The machine as the starting-point model sees it: the probe (measured
 /// now if nothing is cached) and what the compiler builds the kernel for.
 fn machine_model(
@@ -296,17 +266,11 @@ fn machine_model(
                 .join(", ")
         );
     }
-    let isa = tune::model::CompiledIsa::ask(&cc.program, &base.cflags);
-    let cpu = probed
-        .cpu
-        .as_ref()
-        .map(|cpu| tune::model::CpuFacts::from_probe(cpu, &isa))
-        .unwrap_or_default();
-    Ok(tune::MachineModel::new(
+    Ok(tune::MachineModel::for_compiler(
         &probed,
-        &isa,
-        &cpu,
-        tune::element_bytes(spec),
+        &cc.program,
+        &base.cflags,
+        spec,
     ))
 }
 
