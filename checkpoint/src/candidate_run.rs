@@ -23,6 +23,8 @@ pub struct CandidateRun {
 }
 
 /// How timing an image with (or without) a candidate ended.
+// One value per command, so the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum CandidateTiming {
     /// Timed; `verification` when a candidate was checked first.
