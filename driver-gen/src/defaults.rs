@@ -173,19 +173,9 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
         Some(_) => format!("{where_}: smallest read-flush measured to evict a warm operand"),
         None => format!("{where_}: 2 x effective last-level cache"),
     };
-    // The measured step and cpuid's count can disagree (the measured one
-    // is an effective size); the eviction must cover the larger.
-    let (tlb_entries, tlb_source) = match p
-        .tlb
-        .iter()
-        .map(|t| t.entries.max(t.documented_entries.unwrap_or(0)))
-        .max()
-    {
-        Some(n) if n > 0 => (
-            n,
-            format!("{where_}: largest data TLB, measured or documented"),
-        ),
-        _ => (
+    let (tlb_entries, tlb_source) = match eviction_tlb_entries(&p.tlb) {
+        Some((n, why)) => (n, format!("{where_}: {why}")),
+        None => (
             FALLBACK_TLB_ENTRIES,
             "assumed (the probe found no TLB step)".to_string(),
         ),
@@ -201,6 +191,40 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
         tlb_entries,
         tlb_source,
     }
+}
+
+/// The data-TLB entries the flush must outnumber, and why: the largest
+/// level, measured or documented, whichever is larger (the measured step is
+/// an effective size and can fall short of cpuid's count). When cpuid
+/// documents the levels (AMD's leaves list every data-TLB level the core
+/// has), a measured step beside them with no documented counterpart is not
+/// a TLB: the probe touches one line per page, and those lines with the
+/// page-table lines behind them outgrow a data cache (on an AMD EPYC with a
+/// 1 MiB L2, a step at ~13,800 pages: 860 KiB of touched lines). Counted
+/// as a TLB it would have every driver map and fault in 4.5x the pages, at
+/// each process start, for translations no TLB holds.
+pub fn eviction_tlb_entries(levels: &[probe::TlbLevel]) -> Option<(u64, String)> {
+    let documented: Vec<&probe::TlbLevel> = levels
+        .iter()
+        .filter(|t| t.documented_entries.is_some())
+        .collect();
+    let (considered, why) = if documented.is_empty() {
+        (
+            levels.iter().collect::<Vec<_>>(),
+            "largest data TLB, measured or documented",
+        )
+    } else {
+        (
+            documented,
+            "largest data TLB cpuid documents, or its measured step if larger",
+        )
+    };
+    considered
+        .iter()
+        .map(|t| t.entries.max(t.documented_entries.unwrap_or(0)))
+        .max()
+        .filter(|&n| n > 0)
+        .map(|n| (n, why.to_string()))
 }
 
 /// Defaults from sysfs alone (no probe).
@@ -300,6 +324,35 @@ mod tests {
                 }
             ]
         );
+    }
+
+    fn tlb(entries: u64, documented: Option<u64>) -> probe::TlbLevel {
+        probe::TlbLevel {
+            level: 0,
+            entries,
+            reach_bytes: entries * 4096,
+            latency_ns: 1.0,
+            documented_entries: documented,
+        }
+    }
+
+    #[test]
+    fn the_flush_outnumbers_the_documented_tlb_not_a_cache_step_beside_it() {
+        // This AMD EPYC's probe: L1 and L2 TLB documented by cpuid, and a
+        // third step where the touched lines outgrow the 1 MiB L2.
+        let amd = [tlb(64, Some(72)), tlb(2435, Some(3072)), tlb(13777, None)];
+        let (n, why) = eviction_tlb_entries(&amd).unwrap();
+        assert_eq!(n, 3072);
+        assert!(why.contains("cpuid documents"), "{why}");
+        // A measured step above its documented count is the one covered.
+        let (n, _) = eviction_tlb_entries(&[tlb(64, Some(64)), tlb(4000, Some(3072))]).unwrap();
+        assert_eq!(n, 4000);
+        // Nothing documented (Intel's descriptors are not decoded): every
+        // measured level counts.
+        let (n, why) = eviction_tlb_entries(&[tlb(64, None), tlb(1536, None)]).unwrap();
+        assert_eq!(n, 1536);
+        assert!(why.contains("measured or documented"), "{why}");
+        assert_eq!(eviction_tlb_entries(&[]), None);
     }
 
     #[test]

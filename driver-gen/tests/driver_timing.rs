@@ -217,6 +217,40 @@ init={ N=1; };
     assert!(repeated.reported_ns <= 3.0 * ovh);
     assert_eq!(repeated.timer, "cycle");
     assert!(repeated.tsc_hz.unwrap() > 1e8);
+    tsc_rate_agrees_with_the_kernels(&repeated);
+}
+
+/// The driver's TSC rate (cpuid's, or calibrated over three short
+/// windows) agrees with the kernel's own calibration, which the probe read
+/// from the kernel log, within 0.1%.
+fn tsc_rate_agrees_with_the_kernels(report: &driver_gen::RunReport) {
+    let kernel_ghz = probe::load_cached_from(&probe::cache_path())
+        .ok()
+        .flatten()
+        .and_then(|p| p.tsc)
+        .and_then(|t| {
+            t.documented_ghz.filter(|_| {
+                t.documented_source
+                    .as_deref()
+                    .is_some_and(|s| s.contains("kernel"))
+            })
+        });
+    let Some(kernel_ghz) = kernel_ghz else {
+        eprintln!("SKIPPED the TSC rate check: no probe result with the kernel's TSC calibration (run `tdg probe` as root)");
+        return;
+    };
+    let hz = report.tsc_hz.unwrap();
+    let off = hz / (kernel_ghz * 1e9) - 1.0;
+    eprintln!(
+        "TSC {:.6} GHz ({}), kernel {kernel_ghz:.6} GHz: {:+.4}%",
+        hz / 1e9,
+        report.tsc_hz_source,
+        off * 100.0
+    );
+    assert!(
+        off.abs() < 1e-3,
+        "TSC {hz} Hz against the kernel's {kernel_ghz} GHz"
+    );
 }
 
 #[test]

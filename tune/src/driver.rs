@@ -78,7 +78,7 @@ impl DriverObjective<'_> {
             let (driver, opts) = built[i].as_ref().expect("built");
             let began = Instant::now();
             let report = driver
-                .run(&pass_options(opts, &driver.model, k, plan.passes))
+                .run(&pass_options(opts, &driver.model, k, plan))
                 .map_err(|e| failed(&round[i], &e))?;
             let build_s = if k == 0 { driver.build.seconds } else { 0.0 };
             Ok(Pass {
@@ -120,18 +120,32 @@ impl DriverObjective<'_> {
 
 /// One pass's options: its share of the sampling budget (or of a fixed
 /// sample count), verification in the first pass only.
+///
+/// A raced round ranks configurations; it does not need each loser's figure
+/// to the driver's stability target. So a raced pass samples for its share
+/// of the minimum time and stops there, where the driver would go on
+/// towards its maximum until the halves of its samples agree: the race
+/// bounds each figure by its passes' spread instead, and the finalists are
+/// timed again with the whole adaptive budget (a round that is not raced)
+/// before one is named the best.
 fn pass_options(
     opts: &RunOptions,
     model: &driver_gen::DriverModel,
     pass: usize,
-    passes: usize,
+    plan: RacePlan,
 ) -> RunOptions {
     let mut o = opts.clone();
+    let passes = plan.passes;
     if passes > 1 {
         let share = |ms: u64| (ms / passes as u64).max(1);
         let sampling = model.timing.sampling;
-        o.timing.min_time_ms = Some(share(sampling.min_time_ms));
-        o.timing.max_time_ms = Some(share(sampling.max_time_ms));
+        let min_time = share(sampling.min_time_ms);
+        o.timing.min_time_ms = Some(min_time);
+        o.timing.max_time_ms = Some(if plan.racing {
+            min_time
+        } else {
+            share(sampling.max_time_ms)
+        });
         if let Some(n) = o.timing.samples {
             // A fixed count is shared out exactly: the run takes the
             // samples it was asked for (fewer when racing stops it).

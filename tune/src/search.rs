@@ -1106,6 +1106,46 @@ mod tests {
             passes < crate::race::PASSES * (b.evaluations + FINALISTS),
             "{passes}"
         );
+        // And the exhaustive search, whose rounds are large enough to be
+        // bounded by a quantile of their spreads, and Yotov's.
+        let all = usize::try_from(space.size()).unwrap();
+        let mut sequential = bowl();
+        let a = Tuner::new(&space, &mut sequential, &mut (), None, all)
+            .exhaustive()
+            .unwrap();
+        let mut raced = Raced(bowl());
+        let b = Tuner::new(&space, &mut raced, &mut (), None, all)
+            .exhaustive()
+            .unwrap();
+        assert_eq!(a.best_description, b.best_description);
+        assert_eq!(a.best_ns, b.best_ns);
+        assert_eq!((a.evaluations, b.evaluations), (all, all));
+        let passes = raced.0.calls.len();
+        assert!(
+            passes < 5 * (b.evaluations + FINALISTS) / 2,
+            "racing ran {passes} passes for {} configurations",
+            b.evaluations
+        );
+        let starts = [
+            Start {
+                point: space.nearest(&[64, 3, 3]),
+                reason: "L1".into(),
+            },
+            Start {
+                point: space.nearest(&[208, 3, 3]),
+                reason: "L2".into(),
+            },
+        ];
+        let mut sequential = bowl();
+        let a = Tuner::new(&space, &mut sequential, &mut (), None, 200)
+            .yotov(&starts, &roles(&space))
+            .unwrap();
+        let mut raced = Raced(bowl());
+        let b = Tuner::new(&space, &mut raced, &mut (), None, 200)
+            .yotov(&starts, &roles(&space))
+            .unwrap();
+        assert_eq!(a.best_description, b.best_description);
+        assert_eq!(a.best_ns, b.best_ns);
     }
 
     fn roles(space: &Space) -> crate::roles::Roles {
