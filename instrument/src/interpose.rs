@@ -2,16 +2,16 @@
 //! shim (finds the real routine on its first call wherever it is loaded,
 //! `tdg_resolve.h`) for routines in shared libraries, and a `-Wl,--wrap=NAME` object (`__wrap_NAME` calling
 //! `__real_NAME`) for static links. Both profile every outermost call and
-//! forward it unchanged.
+//! forward it unchanged. This module decides what an interposer does (which
+//! values are recorded, whether the routine can be forwarded at all) and
+//! builds it; `view` renders the C from the templates in `instrument/c/`.
+
+mod view;
 
 use crate::format::ValueKind;
 use crate::runtime;
-use spec_lang::ast::{
-    member_path_text, BaseType, CType, Expr, InitValue, Lang, MemberStep, Output, Param, Span,
-    Spec, UnaryOp,
-};
+use spec_lang::ast::{BaseType, CType, Expr, InitValue, Lang, Output, Param, Span, Spec};
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
 
@@ -56,8 +56,8 @@ pub enum InterposeError {
 pub struct RecordedValue {
     pub param: String,
     pub kind: ValueKind,
-    /// The C expression that yields the value as `int64_t`.
-    pub expr: String,
+    /// Passed by reference (a Fortran scalar): the value is behind it.
+    pub by_reference: bool,
 }
 
 /// Symbol the application calls: C names as written, Fortran lower-case
@@ -107,36 +107,21 @@ fn sizing_names(spec: &Spec) -> BTreeSet<String> {
 /// How a parameter is recorded, or `None` for one a record cannot hold (a
 /// struct passed by value).
 fn recorded_value(spec: &Spec, p: &Param) -> Option<RecordedValue> {
-    let name = p.name.name.clone();
-    let deref = if spec.lang == Lang::Fortran { "*" } else { "" };
+    let value = |kind| RecordedValue {
+        param: p.name.name.clone(),
+        kind,
+        by_reference: spec.lang == Lang::Fortran && kind != ValueKind::Pointer,
+    };
     if p.ty.pointers == 0 && p.ty.base.is_integral() {
-        let kind = if is_signed(&p.ty.base) {
+        Some(value(if is_signed(&p.ty.base) {
             ValueKind::Signed
         } else {
             ValueKind::Unsigned
-        };
-        let expr = if kind == ValueKind::Signed {
-            format!("(int64_t)({deref}{name})")
-        } else {
-            format!("(int64_t)(uint64_t)({deref}{name})")
-        };
-        Some(RecordedValue {
-            param: name,
-            kind,
-            expr,
-        })
+        }))
     } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
-        Some(RecordedValue {
-            expr: format!("tdg_double_bits_((double)({deref}{name}))"),
-            param: name,
-            kind: ValueKind::Double,
-        })
+        Some(value(ValueKind::Double))
     } else if p.ty.pointers > 0 {
-        Some(RecordedValue {
-            expr: format!("TDG_PTR({name})"),
-            param: name,
-            kind: ValueKind::Pointer,
-        })
+        Some(value(ValueKind::Pointer))
     } else {
         None
     }
@@ -214,6 +199,7 @@ pub enum InterposerKind {
 }
 
 /// The routine's C signature as an interposer declares and calls it.
+#[derive(serde::Serialize)]
 struct Signature {
     /// The symbol interposed (Fortran: lower case with `_`).
     sym: String,
@@ -253,443 +239,23 @@ impl Signature {
     }
 }
 
-/// The part every `LD_PRELOAD` interposer shares: the pointer to the real
-/// definition (the one seam through which another implementation could be
-/// substituted), its resolution on the first call (`first_call_extra` runs
-/// then, after resolution; `before_exit` is passed to `tdg_resolve`), and
-/// the interposer's opening lines up to a valid `tdg_fn_`.
-fn preload_head(c: &mut String, sig: &Signature, first_call_extra: &str, before_exit: &str) {
-    let Signature {
-        sym,
-        ret,
-        param_list,
-        ..
-    } = sig;
-    let _ = writeln!(c, "typedef {ret} (*tdg_real_fn_)({param_list});");
-    c.push_str(
-        "/* The definition every call is forwarded to, found on the first call:\n \
-         * the one place another implementation could be substituted. */\n\
-         static tdg_real_fn_ tdg_real_;\n\n",
-    );
-    c.push_str(
-        "/* First call: find the definition (tdg_resolve.h says where it looks). */\n\
-         static __attribute__((noinline, cold)) tdg_real_fn_ tdg_first_call_(const void *caller) {\n    char defined_in[512];\n",
-    );
-    let _ = writeln!(
-        c,
-        "    tdg_real_fn_ fn = (tdg_real_fn_)tdg_resolve(\"{sym}\", (const void *)&tdg_real_, caller,\n                                                defined_in, sizeof defined_in, {before_exit});"
-    );
-    c.push_str(first_call_extra);
-    c.push_str("    __atomic_store_n(&tdg_real_, fn, __ATOMIC_RELEASE);\n    return fn;\n}\n\n");
-    let _ = writeln!(c, "{ret} {sym}({param_list}) {{");
-    c.push_str("    tdg_real_fn_ tdg_fn_ = __atomic_load_n(&tdg_real_, __ATOMIC_ACQUIRE);\n");
-    c.push_str(
-        "    if (__builtin_expect(!tdg_fn_, 0))\n        tdg_fn_ = tdg_first_call_(__builtin_return_address(0));\n",
-    );
-}
-
-/// `if (tdg_depth_) return <callee>(args);`: nested calls are forwarded
-/// untouched (only the outermost call counts).
-fn forward_nested(c: &mut String, sig: &Signature, callee: &str) {
-    let args = &sig.args;
-    if sig.is_void {
-        let _ = writeln!(
-            c,
-            "    if (tdg_depth_) {{\n        {callee}({args});\n        return;\n    }}"
-        );
-    } else {
-        let _ = writeln!(c, "    if (tdg_depth_)\n        return {callee}({args});");
-    }
-}
-
 /// The C source of an interposer for `spec`'s routine.
 pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeError> {
     check_forwardable(spec)?;
     let sig = Signature::of(spec);
-    let Signature {
-        sym,
-        ret,
-        is_void,
-        param_list,
-        args,
-    } = &sig;
-    let is_void = *is_void;
-    let values = recorded_values(spec);
-    let descr = values
-        .iter()
-        .map(|v| format!("{}:{}", v.param, v.kind.code()))
-        .collect::<Vec<_>>()
-        .join(",");
-
-    let mut c = String::new();
-    let _ = writeln!(
-        c,
-        "/* Generated by `tdg instrument`: profiles every outermost call of {sym}\n \
-         * and forwards it unchanged. Do not edit; regenerate from the spec. */"
-    );
-    c.push_str(
-        "#include <stddef.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n",
-    );
-    c.push_str("#include \"tdg_instrument.h\"\n");
-    if kind == InterposerKind::Preload {
-        c.push_str("#include \"tdg_resolve.h\"\n");
-    }
-    for inc in &spec.includes {
-        c.push_str(&inc.text);
-        c.push('\n');
-    }
-    // Only when used: clang warns about an unused static inline function.
-    if values.iter().any(|v| v.kind == ValueKind::Double) {
-        c.push_str(
-            "\nstatic inline int64_t tdg_double_bits_(double d) {\n    int64_t b;\n    memcpy(&b, &d, sizeof b);\n    return b;\n}\n",
-        );
-    }
-    c.push_str("static int tdg_id_ = -2;\n");
-    // Only the outermost call is recorded: a routine that calls itself (or
-    // the runtime calling back into it) must not nest records.
-    c.push_str("static __thread int tdg_depth_;\n");
-    match kind {
-        InterposerKind::Preload => {
-            c.push_str("static void tdg_write_profile_(void) {\n    (void)tdg_flush();\n}\n\n");
-            // Registered with the resolution, so the per-call path only
-            // loads the id; the profile says which object defines it.
-            let register = format!(
-                "    int id = tdg_routine(\"{}\", \"{descr}\");\n    tdg_routine_defined_in(id, defined_in);\n    tdg_routine_address(id, (uint64_t)(uintptr_t)fn);\n    __atomic_store_n(&tdg_id_, id, __ATOMIC_RELAXED);\n",
-                spec.routine.name.name
-            );
-            preload_head(&mut c, &sig, &register, "tdg_write_profile_");
-        }
-        InterposerKind::Wrap => {
-            let _ = writeln!(c, "{ret} __real_{sym}({param_list});");
-            let _ = writeln!(c, "{ret} __wrap_{sym}({param_list});\n");
-            let _ = writeln!(c, "{ret} __wrap_{sym}({param_list}) {{");
-        }
-    }
-    let callee = match kind {
-        InterposerKind::Preload => "tdg_fn_".to_string(),
-        InterposerKind::Wrap => format!("__real_{sym}"),
-    };
-    forward_nested(&mut c, &sig, &callee);
-    c.push_str("    int tdg_idv_ = __atomic_load_n(&tdg_id_, __ATOMIC_RELAXED);\n");
-    // The shim registered the routine in tdg_first_call_, before publishing
-    // tdg_real_. Relaxed atomics: threads racing on the first call all
-    // register the same name (tdg_routine is idempotent) and store the same id.
-    if kind == InterposerKind::Wrap {
-        let _ = writeln!(
-            c,
-            "    if (tdg_idv_ == -2) {{\n        tdg_idv_ = tdg_routine(\"{}\", \"{descr}\");\n        tdg_routine_address(tdg_idv_, (uint64_t)(uintptr_t)&__real_{sym});\n        __atomic_store_n(&tdg_id_, tdg_idv_, __ATOMIC_RELAXED);\n    }}",
-            spec.routine.name.name
-        );
-    }
-    if values.is_empty() {
-        c.push_str("    const int64_t *tdg_v_ = NULL;\n");
-    } else {
-        let exprs: Vec<&str> = values.iter().map(|v| v.expr.as_str()).collect();
-        let _ = writeln!(c, "    const int64_t tdg_v_[] = {{{}}};", exprs.join(", "));
-    }
-    c.push_str("    tdg_depth_++;\n    uint64_t tdg_t0_ = tdg_begin();\n");
-    if is_void {
-        let _ = writeln!(c, "    {callee}({args});");
-    } else {
-        let _ = writeln!(c, "    {ret} tdg_r_ = {callee}({args});");
-    }
-    let _ = writeln!(
-        c,
-        "    tdg_end(tdg_idv_, tdg_t0_, {}, tdg_v_);",
-        values.len()
-    );
-    c.push_str("    tdg_depth_--;\n");
-    if !is_void {
-        c.push_str("    return tdg_r_;\n");
-    }
-    c.push_str("}\n");
-    Ok(c)
-}
-
-/// `count`, an output's element count in the spec, as C computing it from
-/// the call's arguments through `tdg_count_op_` (checked arithmetic); the
-/// error says why it cannot be computed there.
-fn count_in_c(spec: &Spec, count: &Expr) -> Result<String, String> {
-    let deref = if spec.lang == Lang::Fortran { "*" } else { "" };
-    Ok(match count {
-        Expr::Int(i, _) => format!("{i}LL"),
-        Expr::Name(id) => match spec.param(&id.name) {
-            Some(p) if !p.ty.is_pointer() && p.ty.base.is_integral() => {
-                format!("(long long)({deref}{})", id.name)
-            }
-            _ => {
-                return Err(format!(
-                    "has a count that uses `{}`, not an integer parameter",
-                    id.name
-                ))
-            }
-        },
-        Expr::Unary {
-            op: UnaryOp::Neg,
-            operand,
-            ..
-        } => format!(
-            "tdg_count_op_('-', 0LL, {}, &tdg_bad_)",
-            count_in_c(spec, operand)?
-        ),
-        Expr::Binary { op, lhs, rhs, .. } => format!(
-            "tdg_count_op_('{}', {}, {}, &tdg_bad_)",
-            op.symbol(),
-            count_in_c(spec, lhs)?,
-            count_in_c(spec, rhs)?
-        ),
-        // `| 0LL` makes the compiler refuse a member that is not an integer
-        // (a cast alone would convert a pointer or a double silently).
-        Expr::Member { root, path, .. } => {
-            format!("(long long)({} | 0LL)", member_path_text(&root.name, path))
-        }
-        _ => {
-            return Err(
-                "has a count that is not an integer expression of the call's arguments".into(),
-            )
-        }
-    })
-}
-
-/// The outputs `returns(...)` names, declared for region `site` before each
-/// call (so a restored copy hands them to tdg, which compares original and
-/// candidate): C definitions to put before the shim's function, and the
-/// statements of its body. The return value, if named, is declared as a
-/// per-thread copy the call's result is stored in (`tdg_ret_`).
-struct OutputDecls {
-    defs: String,
-    body: String,
-    return_value: bool,
-}
-
-/// The pointers a member path dereferences, in order: for `s->cfg.p->n`,
-/// `s` and `s->cfg.p`. Each must be non-NULL before the path is read.
-fn dereferenced(root: &str, path: &[MemberStep]) -> Vec<String> {
-    (0..path.len())
-        .filter(|&i| path[i].arrow)
-        .map(|i| member_path_text(root, &path[..i]))
-        .collect()
-}
-
-/// Everything `out` dereferences (its path and its count's member paths),
-/// each once, in order.
-fn dereferenced_by(out: &Output, count: Option<&Expr>) -> Vec<String> {
-    let mut all = dereferenced(&out.name, &out.path);
-    if let Some(count) = count {
-        count.walk(&mut |e| {
-            if let Expr::Member { root, path, .. } = e {
-                all.extend(dereferenced(&root.name, path));
-            }
-        });
-    }
-    let mut seen = std::collections::BTreeSet::new();
-    all.retain(|g| seen.insert(g.clone()));
-    all
-}
-
-/// `lines`, each indented by `by` spaces.
-fn indent(lines: &str, by: usize) -> String {
-    lines
-        .lines()
-        .map(|l| format!("{:by$}{l}", ""))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The comment that opens an output's statements in the shim: what the
-/// compiler says about the lines after it is about that `returns` item.
-fn item_marker(index: usize, out: &Output) -> String {
-    let count = out
-        .count
-        .as_ref()
-        .map(|c| format!("[{}]", spec_lang::format::expr(c)))
-        .unwrap_or_default();
-    format!("/* returns item {}: {}{count} */", index + 1, out.text())
-}
-
-fn output_decls(spec: &Spec, site: &str, sig: &Signature) -> Result<OutputDecls, InterposeError> {
-    let routine = &spec.routine.name.name;
-    let mut decls = OutputDecls {
-        defs: String::new(),
-        body: String::new(),
-        return_value: false,
-    };
-    let mut uses_op = false;
-    for (index, out) in spec.returns.iter().enumerate() {
-        if out.path.is_empty() && out.name == *routine && !sig.is_void {
-            decls.return_value = true;
-            let _ = writeln!(
-                decls.body,
-                "    tdg_region_output(\"{site}\", &tdg_ret_, 1, sizeof tdg_ret_, TDG_OUTPUT_KIND(tdg_ret_));"
-            );
-            continue;
-        }
-        let fail = |reason: String| InterposeError::OutputCount {
-            routine: routine.clone(),
-            output: out.text(),
-            reason,
-        };
-        // What is declared: `count` elements at `data`, each `sizeof ELEM`.
-        let (data, elem, count) = if out.path.is_empty() {
-            let p = spec
-                .param(&out.name)
-                .filter(|p| p.ty.pointers == 1)
-                .ok_or_else(|| fail("is not a pointer parameter".into()))?;
-            let count = spec
-                .output_count(out)
-                .ok_or_else(|| fail("has no count and no Vector or Matrix allocation".into()))?;
-            // `void *` data has no element type: its count is in bytes.
-            let elem = (p.ty.base != BaseType::Void).then(|| format!("*{}", out.name));
-            (out.name.clone(), elem, Some(count))
-        } else {
-            // With a count the member points to (or is an array of) the
-            // elements; without, the member itself is the one element.
-            let member = out.text();
-            match &out.count {
-                Some(c) => (member.clone(), Some(format!("*{member}")), Some(c.clone())),
-                None => (format!("&{member}"), Some(member), None),
-            }
-        };
-        let count_c = match &count {
-            Some(c) => count_in_c(spec, c).map_err(fail)?,
-            None => "1LL".to_string(),
-        };
-        uses_op |= count_c.contains("tdg_count_op_");
-        let size_kind = match elem {
-            Some(e) => format!("sizeof {e}, TDG_OUTPUT_KIND({e})"),
-            None => "1, TDG_OUTPUT_BYTES".to_string(),
-        };
-        let declare = format!("tdg_bad_ = 0;\ntdg_count_ = {count_c};\ntdg_output_({data}, tdg_count_, tdg_bad_, {size_kind});");
-        let _ = writeln!(decls.body, "    {}", item_marker(index, out));
-        let non_null = dereferenced_by(out, count.as_ref());
-        if non_null.is_empty() {
-            let _ = writeln!(decls.body, "{}", indent(&declare, 4));
-        } else {
-            let _ = writeln!(
-                decls.body,
-                "    if ({}) {{\n{}\n    }} else {{\n        tdg_output_(NULL, 0, 1, {size_kind});\n    }}",
-                non_null.iter().map(|g| format!("{g} != NULL")).collect::<Vec<_>>().join(" && "),
-                indent(&declare, 8)
-            );
-        }
-    }
-    if decls.body.is_empty() {
-        return Ok(decls);
-    }
-    if decls.return_value {
-        // Assigned each call: a `const int` result is kept as an `int`.
-        let mut kept = spec.routine.ret.clone();
-        kept.is_const &= kept.is_pointer();
-        let _ = writeln!(
-            decls.defs,
-            "/* The call's result, declared as an output of the region. */\nstatic __thread {} tdg_ret_;\n",
-            c_type(&kept)
-        );
-    }
-    if uses_op {
-        decls.defs.push_str(
-            "/* Output counts come from the application's arguments: checked arithmetic,\n \
-             * so a zero divisor or an overflow declares nothing to compare (count 0)\n \
-             * instead of being undefined behaviour in the application. */\n\
-             static long long tdg_count_op_(char op, long long a, long long b, int *bad) {\n    \
-             long long r = 0;\n    \
-             switch (op) {\n    \
-             case '+': *bad |= __builtin_add_overflow(a, b, &r); break;\n    \
-             case '-': *bad |= __builtin_sub_overflow(a, b, &r); break;\n    \
-             case '*': *bad |= __builtin_mul_overflow(a, b, &r); break;\n    \
-             default:\n        \
-             if (b == 0 || (a == LLONG_MIN && b == -1))\n            \
-             *bad = 1;\n        \
-             else\n            \
-             r = op == '/' ? a / b : a % b;\n    \
-             }\n    \
-             return r;\n}\n\n",
-        );
-    }
-    if decls.body.contains("tdg_output_(") {
-        let _ = writeln!(
-            decls.defs,
-            "/* Declares `count` elements at `data` as an output of the coming call\n \
-             * (none when the count could not be computed or `data` is NULL). */\n\
-             static void tdg_output_(const void *data, long long count, int bad, unsigned long elem_size, int kind) {{\n    \
-             tdg_region_output(\"{site}\", data, bad || count < 0 || !data ? 0UL : (unsigned long)count, elem_size, kind);\n}}\n"
-        );
-        decls.body = format!(
-            "    int tdg_bad_;\n    long long tdg_count_;\n{}",
-            decls.body
-        );
-    }
-    decls.body = format!(
-        "    /* The outputs `returns(...)` names: a restored copy hands them to tdg,\n     \
-         * which compares the candidate's with the original's. Read from the\n     \
-         * call's arguments before the call; behind a NULL pointer or with a\n     \
-         * count that cannot be computed, an output declares nothing. */\n{}",
-        decls.body
-    );
-    Ok(decls)
+    Ok(view::interposer(spec, &sig, kind, &recorded_values(spec)))
 }
 
 /// The C source of an `LD_PRELOAD` shim that marks every outermost call of
 /// `spec`'s routine as the checkpoint region named after the routine
 /// (`tdg_region_begin`/`tdg_region_end` of checkpoint/c/tdg_checkpoint.h)
 /// and forwards it unchanged: `tdg checkpoint capture --spec` with no
-/// change to the application.
+/// change to the application. Each output `returns(...)` names is declared
+/// before the call, so a restored copy hands it to tdg for comparison.
 pub fn generate_region_shim(spec: &Spec) -> Result<String, InterposeError> {
     check_forwardable(spec)?;
     let sig = Signature::of(spec);
-    let site = &spec.routine.name.name;
-    let mut c = String::new();
-    let _ = writeln!(
-        c,
-        "/* Generated by `tdg checkpoint capture --spec`: every outermost call of {}\n \
-         * is checkpoint region \"{site}\", forwarded to the library's definition\n \
-         * (or, in a restored copy told to, to a candidate's). Do not edit;\n \
-         * regenerate from the spec. */",
-        sig.sym
-    );
-    c.push_str(
-        "#include <limits.h>\n#include <stddef.h>\n#include \"tdg_checkpoint.h\"\n#include \"tdg_resolve.h\"\n",
-    );
-    for inc in &spec.includes {
-        c.push_str(&inc.text);
-        c.push('\n');
-    }
-    let outputs = output_decls(spec, site, &sig)?;
-    c.push_str("\nstatic __thread int tdg_depth_;\n");
-    c.push_str(&outputs.defs);
-    preload_head(&mut c, &sig, "", "NULL");
-    forward_nested(&mut c, &sig, "tdg_fn_");
-    c.push_str("    tdg_depth_++;\n");
-    c.push_str(&outputs.body);
-    let _ = writeln!(c, "    tdg_region_begin(\"{site}\");");
-    // In a restored copy that `tdg checkpoint time --impl` told to load a
-    // candidate, the candidate's definition runs instead of the library's
-    // (the delay calls and the timed one); everywhere else this is the
-    // resolved definition, at the cost of one branch.
-    let _ = writeln!(
-        c,
-        "    tdg_fn_ = (tdg_real_fn_)tdg_redirect(\"{site}\", \"{}\", (void *)tdg_fn_);",
-        sig.sym
-    );
-    let args = &sig.args;
-    let result = if outputs.return_value {
-        "tdg_ret_"
-    } else {
-        "tdg_r_"
-    };
-    if sig.is_void {
-        let _ = writeln!(c, "    tdg_fn_({args});");
-    } else if outputs.return_value {
-        let _ = writeln!(c, "    tdg_ret_ = tdg_fn_({args});");
-    } else {
-        let _ = writeln!(c, "    {} tdg_r_ = tdg_fn_({args});", sig.ret);
-    }
-    let _ = writeln!(c, "    tdg_region_end(\"{site}\");\n    tdg_depth_--;");
-    if !sig.is_void {
-        let _ = writeln!(c, "    return {result};");
-    }
-    c.push_str("}\n");
-    Ok(c)
+    view::region_shim(spec, &sig)
 }
 
 /// Writes and compiles the region shim of [`generate_region_shim`] into
@@ -755,7 +321,7 @@ fn out_span(out: &Output) -> Span {
 }
 
 /// The first compiler error in the lines of a spec item: an `include=`
-/// line, or a `returns` item's statements (after its [`item_marker`], up to
+/// line, or a `returns` item's statements (after its marker comment, up to
 /// the next item or the region's start). A member the struct does not have
 /// or a header not found is the spec's mistake, and is reported as such:
 /// the item as written, where it is, and what the compiler said.
@@ -775,7 +341,7 @@ fn failing_item(
             .returns
             .iter()
             .enumerate()
-            .find(|(i, o)| line.trim() == item_marker(*i, o));
+            .find(|(i, o)| line.trim() == view::item_marker(*i, o));
         if let Some((_, out)) = output {
             current = Some((
                 format!("returns item `{}` does not compile against the spec's include=", out.text()),
