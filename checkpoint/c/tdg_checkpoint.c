@@ -46,6 +46,11 @@
  *   fresh restore starts without them. File offsets are put back after each
  *   child. What a fork cannot replay answers `fallback=` and tdg restores
  *   per sample.
+ * - A copy with threads (fork copies only the calling one) replays the
+ *   timed call in place instead, its other threads parked in their runtime
+ *   between samples (in_place_arm). For its threads to be in the image at
+ *   all, the self-dump's CRIU service is started without fork()'s atfork
+ *   handlers (start_criu_service).
  */
 #define _GNU_SOURCE
 #include "tdg_checkpoint.h"
@@ -104,6 +109,7 @@
 struct criu_api {
     int (*init_opts)(void);
     int (*set_service_binary)(const char *);
+    void (*set_service_fd)(int);
     void (*set_images_dir_fd)(int);
     void (*set_leave_running)(bool);
     void (*set_shell_job)(bool);
@@ -538,6 +544,7 @@ static bool load_libcriu(struct criu_api *api)
     } while (0)
     SYM(init_opts, "criu_init_opts");
     SYM(set_service_binary, "criu_set_service_binary");
+    SYM(set_service_fd, "criu_set_service_fd");
     SYM(set_images_dir_fd, "criu_set_images_dir_fd");
     SYM(set_leave_running, "criu_set_leave_running");
     SYM(set_shell_job, "criu_set_shell_job");
@@ -546,6 +553,54 @@ static bool load_libcriu(struct criu_api *api)
     SYM(dump, "criu_dump");
 #undef SYM
     return true;
+}
+
+/* libcriu starts `criu swrk` for a self-dump with fork(), which runs the
+ * application's pthread_atfork handlers: OpenBLAS's shuts its thread pool
+ * down before every fork, so the image would hold a BLAS without its
+ * threads, which every restored copy then starts again inside the timed
+ * call. So the service is started here with raw clone() calls, which run
+ * no handlers, detached the way libcriu detaches it for a self-dump (a
+ * grandchild in a session of its own, its parent reaped, so it is no part
+ * of the tree it dumps), and handed to libcriu as the connected socket.
+ * Between the clones and exec only system calls run: another thread may
+ * have held the allocator's lock at the clone. Returns the socket, or -1
+ * (libcriu then starts the service itself). */
+static int start_criu_service(const char *criu)
+{
+    int sks[2], status = 0;
+    pid_t pid;
+    if (socketpair(PF_LOCAL, SOCK_SEQPACKET, 0, sks) < 0)
+        return -1;
+    pid = (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid == 0) {
+        char arg[16], *c = arg + sizeof arg - 1;
+        unsigned fd = (unsigned)sks[1];
+        sigset_t mask;
+        if ((pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL) != 0)
+            _exit(0); /* the middle process: the service is orphaned at once */
+        setsid();
+        if (chdir("/") < 0)
+            _exit(1);
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_UNBLOCK, &mask, NULL);
+        close(sks[0]);
+        *c = '\0';
+        do
+            *--c = (char)('0' + fd % 10);
+        while ((fd /= 10) != 0);
+        execl(criu, criu, "swrk", c, (char *)NULL);
+        _exit(127);
+    }
+    close(sks[1]);
+    if (pid < 0) {
+        close(sks[0]);
+        return -1;
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return sks[0];
 }
 
 /* Describe every open descriptor (number, open flags, target) so tdg can
@@ -1705,8 +1760,13 @@ static int checkpoint_here(const char *image, bool pair_api)
         close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
     }
-    if (criu && *criu)
-        api.set_service_binary(criu);
+    if (criu && *criu) {
+        int service = start_criu_service(criu);
+        if (service >= 0)
+            api.set_service_fd(service);
+        else
+            api.set_service_binary(criu);
+    }
     api.set_images_dir_fd(dirfd_img);
     api.set_leave_running(true);
     /* Under `tdg checkpoint capture` the application leads its own session;

@@ -30,6 +30,7 @@ mod interpose_apps;
 mod interpose_checkpoint;
 mod interpose_outputs;
 mod interpose_resolve;
+mod interpose_threads;
 mod probe_cli;
 mod report_cli;
 mod run_contexts;
