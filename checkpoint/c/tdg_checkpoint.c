@@ -13,6 +13,10 @@
  * - Right after the dump the original writes tdg-capture.txt: what was
  *   captured and every open descriptor with its flags, which tdg needs to
  *   restore files that will change later (outputs, pipes, terminals).
+ * - The original, which goes on running after the dump, times the call the
+ *   copies will time and writes it to tdg-captured-call.txt: the image's
+ *   own record of that call in the application, which `tdg checkpoint time`
+ *   holds its samples against.
  * - The copy ends with _exit() so the application's atexit handlers and stdio
  *   buffers cannot write output a second time.
  * - A restored copy is told what to run through a second inherited pipe, the
@@ -94,6 +98,7 @@
 #define ENV_SITES "TDG_REGION_SITES"
 
 #define CAPTURE_INFO "tdg-capture.txt"
+#define CAPTURED_CALL "tdg-captured-call.txt"
 #define DUMP_LOG "dump.log"
 /* The write end of the result pipe sits at a fixed, unlikely descriptor so a
  * restore never clashes with the application's own descriptors. */
@@ -1924,6 +1929,23 @@ static void append_report(long long ns, long long cpu_ns)
     close(fd);
 }
 
+/* In the original after its dump: the timed call as the application ran it,
+ * into the image directory (new file only, never through a link). */
+static void record_captured_call(long long ns, long long cpu_ns, long faults)
+{
+    char path[PATH_MAX], line[128];
+    int len, fd;
+    if (snprintf(path, sizeof path, "%s/%s", g.image, CAPTURED_CALL) >= (int)sizeof path)
+        return;
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld minflt=%ld\n", ns, cpu_ns, faults);
+    if (write(fd, line, (size_t)len) != len)
+        complain("short write to %s", path);
+    close(fd);
+}
+
 /* The end of the timed window: read first thing in the end marker, so its
  * bookkeeping is not timed. */
 struct region_end {
@@ -1965,7 +1987,9 @@ static void region_finished(const struct region_end *t)
             in_place_sample_ended(ns, cpu_ns, faults); /* rewinds to the next sample, or ends the copy */
         finish_restored_copy(ns, cpu_ns, faults);
     }
-    if (g.report)
+    if (g.checkpointed)
+        record_captured_call(ns, cpu_ns, minor_faults() - fork_plan.minflt0);
+    else if (g.report)
         append_report(ns, cpu_ns);
 }
 
@@ -2091,7 +2115,7 @@ void tdg_region_begin(const char *site)
         if (checkpoint_here(g.image, false) == TDG_CHECKPOINT_ERROR)
             g.image = NULL; /* let the application finish normally */
     }
-    if (g.count == g.call && (g.restored || (!g.image && g.report))) {
+    if (g.count == g.call && (g.restored || g.checkpointed || (!g.image && g.report))) {
         if (in_place.on) {
             /* every sample after the first comes back here (in_place_rewind) */
             getcontext(&in_place.resume);

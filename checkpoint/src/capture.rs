@@ -156,6 +156,12 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
         Some(site) => cmd.env(env::SITE, site),
         None => cmd.env_remove(env::SITE),
     };
+    // The original times the call after its dump (the image's own record
+    // of it) with the clock the copies use.
+    match crate::tsc::region_tsc_ghz() {
+        Some(g) => cmd.env(env::TSC_GHZ, g.to_string()),
+        None => cmd.env_remove(env::TSC_GHZ),
+    };
     if let Some(lib) = &criu.libcriu {
         cmd.env(env::LIBCRIU, lib);
     }
@@ -271,6 +277,7 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
         delay: info.delay,
         criu_version: criu.version.to_string(),
         files: checksum_image(&image)?,
+        captured_call: crate::manifest::CapturedCall::read(&image),
         capture: info,
     };
     manifest.write(&image)?;

@@ -53,6 +53,11 @@ impl InAppReport {
 
 /// Run the application `runs` times and collect the time of call `call`.
 pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
+    measure_in_app_in(req, None)
+}
+
+/// [`measure_in_app`] with the application started in `cwd` (None: here).
+pub fn measure_in_app_in(req: &InAppRequest, cwd: Option<&std::path::Path>) -> Result<InAppReport> {
     let Some((program, args)) = req.command.split_first() else {
         return Err(CheckpointError::InvalidRequest(
             "no application given".into(),
@@ -70,6 +75,9 @@ pub fn measure_in_app(req: &InAppRequest) -> Result<InAppReport> {
     let tsc_ghz = crate::tsc::region_tsc_ghz();
     for _ in 0..req.runs {
         let mut cmd = Command::new(program);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
         cmd.args(args)
             .env(env::REPORT, &report)
             .env(env::CALL, req.call.to_string())

@@ -5,7 +5,8 @@
 //!
 //! Stages, each a plain function: [`capture`] (run the application, seal the
 //! image with a [`Manifest`]), [`time_image`] (restore R times),
-//! [`auto_delay`], [`measure_in_app`] (the plain-run reference) and
+//! [`auto_delay`], [`measure_in_app`] (the plain-run reference),
+//! [`validate`] (the image against its application, interleaved) and
 //! [`run_doctor`].
 
 pub mod autodelay;
@@ -30,6 +31,7 @@ pub mod sites;
 mod summary_json;
 pub mod timing;
 pub mod tsc;
+pub mod validate;
 
 pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
 pub use candidate::{build_candidate, compare_outputs, CandidateSource, Mismatch};
@@ -49,6 +51,7 @@ pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,
     TimingReport, Verification,
 };
+pub use validate::{validate, ValidateRequest, ValidationReport, Verdict};
 
 /// What restoring an image means for trust, as `tdg checkpoint capture`
 /// and `time` say it in `--help` (docs/checkpoint.md says the same).

@@ -35,6 +35,39 @@ pub struct Manifest {
     pub criu_version: String,
     pub capture: CaptureInfo,
     pub files: Vec<ImageFile>,
+    /// The timed call as the captured application itself ran it, after the
+    /// dump (None: an older host library, or the pair API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_call: Option<CapturedCall>,
+}
+
+/// The original process's own time of the call the copies time: one
+/// observation of the application, recorded with the image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CapturedCall {
+    pub ns: u64,
+    pub cpu_ns: u64,
+    /// Minor page faults inside the call: after its dump the original
+    /// faults some of its pages back in, which the samples do not.
+    #[serde(default)]
+    pub minflt: u64,
+}
+
+/// Where the original writes [`CapturedCall`] (tdg_checkpoint.c, CAPTURED_CALL).
+pub const CAPTURED_CALL_FILE: &str = "tdg-captured-call.txt";
+
+impl CapturedCall {
+    /// The record the original wrote into `image`, if it reached the call.
+    pub fn read(image: &Path) -> Option<CapturedCall> {
+        let text = std::fs::read_to_string(image.join(CAPTURED_CALL_FILE)).ok()?;
+        let (ns, cpu_ns) = crate::restore::parse_result(&text)?;
+        let minflt = text
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("minflt="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Some(CapturedCall { ns, cpu_ns, minflt })
+    }
 }
 
 /// SHA-256 of a file, hex.
@@ -215,6 +248,7 @@ mod tests {
             criu_version: "4.1.1".into(),
             capture: CaptureInfo::parse("status=ok\npid=1\nresult_channel=pipe:[1]\n").unwrap(),
             files: Vec::new(),
+            captured_call: None,
         }
     }
 

@@ -28,6 +28,31 @@ pub struct TimeOptions {
     /// One CRIU restore per sample (the old path) even when the image's
     /// copies can take many samples per restore by fork.
     pub restore_per_sample: bool,
+    /// Take more samples after the first `samples` until the figure is
+    /// stable (None: exactly `samples`).
+    pub until_stable: Option<StableRule>,
+}
+
+/// When a region time is stable, and how long to sample for it: the
+/// drivers' rule (their halves-agreement), over restored copies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StableRule {
+    /// The median over the first and the second half of the samples must
+    /// agree within this many per cent.
+    pub pct: f64,
+    /// Sampling stops here, stable or not.
+    pub max_time: Duration,
+    pub max_samples: usize,
+}
+
+impl Default for StableRule {
+    fn default() -> Self {
+        StableRule {
+            pct: 2.0,
+            max_time: Duration::from_secs(10),
+            max_samples: 2000,
+        }
+    }
 }
 
 impl Default for TimeOptions {
@@ -39,6 +64,7 @@ impl Default for TimeOptions {
             criu: None,
             candidate: None,
             restore_per_sample: false,
+            until_stable: None,
         }
     }
 }
@@ -102,9 +128,207 @@ pub struct TimingReport {
     /// The same, the CPU time of all threads in the timed call, summed.
     #[serde(default)]
     pub samples_team_cpu_ns: Vec<u64>,
+    /// The samples against the captured application's own run of the call
+    /// (None: a candidate ran, or the image has no such record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_call: Option<CapturedCallCheck>,
+    /// The region time's stated uncertainty (per cent of the median): how
+    /// far the medians over the first and the second half of the samples
+    /// differ, and never less than half a step of the timer (below). None:
+    /// fewer than 4 samples.
+    #[serde(default)]
+    pub uncertainty_pct: Option<f64>,
+    /// The halves agreed within the stability rule's percentage.
+    #[serde(default)]
+    pub stable: bool,
+    /// Why the figure is not stable (None when it is).
+    #[serde(default)]
+    pub unstable_why: Option<String>,
+    /// The percentage the halves had to agree within, and whether the
+    /// samples went on until they did (or the budget ran out).
+    #[serde(default)]
+    pub stable_pct: f64,
+    #[serde(default)]
+    pub sampled_until_stable: bool,
+    /// The smallest difference between two distinct samples: the step the
+    /// timer reads in (the TSC advances by ~10 ns on these VMs), which
+    /// bounds what a region of tens of nanoseconds can resolve.
+    #[serde(default)]
+    pub step_ns: Option<f64>,
+}
+
+/// The stated uncertainty of `samples_ns` (in order): (uncertainty %, the
+/// halves' disagreement %, the timer's step in ns).
+pub fn region_uncertainty(samples_ns: &[u64]) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let v: Vec<f64> = samples_ns.iter().map(|&n| n as f64).collect();
+    let halves = stats::halves_disagreement(&v, true);
+    let mut sorted = v.clone();
+    sorted.sort_by(f64::total_cmp);
+    sorted.dedup();
+    let step = sorted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| *d > 0.0)
+        .min_by(f64::total_cmp);
+    let median = Summary::of(&v).map_or(0.0, |s| s.median);
+    let uncertainty = halves.map(|h| {
+        let quantum = match step {
+            Some(q) if median > 0.0 => 0.5 * q / median,
+            _ => 0.0,
+        };
+        100.0 * h.max(quantum)
+    });
+    (uncertainty, halves.map(|h| h * 100.0), step)
+}
+
+/// The image's samples held against the one run of the call the captured
+/// application itself made after its dump.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CapturedCallCheck {
+    pub captured_ns: u64,
+    pub captured_cpu_ns: u64,
+    /// The clock compared: CPU time for calls of a millisecond and more
+    /// (`crate::validate::CPU_CLOCK_FROM_NS`), wall time below.
+    pub cpu_clock: bool,
+    /// The samples' median over the captured call's time (that clock).
+    pub median_ratio: f64,
+    /// The captured call lies outside the samples' range, widened by
+    /// [`CAPTURED_CALL_MARGIN`] (and two TSC steps for short regions), and
+    /// took no page fault the samples did not.
+    pub disagrees: bool,
+    /// Minor page faults inside the captured call (the samples take none).
+    #[serde(default)]
+    pub captured_minflt: u64,
+}
+
+/// How far outside the samples' range one in-app observation may fall
+/// before the samples are said to disagree with it: a single run of the
+/// application scatters by this much on a shared VM (bzip2's block sort
+/// read 45.7-66.8 ms from run to run on the Intel host kind, the widest
+/// seen), so a narrower margin would flag the noise of one run.
+pub const CAPTURED_CALL_MARGIN: f64 = 0.25;
+
+/// Slack below which a difference is the timer's, not the image's: two
+/// steps of the TSC as this VM kind advances it (~10 ns each).
+const CAPTURED_CALL_SLACK_NS: f64 = 20.0;
+
+impl CapturedCallCheck {
+    pub fn of(
+        captured: crate::manifest::CapturedCall,
+        samples_ns: &[u64],
+        samples_cpu_ns: &[u64],
+    ) -> Option<Self> {
+        let cpu_clock = captured.cpu_ns as f64 >= crate::validate::CPU_CLOCK_FROM_NS
+            && samples_cpu_ns.len() == samples_ns.len();
+        let (samples, c) = if cpu_clock {
+            (samples_cpu_ns, captured.cpu_ns as f64)
+        } else {
+            (samples_ns, captured.ns as f64)
+        };
+        let lo = *samples.iter().min()? as f64;
+        let hi = *samples.iter().max()? as f64;
+        let median = Summary::of(&samples.iter().map(|&n| n as f64).collect::<Vec<_>>())?.median;
+        let below = c < lo / (1.0 + CAPTURED_CALL_MARGIN) - CAPTURED_CALL_SLACK_NS;
+        let above = c > hi * (1.0 + CAPTURED_CALL_MARGIN) + CAPTURED_CALL_SLACK_NS;
+        Some(CapturedCallCheck {
+            captured_ns: captured.ns,
+            captured_cpu_ns: captured.cpu_ns,
+            cpu_clock,
+            captured_minflt: captured.minflt,
+            median_ratio: if c > 0.0 { median / c } else { f64::INFINITY },
+            // Faults only slow the captured call down: it is then no
+            // evidence that the samples are too fast.
+            disagrees: below || (above && captured.minflt == 0),
+        })
+    }
+
+    pub fn render_text(&self, image: &Path) -> String {
+        let line =
+            format!(
+            "the captured application's own run of this call: {} (samples' median {:.2}x it, {})\n",
+            stats::ns(if self.cpu_clock {
+                self.captured_cpu_ns
+            } else {
+                self.captured_ns
+            } as f64),
+            self.median_ratio,
+            if self.cpu_clock { "CPU time" } else { "wall time" }
+        );
+        if !self.disagrees {
+            let faults = self.captured_minflt;
+            return if faults > 0 && self.median_ratio < 1.0 / (1.0 + CAPTURED_CALL_MARGIN) {
+                format!(
+                    "{line}(that run took {faults} page fault(s) inside the call, pages its dump left to be faulted \
+                     back in, which the samples do not take; `tdg checkpoint validate` compares with plain runs)\n"
+                )
+            } else {
+                line
+            };
+        }
+        format!(
+            "{line}warning: the samples disagree with the application's own run of this call: it lies \
+             more than {:.0}% outside their range, so the image may not reproduce the application's \
+             state before the call (a delay too short, or cold data); compare side by side with \
+             `tdg checkpoint validate {}`\n",
+            CAPTURED_CALL_MARGIN * 100.0,
+            image.display()
+        )
+    }
 }
 
 impl TimingReport {
+    /// Judge the figure against `pct` (the halves of the samples must agree
+    /// within it); `until_stable`: the samples went on until they did or
+    /// the budget ran out.
+    pub fn judge_stability(&mut self, pct: f64, until_stable: bool) {
+        let (_, halves, _) = region_uncertainty(&self.samples_ns);
+        let n = self.samples_ns.len();
+        self.stable_pct = pct;
+        self.sampled_until_stable = until_stable;
+        self.stable = halves.is_some_and(|h| h <= pct);
+        self.unstable_why = match (halves, until_stable) {
+            (_, _) if self.stable => None,
+            (None, _) => Some(format!(
+                "{n} sample(s) are too few to judge stability; take 4 or more (-r), or leave -r out to sample until the figure settles"
+            )),
+            (Some(h), false) => Some(format!(
+                "the medians over the first and the second half of the {n} samples differ by {h:.2}%, more than {pct}%; \
+                 leave -r out to sample until the figure settles"
+            )),
+            (Some(h), true) => Some(format!(
+                "the medians over the first and the second half of the {n} samples still differ by {h:.2}%, more than {pct}%, \
+                 when the budget ran out: the host's speed changed while sampling, or the region's time varies from copy \
+                 to copy; raise --max-time"
+            )),
+        };
+    }
+
+    /// The uncertainty line (and why the figure is not stable).
+    fn uncertainty_text(&self) -> String {
+        let n = self.samples_ns.len();
+        let step = match self.step_ns {
+            Some(q) if self.region_ns.median < 1000.0 => {
+                format!("; the timer reads in steps of {}", stats::ns(q))
+            }
+            _ => String::new(),
+        };
+        let mut t = match self.uncertainty_pct {
+            Some(u) => format!(
+                "uncertainty      +-{u:.2}% (the medians over the first and the second half of the {n} samples agree within it{}{step})\n",
+                if self.sampled_until_stable {
+                    format!("; sampled until within {}%", self.stable_pct)
+                } else {
+                    String::new()
+                }
+            ),
+            None => format!("uncertainty      unknown ({n} sample(s) are too few to judge)\n"),
+        };
+        if let Some(why) = &self.unstable_why {
+            t += &format!("not stable: {why}\n");
+        }
+        t
+    }
+
     pub fn render_text(&self) -> String {
         let what = match (&self.site, self.call, self.delay) {
             (Some(site), Some(call), Some(0)) => {
@@ -177,12 +401,16 @@ impl TimingReport {
                 "page faults in the timed call: max {max} over the samples\n"
             ));
         }
+        let captured = self
+            .captured_call
+            .map(|check| check.render_text(&self.image))
+            .unwrap_or_default();
         format!(
             "image {} ({}; {}, binary {})\n\
              ran {}\n\
              {}\n{}\
              region wall time: {}\n\
-             region CPU time:  {}\n",
+             region CPU time:  {}\n{}{}",
             self.image.display(),
             what,
             stats::bytes(self.image_bytes),
@@ -192,6 +420,8 @@ impl TimingReport {
             notes,
             r.ns_line(),
             c.ns_line(),
+            self.uncertainty_text(),
+            captured,
         )
     }
 }
@@ -215,6 +445,26 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// The region's wall times of the samples taken, in order.
+    pub fn region_ns(&self) -> Vec<u64> {
+        self.runs.iter().flatten().map(|r| r.region_ns).collect()
+    }
+
+    /// Add a later batch's samples (its first failure is this one's error).
+    pub fn append(&mut self, mut later: Samples) -> Result<()> {
+        if let Some((_, e)) = later.failures.pop() {
+            return Err(e);
+        }
+        self.runs.append(&mut later.runs);
+        self.restores += later.restores;
+        self.forked |= later.forked;
+        self.fallback = self.fallback.take().or(later.fallback);
+        self.wall += later.wall;
+        self.pages = self.pages.or(later.pages);
+        self.in_place = self.in_place.or(later.in_place);
+        Ok(())
+    }
+
     /// Entries still to take: no run yet, implementation not failed.
     fn pending(&self, schedule: &[usize]) -> Vec<usize> {
         (0..schedule.len())
@@ -394,6 +644,9 @@ impl ImageTimer {
             ));
         }
         let samples_ns: Vec<u64> = runs.iter().map(|r| r.region_ns).collect();
+        let samples_ns_for_check = samples_ns.clone();
+        let (uncertainty_pct, _, step_ns) = region_uncertainty(&samples_ns);
+        let samples_cpu_ns_for_check: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
         let samples_cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
         let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
         let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
@@ -444,6 +697,19 @@ impl ImageTimer {
                 .iter()
                 .filter_map(|r| r.team.map(|t| t.cpu_ns))
                 .collect(),
+            uncertainty_pct,
+            stable: false,
+            unstable_why: None,
+            stable_pct: StableRule::default().pct,
+            sampled_until_stable: false,
+            step_ns,
+            captured_call: if candidate.is_some() {
+                None
+            } else {
+                self.manifest.captured_call.and_then(|c| {
+                    CapturedCallCheck::of(c, &samples_ns_for_check, &samples_cpu_ns_for_check)
+                })
+            },
         })
     }
 
@@ -500,6 +766,14 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
             "--samples must be at least 1".into(),
         ));
     }
+    if let Some(rule) = &opts.until_stable {
+        if !(rule.pct > 0.0 && rule.pct.is_finite()) {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "--stable-pct must be a positive percentage (got {})",
+                rule.pct
+            )));
+        }
+    }
     let timer = ImageTimer::open(image, opts)?;
     let candidates: Vec<Candidate> = opts.candidate.iter().cloned().collect();
     timer.check(&CopyInstructions {
@@ -507,11 +781,45 @@ pub fn time_image(image: &Path, opts: &TimeOptions) -> Result<TimingReport> {
         outputs: None,
     })?;
     let schedule = vec![candidates.len(); opts.samples];
+    let started = Instant::now();
     let mut samples = timer.take_samples(&candidates, &schedule, opts.restore_per_sample)?;
     if let Some((_, e)) = samples.failures.pop() {
         return Err(e);
     }
-    timer.report(&samples, opts.candidate.as_ref())
+    let Some(rule) = opts.until_stable else {
+        let mut report = timer.report(&samples, opts.candidate.as_ref())?;
+        report.judge_stability(StableRule::default().pct, false);
+        return Ok(report);
+    };
+    while let Some(more) = more_samples(&samples.region_ns(), &rule, started.elapsed()) {
+        let extra = timer.take_samples(
+            &candidates,
+            &vec![candidates.len(); more],
+            opts.restore_per_sample,
+        )?;
+        samples.append(extra)?;
+    }
+    let mut report = timer.report(&samples, opts.candidate.as_ref())?;
+    report.judge_stability(rule.pct, true);
+    Ok(report)
+}
+
+/// How many more samples to take after `taken` (in order) under `rule`,
+/// `elapsed` into sampling; None: stable, or the budget is spent. A batch is
+/// half again the samples so far (at least 10), so the halves are judged
+/// after each growth by a sixth at most as the drivers do, and each batch
+/// pays one restore.
+pub fn more_samples(taken: &[u64], rule: &StableRule, elapsed: Duration) -> Option<usize> {
+    let v: Vec<f64> = taken.iter().map(|&n| n as f64).collect();
+    let stable = stats::halves_disagreement(&v, true).is_some_and(|h| h * 100.0 <= rule.pct);
+    if stable || taken.len() >= rule.max_samples || elapsed >= rule.max_time {
+        return None;
+    }
+    Some(
+        (taken.len() / 2)
+            .max(10)
+            .min(rule.max_samples - taken.len()),
+    )
 }
 
 /// A spec's `checkpoint` clause: the image path is relative to the spec's
@@ -542,4 +850,129 @@ pub fn time_checkpoint_clause(
     opts: &TimeOptions,
 ) -> Result<TimingReport> {
     time_image(&clause_image(clause, spec_dir)?, opts)
+}
+
+#[cfg(test)]
+mod captured_call_tests {
+    use super::*;
+    use crate::manifest::CapturedCall;
+
+    #[test]
+    fn the_captured_call_disagrees_only_well_outside_the_samples() {
+        let wall = [13_000, 13_400, 13_900, 15_000];
+        let cpu = [20_000, 20_000, 21_000, 22_000];
+        let at = |ns| {
+            CapturedCallCheck::of(
+                CapturedCall {
+                    ns,
+                    cpu_ns: 20_000,
+                    minflt: 0,
+                },
+                &wall,
+                &cpu,
+            )
+            .unwrap()
+        };
+        // Short calls compare wall time.
+        assert!(!at(13_500).cpu_clock);
+        assert!(!at(13_500).disagrees);
+        assert!((at(13_400).median_ratio - 13_650.0 / 13_400.0).abs() < 1e-12);
+        // One run of the application scatters: 20% beyond the range is noise.
+        assert!(!at(17_900).disagrees);
+        assert!(!at(10_500).disagrees);
+        // An immediate image's cold samples against a warm application.
+        assert!(at(400).disagrees);
+        assert!(at(40_000).disagrees);
+        assert!(at(400)
+            .render_text(Path::new("/dev/shm/img"))
+            .contains("warning: the samples disagree with the application's own run of this call"));
+        assert!(!at(13_500).render_text(Path::new("/i")).contains("warning"));
+    }
+
+    #[test]
+    fn calls_of_a_millisecond_compare_cpu_time() {
+        // Wall time inflated by the host's load, CPU time the same.
+        let wall = [250_000_000, 262_000_000, 302_000_000];
+        let cpu = [59_800_000, 60_500_000, 64_600_000];
+        let c = CapturedCallCheck::of(
+            CapturedCall {
+                ns: 90_000_000,
+                cpu_ns: 65_000_000,
+                minflt: 0,
+            },
+            &wall,
+            &cpu,
+        )
+        .unwrap();
+        assert!(c.cpu_clock && !c.disagrees, "{c:?}");
+        // Slower by faults the dump left behind: said, not flagged.
+        let c = CapturedCallCheck::of(
+            CapturedCall {
+                ns: 387_000_000,
+                cpu_ns: 81_400_000,
+                minflt: 1600,
+            },
+            &wall,
+            &cpu,
+        )
+        .unwrap();
+        assert!(!c.disagrees, "{c:?}");
+        assert!(c
+            .render_text(Path::new("/i"))
+            .contains("took 1600 page fault(s)"));
+    }
+}
+
+#[cfg(test)]
+mod stability_tests {
+    use super::*;
+
+    #[test]
+    fn sampling_goes_on_until_the_halves_agree_or_the_budget_ends() {
+        let rule = StableRule {
+            pct: 2.0,
+            max_time: Duration::from_secs(10),
+            max_samples: 100,
+        };
+        let t = Duration::from_secs(1);
+        // Halves at 60 and 70 ns: 15% apart, so 10 more (half of 20, at least 10).
+        let split: Vec<u64> = [vec![60; 10], vec![70; 10]].concat();
+        assert_eq!(more_samples(&split, &rule, t), Some(10));
+        assert_eq!(
+            more_samples(&[split.clone(), vec![70; 20]].concat(), &rule, t),
+            Some(20)
+        );
+        // Agreeing halves stop it; so do the sample and time budgets.
+        assert_eq!(more_samples(&[60; 20], &rule, t), None);
+        assert_eq!(more_samples(&split, &rule, Duration::from_secs(10)), None);
+        let near_cap: Vec<u64> = [vec![60; 48], vec![70; 47]].concat();
+        assert_eq!(more_samples(&near_cap, &rule, t), Some(5));
+        assert_eq!(
+            more_samples(&[near_cap, vec![80; 5]].concat(), &rule, t),
+            None
+        );
+        // Too few to judge: take more.
+        assert_eq!(more_samples(&[60, 70], &rule, t), Some(10));
+    }
+
+    #[test]
+    fn a_tens_of_ns_figure_is_never_surer_than_half_the_timers_step() {
+        // Halves agree exactly, but the timer reads in 10 ns steps: a 40 ns
+        // median is known to +-5 ns, 12.5%.
+        let v = [40, 40, 50, 40, 30, 40, 40, 50, 40, 40];
+        let (u, halves, step) = region_uncertainty(&v);
+        assert_eq!((halves, step), (Some(0.0), Some(10.0)));
+        assert!((u.unwrap() - 12.5).abs() < 1e-9, "{u:?}");
+        // A long region: the halves decide.
+        let v = [
+            1_000_000, 1_000_100, 1_000_200, 1_030_000, 1_030_100, 1_030_200,
+        ];
+        let (u, halves, _) = region_uncertainty(&v);
+        assert_eq!(u, halves);
+        assert!(
+            (u.unwrap() - 100.0 * 30_000.0 / 1_015_100.0).abs() < 1e-9,
+            "{u:?}"
+        );
+        assert_eq!(region_uncertainty(&[40, 50, 40]).0, None);
+    }
 }

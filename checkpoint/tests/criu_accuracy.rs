@@ -3,6 +3,7 @@
 //! CRIU, real restores; needs root and `scripts/setup`.
 mod common;
 
+use checkpoint::{capture, time_image, TimeOptions};
 use common::*;
 use stats::{relative_difference, Summary};
 
@@ -141,4 +142,84 @@ fn default_driver_with_random_data_misses_the_in_app_sort_time() {
         report.reported_ns,
         in_app.region_ns.median
     );
+}
+
+/// A region of tens of nanoseconds (datasens's "short" chain cut to 12
+/// dependent multiply-adds) states its uncertainty as the drivers do (the
+/// halves' medians), never below half the timer's step, and the samples go
+/// on past the first 20 until the halves agree or the budget ends, saying
+/// which.
+#[test]
+fn a_region_of_tens_of_ns_states_its_uncertainty_and_samples_until_stable() {
+    let _serial = exclusive();
+    pin_to_one_cpu();
+    let ws = Workspace::new("tens-of-ns");
+    let exe = ws.build("datasens.c", "datasens", &["-DSHORT_STEPS=12"]);
+    let image = ws.image("short");
+    let command = os_args(&[&exe, &"tiny", &ws.out_file()]);
+    capture(
+        &request(command, image.clone(), "short", CALL, DELAY),
+        &criu(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rule = checkpoint::timing::StableRule {
+        pct: 2.0,
+        max_time: std::time::Duration::from_secs(8),
+        max_samples: 2000,
+    };
+    let started = std::time::Instant::now();
+    let r = time_image(
+        &image,
+        &TimeOptions {
+            until_stable: Some(rule),
+            ..opts(20)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let spent = started.elapsed();
+    let n = r.samples_ns.len();
+    let median = r.region_ns.median;
+    let u = r.uncertainty_pct.expect("20 samples or more are judged");
+    eprintln!(
+        "tens-of-ns region: median {median:.0} ns over {n} samples ({} restores, {spent:?}), uncertainty +-{u:.1}%, step {:?} ns, stable {} ({:?})",
+        r.restores, r.step_ns, r.stable, r.unstable_why
+    );
+    assert!(
+        median > 0.0 && median < 100.0,
+        "the premise: a region of tens of ns (median {median} ns)"
+    );
+    assert!(r.sampled_until_stable);
+    // Never surer than half a step of the timer.
+    let step = r.step_ns.expect("distinct samples");
+    assert!(
+        u >= 100.0 * 0.5 * step / median - 1e-9,
+        "{u} vs step {step}"
+    );
+    let v: Vec<f64> = r.samples_ns.iter().map(|&n| n as f64).collect();
+    let halves = 100.0 * stats::halves_disagreement(&v, true).unwrap();
+    if r.stable {
+        assert!(halves <= rule.pct && r.unstable_why.is_none());
+    } else {
+        // Not stable: only because the budget ran out, and it says so.
+        assert!(halves > rule.pct);
+        assert!(
+            n >= rule.max_samples || spent >= rule.max_time,
+            "stopped unstable at {n} samples after {spent:?}"
+        );
+        assert!(r
+            .unstable_why
+            .as_deref()
+            .unwrap()
+            .contains("budget ran out"));
+    }
+    let text = r.render_text();
+    assert!(
+        text.contains(&format!("the {n} samples agree within it"))
+            && text.contains("the timer reads in steps of"),
+        "{text}"
+    );
+    // A fixed count is judged, not extended.
+    let fixed = time_image(&image, &opts(6)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(fixed.samples_ns.len(), 6);
+    assert!(!fixed.sampled_until_stable && fixed.uncertainty_pct.is_some());
 }

@@ -73,9 +73,9 @@ pub fn exit_status_table() -> Vec<ExitStatusRow> {
     }));
     rows.push(row(
         EXIT_CHECK_SAID_NO,
-        "a check said no: `tdg probe --check` (the cached result does not hold, or there is none), `tdg fmt --check` (a file is not in canonical layout)",
+        "a check said no: `tdg probe --check` (the cached result does not hold, or there is none), `tdg fmt --check` (a file is not in canonical layout), `tdg checkpoint validate` (the image does not match its application, or the rounds could not decide)",
         None,
-        "act on the message (`tdg probe --force`, `tdg fmt FILE`)",
+        "act on the message (`tdg probe --force`, `tdg fmt FILE`, a longer `--delay`)",
     ));
     rows
 }

@@ -24,6 +24,11 @@ enum Action {
     Time(TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
     Inapp(InAppArgs),
+    /// Compare an image with its application: plain runs (the call timed
+    /// through the same markers or shim) and samples of the image alternate
+    /// round by round; the ratio, its interval and a verdict.
+    #[command(after_help = VALIDATE_HELP)]
+    Validate(ValidateArgs),
     /// Write tdg_checkpoint.h, tdg_checkpoint.c and tdg_timing.h (the host library) into a directory.
     Lib(LibArgs),
     /// Run the application once and list every marked site: calls and per-call times.
@@ -98,9 +103,17 @@ struct CaptureArgs {
 struct TimeArgs {
     /// Image directory written by `tdg checkpoint capture`.
     image: PathBuf,
-    /// Number of samples (one timed region each).
-    #[arg(short = 'r', long, default_value_t = 20)]
-    samples: usize,
+    /// Exactly this many samples (one timed region each). Without it: 20,
+    /// then more until the medians over the first and the second half of
+    /// the samples agree within --stable-pct, or --max-time runs out.
+    #[arg(short = 'r', long)]
+    samples: Option<usize>,
+    /// Without -r: sample until the halves' medians agree within this many per cent.
+    #[arg(long, default_value_t = checkpoint::timing::StableRule::default().pct, conflicts_with = "samples")]
+    stable_pct: f64,
+    /// Without -r: stop sampling after this many seconds, stable or not.
+    #[arg(long, default_value_t = 10, conflicts_with = "samples")]
+    max_time: u64,
     /// Per-sample limit in seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -112,6 +125,59 @@ struct TimeArgs {
     report: TableOrJsonOutput,
     #[command(flatten)]
     candidate: CandidateArgs,
+}
+
+const VALIDATE_HELP: &str = "\
+Verdicts: matches (the whole interval within --within), slower or faster (the whole interval beyond it), \
+undecided (neither after --max-rounds). The interval is the sign test's for the median of the rounds' \
+ratios (no assumption about how the host's noise is distributed; 6 rounds at least). \
+Exit status 0 when the image matches, 8 otherwise (docs/integration.md).
+A checkpoint image is trusted input: restoring it runs the code and data it holds as root.";
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ValidateClock {
+    Auto,
+    Wall,
+    Cpu,
+}
+
+#[derive(clap::Args)]
+struct ValidateArgs {
+    /// Image directory written by `tdg checkpoint capture`.
+    image: PathBuf,
+    /// Rounds before a verdict may end the comparison.
+    #[arg(long, default_value_t = 6)]
+    min_rounds: usize,
+    /// Rounds after which an undecided comparison ends.
+    #[arg(long, default_value_t = 20)]
+    max_rounds: usize,
+    /// Plain runs of the application per round.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Samples of the image per round (one restore, a fork of it each).
+    #[arg(short = 'r', long, default_value_t = 3)]
+    samples: usize,
+    /// The image matches when its time is within this fraction of the application's.
+    #[arg(long, default_value_t = 0.10)]
+    within: f64,
+    /// Limit in seconds for one plain run, and for one sample of the image.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// One CRIU restore per image sample instead of a fork of one restore each.
+    #[arg(long)]
+    restore_per_sample: bool,
+    /// The clock compared: auto is the call's CPU time when it takes 1 ms or
+    /// more (wall time swings with the host's other tenants), wall time below.
+    #[arg(long, value_enum, default_value_t = ValidateClock::Auto)]
+    clock: ValidateClock,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
+    #[command(flatten)]
+    candidate: CandidateArgs,
+    /// The application and its arguments [default: the command the image was
+    /// captured from, run in the directory it was captured in].
+    #[arg(last = true)]
+    command: Vec<OsString>,
 }
 
 #[derive(clap::Args)]
@@ -189,6 +255,7 @@ pub fn run(args: Args) -> CmdResult {
         Action::Capture(a) => capture(a),
         Action::Time(a) => time(a),
         Action::Inapp(a) => inapp(a),
+        Action::Validate(a) => validate(a),
         Action::Lib(a) => lib(a),
         Action::Sites(a) => sites(a),
     }
@@ -251,9 +318,16 @@ fn time(a: TimeArgs) -> CmdResult {
         &a.image,
         &a.candidate,
         checkpoint::TimeOptions {
-            samples: a.samples,
+            samples: a
+                .samples
+                .unwrap_or(checkpoint::TimeOptions::default().samples),
             timeout: Duration::from_secs(a.timeout),
             restore_per_sample: a.restore_per_sample,
+            until_stable: a.samples.is_none().then(|| checkpoint::timing::StableRule {
+                pct: a.stable_pct,
+                max_time: Duration::from_secs(a.max_time),
+                ..Default::default()
+            }),
             ..Default::default()
         },
         Some(match a.report.chosen() {
@@ -262,6 +336,51 @@ fn time(a: TimeArgs) -> CmdResult {
         }),
         a.report.out.as_deref(),
     )
+}
+
+fn validate(a: ValidateArgs) -> CmdResult {
+    let mut time = checkpoint::TimeOptions {
+        timeout: Duration::from_secs(a.timeout),
+        restore_per_sample: a.restore_per_sample,
+        ..Default::default()
+    };
+    let scratch = toolchain::scratch_dir("tdg-candidate")?;
+    if let Some(run) = a.candidate.run()? {
+        let so = checkpoint::build_candidate(&run.source, scratch.path(), "candidate")?;
+        if run.verify {
+            let timer = checkpoint::ImageTimer::open(&a.image, &time)?;
+            let v = timer.verify(&so, run.tolerance)?;
+            if v.mismatch.is_some() {
+                eprint!("tdg: {}", v.render_text());
+                return Ok(ExitCode::from(formats::Failure::Verification.exit_code()));
+            }
+            time.verify = false; // just checked
+        }
+        time.candidate = Some(so);
+    }
+    let report = checkpoint::validate(&checkpoint::ValidateRequest {
+        image: a.image,
+        command: (!a.command.is_empty()).then_some(a.command),
+        min_rounds: a.min_rounds,
+        max_rounds: a.max_rounds,
+        runs_per_round: a.runs,
+        samples_per_round: a.samples,
+        tolerance: a.within,
+        app_timeout: Some(Duration::from_secs(a.timeout)),
+        time,
+        clock: match a.clock {
+            ValidateClock::Auto => checkpoint::validate::ClockChoice::Auto,
+            ValidateClock::Wall => checkpoint::validate::ClockChoice::Wall,
+            ValidateClock::Cpu => checkpoint::validate::ClockChoice::Cpu,
+        },
+        ..Default::default()
+    })?;
+    a.report.write_report(&report, || report.render_text())?;
+    Ok(if report.verdict == checkpoint::Verdict::Matches {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(formats::contract::EXIT_CHECK_SAID_NO)
+    })
 }
 
 fn inapp(a: InAppArgs) -> CmdResult {

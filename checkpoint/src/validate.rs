@@ -1,0 +1,504 @@
+//! `tdg checkpoint validate`: does an image reproduce the application? Plain
+//! runs of the application (the call timed through the same markers or
+//! region shim) and samples of the image alternate round by round, so a
+//! slow minute of the shared host falls on both sides alike; each round's
+//! image median over its in-app time is one ratio, and the rounds' ratios
+//! give the verdict with a distribution-free confidence interval.
+//!
+//! A comparison that is not interleaved misleads on these hosts: the same
+//! images read 1.2-1.4x (bzip2) and 1.5-1.9x (a ~5 us routine) their
+//! application when timed after the profiles, and 1.00-1.08x interleaved
+//! (issue 26).
+
+use crate::capture::PRELOAD_DIR;
+use crate::error::{io_err, CheckpointError, Result};
+use crate::inapp::{measure_in_app_in, InAppRequest};
+use crate::restore::{Candidate, CopyInstructions};
+use crate::timing::{ImageTimer, TimeOptions};
+use stats::{median_interval, Summary};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ValidateRequest {
+    pub image: PathBuf,
+    /// The application to run plainly; None: the captured command, in the
+    /// directory it was captured from.
+    pub command: Option<Vec<OsString>>,
+    /// Rounds before a verdict may stop the comparison.
+    pub min_rounds: usize,
+    /// Rounds after which an undecided comparison stops.
+    pub max_rounds: usize,
+    /// Plain runs of the application per round.
+    pub runs_per_round: usize,
+    /// Samples of the image per round (one restore, a fork each).
+    pub samples_per_round: usize,
+    /// The image matches when its time is within this fraction of the
+    /// application's (both ways: 1/(1+t) .. 1+t).
+    pub tolerance: f64,
+    /// Confidence of the ratio's interval.
+    pub confidence: f64,
+    /// Limit for one plain run of the application.
+    pub app_timeout: Option<Duration>,
+    /// How the image is sampled (a candidate, the restore path, the limit).
+    pub time: TimeOptions,
+    /// Which clock the ratio compares.
+    pub clock: ClockChoice,
+}
+
+/// The clock a validation compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockChoice {
+    /// CPU time for calls of [`CPU_CLOCK_FROM_NS`] and more (from the
+    /// first round's plain runs), wall time below.
+    Auto,
+    Wall,
+    Cpu,
+}
+
+/// From this call length on, `--clock auto` compares CPU time: on a shared
+/// VM a preempted call's wall time swings with the other tenants (a 60 ms
+/// block sort read 250-300 ms wall at load 16 while its CPU time stayed
+/// 60-65 ms), and the CPU clock's own cost (a system call of 2-5 us, read
+/// outside the timed window but inside the thread's CPU time) is below
+/// 0.5% of such a call.
+pub const CPU_CLOCK_FROM_NS: f64 = 1e6;
+
+impl Default for ValidateRequest {
+    fn default() -> Self {
+        ValidateRequest {
+            image: PathBuf::new(),
+            command: None,
+            min_rounds: 6,
+            max_rounds: 20,
+            runs_per_round: 1,
+            samples_per_round: 3,
+            tolerance: 0.10,
+            confidence: 0.95,
+            app_timeout: Some(Duration::from_secs(600)),
+            time: TimeOptions::default(),
+            clock: ClockChoice::Auto,
+        }
+    }
+}
+
+/// What the interval says about the image against the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The whole interval lies within the tolerance.
+    Matches,
+    /// The whole interval lies above 1 + tolerance.
+    Slower,
+    /// The whole interval lies below 1 / (1 + tolerance).
+    Faster,
+    /// Neither: more rounds, or a host that holds still, could decide.
+    Undecided,
+}
+
+impl Verdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Matches => "matches",
+            Verdict::Slower => "slower",
+            Verdict::Faster => "faster",
+            Verdict::Undecided => "undecided",
+        }
+    }
+}
+
+/// The image's time over the application's with its interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RatioEstimate {
+    /// The median of the rounds' ratios.
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    /// The interval's coverage (at least the confidence asked for).
+    pub coverage: f64,
+}
+
+/// The verdict of `ratio`'s interval against `tolerance`; undecided without
+/// an interval (too few rounds).
+pub fn verdict(estimate: Option<&RatioEstimate>, tolerance: f64) -> Verdict {
+    let Some(e) = estimate else {
+        return Verdict::Undecided;
+    };
+    let (lo, hi) = (1.0 / (1.0 + tolerance), 1.0 + tolerance);
+    if e.low >= lo && e.high <= hi {
+        Verdict::Matches
+    } else if e.low > hi {
+        Verdict::Slower
+    } else if e.high < lo {
+        Verdict::Faster
+    } else {
+        Verdict::Undecided
+    }
+}
+
+/// The ratio of the rounds and its interval (None: too few rounds).
+pub fn ratio_estimate(ratios: &[f64], confidence: f64) -> Option<RatioEstimate> {
+    let i = median_interval(ratios, confidence)?;
+    Some(RatioEstimate {
+        ratio: Summary::of(ratios)?.median,
+        low: i.low,
+        high: i.high,
+        coverage: i.coverage,
+    })
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ValidationRound {
+    /// The image was sampled before the application ran in this round.
+    pub image_first: bool,
+    /// The call's time in each plain run of the round (the compared clock).
+    pub in_app_ns: Vec<u64>,
+    /// The region's time in each sample of the image in the round.
+    pub image_ns: Vec<u64>,
+    /// The image's median over the application's median, this round.
+    pub ratio: f64,
+    /// The other clock's figures, for the record.
+    pub in_app_other_ns: Vec<u64>,
+    pub image_other_ns: Vec<u64>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ValidationReport {
+    pub image: PathBuf,
+    pub site: Option<String>,
+    pub call: Option<u64>,
+    pub delay: Option<u64>,
+    /// The candidate the image's samples ran (None: the application's code).
+    pub candidate: Option<PathBuf>,
+    /// The application as it was run, and where.
+    pub command: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// The region shim the plain runs preloaded (a shim capture).
+    pub shim: Option<PathBuf>,
+    /// "wall" or "cpu": the clock the rounds' figures and the ratio use.
+    pub clock: ClockChoice,
+    pub rounds: Vec<ValidationRound>,
+    #[serde(with = "crate::summary_json")]
+    pub in_app_ns: Summary,
+    #[serde(with = "crate::summary_json")]
+    pub image_ns: Summary,
+    pub estimate: Option<RatioEstimate>,
+    pub confidence: f64,
+    pub tolerance: f64,
+    pub verdict: Verdict,
+    /// The verdict came before the last round allowed.
+    pub decided_early: bool,
+    /// Everything, both sides, from the first round to the last.
+    pub wall_s: f64,
+}
+
+impl ValidationReport {
+    pub fn render_text(&self) -> String {
+        let what = match (&self.site, self.call, self.delay) {
+            (Some(s), Some(c), Some(0)) => format!("region {s}, call {c}, immediate checkpoint"),
+            (Some(s), Some(c), Some(d)) => format!("region {s}, call {c}, delayed by {d} call(s)"),
+            _ => "the marked region".to_string(),
+        };
+        let mut t = format!("image {} ({what})\n", self.image.display());
+        if let Some(c) = &self.candidate {
+            t += &format!("image samples ran candidate {}\n", c.display());
+        }
+        t += &format!(
+            "application {}{}{}\n",
+            self.command.join(" "),
+            self.cwd
+                .as_ref()
+                .map(|d| format!(" (in {})", d.display()))
+                .unwrap_or_default(),
+            self.shim
+                .as_ref()
+                .map(|s| format!(", through the image's shim {}", s.display()))
+                .unwrap_or_default()
+        );
+        t += &format!(
+            "{} rounds, alternating which side goes first: {} plain run(s) and {} image sample(s) each; {:.1} s\n",
+            self.rounds.len(),
+            self.rounds.first().map_or(0, |r| r.in_app_ns.len()),
+            self.rounds.first().map_or(0, |r| r.image_ns.len()),
+            self.wall_s
+        );
+        t += match self.clock {
+            ClockChoice::Cpu => "clock   the call's CPU time (robust to the host's other tenants; --clock wall for wall time)\n\n",
+            _ => "clock   the call's wall time (TSC)\n\n",
+        };
+        t += "round  first   in-app median   image median   image/in-app\n";
+        for (i, r) in self.rounds.iter().enumerate() {
+            let med = |v: &[u64]| {
+                Summary::of(&v.iter().map(|&n| n as f64).collect::<Vec<_>>())
+                    .map_or(f64::NAN, |s| s.median)
+            };
+            t += &format!(
+                "{:>5}  {:<6}  {:>14}  {:>13}  {:>12.3}\n",
+                i + 1,
+                if r.image_first { "image" } else { "app" },
+                stats::ns(med(&r.in_app_ns)),
+                stats::ns(med(&r.image_ns)),
+                r.ratio
+            );
+        }
+        t += &format!(
+            "\nin-app  {}\nimage   {}\n",
+            self.in_app_ns.ns_line(),
+            self.image_ns.ns_line()
+        );
+        let tol = self.tolerance * 100.0;
+        match &self.estimate {
+            Some(e) => {
+                t += &format!(
+                    "ratio   image/in-app {:.3} (median of the rounds), {:.0}% interval {:.3}-{:.3}\n",
+                    e.ratio,
+                    e.coverage * 100.0,
+                    e.low,
+                    e.high
+                );
+                t += &format!(
+                    "verdict {}: {}\n",
+                    self.verdict.word(),
+                    match self.verdict {
+                        Verdict::Matches => format!(
+                            "the image reproduces the application within {tol:.0}% (the whole interval is inside it)"
+                        ),
+                        Verdict::Slower => format!(
+                            "the image runs the call slower than the application, by more than {tol:.0}% over the whole interval"
+                        ),
+                        Verdict::Faster => format!(
+                            "the image runs the call faster than the application, by more than {tol:.0}% over the whole interval"
+                        ),
+                        Verdict::Undecided => format!(
+                            "the interval straddles the {tol:.0}% tolerance after {} rounds; raise --max-rounds, or compare on a quieter host",
+                            self.rounds.len()
+                        ),
+                    }
+                );
+            }
+            None => {
+                t += &format!(
+                    "verdict undecided: {} rounds are too few for a {:.0}% interval (6 at least); raise --min-rounds\n",
+                    self.rounds.len(),
+                    self.confidence * 100.0
+                );
+            }
+        }
+        t
+    }
+}
+
+/// The region shim a shim capture keeps in its image (None: a marked
+/// application).
+pub fn image_shim(image: &Path) -> Result<Option<PathBuf>> {
+    let dir = image.join(PRELOAD_DIR);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut found = Vec::new();
+    for entry in
+        std::fs::read_dir(&dir).map_err(io_err(format!("cannot list {}", dir.display())))?
+    {
+        let entry = entry.map_err(io_err(format!("cannot list {}", dir.display())))?;
+        if entry.file_name().to_string_lossy().ends_with(".so") {
+            found.push(entry.path());
+        }
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => Err(CheckpointError::BadImage {
+            path: image.to_path_buf(),
+            reason: format!(
+                "{} holds {n} shims where a capture keeps one; recapture it",
+                dir.display()
+            ),
+        }),
+    }
+}
+
+fn median_of(v: &[u64]) -> f64 {
+    Summary::of(&v.iter().map(|&n| n as f64).collect::<Vec<_>>()).map_or(f64::NAN, |s| s.median)
+}
+
+/// Alternate plain runs of the application and samples of the image, round
+/// by round, until the rounds' ratio is decided (after `min_rounds`) or
+/// `max_rounds` are done.
+pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
+    if req.min_rounds == 0
+        || req.max_rounds < req.min_rounds
+        || req.runs_per_round == 0
+        || req.samples_per_round == 0
+    {
+        return Err(CheckpointError::InvalidRequest(
+            "--min-rounds, --runs and --samples count from 1, and --max-rounds is at least --min-rounds"
+                .into(),
+        ));
+    }
+    if !(req.tolerance > 0.0 && req.tolerance < 1.0) {
+        return Err(CheckpointError::InvalidRequest(
+            "--tolerance is a fraction between 0 and 1 (e.g. 0.1 for 10%)".into(),
+        ));
+    }
+    let timer = ImageTimer::open(&req.image, &req.time)?;
+    let manifest = &timer.manifest;
+    let Some(call) = manifest.call else {
+        return Err(CheckpointError::InvalidRequest(format!(
+            "{} was captured with tdg_enter_checkpoint/tdg_stop_checkpoint, which plain runs do not time; \
+             validate images captured at a marked site or through a spec's shim",
+            req.image.display()
+        )));
+    };
+    let shim = image_shim(&timer.image)?;
+    let (command, cwd): (Vec<OsString>, Option<PathBuf>) = match &req.command {
+        Some(c) if !c.is_empty() => (c.clone(), None),
+        _ => (
+            manifest.command.iter().map(OsString::from).collect(),
+            Some(manifest.cwd.clone()),
+        ),
+    };
+    let in_app = InAppRequest {
+        command: command.clone(),
+        site: manifest.site.clone(),
+        call,
+        runs: req.runs_per_round,
+        timeout: req.app_timeout,
+        preload: shim.clone(),
+    };
+    let candidates: Vec<Candidate> = req.time.candidate.iter().cloned().collect();
+    timer.check(&CopyInstructions {
+        candidate: req.time.candidate.clone(),
+        outputs: None,
+    })?;
+    let schedule = vec![candidates.len(); req.samples_per_round];
+    // (wall, cpu) of each sample
+    let sample_image = || -> Result<(Vec<u64>, Vec<u64>)> {
+        let mut taken = timer.take_samples(&candidates, &schedule, req.time.restore_per_sample)?;
+        if let Some((_, e)) = taken.failures.pop() {
+            return Err(e);
+        }
+        let runs: Vec<_> = taken.runs.iter().flatten().collect();
+        Ok((
+            runs.iter().map(|r| r.region_ns).collect(),
+            runs.iter().map(|r| r.region_cpu_ns).collect(),
+        ))
+    };
+    let run_app = || -> Result<(Vec<u64>, Vec<u64>)> {
+        let r = measure_in_app_in(&in_app, cwd.as_deref())?;
+        Ok((r.samples_ns, r.samples_cpu_ns))
+    };
+    let mut clock = req.clock;
+    let started = Instant::now();
+    let mut rounds: Vec<ValidationRound> = Vec::new();
+    let mut estimate = None;
+    let mut decided = Verdict::Undecided;
+    while rounds.len() < req.max_rounds {
+        let image_first = rounds.len() % 2 == 1;
+        let (app, image) = if image_first {
+            let i = sample_image()?;
+            (run_app()?, i)
+        } else {
+            let a = run_app()?;
+            (a, sample_image()?)
+        };
+        if clock == ClockChoice::Auto {
+            clock = if median_of(&app.0) >= CPU_CLOCK_FROM_NS {
+                ClockChoice::Cpu
+            } else {
+                ClockChoice::Wall
+            };
+        }
+        let ((in_app_ns, in_app_other_ns), (image_ns, image_other_ns)) =
+            if clock == ClockChoice::Cpu {
+                ((app.1, app.0), (image.1, image.0))
+            } else {
+                (app, image)
+            };
+        let a = median_of(&in_app_ns);
+        let ratio = if a > 0.0 {
+            median_of(&image_ns) / a
+        } else {
+            f64::INFINITY
+        };
+        tracing::info!(round = rounds.len() + 1, ratio, "validate");
+        rounds.push(ValidationRound {
+            image_first,
+            in_app_ns,
+            image_ns,
+            ratio,
+            in_app_other_ns,
+            image_other_ns,
+        });
+        if rounds.len() >= req.min_rounds {
+            let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+            estimate = ratio_estimate(&ratios, req.confidence);
+            decided = verdict(estimate.as_ref(), req.tolerance);
+            if decided != Verdict::Undecided {
+                break;
+            }
+        }
+    }
+    let all = |f: &dyn Fn(&ValidationRound) -> &Vec<u64>| -> Summary {
+        let v: Vec<f64> = rounds.iter().flat_map(f).map(|&n| n as f64).collect();
+        Summary::of(&v).expect("at least one round")
+    };
+    Ok(ValidationReport {
+        image: timer.image.clone(),
+        site: manifest.site.clone(),
+        call: manifest.call,
+        delay: manifest.delay,
+        candidate: req.time.candidate.as_ref().map(|c| c.source.clone()),
+        command: command
+            .iter()
+            .map(|a| a.to_string_lossy().to_string())
+            .collect(),
+        cwd,
+        shim,
+        clock,
+        in_app_ns: all(&|r| &r.in_app_ns),
+        image_ns: all(&|r| &r.image_ns),
+        decided_early: decided != Verdict::Undecided && rounds.len() < req.max_rounds,
+        rounds,
+        estimate,
+        confidence: req.confidence,
+        tolerance: req.tolerance,
+        verdict: decided,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est(low: f64, high: f64) -> RatioEstimate {
+        RatioEstimate {
+            ratio: (low + high) / 2.0,
+            low,
+            high,
+            coverage: 0.95,
+        }
+    }
+
+    #[test]
+    fn the_verdict_is_the_intervals_place_against_the_tolerance() {
+        assert_eq!(verdict(Some(&est(0.95, 1.08)), 0.10), Verdict::Matches);
+        assert_eq!(verdict(Some(&est(1.12, 1.40)), 0.10), Verdict::Slower);
+        assert_eq!(verdict(Some(&est(0.5, 0.88)), 0.10), Verdict::Faster);
+        // Surely slower, but perhaps by less than the tolerance.
+        assert_eq!(verdict(Some(&est(1.02, 1.15)), 0.10), Verdict::Undecided);
+        assert_eq!(verdict(Some(&est(0.85, 1.2)), 0.10), Verdict::Undecided);
+        assert_eq!(verdict(None, 0.10), Verdict::Undecided);
+    }
+
+    #[test]
+    fn rounds_give_a_ratio_only_from_six_on() {
+        let r = [1.0, 1.02, 0.98, 1.01, 0.99];
+        assert!(ratio_estimate(&r, 0.95).is_none());
+        let e = ratio_estimate(&[1.0, 1.02, 0.98, 1.01, 0.99, 1.03], 0.95).unwrap();
+        assert_eq!((e.low, e.high), (0.98, 1.03));
+        assert!((e.ratio - 1.005).abs() < 1e-12);
+    }
+}
