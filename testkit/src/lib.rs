@@ -101,3 +101,75 @@ pub fn pin_to_one_cpu() {
         libc::sched_setaffinity(0, size, &one);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::repo;
+
+    /// Whether Rust source `text` has a documentation code example, which
+    /// rustdoc compiles and runs as a doctest (a ```text block is prose).
+    fn has_doc_example(text: &str) -> bool {
+        let mut in_block = false;
+        for line in text.lines().map(str::trim_start) {
+            let Some(doc) = line
+                .strip_prefix("///")
+                .or_else(|| line.strip_prefix("//!"))
+            else {
+                continue;
+            };
+            let Some(info) = doc.trim().strip_prefix("```") else {
+                continue;
+            };
+            if !in_block && info.trim() != "text" {
+                return true;
+            }
+            in_block = !in_block;
+        }
+        false
+    }
+
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// `doctest = false` saves every `cargo test` seconds of rustdoc per
+    /// crate, and is right only while the crate's documentation has no
+    /// code example: one added there would otherwise never run.
+    #[test]
+    fn doctests_are_off_only_where_there_are_none() {
+        let mut off = 0;
+        for e in std::fs::read_dir(repo()).unwrap().flatten() {
+            let manifest = e.path().join("Cargo.toml");
+            let Ok(text) = std::fs::read_to_string(&manifest) else {
+                continue;
+            };
+            if !text.contains("\ndoctest = false") {
+                continue;
+            }
+            off += 1;
+            let mut files = Vec::new();
+            rust_files(&e.path().join("src"), &mut files);
+            for f in files {
+                assert!(
+                    !has_doc_example(&std::fs::read_to_string(&f).unwrap()),
+                    "{} has a documentation example, which `doctest = false` in {} keeps from running: remove that line",
+                    f.display(),
+                    manifest.display()
+                );
+            }
+        }
+        assert!(
+            off > 0,
+            "no crate turns doctests off: the check checks nothing"
+        );
+        assert!(has_doc_example("//! ```\n//! f();\n//! ```\n"));
+        assert!(!has_doc_example("//! ```text\n//! a b\n//! ```\n"));
+    }
+}
