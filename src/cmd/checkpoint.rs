@@ -142,6 +142,7 @@ enum ValidateClock {
 }
 
 #[derive(clap::Args)]
+#[command(next_help_heading = "Comparison")]
 struct ValidateArgs {
     /// Image directory written by `tdg checkpoint capture`.
     image: PathBuf,
