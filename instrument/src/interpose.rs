@@ -10,7 +10,9 @@ mod view;
 
 use crate::format::ValueKind;
 use crate::runtime;
-use spec_lang::ast::{BaseType, CType, Expr, InitValue, Lang, Output, Param, Span, Spec};
+use spec_lang::ast::{
+    BaseType, CType, Expr, InitValue, Lang, Output, Param, Signedness, Span, Spec,
+};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -74,14 +76,6 @@ fn abi_type(spec: &Spec, p: &Param) -> String {
     spec.abi_type(p).text()
 }
 
-fn is_signed(base: &BaseType) -> bool {
-    use BaseType::*;
-    matches!(
-        base,
-        Char | SignedChar | Short | Int | Long | LongLong | PtrdiffT | Int8 | Int16 | Int32 | Int64
-    )
-}
-
 /// Parameter names that size the spec's operands: named in the sizes of
 /// its `Vector`/`Matrix` allocations or in the counts of its outputs.
 fn sizing_names(spec: &Spec) -> BTreeSet<String> {
@@ -113,10 +107,9 @@ fn recorded_value(spec: &Spec, p: &Param) -> Option<RecordedValue> {
         by_reference: spec.lang == Lang::Fortran && kind != ValueKind::Pointer,
     };
     if p.ty.pointers == 0 && p.ty.base.is_integral() {
-        Some(value(if is_signed(&p.ty.base) {
-            ValueKind::Signed
-        } else {
-            ValueKind::Unsigned
+        Some(value(match p.ty.base.signedness() {
+            Some(Signedness::Signed) => ValueKind::Signed,
+            _ => ValueKind::Unsigned,
         }))
     } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
         Some(value(ValueKind::Double))

@@ -174,6 +174,17 @@ impl CType {
     }
 }
 
+/// The values an integer type holds, for code that fills or records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Signedness {
+    /// Negative values too (`char` counts: it is signed on the targets tdg
+    /// supports).
+    Signed,
+    Unsigned,
+    /// `_Bool`: 0 or 1.
+    Boolean,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BaseType {
     Void,
@@ -247,6 +258,19 @@ impl BaseType {
             Bool => "_Bool".into(),
             Struct(n) => format!("struct {n}"),
             Named(n) => n.clone(),
+        }
+    }
+
+    /// How an integer type's values range; `None` for every other type.
+    pub fn signedness(&self) -> Option<Signedness> {
+        use BaseType::*;
+        match self {
+            Char | SignedChar | Short | Int | Long | LongLong | PtrdiffT | Int8 | Int16 | Int32
+            | Int64 => Some(Signedness::Signed),
+            UnsignedChar | UnsignedShort | UnsignedInt | UnsignedLong | UnsignedLongLong
+            | SizeT | UInt8 | UInt16 | UInt32 | UInt64 => Some(Signedness::Unsigned),
+            Bool => Some(Signedness::Boolean),
+            _ => None,
         }
     }
 

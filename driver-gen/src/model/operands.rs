@@ -2,7 +2,7 @@
 //! timed in.
 
 use serde::Serialize;
-use spec_lang::ast::{ArrayKind, BaseType, CType, Expr, Fill, FlushMethod};
+use spec_lang::ast::{ArrayKind, BaseType, CType, Expr, Fill, FlushMethod, Signedness};
 use spec_lang::checked::OperandDef;
 
 use super::ModelError;
@@ -183,7 +183,7 @@ pub(super) fn build_operand(
         CacheState::Unflushed
     };
 
-    let fill = build_fill(&elem_c, kind, &a.fill, env)?;
+    let fill = build_fill(&elem_c, kind, elem.base.signedness(), &a.fill, env)?;
     let is_output = param_ty.pointers > 0 && !param_ty.is_const;
     let mut param_t = param_ty.clone();
     if param_t.pointers == 0 {
@@ -216,6 +216,7 @@ pub(super) fn build_operand(
 pub(super) fn build_fill(
     elem_c: &str,
     kind: ElemKind,
+    sign: Option<Signedness>,
     fill: &Fill,
     env: &ExprEnv,
 ) -> Result<FillPlan, ModelError> {
@@ -238,21 +239,14 @@ pub(super) fn build_fill(
                 // routine accumulates across repeated calls.
                 ElemKind::Real => cast("tdg_urand()".into()),
                 ElemKind::Complex => cast("tdg_urand() + tdg_urand() * I".into()),
-                _ => {
-                    if elem_c.starts_with("unsigned")
-                        || elem_c.starts_with("uint")
-                        || elem_c == "size_t"
-                        || elem_c == "_Bool"
-                    {
-                        cast(if elem_c == "_Bool" {
-                            "tdg_rand_int(0, 1)".into()
-                        } else {
-                            "tdg_rand_int(0, 100)".into()
-                        })
-                    } else {
-                        cast("tdg_rand_int(-50, 50)".into())
+                _ => cast(
+                    match sign {
+                        Some(Signedness::Boolean) => "tdg_rand_int(0, 1)",
+                        Some(Signedness::Unsigned) => "tdg_rand_int(0, 100)",
+                        _ => "tdg_rand_int(-50, 50)",
                     }
-                }
+                    .into(),
+                ),
             };
             FillPlan {
                 kind: "random",
