@@ -66,6 +66,10 @@ pub struct RunOptions {
     pub templates_dir: Option<PathBuf>,
     /// More user sources linked with the implementation.
     pub extra_sources: Vec<PathBuf>,
+    /// A second implementation of the routine whose outputs the
+    /// implementation's are compared with (`--reference K.c`), instead of
+    /// the spec's body; its definition is compiled as `tdg_reference`.
+    pub reference: Option<PathBuf>,
     /// This machine's cache sizes, flush size and timer figures. `None`:
     /// [`recorded_defaults`] (the probe's cached result or sysfs; a library
     /// never starts a probe); the command line passes [`machine_defaults`].
@@ -99,6 +103,7 @@ impl Default for RunOptions {
             timeout: Duration::from_secs(300),
             templates_dir: None,
             extra_sources: Vec::new(),
+            reference: None,
             machine: None,
             build_cache: Some(default_build_cache()),
         }
@@ -305,6 +310,7 @@ impl RunOptions {
         let mut cfg = DriverConfig::new(machine);
         cfg.timing = self.timing.clone();
         cfg.defines = self.defines.iter().cloned().collect();
+        cfg.external_reference = self.reference.is_some();
         cfg
     }
 }
@@ -406,6 +412,43 @@ pub fn build_model(
         compile(&job, &mut stats).map_err(|e| match e {
             ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
                 file: src.clone(),
+                stderr,
+            },
+            other => RunError::Toolchain(other.to_string()),
+        })?;
+        objects.push(out);
+    }
+    if let Some(reference) = &opts.reference {
+        if !reference.is_file() {
+            return Err(RunError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "reference implementation {} not found; pass the C file that defines {} to compare with as --reference",
+                    reference.display(),
+                    model.routine.symbol
+                ),
+            )));
+        }
+        // Its definition of the routine becomes tdg_reference, so both it
+        // and the implementation link into one driver.
+        let mut renamed = defines.clone();
+        renamed.push((model.routine.symbol.clone(), Some("tdg_reference".into())));
+        let out = obj("reference.o");
+        let job = CompileJob {
+            sources: vec![reference.clone()],
+            output: out.clone(),
+            cflags: opts.cflags.clone(),
+            defines: renamed,
+            include_dirs: reference
+                .parent()
+                .map(|p| vec![p.to_path_buf()])
+                .unwrap_or_default(),
+            object_only: true,
+            ..Default::default()
+        };
+        compile(&job, &mut stats).map_err(|e| match e {
+            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
+                file: reference.clone(),
                 stderr,
             },
             other => RunError::Toolchain(other.to_string()),

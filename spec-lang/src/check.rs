@@ -148,7 +148,6 @@ pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
         out: Vec::new(),
     };
     c.missing_values();
-    c.returns_need_a_body();
     if spec.checkpoint.is_none() {
         c.member_paths_need_an_application();
     }
@@ -1088,20 +1087,6 @@ impl<'a> Checker<'a> {
                     extra.span,
                 )
                 .with_hint("keep the parameters that size the work and choose the call's context"),
-            );
-        }
-    }
-
-    fn returns_need_a_body(&mut self) {
-        if let (Some(first), None) = (self.spec.returns.first(), &self.spec.routine.body) {
-            self.out.push(
-                Diagnostic::new(
-                    "returns(...) needs a reference implementation (the routine body) to compare against",
-                    first.span,
-                )
-                .with_hint(
-                    "give the routine a body: `routine=void f(...) { ... };` (a spec timed on its checkpoint image needs none: the image's own code is the reference)",
-                ),
             );
         }
     }

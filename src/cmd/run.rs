@@ -41,6 +41,12 @@ pub struct Args {
     #[arg(long = "extra", value_name = "FILE")]
     #[arg(help_heading = "Build")]
     pub extra: Vec<PathBuf>,
+    /// A second C file defining the routine: the outputs `returns(...)`
+    /// names are compared with its results instead of the spec's body
+    /// (which a spec may leave out). Its definition is renamed so both link.
+    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Build")]
+    pub reference: Option<PathBuf>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
     #[arg(help_heading = "Build")]
@@ -153,16 +159,32 @@ pub fn run(args: Args) -> CmdResult {
         timeout: Duration::from_secs(args.timeout),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
+        reference: args.reference.clone(),
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
-    if body_impl.is_some() {
+    let outputs: Vec<String> = spec
+        .returns
+        .iter()
+        .map(|r| format!("`{}`", r.text()))
+        .collect();
+    if body_impl.is_some() && o.reference.is_none() {
         // Checking the body against itself would prove nothing.
         o.verify = false;
         eprintln!(
             "tdg run: timing the body of `{}` in {} as the implementation (no --impl given; nothing to verify against)",
             spec.routine.name.name,
             args.spec.display()
+        );
+    } else if o.verify
+        && o.reference.is_none()
+        && spec.routine.body.is_none()
+        && !outputs.is_empty()
+    {
+        eprintln!(
+            "tdg run: not verifying {}: the spec gives `{}` no body to compare with; pass --reference K.c, a second implementation, to compare the outputs",
+            outputs.join(", "),
+            spec.routine.name.name
         );
     }
     o.timing.tolerance = args.tolerance;

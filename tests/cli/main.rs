@@ -31,6 +31,7 @@ mod interpose_checkpoint;
 mod interpose_outputs;
 mod interpose_resolve;
 mod interpose_threads;
+mod poet_specs;
 mod probe_cli;
 mod report_cli;
 mod run_contexts;

@@ -108,6 +108,9 @@ pub struct DriverConfig {
     /// receives them as compiler defines).
     pub defines: BTreeMap<String, String>,
     pub machine: MachineDefaults,
+    /// Outputs are compared with another implementation's (`--reference
+    /// K.c`) instead of the spec's body.
+    pub external_reference: bool,
 }
 
 impl DriverConfig {
@@ -116,6 +119,7 @@ impl DriverConfig {
             timing: TimingOverrides::default(),
             defines: BTreeMap::new(),
             machine,
+            external_reference: false,
         }
     }
 }
@@ -231,8 +235,8 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         None => None,
     };
 
-    let routine = routine::build_routine(spec);
-    let calls = routine::build_calls(spec, &operands);
+    let routine = routine::build_routine(spec, cfg.external_reference);
+    let calls = routine::build_calls(spec, &operands, cfg.external_reference);
     let per_call_scalars = scalars.iter().any(|s| s.kind != ScalarKind::Fixed);
     flush.any_operand_flushed = operands.iter().any(|o| o.flushed());
 

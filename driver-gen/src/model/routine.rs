@@ -16,7 +16,9 @@ pub struct RoutineModel {
     pub fortran: bool,
     /// Prototype of the user's implementation.
     pub prototype: String,
-    /// `static RET tdg_reference(PARAMS) { body }` when a body is given.
+    /// `static RET tdg_reference(PARAMS) { body }` when a body is given, or
+    /// the declaration of the `--reference` file's definition, which the
+    /// build renames to `tdg_reference`.
     pub reference: Option<String>,
     pub returns_value: bool,
     pub ret_c_type: String,
@@ -37,7 +39,9 @@ pub(super) fn decl(t: &CType, name: &str) -> String {
     format!("{} {name}", t.text())
 }
 
-pub(super) fn build_routine(spec: &Spec) -> RoutineModel {
+/// `external_reference`: the reference is another implementation's
+/// definition (`--reference K.c`), not the spec's body.
+pub(super) fn build_routine(spec: &Spec, external_reference: bool) -> RoutineModel {
     let r = &spec.routine;
     let fortran = spec.lang == Lang::Fortran;
     let symbol = spec.symbol();
@@ -53,23 +57,31 @@ pub(super) fn build_routine(spec: &Spec) -> RoutineModel {
         params_c.join(", ")
     };
     let prototype = format!("{ret_ty} {symbol}({plist});");
-    let reference = r.body.as_ref().map(|b| {
-        let ref_params: Vec<String> = r.params.iter().map(|p| decl(&p.ty, &p.name.name)).collect();
-        let rp = if ref_params.is_empty() {
-            "void".to_string()
-        } else {
-            ref_params.join(", ")
-        };
-        // The spec's body need not use every parameter; keep -Wextra quiet.
-        let unused: String = r
-            .params
-            .iter()
-            .map(|p| format!("    (void){};\n", p.name.name))
-            .collect();
+    let external = external_reference.then(|| {
         format!(
-            "static {ret_ty} tdg_reference({rp})\n{{\n{unused}{}}}",
-            b.text
+            "/* The reference: the definition of {symbol} in the --reference file, compiled\n * as tdg_reference so it links beside the implementation. */\n{ret_ty} tdg_reference({plist});"
         )
+    });
+    let reference = external.or_else(|| {
+        r.body.as_ref().map(|b| {
+            let ref_params: Vec<String> =
+                r.params.iter().map(|p| decl(&p.ty, &p.name.name)).collect();
+            let rp = if ref_params.is_empty() {
+                "void".to_string()
+            } else {
+                ref_params.join(", ")
+            };
+            // The spec's body need not use every parameter; keep -Wextra quiet.
+            let unused: String = r
+                .params
+                .iter()
+                .map(|p| format!("    (void){};\n", p.name.name))
+                .collect();
+            format!(
+                "static {ret_ty} tdg_reference({rp})\n{{\n{unused}{}}}",
+                b.text
+            )
+        })
     });
     RoutineModel {
         name: r.name.name.clone(),
@@ -89,7 +101,7 @@ pub(super) fn build_routine(spec: &Spec) -> RoutineModel {
 /// The body keeps the spec's parameter types; a Fortran symbol receives
 /// its scalars by reference and passes them on by value.
 pub fn body_as_implementation(spec: &Spec) -> Option<String> {
-    let routine = build_routine(spec);
+    let routine = build_routine(spec, false);
     let reference = routine.reference?;
     let fortran = spec.lang == Lang::Fortran;
     let args: Vec<String> = spec
@@ -124,7 +136,11 @@ pub fn body_as_implementation(spec: &Spec) -> Option<String> {
 
 /// The four call statements. `ops(name)` spells how an operand's pointer is
 /// reached in each context.
-pub(super) fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
+pub(super) fn build_calls(
+    spec: &Spec,
+    operands: &[OperandModel],
+    external_reference: bool,
+) -> CallText {
     let fortran = spec.lang == Lang::Fortran;
     let r = &spec.routine;
     let make = |callee: &str, scal: &str, op: &dyn Fn(&str) -> String, by_ref: bool| {
@@ -162,11 +178,13 @@ pub(super) fn build_calls(spec: &Spec, operands: &[OperandModel]) -> CallText {
             &|n| format!("tdg_vimp_{n}.user"),
             fortran,
         ),
+        // The body takes the spec's types; another implementation the
+        // routine's calling convention (Fortran: by reference).
         verify_ref: make(
             "tdg_reference",
             "tdg_V->",
             &|n| format!("tdg_vref_{n}.user"),
-            false,
+            fortran && external_reference,
         ),
     }
 }
