@@ -16,7 +16,9 @@ set -euo pipefail
 prefix="$TDG_DEPS/bzip2-ckpt"
 patch_file="$TDG_ROOT/checkpoint/apps/bzip2-1.0.8-tdg-regions.patch"
 hostlib="$TDG_ROOT/checkpoint/c"
-stamp=$( (cat "$patch_file" "$hostlib/tdg_checkpoint.c" "$hostlib/tdg_checkpoint.h"; echo rdynamic-sort-O0) | sha256sum | cut -c1-16)
+# The host library reads the clock through the one timing header.
+timing="$TDG_ROOT/c-timing/c"
+stamp=$( (cat "$patch_file" "$hostlib/tdg_checkpoint.c" "$hostlib/tdg_checkpoint.h" "$timing/tdg_timing.h"; echo rdynamic-sort-O0) | sha256sum | cut -c1-16)
 if [ -x "$prefix/bzip2" ] && [ -x "$prefix/bzip2-sort-O0" ] && [ -e "$prefix/manual.ps" ] &&
   [ "$(cat "$prefix/.stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "bzip2 (with tdg region markers) already built in $prefix"
@@ -39,7 +41,7 @@ tar -xf "$tarball" -C "$build" --strip-components=1
   patch -p1 --quiet < "$patch_file"
   # bzip2's own flags (its Makefile: -O2 -g -D_FILE_OFFSET_BITS=64), plus the
   # host library compiled in.
-  flags=(-g -Wall -D_FILE_OFFSET_BITS=64 -I"$hostlib")
+  flags=(-g -Wall -D_FILE_OFFSET_BITS=64 -I"$hostlib" -I"$timing")
   others=(huffman.c crctable.c randtable.c compress.c decompress.c bzlib.c bzip2.c "$hostlib/tdg_checkpoint.c")
   gcc -O2 "${flags[@]}" -rdynamic blocksort.c "${others[@]}" -o bzip2
   gcc -O0 "${flags[@]}" -c blocksort.c -o blocksort-O0.o
