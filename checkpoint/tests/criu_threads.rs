@@ -61,14 +61,23 @@ fn restore_per_sample(samples: usize) -> TimeOptions {
     }
 }
 
-/// Every sample ran with both threads of the team working in it.
+/// Every sample ran with both threads of the team present, and every one
+/// after the first with both working in it. The first timed call after the
+/// restore may find the passive worker still asleep in the kernel: the
+/// calling thread can take most of the loop before it wakes.
 fn assert_team_of_two(r: &TimingReport, what: &str) {
     let n = r.samples_ns.len();
+    assert!(n >= 2, "{what}: {n} samples");
     assert_eq!(r.samples_threads, vec![2; n], "{what}: threads per sample");
+    assert!(
+        (1..=2).contains(&r.samples_busy_threads[0]),
+        "{what}: threads that worked in the first timed call: {:?}",
+        r.samples_busy_threads
+    );
     assert_eq!(
-        r.samples_busy_threads,
-        vec![2; n],
-        "{what}: threads that worked in each timed call"
+        r.samples_busy_threads[1..],
+        vec![2; n - 1],
+        "{what}: threads that worked in each timed call after the first"
     );
 }
 
