@@ -395,13 +395,18 @@ pub fn build_model(
     ];
     let mut user_sources = vec![impl_c.to_path_buf()];
     user_sources.extend(opts.extra_sources.iter().cloned());
-    for (i, src) in user_sources.iter().enumerate() {
-        let out = obj(&format!("impl{i}.o"));
+    // A user's C file (implementation, extra source, reference) becomes an
+    // object with the user's flags, its own directory on the include path.
+    let user_object = |src: &Path,
+                       defines: Vec<(String, Option<String>)>,
+                       out: PathBuf,
+                       stats: &mut BuildStats|
+     -> Result<PathBuf, RunError> {
         let job = CompileJob {
-            sources: vec![src.clone()],
+            sources: vec![src.to_path_buf()],
             output: out.clone(),
             cflags: opts.cflags.clone(),
-            defines: defines.clone(),
+            defines,
             include_dirs: src
                 .parent()
                 .map(|p| vec![p.to_path_buf()])
@@ -409,14 +414,22 @@ pub fn build_model(
             object_only: true,
             ..Default::default()
         };
-        compile(&job, &mut stats).map_err(|e| match e {
+        compile(&job, stats).map_err(|e| match e {
             ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
-                file: src.clone(),
+                file: src.to_path_buf(),
                 stderr,
             },
             other => RunError::Toolchain(other.to_string()),
         })?;
-        objects.push(out);
+        Ok(out)
+    };
+    for (i, src) in user_sources.iter().enumerate() {
+        objects.push(user_object(
+            src,
+            defines.clone(),
+            obj(&format!("impl{i}.o")),
+            &mut stats,
+        )?);
     }
     if let Some(reference) = &opts.reference {
         if !reference.is_file() {
@@ -433,27 +446,12 @@ pub fn build_model(
         // and the implementation link into one driver.
         let mut renamed = defines.clone();
         renamed.push((model.routine.symbol.clone(), Some("tdg_reference".into())));
-        let out = obj("reference.o");
-        let job = CompileJob {
-            sources: vec![reference.clone()],
-            output: out.clone(),
-            cflags: opts.cflags.clone(),
-            defines: renamed,
-            include_dirs: reference
-                .parent()
-                .map(|p| vec![p.to_path_buf()])
-                .unwrap_or_default(),
-            object_only: true,
-            ..Default::default()
-        };
-        compile(&job, &mut stats).map_err(|e| match e {
-            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
-                file: reference.clone(),
-                stderr,
-            },
-            other => RunError::Toolchain(other.to_string()),
-        })?;
-        objects.push(out);
+        objects.push(user_object(
+            reference,
+            renamed,
+            obj("reference.o"),
+            &mut stats,
+        )?);
     }
     let exe = dir.path().join("driver");
     let stats = std::cell::RefCell::new(stats);
