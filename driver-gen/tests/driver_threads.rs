@@ -216,14 +216,19 @@ fn app_least_ns(exe: &Path, threads: u32, cpus: &[u32]) -> f64 {
 
 /// Driver and program on 1 and 2 threads, interleaved round by round, the
 /// least of each over the rounds: (driver speedup, program speedup).
-fn speedups(spec: &str, imp: &str, app: &App, cpus: &[u32], rounds: usize) -> (f64, f64) {
+/// A minimum taken during a slow stretch of the shared host is not yet the
+/// routine's time, so rounds go on (up to `max_rounds`) until a round no
+/// longer lowers any of the four minima by more than 1 %.
+fn speedups(spec: &str, imp: &str, app: &App, cpus: &[u32], max_rounds: usize) -> (f64, f64) {
     let mut o = openmp_opts();
     o.timing.min_time_ms = None;
     o.timing.max_time_ms = None;
     o.timing.pin_cpus = cpus.to_vec();
     let kit = build(&kernel(spec), &kernel(imp), &o);
     let mut best = [f64::INFINITY; 4];
-    for _ in 0..rounds {
+    let mut rounds = 0;
+    while rounds < max_rounds {
+        let before = best;
         for (i, threads) in [1u32, 2].into_iter().enumerate() {
             let mut t = o.clone();
             t.timing.threads = Some(threads);
@@ -232,9 +237,14 @@ fn speedups(spec: &str, imp: &str, app: &App, cpus: &[u32], rounds: usize) -> (f
             best[i] = best[i].min(r.reported_ns);
             best[2 + i] = best[2 + i].min(app_least_ns(&app.exe, threads, cpus));
         }
+        rounds += 1;
+        let settled = best.iter().zip(before).all(|(now, was)| *now >= 0.99 * was);
+        if rounds >= 3 && settled {
+            break;
+        }
     }
     eprintln!(
-        "{spec}: driver 1 thread {:.0} ns, 2 threads {:.0} ns; program {:.0} ns, {:.0} ns",
+        "{spec}: driver 1 thread {:.0} ns, 2 threads {:.0} ns; program {:.0} ns, {:.0} ns ({rounds} rounds)",
         best[0], best[1], best[2], best[3]
     );
     (best[0] / best[1], best[2] / best[3])
@@ -251,7 +261,7 @@ fn the_drivers_two_thread_speedup_is_the_openmp_programs() {
         ("omp_gemm.spec", "omp_gemm.c", "omp_gemm_app.c"),
     ] {
         let program = build_app(app, imp, &[]);
-        let (driver, program) = speedups(spec, imp, &program, &cpus, 3);
+        let (driver, program) = speedups(spec, imp, &program, &cpus, 12);
         eprintln!("{spec}: speedup on 2 threads, driver {driver:.3}, program {program:.3}");
         assert!(
             (driver / program - 1.0).abs() <= 0.10,
