@@ -79,15 +79,23 @@ fn threads_record_into_their_own_chunks_without_losing_calls() {
             "{SUM_KERNEL}
 #include <pthread.h>
 #define CALLS 20000
+/* Every call is made while all five threads exist, so each record's team
+ * (the process's threads, read from /proc) is 5, not a count caught while
+ * the workers were still starting or already leaving. */
+static pthread_barrier_t started, finished;
 static void *worker(void *arg) {{
     int n = (int)(long)arg;
     long *a = calloc((size_t)n, sizeof *a);
+    pthread_barrier_wait(&started);
     for (int k = 0; k < CALLS; k++) TDG_PROFILE(\"sum\", \"n:i,a:p\", sink = sum(a, n), n, TDG_PTR(a));
+    pthread_barrier_wait(&finished);
     free(a);
     return NULL;
 }}
 int main(void) {{
     pthread_t t[4];
+    pthread_barrier_init(&started, NULL, 4);
+    pthread_barrier_init(&finished, NULL, 4);
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(10 * (i + 1)));
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     return 0;
@@ -122,7 +130,12 @@ int main(void) {{
     ns.sort();
     assert_eq!(ns, vec![10, 20, 30, 40]);
     let rep = report::build(&p, &Default::default()).unwrap();
-    assert_eq!(rep.contexts.len(), 4);
+    assert_eq!(rep.contexts.len(), 4, "{:?}", rep.contexts);
+    assert!(
+        rep.contexts.iter().all(|c| c.threads == Some(5)),
+        "{:?}",
+        rep.contexts
+    );
     assert_eq!(rep.threads, 4);
 }
 
