@@ -2,159 +2,23 @@
 //! shim (finds the real routine on its first call wherever it is loaded,
 //! `tdg_resolve.h`) for routines in shared libraries, and a `-Wl,--wrap=NAME` object (`__wrap_NAME` calling
 //! `__real_NAME`) for static links. Both profile every outermost call and
-//! forward it unchanged. This module decides what an interposer does (which
-//! values are recorded, whether the routine can be forwarded at all) and
-//! builds it; `view` renders the C from the templates in `instrument/c/`.
+//! forward it unchanged. `routine` says what an interposer takes the place
+//! of and which values it records; this module decides whether the routine
+//! can be forwarded at all and builds the interposers; `view` renders the C
+//! from the templates in `instrument/c/`.
 
+mod error;
+mod routine;
 mod view;
 
-use crate::format::ValueKind;
+pub use error::InterposeError;
+pub use routine::{recorded_values, symbol_name, InterposerKind, RecordedValue};
+
 use crate::runtime;
-use spec_lang::ast::{
-    BaseType, CType, Expr, InitValue, Lang, Output, Param, Signedness, Span, Spec,
-};
-use std::collections::BTreeSet;
+use routine::{c_type, Signature};
+use spec_lang::ast::{BaseType, CType, Lang, Output, Span, Spec};
 use std::path::{Path, PathBuf};
 use toolchain::{CCompiler, CompileJob, ToolchainError};
-
-#[derive(Debug, thiserror::Error)]
-pub enum InterposeError {
-    #[error("routine `{routine}`: parameter `{param}` has type `{ty}`, which an interposer cannot pass by value without its definition; add an `include=` clause that defines it")]
-    OpaqueByValue {
-        routine: String,
-        param: String,
-        ty: String,
-    },
-    #[error("routine `{routine}` returns `{ty}` by value, which an interposer cannot forward without its definition; add an `include=` clause that defines it")]
-    OpaqueReturn { routine: String, ty: String },
-    #[error("routine `{routine}`: output `{output}` {reason}; give its element count with it: `returns({output}[COUNT])`")]
-    OutputCount {
-        routine: String,
-        output: String,
-        reason: String,
-    },
-    /// The C compiler refused a spec item the shim is made of: what a
-    /// `returns(...)` entry reads (no such member, a member that is not an
-    /// integer in a count) or an `include=` (a header not found). `item`
-    /// names it as the user wrote it, `span` locates it in the spec,
-    /// `compiler` is the compiler's own error line.
-    #[error("routine `{routine}`: {item}: {compiler}")]
-    SpecItemDoesNotCompile {
-        routine: String,
-        item: String,
-        span: Span,
-        compiler: String,
-        /// The way out, for the located report.
-        hint: &'static str,
-    },
-    #[error(transparent)]
-    Toolchain(#[from] ToolchainError),
-    #[error("I/O error writing the interposer: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// Which of the routine's arguments are recorded, in record order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedValue {
-    pub param: String,
-    pub kind: ValueKind,
-    /// Passed by reference (a Fortran scalar): the value is behind it.
-    pub by_reference: bool,
-}
-
-/// Symbol the application calls: C names as written, Fortran lower-case
-/// with the trailing underscore gfortran appends.
-pub fn symbol_name(spec: &Spec) -> String {
-    spec.symbol()
-}
-
-fn c_type(ty: &CType) -> String {
-    ty.text()
-}
-
-fn abi_type(spec: &Spec, p: &Param) -> String {
-    spec.abi_type(p).text()
-}
-
-/// Parameter names that size the spec's operands: named in the sizes of
-/// its `Vector`/`Matrix` allocations or in the counts of its outputs.
-fn sizing_names(spec: &Spec) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut add = |e: &Expr| {
-        for id in e.names() {
-            names.insert(id.name.clone());
-        }
-    };
-    for init in &spec.init {
-        if let InitValue::Array(a) = &init.value {
-            a.dims.iter().for_each(&mut add);
-        }
-    }
-    for out in &spec.returns {
-        if let Some(count) = &out.count {
-            add(count);
-        }
-    }
-    names
-}
-
-/// How a parameter is recorded, or `None` for one a record cannot hold (a
-/// struct passed by value).
-fn recorded_value(spec: &Spec, p: &Param) -> Option<RecordedValue> {
-    let value = |kind| RecordedValue {
-        param: p.name.name.clone(),
-        kind,
-        by_reference: spec.lang == Lang::Fortran && kind != ValueKind::Pointer,
-    };
-    if p.ty.pointers == 0 && p.ty.base.is_integral() {
-        Some(value(match p.ty.base.signedness() {
-            Some(Signedness::Signed) => ValueKind::Signed,
-            _ => ValueKind::Unsigned,
-        }))
-    } else if p.ty.pointers == 0 && matches!(p.ty.base, BaseType::Float | BaseType::Double) {
-        Some(value(ValueKind::Double))
-    } else if p.ty.pointers > 0 {
-        Some(value(ValueKind::Pointer))
-    } else {
-        None
-    }
-}
-
-/// The values each call's record holds, in record order: the spec's
-/// `record=` list as written; else every number parameter and address, up
-/// to [`crate::format::MAX_VALUES`]: the integers that size the spec's
-/// operands first (they decide the work a call does, and the derived
-/// spec's allocations), then the other integers, the floating-point
-/// scalars, and the pointer addresses (which buffer, and how aligned).
-pub fn recorded_values(spec: &Spec) -> Vec<RecordedValue> {
-    if let Some(record) = &spec.record {
-        return record
-            .names
-            .iter()
-            .filter_map(|id| spec.param(&id.name))
-            .filter_map(|p| recorded_value(spec, p))
-            .take(crate::format::MAX_VALUES)
-            .collect();
-    }
-    let sizing = sizing_names(spec);
-    let all: Vec<RecordedValue> = spec
-        .routine
-        .params
-        .iter()
-        .filter_map(|p| recorded_value(spec, p))
-        .collect();
-    let rank = |v: &RecordedValue| match v.kind {
-        ValueKind::Signed | ValueKind::Unsigned if sizing.contains(&v.param) => 0,
-        ValueKind::Signed | ValueKind::Unsigned => 1,
-        ValueKind::Double => 2,
-        ValueKind::Pointer => 3,
-    };
-    let mut ordered = all;
-    // Stable: declaration order within each group.
-    ordered.sort_by_key(rank);
-    ordered.truncate(crate::format::MAX_VALUES);
-    ordered
-}
 
 fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
     let opaque =
@@ -181,55 +45,6 @@ fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
         }
     }
     Ok(())
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InterposerKind {
-    /// `LD_PRELOAD` shared object.
-    Preload,
-    /// Object for `-Wl,--wrap=NAME`.
-    Wrap,
-}
-
-/// The routine's C signature as an interposer declares and calls it.
-#[derive(serde::Serialize)]
-struct Signature {
-    /// The symbol interposed (Fortran: lower case with `_`).
-    sym: String,
-    ret: String,
-    is_void: bool,
-    /// `double* a, int n` (or `void`).
-    param_list: String,
-    /// `a, n`.
-    args: String,
-}
-
-impl Signature {
-    fn of(spec: &Spec) -> Signature {
-        let params: Vec<String> = spec
-            .routine
-            .params
-            .iter()
-            .map(|p| format!("{} {}", abi_type(spec, p), p.name.name))
-            .collect();
-        let args: Vec<&str> = spec
-            .routine
-            .params
-            .iter()
-            .map(|p| p.name.name.as_str())
-            .collect();
-        Signature {
-            sym: symbol_name(spec),
-            ret: c_type(&spec.routine.ret),
-            is_void: spec.routine.ret.base == BaseType::Void && spec.routine.ret.pointers == 0,
-            param_list: if params.is_empty() {
-                "void".to_string()
-            } else {
-                params.join(", ")
-            },
-            args: args.join(", "),
-        }
-    }
 }
 
 /// The C source of an interposer for `spec`'s routine.

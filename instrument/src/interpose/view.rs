@@ -5,7 +5,8 @@
 //! output's count, the pointers it dereferences) made here, so the
 //! templates only lay the text out.
 
-use super::{c_type, InterposeError, InterposerKind, RecordedValue, Signature};
+use super::error::InterposeError;
+use super::routine::{c_type, InterposerKind, RecordedValue, Signature};
 use crate::format::ValueKind;
 use handlebars::Handlebars;
 use serde::Serialize;

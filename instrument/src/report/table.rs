@@ -1,6 +1,6 @@
 //! The human-readable report `tdg profile report` prints.
 
-use super::Report;
+use super::contents::Report;
 use std::fmt::Write as _;
 
 /// The human-readable report: header, context table (top `top` rows) and
