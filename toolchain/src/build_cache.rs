@@ -18,7 +18,8 @@
 //! the object first and its dependency list last, so a dependency list
 //! always names a whole object.
 
-use crate::{CCompiler, CompileJob, CompilerKind, ToolchainError};
+use crate::compiler::{CCompiler, CompileJob, CompilerKind};
+use crate::error::ToolchainError;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -3,251 +3,20 @@
 //! how it ended (exit code or the signal that killed it).
 
 pub mod build_cache;
+mod compiler;
+mod error;
 
 pub use build_cache::{BuildCache, Compiled};
+pub use compiler::{render_command, CCompiler, CompileJob, CompilerKind};
+pub use error::{limit_text, ToolchainError};
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ToolchainError {
-    #[error("no C compiler found (tried {tried}); install gcc (`apt-get install gcc`) or pass --cc / set CC")]
-    NoCompiler { tried: String },
-    #[error("C compiler `{cc}` could not be started: {source}")]
-    Spawn {
-        cc: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("compilation failed: {command}\n{stderr}")]
-    BuildFailed { command: String, stderr: String },
-    #[error("`{program}` could not be started: {source}")]
-    RunSpawn {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`{program}` was killed by {signal_name} (signal {signal}){context}")]
-    Crashed {
-        program: String,
-        signal: i32,
-        signal_name: &'static str,
-        /// What the program last said on stderr, prefixed with "; " when present.
-        context: String,
-        stdout: String,
-        stderr: String,
-    },
-    #[error("`{program}` exited with status {code}: {stderr}")]
-    Failed {
-        program: String,
-        code: i32,
-        stdout: String,
-        stderr: String,
-    },
-    #[error("`{program}` did not finish within {} and was killed with every process it started (its process group); raise the time limit (--timeout) if it needs longer", limit_text(.limit))]
-    TimedOut { program: String, limit: Duration },
-    /// The build cache cannot be used; the message names the way out.
-    #[error("{0}")]
-    Cache(String),
-    #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
-    /// A file or directory tdg writes (fsguard's message names the path:
-    /// a directory tdg refuses to write into, or the call that failed).
-    #[error("{0}")]
-    Files(std::io::Error),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompilerKind {
-    Gcc,
-    Clang,
-    Other,
-}
-
-/// Compilers found in this process, by (`--cc`, `$CC`).
-type Found = HashMap<(Option<String>, Option<String>), CCompiler>;
-
-/// A C compiler that answered `--version`.
-#[derive(Debug, Clone)]
-pub struct CCompiler {
-    pub program: String,
-    pub kind: CompilerKind,
-    /// First line of `--version`.
-    pub version: String,
-    /// What a compiled object depends on besides its inputs: the version
-    /// line, the executable `program` resolves to, and that file's size
-    /// and modification time (an upgraded compiler keeps its version line
-    /// across a rebuild of the same release).
-    pub identity: String,
-}
-
-impl CCompiler {
-    /// `explicit` (from `--cc`) first, then `$CC`, then `cc`, `gcc`, `clang`.
-    ///
-    /// Asked once per process for each choice: a tuning search builds a
-    /// driver per configuration, and `--version` of the same compiler says
-    /// the same thing every time.
-    pub fn find(explicit: Option<&str>) -> Result<CCompiler, ToolchainError> {
-        static FOUND: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
-        let choice = (
-            explicit.map(str::to_string),
-            std::env::var("CC").ok().filter(|_| explicit.is_none()),
-        );
-        if let Some(cc) = FOUND
-            .lock()
-            .ok()
-            .and_then(|m| m.as_ref().and_then(|m| m.get(&choice).cloned()))
-        {
-            return Ok(cc);
-        }
-        let cc = Self::find_uncached(explicit)?;
-        if let Ok(mut m) = FOUND.lock() {
-            m.get_or_insert_with(HashMap::new)
-                .insert(choice, cc.clone());
-        }
-        Ok(cc)
-    }
-
-    fn find_uncached(explicit: Option<&str>) -> Result<CCompiler, ToolchainError> {
-        let mut candidates: Vec<String> = Vec::new();
-        if let Some(cc) = explicit {
-            candidates.push(cc.to_string());
-        } else {
-            if let Ok(cc) = std::env::var("CC") {
-                if !cc.trim().is_empty() {
-                    candidates.push(cc);
-                }
-            }
-            candidates.extend(["cc", "gcc", "clang"].iter().map(|s| s.to_string()));
-        }
-        for cand in &candidates {
-            if let Some(cc) = Self::probe(cand) {
-                return Ok(cc);
-            }
-        }
-        Err(ToolchainError::NoCompiler {
-            tried: candidates.join(", "),
-        })
-    }
-
-    fn probe(program: &str) -> Option<CCompiler> {
-        let out = Command::new(program)
-            .arg("--version")
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let version = text.lines().next().unwrap_or("").to_string();
-        let kind = if text.contains("clang") {
-            CompilerKind::Clang
-        } else if text.contains("gcc") || text.contains("GCC") || text.contains("Free Software") {
-            CompilerKind::Gcc
-        } else {
-            CompilerKind::Other
-        };
-        let identity = match resolve_program(program).and_then(|p| {
-            let m = std::fs::metadata(&p).ok()?;
-            Some((p, m))
-        }) {
-            Some((path, m)) => {
-                use std::os::unix::fs::MetadataExt;
-                format!(
-                    "{version}\n{}\n{} bytes, modified {}.{}",
-                    path.display(),
-                    m.len(),
-                    m.mtime(),
-                    m.mtime_nsec()
-                )
-            }
-            None => format!("{version}\n{program}"),
-        };
-        Some(CCompiler {
-            program: program.to_string(),
-            kind,
-            version,
-            identity,
-        })
-    }
-
-    /// Runs one compiler invocation; on failure the error carries the
-    /// compiler's own diagnostics verbatim.
-    pub fn compile(&self, job: &CompileJob) -> Result<(), ToolchainError> {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&job.cflags);
-        for (name, value) in &job.defines {
-            match value {
-                Some(v) => cmd.arg(format!("-D{name}={v}")),
-                None => cmd.arg(format!("-D{name}")),
-            };
-        }
-        for dir in &job.include_dirs {
-            cmd.arg("-I").arg(dir);
-        }
-        if job.object_only {
-            cmd.arg("-c");
-        }
-        cmd.args(&job.sources);
-        cmd.arg("-o").arg(&job.output);
-        cmd.args(&job.link_args);
-        let command = render_command(&cmd);
-        tracing::debug!(%command, "compiling");
-        let out = cmd
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| ToolchainError::Spawn {
-                cc: self.program.clone(),
-                source,
-            })?;
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        if !out.status.success() {
-            return Err(ToolchainError::BuildFailed { command, stderr });
-        }
-        if !stderr.trim().is_empty() {
-            tracing::warn!("compiler warnings:\n{stderr}");
-        }
-        Ok(())
-    }
-}
-
-/// The file `program` runs: itself when it names a path, else the first
-/// executable of that name on `PATH`, with symbolic links resolved (`cc`
-/// is usually a chain of them).
-fn resolve_program(program: &str) -> Option<PathBuf> {
-    let found = if program.contains('/') {
-        Some(PathBuf::from(program))
-    } else {
-        std::env::var_os("PATH").and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(program))
-                .find(|p| p.is_file())
-        })
-    }?;
-    std::fs::canonicalize(found).ok()
-}
-
-/// One compiler invocation.
-#[derive(Debug, Clone, Default)]
-pub struct CompileJob {
-    pub sources: Vec<PathBuf>,
-    pub output: PathBuf,
-    pub cflags: Vec<String>,
-    /// `-DNAME` or `-DNAME=VALUE`.
-    pub defines: Vec<(String, Option<String>)>,
-    pub include_dirs: Vec<PathBuf>,
-    /// Libraries and linker flags; placed after the sources.
-    pub link_args: Vec<String>,
-    /// `-c`: produce an object file.
-    pub object_only: bool,
-}
 
 /// The link-time address of the function or object `name` in the ELF file
 /// `path`, from its symbol table (`None`: no such defined symbol, or not an
@@ -286,20 +55,6 @@ pub fn offset_in_text(path: &Path, name: &str) -> Result<Option<u64>, ToolchainE
         .and_then(|i| file.section_by_index(i).ok())
         .is_some_and(|s| s.name() == Ok(".text"));
     Ok(in_text.then(|| symbol.address()))
-}
-
-/// Shell-like rendering of a command, for messages and logs.
-pub fn render_command(cmd: &Command) -> String {
-    let mut parts = vec![cmd.get_program().to_string_lossy().to_string()];
-    parts.extend(cmd.get_args().map(|a| {
-        let s = a.to_string_lossy();
-        if s.contains(' ') || s.is_empty() {
-            format!("'{s}'")
-        } else {
-            s.to_string()
-        }
-    }));
-    parts.join(" ")
 }
 
 /// What a finished program printed.
@@ -443,17 +198,6 @@ fn exits_within(child: &mut Child, limit: Duration) -> std::io::Result<bool> {
     }
 }
 
-/// A time limit as messages print it: whole seconds, or milliseconds below one.
-pub fn limit_text(limit: &Duration) -> String {
-    if limit.as_millis() < 1000 {
-        format!("{} ms", limit.as_millis())
-    } else if limit.subsec_millis() == 0 {
-        format!("{} s", limit.as_secs())
-    } else {
-        format!("{:.1} s", limit.as_secs_f64())
-    }
-}
-
 fn check_status(
     program: &str,
     status: ExitStatus,
@@ -565,22 +309,6 @@ mod tests {
     }
 
     #[test]
-    fn build_failure_carries_compiler_message() {
-        let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("bad.c");
-        std::fs::write(&src, "int main(void){ return undeclared_thing; }\n").unwrap();
-        let err = cc()
-            .compile(&CompileJob {
-                sources: vec![src],
-                output: dir.path().join("bad"),
-                ..Default::default()
-            })
-            .unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("undeclared_thing"), "{msg}");
-    }
-
-    #[test]
     fn crash_is_reported_with_signal_and_last_words() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("crash.c");
@@ -664,11 +392,5 @@ mod tests {
             !alive(grandchild),
             "the shell's child {grandchild} outlived the timeout"
         );
-    }
-
-    #[test]
-    fn missing_compiler_says_how_to_fix() {
-        let err = CCompiler::find(Some("/nonexistent/cc")).unwrap_err();
-        assert!(err.to_string().contains("apt-get install gcc"));
     }
 }
