@@ -54,7 +54,7 @@ impl Default for CpuBenchParams {
             chase_pass: 8192,
             read_pass: 4 << 20,
             evict_reps: 5,
-            evict_passes: crate::measure_cpu::EVICTION_PASSES,
+            evict_passes: 3,
             int_unroll: 64,
             fp_ops_per_iteration: 24,
             // 12 chains and the two constants fit the 16 registers of the

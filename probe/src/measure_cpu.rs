@@ -485,8 +485,6 @@ fn measure_ways(
 /// Targets an L2 eviction set is built for; the size most of them agree on
 /// is the answer.
 const EVICTION_TARGETS: u32 = 3;
-/// Passes over the candidate lines before each reload (`evict_passes`).
-pub(crate) const EVICTION_PASSES: u32 = 3;
 
 /// The answer most eviction sets agree on: a size at least two targets
 /// found, the smaller on a tie; `None` without such agreement.
@@ -544,7 +542,7 @@ fn measure_l2_ways(
         Some(format!(
             "not measured: every line of {} read {} times did not push a target line out of the L2 (reload {hit_ticks} ticks when held, {next_level_ticks} when pushed out by a plain read)",
             stats::bytes(pool),
-            EVICTION_PASSES
+            bench.params.evict_passes
         ))
     } else if measured.is_none() {
         Some(format!(

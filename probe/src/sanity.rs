@@ -429,7 +429,7 @@ pub fn settle_and_cache(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::sample;
+    use crate::result::samples::sample;
 
     /// The result's own curve at its check sizes: a perfect repeat.
     fn repeat_of(r: &ProbeResult) -> Repeat {
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn a_disturbed_cpu_measurement_is_probed_again_and_not_cached() {
-        let good = crate::tests::sample_with_cpu();
+        let good = crate::result::samples::sample_with_cpu();
         assert_eq!(
             disturbances(&good, &cpu_repeat_of(&good)),
             Vec::<String>::new()
