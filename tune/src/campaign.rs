@@ -5,7 +5,8 @@
 //! result, a task killed mid-write leaves none, and `--resume` replays the
 //! search from the stored results without timing anything twice.
 
-use crate::search::{Measurement, Objective, Placement};
+use crate::measurement::Measurement;
+use crate::search::{Objective, Placement};
 use crate::TuneError;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

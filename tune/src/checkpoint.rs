@@ -4,7 +4,8 @@
 //! (seed 003, section 3.2, used for tuning rather than only measuring).
 
 use crate::campaign::describe;
-use crate::search::{Measurement, Objective};
+use crate::measurement::Measurement;
+use crate::search::Objective;
 use crate::TuneError;
 use checkpoint::{Candidate, CandidateSource, ImageTimer};
 

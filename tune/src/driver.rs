@@ -1,12 +1,13 @@
 //! The generated timing driver as the search objective.
 
 use crate::campaign::Prebuild;
+use crate::measurement::{Measurement, TimeSplit};
 use crate::race::{race, Pass, RacePlan, PASSES};
-use crate::search::{Measurement, Objective, Placement, TimeSplit};
+use crate::search::{Objective, Placement};
 use crate::space::THREADS_PARAM;
 use crate::TuneError;
 use driver_gen::{BuiltDriver, RunOptions};
-use spec_lang::ast::{InitValue, Spec};
+use spec_lang::ast::Spec;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -255,17 +256,4 @@ fn evaluate_alone(
     let mut m = one.pop().expect("one result")?;
     m.stopped = Some("timed alone, in one run with its whole sampling budget".into());
     Ok(m)
-}
-
-/// Size of the spec's array elements (the largest, if they differ), for
-/// the cache-tile model; 8 when the spec allocates no arrays of known type.
-pub fn element_bytes(spec: &Spec) -> u64 {
-    spec.init
-        .iter()
-        .filter_map(|i| match &i.value {
-            InitValue::Array(a) => a.elem.base.size_bytes(),
-            InitValue::Scalar(_) => None,
-        })
-        .max()
-        .unwrap_or(8)
 }

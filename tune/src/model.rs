@@ -9,7 +9,7 @@
 use crate::roles::{Role, Roles};
 use crate::space::{Point, Space};
 use serde::Serialize;
-use spec_lang::ast::TuneLayout;
+use spec_lang::ast::{InitValue, Spec, TuneLayout};
 
 /// A value the model uses and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -715,7 +715,7 @@ impl MachineModel {
         probe: &probe::ProbeResult,
         cc: &str,
         cflags: &[String],
-        spec: &spec_lang::ast::Spec,
+        spec: &Spec,
     ) -> MachineModel {
         let isa = CompiledIsa::ask(cc, cflags);
         let cpu = probe
@@ -723,8 +723,21 @@ impl MachineModel {
             .as_ref()
             .map(|cpu| CpuFacts::from_probe(cpu, &isa))
             .unwrap_or_default();
-        MachineModel::new(probe, &isa, &cpu, crate::element_bytes(spec))
+        MachineModel::new(probe, &isa, &cpu, element_bytes(spec))
     }
+}
+
+/// Size of the spec's array elements (the largest, if they differ), for
+/// the cache-tile model; 8 when the spec allocates no arrays of known type.
+pub fn element_bytes(spec: &Spec) -> u64 {
+    spec.init
+        .iter()
+        .filter_map(|i| match &i.value {
+            InitValue::Array(a) => a.elem.base.size_bytes(),
+            InitValue::Scalar(_) => None,
+        })
+        .max()
+        .unwrap_or(8)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! of one configuration can both meet a slow stretch); racing starts once
 //! two passes give that spread.
 
-use crate::search::{Measurement, TimeSplit};
+use crate::measurement::{Measurement, TimeSplit};
 use crate::TuneError;
 
 /// What one pass of one configuration measured.

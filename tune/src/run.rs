@@ -5,9 +5,10 @@
 //! the [`TuneOutcome`].
 
 use crate::campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
+use crate::measurement::Measurement;
 use crate::model::{MachineModel, Start};
 use crate::roles::Roles;
-use crate::search::{Evaluation, Measurement, Objective, Outcome, Placement, Progress, Tuner};
+use crate::search::{Evaluation, Objective, Outcome, Placement, Progress, Tuner};
 use crate::slurm::SlurmExecutor;
 use crate::space::{ConstraintOrigin, Space, SpaceConstraint};
 use crate::{CheckpointObjective, DriverObjective, TuneError};
