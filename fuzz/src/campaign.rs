@@ -8,12 +8,12 @@ use tune::{Campaign, CampaignObjective, Executor, Space, Tuner};
 /// `campaign.json`: opened as `--resume` and a task open it; what opens
 /// survives the writer.
 pub fn campaign_manifest(data: &[u8]) -> bool {
-    let dir = crate::fresh_dir("campaign-manifest");
+    let dir = crate::fixtures::fresh_dir("campaign-manifest");
     std::fs::write(dir.join("campaign.json"), data).expect("scratch write");
     let Ok((_, manifest)) = Campaign::open(&dir) else {
         return false;
     };
-    let again = crate::fresh_dir("campaign-manifest-again");
+    let again = crate::fixtures::fresh_dir("campaign-manifest-again");
     Campaign::create(&again, &manifest).expect("a campaign is created in an empty directory");
     let (_, back) = Campaign::open(&again).expect("a campaign tdg created opens");
     assert_eq!(back, manifest);
@@ -57,7 +57,7 @@ impl Executor for GoodTasks {
 /// T4 document is written from it. Accepted when the search scored the
 /// stored result (a time or a failure) rather than evaluating again.
 pub fn campaign_result(data: &[u8]) -> bool {
-    let dir = crate::fresh_dir("campaign-result");
+    let dir = crate::fixtures::fresh_dir("campaign-result");
     // No inputs: the seeds' results carry this manifest's digest
     // (`Manifest::inputs_digest`), as results the campaign stored do.
     let manifest = tune::Manifest::new("/".into(), vec!["tune".into()], Vec::new());
@@ -99,7 +99,7 @@ pub fn campaign_result(data: &[u8]) -> bool {
 /// `tdg tune --format t4` reads it (`tune::run::read_log`), and written as
 /// the T4 document.
 pub fn tune_log(data: &[u8]) -> bool {
-    let path = crate::fresh_dir("tune-log").join("tune.jsonl");
+    let path = crate::fixtures::fresh_dir("tune-log").join("tune.jsonl");
     std::fs::write(&path, data).expect("scratch write");
     let Ok(evaluations) = tune::run::read_log(&path) else {
         return false;

@@ -33,7 +33,7 @@ pub fn capture_info(data: &[u8]) -> bool {
 /// missing here, so a manifest naming any is refused), and the restore
 /// planned from it with its command line.
 pub fn image_manifest(data: &[u8]) -> bool {
-    let dir = crate::fresh_dir("image");
+    let dir = crate::fixtures::fresh_dir("image");
     std::fs::write(dir.join(MANIFEST_FILE), data).expect("scratch write");
     let Ok(manifest) = Manifest::read(&dir) else {
         return false;

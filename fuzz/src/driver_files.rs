@@ -13,7 +13,7 @@ use driver_gen::{BuiltDriver, DriverConfig, DriverModel, MachineDefaults, RunOpt
 /// reach the consumers on any host and after a version bump that only adds
 /// optional fields.
 pub fn probe_cache(data: &[u8]) -> bool {
-    let path = crate::fresh_dir("probe").join("probe.json");
+    let path = crate::fixtures::fresh_dir("probe").join("probe.json");
     if load_and_use(&path, data) {
         return true;
     }
@@ -52,7 +52,9 @@ fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
     let _ = result.recommended_flush_bytes();
     let _ = result.recommended_min_interval_s();
     let machine = driver_gen::defaults::from_probe(&result, path);
-    if let Ok(model) = DriverModel::from_spec(crate::dot_spec(), &DriverConfig::new(machine)) {
+    if let Ok(model) =
+        DriverModel::from_spec(crate::fixtures::dot_spec(), &DriverConfig::new(machine))
+    {
         let _ = driver_gen::explain(&model);
     }
     true
@@ -62,7 +64,7 @@ fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
 /// identical node opens it, for the tuning example at the configuration
 /// the seeds were kept for.
 pub fn kept_driver(data: &[u8]) -> bool {
-    let dir = crate::fresh_dir("kept");
+    let dir = crate::fixtures::fresh_dir("kept");
     std::fs::write(dir.join("driver.json"), data).expect("scratch write");
     let defines = ["MS=64", "NS=64", "KS=64", "NB=32", "MU=2"];
     let opts = RunOptions {
@@ -76,7 +78,7 @@ pub fn kept_driver(data: &[u8]) -> bool {
         machine: Some(MachineDefaults::fixed_for_tests()),
         ..Default::default()
     };
-    match BuiltDriver::open_kept(crate::blocked_gemm_spec(), &opts, &dir) {
+    match BuiltDriver::open_kept(crate::fixtures::blocked_gemm_spec(), &opts, &dir) {
         Ok(Some(driver)) => {
             assert_eq!(driver.exe, dir.join("driver"));
             assert_eq!(driver.defines, defines);

@@ -102,7 +102,7 @@ pub fn contexts(data: &[u8]) -> bool {
     };
     for ctx in file.contexts.iter().take(8) {
         let cfg = instrument::drive::options_for(&base, ctx).driver_config();
-        let _ = driver_gen::DriverModel::from_spec(crate::dot_spec(), &cfg);
+        let _ = driver_gen::DriverModel::from_spec(crate::fixtures::dot_spec(), &cfg);
     }
     for top in [1, 15] {
         let prediction =

@@ -1,0 +1,51 @@
+//! What the file targets share: a scratch directory for the readers that
+//! take a path, and the example specs the driver-side targets build models
+//! for.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// A private directory for the targets whose reader takes a path, made once
+/// per process (a fuzzer runs millions of inputs in one process); in memory
+/// where /dev/shm is, since every input is written, read and removed.
+fn scratch() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let builder = tempfile::Builder::new().prefix("tdg-fuzz-").clone();
+        builder
+            .tempdir_in("/dev/shm")
+            .or_else(|_| builder.tempdir())
+            .expect("a scratch directory for the fuzz targets")
+    })
+    .path()
+}
+
+/// A fresh empty subdirectory `name` of the scratch directory.
+pub(crate) fn fresh_dir(name: &str) -> PathBuf {
+    let dir = scratch().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch subdirectory");
+    dir
+}
+
+/// The example spec the driver-side targets build models for: a dot
+/// product with flushed operands, so flush sizes and cache levels matter.
+pub(crate) fn dot_spec() -> &'static spec_lang::Spec {
+    static SPEC: OnceLock<spec_lang::Spec> = OnceLock::new();
+    SPEC.get_or_init(|| {
+        spec_lang::parse_and_check(include_str!("../../specs/dot.spec"), "specs/dot.spec")
+            .expect("specs/dot.spec is valid")
+    })
+}
+
+/// The tuning example, whose campaigns the kept-driver seeds come from.
+pub(crate) fn blocked_gemm_spec() -> &'static spec_lang::Spec {
+    static SPEC: OnceLock<spec_lang::Spec> = OnceLock::new();
+    SPEC.get_or_init(|| {
+        spec_lang::parse_and_check(
+            include_str!("../../specs/blocked_gemm.spec"),
+            "specs/blocked_gemm.spec",
+        )
+        .expect("specs/blocked_gemm.spec is valid")
+    })
+}
