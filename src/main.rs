@@ -100,7 +100,7 @@ fn main() -> ExitCode {
             }
             // The one-evaluation contract (docs/integration.md): a tuner
             // tells a compile failure from a crash by the status alone.
-            ExitCode::from(formats::exit_status(&e))
+            ExitCode::from(formats::exit_status(&*e))
         }
     }
 }

@@ -215,9 +215,10 @@ impl Failure {
     }
 
     /// How an error that ended a command classifies, looking through its
-    /// chain of causes for one of tdg's own error types.
-    pub fn of_error(e: &anyhow::Error) -> Option<Failure> {
-        e.chain().find_map(|cause| {
+    /// chain of causes (`anyhow`'s context included) for one of tdg's own
+    /// error types.
+    pub fn of_error(e: &(dyn std::error::Error + 'static)) -> Option<Failure> {
+        std::iter::successors(Some(e), |cause| cause.source()).find_map(|cause| {
             if let Some(r) = cause.downcast_ref::<RunError>() {
                 Failure::of_run_error(r)
             } else if let Some(c) = cause.downcast_ref::<checkpoint::CheckpointError>() {
@@ -226,6 +227,8 @@ impl Failure {
                 || cause.is::<driver_gen::model::ModelError>()
             {
                 Some(Failure::Usage)
+            } else if let Some(d) = cause.downcast_ref::<crate::DocumentError>() {
+                matches!(d, crate::DocumentError::Unsupported(_)).then_some(Failure::Usage)
             } else {
                 cause.downcast_ref::<Failed>().map(|f| f.failure)
             }
@@ -282,7 +285,7 @@ pub fn params_from_env(
 pub const PARAM_ENV_PREFIX: &str = "TDG_PARAM_";
 
 /// The exit status for an error that ended a command.
-pub fn exit_status(e: &anyhow::Error) -> u8 {
+pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> u8 {
     Failure::of_error(e).map_or(EXIT_OTHER, Failure::exit_code)
 }
 
@@ -329,13 +332,13 @@ mod tests {
     #[test]
     fn run_errors_classify_through_anyhow_context() {
         let e = anyhow::Error::from(RunError::TimedOut { seconds: 3 }).context("while tuning");
-        assert_eq!(exit_status(&e), 5);
+        assert_eq!(exit_status(&*e), 5);
         let e = anyhow::Error::from(RunError::ImplBuild {
             file: "k.c".into(),
             stderr: String::new(),
         });
-        assert_eq!(Failure::of_error(&e), Some(Failure::Compile));
-        assert_eq!(exit_status(&anyhow::anyhow!("something else")), EXIT_OTHER);
-        assert_eq!(exit_status(&usage("bad -D")), 2);
+        assert_eq!(Failure::of_error(&*e), Some(Failure::Compile));
+        assert_eq!(exit_status(&*anyhow::anyhow!("something else")), EXIT_OTHER);
+        assert_eq!(exit_status(&*usage("bad -D")), 2);
     }
 }

@@ -1,7 +1,7 @@
 //! `tdg run`'s reports, one or a flush sweep's, in the format asked for.
 
 use crate::gbench::{self, RunIdentity};
-use crate::Format;
+use crate::{DocumentError, Format};
 use driver_gen::report::{format_csv_row, format_sweep, format_table, CSV_HEADER};
 use driver_gen::RunReport;
 
@@ -11,7 +11,7 @@ pub fn render(
     reports: &[RunReport],
     format: Format,
     identity: impl FnOnce() -> std::io::Result<RunIdentity>,
-) -> anyhow::Result<String> {
+) -> Result<String, DocumentError> {
     Ok(match format {
         Format::Json if reports.len() == 1 => crate::json_document("report", &reports[0])?,
         Format::Json => crate::json_document("reports", &reports)?,
@@ -31,7 +31,7 @@ pub fn render(
             serde_json::to_string_pretty(&doc)? + "\n"
         }
         Format::T4 => {
-            return Err(crate::contract::usage(crate::unsupported(
+            return Err(DocumentError::Unsupported(crate::unsupported(
                 "tdg run",
                 format,
                 &[Format::Table, Format::Json, Format::Csv, Format::Gbench],
