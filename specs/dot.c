@@ -1,9 +1,10 @@
 /* Dot product with eight independent partial sums, so no single add chain
  * sets the pace. Compiled at -O2, gcc 12 keeps s[] on the stack: each
- * partial sum is then a load-add-store chain through memory (~10 cycles per
- * eight elements on the 2026 EPYC hosts), and an L2-resident call is
- * limited by store-to-load forwarding, not by the cache. At -O3 the sums
- * stay in registers and the same call runs ~2.5x faster. */
+ * partial sum is then a load-add-store chain through memory, and an
+ * L2-resident call is limited by store-to-load forwarding, not by the
+ * cache. At -O3 the sums stay in registers and the same call is several
+ * times faster; the benches and tests time it at -O2, as a kernel whose
+ * speed does not hinge on the cache alone. */
 double ddot(const int N, const double *X, const double *Y)
 {
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -463,15 +463,13 @@ fn non_temporal_records_leave_the_applications_cached_data_in_place() {
     // and the table stays. A random-cycle chase defeats the prefetchers, so
     // each evicted line costs a full L3 latency.
     //
-    // The control is an idle gap as long as the records took: on this
-    // shared VM the table decays from L2 by itself within half a
-    // millisecond of spinning (the pass after it x1.1-x1.7 slower, varying
-    // with the host's state), so the records' own share is the pass after
-    // them over the pass after the idle gap, round by round (each pass
-    // normalised by the warm pass just before it). Four runs: movnti
-    // x0.95-x1.06 of idle, ordinary stores x1.02-x1.82; compared with a
-    // warm pass alone, the CI once read movnti x2.15 against ordinary x2.12
-    // in a state where everything decayed (docs/profiling.md).
+    // The control is an idle gap as long as the records took: on a shared
+    // VM the table also decays from L2 by itself while the CPU spins (the
+    // other tenants share the cache), by an amount that moves with their
+    // load. Against a warm pass alone that decay could hide the contrast
+    // or fake it, so the records' own share is the pass after them over
+    // the pass after the idle gap, round by round (each pass normalised by
+    // the warm pass just before it). Figures: docs/profiling.md.
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked(
         dir.path(),
@@ -560,15 +558,14 @@ int main(void) {{
         println!("the records' own slowdown of the table pass: movnti x{nt:.2}, ordinary stores x{cached:.2}");
         (nt, cached)
     };
-    // On another EPYC host of this VM kind 1 MiB of ordinary stores barely
-    // disturbed the table; there the contrast cannot show, and the run says
-    // so.
+    // Where the caches keep the table through 1 MiB of ordinary stores
+    // (a larger or differently replaced L2), the contrast cannot show, and
+    // the run says so.
     let premise = |cached: f64| cached >= 1.3;
     let holds = |(nt, cached): (f64, f64)| nt < 1.2 && (!premise(cached) || cached > 1.2 * nt);
     // Once more when it does not hold: the host's own decay of the table
-    // varies from one process to the next (the idle gap's pass read x1.2 to
-    // x2.3 over a warm one between processes of one run), and one unlucky
-    // measurement is measured again; a real disturbance shows both times.
+    // varies from one process to the next, and one unlucky measurement is
+    // measured again; a real disturbance shows both times.
     let mut m = measure();
     if !holds(m) {
         eprintln!("measuring once more");

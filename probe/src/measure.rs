@@ -438,10 +438,10 @@ type CacheCurve = (Vec<CacheLevel>, f64, Vec<CurvePoint>, bool);
 
 /// A cache level is at most this fraction of main memory's latency. Under
 /// load the curve can hold a flat stretch just past the effective last-level
-/// cache where some lines still hit and most go to memory (seen: 50 ns from
-/// 12 to 40 MiB against 69 ns beyond, L3 lines ~6 ns); real caches are far
-/// faster than memory (here about a tenth, on server parts at most a
-/// quarter or so).
+/// cache where some lines still hit and most go to memory (the curve of
+/// `a_flat_stretch_nearly_as_slow_as_memory_is_not_a_cache`); real caches
+/// are far faster than memory (on server parts at most about a quarter of
+/// its latency), so half of it separates the two with room on either side.
 const CACHE_LATENCY_BELOW_MEMORY: f64 = 0.5;
 
 /// Which plateaus of the cache curve are cache levels, and main memory's
@@ -601,9 +601,9 @@ fn measure_caches(
 
 /// Each level cpuid documents, attached to the measured step nearest it
 /// (within 2.5x, levels kept in order), not to the step at the same
-/// position: the curve can show a step no TLB makes (a CI rehearsal's
-/// probes read one at 304-362 pages, below the 2048-entry L2 TLB's at
-/// 1218-1448), and by position it took the L2 TLB's documented count.
+/// position: the curve can show a step no TLB makes (between the L1 and L2
+/// TLBs' counts, in the test below), which by position would take the L2
+/// TLB's documented count.
 fn attach_documented(levels: &mut [TlbLevel], documented: &[Option<u64>]) {
     let mut from = 0;
     for d in documented.iter().flatten() {

@@ -87,21 +87,20 @@ fn nearest(curve: &[CurvePoint], x: u64) -> Option<&CurvePoint> {
 }
 
 /// How much faster than the result a re-measured point past the last cache
-/// level (memory) may read. Memory latency on this shared host moves with
-/// its state, which alternates over seconds, and the re-measure keeps the
-/// faster of two chases against the result's single one: five seconds
-/// after a probe, a 64 MiB chase read 72 ns against the result's 115 ns
-/// (a neighbour band down to 108 ns). A result that is too slow for memory
-/// leaves the defaults on the safe side (a larger flush); one that is too
-/// fast is what a stale probe looked like (38 ns cached, 95 ns now), and
-/// that direction keeps [`LATENCY_TOLERANCE`].
+/// level (memory) may read. Memory latency on a shared host moves with the
+/// other tenants' traffic, which changes over seconds, and the re-measure
+/// keeps the faster of two chases against the result's single one, so a
+/// faithful result can read well slower than its re-measure. A result that
+/// is too slow for memory leaves the defaults on the safe side (a larger
+/// flush), so this direction is loose; one that is too fast is what a
+/// stale probe looks like (a cache level taken for memory), and that
+/// direction keeps [`LATENCY_TOLERANCE`].
 pub const MEMORY_FASTER_TOLERANCE: f64 = 2.0;
 
 /// Reasons re-measured `(size, ns)` points disagree with the result's curve.
 /// A point is compared with the band its curve neighbours span (one each
 /// side): each curve point is a single measurement, and one that noise
-/// moved (16 MiB read 77 ns between neighbours at 95 and 98 ns here) must
-/// not make a faithful result look wrong, while a level read at the wrong
+/// moved below both its neighbours must not make a faithful result look wrong, while a level read at the wrong
 /// size moves the whole neighbourhood.
 pub fn against_repeat(r: &ProbeResult, remeasured: &[(u64, f64)]) -> Vec<String> {
     let memory_from = r

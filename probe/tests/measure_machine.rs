@@ -99,8 +99,9 @@ fn l1d_within_25_and_l2_within_50_percent_of_sysfs() {
 fn levels_get_slower_outwards_and_memory_is_slowest() {
     let r = probed();
     // Each level at least 1.3x the one inside it: the probe's loads overlap
-    // (an L2 hit read 1.47x an L1 hit in one suite run, 1.5x and more in
-    // others), so this is the order, not a latency ratio of dependent loads.
+    // and its figures are effective latencies, so adjacent levels can read
+    // closer than their documented latencies; this is the order, not a
+    // latency ratio of dependent loads.
     for w in r.caches.windows(2) {
         assert!(w[1].latency_ns > 1.3 * w[0].latency_ns, "{:?}", r.caches);
         assert!(
@@ -126,8 +127,8 @@ fn line_size_matches_sysfs() {
         return;
     };
     // As for the cache sizes, the least disturbed of up to three probes
-    // counts: on this wave's host a probe now and then reads the 256 B
-    // memory fetch unit as the line (every pair test of it disturbed).
+    // counts: a probe whose every pair test was disturbed reads the memory
+    // fetch unit (`memory_fetch_bytes`) as the line.
     let mut seen = vec![r.line.clone()];
     while seen.last().unwrap().bytes != doc && seen.len() < 3 {
         seen.push(reprobe().line);
@@ -147,8 +148,7 @@ fn first_tlb_level_is_smaller_than_the_l1d_footprint_step() {
     // few entries hold code, stack and page-table pages). Other work only
     // ever evicts entries and adds steps, so as for the cache sizes the
     // least disturbed of up to three probes counts. A step no TLB makes
-    // (CI rehearsals read one at 304-362 pages below the 2048-entry L2
-    // TLB's) carries no documented count.
+    // (one between the L1 and L2 TLBs' counts) carries no documented count.
     let documented_reach_fits = |r: &ProbeResult| {
         probe::documented::documented_dtlb_entries()
             .iter()
@@ -334,9 +334,10 @@ fn l1d_ways_equal_sysfs_and_l2_ways_where_measured() {
     let l1 = c.l1d_ways.as_ref().expect("L1d associativity");
     let doc = l1.documented.value.expect("sysfs documents L1d ways here");
     assert_eq!(l1.measured, Some(doc), "{l1:?}");
-    // The L2's eviction sets find nothing on this VM (every line of four
-    // L2s read three times leaves the target line in the L2): said, not
-    // passed off as a match.
+    // Where the L2's eviction sets find nothing (the target line still
+    // reloads from the L2 after every line of the pool was read; see
+    // docs/probe-tune.md), the probe says so in a note: said, not passed
+    // off as a match.
     let l2 = c.l2_ways.as_ref().expect("L2 associativity attempted");
     match l2.measured {
         Some(w) => assert_eq!(Some(w), l2.documented.value, "{l2:?}"),

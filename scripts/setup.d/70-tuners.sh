@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tools the output-format tests drive tdg with (tests/formats_*.rs):
+# The tools the output-format tests drive tdg with (tests/cli/formats_*.rs):
 # - Google Benchmark's compare.py (Debian's libbenchmark-tools, with
 #   python3-scipy for its U test) reads two `tdg run --format gbench` files;
 # - a Python virtual environment owned by the tests ($TDG_DEPS/tuners-venv)

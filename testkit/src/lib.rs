@@ -14,10 +14,10 @@ static SECTION: RwLock<()> = RwLock::new(());
 /// Held by every test that times something, uses CRIU or Slurm, or spins
 /// CPUs: such tests run one at a time, and never beside a test holding
 /// [`shared`]. On this machine's two cores a neighbour shares the L3 and
-/// the memory bandwidth, which is what the timings measure (seen: a flush
-/// sweep's cold end at 1.4x instead of 4x beside another cache test, a
-/// 10.3 % in-app miss that vanished run alone), and a load test's spinning
-/// threads would land inside another test's measurements.
+/// the memory bandwidth, which is what the timings measure: another cache
+/// test beside a flush sweep warms or evicts what the sweep measures, and a
+/// load test's spinning threads would land inside another test's
+/// measurements.
 pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
     SECTION
         .write()
@@ -79,9 +79,10 @@ pub fn usable_cpus() -> Vec<i32> {
 
 /// Pins the calling thread, and so every process it starts from now on
 /// (plain runs, captured applications, criu and the copies it restores), to
-/// one CPU. Unpinned, the runs of one comparison land on either vCPU of this
-/// shared machine, whose speeds differ at times (seen: the same sort call at
-/// 28 or 52 us depending on the CPU), and a median of 15 flips between them.
+/// one CPU. Unpinned, the runs of one comparison land on either vCPU of a
+/// shared machine, whose speeds can differ by a large factor at times
+/// (each vCPU's host core has its own neighbours), so a median of a few
+/// runs would flip between the two speeds.
 pub fn pin_to_one_cpu() {
     // SAFETY: plain libc calls on a zeroed cpu_set_t owned by this frame.
     unsafe {

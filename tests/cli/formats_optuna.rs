@@ -18,11 +18,10 @@ const SPACE: [&str; 6] = [
     "--param",
     "NU=1:4",
 ];
-/// Half the space. Exhaustively, 8 of the 128 configurations are within
-/// 5 % of the best and 12 within 10 %: with 32 trials Optuna's sampler
-/// missed all 8 in one CI rehearsal (its best 9.9 % slower, re-timed side by
-/// side), about what drawing 32 of 128 at random gives (misses all 8 one
-/// time in ten); with 64, one time in three hundred.
+/// Half the space. Exhaustively, about 8 of the 128 configurations are
+/// within 5 % of the best: 32 trials drawn at random miss all 8 one time in
+/// ten, and Optuna's sampler starts out random; with 64, one time in three
+/// hundred.
 const BUDGET: &str = "64";
 
 type Config = BTreeMap<String, i64>;
@@ -107,9 +106,8 @@ fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
     let optuna_best = config(&found["best"]);
 
     // Side by side, interleaved, so drift on this shared machine hits both.
-    // Once more when they disagree: four re-timings of each on this host
-    // have spread 9 % in one run and 66 % in another, and one unlucky set (a CI
-    // rehearsal: 9.5 % apart against a 9.1 % spread) is measured again; a
+    // Once more when they disagree: the spread of four re-timings of each
+    // moves with the host's load, so one unlucky set is measured again; a
     // real difference shows both times.
     let measure = || {
         let (mut a, mut b) = (Vec::new(), Vec::new());

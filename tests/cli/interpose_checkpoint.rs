@@ -148,10 +148,10 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
         Some(true)
     );
     // On a quiet host the interval narrows inside 10% within the 20 rounds.
-    // At a load average of 16 on the 2 vCPUs even the call's CPU time
-    // scattered 59-87 ms per plain run, and 20 rounds left 0.84-1.00:
-    // undecided is then the honest answer, and the test asks that the
-    // interval still holds 1 (an image off by more than its noise fails).
+    // Under heavy load even the call's CPU time scatters from run to run,
+    // and 20 rounds leave a wider interval: undecided is then the honest
+    // answer, and the test asks that the interval still holds 1 (an image
+    // off by more than its noise fails).
     match v["verdict"].as_str() {
         Some("matches") => {
             assert!(out.status.success());

@@ -107,8 +107,8 @@ fn rounds(campaign: &Path) -> Vec<usize> {
 /// When they do not, the configuration is timed again here: the spin
 /// kernel's cost is a deadline, so another process running over it only
 /// ever adds time, and the slower figure is excused when the faster one
-/// is what the configuration costs now (seen in CI: one configuration at
-/// 158 us locally, 128 us on Slurm and in every quiet run). A result
+/// is what the configuration costs now (a busy neighbour during one of the
+/// two runs slows that one alone). A result
 /// stored under a cheaper configuration is the faster figure and still
 /// fails; one stored under a dearer configuration leaves that
 /// configuration's own pair with a faster figure that fails.

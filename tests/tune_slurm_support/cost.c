@@ -1,5 +1,5 @@
 /* A kernel with a deterministic cost, for the tests of tdg tune's executors
- * (tests/tune_slurm.rs). Each call spins until cost_ns() has passed on
+ * (tests/cli/tune_slurm.rs). Each call spins until cost_ns() has passed on
  * CLOCK_MONOTONIC, so the driver's minimum over its samples is that cost
  * plus a few tens of ns: the search follows the same path on every run and
  * executor. Costs are 100 us * 1.05^rank, rank being the configuration's
