@@ -5,13 +5,17 @@
 //! 1 and 2 read 581 and 591 ns while delays of 16 and more read 290 ns. When
 //! the in-app time is known (plain runs timed with the markers), the
 //! smallest delay that reproduces it is chosen instead, and every row shows
-//! its remaining gap.
+//! its remaining gap. With the application as the reference, each delay's
+//! image is compared with plain runs of the application interleaved round
+//! by round (the comparison of `checkpoint validate`), and the first delay
+//! whose samples match it is kept.
 
 use crate::capture::{capture, CaptureRequest};
 use crate::criu::Criu;
 use crate::error::{CheckpointError, Result};
 use crate::inapp::{measure_in_app, InAppRequest};
 use crate::timing::{time_image, TimeOptions};
+use crate::validate::{validate, Comparison, RatioEstimate, ValidateRequest, Verdict};
 use stats::{relative_difference, Summary};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,9 +29,24 @@ pub struct AutoDelayRequest {
     pub threshold: f64,
     pub max_delay: u64,
     pub time: TimeOptions,
-    /// Plain runs of the application to time the call in (0: none, plateau
-    /// rule only).
-    pub in_app_runs: usize,
+    /// What a delay's samples are held against.
+    pub reference: DelayReference,
+}
+
+/// What ends the search.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DelayReference {
+    /// The next delays (the paper's rule): two successive delays agree
+    /// within the threshold and a much larger one confirms it.
+    Delays,
+    /// The in-app median of this many plain runs, timed once before the
+    /// search: the smallest delay within the threshold of it.
+    InAppMedian { runs: usize },
+    /// The application itself, interleaved: each delay's image against
+    /// plain runs round by round, as `checkpoint validate` compares them;
+    /// the first delay whose verdict is "matches" (the comparison's
+    /// tolerance, not the threshold).
+    Application(Comparison),
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -37,9 +56,29 @@ pub struct DelayRow {
     pub region_ns: Summary,
     /// Median relative to the previous (smaller) delay's median.
     pub change_from_previous: Option<f64>,
-    /// Median relative to the in-app median, when that was measured.
+    /// Median relative to the in-app median, when that was measured (with
+    /// the application as the reference: the rounds' ratio minus 1).
     #[serde(default)]
     pub gap_to_in_app: Option<f64>,
+    /// The interleaved comparison with the application at this delay.
+    #[serde(default)]
+    pub against_application: Option<DelayValidation>,
+}
+
+/// One delay's image held against the application, interleaved.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DelayValidation {
+    /// The clock compared (CPU time from a millisecond on).
+    pub clock: crate::clock::ClockChoice,
+    pub rounds: usize,
+    /// The compared clock's medians over every round: the image's samples
+    /// and the application's plain runs.
+    pub image_median_ns: f64,
+    pub in_app_median_ns: f64,
+    /// The rounds' ratio (image over in-app) with its interval; None with
+    /// too few rounds for one.
+    pub estimate: Option<RatioEstimate>,
+    pub verdict: Verdict,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -54,12 +93,20 @@ pub struct AutoDelayReport {
     /// The in-app median of the call, when plain runs were timed.
     #[serde(default)]
     pub in_app_ns: Option<f64>,
+    /// The relative agreement that ended the search: the threshold, or the
+    /// comparison's tolerance with the application as the reference.
     pub threshold: f64,
+    /// The application was the reference, interleaved with each delay.
+    #[serde(default)]
+    pub against_application: bool,
     pub image: PathBuf,
 }
 
 impl AutoDelayReport {
     pub fn render_text(&self) -> String {
+        if self.against_application {
+            return self.render_against_application();
+        }
         let mut s = String::from("delay  median region time  min            change  vs in-app\n");
         let pct = |v: Option<f64>| {
             v.map(|c| format!("{:+.1}%", c * 100.0))
@@ -116,6 +163,63 @@ impl AutoDelayReport {
                 self.chosen,
                 self.image.display()
             ),
+        };
+        s
+    }
+}
+
+impl AutoDelayReport {
+    fn render_against_application(&self) -> String {
+        let mut s = String::from(
+            "delay  rounds  clock  image median  in-app median  image/in-app  interval       verdict\n",
+        );
+        for r in &self.rows {
+            let Some(v) = &r.against_application else {
+                continue;
+            };
+            let (ratio, interval) = match &v.estimate {
+                Some(e) => (
+                    format!("{:.3}", e.ratio),
+                    format!("{:.3}-{:.3}", e.low, e.high),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            s += &format!(
+                "{:>5}  {:>6}  {:<5}  {:>12}  {:>13}  {:>12}  {:<13}  {}{}\n",
+                r.delay,
+                v.rounds,
+                if v.clock == crate::clock::ClockChoice::Cpu {
+                    "cpu"
+                } else {
+                    "wall"
+                },
+                stats::ns(v.image_median_ns),
+                stats::ns(v.in_app_median_ns),
+                ratio,
+                interval,
+                v.verdict.word(),
+                if r.delay == self.chosen {
+                    "  <- chosen"
+                } else {
+                    ""
+                }
+            );
+        }
+        let tol = self.threshold * 100.0;
+        s += &if self.converged {
+            format!(
+                "chosen delay {}: the smallest tried whose samples match the application within {tol:.0}% \
+                 (plain runs and samples interleaved, as `tdg checkpoint validate`); image {}\n",
+                self.chosen,
+                self.image.display()
+            )
+        } else {
+            format!(
+                "no delay matched the application within {tol:.0}%; kept the closest ({}); image {} \
+                 (raise --max-delay or --max-rounds, or compare on a quieter host)\n",
+                self.chosen,
+                self.image.display()
+            )
         };
         s
     }
@@ -221,6 +325,36 @@ pub fn search_delay(
     })
 }
 
+/// The search against the application, over `judge(delay)` (capture and
+/// an interleaved comparison in real use): the first geometric delay whose
+/// verdict is "matches"; else the delay whose ratio is nearest 1 (a delay
+/// without an estimate counts as farthest).
+pub fn search_against_application(
+    last: u64,
+    judge: &mut dyn FnMut(u64) -> Result<(Verdict, Option<f64>)>,
+) -> Result<DelayChoice> {
+    let mut closest: Option<(u64, f64)> = None;
+    for k in geometric_delays(last) {
+        let (verdict, ratio) = judge(k)?;
+        if verdict == Verdict::Matches {
+            return Ok(DelayChoice {
+                delay: k,
+                converged: true,
+                confirmed_by: None,
+            });
+        }
+        let distance = ratio.map_or(f64::INFINITY, |r| r.ln().abs());
+        if closest.is_none_or(|(_, d)| distance < d) {
+            closest = Some((k, distance));
+        }
+    }
+    Ok(DelayChoice {
+        delay: closest.map_or(last, |(k, _)| k),
+        converged: false,
+        confirmed_by: None,
+    })
+}
+
 pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport> {
     if !(req.threshold > 0.0 && req.threshold < 1.0) {
         return Err(CheckpointError::InvalidRequest(
@@ -234,12 +368,20 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
             req.capture.call
         )));
     }
-    let in_app_ns = if req.in_app_runs > 0 {
+    if let DelayReference::Application(comparison) = &req.reference {
+        return against_application(req, comparison, last, criu);
+    }
+    let in_app_ns = if let DelayReference::InAppMedian { runs } = req.reference {
+        if runs == 0 {
+            return Err(CheckpointError::InvalidRequest(
+                "--inapp-runs counts from 1".into(),
+            ));
+        }
         let r = measure_in_app(&InAppRequest {
             command: req.capture.command.clone(),
             site: req.capture.site.clone(),
             call: req.capture.call,
-            runs: req.in_app_runs,
+            runs,
             timeout: req.capture.timeout,
             preload: req.capture.preload.clone(),
         })?;
@@ -292,6 +434,7 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
                 change_from_previous: previous.map(|p| (region_ns.median - p) / p),
                 gap_to_in_app: in_app_ns.map(|t| (region_ns.median - t) / t),
                 region_ns,
+                against_application: None,
             };
             previous = Some(region_ns.median);
             row
@@ -304,7 +447,84 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         confirmed_by: choice.confirmed_by,
         in_app_ns,
         threshold: req.threshold,
+        against_application: false,
         image: final_image,
+    })
+}
+
+/// [`auto_delay`] with the application as the reference: each delay is
+/// captured straight into the final image directory (a capture empties an
+/// earlier image of tdg's there) and compared with plain runs, interleaved,
+/// so the image kept is the one that matched; only when none did is the
+/// closest captured once more.
+fn against_application(
+    req: &AutoDelayRequest,
+    comparison: &Comparison,
+    last: u64,
+    criu: &Criu,
+) -> Result<AutoDelayReport> {
+    comparison.check()?;
+    let image = req.capture.image.clone();
+    let mut rows: Vec<DelayRow> = Vec::new();
+    let mut last_captured = None;
+    let choice = search_against_application(last, &mut |k| {
+        let mut c = req.capture.clone();
+        c.delay = k;
+        capture(&c, criu)?;
+        last_captured = Some(k);
+        let mut time = req.time.clone();
+        time.criu = Some(criu.clone());
+        let report = validate(&ValidateRequest {
+            image: image.clone(),
+            // Run here, as the capture ran it (not in the image's directory).
+            command: Some(req.capture.command.clone()),
+            comparison: *comparison,
+            app_timeout: req.capture.timeout,
+            time,
+        })?;
+        let wall: Vec<f64> = report
+            .rounds
+            .iter()
+            .flat_map(|r| match report.clock {
+                crate::clock::ClockChoice::Cpu => &r.image_other_ns,
+                _ => &r.image_ns,
+            })
+            .map(|&n| n as f64)
+            .collect();
+        let region_ns = Summary::of(&wall).unwrap_or(report.image_ns);
+        let ratio = report.estimate.map(|e| e.ratio);
+        rows.push(DelayRow {
+            delay: k,
+            region_ns,
+            change_from_previous: rows
+                .last()
+                .map(|p| (region_ns.median - p.region_ns.median) / p.region_ns.median),
+            gap_to_in_app: ratio.map(|r| r - 1.0),
+            against_application: Some(DelayValidation {
+                clock: report.clock,
+                rounds: report.rounds.len(),
+                image_median_ns: report.image_ns.median,
+                in_app_median_ns: report.in_app_ns.median,
+                estimate: report.estimate,
+                verdict: report.verdict,
+            }),
+        });
+        Ok((report.verdict, ratio))
+    })?;
+    if last_captured != Some(choice.delay) {
+        let mut c = req.capture.clone();
+        c.delay = choice.delay;
+        capture(&c, criu)?;
+    }
+    Ok(AutoDelayReport {
+        rows,
+        chosen: choice.delay,
+        converged: choice.converged,
+        confirmed_by: None,
+        in_app_ns: None,
+        threshold: comparison.tolerance,
+        against_application: true,
+        image,
     })
 }
 
@@ -379,5 +599,35 @@ mod tests {
         // Never reached: the closest is kept and the search says so.
         let (c, _) = run(&table, 64, Some(100.0));
         assert_eq!((c.delay, c.converged), (16, false));
+    }
+
+    #[test]
+    fn against_the_application_the_first_match_is_kept() {
+        let verdicts = [
+            (0, Verdict::Slower, Some(3.1)),
+            (1, Verdict::Undecided, Some(1.12)),
+            (2, Verdict::Matches, Some(1.01)),
+            (4, Verdict::Matches, Some(1.0)),
+        ];
+        let mut asked = Vec::new();
+        let c = search_against_application(64, &mut |k| {
+            asked.push(k);
+            let (_, v, r) = verdicts.iter().find(|(d, ..)| *d == k).unwrap();
+            Ok((*v, *r))
+        })
+        .unwrap();
+        assert_eq!((c.delay, c.converged), (2, true));
+        assert_eq!(asked, [0, 1, 2], "no delay after the first match");
+        // None matches: the ratio nearest 1 either way, said unconverged.
+        let c = search_against_application(4, &mut |k| {
+            Ok(match k {
+                0 => (Verdict::Slower, Some(3.0)),
+                1 => (Verdict::Undecided, Some(0.93)),
+                2 => (Verdict::Undecided, Some(1.09)),
+                _ => (Verdict::Undecided, None),
+            })
+        })
+        .unwrap();
+        assert_eq!((c.delay, c.converged), (1, false));
     }
 }

@@ -4,7 +4,7 @@
 use crate::capture_info::{CaptureInfo, CAPTURE_INFO_FILE, DUMP_LOG_FILE};
 use crate::criu::{diagnose_log, running_as_root, Criu};
 use crate::env;
-use crate::error::{io_err, CheckpointError, Result};
+use crate::error::{guard_err, io_err, CheckpointError, Result};
 use crate::manifest::{checksum_image, sha256_file, Manifest, MANIFEST_FORMAT};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -108,15 +108,6 @@ pub fn prepare_image_dir(image: &Path) -> Result<PathBuf> {
     fsguard::OwnedDir::fresh(image, IMAGE_DIR)
         .map(|dir| dir.path().to_path_buf())
         .map_err(guard_err)
-}
-
-/// A refusal is the user's to act on (another `-o`); anything else is I/O.
-pub(crate) fn guard_err(e: std::io::Error) -> CheckpointError {
-    if fsguard::is_refusal(&e) {
-        CheckpointError::InvalidRequest(e.to_string())
-    } else {
-        CheckpointError::Files(e)
-    }
 }
 
 /// Copies the shim `shim` into `image`/[`PRELOAD_DIR`]: CRIU restores its

@@ -75,3 +75,13 @@ pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) 
     let context = context.into();
     move |source| CheckpointError::Io { context, source }
 }
+
+/// A refusal of fsguard's (a directory or file tdg did not create) is the
+/// user's to act on (another `-o`); anything else is I/O.
+pub(crate) fn guard_err(e: std::io::Error) -> CheckpointError {
+    if fsguard::is_refusal(&e) {
+        CheckpointError::InvalidRequest(e.to_string())
+    } else {
+        CheckpointError::Files(e)
+    }
+}

@@ -15,9 +15,10 @@
 //! once per sample instead.
 
 use crate::error::{CheckpointError, Result};
+use crate::hostlib::parse_result;
 use crate::restore::{
-    line_field, parse_result, Candidate, CopyInstructions, CopyReport, RawRestore, RestorePlan,
-    RestoredRun, SamplePhases, TeamUse,
+    line_field, Candidate, CopyInstructions, CopyReport, RawRestore, RestorePlan, RestoredRun,
+    SamplePhases, TeamUse,
 };
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! directory: `tdg checkpoint lib -o DIR` writes it out, and tests build
 //! applications against it through `toolchain`.
 
-use crate::capture::guard_err;
+use crate::error::guard_err;
 use crate::error::Result;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +10,22 @@ pub const HEADER_NAME: &str = "tdg_checkpoint.h";
 pub const SOURCE_NAME: &str = "tdg_checkpoint.c";
 pub const HEADER: &str = include_str!("../c/tdg_checkpoint.h");
 pub const SOURCE: &str = include_str!("../c/tdg_checkpoint.c");
+
+/// `ns=<wall> cpu_ns=<cpu>`, as the host library writes it.
+pub fn parse_result(text: &str) -> Option<(u64, u64)> {
+    text.lines().find_map(|l| {
+        let mut wall = None;
+        let mut cpu = None;
+        for field in l.split_whitespace() {
+            if let Some(v) = field.strip_prefix("ns=") {
+                wall = v.parse().ok();
+            } else if let Some(v) = field.strip_prefix("cpu_ns=") {
+                cpu = v.parse().ok();
+            }
+        }
+        Some((wall?, cpu?))
+    })
+}
 
 #[derive(Debug, Clone)]
 pub struct HostLibrary {

@@ -103,7 +103,7 @@ pub fn measure_in_app_in(req: &InAppRequest, cwd: Option<&std::path::Path>) -> R
     let text = std::fs::read_to_string(&report).unwrap_or_default();
     let pairs: Vec<(u64, u64)> = text
         .lines()
-        .filter_map(crate::restore::parse_result)
+        .filter_map(crate::hostlib::parse_result)
         .collect();
     let samples_ns: Vec<u64> = pairs.iter().map(|p| p.0).collect();
     let samples_cpu_ns: Vec<u64> = pairs.iter().map(|p| p.1).collect();

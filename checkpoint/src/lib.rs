@@ -15,6 +15,7 @@ pub mod candidate;
 pub mod candidate_run;
 pub mod capture;
 pub mod capture_info;
+pub mod clock;
 pub mod criu;
 pub mod doctor;
 pub mod env;
@@ -33,10 +34,11 @@ pub mod timing;
 pub mod tsc;
 pub mod validate;
 
-pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest};
+pub use autodelay::{auto_delay, AutoDelayReport, AutoDelayRequest, DelayReference};
 pub use candidate::{build_candidate, compare_outputs, CandidateSource, Mismatch};
 pub use candidate_run::{time_with_candidate, CandidateRun, CandidateTiming, DEFAULT_TOLERANCE};
 pub use capture::{capture, CaptureOutcome, CaptureRequest};
+pub use clock::ClockChoice;
 pub use criu::{find_criu, Criu, CriuVersion};
 pub use doctor::{run_doctor, DoctorReport};
 pub use error::{CheckpointError, Result};
@@ -44,14 +46,17 @@ pub use forked::InPlace;
 pub use hostlib::{build_with_host_library, write_host_library, HostLibrary};
 pub use inapp::{measure_in_app, InAppReport, InAppRequest};
 pub use manifest::Manifest;
-pub use region_shim::{region_shim, RegionShim, RegionShimError};
+pub use region_shim::{region_shim, region_shim_for_spec, RegionShim, RegionShimError};
 pub use restore::{Candidate, CopyInstructions, RestorePlan, RestoredRun, SamplePhases, TeamUse};
 pub use sites::{list_sites, SitesReport};
 pub use timing::{
     clause_image, time_checkpoint_clause, time_image, ImageTimer, Samples, TimeOptions,
     TimingReport, Verification,
 };
-pub use validate::{validate, ValidateRequest, ValidationReport, Verdict};
+pub use validate::{
+    validate, validate_candidate, Comparison, ValidateRequest, ValidationOutcome, ValidationReport,
+    Verdict,
+};
 
 /// What restoring an image means for trust, as `tdg checkpoint capture`
 /// and `time` say it in `--help` (docs/checkpoint.md says the same).

@@ -3,7 +3,7 @@
 //! can refuse an image that was corrupted or whose binary was rebuilt.
 
 use crate::capture_info::{CaptureInfo, CAPTURE_INFO_FILE};
-use crate::error::{io_err, CheckpointError, Result};
+use crate::error::{guard_err, io_err, CheckpointError, Result};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -60,7 +60,7 @@ impl CapturedCall {
     /// The record the original wrote into `image`, if it reached the call.
     pub fn read(image: &Path) -> Option<CapturedCall> {
         let text = std::fs::read_to_string(image.join(CAPTURED_CALL_FILE)).ok()?;
-        let (ns, cpu_ns) = crate::restore::parse_result(&text)?;
+        let (ns, cpu_ns) = crate::hostlib::parse_result(&text)?;
         let minflt = text
             .split_whitespace()
             .find_map(|f| f.strip_prefix("minflt="))
@@ -130,7 +130,7 @@ impl Manifest {
     pub fn write(&self, image: &Path) -> Result<()> {
         let path = image.join(MANIFEST_FILE);
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        fsguard::write_atomic(&path, (text + "\n").as_bytes()).map_err(crate::capture::guard_err)
+        fsguard::write_atomic(&path, (text + "\n").as_bytes()).map_err(guard_err)
     }
 
     pub fn read(image: &Path) -> Result<Manifest> {

@@ -14,8 +14,9 @@ use toolchain::CCompiler;
 /// Why no region shim was built.
 #[derive(Debug, thiserror::Error)]
 pub enum RegionShimError {
-    /// A spec item the C compiler refused (a member the struct does not
-    /// have, a header not found), located at the item in the spec.
+    /// The spec does not read as a prototype, or a spec item the C
+    /// compiler refused (a member the struct does not have, a header not
+    /// found): located in the spec, with a caret.
     #[error("{0}")]
     Spec(spec_lang::Diagnostics),
     #[error(transparent)]
@@ -56,6 +57,20 @@ pub fn region_shim(
         site: spec.routine.name.name.clone(),
         shared_object,
     })
+}
+
+/// [`region_shim`] for the spec at `spec_path`, read here and built with
+/// the C compiler `cc` names (None: `$CC`, cc, gcc, clang): what `capture
+/// --spec` and `inapp --spec` do with the command line's spec.
+pub fn region_shim_for_spec(
+    spec_path: &Path,
+    include: &[PathBuf],
+    cc: Option<&str>,
+    scratch: &Path,
+) -> Result<RegionShim, RegionShimError> {
+    let spec = spec_lang::load_prototype(spec_path).map_err(RegionShimError::Spec)?;
+    let cc = CCompiler::find(cc).map_err(|e| RegionShimError::Checkpoint(e.into()))?;
+    region_shim(&spec, spec_path, include, &cc, scratch)
 }
 
 /// A spec item the C compiler refused, shown at the item in the spec like

@@ -577,7 +577,7 @@ pub struct CopyReport {
 impl CopyReport {
     pub fn parse(text: &str) -> CopyReport {
         let mut report = CopyReport {
-            times: parse_result(text),
+            times: crate::hostlib::parse_result(text),
             minor_faults: text
                 .lines()
                 .find(|l| l.starts_with("ns="))
@@ -658,22 +658,6 @@ fn control_pipe(text: &str) -> Result<ControlPipe> {
         })
     });
     Ok(ControlPipe { read, writer })
-}
-
-/// `ns=<wall> cpu_ns=<cpu>`, as the host library writes it.
-pub fn parse_result(text: &str) -> Option<(u64, u64)> {
-    text.lines().find_map(|l| {
-        let mut wall = None;
-        let mut cpu = None;
-        for field in l.split_whitespace() {
-            if let Some(v) = field.strip_prefix("ns=") {
-                wall = v.parse().ok();
-            } else if let Some(v) = field.strip_prefix("cpu_ns=") {
-                cpu = v.parse().ok();
-            }
-        }
-        Some((wall?, cpu?))
-    })
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {

@@ -2,6 +2,7 @@
 //! region times like a default driver does.
 
 use crate::candidate::{compare_outputs, Mismatch};
+use crate::clock::CPU_CLOCK_FROM_NS;
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::forked::{InPlace, LearnedPages};
@@ -188,7 +189,7 @@ pub struct CapturedCallCheck {
     pub captured_ns: u64,
     pub captured_cpu_ns: u64,
     /// The clock compared: CPU time for calls of a millisecond and more
-    /// (`crate::validate::CPU_CLOCK_FROM_NS`), wall time below.
+    /// ([`CPU_CLOCK_FROM_NS`]), wall time below.
     pub cpu_clock: bool,
     /// The samples' median over the captured call's time (that clock).
     pub median_ratio: f64,
@@ -218,8 +219,8 @@ impl CapturedCallCheck {
         samples_ns: &[u64],
         samples_cpu_ns: &[u64],
     ) -> Option<Self> {
-        let cpu_clock = captured.cpu_ns as f64 >= crate::validate::CPU_CLOCK_FROM_NS
-            && samples_cpu_ns.len() == samples_ns.len();
+        let cpu_clock =
+            captured.cpu_ns as f64 >= CPU_CLOCK_FROM_NS && samples_cpu_ns.len() == samples_ns.len();
         let (samples, c) = if cpu_clock {
             (samples_cpu_ns, captured.cpu_ns as f64)
         } else {

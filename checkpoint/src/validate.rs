@@ -10,11 +10,14 @@
 //! application when timed after the profiles, and 1.00-1.08x interleaved
 //! (issue 26).
 
+use crate::candidate::build_candidate;
+use crate::candidate_run::CandidateRun;
 use crate::capture::PRELOAD_DIR;
+use crate::clock::{ClockChoice, CPU_CLOCK_FROM_NS};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::inapp::{measure_in_app_in, InAppRequest};
 use crate::restore::{Candidate, CopyInstructions};
-use crate::timing::{ImageTimer, TimeOptions};
+use crate::timing::{ImageTimer, TimeOptions, Verification};
 use stats::{median_interval, Summary};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,6 +29,19 @@ pub struct ValidateRequest {
     /// The application to run plainly; None: the captured command, in the
     /// directory it was captured from.
     pub command: Option<Vec<OsString>>,
+    /// How the two sides are compared.
+    pub comparison: Comparison,
+    /// Limit for one plain run of the application.
+    pub app_timeout: Option<Duration>,
+    /// How the image is sampled (a candidate, the restore path, the limit).
+    pub time: TimeOptions,
+}
+
+/// The rules of an interleaved comparison of an image with its
+/// application (`checkpoint validate`, and `--auto-delay` against the
+/// application at each delay).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Comparison {
     /// Rounds before a verdict may stop the comparison.
     pub min_rounds: usize,
     /// Rounds after which an undecided comparison stops.
@@ -39,47 +55,54 @@ pub struct ValidateRequest {
     pub tolerance: f64,
     /// Confidence of the ratio's interval.
     pub confidence: f64,
-    /// Limit for one plain run of the application.
-    pub app_timeout: Option<Duration>,
-    /// How the image is sampled (a candidate, the restore path, the limit).
-    pub time: TimeOptions,
     /// Which clock the ratio compares.
     pub clock: ClockChoice,
 }
 
-/// The clock a validation compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClockChoice {
-    /// CPU time for calls of [`CPU_CLOCK_FROM_NS`] and more (from the
-    /// first round's plain runs), wall time below.
-    Auto,
-    Wall,
-    Cpu,
-}
-
-/// From this call length on, `--clock auto` compares CPU time: on a shared
-/// VM a preempted call's wall time swings with the other tenants (a 60 ms
-/// block sort read 250-300 ms wall at load 16 while its CPU time stayed
-/// 60-65 ms), and the CPU clock's own cost (a system call of 2-5 us, read
-/// outside the timed window but inside the thread's CPU time) is below
-/// 0.5% of such a call.
-pub const CPU_CLOCK_FROM_NS: f64 = 1e6;
-
-impl Default for ValidateRequest {
+impl Default for Comparison {
     fn default() -> Self {
-        ValidateRequest {
-            image: PathBuf::new(),
-            command: None,
+        Comparison {
             min_rounds: 6,
             max_rounds: 20,
             runs_per_round: 1,
             samples_per_round: 3,
             tolerance: 0.10,
             confidence: 0.95,
+            clock: ClockChoice::Auto,
+        }
+    }
+}
+
+impl Comparison {
+    /// One line on what is wrong with these rules, if anything.
+    pub fn check(&self) -> Result<()> {
+        if self.min_rounds == 0
+            || self.max_rounds < self.min_rounds
+            || self.runs_per_round == 0
+            || self.samples_per_round == 0
+        {
+            return Err(CheckpointError::InvalidRequest(
+                "--min-rounds, --runs and --samples count from 1, and --max-rounds is at least --min-rounds"
+                    .into(),
+            ));
+        }
+        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
+            return Err(CheckpointError::InvalidRequest(
+                "the tolerance (--within) is a fraction between 0 and 1 (e.g. 0.1 for 10%)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for ValidateRequest {
+    fn default() -> Self {
+        ValidateRequest {
+            image: PathBuf::new(),
+            command: None,
+            comparison: Comparison::default(),
             app_timeout: Some(Duration::from_secs(600)),
             time: TimeOptions::default(),
-            clock: ClockChoice::Auto,
         }
     }
 }
@@ -327,21 +350,8 @@ fn median_of(v: &[u64]) -> f64 {
 /// by round, until the rounds' ratio is decided (after `min_rounds`) or
 /// `max_rounds` are done.
 pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
-    if req.min_rounds == 0
-        || req.max_rounds < req.min_rounds
-        || req.runs_per_round == 0
-        || req.samples_per_round == 0
-    {
-        return Err(CheckpointError::InvalidRequest(
-            "--min-rounds, --runs and --samples count from 1, and --max-rounds is at least --min-rounds"
-                .into(),
-        ));
-    }
-    if !(req.tolerance > 0.0 && req.tolerance < 1.0) {
-        return Err(CheckpointError::InvalidRequest(
-            "--tolerance is a fraction between 0 and 1 (e.g. 0.1 for 10%)".into(),
-        ));
-    }
+    let cmp = &req.comparison;
+    cmp.check()?;
     let timer = ImageTimer::open(&req.image, &req.time)?;
     let manifest = &timer.manifest;
     let Some(call) = manifest.call else {
@@ -363,7 +373,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         command: command.clone(),
         site: manifest.site.clone(),
         call,
-        runs: req.runs_per_round,
+        runs: cmp.runs_per_round,
         timeout: req.app_timeout,
         preload: shim.clone(),
     };
@@ -372,7 +382,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         candidate: req.time.candidate.clone(),
         outputs: None,
     })?;
-    let schedule = vec![candidates.len(); req.samples_per_round];
+    let schedule = vec![candidates.len(); cmp.samples_per_round];
     // (wall, cpu) of each sample
     let sample_image = || -> Result<(Vec<u64>, Vec<u64>)> {
         let mut taken = timer.take_samples(&candidates, &schedule, req.time.restore_per_sample)?;
@@ -389,12 +399,12 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         let r = measure_in_app_in(&in_app, cwd.as_deref())?;
         Ok((r.samples_ns, r.samples_cpu_ns))
     };
-    let mut clock = req.clock;
+    let mut clock = cmp.clock;
     let started = Instant::now();
     let mut rounds: Vec<ValidationRound> = Vec::new();
     let mut estimate = None;
     let mut decided = Verdict::Undecided;
-    while rounds.len() < req.max_rounds {
+    while rounds.len() < cmp.max_rounds {
         let image_first = rounds.len() % 2 == 1;
         let (app, image) = if image_first {
             let i = sample_image()?;
@@ -431,10 +441,10 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
             in_app_other_ns,
             image_other_ns,
         });
-        if rounds.len() >= req.min_rounds {
+        if rounds.len() >= cmp.min_rounds {
             let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
-            estimate = ratio_estimate(&ratios, req.confidence);
-            decided = verdict(estimate.as_ref(), req.tolerance);
+            estimate = ratio_estimate(&ratios, cmp.confidence);
+            decided = verdict(estimate.as_ref(), cmp.tolerance);
             if decided != Verdict::Undecided {
                 break;
             }
@@ -459,14 +469,51 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         clock,
         in_app_ns: all(&|r| &r.in_app_ns),
         image_ns: all(&|r| &r.image_ns),
-        decided_early: decided != Verdict::Undecided && rounds.len() < req.max_rounds,
+        decided_early: decided != Verdict::Undecided && rounds.len() < cmp.max_rounds,
         rounds,
         estimate,
-        confidence: req.confidence,
-        tolerance: req.tolerance,
+        confidence: cmp.confidence,
+        tolerance: cmp.tolerance,
         verdict: decided,
         wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// How validating an image with (or without) a candidate ended.
+// One value per command, so the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum ValidationOutcome {
+    Validated(ValidationReport),
+    /// The candidate's outputs differ from the original's on the image: not
+    /// compared.
+    Differs(Verification),
+}
+
+/// [`validate`] with the image's samples running `candidate` (None: the
+/// application's code): built first and, unless told not to, checked
+/// against the original on the image, so a wrong candidate is not timed.
+pub fn validate_candidate(
+    req: &ValidateRequest,
+    candidate: Option<&CandidateRun>,
+) -> Result<ValidationOutcome> {
+    let Some(c) = candidate else {
+        return validate(req).map(ValidationOutcome::Validated);
+    };
+    let scratch = toolchain::scratch_dir("tdg-candidate")
+        .map_err(io_err("cannot make a scratch directory for the candidate"))?;
+    let so = build_candidate(&c.source, scratch.path(), "candidate")?;
+    let mut req = req.clone();
+    if c.verify {
+        let v = ImageTimer::open(&req.image, &req.time)?.verify(&so, c.tolerance)?;
+        if v.mismatch.is_some() {
+            return Ok(ValidationOutcome::Differs(v));
+        }
+        // Just checked: the image and its binary are what they were.
+        req.time.verify = false;
+    }
+    req.time.candidate = Some(so);
+    validate(&req).map(ValidationOutcome::Validated)
 }
 
 #[cfg(test)]

@@ -223,3 +223,71 @@ fn a_region_of_tens_of_ns_states_its_uncertainty_and_samples_until_stable() {
     assert_eq!(fixed.samples_ns.len(), 6);
     assert!(!fixed.sampled_until_stable && fixed.uncertainty_pct.is_some());
 }
+
+/// `--auto-delay` with the application as the reference: each delay's image
+/// is compared with plain runs of the application, interleaved round by
+/// round (`checkpoint validate`), and the search stops at the first delay
+/// that matches. datasens's ~200 ns "short" chain runs ~3x slower right
+/// after an immediate restore (its 64 longs and the code out of L1), so
+/// delay 0 must be judged not to match and a delay that replays calls must
+/// match, with the image kept being that delay's.
+#[test]
+fn auto_delay_against_the_application_stops_at_the_first_delay_that_matches_it() {
+    let _serial = exclusive();
+    pin_to_one_cpu();
+    let ws = Workspace::new("auto-app");
+    let exe = ws.build("datasens.c", "datasens", &[]);
+    let image = ws.image("img");
+    let command = os_args(&[&exe, &"tiny", &ws.out_file()]);
+    let report = checkpoint::auto_delay(
+        &checkpoint::AutoDelayRequest {
+            capture: request(command, image.clone(), "short", CALL, 0),
+            samples: 11,
+            threshold: 0.05,
+            max_delay: 4,
+            time: opts(3),
+            reference: checkpoint::DelayReference::Application(checkpoint::Comparison::default()),
+        },
+        &criu(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = report.render_text();
+    eprintln!("{text}");
+    assert!(report.against_application);
+    let verdict = |k: u64| {
+        report
+            .rows
+            .iter()
+            .find(|r| r.delay == k)
+            .and_then(|r| r.against_application.as_ref())
+            .map(|v| v.verdict)
+    };
+    assert_eq!(
+        verdict(0),
+        Some(checkpoint::Verdict::Slower),
+        "the immediate checkpoint is cold: {text}"
+    );
+    assert!(report.converged, "{text}");
+    assert!(report.chosen >= 1);
+    assert_eq!(verdict(report.chosen), Some(checkpoint::Verdict::Matches));
+    // Every delay before the chosen one was compared and did not match; none after it.
+    let tried: Vec<u64> = report.rows.iter().map(|r| r.delay).collect();
+    let expected: Vec<u64> = checkpoint::autodelay::geometric_delays(4)
+        .into_iter()
+        .take_while(|&k| k <= report.chosen)
+        .collect();
+    assert_eq!(tried, expected, "{text}");
+    for r in &report.rows {
+        let v = r.against_application.as_ref().unwrap();
+        let e = v.estimate.expect("six rounds at least give an interval");
+        assert!(e.low <= e.ratio && e.ratio <= e.high, "{text}");
+    }
+    // The image kept is the one that matched.
+    let m = checkpoint::Manifest::read(&image).unwrap();
+    assert_eq!(m.delay, Some(report.chosen));
+    m.verify(&image).unwrap();
+    assert!(
+        text.contains("<- chosen") && text.contains("interleaved"),
+        "{text}"
+    );
+}

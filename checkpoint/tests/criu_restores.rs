@@ -370,7 +370,7 @@ fn auto_delay_walks_delays_until_they_agree_and_keeps_that_image() {
             threshold: 0.10,
             max_delay: 5,
             time: opts(7),
-            in_app_runs: 0,
+            reference: checkpoint::DelayReference::Delays,
         },
         &criu(),
     )

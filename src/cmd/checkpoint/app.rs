@@ -1,0 +1,87 @@
+//! The application itself: `sites` (every marked site in one plain run),
+//! `inapp` (the in-app reference) and `lib` (the host library to mark it with).
+use super::ShimArgs;
+use crate::args::output::TableOrJsonOutput;
+use crate::cmd::CmdResult;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+#[command(next_help_heading = "Run")]
+pub(super) struct SitesArgs {
+    /// Kill the application after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
+    /// The application and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Args)]
+#[command(next_help_heading = "In-app runs")]
+pub(super) struct InAppArgs {
+    #[arg(long, conflicts_with = "spec")]
+    site: Option<String>,
+    #[command(flatten)]
+    shim: ShimArgs,
+    #[arg(long, default_value_t = 1)]
+    call: u64,
+    /// Number of plain runs of the application.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Kill the application after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
+    /// The application and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+#[derive(clap::Args)]
+pub(super) struct LibArgs {
+    /// Directory to write the header and source into.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+pub(super) fn sites(a: SitesArgs) -> CmdResult {
+    let report = checkpoint::list_sites(&a.command, Some(Duration::from_secs(a.timeout)))?;
+    a.report.write_report(&report, || report.render_text())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn inapp(a: InAppArgs) -> CmdResult {
+    let scratch = toolchain::scratch_dir("tdg-inapp-shim")?;
+    let (site, preload) = a.shim.region(a.site, scratch.path())?;
+    let report = checkpoint::measure_in_app(&checkpoint::InAppRequest {
+        command: a.command,
+        site,
+        call: a.call,
+        runs: a.runs,
+        timeout: Some(Duration::from_secs(a.timeout)),
+        preload,
+    })?;
+    a.report.write_report(&report, || report.render_text())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn lib(a: LibArgs) -> CmdResult {
+    let lib = checkpoint::write_host_library(&a.output)?;
+    println!(
+        "wrote {} and {} (with the tdg_timing.h they include)",
+        lib.header.display(),
+        lib.source.display()
+    );
+    println!(
+        "build: cc -O2 -I{} app.c {} -o app   (libcriu is loaded at run time; no -lcriu)",
+        lib.dir.display(),
+        lib.source.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
