@@ -182,8 +182,8 @@ fn search_starts_from_the_probe_model_and_never_repeats_a_configuration() {
     assert_eq!(o["best_ns"].as_f64().unwrap(), fastest);
 
     // A kernel whose parameters have other names, given roles by its
-    // spec's tune clause: the model chooses every one of them (it used to
-    // print an empty `(model: )`), and `--strategy model` times that
+    // spec's tune clause: the model chooses every one of them (its reason
+    // is never an empty `(model: )`), and `--strategy model` times that
     // choice alone, with the probe now cached.
     let spec = repo().join("specs/tiled_matmul.spec");
     let out = tdg_command()
