@@ -151,6 +151,27 @@ pub enum RunError {
     Files(std::io::Error),
 }
 
+impl RunError {
+    /// The contract's kind of this failure; `None` for I/O errors that say
+    /// nothing about the candidate.
+    pub fn failure(&self) -> Option<failure::Failure> {
+        use failure::Failure;
+        Some(match self {
+            RunError::Model(_) | RunError::Render(_) | RunError::Placement(_) => Failure::Usage,
+            RunError::Toolchain(_) => Failure::Environment,
+            RunError::ImplBuild { .. } | RunError::DriverBuild { .. } => Failure::Compile,
+            RunError::Crashed { .. }
+            | RunError::DriverFailed { .. }
+            | RunError::BadOutput { .. } => Failure::Crash,
+            RunError::TimedOut { .. } => Failure::Timeout,
+            RunError::VerificationFailed { .. } => Failure::Verification,
+            RunError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Failure::Usage,
+            RunError::Files(e) if fsguard::is_refusal(e) => Failure::Usage,
+            RunError::Io(_) | RunError::Files(_) => return None,
+        })
+    }
+}
+
 /// The read of a full flush after the operands' clflush, as the driver ran
 /// it, with where each size came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

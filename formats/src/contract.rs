@@ -1,27 +1,11 @@
 //! The one-evaluation contract: how a run of one candidate ended, as an
 //! exit status a tuner can branch on and as a T4 `invalidity` value.
 //! docs/integration.md has the table; these numbers are a public interface
-//! and change only with a line in its changelog.
+//! and change only with a line in its changelog. The kinds themselves are
+//! the `failure` crate's, below every crate whose errors they name.
 
 use driver_gen::RunError;
-
-/// Why a candidate produced no time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Failure {
-    /// The spec, a parameter value or the command line is wrong.
-    Usage,
-    /// The implementation (or the driver, with its macros) did not compile.
-    Compile,
-    /// The timed program crashed or exited with an error.
-    Crash,
-    /// The timed program ran past `--timeout` and was stopped.
-    Timeout,
-    /// The outputs differ from the spec's reference.
-    Verification,
-    /// This machine lacks something tdg needs (a C compiler, CRIU, root).
-    Environment,
-}
+pub use failure::Failure;
 
 /// Exit status of a run that finished and reported a time.
 pub const EXIT_SUCCESS: u8 = 0;
@@ -107,133 +91,24 @@ pub fn exit_status_markdown() -> String {
     s
 }
 
-impl Failure {
-    pub const ALL: [Failure; 6] = [
-        Failure::Usage,
-        Failure::Compile,
-        Failure::Crash,
-        Failure::Timeout,
-        Failure::Verification,
-        Failure::Environment,
-    ];
-
-    /// The process exit status. 2 is also what the argument parser exits
-    /// with on a bad command line, so usage errors share it.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            Failure::Usage => 2,
-            Failure::Compile => 3,
-            Failure::Crash => 4,
-            Failure::Timeout => 5,
-            Failure::Verification => 6,
-            Failure::Environment => 7,
+/// How an error that ended a command classifies, looking through its chain
+/// of causes (`anyhow`'s context included) for one of tdg's own error types.
+pub fn failure_of(e: &(dyn std::error::Error + 'static)) -> Option<Failure> {
+    std::iter::successors(Some(e), |cause| cause.source()).find_map(|cause| {
+        if let Some(r) = cause.downcast_ref::<RunError>() {
+            r.failure()
+        } else if let Some(c) = cause.downcast_ref::<checkpoint::CheckpointError>() {
+            tune::checkpoint_failure(c)
+        } else if cause.is::<spec_lang::Diagnostics>()
+            || cause.is::<driver_gen::model::ModelError>()
+        {
+            Some(Failure::Usage)
+        } else if let Some(d) = cause.downcast_ref::<crate::DocumentError>() {
+            matches!(d, crate::DocumentError::Unsupported(_)).then_some(Failure::Usage)
+        } else {
+            cause.downcast_ref::<Failed>().map(|f| f.failure)
         }
-    }
-
-    /// What the status means and what a caller should do, as the
-    /// exit-status table says it.
-    fn explained(self) -> (&'static str, &'static str) {
-        const FAILED_TRIAL: &str = "record a failed trial, go on";
-        match self {
-            Failure::Usage => (
-                "bad spec, bad parameter value or bad command line (also the argument parser's own status)",
-                "stop: every candidate will fail",
-            ),
-            Failure::Compile => (
-                "the candidate (or the driver with its macros) did not compile",
-                FAILED_TRIAL,
-            ),
-            Failure::Crash => (
-                "the candidate crashed or the driver exited with an error; `tdg profile`: the profiled program did (its own status is in the output)",
-                FAILED_TRIAL,
-            ),
-            Failure::Timeout => ("the candidate ran past `--timeout` and was stopped", FAILED_TRIAL),
-            Failure::Verification => (
-                "the candidate's outputs differ from the spec's reference",
-                FAILED_TRIAL,
-            ),
-            Failure::Environment => (
-                "this machine is not ready (no C compiler, no CRIU, not root; `tdg doctor`: it cannot checkpoint; `tdg tune --resume`: another tdg holds the campaign)",
-                "stop; the message (or `tdg doctor`) says what to fix",
-            ),
-        }
-    }
-
-    /// The T4 results schema's `invalidity` value. A parameter value the
-    /// spec rejects is a violated constraint; a machine that cannot run the
-    /// candidate is, to the tuner, a failure at run time.
-    pub fn t4_invalidity(self) -> &'static str {
-        match self {
-            Failure::Usage => "constraints",
-            Failure::Compile => "compile",
-            Failure::Crash | Failure::Environment => "runtime",
-            Failure::Timeout => "timeout",
-            Failure::Verification => "correctness",
-        }
-    }
-
-    /// How a driver run failed; `None` for I/O errors that say nothing
-    /// about the candidate.
-    pub fn of_run_error(e: &RunError) -> Option<Failure> {
-        Some(match e {
-            RunError::Model(_) | RunError::Render(_) | RunError::Placement(_) => Failure::Usage,
-            RunError::Toolchain(_) => Failure::Environment,
-            RunError::ImplBuild { .. } | RunError::DriverBuild { .. } => Failure::Compile,
-            RunError::Crashed { .. }
-            | RunError::DriverFailed { .. }
-            | RunError::BadOutput { .. } => Failure::Crash,
-            RunError::TimedOut { .. } => Failure::Timeout,
-            RunError::VerificationFailed { .. } => Failure::Verification,
-            RunError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => Failure::Usage,
-            RunError::Files(e) if fsguard::is_refusal(e) => Failure::Usage,
-            RunError::Io(_) | RunError::Files(_) => return None,
-        })
-    }
-
-    /// How a checkpoint timing failed: a missing or too old CRIU, no root
-    /// or no util-linux is the machine; a copy that failed is the program.
-    pub fn of_checkpoint_error(e: &checkpoint::CheckpointError) -> Option<Failure> {
-        use checkpoint::CheckpointError as C;
-        Some(match e {
-            C::CriuNotFound { .. }
-            | C::CriuTooOld { .. }
-            | C::CriuBroken { .. }
-            | C::LibcriuNotFound { .. }
-            | C::NotRoot
-            | C::NoUtilLinux { .. }
-            | C::Toolchain(_) => Failure::Environment,
-            // A candidate that crashed, did not load (an unresolved symbol)
-            // or was never called in a restored copy fails at run time.
-            C::CopyFailed { .. } | C::CopyReported { .. } => Failure::Crash,
-            C::CandidateBuild { .. } => Failure::Compile,
-            C::NotCaptured(_)
-            | C::BadImage { .. }
-            | C::BinaryChanged { .. }
-            | C::InvalidRequest(_) => Failure::Usage,
-            C::Criu { .. } | C::Io { .. } | C::Files(_) => return None,
-        })
-    }
-
-    /// How an error that ended a command classifies, looking through its
-    /// chain of causes (`anyhow`'s context included) for one of tdg's own
-    /// error types.
-    pub fn of_error(e: &(dyn std::error::Error + 'static)) -> Option<Failure> {
-        std::iter::successors(Some(e), |cause| cause.source()).find_map(|cause| {
-            if let Some(r) = cause.downcast_ref::<RunError>() {
-                Failure::of_run_error(r)
-            } else if let Some(c) = cause.downcast_ref::<checkpoint::CheckpointError>() {
-                Failure::of_checkpoint_error(c)
-            } else if cause.is::<spec_lang::Diagnostics>()
-                || cause.is::<driver_gen::model::ModelError>()
-            {
-                Some(Failure::Usage)
-            } else if let Some(d) = cause.downcast_ref::<crate::DocumentError>() {
-                matches!(d, crate::DocumentError::Unsupported(_)).then_some(Failure::Usage)
-            } else {
-                cause.downcast_ref::<Failed>().map(|f| f.failure)
-            }
-        })
-    }
+    })
 }
 
 /// An error a command raises with its failure kind attached (a `-D` value
@@ -286,7 +161,7 @@ pub const PARAM_ENV_PREFIX: &str = "TDG_PARAM_";
 
 /// The exit status for an error that ended a command.
 pub fn exit_status(e: &(dyn std::error::Error + 'static)) -> u8 {
-    Failure::of_error(e).map_or(EXIT_OTHER, Failure::exit_code)
+    failure_of(e).map_or(EXIT_OTHER, Failure::exit_code)
 }
 
 #[cfg(test)]
@@ -337,7 +212,7 @@ mod tests {
             file: "k.c".into(),
             stderr: String::new(),
         });
-        assert_eq!(Failure::of_error(&*e), Some(Failure::Compile));
+        assert_eq!(failure_of(&*e), Some(Failure::Compile));
         assert_eq!(exit_status(&*anyhow::anyhow!("something else")), EXIT_OTHER);
         assert_eq!(exit_status(&*usage("bad -D")), 2);
     }

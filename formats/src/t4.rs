@@ -30,6 +30,27 @@ pub struct Tried {
     pub node: Option<String>,
 }
 
+/// A search's evaluations, as its log holds them, as T4 results: each
+/// finishes `elapsed_s` after `started_unix_s`. The finalists' re-timing
+/// repeats configurations already listed and is left out.
+pub fn from_evaluations(evaluations: Vec<tune::Evaluation>, started_unix_s: f64) -> Vec<Tried> {
+    evaluations
+        .into_iter()
+        .filter(|e| e.phase != "final")
+        .map(|e| Tried {
+            configuration: e.config,
+            time_ns: e.time_ns,
+            samples_ns: e.samples_ns,
+            uncertainty_pct: e.uncertainty_pct,
+            mflops: e.mflops,
+            failure: e.failure,
+            error: e.error,
+            finished_unix_s: started_unix_s + e.elapsed_s,
+            node: e.node,
+        })
+        .collect()
+}
+
 /// The T4 `invalidity` of an evaluation.
 pub fn invalidity(t: &Tried) -> &'static str {
     match (t.time_ns, t.failure) {

@@ -104,20 +104,7 @@ pub fn tune_log(data: &[u8]) -> bool {
     let Ok(evaluations) = tune::run::read_log(&path) else {
         return false;
     };
-    let tried: Vec<formats::t4::Tried> = evaluations
-        .into_iter()
-        .map(|e| formats::t4::Tried {
-            configuration: e.config,
-            time_ns: e.time_ns,
-            samples_ns: e.samples_ns,
-            uncertainty_pct: e.uncertainty_pct,
-            mflops: e.mflops,
-            failure: e.failure,
-            error: e.error,
-            finished_unix_s: 1.7e9 + e.elapsed_s,
-            node: e.node,
-        })
-        .collect();
+    let tried = formats::t4::from_evaluations(evaluations, 1.7e9);
     let doc = formats::t4::document(&tried);
     serde_json::to_string(&doc).expect("a T4 document serialises");
     true

@@ -160,7 +160,7 @@ pub struct TaskResult {
     pub error: Option<String>,
     /// The contract's name for that failure, when known.
     #[serde(default)]
-    pub failure: Option<formats::Failure>,
+    pub failure: Option<failure::Failure>,
     /// Every sample's time per call.
     #[serde(default)]
     pub samples_ns: Vec<f64>,
@@ -206,7 +206,7 @@ impl TaskResult {
     pub fn failed(
         values: &[(String, i64)],
         why: String,
-        failure: Option<formats::Failure>,
+        failure: Option<failure::Failure>,
         placement: Option<Placement>,
         seconds: f64,
     ) -> TaskResult {
@@ -858,7 +858,7 @@ mod tests {
         // holds it, naming this process; reading it (a task) is not.
         let e = Campaign::open_exclusive(&campaign.dir).err().unwrap();
         // The contract's "not ready" status (7), not a generic failure.
-        assert_eq!(e.failure(), Some(formats::Failure::Environment));
+        assert_eq!(e.failure(), Some(failure::Failure::Environment));
         let e = e.to_string();
         assert!(
             e.contains("in use by another tdg tune")
@@ -894,7 +894,7 @@ mod tests {
         fn prebuild(&self, v: &[(String, i64)], dir: &Path) -> Result<(), TuneError> {
             if v[0].1 % 2 == 1 {
                 return Err(TuneError::Failed {
-                    failure: formats::Failure::Compile,
+                    failure: failure::Failure::Compile,
                     message: format!("{}: does not compile", describe(v)),
                 });
             }
@@ -934,7 +934,7 @@ mod tests {
                 Ok(m) => assert!(n % 2 == 0 && m.time_ns == 1000.0 + n as f64),
                 Err(e) => {
                     assert!(n % 2 == 1);
-                    assert_eq!(e.failure(), Some(formats::Failure::Compile), "{e}");
+                    assert_eq!(e.failure(), Some(failure::Failure::Compile), "{e}");
                 }
             }
         }

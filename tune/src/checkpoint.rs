@@ -69,7 +69,7 @@ impl CheckpointObjective {
                 .map_err(failed)?;
             if let Some(m) = v.mismatch {
                 return Err(TuneError::Failed {
-                    failure: formats::Failure::Verification,
+                    failure: failure::Failure::Verification,
                     message: format!("{described}: verification FAILED on the image: {m}"),
                 });
             }
@@ -82,7 +82,7 @@ impl CheckpointObjective {
 /// contract (a candidate that does not compile, one that crashed in a copy).
 fn failure(described: &str, e: &checkpoint::CheckpointError) -> TuneError {
     let message = format!("{described}: {e}");
-    match formats::Failure::of_checkpoint_error(e) {
+    match crate::error::checkpoint_failure(e) {
         Some(failure) => TuneError::Failed { failure, message },
         None => TuneError::Objective(message),
     }

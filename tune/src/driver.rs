@@ -47,7 +47,7 @@ impl DriverObjective<'_> {
 /// A configuration that failed, as the search and T4 file record it.
 fn failed(values: &[(String, i64)], e: &driver_gen::RunError) -> TuneError {
     let message = format!("{}: {e}", crate::campaign::describe(values));
-    match formats::Failure::of_run_error(e) {
+    match e.failure() {
         Some(failure) => TuneError::Failed { failure, message },
         None => TuneError::Objective(message),
     }

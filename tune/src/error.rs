@@ -1,6 +1,8 @@
 //! What can end a search or fail a configuration, and the contract's name
 //! for each failure.
 
+use failure::Failure;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     #[error("--param {text}: {why}")]
@@ -19,7 +21,7 @@ pub enum TuneError {
     /// compile, crashed, timed out, computed wrong results).
     #[error("{message}")]
     Failed {
-        failure: formats::Failure,
+        failure: failure::Failure,
         message: String,
     },
     #[error(
@@ -47,18 +49,42 @@ pub enum TuneError {
 
 impl TuneError {
     /// The contract's name for a configuration's failure, when known.
-    pub fn failure(&self) -> Option<formats::Failure> {
+    pub fn failure(&self) -> Option<Failure> {
         match self {
             TuneError::Failed { failure, .. } => Some(*failure),
-            TuneError::Checkpoint(e) => formats::Failure::of_checkpoint_error(e),
-            TuneError::CampaignInUse(_) => Some(formats::Failure::Environment),
-            TuneError::InputsChanged(_) => Some(formats::Failure::Usage),
+            TuneError::Checkpoint(e) => checkpoint_failure(e),
+            TuneError::CampaignInUse(_) => Some(Failure::Environment),
+            TuneError::InputsChanged(_) => Some(Failure::Usage),
             TuneError::BadParam { .. }
             | TuneError::BadConstraint { .. }
             | TuneError::BadRole { .. }
             | TuneError::BadStart { .. }
-            | TuneError::EmptySpace => Some(formats::Failure::Usage),
+            | TuneError::EmptySpace => Some(Failure::Usage),
             _ => None,
         }
     }
+}
+
+/// The contract's kind of a checkpoint timing's failure: a missing or too
+/// old CRIU, no root or no util-linux is the machine; a copy that failed is
+/// the program. `None` for errors that say nothing about the candidate.
+pub fn checkpoint_failure(e: &checkpoint::CheckpointError) -> Option<Failure> {
+    use checkpoint::CheckpointError as C;
+    Some(match e {
+        C::CriuNotFound { .. }
+        | C::CriuTooOld { .. }
+        | C::CriuBroken { .. }
+        | C::LibcriuNotFound { .. }
+        | C::NotRoot
+        | C::NoUtilLinux { .. }
+        | C::Toolchain(_) => Failure::Environment,
+        // A candidate that crashed, did not load (an unresolved symbol)
+        // or was never called in a restored copy fails at run time.
+        C::CopyFailed { .. } | C::CopyReported { .. } => Failure::Crash,
+        C::CandidateBuild { .. } => Failure::Compile,
+        C::NotCaptured(_) | C::BadImage { .. } | C::BinaryChanged { .. } | C::InvalidRequest(_) => {
+            Failure::Usage
+        }
+        C::Criu { .. } | C::Io { .. } | C::Files(_) => return None,
+    })
 }

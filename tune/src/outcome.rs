@@ -1,9 +1,6 @@
-//! A finished search as people and other tools read it: the table `tdg
-//! tune` prints, and every evaluation of the log as T4 tuning results.
+//! A finished search as people read it: the table `tdg tune` prints.
 
-use crate::run::{read_log, TuneOutcome};
-use crate::TuneError;
-use std::path::Path;
+use crate::run::TuneOutcome;
 
 impl TuneOutcome {
     /// The default output: the best configuration and how it was found.
@@ -89,31 +86,4 @@ impl TuneOutcome {
         }
         s
     }
-}
-
-/// Every evaluation of this search, read back from its log (local and
-/// Slurm evaluations alike), as T4 results.
-pub fn t4_results(
-    path: &Path,
-    started: std::time::SystemTime,
-) -> Result<Vec<formats::t4::Tried>, TuneError> {
-    let start_s = started
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    Ok(read_log(path)?
-        .into_iter()
-        // The finalists' re-timing repeats configurations already listed.
-        .filter(|e| e.phase != "final")
-        .map(|e| formats::t4::Tried {
-            configuration: e.config,
-            time_ns: e.time_ns,
-            samples_ns: e.samples_ns,
-            uncertainty_pct: e.uncertainty_pct,
-            mflops: e.mflops,
-            failure: e.failure,
-            error: e.error,
-            finished_unix_s: start_s + e.elapsed_s,
-            node: e.node,
-        })
-        .collect())
 }

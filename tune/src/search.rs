@@ -73,7 +73,7 @@ pub struct Evaluation {
     pub error: Option<String>,
     /// Why it failed, when the objective could tell (T4's `invalidity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<formats::Failure>,
+    pub failure: Option<failure::Failure>,
     /// Every sample's time per call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples_ns: Vec<f64>,
@@ -312,7 +312,7 @@ impl<'a> Tuner<'a> {
             Ok(m) => (
                 None,
                 Some(format!("the driver reported {}", stats::ns(m.time_ns))),
-                Some(formats::Failure::Crash),
+                Some(failure::Failure::Crash),
             ),
             Err(e @ TuneError::Executor(_)) => return Err(e),
             Err(e) if self.evaluations.is_empty() => return Err(e),

@@ -394,7 +394,7 @@ mod tests {
         ] {
             let e = parse_start(text, &space).unwrap_err();
             assert_eq!(e.to_string(), format!("--start {text}: {why}"));
-            assert_eq!(e.failure(), Some(formats::Failure::Usage));
+            assert_eq!(e.failure(), Some(failure::Failure::Usage));
         }
     }
 

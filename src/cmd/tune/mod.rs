@@ -216,8 +216,12 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     }
     let text = match format {
         TuneFormat::T4 => {
-            let tried =
-                tune::outcome::t4_results(&outcome.log, outcome.started).map_err(tune_error)?;
+            let evaluations = tune::run::read_log(&outcome.log).map_err(tune_error)?;
+            let started_unix_s = outcome
+                .started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let tried = formats::t4::from_evaluations(evaluations, started_unix_s);
             serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
         }
         TuneFormat::Json => formats::json_document("outcome", &outcome)?,
