@@ -172,6 +172,59 @@ pub fn ratio_estimate(ratios: &[f64], confidence: f64) -> Option<RatioEstimate> 
     })
 }
 
+/// The largest round count [`rounds_to_decide`] looks at for the report.
+pub const ROUNDS_PROJECTION_CAP: usize = 1000;
+
+/// The rounds a comparison would need for a verdict if later rounds
+/// scattered as `ratios` do: the smallest n, from `ratios.len()` up to
+/// `cap`, at which the sign test's interval, read at the same ranks of the
+/// rounds' distribution so far, lies wholly inside the tolerance or wholly
+/// beyond it. None when no n up to `cap` does: the spread is too wide for
+/// that many, or the rounds' median sits on the tolerance's edge, where no
+/// number of rounds decides.
+pub fn rounds_to_decide(
+    ratios: &[f64],
+    tolerance: f64,
+    confidence: f64,
+    cap: usize,
+) -> Option<usize> {
+    let mut sorted = ratios.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let m = sorted.len();
+    if m < 2 {
+        return None;
+    }
+    let quantile = |p: f64| {
+        let x = p * (m - 1) as f64;
+        let i = (x.floor() as usize).min(m - 1);
+        let f = x - i as f64;
+        match sorted.get(i + 1) {
+            Some(next) => sorted[i] * (1.0 - f) + next * f,
+            None => sorted[i],
+        }
+    };
+    let median = quantile(0.5);
+    for n in m..=cap {
+        // The interval's ranks at n rounds: those median_interval picks
+        // from n ordered values.
+        let ranks: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let Some(at) = median_interval(&ranks, confidence) else {
+            continue;
+        };
+        let last = (n - 1) as f64;
+        let projected = RatioEstimate {
+            ratio: median,
+            low: quantile(at.low / last),
+            high: quantile(at.high / last),
+            coverage: at.coverage,
+        };
+        if verdict(Some(&projected), tolerance) != Verdict::Undecided {
+            return Some(n);
+        }
+    }
+    None
+}
+
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ValidationRound {
     /// The image was sampled before the application ran in this round.
@@ -213,6 +266,15 @@ pub struct ValidationReport {
     pub verdict: Verdict,
     /// The verdict came before the last round allowed.
     pub decided_early: bool,
+    /// Undecided: the rounds that would decide if later ones scattered as
+    /// these did ([`rounds_to_decide`], up to [`ROUNDS_PROJECTION_CAP`]);
+    /// None when decided, or when no count up to the cap would.
+    #[serde(default)]
+    pub rounds_to_decide: Option<usize>,
+    /// Undecided before --max-rounds: the spread so far said that even
+    /// --max-rounds rounds would not decide, so the rest were not run.
+    #[serde(default)]
+    pub stopped_hopeless: bool,
     /// Everything, both sides, from the first round to the last.
     pub wall_s: f64,
 }
@@ -295,8 +357,21 @@ impl ValidationReport {
                             "the image runs the call faster than the application, by more than {tol:.0}% over the whole interval"
                         ),
                         Verdict::Undecided => format!(
-                            "the interval straddles the {tol:.0}% tolerance after {} rounds; raise --max-rounds, or compare on a quieter host",
-                            self.rounds.len()
+                            "the interval straddles the {tol:.0}% tolerance after {} rounds{}; {}",
+                            self.rounds.len(),
+                            if self.stopped_hopeless {
+                                " (stopped before --max-rounds: at this spread it would not decide either)"
+                            } else {
+                                ""
+                            },
+                            match self.rounds_to_decide {
+                                Some(n) => format!(
+                                    "at the spread of these rounds about {n} would decide (--max-rounds {n}), or compare on a quieter host"
+                                ),
+                                None => format!(
+                                    "at this spread not even {ROUNDS_PROJECTION_CAP} rounds would (the median ratio sits near the tolerance's edge, or the host is too noisy): compare on a quieter host"
+                                ),
+                            }
                         ),
                     }
                 );
@@ -404,6 +479,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
     let mut rounds: Vec<ValidationRound> = Vec::new();
     let mut estimate = None;
     let mut decided = Verdict::Undecided;
+    let mut stopped_hopeless = false;
     while rounds.len() < cmp.max_rounds {
         let image_first = rounds.len() % 2 == 1;
         let (app, image) = if image_first {
@@ -448,8 +524,30 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
             if decided != Verdict::Undecided {
                 break;
             }
+            // Rounds are spent only where they can decide: once twice the
+            // minimum are in (enough to judge the spread), stop when even
+            // the last round allowed would leave the verdict open.
+            if rounds.len() >= 2 * cmp.min_rounds
+                && rounds.len() < cmp.max_rounds
+                && rounds_to_decide(&ratios, cmp.tolerance, cmp.confidence, cmp.max_rounds)
+                    .is_none()
+            {
+                stopped_hopeless = true;
+                break;
+            }
         }
     }
+    let rounds_needed = (decided == Verdict::Undecided)
+        .then(|| {
+            let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+            rounds_to_decide(
+                &ratios,
+                cmp.tolerance,
+                cmp.confidence,
+                ROUNDS_PROJECTION_CAP,
+            )
+        })
+        .flatten();
     let all = |f: &dyn Fn(&ValidationRound) -> &Vec<u64>| -> Summary {
         let v: Vec<f64> = rounds.iter().flat_map(f).map(|&n| n as f64).collect();
         Summary::of(&v).expect("at least one round")
@@ -470,6 +568,8 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         in_app_ns: all(&|r| &r.in_app_ns),
         image_ns: all(&|r| &r.image_ns),
         decided_early: decided != Verdict::Undecided && rounds.len() < cmp.max_rounds,
+        rounds_to_decide: rounds_needed,
+        stopped_hopeless,
         rounds,
         estimate,
         confidence: cmp.confidence,
@@ -547,5 +647,30 @@ mod tests {
         let e = ratio_estimate(&[1.0, 1.02, 0.98, 1.01, 0.99, 1.03], 0.95).unwrap();
         assert_eq!((e.low, e.high), (0.98, 1.03));
         assert!((e.ratio - 1.005).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_rounds_to_decide_follow_the_spread() {
+        // Six ratios in 0.85-1.05: the interval is their whole range, but
+        // the middle ones sit well inside 10%; more rounds narrow it there.
+        let wide = [0.85, 0.97, 0.99, 1.0, 1.02, 1.05];
+        assert_eq!(
+            verdict(ratio_estimate(&wide, 0.95).as_ref(), 0.10),
+            Verdict::Undecided
+        );
+        let n = rounds_to_decide(&wide, 0.10, 0.95, 1000).expect("decidable");
+        assert!(n > 6 && n <= 40, "{n}");
+        // Already decided: the rounds so far suffice.
+        let tight = [0.98, 0.99, 1.0, 1.0, 1.01, 1.02];
+        assert_eq!(rounds_to_decide(&tight, 0.10, 0.95, 1000), Some(6));
+        // Spread twice as wide around the same median: more rounds.
+        let wider = [0.70, 0.94, 0.98, 1.0, 1.04, 1.10, 1.30];
+        let m = rounds_to_decide(&wider, 0.10, 0.95, 1000).expect("decidable");
+        assert!(m > n, "{m} vs {n}");
+        // A median on the tolerance's edge: no count decides.
+        let edge = [1.0, 1.05, 1.08, 1.1, 1.12, 1.15, 1.2];
+        assert_eq!(rounds_to_decide(&edge, 0.10, 0.95, 1000), None);
+        // Within a cap that is too small: none.
+        assert_eq!(rounds_to_decide(&wider, 0.10, 0.95, m - 1), None);
     }
 }

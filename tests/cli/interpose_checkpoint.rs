@@ -13,6 +13,12 @@ use testkit::exclusive;
 
 const CALL: usize = 3;
 
+/// The cap on the validation's rounds: a round costs ~1-2 s here (a plain
+/// run of bzip2 -9 on 3 MB, one restore and three samples), so this bounds
+/// the comparison to a couple of minutes on the noisiest host that can
+/// still decide.
+const MAX_ROUNDS: usize = 60;
+
 fn spec() -> String {
     interpose_support::bz2_blocksort_spec()
 }
@@ -125,7 +131,11 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
             .output()
             .unwrap()
     };
-    let out = validate(&[]);
+    // As many rounds as the spread of the rounds' ratios needs: a quiet
+    // host decides in 6-9, and validate stops at the first verdict; a
+    // loaded one goes on while more rounds can still narrow the interval
+    // inside 10% (validate stops early once even the cap could not).
+    let out = validate(&["--max-rounds", &MAX_ROUNDS.to_string()]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     let e = &v["estimate"];
@@ -134,12 +144,17 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
         e["low"].as_f64().unwrap(),
         e["high"].as_f64().unwrap(),
     );
+    let rounds = v["rounds"].as_array().unwrap();
     eprintln!(
-        "BZ2_blockSort call {CALL}: image/in-app {ratio:.3} ({low:.3}-{high:.3}) after {} rounds, {} clock; in-app median {:.2} ms, image median {:.2} ms",
-        v["rounds"].as_array().unwrap().len(),
+        "BZ2_blockSort call {CALL}: image/in-app {ratio:.3} ({low:.3}-{high:.3}) after {} rounds, {} clock; in-app median {:.2} ms, image median {:.2} ms; ratios {:?}",
+        rounds.len(),
         v["clock"],
         v["in_app_ns"]["median"].as_f64().unwrap() / 1e6,
         v["image_ns"]["median"].as_f64().unwrap() / 1e6,
+        rounds
+            .iter()
+            .map(|r| (r["ratio"].as_f64().unwrap() * 1000.0).round() / 1000.0)
+            .collect::<Vec<_>>()
     );
     assert_eq!(
         v["shim"]
@@ -147,24 +162,17 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
             .map(|s| s.ends_with("preload/tdg_region_BZ2_blockSort.so")),
         Some(true)
     );
-    // On a quiet host the interval narrows inside 10% within the 20 rounds.
-    // Under heavy load even the call's CPU time scatters from run to run,
-    // and 20 rounds leave a wider interval: undecided is then the honest
-    // answer, and the test asks that the interval still holds 1 (an image
-    // off by more than its noise fails).
-    match v["verdict"].as_str() {
-        Some("matches") => {
-            assert!(out.status.success());
-            assert!(low >= 1.0 / 1.1 && high <= 1.1, "{v}");
-        }
-        Some("undecided") => {
-            eprintln!("UNDECIDED, not matches: the host was too noisy to narrow the interval to 10% ({low:.3}-{high:.3})");
-            assert_eq!(out.status.code(), Some(8));
-            assert!(low <= 1.0 && high >= 1.0, "{v}");
-            assert_eq!(v["rounds"].as_array().unwrap().len(), 20, "{v}");
-        }
-        _ => panic!("the image of BZ2_blockSort does not match bzip2: {v}"),
-    }
+    // The bar: the image validates within 10% of the application,
+    // interleaved. The call's CPU time is compared (a 60 ms call: wall time
+    // swings with the host's other tenants, its CPU time far less).
+    assert_eq!(v["clock"], "cpu", "{v}");
+    assert_eq!(
+        v["verdict"], "matches",
+        "the image of BZ2_blockSort does not match bzip2 within 10% (rounds to decide at this spread: {}): {v}",
+        v["rounds_to_decide"]
+    );
+    assert!(out.status.success());
+    assert!(low >= 1.0 / 1.1 && high <= 1.1, "{v}");
 
     // A candidate that is slower (bzip2's own block sort at -O0) is flagged:
     // the image's samples run it, the plain runs libbz2's.
