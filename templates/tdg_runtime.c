@@ -1787,7 +1787,7 @@ double tdg_team_read(struct tdg_team *t, const struct tdg_buf *b)
 /* Nanoseconds the task has run. First its CPU-time clock, the clock id
  * glibc's pthread_getcpuclockid builds from a thread id: the kernel brings
  * a thread that is running at that moment up to date, where schedstat lags
- * by up to a scheduler tick (seen: a spinning OpenMP worker read 0 ns over a
+ * by up to a scheduler tick (a spinning OpenMP worker would read 0 ns over a
  * few short samples). Then schedstat, then utime+stime in clock ticks. */
 static unsigned long long task_cpu_ns(int tid)
 {

@@ -29,8 +29,8 @@
  *   (TDG_TSC_GHZ in plain runs, `tsc_ghz=` on the control pipe in a copy)
  *   and tdg_timing.h finds the counter invariant:
  *   clock_gettime goes through the vDSO, which a restored copy reaches
- *   through CRIU's trampolines, so an empty region read ~120 ns plain and
- *   ~160 ns restored. The process that times the call first measures its
+ *   through CRIU's trampolines, so an empty region would cost more in a
+ *   restored copy than in a plain run. The process that times the call first measures its
  *   own empty-region cost (back-to-back reads, the minimum of many) and
  *   subtracts it, so plain runs and copies mean the same thing. Without a
  *   rate, or on a counter that is not invariant, CLOCK_MONOTONIC_RAW is used.
@@ -965,8 +965,8 @@ static const char *find_present_pages(void)
 
 /* Which of the checkpoint's pages a replay touches at all, read or written:
  * only those can be in the caches when the next sample starts, so only those
- * need flushing (the whole image cost 1.2 ms of a 2.9 ms sample on a
- * 16.7 MiB image). pagemap has no accessed bit and this kernel may lack idle
+ * need flushing (flushing the whole image would cost a large share of each
+ * sample, and grows with the image, not with the routine). pagemap has no accessed bit and this kernel may lack idle
  * page tracking, but /proc/self/smaps counts, per mapping, the pages whose
  * accessed bit is set, and /proc/self/clear_refs clears them. So the
  * learning child, which is thrown away, splits the checkpoint's mappings
@@ -1246,12 +1246,11 @@ static inline void flush_line(const volatile char *p)
  * one shares in L2/L3, where a fresh restore (new pages) starts without
  * them; pages no replay touches were not brought in by one. The delay
  * calls then rebuild what the application's own run has cached. Without the
- * flush a delayed sort read 0.77-0.82x its in-app time, with it 0.96-1.04x
- * (checkpoint/tests/criu_vs_instrument.rs) and, on other days, 0.76-0.93x: the
- * sort runs at per-process speed levels about 10% apart, and a forked sample
- * lands on one of them. Flushing from the sampler before the fork instead
- * halves this phase but read the sort lower in every one of six rounds
- * (docs/checkpoint.md, Limits), so the flush stays here. */
+ * flush each sample would inherit the previous one's cache and read faster
+ * than the application does. Flushing from the sampler before the fork, through
+ * its own page tables, would be cheaper, but it moved the delayed sort away
+ * from its in-app time in interleaved rounds (docs/checkpoint.md, "Restore
+ * path vs fork path"), so the flush is the child's, on its own copies. */
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif

@@ -10,8 +10,8 @@
 //! noise falls on every column alike. Figures are medians; ratios compare
 //! columns measured side by side.
 //!
-//! Checkpoint columns come in two paths: one CRIU restore per sample (the
-//! old path, `--restore-per-sample`) and one restore whose copy forks a child
+//! Checkpoint columns come in two paths: one CRIU restore per sample
+//! (`--restore-per-sample`) and one restore whose copy forks a child
 //! per sample (the default). A per-phase breakdown of one sample on each
 //! path follows the tables; then bzip2's per-call sweep and its delay sweep
 //! (how many replayed calls its call 550 needs).

@@ -1,8 +1,9 @@
 //! `--auto-delay` (seed 003, section 3.2, made robust): capture at delays
 //! growing geometrically (0, 1, 2, 4, 8, ...) and stop when two successive
 //! ones agree within a threshold *and* a much larger delay confirms it. Two
-//! small delays can agree on a false plateau: seen on a pointer chase, delays
-//! 1 and 2 read 581 and 591 ns while delays of 16 and more read 290 ns. When
+//! small delays can agree on a false plateau: a pointer chase's cache state
+//! can go on improving long after two neighbouring small delays read alike
+//! (the test `a_false_plateau_is_not_chosen` holds such a table). When
 //! the in-app time is known (plain runs timed with the markers), the
 //! smallest delay that reproduces it is chosen instead, and every row shows
 //! its remaining gap. With the application as the reference, each delay's

@@ -15,9 +15,8 @@ pub enum ClockChoice {
 }
 
 /// From this call length on, `--clock auto` compares CPU time: on a shared
-/// VM a preempted call's wall time swings with the other tenants (a 60 ms
-/// block sort read 250-300 ms wall at load 16 while its CPU time stayed
-/// 60-65 ms), and the CPU clock's own cost (a system call of 2-5 us, read
-/// outside the timed window but inside the thread's CPU time) is below
-/// 0.5% of such a call.
+/// VM a call long enough to be preempted has a wall time that swings with
+/// the other tenants' load while its CPU time does not, and the CPU clock's
+/// own cost (a system call of a few microseconds, read outside the timed
+/// window but inside the thread's CPU time) is below 0.5% of such a call.
 pub const CPU_CLOCK_FROM_NS: f64 = 1e6;

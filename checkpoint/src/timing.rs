@@ -152,7 +152,7 @@ pub struct TimingReport {
     #[serde(default)]
     pub sampled_until_stable: bool,
     /// The smallest difference between two distinct samples: the step the
-    /// timer reads in (the TSC advances by ~10 ns on these VMs), which
+    /// timer reads in (a VM's TSC can advance in steps of several ticks), which
     /// bounds what a region of tens of nanoseconds can resolve.
     #[serde(default)]
     pub step_ns: Option<f64>,
@@ -204,13 +204,13 @@ pub struct CapturedCallCheck {
 
 /// How far outside the samples' range one in-app observation may fall
 /// before the samples are said to disagree with it: a single run of the
-/// application scatters by this much on a shared VM (bzip2's block sort
-/// read 45.7-66.8 ms from run to run on the Intel host kind, the widest
-/// seen), so a narrower margin would flag the noise of one run.
+/// application scatters by up to this much on a shared VM (a long block
+/// sort's plain runs on either host kind), so a narrower margin would flag
+/// the noise of one run.
 pub const CAPTURED_CALL_MARGIN: f64 = 0.25;
 
 /// Slack below which a difference is the timer's, not the image's: two
-/// steps of the TSC as this VM kind advances it (~10 ns each).
+/// steps of the TSC as these VMs advance it (about 10 ns each).
 const CAPTURED_CALL_SLACK_NS: f64 = 20.0;
 
 impl CapturedCallCheck {

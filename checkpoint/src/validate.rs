@@ -5,10 +5,10 @@
 //! image median over its in-app time is one ratio, and the rounds' ratios
 //! give the verdict with a distribution-free confidence interval.
 //!
-//! A comparison that is not interleaved misleads on these hosts: the same
-//! images read 1.2-1.4x (bzip2) and 1.5-1.9x (a ~5 us routine) their
-//! application when timed after the profiles, and 1.00-1.08x interleaved
-//! (issue 26).
+//! A comparison that is not interleaved misleads on a shared host: timed
+//! one after the other, the image and its application meet different
+//! stretches of the host's speed, and an image that reproduces its
+//! application reads far off it.
 
 use crate::candidate::build_candidate;
 use crate::candidate_run::CandidateRun;

@@ -12,13 +12,11 @@ use std::path::PathBuf;
 const CALL: u64 = 550;
 /// Forty calls of delay, not three: the sort's ~6 MiB of arrays stay partly
 /// in the L3 across many calls when the host's other tenants are quiet, and
-/// three replayed calls do not rebuild that. In four runs of the delay
-/// sweep (now in `scripts/bench-checkpoint`), the share of samples within
-/// 10 % of the fastest plain run read 7-53 % in-app, 2-7 % at delay 3, 0-18 %
-/// at 10, 11-62 % at 20 and 2-71 % at 40; forty keeps a margin over twenty,
-/// and this test passed at forty in every run since. When the tenants are
-/// busy every delay reads the same as in-app, which is how delay 3 passed on
-/// earlier hosts.
+/// a few replayed calls do not rebuild that. The delay sweep of
+/// `scripts/bench-checkpoint` shows where the samples start to reach the
+/// plain runs' fastest share; forty keeps a margin over the delay where
+/// they do. When the tenants are busy every delay reads the same as in-app,
+/// so a short delay can pass on a busy host and fail on a quiet one.
 const DELAY: u64 = 40;
 
 fn bzip2_dir() -> PathBuf {
@@ -51,17 +49,16 @@ fn bzip2_workspace(name: &str) -> (Workspace, impl Fn(&str) -> Vec<OsString>) {
 #[test]
 fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     // Alone: beside the candidates test the two share the L3 and the second
-    // core (CI read a delayed minimum 27% below the in-app one that way).
+    // core, and the comparison would measure the neighbour.
     let _serial = exclusive();
     pin_to_one_cpu();
     let (ws, run) = bzip2_workspace("bzip2");
     let command = run("bzip2");
     // One plain run, then three forked samples of one restore of each image,
-    // fifteen times: this host's speed changes within milliseconds (one
-    // restore's three samples read 1.33, 0.87 and 0.91 ms), so each side
-    // gets as many separate moments as the other. In rounds of five plain
-    // runs and one restore's five samples, the plain runs spanned seconds
-    // and the samples a few milliseconds.
+    // fifteen times: a shared host's speed changes within milliseconds, so
+    // each side gets as many separate moments as the other. (Five plain
+    // runs against one restore's five samples would give the plain runs
+    // seconds of the host's states and the samples a few milliseconds.)
     // Up to three measurements while the minima disagree, as in
     // criu_accuracy.rs: one unlucky measurement on this shared host is
     // measured again; a real disagreement misses every time.
@@ -87,9 +84,9 @@ fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     // This region is ~0.6 ms: long enough to be preempted now and then on the
     // shared machine, so the assertion uses CPU time (wall time is printed),
     // and the minimum, as criu_accuracy.rs does: each plain run is a new
-    // process on new physical pages, and a whole loop run once read the plain
-    // runs' median 37% above their minimum (790 vs 578 us) while the
-    // interleaved restores held 577 us; the minima agreed within 0.7%.
+    // process on new physical pages, whose median moves with where they
+    // land, while the restores of one image reuse each other's pages; the
+    // minima are what the two have in common.
     let (in_app, delayed, immediate) = (
         c.in_app.cpu_stats(),
         c.delayed.cpu_stats(),
@@ -221,10 +218,9 @@ fn bzip2_candidates_from_its_own_source_reproduce_the_in_app_ratio() {
         eprintln!("-O0/-O2: {image_ratio:.3} on the image, {app_ratio:.3} in-app");
         (image_ratio, app_ratio)
     };
-    // The 10 %. At a delay of three calls the image read the -O2
-    // sort up to 1.5x slower than in-app (see DELAY) and this ratio 13-36 %
-    // low (3.0-3.9 against 4.3-4.7); at forty, 4.45 against 4.57 and 4.42
-    // against 4.61. Candidates that did not run would read a ratio of 1.
+    // The 10 %. Too short a delay reads the -O2 sort slower on the
+    // image than in-app (see DELAY), and with it this ratio low.
+    // Candidates that did not run would read a ratio of 1.
     const BOUND: f64 = 0.10;
     let (mut image_ratio, mut app_ratio) = measure();
     if relative_difference(image_ratio, app_ratio) >= BOUND {

@@ -125,14 +125,11 @@ fn candidate_runs_in_restored_copies_and_verifies() {
     assert!(v.mismatch.is_none(), "{v:?}");
     // Proof the copies ran the candidate and not the application's CUTOFF=16
     // build: the candidate's work on this data is a fraction of the
-    // original's. This host switches between a fast and a slow state over
-    // about a second, 1.5x apart, on both sides alike (original 180-190 or
-    // 270-290 us of CPU time, candidate 82-87 or 125-132 us: 0.46 in either
-    // state), so the two are timed in five interleaved rounds and the least
-    // of each side's samples compared, which puts both in the fast state
-    // whenever it shows at all. Medians round by round read 0.47-0.78 in a
-    // CI rehearsal whose states fell unevenly; even the worst case, the
-    // candidate never seeing the fast state, is 0.71.
+    // original's. A shared host can switch between a fast and a slow state
+    // over about a second, on both sides alike, so the two are timed in five
+    // interleaved rounds and the least of each side's samples compared,
+    // which puts both in the fast state whenever it shows at all; medians
+    // round by round would follow the states wherever they fall unevenly.
     let (mut original, mut candidate) = (f64::INFINITY, f64::INFINITY);
     for round in 0..5 {
         let o = f.time(None).unwrap();

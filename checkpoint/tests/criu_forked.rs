@@ -135,8 +135,8 @@ fn two_hundred_forked_samples_leave_no_process_or_namespace_behind() {
         .copied()
         .collect();
     // Another program may have made one meanwhile: this binary's other
-    // tests restore their own images in their own namespaces (a CI
-    // rehearsal caught one's criu here). Ours would hold a process whose
+    // tests restore their own images in their own namespaces, and may be
+    // doing so right now. Ours would hold a process whose
     // command line names this test's files: criu with `-D` the image, or
     // the copy running the workspace's binary.
     let ours = [
@@ -157,7 +157,7 @@ fn two_hundred_forked_samples_leave_no_process_or_namespace_behind() {
 
 /// An immediate checkpoint's forked samples read as cold as a fresh restore:
 /// the previous sample warmed the pages every child shares, so each flushes
-/// them first. The pointer chase is 18-28x slower cold than warm.
+/// them first. The pointer chase is many times slower cold than warm.
 ///
 /// Each sample flushes only the pages a replay touches (learned from the
 /// accessed bits): the search's 512 KiB list, which it reads but never

@@ -1,4 +1,4 @@
-//! Issue 5's acceptance check with an independent reference: the delayed
+//! The checkpoint's accuracy against an independent reference: the delayed
 //! checkpoint reproduces the in-app time of a call as profiled by tdg's
 //! *instrument* library (TSC markers, its own clock calibration), not only
 //! as timed by the checkpoint library's own region markers. One binary is
@@ -221,10 +221,9 @@ fn delayed_error(m: &Measured) -> f64 {
 }
 
 /// Up to three measurements while they miss: another job on the shared
-/// machine can slow one kind of sample for seconds (once, every profiled
-/// run of the sort took 39.6 us instead of 27.8 us while the restores kept
-/// theirs; on another host the plain runs' pointer chase scattered over 2x
-/// between runs). A real disagreement misses every time.
+/// machine can slow one kind of sample for seconds while the other kind
+/// keeps its time, and the plain runs' pointer chase can scatter between
+/// runs (docs/checkpoint.md, Limits). A real disagreement misses every time.
 fn measure_agreeing(site: &str) -> Measured {
     let tsc_hz = documented_tsc_hz();
     let mut m = measure(site, tsc_hz);
@@ -261,12 +260,10 @@ fn assert_delayed_matches_profiled(site: &str, m: &Measured) {
 #[test]
 fn delayed_search_matches_instrument_profile_immediate_is_cold() {
     let m = measure("search", documented_tsc_hz());
-    // Within 10% (1.044-1.048x) on the host these figures were first taken
-    // on; on a later EPYC host of the same VM kind the profiled plain runs'
-    // median scattered 19-44 us between runs and restored copies read
-    // 1.1-2.0x of it, with the code before this wave as well (THP off too).
-    // Until that is understood (docs/checkpoint.md, Limits) the search
-    // asserts what the delay buys; the sort keeps a bound (SORT_TOLERANCE).
+    // The profiled plain runs' median of the chase scatters between runs on
+    // some hosts, and restored copies read it slower there, for a cause not
+    // yet known (docs/checkpoint.md, Limits): the search asserts what the
+    // delay buys; the sort keeps a bound (SORT_TOLERANCE).
     assert_delay_rebuilds_the_cache_state(
         "search",
         m.profiled.median,

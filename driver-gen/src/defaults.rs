@@ -199,10 +199,10 @@ pub fn from_probe(p: &probe::ProbeResult, path: &Path) -> MachineDefaults {
 /// documents the levels (AMD's leaves list every data-TLB level the core
 /// has), a measured step beside them with no documented counterpart is not
 /// a TLB: the probe touches one line per page, and those lines with the
-/// page-table lines behind them outgrow a data cache (on an AMD EPYC with a
-/// 1 MiB L2, a step at ~13,800 pages: 860 KiB of touched lines). Counted
-/// as a TLB it would have every driver map and fault in 4.5x the pages, at
-/// each process start, for translations no TLB holds.
+/// page-table lines behind them outgrow a data cache (a step where the
+/// touched lines fill the L2). Counted as a TLB it would have every driver
+/// map and fault in several times the pages, at each process start, for
+/// translations no TLB holds.
 pub fn eviction_tlb_entries(levels: &[probe::TlbLevel]) -> Option<(u64, String)> {
     let documented: Vec<&probe::TlbLevel> = levels
         .iter()

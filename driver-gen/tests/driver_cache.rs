@@ -104,8 +104,8 @@ fn flush_sweep_rises_monotonically_within_noise() {
     let _serial = exclusive();
     let mut o = fast_opts();
     o.timing.min_interval_ns = Some(0);
-    // The driver's adaptive sampling: 5 fixed samples once read the 256 KiB
-    // flush at 1.33x the 2 MiB one (whichever state the host was in).
+    // The driver's adaptive sampling: 5 fixed samples read whichever state
+    // the host was in, enough to turn the sweep's order around.
     o.timing.samples = None;
     let kit = build(DOT_SPEC, &dot_impl(), &o);
     // The largest size is the one that evicts everything: the probe's

@@ -1131,7 +1131,7 @@ fn outputs_of_a_prototype_carry_their_counts() {
     assert!(e.contains("has no allocation"), "{e}");
 }
 
-// ---- what the driver model used to find only after `check` said ok --------
+// ---- properties of the spec text that `check` finds, not the model -------
 
 #[test]
 fn misalign_is_checked_against_the_default_alignment() {

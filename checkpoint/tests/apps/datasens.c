@@ -205,8 +205,7 @@ int main(int argc, char **argv)
         /* Buffered, not flushed per call: a write(2) and the reader it wakes
          * between two timed calls pollute the caches of a plain run, while a
          * restored copy writes to /dev/null; the in-app reference would then
-         * measure the I/O, not the routine (seen: in-app medians 10-60% above
-         * the delayed checkpoint, on a machine with other tenants' I/O). */
+         * measure the I/O, not the routine. */
         fprintf(out, "call %d result %ld\n", call, result);
         printf("call %d\n", call);
     }

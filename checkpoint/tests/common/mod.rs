@@ -115,19 +115,14 @@ pub fn os_args(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> 
 
 /// How far the delayed checkpoint's sort may read from its in-app time.
 ///
-/// Not 10 %: on the EPYC hosts of this VM kind a process runs this loop at
-/// one of several speed levels 9-11 % apart and keeps it for its lifetime
-/// (the same binary's plain runs of call 8: 44.3, 48.9, 51.2, 54.9, 57.4 and
-/// 62.5 us; the level also shows in a register-only loop with one taken
-/// branch per iteration, while a chain of dependent adds reads the core
-/// clock at a constant 3.245 GHz, so it is not the clock). Which levels the
-/// restored samples land on against the plain runs moved between runs: the
-/// delayed sort read 0.83x its in-app median in all three measurements of
-/// one CI run, 1.11-1.13x in a `scripts/bench-checkpoint` run on the same
-/// day, and the restore path and the fork path traded places between runs.
-/// One level step is the old bound; two and a half steps still separate a
-/// replay of the application's data from anything else (the default
-/// driver's random data reads ~2900x, see `criu_accuracy.rs`).
+/// Not one level step: a process can run this loop at one of several speed
+/// levels about a tenth apart and keep it for its lifetime (not the clock;
+/// docs/checkpoint.md, Limits), and which levels the restored samples land
+/// on against the plain runs is not fixed from run to run, in either
+/// direction, on either the restore or the fork path. Two and a half steps
+/// still separate a replay of the application's data from anything else:
+/// the default driver's random data reads thousands of times the in-app
+/// time (`criu_accuracy.rs`).
 pub const SORT_TOLERANCE: f64 = 0.25;
 
 /// Right after an immediate restore the pointer chase's list is out of the
@@ -142,9 +137,9 @@ pub fn assert_immediate_is_cold(site: &str, immediate: &Summary, delayed: &Summa
 }
 
 /// What the delay buys where the in-app time itself scatters widely (the
-/// pointer chase on one EPYC host: plain runs' minima 15-23 us, medians
-/// 24-47 us between runs of the same binary): the delayed checkpoint is at
-/// least four times nearer the in-app time than the immediate one.
+/// pointer chase's plain runs, between runs of the same binary;
+/// docs/checkpoint.md, Limits): the delayed checkpoint is at least four
+/// times nearer the in-app time than the immediate one.
 pub fn assert_delay_rebuilds_the_cache_state(
     site: &str,
     in_app: f64,

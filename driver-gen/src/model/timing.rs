@@ -19,13 +19,11 @@ pub struct FlushPlan {
     pub all_cpus: bool,
     /// The flush is meant to reach memory (the last level, sized by the
     /// probe or from the LLC), not a chosen size or an inner level. Then a
-    /// read flush starts with a clflush of the flushed operands: a
-    /// victim L3 that protects reused lines kept a 256 KiB operand through
-    /// reads of several times its size (the probe's flush curve: 24 MiB
-    /// left it at L3 latency), and how many times changes with the other
-    /// tenants (a sufficient size probed hours earlier left a flushed dot at
-    /// 1.15x its warm time where clflush read 1.74x), so the read alone
-    /// cannot promise the operands are cold.
+    /// read flush starts with a clflush of the flushed operands: a victim
+    /// L3 that protects reused lines can keep an operand through reads of
+    /// several times its size, and how many times changes with the other
+    /// tenants, so a read size probed earlier cannot promise the operands
+    /// are cold; clflush evicts them by address, whatever the policy.
     pub to_memory: bool,
     /// What the read evicts when the flush is meant to reach memory and the
     /// flushed operands are clflushed first (x86): `None` reads `kib`.
@@ -33,8 +31,8 @@ pub struct FlushPlan {
     /// Some operand is `Flushed`. When none is, the driver runs no flush at
     /// all: a flush would only evict what the spec leaves in cache, the
     /// harness's own code and stack and the routine's instructions, and
-    /// charge that to the routine (seen: an empty routine at 120-140 ns
-    /// instead of ~0).
+    /// charge that to the routine (an empty routine would read as the cost
+    /// of refetching the timing path).
     pub any_operand_flushed: bool,
 }
 
@@ -45,8 +43,8 @@ pub struct FlushPlan {
 /// private caches and the operands' address translations. Both are sized by
 /// what holds them (the caches below the last level, the TLB), not by the
 /// last-level cache, so a flushed sample costs about the same on a 32 MiB
-/// and on a 300 MiB L3 (the measured full read flush is 192-512 MiB there,
-/// tens of milliseconds per sample).
+/// and on a 300 MiB L3, where a read of the whole last level grows with it
+/// (docs/benchmarks.md, "flush").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Eviction {
     /// KiB read in one pass: [`FLUSH_OVERSIZE`] x the largest cache below
@@ -212,9 +210,8 @@ pub(super) fn resolve_sampling(
 
 /// A flush sized from a cache level reads this many times the level's
 /// size. Caches do not replace LRU, so reading exactly their size leaves
-/// part of the operands behind (the paper's point; measured here: a 256 KiB
-/// dot was 3.2x its warm time after a 32 MiB read flush of the 32 MiB L3,
-/// 5.9x after 64 MiB, where further growth stopped mattering).
+/// part of the operands behind (the paper's point); twice the size is where
+/// a larger read stops making a flushed operand colder.
 pub const FLUSH_OVERSIZE: u64 = 2;
 
 /// The flush size, why, and whether it targets memory ([`FlushPlan::to_memory`]).

@@ -513,7 +513,7 @@ static void tdg_restore_block_outputs(long long reps)
  *
  * A read flush evicts what the application's other work would: code, TLB
  * entries, unrelated data. It does not promise the operands are gone: a
- * victim L3 that protects reused lines kept a 256 KiB operand through reads
+ * victim L3 that protects reused lines can keep an operand through reads
  * of several times its own size, and how many times changes with the other
  * tenants. So a read flush meant to reach memory starts with a clflush of
  * the flushed operands, and a chosen size (a sweep's point) does not. With
@@ -656,8 +656,8 @@ static void tdg_describe(void)
  * flushed call is never shorter, so a warm call over the interval settles
  * it, and a warm call is cheap to time many times, so the choice rests on
  * the least of at least five calls over at least a millisecond, not on
- * whichever speed the machine offered one flushed call (seen: the mode
- * flipping between processes of one driver). Returns R, or 0 with `err`
+ * whichever speed the machine offered one flushed call (which would flip
+ * the mode between processes of one driver). Returns R, or 0 with `err`
  * set when the working sets cannot be allocated. */
 static long long tdg_choose_reps(const struct tdg_options *o, const struct tdg_timer *timer,
                                  const struct tdg_flusher *flusher, struct tdg_warnings *w, char *err, size_t err_len)
@@ -850,9 +850,10 @@ int main(int argc, char **argv)
     tdg_team_pin_other_threads(&tdg_team);
 
     /* The read-flush buffer is made before the repetition count is chosen,
-     * although a multi-call driver never reads it: made after, between the
-     * choice and the samples, a flushed 72^3 GEMM read 1.5-1.9x slower in
-     * every sample (330-690 us against 250-430 us, side by side). */
+     * although a multi-call driver never reads it: made between the choice
+     * and the samples, it slows every sample of a flushed GEMM, an effect
+     * of the driver's memory layout whose mechanism is not known
+     * (scripts/bench-driver-ab measures such effects side by side). */
     tdg_phase("preparing the cache flush");
     if (tdg_flusher_init(&flusher, &o, err, sizeof err)) {
         fprintf(stderr, "driver: %s\n", err);

@@ -2,11 +2,10 @@
  * own objects and the implementation's.
  *
  * Where a routine's instructions fall relative to 64-byte fetch blocks can
- * move its speed by a third: the 2026 EPYC hosts ran the -O2 dot product of
- * specs/dot.c at 16.5 us per call with its inner loop inside one 64-byte
- * block, and switched between 16.5 and 22.5 us, in stretches of tens to
- * hundreds of milliseconds, with the loop across a boundary (docs/drivers.md,
- * "Code placement"). Linked after the driver's code, the implementation
+ * move its speed a lot: a hot loop across a block boundary can run at two
+ * speeds in turn, in stretches of tens to hundreds of milliseconds, where
+ * the same loop inside one block runs at one (docs/drivers.md, "Code
+ * placement"). Linked after the driver's code, the implementation
  * would start wherever the driver's code ends, so any change to the spec, to
  * the runtime or to the compiler of the driver would move it. This section is
  * aligned to a page and TDG_CODE_OFFSET bytes long, so the implementation's
