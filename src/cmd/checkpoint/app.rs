@@ -1,6 +1,6 @@
 //! The application itself: `sites` (every marked site in one plain run),
 //! `inapp` (the in-app reference) and `lib` (the host library to mark it with).
-use super::ShimArgs;
+use super::shim::ShimArgs;
 use crate::args::output::TableOrJsonOutput;
 use crate::cmd::CmdResult;
 use std::ffi::OsString;

@@ -1,5 +1,5 @@
 //! `tdg checkpoint capture`: one image at a given delay, or `--auto-delay`.
-use super::ShimArgs;
+use super::shim::ShimArgs;
 use crate::args::output::TableOrJsonOutput;
 use crate::cmd::CmdResult;
 use std::ffi::OsString;

@@ -1,0 +1,42 @@
+//! `--spec` for `capture` and `inapp`: the region as a routine of an
+//! unmodified application, marked by an LD_PRELOAD shim.
+use std::path::PathBuf;
+
+/// The region as a routine of an unmodified application (capture, inapp).
+#[derive(clap::Args)]
+#[command(next_help_heading = "Region shim")]
+pub(super) struct ShimArgs {
+    /// Spec of a routine the unmodified application calls through a shared
+    /// library: an LD_PRELOAD shim makes each call of it the region (no
+    /// markers, no rebuild); the site is the routine's name.
+    #[arg(long, value_name = "SPEC")]
+    spec: Option<PathBuf>,
+    /// Include directory for the spec's include= clauses [default: the spec's directory].
+    #[arg(short = 'I', value_name = "DIR", requires = "spec")]
+    include: Vec<PathBuf>,
+    /// C compiler for the shim [default: $CC, cc, gcc, clang].
+    #[arg(long, requires = "spec")]
+    cc: Option<String>,
+}
+
+impl ShimArgs {
+    /// With --spec: the site (the routine's name) and the region shim,
+    /// built in `scratch`. Without: `site` as given, no shim.
+    pub(super) fn region(
+        &self,
+        site: Option<String>,
+        scratch: &std::path::Path,
+    ) -> anyhow::Result<(Option<String>, Option<PathBuf>)> {
+        let Some(spec) = &self.spec else {
+            return Ok((site, None));
+        };
+        let shim =
+            checkpoint::region_shim_for_spec(spec, &self.include, self.cc.as_deref(), scratch)
+                .map_err(|e| match e {
+                    // Printed as every spec error is: located, with a caret.
+                    checkpoint::RegionShimError::Spec(d) => anyhow::Error::from(d),
+                    other => other.into(),
+                })?;
+        Ok((Some(shim.site), Some(shim.shared_object)))
+    }
+}
