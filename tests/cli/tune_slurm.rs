@@ -737,6 +737,16 @@ fn the_controller_dying_mid_campaign_ends_in_one_line_and_the_campaign_resumes()
         err.contains("controller has not answered") && err.contains("tdg tune --resume"),
         "{err}"
     );
+    // Told 3 s, tdg stops within seconds: a squeue against the dead
+    // controller takes about 18 s to fail, and tdg used to start counting
+    // only after the first had failed, and stop after the second (36 s).
+    // One squeue already under way when the controller died may still
+    // take its 18 s.
+    assert!(
+        died.elapsed() < Duration::from_secs(30),
+        "tdg stopped {:?} after the controller died, told --controller-timeout 3",
+        died.elapsed()
+    );
     eprintln!("tdg stopped {:?} after the controller died", died.elapsed());
 
     // The controller comes back (its state saved): the campaign resumes.

@@ -232,11 +232,20 @@ impl SlurmExecutor {
                     campaign.dir.display()
                 )));
             }
-            match active_tasks(job) {
+            // squeue retries a dead controller for about 18 s before it
+            // fails, which alone outlasts a short --controller-timeout;
+            // `scontrol ping` says so at once, and the time a failed
+            // squeue took counts as unreachable too.
+            let asked = Instant::now();
+            let polled = match controller_down() {
+                Some(why) => Err(TuneError::Executor(why)),
+                None => active_tasks(job),
+            };
+            match polled {
                 Ok(active) if active.is_empty() => return Ok(()),
                 Ok(_) => unreachable_since = None,
                 Err(e) => {
-                    let since = *unreachable_since.get_or_insert_with(Instant::now);
+                    let since = *unreachable_since.get_or_insert(asked);
                     if since.elapsed() >= self.unreachable_limit {
                         return Err(TuneError::Executor(format!(
                             "the Slurm controller has not answered for {} s ({e}); job {job} may still be running and its results are kept: `tdg tune --resume {}` continues once the controller is back",
@@ -398,6 +407,21 @@ fn slurm_command(program: &str, args: &[&str]) -> Result<std::process::Output, T
                 TuneError::Executor(format!("cannot run {program}: {e}"))
             }
         })
+}
+
+/// Why the controller does not answer `scontrol ping`, or `None` when it
+/// does (or when scontrol cannot say: squeue's own error then counts).
+fn controller_down() -> Option<String> {
+    let out = slurm_command("scontrol", &["ping"]).ok()?;
+    if out.status.success() {
+        return None;
+    }
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(format!("scontrol ping: {}", first_line(&said)))
 }
 
 /// Tasks of `job` still pending or running, by `squeue`; a job the
