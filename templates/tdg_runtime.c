@@ -981,6 +981,10 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
 {
     fprintf(out,
             "usage: driver [options]\n"
+            "The defaults are built in: the settings tdg resolved when it generated the\n"
+            "driver (its command line, else the spec's timer={...}, else the machine). tdg\n"
+            "passes a setting here only when one run differs from the build (a flush\n"
+            "sweep's sizes); the options are for overriding by hand, e.g. a `make` build.\n"
             "  --timer=wall|cycle|cpu     timer (default from the spec)\n"
             "  --samples=N                exactly N timing samples (default: at least %d, adaptive)\n"
             "  --min-time-ms=T            spread the samples over at least T ms (default %lld)\n"

@@ -21,8 +21,8 @@ pub const DRIVER_JSON_VERSION: u32 = 2;
 #[derive(Debug, Clone, Deserialize)]
 pub struct DriverJson {
     pub routine: String,
-    pub timer: String,
-    pub timer_requested: String,
+    #[serde(with = "crate::run::keyword")]
+    pub timer: spec_lang::ast::TimerMethod,
     pub tsc_hz: Option<f64>,
     pub tsc_hz_source: String,
     pub timer_overhead_ns: Option<f64>,
@@ -30,8 +30,8 @@ pub struct DriverJson {
     pub mode: String,
     pub reps: u64,
     pub working_sets: u64,
-    pub flush: String,
-    pub flush_kib: u64,
+    #[serde(with = "crate::run::keyword")]
+    pub flush: spec_lang::ast::FlushMethod,
     pub flush_all_cpus: bool,
     pub flush_cpus: Vec<i32>,
     #[serde(default)]
@@ -47,7 +47,6 @@ pub struct DriverJson {
     pub code: String,
     #[serde(default = "unknown_offset")]
     pub code_page_offset: i32,
-    pub selection: String,
     pub samples_ns: Vec<f64>,
     pub sample_cpus: Vec<i32>,
     #[serde(with = "crate::summary_json")]

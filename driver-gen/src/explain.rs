@@ -89,7 +89,7 @@ pub fn explain(m: &DriverModel) -> String {
             o.fill.text
         );
         let cache = match o.cache {
-            CacheState::Flushed => match f.method {
+            CacheState::Flushed => match f.method.value {
                 FlushMethod::Read => format!(
                     "out of cache: {} before each single-call sample; \
                      with R > 1 calls per sample it rotates through working-set copies that together exceed {} KiB",
@@ -101,24 +101,24 @@ pub fn explain(m: &DriverModel) -> String {
                     } else if f.to_memory {
                         format!(
                             "its lines are clflush'ed and a {} KiB buffer is read (evicting code, TLB entries, other data)",
-                            f.kib
+                            f.kib.value
                         )
                     } else {
-                        format!("evicted by reading a {} KiB buffer", f.kib)
+                        format!("evicted by reading a {} KiB buffer", f.kib.value)
                     },
-                    f.kib
+                    f.kib.value
                 ),
                 FlushMethod::Clflush => format!(
                     "out of cache: its lines are clflush'ed before each single-call sample; \
                      with R > 1 it rotates through copies exceeding {} KiB",
-                    f.kib
+                    f.kib.value
                 ),
                 FlushMethod::None => "in cache (flushing is off)".to_string(),
             },
             CacheState::Warm => {
                 "in cache: re-read after any flush, the same copy for every call".to_string()
             }
-            CacheState::Unflushed => match f.method {
+            CacheState::Unflushed => match f.method.value {
                 FlushMethod::Read => "not flushed (no `flush` attribute): the same copy for every call, as its initialisation and the previous calls leave it; \
                      a read flush made for other operands evicts it too (mark it `warm` to keep it in cache)"
                     .to_string(),
@@ -146,28 +146,30 @@ pub fn explain(m: &DriverModel) -> String {
     let _ = writeln!(s, "Timing:");
     let _ = writeln!(
         s,
-        "  timer {} (overhead measured through the timed path and subtracted); report the {}",
-        t.method.spelling(),
-        t.selection.spelling()
+        "  timer {} ({}; overhead measured through the timed path and subtracted); report the {} ({})",
+        t.method.value.spelling(),
+        t.method.origin(),
+        t.selection.value.spelling(),
+        t.selection.origin()
     );
     let sampling = &t.sampling;
     let _ = writeln!(
         s,
         "  samples: at least {}, spread over at least {} ms, until the {} of the first and the second half agree within {}% \
          (the stated uncertainty); at {} ms the figure is reported as unstable ({}); --samples N takes exactly N",
-        t.samples,
-        sampling.min_time_ms,
-        t.selection.spelling(),
-        sampling.stable_pct,
-        sampling.max_time_ms,
-        sampling.source
+        t.samples.value,
+        sampling.min_time_ms.value,
+        t.selection.value.spelling(),
+        sampling.stable_pct.value,
+        sampling.max_time_ms.value,
+        sampling_origins(t)
     );
     let _ = writeln!(
         s,
         "  one call per sample if a call lasts >= {} ns ({}{}); otherwise R calls per sample, R doubled until it does",
-        t.min_interval_ns,
-        t.min_interval_source,
-        if t.min_interval_is_machine_default && t.method != TimerMethod::Cycle {
+        t.min_interval_ns.value,
+        t.min_interval_ns.origin(),
+        if t.min_interval_is_machine_default() && t.method.value != TimerMethod::Cycle {
             "; replaced by 1000 steps of the timer in use, at least 10 us"
         } else {
             ""
@@ -187,29 +189,29 @@ pub fn explain(m: &DriverModel) -> String {
             e.read_source,
             e.tlb_pages,
             e.tlb_source,
-            if f.all_cpus { ", on every CPU" } else { "" },
+            if f.all_cpus.value { ", on every CPU" } else { "" },
             stats::bytes(e.read_kib * 1024 + e.tlb_pages * 64),
-            f.kib,
-            f.kib_source,
-            f.kib
+            f.kib.value,
+            f.kib.origin(),
+            f.kib.value
         );
     } else if f.any_operand_flushed {
         let _ = writeln!(
             s,
             "  flush: {} {} KiB ({}){}; after it the program's code is read back (operands cold, code hot, \
              as in a loop of the application; --cold-code leaves it cold)",
-            f.method.spelling(),
-            f.kib,
-            f.kib_source,
-            if f.all_cpus && t.threads > 1 {
+            f.method.value.spelling(),
+            f.kib.value,
+            f.kib.origin(),
+            if f.all_cpus.value && t.threads.value > 1 {
                 ", on every CPU (the routine's threads leave operands in each CPU's caches)"
-            } else if f.all_cpus {
+            } else if f.all_cpus.value {
                 ", on every CPU"
             } else {
                 ""
             }
         );
-    } else if f.method == FlushMethod::None {
+    } else if f.method.value == FlushMethod::None {
         let _ = writeln!(
             s,
             "  flush: none (flushing is off, so the operands, the driver's own code and the routine's stay cached)"
@@ -218,7 +220,7 @@ pub fn explain(m: &DriverModel) -> String {
         let _ = writeln!(
             s,
             "  flush: none before the calls (no operand is marked `flush`, so the driver's own code and the routine's stay cached; `tdg run --flush {}` flushes the unmarked ones)",
-            f.method.spelling()
+            f.method.value.spelling()
         );
     }
     let _ = writeln!(
@@ -230,8 +232,8 @@ pub fn explain(m: &DriverModel) -> String {
         "  code: `{}` starts {} bytes past a 4096-byte boundary ({}), whatever the size of the driver's own code; \
          its address modulo 4096 in the application (`code_offset=` in timer={{...}}, --code-offset) times it as placed there",
         m.routine.symbol,
-        t.code_offset,
-        t.code_offset_source
+        t.code_offset.value,
+        t.code_offset.origin()
     );
     match &m.guard.alternate {
         Some(a) => {
@@ -243,22 +245,23 @@ pub fn explain(m: &DriverModel) -> String {
     }
     let pins = t
         .pin_cpus
+        .value
         .iter()
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    if t.threads > 1 {
+    if t.threads.value > 1 {
         let _ = writeln!(
             s,
             "  threads: {} ({}); OpenMP's team size is set (omp_set_num_threads, when the implementation is built with -fopenmp) and exported as OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for other runtimes;              thread k pinned to {}; the team is started (one parallel region) before timing;              the operands' pages are first written {}; CPU time is refused; the report counts the threads that really ran",
-            t.threads,
-            t.threads_source,
+            t.threads.value,
+            t.threads.origin(),
             if pins.is_empty() {
                 "the k-th CPU the driver may use (its affinity mask)".to_string()
             } else {
                 format!("the k-th of CPUs {pins}")
             },
-            if t.first_touch_threads {
+            if t.first_touch_threads.value {
                 "by the threads that use them, each its static share"
             } else {
                 "by the main thread (--first-touch main)"
@@ -268,7 +271,7 @@ pub fn explain(m: &DriverModel) -> String {
         let _ = writeln!(
             s,
             "  threads: 1 ({}); OMP_NUM_THREADS and OPENBLAS_NUM_THREADS are set to 1",
-            t.threads_source
+            t.threads.origin()
         );
         if !pins.is_empty() {
             let _ = writeln!(s, "  pinned to CPU {pins}");
@@ -299,4 +302,21 @@ pub fn explain(m: &DriverModel) -> String {
         }
     }
     s
+}
+
+/// Where the sampling budget came from: one source, or each setting's.
+fn sampling_origins(t: &crate::model::TimingPlan) -> String {
+    let b = &t.sampling;
+    let all = [
+        b.min_time_ms.source,
+        b.max_time_ms.source,
+        b.stable_pct.source,
+    ];
+    if all.iter().all(|s| *s == all[0]) {
+        return all[0].describe().to_string();
+    }
+    format!(
+        "min_time: {}, max_time: {}, stable: {}",
+        b.min_time_ms.source, b.max_time_ms.source, b.stable_pct.source
+    )
 }

@@ -4,6 +4,7 @@
 //! built; opening it checks the record against the configuration asked
 //! for, so a driver is never run under another configuration's name.
 
+use crate::defaults::MachineDefaults;
 use crate::run::{model_for, BuiltDriver, RunError, RunOptions};
 use serde::{Deserialize, Serialize};
 use spec_lang::ast::Spec;
@@ -16,8 +17,8 @@ const KEPT_DIR: fsguard::Purpose = fsguard::Purpose {
     what: "kept driver",
     option: "--campaign",
 };
-/// Version of [`Record`]'s layout.
-const RECORD_VERSION: u32 = 1;
+/// Version of [`Record`]'s layout (2: the machine the driver was built for).
+const RECORD_VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Record {
@@ -26,6 +27,10 @@ struct Record {
     compiler: String,
     impl_cflags: Vec<String>,
     defines: Vec<String>,
+    /// The machine defaults the driver's flush and interval were resolved
+    /// from: a node that runs it (with a probe of its own) reads its plan,
+    /// and where each setting came from, as it was built in.
+    machine: MachineDefaults,
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> RunError {
@@ -45,6 +50,7 @@ impl BuiltDriver {
             compiler: self.compiler.clone(),
             impl_cflags: self.impl_cflags.clone(),
             defines: self.defines.clone(),
+            machine: self.model.timing_inputs.machine.clone(),
         };
         let text = serde_json::to_string_pretty(&record).expect("a record serialises");
         fsguard::write_atomic(&dir.join(RECORD), text.as_bytes()).map_err(RunError::Files)
@@ -77,7 +83,11 @@ impl BuiltDriver {
                 record.tdg_kept_driver
             )));
         }
-        let model = model_for(spec, opts)?;
+        let built_for = RunOptions {
+            machine: Some(record.machine),
+            ..opts.clone()
+        };
+        let model = model_for(spec, &built_for)?;
         let defines: Vec<String> = opts
             .defines
             .iter()

@@ -7,9 +7,8 @@ use handlebars::{handlebars_helper, Handlebars};
 use std::path::{Path, PathBuf};
 
 use crate::model::{
-    CacheState, CallText, DriverModel, FlopPlan, FlushPlan, MacroDefault, OperandModel,
-    OverflowGuard, RoutineModel, SamplingPlan, ScalarKind, ScalarModel, Storage, TimingPlan,
-    VerifyPlan,
+    CacheState, CallText, DriverModel, Eviction, FlopPlan, MacroDefault, OperandModel,
+    OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage, VerifyPlan,
 };
 use serde::Serialize;
 use spec_lang::ast::Selection;
@@ -27,9 +26,9 @@ struct DriverView<'a> {
     scalars: Vec<ScalarView<'a>>,
     operands: Vec<OperandView<'a>>,
     flush: FlushView<'a>,
-    timing: TimingView<'a>,
+    timing: TimingView,
     /// Where the driver's option defaults read the budget.
-    sampling: &'a SamplingPlan,
+    sampling: SamplingView,
     guard: &'a OverflowGuard,
     verify: &'a Option<VerifyPlan>,
     flop: &'a Option<FlopPlan>,
@@ -56,28 +55,47 @@ struct OperandView<'a> {
     row_pointers: bool,
 }
 
+/// The flush plan's values as the templates read them.
 #[derive(Serialize)]
 struct FlushView<'a> {
-    #[serde(flatten)]
-    plan: &'a FlushPlan,
     method: &'static str,
     method_c: &'static str,
+    kib: u64,
+    all_cpus: bool,
+    to_memory: bool,
+    eviction: &'a Option<Eviction>,
+    any_operand_flushed: bool,
 }
 
+/// The timing plan's values as the templates read them.
 #[derive(Serialize)]
-struct TimingView<'a> {
-    #[serde(flatten)]
-    plan: &'a TimingPlan,
+struct TimingView {
     method: &'static str,
     method_c: &'static str,
+    samples: u32,
+    samples_exact: bool,
     selection: &'static str,
     selection_median: bool,
+    min_interval_ns: u64,
+    min_interval_is_machine_default: bool,
     /// "0,1": the `--pin` list as the driver parses it ("" unpinned).
     pin_cpus_text: String,
+    threads: u32,
+    first_touch_threads: bool,
+    code_offset: u32,
+}
+
+/// The sampling budget's values as the templates read them.
+#[derive(Serialize)]
+struct SamplingView {
+    min_time_ms: u64,
+    max_time_ms: u64,
+    stable_pct: f64,
 }
 
 impl<'a> DriverView<'a> {
     fn of(m: &'a DriverModel) -> Self {
+        let t = &m.timing;
         DriverView {
             routine: &m.routine,
             includes: &m.includes,
@@ -103,25 +121,39 @@ impl<'a> DriverView<'a> {
                 })
                 .collect(),
             flush: FlushView {
-                plan: &m.flush,
-                method: m.flush.method.spelling(),
-                method_c: m.flush.method.c_name(),
+                method: m.flush.method.value.spelling(),
+                method_c: m.flush.method.value.c_name(),
+                kib: m.flush.kib.value,
+                all_cpus: m.flush.all_cpus.value,
+                to_memory: m.flush.to_memory,
+                eviction: &m.flush.eviction,
+                any_operand_flushed: m.flush.any_operand_flushed,
             },
             timing: TimingView {
-                plan: &m.timing,
-                method: m.timing.method.spelling(),
-                method_c: m.timing.method.c_name(),
-                selection: m.timing.selection.spelling(),
-                selection_median: m.timing.selection == Selection::Median,
-                pin_cpus_text: m
-                    .timing
+                method: t.method.value.spelling(),
+                method_c: t.method.value.c_name(),
+                samples: t.samples.value,
+                samples_exact: t.samples_exact,
+                selection: t.selection.value.spelling(),
+                selection_median: t.selection.value == Selection::Median,
+                min_interval_ns: t.min_interval_ns.value,
+                min_interval_is_machine_default: t.min_interval_is_machine_default(),
+                pin_cpus_text: t
                     .pin_cpus
+                    .value
                     .iter()
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(","),
+                threads: t.threads.value,
+                first_touch_threads: t.first_touch_threads.value,
+                code_offset: t.code_offset.value,
             },
-            sampling: &m.timing.sampling,
+            sampling: SamplingView {
+                min_time_ms: t.sampling.min_time_ms.value,
+                max_time_ms: t.sampling.max_time_ms.value,
+                stable_pct: t.sampling.stable_pct.value,
+            },
             guard: &m.guard,
             verify: &m.verify,
             flop: &m.flop,

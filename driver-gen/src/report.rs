@@ -1,6 +1,8 @@
 //! Human and CSV renderings of run reports (JSON is serde's).
 
-use crate::run::RunReport;
+use crate::model::Origin;
+use crate::run::{RunReport, SettingSources};
+use spec_lang::vocabulary::Keyword;
 use stats::ns;
 use std::fmt::Write;
 
@@ -24,13 +26,50 @@ fn flush_line(r: &RunReport) -> String {
             r.flush_kib, r.flush_kib_source
         ),
         (_, false) => format!(
-            "{} {} KiB ({}){every_cpu}",
-            r.flush, r.flush_kib, r.flush_kib_source
+            "{} {} KiB ({}{}){every_cpu}",
+            r.flush.spelling(),
+            r.flush_kib,
+            r.flush_kib_source,
+            r.sources
+                .as_ref()
+                .map(|s| format!("; {} by {}", r.flush.spelling(), s.flush))
+                .unwrap_or_default()
         ),
     };
     match r.flush_ns_per_sample {
         Some(t) => format!("{what}; {} per sample, outside the timed call", ns(t)),
         None => what,
+    }
+}
+
+/// " (command line)": where a setting came from, for the table; empty for
+/// a report read back from a tdg that did not record it.
+fn source(r: &RunReport, setting: impl Fn(&SettingSources) -> &Origin) -> String {
+    r.sources
+        .as_ref()
+        .map(|s| format!(" ({})", setting(s)))
+        .unwrap_or_default()
+}
+
+/// "cycle (default; 2.597 GHz TSC, calibrated)": the timer that ran, where
+/// the one asked for came from, and the TSC's rate.
+fn timer_words(r: &RunReport) -> String {
+    let mut notes = Vec::new();
+    if let Some(s) = &r.sources {
+        notes.push(s.timer.to_string());
+    }
+    if r.timer != r.timer_requested {
+        notes.push(format!(
+            "{} asked for is not available",
+            r.timer_requested.spelling()
+        ));
+    }
+    if let Some(hz) = r.tsc_hz {
+        notes.push(format!("{:.3} GHz TSC, {}", hz / 1e9, r.tsc_hz_source));
+    }
+    match notes.is_empty() {
+        true => r.timer.spelling().to_string(),
+        false => format!("{} ({})", r.timer.spelling(), notes.join("; ")),
     }
 }
 
@@ -40,12 +79,8 @@ pub fn format_table(r: &RunReport) -> String {
     let _ = writeln!(s, "routine      {}", r.routine);
     let _ = writeln!(
         s,
-        "timer        {}{}, overhead {} (subtracted), resolution {}",
-        r.timer,
-        match (r.tsc_hz, r.tsc_hz_source.as_str()) {
-            (Some(hz), src) => format!(" ({:.3} GHz TSC, {src})", hz / 1e9),
-            _ => String::new(),
-        },
+        "timer        {}, overhead {} (subtracted), resolution {}",
+        timer_words(r),
         ns(r.timer_overhead_ns),
         ns(r.timer_resolution_ns)
     );
@@ -84,8 +119,10 @@ pub fn format_table(r: &RunReport) -> String {
     if let Some(offset) = r.code_page_offset {
         let _ = writeln!(
             s,
-            "code         {}, {} at page offset {offset}",
-            r.code, r.routine
+            "code         {}, {} at page offset {offset}{}",
+            r.code,
+            r.routine,
+            source(r, |s| &s.code_offset)
         );
     }
     for op in &r.operands {
@@ -168,7 +205,7 @@ pub fn uncertainty(r: &RunReport) -> String {
     match r.uncertainty_pct {
         Some(p) => format!(
             "+-{p:.2}% ({} over the first and the second half of the {} samples agree within it{})",
-            r.selection,
+            r.selection.spelling(),
             r.samples_ns.len(),
             if r.sampling.adaptive {
                 format!(
@@ -193,11 +230,11 @@ pub fn format_csv_row(r: &RunReport) -> String {
     format!(
         "{},{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{:.3},{}",
         r.routine,
-        r.timer,
+        r.timer.spelling(),
         r.mode,
         r.reps_per_sample,
         r.working_sets,
-        r.flush,
+        r.flush.spelling(),
         r.flush_kib,
         r.samples_ns.len(),
         r.stats.min,
@@ -206,7 +243,7 @@ pub fn format_csv_row(r: &RunReport) -> String {
         r.stats.max,
         r.stats.stddev,
         r.reported_ns,
-        r.selection,
+        r.selection.spelling(),
         opt(r.uncertainty_pct),
         r.stable,
         opt(r.mflops_best),

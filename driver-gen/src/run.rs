@@ -2,7 +2,7 @@
 //! turn its JSON line into a [`RunReport`].
 
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::{FlushMethod, Spec};
+use spec_lang::ast::{FlushMethod, Selection, Spec, TimerMethod};
 use spec_lang::vocabulary::Keyword;
 use stats::Summary;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,9 @@ use crate::driver_json::{self, DriverJson};
 pub use crate::driver_json::{
     OperandReport, Sampling, TeamReport, Verification, DRIVER_JSON_VERSION,
 };
-use crate::model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
+use crate::model::{
+    DriverConfig, DriverModel, FlushPlan, ModelError, Origin, Source, TimingOverrides, TimingPlan,
+};
 use crate::render::{render, RenderError};
 
 /// Flags the driver's own sources are always built with: the product must be
@@ -143,6 +145,10 @@ pub enum RunError {
     BadOutput { why: String, stdout: String },
     #[error("{0}")]
     Placement(String),
+    /// A run asked a built driver for a setting it cannot change without
+    /// being built again.
+    #[error("{0}; build the driver with these options instead")]
+    Rebuild(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     /// A file or directory tdg writes (fsguard's message names the path: a
@@ -157,7 +163,10 @@ impl RunError {
     pub fn failure(&self) -> Option<failure::Failure> {
         use failure::Failure;
         Some(match self {
-            RunError::Model(_) | RunError::Render(_) | RunError::Placement(_) => Failure::Usage,
+            RunError::Model(_)
+            | RunError::Render(_)
+            | RunError::Placement(_)
+            | RunError::Rebuild(_) => Failure::Usage,
             RunError::Toolchain(_) => Failure::Environment,
             RunError::ImplBuild { .. } | RunError::DriverBuild { .. } => Failure::Compile,
             RunError::Crashed { .. }
@@ -173,14 +182,8 @@ impl RunError {
 }
 
 /// The read of a full flush after the operands' clflush, as the driver ran
-/// it, with where each size came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlushEviction {
-    pub read_kib: u64,
-    pub read_source: String,
-    pub tlb_pages: u64,
-    pub tlb_source: String,
-}
+/// it: the model's eviction plan, with where each size came from.
+pub use crate::model::Eviction as FlushEviction;
 
 pub use spec_lang::ast::CODE_PAGE;
 
@@ -191,9 +194,11 @@ pub struct RunReport {
     pub compiler: String,
     pub impl_cflags: Vec<String>,
     pub defines: Vec<String>,
-    /// Timer used ("cycle", "wall", "cpu") and the one asked for.
-    pub timer: String,
-    pub timer_requested: String,
+    /// Timer used (a missing TSC falls back to wall) and the one asked for.
+    #[serde(with = "keyword")]
+    pub timer: TimerMethod,
+    #[serde(with = "keyword")]
+    pub timer_requested: TimerMethod,
     pub tsc_hz: Option<f64>,
     pub tsc_hz_source: String,
     /// Empty-interval cost, subtracted from every sample.
@@ -204,8 +209,11 @@ pub struct RunReport {
     pub mode: String,
     pub reps_per_sample: u64,
     pub working_sets: u64,
-    pub flush: String,
+    /// The flush the driver ran (none when no operand is flushed).
+    #[serde(with = "keyword")]
+    pub flush: FlushMethod,
     pub flush_kib: u64,
+    /// `sources.flush_kib` in words, for readers of the version 2 contract.
     pub flush_kib_source: String,
     pub flush_all_cpus: bool,
     pub flush_cpus: Vec<i32>,
@@ -224,7 +232,13 @@ pub struct RunReport {
     #[serde(default)]
     pub flush_ns_per_sample: Option<f64>,
     pub min_interval_ns: u64,
+    /// `sources.min_interval` in words, for readers of the version 2 contract.
     pub min_interval_source: String,
+    /// Where each timing setting of this run came from, carried from the
+    /// plan the run was resolved into (`None`: a report written before tdg
+    /// recorded them).
+    #[serde(default)]
+    pub sources: Option<SettingSources>,
     /// Per-call nanoseconds of every sample, in order.
     pub samples_ns: Vec<f64>,
     pub sample_cpus: Vec<i32>,
@@ -233,8 +247,8 @@ pub struct RunReport {
     /// read back from `tdg run --json` has `n = 0`.
     #[serde(with = "crate::summary_json")]
     pub stats: Summary,
-    /// "min" or "median".
-    pub selection: String,
+    #[serde(with = "keyword")]
+    pub selection: Selection,
     pub reported_ns: f64,
     pub reported_why: String,
     /// How far the estimator over the first half of the samples is from the
@@ -270,6 +284,77 @@ pub struct RunReport {
     pub operands: Vec<OperandReport>,
     pub verification: Verification,
     pub warnings: Vec<String>,
+}
+
+/// Where each timing setting of a run came from: the command line, the
+/// spec's `timer={...}`, the machine or tdg's default, with how the value
+/// follows from it (the cache level a flush was sized from, say).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingSources {
+    pub timer: Origin,
+    pub samples: Origin,
+    pub selection: Origin,
+    pub flush: Origin,
+    pub flush_kib: Origin,
+    pub flush_all_cpus: Origin,
+    pub min_interval: Origin,
+    pub min_time: Origin,
+    pub max_time: Origin,
+    pub stable_pct: Origin,
+    pub threads: Origin,
+    pub pin: Origin,
+    pub first_touch: Origin,
+    pub code_offset: Origin,
+}
+
+impl SettingSources {
+    fn of(flush: &FlushPlan, timing: &TimingPlan) -> SettingSources {
+        SettingSources {
+            timer: timing.method.origin(),
+            samples: timing.samples.origin(),
+            selection: timing.selection.origin(),
+            flush: flush.method_in_effect().origin(),
+            flush_kib: flush.kib.origin(),
+            flush_all_cpus: flush.all_cpus.origin(),
+            min_interval: timing.min_interval_ns.origin(),
+            min_time: timing.sampling.min_time_ms.origin(),
+            max_time: timing.sampling.max_time_ms.origin(),
+            stable_pct: timing.sampling.stable_pct.origin(),
+            threads: timing.threads.origin(),
+            pin: timing.pin_cpus.origin(),
+            first_touch: timing.first_touch_threads.origin(),
+            code_offset: timing.code_offset.origin(),
+        }
+    }
+}
+
+/// Serde for spec-lang's keyword enums as the words the driver, the spec
+/// and the command line write (`cycle`, `median`, `read`).
+pub(crate) mod keyword {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use spec_lang::vocabulary::Keyword;
+
+    pub fn serialize<K: Keyword, S: Serializer>(k: &K, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(k.spelling())
+    }
+
+    pub fn deserialize<'de, K: Keyword, D: Deserializer<'de>>(d: D) -> Result<K, D::Error> {
+        let word = String::deserialize(d)?;
+        K::from_spelling(&word).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{word}` is not a {} (one of {})",
+                K::FAMILY,
+                K::spellings().join(", ")
+            ))
+        })
+    }
+}
+
+/// The settings one run of a built driver is resolved into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    pub flush: FlushPlan,
+    pub timing: TimingPlan,
 }
 
 /// What building a driver took.
@@ -514,12 +599,12 @@ pub fn build_model(
     };
     let timing = &model.timing;
     let symbol = &model.routine.symbol;
-    let predicted = predicted_padding(&obj("impl0.o"), symbol, timing.code_offset);
+    let predicted = predicted_padding(&obj("impl0.o"), symbol, timing.code_offset.value);
     link(predicted.unwrap_or(0))?;
-    match place_routine(&exe, symbol, timing.code_offset, predicted, link) {
+    match place_routine(&exe, symbol, timing.code_offset.value, predicted, link) {
         // Not asked for (a toolchain that places code itself): the driver
         // still reports where the routine is.
-        Err(RunError::Placement(why)) if timing.code_offset_source == "default" => {
+        Err(RunError::Placement(why)) if timing.code_offset.source == Source::Default => {
             tracing::warn!("{why}")
         }
         other => other?,
@@ -597,54 +682,131 @@ fn place_routine(
     }
 }
 
-/// Command-line arguments for the driver binary from the run-time options.
-pub fn driver_args(opts: &RunOptions) -> Vec<String> {
+/// The driver's command line for one run: `--json`, the run-time switches
+/// of `opts` (`--reps`, `--cold-code`, `--no-verify`, ...), and an option
+/// for each timing setting of `run` that differs from the one the driver
+/// was built with. A setting the build already holds is never sent again:
+/// the driver decides nothing tdg resolved (the option parser of the
+/// driver's runtime stays for `make`-built drivers run by hand). A setting
+/// the driver cannot change without a new build is refused.
+pub fn driver_args(
+    built: &DriverModel,
+    run: &RunPlan,
+    opts: &RunOptions,
+) -> Result<Vec<String>, RunError> {
+    let (bf, bt) = (&built.flush, &built.timing);
+    let (rf, rt) = (&run.flush, &run.timing);
+    let rebuild = |what: String| Err(RunError::Rebuild(what));
     let mut a = vec!["--json".to_string()];
-    if let Some(t) = opts.timing.timer {
-        a.push(format!("--timer={}", t.spelling()));
+    if rt.code_offset.value != bt.code_offset.value {
+        return rebuild(format!(
+            "the driver places the routine at page offset {} when it is linked, not {}",
+            bt.code_offset.value, rt.code_offset.value
+        ));
     }
-    if let Some(s) = opts.timing.samples {
-        a.push(format!("--samples={s}"));
+    if rt.method.value != bt.method.value {
+        a.push(format!("--timer={}", rt.method.value.spelling()));
     }
-    if let Some(s) = opts.timing.selection {
-        a.push(format!("--select={}", s.spelling()));
+    // The driver's parser picks the median for --timer=cpu unless told: a
+    // new timer always comes with the plan's statistic.
+    if rt.selection.value != bt.selection.value || rt.method.value != bt.method.value {
+        a.push(format!("--select={}", rt.selection.value.spelling()));
     }
-    if let Some(f) = opts.timing.flush {
-        a.push(format!("--flush={}", f.spelling()));
+    match (rt.samples_exact, bt.samples_exact) {
+        (true, _) if (rt.samples.value, true) != (bt.samples.value, bt.samples_exact) => {
+            a.push(format!("--samples={}", rt.samples.value))
+        }
+        (false, false) if rt.samples.value != bt.samples.value => {
+            return rebuild(format!(
+                "the driver takes at least {} samples, not at least {}",
+                bt.samples.value, rt.samples.value
+            ))
+        }
+        (false, true) => {
+            return rebuild(format!(
+                "the driver takes exactly {} samples, not an adaptive count",
+                bt.samples.value
+            ))
+        }
+        _ => {}
     }
-    if let Some(k) = opts.timing.flush_kib {
-        a.push(format!("--flush-kib={k}"));
+    let sampling = [
+        (
+            "min-time-ms",
+            rt.sampling.min_time_ms.value,
+            bt.sampling.min_time_ms.value,
+        ),
+        (
+            "max-time-ms",
+            rt.sampling.max_time_ms.value,
+            bt.sampling.max_time_ms.value,
+        ),
+    ];
+    for (option, ran, built) in sampling {
+        if ran != built {
+            a.push(format!("--{option}={ran}"));
+        }
     }
-    if let Some(m) = opts.timing.min_interval_ns {
-        a.push(format!("--min-interval-ns={m}"));
+    if rt.sampling.stable_pct.value != bt.sampling.stable_pct.value {
+        a.push(format!("--stable-pct={}", rt.sampling.stable_pct.value));
+    }
+    if rf.method.value != bf.method.value {
+        a.push(format!("--flush={}", rf.method.value.spelling()));
+    }
+    if (rf.kib.value, rf.to_memory) != (bf.kib.value, bf.to_memory) {
+        if rf.to_memory {
+            return rebuild(format!(
+                "the driver reads a chosen {} KiB flush; a flush meant to reach memory ({} KiB, {}) is built in",
+                bf.kib.value,
+                rf.kib.value,
+                rf.kib.origin()
+            ));
+        }
+        // A size given at run time is read as given, with no clflush first.
+        a.push(format!("--flush-kib={}", rf.kib.value));
+    }
+    match (rf.all_cpus.value, bf.all_cpus.value) {
+        (true, false) => a.push("--flush-all-cpus".into()),
+        (false, true) => {
+            return rebuild("the driver flushes on every CPU".to_string());
+        }
+        _ => {}
+    }
+    if rt.min_interval_ns != bt.min_interval_ns {
+        if rt.min_interval_is_machine_default() {
+            return rebuild(format!(
+                "the driver times intervals of at least {} ns ({}), not the machine's",
+                bt.min_interval_ns.value,
+                bt.min_interval_ns.origin()
+            ));
+        }
+        a.push(format!("--min-interval-ns={}", rt.min_interval_ns.value));
+    }
+    if rt.pin_cpus.value != bt.pin_cpus.value {
+        let list: Vec<String> = rt.pin_cpus.value.iter().map(u32::to_string).collect();
+        a.push(format!("--pin={}", list.join(",")));
+    }
+    if rt.threads.value != bt.threads.value {
+        a.push(format!("--threads={}", rt.threads.value));
+    }
+    if rt.first_touch_threads.value != bt.first_touch_threads.value {
+        let who = if rt.first_touch_threads.value {
+            "threads"
+        } else {
+            "main"
+        };
+        a.push(format!("--first-touch={who}"));
+    }
+    if let Some(t) = opts.timing.tolerance {
+        if built.verify.as_ref().map(|v| v.tolerance) != Some(t) {
+            a.push(format!("--tolerance={t:e}"));
+        }
     }
     if let Some(r) = opts.reps {
         a.push(format!("--reps={r}"));
     }
     if opts.cold_code {
         a.push("--cold-code".into());
-    }
-    if let Some(t) = opts.timing.min_time_ms {
-        a.push(format!("--min-time-ms={t}"));
-    }
-    if let Some(t) = opts.timing.max_time_ms {
-        a.push(format!("--max-time-ms={t}"));
-    }
-    if let Some(p) = opts.timing.stable_pct {
-        a.push(format!("--stable-pct={p}"));
-    }
-    if !opts.timing.pin_cpus.is_empty() {
-        let list: Vec<String> = opts.timing.pin_cpus.iter().map(u32::to_string).collect();
-        a.push(format!("--pin={}", list.join(",")));
-    }
-    if let Some(n) = opts.timing.threads {
-        a.push(format!("--threads={n}"));
-    }
-    if opts.timing.first_touch_main {
-        a.push("--first-touch=main".into());
-    }
-    if opts.timing.flush_all_cpus {
-        a.push("--flush-all-cpus".into());
     }
     if !opts.touch_pages {
         a.push("--no-touch".into());
@@ -658,25 +820,30 @@ pub fn driver_args(opts: &RunOptions) -> Vec<String> {
     if !opts.verify {
         a.push("--no-verify".into());
     }
-    if let Some(t) = opts.timing.tolerance {
-        a.push(format!("--tolerance={t:e}"));
-    }
-    a
+    Ok(a)
 }
 
 impl BuiltDriver {
-    /// Runs the driver once with the run-time part of `opts`.
+    /// The settings a run under `opts` resolves: the model's own when the
+    /// options' timing is the one the driver was built with.
+    pub fn plan_for(&self, opts: &RunOptions) -> Result<RunPlan, RunError> {
+        let (flush, timing) = self.model.timing_for(&opts.timing)?;
+        Ok(RunPlan { flush, timing })
+    }
+
+    /// Runs the driver once with the run-time part of `opts`; timing
+    /// settings that differ from the build's are passed to the driver.
     pub fn run(&self, opts: &RunOptions) -> Result<RunReport, RunError> {
+        let plan = self.plan_for(opts)?;
         let mut cmd = Command::new(&self.exe);
-        cmd.args(driver_args(opts));
+        cmd.args(driver_args(&self.model, &plan, opts)?);
         // The team size for runtimes that read it before main: set here, the
         // driver need not start itself again to set it.
-        let threads = opts.timing.threads.unwrap_or(self.model.timing.threads);
         for var in THREAD_COUNT_VARIABLES {
-            cmd.env(var, threads.to_string());
+            cmd.env(var, plan.timing.threads.value.to_string());
         }
         match toolchain::run(&mut cmd, Some(opts.timeout)) {
-            Ok(out) => self.report_from(&out.stdout),
+            Ok(out) => self.report_from(&out.stdout, &plan),
             Err(ToolchainError::Crashed {
                 signal,
                 signal_name,
@@ -692,7 +859,7 @@ impl BuiltDriver {
             Err(ToolchainError::Failed {
                 code: 3, stdout, ..
             }) => {
-                let report = self.report_from(&stdout).ok();
+                let report = self.report_from(&stdout, &plan).ok();
                 let detail = report
                     .as_ref()
                     .map(|r| r.verification.detail.clone())
@@ -717,7 +884,7 @@ impl BuiltDriver {
         }
     }
 
-    fn report_from(&self, stdout: &str) -> Result<RunReport, RunError> {
+    fn report_from(&self, stdout: &str, plan: &RunPlan) -> Result<RunReport, RunError> {
         let line = stdout
             .lines()
             .rev()
@@ -730,44 +897,31 @@ impl BuiltDriver {
             why,
             stdout: line.chars().take(400).collect(),
         })?;
-        Ok(self.report(json))
+        Ok(self.report(json, plan))
     }
 
-    fn report(&self, j: DriverJson) -> RunReport {
-        let m = &self.model;
-        let reported_why = match (j.selection.as_str(), j.timer.as_str()) {
-            ("median", "cpu") => {
-                "median of the samples: CPU time errs in both directions, so extremes are dropped"
-                    .to_string()
-            }
-            ("median", _) => "median of the samples (requested)".to_string(),
-            (_, "cpu") => {
-                "minimum of the samples (requested; CPU time usually wants the median)".to_string()
-            }
-            _ => "minimum of the samples: with wall-clock time, other activity only ever adds time"
-                .to_string(),
-        };
+    /// The run's report: what the driver measured, and each setting with
+    /// its source as `plan` resolved it.
+    fn report(&self, j: DriverJson, plan: &RunPlan) -> RunReport {
+        let (f, t) = (&plan.flush, &plan.timing);
         let flops = j.flops_per_call.filter(|f| *f > 0.0);
         let mflops = |ns: f64| flops.filter(|_| ns > 0.0).map(|f| f / ns * 1e3);
-        let flush_kib_source = if j.flush_kib == m.flush.kib {
-            m.flush.kib_source.clone()
-        } else {
-            "command line".into()
-        };
-        let min_interval_source = if !j.min_interval_why.is_empty() {
-            j.min_interval_why.clone()
-        } else if j.min_interval_ns == m.timing.min_interval_ns {
-            m.timing.min_interval_source.clone()
-        } else {
-            "command line".into()
-        };
+        let mut sources = SettingSources::of(f, t);
+        // The machine's interval belongs to the cycle timer; a driver on
+        // another timer measured that timer's step and says what it chose.
+        if !j.min_interval_why.is_empty() {
+            sources.min_interval = Origin {
+                source: Source::Machine,
+                detail: j.min_interval_why,
+            };
+        }
         RunReport {
             routine: j.routine,
             compiler: self.compiler.clone(),
             impl_cflags: self.impl_cflags.clone(),
             defines: self.defines.clone(),
             timer: j.timer,
-            timer_requested: j.timer_requested,
+            timer_requested: t.method.value,
             tsc_hz: j.tsc_hz.filter(|h| *h > 0.0),
             tsc_hz_source: j.tsc_hz_source,
             timer_overhead_ns: j.timer_overhead_ns.unwrap_or(0.0),
@@ -776,33 +930,20 @@ impl BuiltDriver {
             reps_per_sample: j.reps,
             working_sets: j.working_sets,
             flush: j.flush,
-            flush_kib: j.flush_kib,
-            flush_kib_source,
+            flush_kib: f.kib.value,
+            flush_kib_source: sources.flush_kib.to_string(),
             flush_all_cpus: j.flush_all_cpus,
             flush_cpus: j.flush_cpus,
             flush_clflushes_operands: j.flush_clflushes_operands,
-            flush_eviction: (j.flush_evict_kib > 0 || j.flush_evict_pages > 0).then(|| {
-                let planned = m.flush.eviction.as_ref();
-                let source = |same: bool, text: Option<&String>| match (same, text) {
-                    (true, Some(t)) => t.clone(),
-                    _ => "command line".to_string(),
-                };
-                FlushEviction {
-                    read_kib: j.flush_evict_kib,
-                    read_source: source(
-                        planned.is_some_and(|e| e.read_kib == j.flush_evict_kib),
-                        planned.map(|e| &e.read_source),
-                    ),
-                    tlb_pages: j.flush_evict_pages,
-                    tlb_source: source(
-                        planned.is_some_and(|e| e.tlb_pages == j.flush_evict_pages),
-                        planned.map(|e| &e.tlb_source),
-                    ),
-                }
-            }),
+            // Whether the eviction ran is the driver's to say (single-call
+            // samples only); what it read, and why, is the plan's.
+            flush_eviction: (j.flush_evict_kib > 0 || j.flush_evict_pages > 0)
+                .then(|| f.eviction.clone())
+                .flatten(),
             flush_ns_per_sample: j.flush_ns_per_sample.filter(|t| *t > 0.0),
             min_interval_ns: j.min_interval_ns,
-            min_interval_source,
+            min_interval_source: sources.min_interval.to_string(),
+            sources: Some(sources),
             mflops_best: mflops(j.stats.min),
             mflops_avg: mflops(j.stats.mean),
             stats: Summary {
@@ -811,9 +952,9 @@ impl BuiltDriver {
             },
             samples_ns: j.samples_ns,
             sample_cpus: j.sample_cpus,
-            selection: j.selection,
+            selection: t.selection.value,
             reported_ns: j.reported_ns,
-            reported_why,
+            reported_why: t.estimator_why(),
             uncertainty_pct: j.uncertainty_pct,
             stable: j.stable,
             unstable_reason: j.unstable_reason,
@@ -866,4 +1007,138 @@ pub fn flush_sweep(
             built.run(&o)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod resolve_once {
+    //! A timing setting reaches the driver once: baked into the build by the
+    //! resolved plan, never sent again on the driver's command line.
+    use super::*;
+    use crate::model::Sourced;
+
+    const DOT: &str = r#"
+routine=double ddot(const int N, const double* X, const double* Y);
+init={
+  N=Macro(NS, 4096);
+  X=Vector(double, RANDOM, flush|align(64), N);
+  Y=Vector(double, RANDOM, flush|align(64), N);
+};
+"#;
+
+    fn options(timing: TimingOverrides) -> RunOptions {
+        RunOptions {
+            timing,
+            machine: Some(MachineDefaults::fixed_for_tests()),
+            ..RunOptions::default()
+        }
+    }
+
+    /// The model a build under `opts` bakes in, and the argv of a run of
+    /// that build under `run`.
+    fn argv(spec: &str, opts: &RunOptions, run: &RunOptions) -> Result<Vec<String>, RunError> {
+        let spec = spec_lang::parse(spec, "t.spec").unwrap();
+        let built = model_for(&spec, opts).unwrap();
+        let (flush, timing) = built.timing_for(&run.timing)?;
+        driver_args(&built, &RunPlan { flush, timing }, run)
+    }
+
+    fn flush_keywords(args: &[String]) -> Vec<&String> {
+        args.iter()
+            .filter(|a| a.starts_with("--flush") || a.starts_with("--evict"))
+            .collect()
+    }
+
+    #[test]
+    fn every_setting_the_build_holds_stays_off_the_drivers_command_line() {
+        let o = options(TimingOverrides {
+            timer: Some(TimerMethod::Wall),
+            samples: Some(9),
+            selection: Some(Selection::Median),
+            flush: Some(FlushMethod::Read),
+            flush_kib: Some(512),
+            min_interval_ns: Some(50_000),
+            min_time_ms: Some(20),
+            max_time_ms: Some(40),
+            stable_pct: Some(2.0),
+            flush_all_cpus: true,
+            pin_cpus: vec![0],
+            threads: Some(1),
+            first_touch_main: true,
+            code_offset: spec_lang::ast::CodeOffset::new(48),
+            ..TimingOverrides::default()
+        });
+        assert_eq!(argv(DOT, &o, &o).unwrap(), vec!["--json"]);
+        let spec = format!(
+            "{DOT}timer={{ method=wall; samples=9; select=median; flush=read; flush_size=512K; min_interval=50us; }};\n"
+        );
+        let o = options(TimingOverrides::default());
+        assert_eq!(argv(&spec, &o, &o).unwrap(), vec!["--json"]);
+        assert_eq!(argv(DOT, &o, &o).unwrap(), vec!["--json"]);
+    }
+
+    #[test]
+    fn a_run_with_other_settings_sends_only_what_differs_from_the_build() {
+        let built = options(TimingOverrides::default());
+        // A flush sweep's size: read as given (no clflush), once.
+        let mut sweep = built.clone();
+        sweep.timing.flush_kib = Some(256);
+        assert_eq!(
+            argv(DOT, &built, &sweep).unwrap(),
+            vec!["--json", "--flush-kib=256"]
+        );
+        // A new timer comes with the plan's statistic, so the driver's own
+        // rule (the median for CPU time) is never applied a second time.
+        let mut cpu = built.clone();
+        cpu.timing.timer = Some(TimerMethod::Cpu);
+        assert_eq!(
+            argv(DOT, &built, &cpu).unwrap(),
+            vec!["--json", "--timer=cpu", "--select=median"]
+        );
+        let mut share = built.clone();
+        share.timing.max_time_ms = Some(125);
+        share.verify = false;
+        assert_eq!(
+            argv(DOT, &built, &share).unwrap(),
+            vec!["--json", "--max-time-ms=125", "--no-verify"]
+        );
+    }
+
+    #[test]
+    fn a_setting_only_a_new_build_can_change_is_refused_not_half_applied() {
+        let default = options(TimingOverrides::default());
+        let with = |change: fn(&mut TimingOverrides)| {
+            let mut o = default.clone();
+            change(&mut o.timing);
+            o
+        };
+        let chosen_flush = with(|t| t.flush_kib = Some(512));
+        let exact = with(|t| t.samples = Some(5));
+        let placed = with(|t| t.code_offset = spec_lang::ast::CodeOffset::new(64));
+        for (built, run, why) in [
+            (&chosen_flush, &default, "a flush meant to reach memory"),
+            (&exact, &default, "exactly 5 samples"),
+            (&default, &placed, "page offset 0"),
+        ] {
+            match argv(DOT, built, run) {
+                Err(RunError::Rebuild(m)) => assert!(m.contains(why), "{m}"),
+                other => panic!("expected a refusal naming {why}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn each_setting_carries_its_source_from_the_plan() {
+        let spec =
+            spec_lang::parse(&format!("{DOT}timer={{ flush_size=512K; }};\n"), "t.spec").unwrap();
+        let kib = |o: &RunOptions| model_for(&spec, o).unwrap().flush.kib;
+        let default = options(TimingOverrides::default());
+        assert_eq!(kib(&default), Sourced::new(512, Source::Spec));
+        let mut cli = default.clone();
+        cli.timing.flush_kib = Some(96);
+        assert_eq!(kib(&cli), Sourced::new(96, Source::CommandLine));
+        let dot = spec_lang::parse(DOT, "t.spec").unwrap();
+        let m = model_for(&dot, &default).unwrap();
+        assert_eq!(m.flush.kib.source, Source::Machine);
+        assert_eq!(m.flush.method.source, Source::Default);
+    }
 }

@@ -36,7 +36,11 @@ init={ N=1024; X=Vector(double, RANDOM, warm, N); };
     o.timing.min_interval_ns = Some(0);
     let r = kit.run(&o);
     assert_eq!(r.reps_per_sample, 1, "one call per sample");
-    assert_eq!(r.flush, "none", "nothing is flushed, so no flush runs");
+    assert_eq!(
+        r.flush,
+        spec_lang::ast::FlushMethod::None,
+        "nothing is flushed, so no flush runs"
+    );
     let best = kit.min_of(&o, 3).min(r.reported_ns);
     eprintln!(
         "empty call with a warm operand: {best:.1} ns (timer pair {:.1} ns)",

@@ -216,7 +216,7 @@ init={ N=1; };
     let repeated = kit.run(&opts());
     assert!(repeated.reps_per_sample > 1);
     assert!(repeated.reported_ns <= 3.0 * ovh);
-    assert_eq!(repeated.timer, "cycle");
+    assert_eq!(repeated.timer, TimerMethod::Cycle);
     assert!(repeated.tsc_hz.unwrap() > 1e8);
     tsc_rate_agrees_with_the_kernels(&repeated);
 }
@@ -276,8 +276,8 @@ init={ us=3000; };
     );
     assert!(wall.reported_ns >= 2.5e6);
     assert!(cpu.reported_ns < 1.0e6, "CPU time must not count sleeping");
-    assert_eq!(cpu.selection, "median");
-    assert_eq!(wall.selection, "min");
+    assert_eq!(cpu.selection, spec_lang::ast::Selection::Median);
+    assert_eq!(wall.selection, spec_lang::ast::Selection::Min);
     assert!(cpu.reported_why.contains("median"));
     // The figure reported is that statistic of the samples, not another.
     assert_eq!(cpu.reported_ns, cpu.stats.median);
@@ -414,4 +414,79 @@ fn pinning_keeps_every_sample_on_the_cpu_and_silences_the_warning() {
     );
     assert!(!pinned.warnings.iter().any(|w| w.contains("not pinned")));
     assert_eq!(pinned.pinned_cpu, Some(cpu as i32));
+}
+
+/// Replaces the built driver with a script that writes its arguments, one a
+/// line, to a log beside it and runs the real driver with them.
+fn log_driver_argv(kit: &Kit) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let exe = &kit.built.exe;
+    let real = exe.with_file_name("driver.real");
+    let log = kit.dir.path().join("argv.log");
+    std::fs::rename(exe, &real).unwrap();
+    std::fs::write(
+        exe,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    log
+}
+
+#[test]
+fn a_flush_setting_reaches_the_driver_once_and_the_report_names_its_source() {
+    let _shared = testkit::shared();
+    use driver_gen::model::Source;
+    let small = DOT_SPEC.replace("Macro(NS, 16384)", "Macro(NS, 1024)");
+    let quick = |mut o: driver_gen::RunOptions| {
+        o.timing.min_time_ms = Some(5);
+        o.timing.max_time_ms = Some(20);
+        o
+    };
+    let mut cli = quick(opts());
+    cli.timing.flush_kib = Some(384);
+    let spec_sized = format!("{small}timer={{ flush_size=448K; }};\n");
+    // Each configuration built and run as `tdg run` does: the same options.
+    for (spec, o, kib, source) in [
+        (small.as_str(), cli, Some(384), Source::CommandLine),
+        (spec_sized.as_str(), quick(opts()), Some(448), Source::Spec),
+        (small.as_str(), quick(opts()), None, Source::Machine),
+    ] {
+        let kit = build(spec, &dot_impl(), &o);
+        let log = log_driver_argv(&kit);
+        let r = kit.run(&o);
+        let argv = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            !argv.lines().any(|a| a.starts_with("--flush")
+                || a.starts_with("--evict")
+                || a.starts_with("--timer")
+                || a.starts_with("--samples")
+                || a.starts_with("--min-time")),
+            "{source:?}: the driver was sent settings its build holds: {argv:?}"
+        );
+        let sources = r.sources.clone().expect("a run records its sources");
+        assert_eq!(sources.flush_kib.source, source, "{r:?}");
+        assert_eq!(sources.flush.source, Source::Default);
+        assert_eq!(sources.samples.source, Source::CommandLine);
+        // A chosen size is read as chosen, and the table says who chose it
+        // (a full flush's line names the eviction sizes' sources instead).
+        if let Some(kib) = kib {
+            assert_eq!(r.flush_kib, kib);
+            let table = driver_gen::report::format_table(&r);
+            let flush_line = table.lines().find(|l| l.starts_with("flush")).unwrap();
+            assert!(
+                flush_line.contains(&format!("{kib} KiB ({})", sources.flush_kib)),
+                "{flush_line}"
+            );
+        }
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            json["sources"]["flush_kib"]["source"],
+            serde_json::to_value(source).unwrap()
+        );
+    }
 }

@@ -12,6 +12,7 @@
 use crate::machine::Machine;
 use driver_gen::RunReport;
 use serde_json::{json, Map, Value};
+use spec_lang::vocabulary::Keyword;
 use std::path::PathBuf;
 
 /// What was run, for the context block.
@@ -114,16 +115,16 @@ fn context(
     if let Some(r) = first {
         c.insert("tdg_compiler".into(), r.compiler.clone().into());
         c.insert("tdg_cflags".into(), json!(r.impl_cflags));
-        c.insert("tdg_timer".into(), r.timer.clone().into());
+        c.insert("tdg_timer".into(), r.timer.spelling().into());
         c.insert("tdg_timer_overhead_ns".into(), r.timer_overhead_ns.into());
         c.insert(
             "tdg_timer_resolution_ns".into(),
             r.timer_resolution_ns.into(),
         );
-        c.insert("tdg_flush".into(), r.flush.clone().into());
+        c.insert("tdg_flush".into(), r.flush.spelling().into());
         c.insert("tdg_flush_kib".into(), r.flush_kib.into());
         c.insert("tdg_pinned_cpu".into(), json!(r.pinned_cpu));
-        c.insert("tdg_selection".into(), r.selection.clone().into());
+        c.insert("tdg_selection".into(), r.selection.spelling().into());
     }
     if let Some(p) = probe {
         let effective: Vec<Value> = p
@@ -200,7 +201,7 @@ fn entries(r: &RunReport, family: usize, name: &str) -> Vec<Value> {
                 o.remove("MFLOPS");
             }
         }
-        if stat == r.selection {
+        if stat == r.selection.spelling() {
             e["tdg_reported"] = true.into();
             e["tdg_reported_why"] = r.reported_why.clone().into();
             e["tdg_samples_ns"] = json!(r.samples_ns);

@@ -171,7 +171,7 @@ fn timer_settings(spec: &Spec, ran: RanAs, notes: &mut Vec<String>) -> Vec<Strin
     if let Some(offset) = ran.code_offset {
         let setting = format!("code_offset={offset};");
         match timer.and_then(|t| t.code_offset) {
-            Some(o) if u64::from(o) == offset => {}
+            Some(o) if u64::from(o.get()) == offset => {}
             Some(o) => notes.push(format!(
                 "the spec places `{routine}` at page offset {o}; the application had it at {offset} (`{setting}` in timer={{...}} times it as placed there)"
             )),
@@ -358,7 +358,10 @@ mod tests {
             e.text
         );
         let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
-        assert_eq!(back.timer.unwrap().code_offset, Some(1616));
+        assert_eq!(
+            back.timer.unwrap().code_offset,
+            spec_lang::ast::CodeOffset::new(1616)
+        );
 
         let timed = format!("{SRC}timer={{ samples=9; }};\n");
         let spec = spec_lang::parse_and_check(&timed, "crc.spec").unwrap();
@@ -367,7 +370,7 @@ mod tests {
         let t = back.timer.unwrap();
         assert_eq!(
             (t.samples, t.code_offset),
-            (Some(9), Some(48)),
+            (Some(9), spec_lang::ast::CodeOffset::new(48)),
             "{}",
             e.text
         );

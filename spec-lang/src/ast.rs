@@ -642,6 +642,60 @@ pub struct Flop {
 /// (`code_offset` below; the driver's tdg_code_place.S aligns to it).
 pub const CODE_PAGE: u32 = 4096;
 
+/// Bytes past a [`CODE_PAGE`] boundary where the routine's code starts:
+/// the routine's address modulo 4096 in the application. The range is
+/// checked here, once, for the spec's `code_offset=` and the command line's
+/// `--code-offset` alike; every holder of a `CodeOffset` may rely on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct CodeOffset(u32);
+
+impl CodeOffset {
+    /// What to write instead of an offset outside a page.
+    pub const HINT: &'static str = "write the routine's address modulo 4096 in the application, 0 to 4095 (`nm APP | grep ROUTINE`), e.g. 1616";
+
+    /// `bytes` when it is within a page.
+    pub fn new(bytes: i64) -> Option<CodeOffset> {
+        (0..i64::from(CODE_PAGE))
+            .contains(&bytes)
+            .then_some(CodeOffset(bytes as u32))
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for CodeOffset {
+    type Error = String;
+    fn try_from(bytes: u32) -> Result<Self, String> {
+        CodeOffset::new(i64::from(bytes))
+            .ok_or_else(|| format!("{bytes} is not an offset within a page; {}", Self::HINT))
+    }
+}
+
+impl From<CodeOffset> for u32 {
+    fn from(o: CodeOffset) -> u32 {
+        o.0
+    }
+}
+
+impl std::str::FromStr for CodeOffset {
+    type Err = String;
+    /// Decimal or `0x` hexadecimal, as the spec writes it.
+    fn from_str(text: &str) -> Result<Self, String> {
+        crate::parser::parse_int(text)
+            .and_then(CodeOffset::new)
+            .ok_or_else(|| format!("`{text}` is not an offset within a page; {}", Self::HINT))
+    }
+}
+
+impl std::fmt::Display for CodeOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// The most threads a spec or the command line may ask for: one per CPU of
 /// the largest affinity mask the C library describes (`CPU_SETSIZE`).
 pub const MAX_THREADS: u32 = 1024;
@@ -666,7 +720,7 @@ pub struct TimerClause {
     pub stable_pct: Option<f64>,
     /// Bytes past a 4096-byte boundary where the routine's code starts in
     /// the driver: its address modulo 4096 in the application.
-    pub code_offset: Option<u32>,
+    pub code_offset: Option<CodeOffset>,
     /// Threads the routine runs with: the team size the driver sets for
     /// OpenMP (and exports to other runtimes), each thread on its own CPU.
     pub threads: Option<u32>,

@@ -387,7 +387,8 @@ fn timer() -> impl Strategy<Value = TimerClause> {
                     (_, hi) => hi,
                 },
                 stable_pct,
-                code_offset,
+                code_offset: code_offset
+                    .and_then(|o| spec_lang::ast::CodeOffset::new(i64::from(o))),
                 threads,
                 span: sp(),
             },

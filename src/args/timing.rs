@@ -76,10 +76,9 @@ pub struct TimingArgs {
     /// (0-4095; default: the spec's code_offset, else 0): its address
     /// modulo 4096 in the application (`nm APP | grep ROUTINE`) times it as
     /// placed there.
-    #[arg(long, value_name = "BYTES",
-          value_parser = clap::value_parser!(u32).range(0..i64::from(driver_gen::CODE_PAGE)))]
+    #[arg(long, value_name = "BYTES")]
     #[arg(help_heading = "Timing")]
-    pub code_offset: Option<u32>,
+    pub code_offset: Option<spec_lang::ast::CodeOffset>,
     /// Define a size macro, e.g. -D NS=4096 (repeatable).
     #[arg(short = 'D', value_name = "NAME=VALUE")]
     #[arg(help_heading = "Build")]

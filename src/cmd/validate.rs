@@ -5,6 +5,7 @@ use super::CmdResult;
 use crate::args::output::TableOrJsonOutput;
 use anyhow::Context as _;
 use instrument::{drive, format, report, specgen, validate};
+use spec_lang::vocabulary::Keyword;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -113,7 +114,7 @@ pub fn run(a: Args) -> CmdResult {
         format!(
             "{}driver flush: {} ({} KiB), {} call(s) per sample\n",
             validate::render(&v),
-            runs.flushed.flush,
+            runs.flushed.flush.spelling(),
             runs.flushed.flush_kib,
             runs.flushed.reps_per_sample
         )

@@ -174,7 +174,7 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
             let driver = render(&model, None).unwrap();
             driver.write_to(dir.path()).unwrap();
             let runtime = driver.file("tdg_runtime.c").unwrap().to_string();
-            let flags = if model.timing.threads > 1 {
+            let flags = if model.timing.threads.value > 1 {
                 PARALLEL
             } else {
                 SERIAL
@@ -362,13 +362,31 @@ fn run_prints_table_json_and_csv() {
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    let table = run(&[]);
+    // A flush size on the command line is built into the driver and the
+    // report says where it came from (driver-gen's tests show it is not
+    // sent to the driver again); left out, it is the machine's.
+    let table = run(&["--flush-kb", "384"]);
     assert!(
         table.contains("reported") && table.contains("MFLOPS"),
         "{table}"
     );
+    assert!(
+        table.contains("read 384 KiB (command line; read by default)"),
+        "{table}"
+    );
+    assert!(table.contains("timer        cycle (default; "), "{table}");
     let json: driver_gen::RunReport = serde_json::from_str(&run(&["--json"])).unwrap();
     assert_eq!(json.samples_ns.len(), 3);
+    let sources = json.sources.expect("tdg run records each setting's source");
+    use driver_gen::model::Source;
+    assert_eq!(
+        (
+            sources.flush_kib.source,
+            sources.samples.source,
+            sources.timer.source
+        ),
+        (Source::Machine, Source::CommandLine, Source::Default)
+    );
     assert!(json.stats.min <= json.stats.median && json.stats.median <= json.stats.max);
     let csv = run(&["--csv"]);
     let lines: Vec<&str> = csv.lines().collect();

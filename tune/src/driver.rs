@@ -139,13 +139,13 @@ fn pass_options(
     let passes = plan.passes;
     if passes > 1 {
         let share = |ms: u64| (ms / passes as u64).max(1);
-        let sampling = model.timing.sampling;
-        let min_time = share(sampling.min_time_ms);
+        let sampling = &model.timing.sampling;
+        let min_time = share(sampling.min_time_ms.value);
         o.timing.min_time_ms = Some(min_time);
         o.timing.max_time_ms = Some(if plan.racing {
             min_time
         } else {
-            share(sampling.max_time_ms)
+            share(sampling.max_time_ms.value)
         });
         if let Some(n) = o.timing.samples {
             // A fixed count is shared out exactly: the run takes the

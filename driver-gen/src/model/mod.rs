@@ -2,7 +2,9 @@
 //! the spec and the configuration, before any C is written. Templates only
 //! lay this out; `tdg explain` describes it in words.
 
-use spec_lang::ast::{BaseType, Expr, FlushMethod, Selection, Spec, TimerMethod};
+use spec_lang::ast::{
+    BaseType, CodeOffset, Expr, FlushMethod, Selection, Spec, TimerClause, TimerMethod,
+};
 use std::collections::BTreeMap;
 
 use crate::cexpr::{self, ExprEnv, NameStyle};
@@ -19,7 +21,10 @@ pub use operands::{CacheState, ElemKind, FillPlan, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
 pub use routine::{body_as_implementation, CallText, RoutineModel};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
-pub use timing::{Eviction, FlushPlan, SamplingPlan, TimingPlan, DEFAULT_SAMPLING, FLUSH_OVERSIZE};
+pub use timing::{
+    Eviction, FlushPlan, Origin, SamplingPlan, Source, Sourced, TimingPlan, DEFAULT_MAX_TIME_MS,
+    DEFAULT_MIN_TIME_MS, DEFAULT_SAMPLES, DEFAULT_STABLE_PCT, FLUSH_OVERSIZE,
+};
 
 /// Why a driver model cannot be built. A checked spec fails here only on
 /// facts of the machine or the configuration; `Spec` carries the checker's
@@ -41,28 +46,23 @@ pub enum ModelError {
     #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
     NoSuchCache(u8, String),
     #[error("--timer cpu cannot time a routine on {threads} threads ({threads_from}): CPU time adds up what every thread spent and hides their waiting; use --timer cycle or --timer wall")]
-    CpuTimerThreads {
-        threads: u32,
-        threads_from: &'static str,
-    },
+    CpuTimerThreads { threads: u32, threads_from: Source },
     #[error("{threads} threads ({threads_from}) need a CPU each but --pin lists {pins}; list {threads} CPUs or lower --threads")]
     TooFewPins {
         threads: u32,
-        threads_from: &'static str,
+        threads_from: Source,
         pins: usize,
     },
     #[error("--pin lists CPU {0} twice; each thread needs a CPU of its own")]
     RepeatedPin(u32),
     #[error("samples must be at least 1")]
     NoSamples,
-    #[error("code offset {0} is not within a page; give the routine's address modulo {page} in the application", page = crate::CODE_PAGE)]
-    CodeOffset(u32),
     #[error("the sampling budget ends ({max} ms, {max_from}) before it starts ({min} ms, {min_from}); raise --max-time-ms or lower --min-time-ms")]
     SamplingBudget {
         min: u64,
-        min_from: &'static str,
+        min_from: Source,
         max: u64,
-        max_from: &'static str,
+        max_from: Source,
     },
 }
 
@@ -93,9 +93,8 @@ pub struct TimingOverrides {
     /// Leave the operands' first touch to the main thread even when the
     /// routine runs on several (`--first-touch main`).
     pub first_touch_main: bool,
-    /// Bytes past a 4096-byte boundary where the routine's code starts
-    /// (below [`crate::CODE_PAGE`]).
-    pub code_offset: Option<u32>,
+    /// Bytes past a 4096-byte boundary where the routine's code starts.
+    pub code_offset: Option<CodeOffset>,
     /// Relative tolerance for verification; `None`: per element type.
     pub tolerance: Option<f64>,
 }
@@ -145,6 +144,18 @@ pub struct DriverModel {
     pub per_call_scalars: bool,
     /// The `tdg_driver` version of the driver's `--json` line.
     pub json_version: u32,
+    /// What the timing and flush plans were resolved from besides the
+    /// caller's overrides, so that a run with other overrides resolves its
+    /// own plan by the same rule ([`DriverModel::timing_for`]).
+    #[serde(skip)]
+    pub timing_inputs: TimingInputs,
+}
+
+/// The spec's `timer={...}` and the machine a model's timing was resolved from.
+#[derive(Debug, Clone)]
+pub struct TimingInputs {
+    pub clause: TimerClause,
+    pub machine: MachineDefaults,
 }
 
 impl DriverModel {
@@ -179,6 +190,23 @@ impl DriverModel {
         build(&checked, cfg)
     }
 
+    /// The flush and timing plans a run under `overrides` resolves, by the
+    /// same rule, from the same spec and machine as this model's: a built
+    /// driver run with other settings (a flush sweep, a tuner's share of
+    /// the sampling budget) reports where each of them came from.
+    pub fn timing_for(
+        &self,
+        overrides: &TimingOverrides,
+    ) -> Result<(FlushPlan, TimingPlan), ModelError> {
+        let (mut flush, timing) = timing::resolve(
+            overrides,
+            &self.timing_inputs.clause,
+            &self.timing_inputs.machine,
+        )?;
+        flush.any_operand_flushed = self.flush.any_operand_flushed;
+        Ok((flush, timing))
+    }
+
     pub fn operand(&self, name: &str) -> Option<&OperandModel> {
         self.operands.iter().find(|o| o.name == name)
     }
@@ -203,8 +231,13 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
 
     let macros = scalars::build_macros(checked, &env)?;
     let scalars = scalars::build_scalars(checked, &env)?;
-    let (flush_method, mut flush, timing) =
-        timing::plan(cfg, &spec.timer.clone().unwrap_or_default())?;
+    let timing_inputs = TimingInputs {
+        clause: spec.timer.clone().unwrap_or_default(),
+        machine: cfg.machine.clone(),
+    };
+    let (mut flush, timing) =
+        timing::resolve(&cfg.timing, &timing_inputs.clause, &timing_inputs.machine)?;
+    let flush_method = flush.method.value;
 
     // Operands.
     let mut operands = Vec::new();
@@ -254,6 +287,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         calls,
         per_call_scalars,
         json_version: crate::driver_json::DRIVER_JSON_VERSION,
+        timing_inputs,
     })
 }
 
@@ -276,20 +310,28 @@ mod tests {
         machine.full_flush_kib = Some(96 * 1024);
         machine.full_flush_source = "tdg probe: measured".into();
         let m = model(GEMM, &DriverConfig::new(machine.clone()));
-        assert_eq!(m.flush.kib, 96 * 1024);
-        assert_eq!(m.flush.kib_source, "tdg probe: measured");
+        assert_eq!(m.flush.kib.value, 96 * 1024);
+        assert_eq!(
+            (m.flush.kib.source, m.flush.kib.detail.as_str()),
+            (Source::Machine, "tdg probe: measured")
+        );
         assert!(m.flush.to_memory);
-        assert_eq!(m.timing.min_interval_source, "test machine");
+        assert_eq!(
+            m.timing.min_interval_ns.origin().to_string(),
+            "machine: test machine"
+        );
         // A cache level below the last still means that level's (effective)
         // size; the last level means the measured full flush. Only a flush
         // that reaches memory also clflushes the operands.
         let src = format!("{GEMM}timer={{ flush_size=L2; }};\n");
         let m = model(&src, &DriverConfig::new(machine.clone()));
-        assert_eq!(m.flush.kib, 1024 * FLUSH_OVERSIZE);
+        assert_eq!(m.flush.kib.value, 1024 * FLUSH_OVERSIZE);
+        assert_eq!(m.flush.kib.source, Source::Spec);
+        assert!(m.flush.kib.detail.contains("L2 size 1024 KiB"));
         assert!(!m.flush.to_memory);
         let src = format!("{GEMM}timer={{ flush_size=L3; }};\n");
         let m = model(&src, &DriverConfig::new(machine.clone()));
-        assert_eq!(m.flush.kib, 96 * 1024);
+        assert_eq!(m.flush.kib.value, 96 * 1024);
         assert!(m.flush.to_memory);
         let src = format!("{GEMM}timer={{ flush_size=4M; }};\n");
         assert!(
@@ -337,7 +379,7 @@ mod tests {
         );
         // The working sets of a multi-call sample still rotate through the
         // full flush size: they evict by volume.
-        assert_eq!(xeon.kib, 512 * 1024);
+        assert_eq!(xeon.kib.value, 512 * 1024);
         // A chosen size, an inner level or clflush alone: no eviction plan.
         let mut cfg = DriverConfig::new(machine.clone());
         cfg.timing.flush_kib = Some(4096);
@@ -393,8 +435,8 @@ flop="2*M*N*K+M*N";
         assert_eq!(m.guard.alternate.as_deref(), Some("alpha"));
         assert_eq!(m.guard.restore, vec!["C".to_string()]);
         // Default flush: twice the last-level cache.
-        assert_eq!(m.flush.kib, 2 * 32768);
-        assert_eq!(m.timing.selection, Selection::Min);
+        assert_eq!(m.flush.kib.value, 2 * 32768);
+        assert_eq!(m.timing.selection.value, Selection::Min);
         assert!(m.verify.is_none());
     }
 
@@ -404,8 +446,10 @@ flop="2*M*N*K+M*N";
         cfg.timing.timer = Some(TimerMethod::Cpu);
         cfg.timing.flush_level = Some(1);
         let m = model(GEMM, &cfg);
-        assert_eq!(m.timing.selection, Selection::Median);
-        assert_eq!(m.flush.kib, 64);
+        assert_eq!(m.timing.selection.value, Selection::Median);
+        assert_eq!(m.timing.selection.source, Source::Default);
+        assert_eq!(m.flush.kib.value, 64);
+        assert_eq!(m.flush.kib.source, Source::CommandLine);
         cfg.timing.flush_level = Some(4);
         let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
         assert!(matches!(
@@ -421,57 +465,80 @@ flop="2*M*N*K+M*N";
         );
         let mut cfg = DriverConfig::new(machine());
         let m = model(&src, &cfg);
+        let t = &m.timing;
         assert_eq!(
-            (m.timing.method, m.timing.samples, m.timing.selection),
+            (t.method.value, t.samples.value, t.selection.value),
             (TimerMethod::Wall, 11, Selection::Median)
         );
+        assert!(!t.samples_exact, "the spec's count is the least one");
         assert_eq!(
-            (m.flush.method, m.flush.kib),
+            (m.flush.method.value, m.flush.kib.value),
             (FlushMethod::Clflush, 2 * 1024)
         );
-        assert_eq!(m.timing.min_interval_ns, 1_000_000);
+        assert_eq!(t.min_interval_ns.value, 1_000_000);
+        for source in [
+            t.method.source,
+            t.samples.source,
+            t.selection.source,
+            t.min_interval_ns.source,
+            m.flush.method.source,
+            m.flush.kib.source,
+        ] {
+            assert_eq!(source, Source::Spec);
+        }
         cfg.timing.samples = Some(3);
         cfg.timing.flush_kib = Some(100);
         cfg.timing.timer = Some(TimerMethod::Cycle);
         let m = model(&src, &cfg);
-        assert_eq!((m.timing.method, m.timing.samples), (TimerMethod::Cycle, 3));
-        assert_eq!(m.flush.kib, 100);
-        assert_eq!(m.flush.kib_source, "command line");
+        assert_eq!(
+            (m.timing.method.value, m.timing.samples.value),
+            (TimerMethod::Cycle, 3)
+        );
+        assert!(m.timing.samples_exact, "--samples N takes exactly N");
+        assert_eq!(m.flush.kib, Sourced::new(100, Source::CommandLine));
+        assert_eq!(m.timing.method.source, Source::CommandLine);
+        assert_eq!(m.timing.selection.source, Source::Spec);
     }
 
     #[test]
     fn the_code_offset_comes_from_the_command_line_the_spec_or_is_0() {
         let mut cfg = DriverConfig::new(machine());
         let t = model(GEMM, &cfg).timing;
-        assert_eq!((t.code_offset, t.code_offset_source), (0, "default"));
+        assert_eq!(t.code_offset, Sourced::new(0, Source::Default));
         let src = format!("{GEMM}timer={{ code_offset=0x650; }};\n");
         let t = model(&src, &cfg).timing;
-        assert_eq!(
-            (t.code_offset, t.code_offset_source),
-            (1616, "spec timer={...}")
-        );
-        cfg.timing.code_offset = Some(48);
+        assert_eq!(t.code_offset, Sourced::new(1616, Source::Spec));
+        cfg.timing.code_offset = CodeOffset::new(48);
         let t = model(&src, &cfg).timing;
-        assert_eq!((t.code_offset, t.code_offset_source), (48, "command line"));
-        cfg.timing.code_offset = Some(crate::CODE_PAGE);
-        let spec = spec_lang::parse(&src, "t.spec").unwrap();
-        assert!(matches!(
-            DriverModel::from_spec(&spec, &cfg),
-            Err(ModelError::CodeOffset(4096))
-        ));
+        assert_eq!(t.code_offset, Sourced::new(48, Source::CommandLine));
+        // The range is the type's: no offset outside a page can be asked for.
+        assert_eq!(CodeOffset::new(i64::from(crate::CODE_PAGE)), None);
+        assert!("4096".parse::<CodeOffset>().is_err());
+        assert_eq!("0x650".parse::<CodeOffset>().map(CodeOffset::get), Ok(1616));
     }
 
     #[test]
     fn the_sampling_budget_comes_from_the_command_line_the_spec_or_the_default() {
         let cfg = DriverConfig::new(machine());
-        assert_eq!(model(GEMM, &cfg).timing.sampling, DEFAULT_SAMPLING);
+        let s = model(GEMM, &cfg).timing.sampling;
+        assert_eq!(
+            (s.min_time_ms, s.max_time_ms, s.stable_pct),
+            (
+                Sourced::new(DEFAULT_MIN_TIME_MS, Source::Default),
+                Sourced::new(DEFAULT_MAX_TIME_MS, Source::Default),
+                Sourced::new(DEFAULT_STABLE_PCT, Source::Default)
+            )
+        );
         let src = format!("{GEMM}timer={{ max_time=2s; stable=1%; }};\n");
         let s = model(&src, &cfg).timing.sampling;
         assert_eq!(
             (s.min_time_ms, s.max_time_ms, s.stable_pct),
-            (100, 2000, 1.0)
+            (
+                Sourced::new(100, Source::Default),
+                Sourced::new(2000, Source::Spec),
+                Sourced::new(1.0, Source::Spec)
+            )
         );
-        assert_eq!(s.source, "spec timer={...}, the rest default");
         let mut cfg = cfg;
         cfg.timing.min_time_ms = Some(3000);
         let spec = spec_lang::parse(&src, "t.spec").unwrap();
@@ -484,8 +551,14 @@ flop="2*M*N*K+M*N";
         );
         cfg.timing.max_time_ms = Some(4000);
         let s = model(&src, &cfg).timing.sampling;
-        assert_eq!((s.min_time_ms, s.max_time_ms), (3000, 4000));
-        assert_eq!(s.source, "spec timer={...} and command line");
+        assert_eq!(
+            (s.min_time_ms, s.max_time_ms),
+            (
+                Sourced::new(3000, Source::CommandLine),
+                Sourced::new(4000, Source::CommandLine)
+            )
+        );
+        assert_eq!(s.stable_pct.source, Source::Spec);
     }
 
     #[test]

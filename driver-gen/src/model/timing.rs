@@ -1,22 +1,120 @@
 //! The timing and flush plans: which timer, how many samples and which
-//! estimator, the shortest interval, the sampling budget and the flush —
-//! each from the command line, else the spec's `timer={...}`, else the
-//! machine's defaults, with where the value came from.
+//! estimator, the shortest interval, the sampling budget, the flush, the
+//! team and the code's placement. Every setting is resolved here once, by
+//! one precedence (the command line, else the spec's `timer={...}`, else
+//! the machine or tdg's default), into a [`Sourced`] value that carries
+//! where it came from to the driver, `tdg explain` and the run report.
 
-use serde::Serialize;
-use spec_lang::ast::{FlushMethod, FlushSize, Selection, TimerClause, TimerMethod};
+use serde::{Deserialize, Serialize};
+use spec_lang::ast::{CodeOffset, FlushMethod, FlushSize, Selection, TimerClause, TimerMethod};
 
-use super::{DriverConfig, ModelError, TimingOverrides};
+use super::{ModelError, TimingOverrides};
+use crate::defaults::MachineDefaults;
+use spec_lang::vocabulary::Keyword;
 
-#[derive(Debug, Clone, Serialize)]
+/// Where a timing setting's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The caller's [`TimingOverrides`]: `tdg`'s options, or a library
+    /// caller's (a tuner's share of the sampling budget, a flush sweep).
+    CommandLine,
+    /// The spec's `timer={...}` clause.
+    Spec,
+    /// This machine: the probe's measurements or sysfs.
+    Machine,
+    /// tdg's own default (or a rule on other settings, named in the detail).
+    Default,
+}
+
+impl Source {
+    /// How reports and `tdg explain` name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::CommandLine => "command line",
+            Source::Spec => "spec timer={...}",
+            Source::Machine => "machine",
+            Source::Default => "default",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A resolved setting: its value, where it came from, and how the value
+/// follows from that source when it is not the value itself ("2 x L2 size
+/// 1024 KiB (sysfs)" for a flush the spec sized by level).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl<T> Sourced<T> {
+    pub fn new(value: T, source: Source) -> Self {
+        Sourced {
+            value,
+            source,
+            detail: String::new(),
+        }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = detail.into();
+        self
+    }
+
+    /// The precedence of every timing setting, written once: the command
+    /// line, else the spec, else `fallback` (the machine's or tdg's value).
+    fn pick(cli: Option<T>, spec: Option<T>, fallback: impl FnOnce() -> Sourced<T>) -> Self {
+        match (cli, spec) {
+            (Some(v), _) => Sourced::new(v, Source::CommandLine),
+            (None, Some(v)) => Sourced::new(v, Source::Spec),
+            (None, None) => fallback(),
+        }
+    }
+
+    /// The source and the detail without the value.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            source: self.source,
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+/// Where a setting came from, for a report that holds the value elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl std::fmt::Display for Origin {
+    /// "command line", "machine: tdg probe: measured full flush".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.detail.as_str() {
+            "" => f.write_str(self.source.describe()),
+            d => write!(f, "{}: {d}", self.source.describe()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlushPlan {
     /// Spelled for the templates by the render view.
     #[serde(skip)]
-    pub method: FlushMethod,
-    pub kib: u64,
-    /// Why this size: "--flush-kib", "spec: L2", "machine: last-level cache (sysfs)".
-    pub kib_source: String,
-    pub all_cpus: bool,
+    pub method: Sourced<FlushMethod>,
+    /// KiB the read flush reads (or the self-flushing working sets span).
+    pub kib: Sourced<u64>,
+    pub all_cpus: Sourced<bool>,
     /// The flush is meant to reach memory (the last level, sized by the
     /// probe or from the LLC), not a chosen size or an inner level. Then a
     /// read flush starts with a clflush of the flushed operands: a victim
@@ -36,6 +134,21 @@ pub struct FlushPlan {
     pub any_operand_flushed: bool,
 }
 
+impl FlushPlan {
+    /// The flush the driver runs: none when no operand is flushed, whatever
+    /// method was asked for (it would only evict what the spec keeps warm).
+    pub fn method_in_effect(&self) -> Sourced<FlushMethod> {
+        if self.any_operand_flushed || self.method.value == FlushMethod::None {
+            return self.method.clone();
+        }
+        Sourced::new(FlushMethod::None, Source::Default).with_detail(format!(
+            "no operand is flushed ({} {} asked for)",
+            self.method.source,
+            self.method.value.spelling()
+        ))
+    }
+}
+
 /// A full flush on a machine that can evict by address. The clflush takes
 /// the flushed operands out of every cache level, whatever the last level's
 /// size or replacement policy; what the read after it still has to evict is
@@ -45,7 +158,7 @@ pub struct FlushPlan {
 /// last-level cache, so a flushed sample costs about the same on a 32 MiB
 /// and on a 300 MiB L3, where a read of the whole last level grows with it
 /// (docs/benchmarks.md, "flush").
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Eviction {
     /// KiB read in one pass: [`FLUSH_OVERSIZE`] x the largest cache below
     /// the last level.
@@ -62,7 +175,7 @@ pub struct Eviction {
 const FALLBACK_PRIVATE_KIB: u64 = 2048;
 
 /// The eviction after the operands' clflush on this machine.
-fn eviction(m: &crate::MachineDefaults) -> Eviction {
+fn eviction(m: &MachineDefaults) -> Eviction {
     let private = m
         .caches
         .iter()
@@ -98,115 +211,94 @@ fn eviction(m: &crate::MachineDefaults) -> Eviction {
 /// this machine by its own compiler.
 const CAN_CLFLUSH: bool = cfg!(any(target_arch = "x86_64", target_arch = "x86"));
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimingPlan {
     /// Spelled for the templates by the render view, as is `selection`.
     #[serde(skip)]
-    pub method: TimerMethod,
-    pub samples: u32,
+    pub method: Sourced<TimerMethod>,
+    /// At least this many samples; exactly this many when `samples_exact`.
+    pub samples: Sourced<u32>,
+    /// A count given on the command line is taken exactly (`--samples N`);
+    /// the spec's or the default is the least the adaptive sampling takes.
+    pub samples_exact: bool,
     #[serde(skip)]
-    pub selection: Selection,
-    pub min_interval_ns: u64,
-    pub min_interval_source: String,
-    /// The interval is the machine's default (the probe's, for rdtscp), not
-    /// one the spec or the command line chose: a driver using another timer
-    /// replaces it with that timer's own (issue 15).
-    pub min_interval_is_machine_default: bool,
+    pub selection: Sourced<Selection>,
+    /// The machine's interval (the probe's, for the cycle timer) is
+    /// replaced by the driver with the timer in use's own when that is
+    /// another timer (1000 of its steps, at least 10 us).
+    pub min_interval_ns: Sourced<u64>,
     /// CPUs the driver pins to, thread k of the routine to the k-th; empty:
     /// unpinned, or with threads > 1 the first CPUs of the driver's affinity
     /// mask, which only the driver can know where it runs.
-    pub pin_cpus: Vec<u32>,
+    pub pin_cpus: Sourced<Vec<u32>>,
     /// The routine's team size: OpenMP's (omp_set_num_threads) and the
     /// thread-count variables other runtimes read (OMP_NUM_THREADS,
     /// OPENBLAS_NUM_THREADS, ...), one CPU per thread.
-    pub threads: u32,
-    /// "command line", "spec timer={...}" or "default".
-    pub threads_source: &'static str,
+    pub threads: Sourced<u32>,
     /// The operands' pages are first written by the threads that use them,
     /// each its static share (threads > 1 unless `--first-touch main`).
-    pub first_touch_threads: bool,
+    pub first_touch_threads: Sourced<bool>,
     pub sampling: SamplingPlan,
     /// Bytes past a 4096-byte boundary where the routine's code starts in
     /// the driver (templates/tdg_code_place.S): fixed, so the figure does
-    /// not move with the size of the driver's own code.
-    pub code_offset: u32,
-    /// "command line", "spec timer={...}" or "default". A chosen offset the
+    /// not move with the size of the driver's own code. A chosen offset the
     /// toolchain cannot give is an error; the default is placed where the
     /// toolchain allows and only warned about where not.
-    pub code_offset_source: &'static str,
+    pub code_offset: Sourced<u32>,
 }
 
-/// When a driver stops taking samples (its flags can still change it).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+impl TimingPlan {
+    /// The machine's shortest interval stands (the driver may replace it
+    /// with its timer's own): neither the spec nor the command line chose one.
+    pub fn min_interval_is_machine_default(&self) -> bool {
+        self.min_interval_ns.source == Source::Machine
+    }
+
+    /// Why the report's figure is the statistic it is.
+    pub fn estimator_why(&self) -> String {
+        let cpu = self.method.value == TimerMethod::Cpu;
+        match (self.selection.value, self.selection.source) {
+            (Selection::Median, Source::Default) => {
+                "median of the samples: CPU time errs in both directions, so extremes are dropped"
+                    .to_string()
+            }
+            (Selection::Min, Source::Default) => {
+                "minimum of the samples: with wall-clock time, other activity only ever adds time"
+                    .to_string()
+            }
+            (Selection::Median, from) => format!("median of the samples (asked for: {from})"),
+            (Selection::Min, from) if cpu => format!(
+                "minimum of the samples (asked for: {from}; CPU time usually wants the median)"
+            ),
+            (Selection::Min, from) => format!("minimum of the samples (asked for: {from})"),
+        }
+    }
+}
+
+/// When a driver stops taking samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SamplingPlan {
     /// Samples are spread over at least this much wall time: this kind of
     /// machine alternates between a fast and a slow state for stretches of
     /// milliseconds to seconds, and a minimum over a fraction of a
     /// millisecond is whichever state that moment offered.
-    pub min_time_ms: u64,
+    pub min_time_ms: Sourced<u64>,
     /// Sampling stops here even if the figure has not settled; the result
     /// is then marked unstable. With set-up and verification a default
     /// driver process stays under half a second.
-    pub max_time_ms: u64,
+    pub max_time_ms: Sourced<u64>,
     /// The estimator over the first and the second half of the samples must
     /// agree within this relative difference (per cent).
-    pub stable_pct: f64,
-    /// Where the budget came from: "default", "spec timer={...}", "command
-    /// line", or a mix ("min_time from the spec, ...").
-    #[serde(skip)]
-    pub source: &'static str,
+    pub stable_pct: Sourced<f64>,
 }
 
 /// The budget when neither the spec nor the command line sets one.
-pub const DEFAULT_SAMPLING: SamplingPlan = SamplingPlan {
-    min_time_ms: 100,
-    max_time_ms: 250,
-    stable_pct: 0.5,
-    source: "default",
-};
-
-/// Command line over the spec's `timer={...}` over [`DEFAULT_SAMPLING`],
-/// setting by setting.
-pub(super) fn resolve_sampling(
-    cli: &TimingOverrides,
-    spec: &spec_lang::ast::TimerClause,
-) -> Result<SamplingPlan, ModelError> {
-    fn pick<T>(cli: Option<T>, spec: Option<T>, default: T) -> (T, &'static str) {
-        match (cli, spec) {
-            (Some(v), _) => (v, "command line"),
-            (None, Some(v)) => (v, "spec timer={...}"),
-            (None, None) => (default, "default"),
-        }
-    }
-    let d = DEFAULT_SAMPLING;
-    let (min_time_ms, min_from) = pick(cli.min_time_ms, spec.min_time_ms, d.min_time_ms);
-    let (max_time_ms, max_from) = pick(cli.max_time_ms, spec.max_time_ms, d.max_time_ms);
-    let (stable_pct, pct_from) = pick(cli.stable_pct, spec.stable_pct, d.stable_pct);
-    if max_time_ms < min_time_ms {
-        return Err(ModelError::SamplingBudget {
-            min: min_time_ms,
-            min_from,
-            max: max_time_ms,
-            max_from,
-        });
-    }
-    let froms = [min_from, max_from, pct_from];
-    let source = if froms.iter().all(|f| *f == froms[0]) {
-        froms[0]
-    } else if froms.contains(&"command line") && froms.contains(&"spec timer={...}") {
-        "spec timer={...} and command line"
-    } else if froms.contains(&"command line") {
-        "command line, the rest default"
-    } else {
-        "spec timer={...}, the rest default"
-    };
-    Ok(SamplingPlan {
-        min_time_ms,
-        max_time_ms,
-        stable_pct,
-        source,
-    })
-}
+pub const DEFAULT_MIN_TIME_MS: u64 = 100;
+pub const DEFAULT_MAX_TIME_MS: u64 = 250;
+pub const DEFAULT_STABLE_PCT: f64 = 0.5;
+/// The least number of samples when neither the spec nor the command line
+/// sets one.
+pub const DEFAULT_SAMPLES: u32 = 7;
 
 /// A flush sized from a cache level reads this many times the level's
 /// size. Caches do not replace LRU, so reading exactly their size leaves
@@ -214,15 +306,12 @@ pub(super) fn resolve_sampling(
 /// a larger read stops making a flushed operand colder.
 pub const FLUSH_OVERSIZE: u64 = 2;
 
-/// The flush size, why, and whether it targets memory ([`FlushPlan::to_memory`]).
-pub(super) fn resolve_flush_kib(
-    cfg: &DriverConfig,
-    spec_size: Option<FlushSize>,
-) -> Result<(u64, String, bool), ModelError> {
-    if let Some(k) = cfg.timing.flush_kib {
-        return Ok((k, "command line".into(), false));
-    }
-    let m = &cfg.machine;
+/// The flush size and whether it targets memory ([`FlushPlan::to_memory`]),
+/// for the size asked for by `request` (with its source).
+fn flush_size(
+    m: &MachineDefaults,
+    request: Sourced<Option<FlushSize>>,
+) -> Result<(Sourced<u64>, bool), ModelError> {
     let have = || {
         m.caches
             .iter()
@@ -230,21 +319,27 @@ pub(super) fn resolve_flush_kib(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    match spec_size {
-        Some(FlushSize::KiB(k)) => Ok((k, "spec timer={...}".into(), false)),
+    let source = request.source;
+    let sized = |kib: u64, detail: String| Sourced::new(kib, source).with_detail(detail);
+    match request.value {
+        Some(FlushSize::KiB(k)) => Ok((Sourced::new(k, source), false)),
         // Flushing the last level means flushing everything: the measured
         // full flush, not a multiple of the (effective, shared) LLC size,
         // which on this kind of L3 leaves reused lines behind.
         Some(FlushSize::Level(l)) => match (m.full_flush_kib, m.llc()) {
-            (Some(k), Some(llc)) if llc.level == l => Ok((k, m.full_flush_source.clone(), true)),
+            (Some(k), Some(llc)) if llc.level == l => {
+                Ok((sized(k, m.full_flush_source.clone()), true))
+            }
             _ => m
                 .level(l)
                 .map(|c| {
                     (
-                        c.kib * FLUSH_OVERSIZE,
-                        format!(
-                            "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
-                            c.kib, m.caches_source
+                        sized(
+                            c.kib * FLUSH_OVERSIZE,
+                            format!(
+                                "{FLUSH_OVERSIZE} x L{l} size {} KiB ({})",
+                                c.kib, m.caches_source
+                            ),
                         ),
                         m.llc().is_some_and(|llc| llc.level == l),
                     )
@@ -253,14 +348,16 @@ pub(super) fn resolve_flush_kib(
         },
         Some(FlushSize::Llc) | None => match m.full_flush_kib {
             // Measured: the smallest read that evicts a warm operand.
-            Some(k) => Ok((k, m.full_flush_source.clone(), true)),
+            Some(k) => Ok((sized(k, m.full_flush_source.clone()), true)),
             None => {
                 let llc = m.llc().ok_or_else(|| ModelError::NoSuchCache(0, have()))?;
                 Ok((
-                    llc.kib * FLUSH_OVERSIZE,
-                    format!(
-                        "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
-                        llc.level, llc.kib, m.caches_source
+                    sized(
+                        llc.kib * FLUSH_OVERSIZE,
+                        format!(
+                            "{FLUSH_OVERSIZE} x last-level cache L{} {} KiB ({})",
+                            llc.level, llc.kib, m.caches_source
+                        ),
                     ),
                     true,
                 ))
@@ -269,70 +366,86 @@ pub(super) fn resolve_flush_kib(
     }
 }
 
-/// The flush method (operands need it to decide their cache state), the
-/// flush plan without its one operand-dependent flag, and the timing plan.
-pub(super) fn plan(
-    cfg: &DriverConfig,
-    tc: &TimerClause,
-) -> Result<(FlushMethod, FlushPlan, TimingPlan), ModelError> {
-    let flush_method = cfg.timing.flush.or(tc.flush).unwrap_or(FlushMethod::Read);
-    let (flush_kib, kib_source, to_memory) = resolve_flush_kib(
-        cfg,
-        cfg.timing
-            .flush_level
-            .map(FlushSize::Level)
-            .or(tc.flush_size),
-    )?;
-    let timer = cfg.timing.timer.or(tc.method).unwrap_or(TimerMethod::Cycle);
-    let samples = cfg.timing.samples.or(tc.samples).unwrap_or(7);
-    if samples == 0 {
+/// Every timing and flush setting of a driver, resolved once from the
+/// caller's overrides, the spec's `timer={...}` and the machine. The flush
+/// plan's `any_operand_flushed` is the operands' to set.
+pub fn resolve(
+    cli: &TimingOverrides,
+    spec: &TimerClause,
+    machine: &MachineDefaults,
+) -> Result<(FlushPlan, TimingPlan), ModelError> {
+    fn default<T>(value: T) -> Sourced<T> {
+        Sourced::new(value, Source::Default)
+    }
+    let flush_method = Sourced::pick(cli.flush, spec.flush, || default(FlushMethod::Read));
+    let cli_size = cli
+        .flush_kib
+        .map(FlushSize::KiB)
+        .or(cli.flush_level.map(FlushSize::Level));
+    let size_request = match (cli_size, spec.flush_size) {
+        (Some(s), _) => Sourced::new(Some(s), Source::CommandLine),
+        (None, Some(s)) => Sourced::new(Some(s), Source::Spec),
+        (None, None) => Sourced::new(None, Source::Machine),
+    };
+    let (kib, to_memory) = flush_size(machine, size_request)?;
+    let method = Sourced::pick(cli.timer, spec.method, || default(TimerMethod::Cycle));
+    let samples = Sourced::pick(cli.samples, spec.samples, || default(DEFAULT_SAMPLES));
+    if samples.value == 0 {
         return Err(ModelError::NoSamples);
     }
     // ATLAS: min for wall-clock timers (noise only adds), median for CPU time
     // (its error goes both ways).
-    let selection = cfg
-        .timing
-        .selection
-        .or(tc.select)
-        .unwrap_or(if timer == TimerMethod::Cpu {
-            Selection::Median
-        } else {
-            Selection::Min
+    let selection = Sourced::pick(cli.selection, spec.select, || {
+        match method.value {
+            TimerMethod::Cpu => default(Selection::Median),
+            _ => default(Selection::Min),
+        }
+        .with_detail(format!(
+            "the rule for the {} timer",
+            method.value.spelling()
+        ))
+    });
+    let sampling = SamplingPlan {
+        min_time_ms: Sourced::pick(cli.min_time_ms, spec.min_time_ms, || {
+            default(DEFAULT_MIN_TIME_MS)
+        }),
+        max_time_ms: Sourced::pick(cli.max_time_ms, spec.max_time_ms, || {
+            default(DEFAULT_MAX_TIME_MS)
+        }),
+        stable_pct: Sourced::pick(cli.stable_pct, spec.stable_pct, || {
+            default(DEFAULT_STABLE_PCT)
+        }),
+    };
+    if sampling.max_time_ms.value < sampling.min_time_ms.value {
+        return Err(ModelError::SamplingBudget {
+            min: sampling.min_time_ms.value,
+            min_from: sampling.min_time_ms.source,
+            max: sampling.max_time_ms.value,
+            max_from: sampling.max_time_ms.source,
         });
-    let sampling = resolve_sampling(&cfg.timing, tc)?;
-    let min_interval_is_machine_default =
-        cfg.timing.min_interval_ns.is_none() && tc.min_interval_ns.is_none();
-    let (min_interval_ns, min_interval_source) =
-        match (cfg.timing.min_interval_ns, tc.min_interval_ns) {
-            (Some(v), _) => (v, "command line".to_string()),
-            (None, Some(v)) => (v, "spec timer={...}".to_string()),
-            (None, None) => (
-                cfg.machine.min_interval_ns,
-                cfg.machine.min_interval_source.clone(),
-            ),
-        };
-    let (code_offset, code_offset_source) = match (cfg.timing.code_offset, tc.code_offset) {
-        (Some(v), _) => (v, "command line"),
-        (None, Some(v)) => (v, "spec timer={...}"),
-        (None, None) => (0, "default"),
-    };
-    if code_offset >= crate::CODE_PAGE {
-        return Err(ModelError::CodeOffset(code_offset));
     }
-    let (threads, threads_source) = match (cfg.timing.threads, tc.threads) {
-        (Some(n), _) => (n, "command line"),
-        (None, Some(n)) => (n, "spec timer={...}"),
-        (None, None) => (1, "default"),
+    let min_interval_ns = Sourced::pick(cli.min_interval_ns, spec.min_interval_ns, || {
+        Sourced::new(machine.min_interval_ns, Source::Machine)
+            .with_detail(machine.min_interval_source.clone())
+    });
+    let code_offset = Sourced::pick(cli.code_offset, spec.code_offset, || {
+        default(CodeOffset::default())
+    });
+    let code_offset = Sourced {
+        value: code_offset.value.get(),
+        source: code_offset.source,
+        detail: code_offset.detail,
     };
+    let threads = Sourced::pick(cli.threads, spec.threads, || default(1));
     // The ATLAS timing paper's rule: parallel code is timed in wall time;
     // CPU time sums the threads and shows every speedup as perfect.
-    if threads > 1 && timer == TimerMethod::Cpu {
+    if threads.value > 1 && method.value == TimerMethod::Cpu {
         return Err(ModelError::CpuTimerThreads {
-            threads,
-            threads_from: threads_source,
+            threads: threads.value,
+            threads_from: threads.source,
         });
     }
-    let pins = &cfg.timing.pin_cpus;
+    let pins = &cli.pin_cpus;
     if let Some(&c) = pins
         .iter()
         .enumerate()
@@ -341,39 +454,50 @@ pub(super) fn plan(
     {
         return Err(ModelError::RepeatedPin(c));
     }
-    if !pins.is_empty() && pins.len() < threads as usize {
+    if !pins.is_empty() && pins.len() < threads.value as usize {
         return Err(ModelError::TooFewPins {
-            threads,
-            threads_from: threads_source,
+            threads: threads.value,
+            threads_from: threads.source,
             pins: pins.len(),
         });
     }
+    let pin_cpus = match pins.is_empty() {
+        true => default(Vec::new()),
+        false => Sourced::new(pins.clone(), Source::CommandLine),
+    };
+    let first_touch_threads = match cli.first_touch_main {
+        true => Sourced::new(false, Source::CommandLine),
+        false => default(threads.value > 1),
+    };
+    // Operands a parallel routine used sit in every participating CPU's
+    // private caches: the flush runs on all of them.
+    let all_cpus = match (cli.flush_all_cpus, threads.value > 1) {
+        (true, _) => Sourced::new(true, Source::CommandLine),
+        (false, true) => {
+            default(true).with_detail("a parallel routine's operands are in every CPU's caches")
+        }
+        (false, false) => default(false),
+    };
     let flush = FlushPlan {
+        eviction: (to_memory && flush_method.value == FlushMethod::Read && CAN_CLFLUSH)
+            .then(|| eviction(machine)),
         method: flush_method,
-        kib: flush_kib,
-        kib_source,
-        // Operands a parallel routine used sit in every participating
-        // CPU's private caches: the flush runs on all of them.
-        all_cpus: cfg.timing.flush_all_cpus || threads > 1,
+        kib,
+        all_cpus,
         to_memory,
-        eviction: (to_memory && flush_method == FlushMethod::Read && CAN_CLFLUSH)
-            .then(|| eviction(&cfg.machine)),
         any_operand_flushed: false,
     };
     let timing = TimingPlan {
-        method: timer,
+        samples_exact: samples.source == Source::CommandLine,
+        method,
         samples,
         selection,
         min_interval_ns,
-        min_interval_source,
-        min_interval_is_machine_default,
-        pin_cpus: pins.clone(),
+        pin_cpus,
         threads,
-        threads_source,
-        first_touch_threads: threads > 1 && !cfg.timing.first_touch_main,
+        first_touch_threads,
         sampling,
         code_offset,
-        code_offset_source,
     };
-    Ok((flush_method, flush, timing))
+    Ok((flush, timing))
 }

@@ -83,7 +83,7 @@ pub(crate) fn unescape(s: &str) -> String {
     out
 }
 
-pub(super) fn parse_int(s: &str) -> Option<i64> {
+pub(crate) fn parse_int(s: &str) -> Option<i64> {
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         i64::from_str_radix(h, 16).ok()
     } else {

@@ -17,8 +17,8 @@ mod literals;
 
 use ctypes::*;
 use errors::*;
-pub(crate) use literals::unescape;
 use literals::*;
+pub(crate) use literals::{parse_int, unescape};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "spec.pest"]
@@ -850,16 +850,14 @@ impl Builder {
                     })?)
                 }
                 "code_offset" => {
-                    t.code_offset = Some(match parse_int(text) {
-                        Some(n) if (0..i64::from(CODE_PAGE)).contains(&n) => n as u32,
-                        _ => {
-                            return Err(Diagnostic::new(
+                    t.code_offset =
+                        Some(parse_int(text).and_then(CodeOffset::new).ok_or_else(|| {
+                            Diagnostic::new(
                                 format!("`{text}` is not an offset within a page"),
                                 vspan,
                             )
-                            .with_hint("write the routine's address modulo 4096 in the application, 0 to 4095 (`nm APP | grep ROUTINE`), e.g. code_offset=1616"))
-                        }
-                    })
+                            .with_hint(CodeOffset::HINT)
+                        })?)
                 }
                 "threads" => {
                     t.threads = Some(match parse_int(text) {

@@ -43,7 +43,10 @@
 #endif
 
 #define TDG_DEFAULT_TIMER TDG_TIMER_CYCLE
+/* 1: exactly SAMPLES samples (a count given on tdg's command line);
+ * 0: at least SAMPLES, then as the sampling budget below says. */
 #define TDG_DEFAULT_SAMPLES 7
+#define TDG_DEFAULT_SAMPLES_FIXED 0
 #define TDG_DEFAULT_MEDIAN 0
 #define TDG_DEFAULT_FLUSH TDG_FLUSH_READ
 #define TDG_DEFAULT_FLUSH_KIB 98304LL
@@ -617,6 +620,7 @@ static void tdg_spec_defaults(struct tdg_options *o)
     tdg_options_init(o);
     o->timer = TDG_DEFAULT_TIMER;
     o->samples = TDG_DEFAULT_SAMPLES;
+    o->samples_fixed = TDG_DEFAULT_SAMPLES_FIXED;
     o->min_time_ms = TDG_DEFAULT_MIN_TIME_MS;
     o->max_time_ms = TDG_DEFAULT_MAX_TIME_MS;
     o->stable_pct = TDG_DEFAULT_STABLE_PCT;
