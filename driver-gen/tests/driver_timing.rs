@@ -479,7 +479,7 @@ fn a_flush_setting_reaches_the_driver_once_and_the_report_names_its_source() {
             let table = driver_gen::report::format_table(&r);
             let flush_line = table.lines().find(|l| l.starts_with("flush")).unwrap();
             assert!(
-                flush_line.contains(&format!("{kib} KiB ({})", sources.flush_kib)),
+                flush_line.contains(&format!("{kib} KiB ({}; ", sources.flush_kib)),
                 "{flush_line}"
             );
         }
