@@ -987,6 +987,7 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "sweep's sizes); the options are for overriding by hand, e.g. a `make` build.\n"
             "  --timer=wall|cycle|cpu     timer (default from the spec)\n"
             "  --samples=N                exactly N timing samples (default: at least %d, adaptive)\n"
+            "  --min-samples=N            at least N samples, then as the sampling budget says\n"
             "  --min-time-ms=T            spread the samples over at least T ms (default %lld)\n"
             "  --max-time-ms=T            stop sampling at T ms, marking the result unstable (default %lld)\n"
             "  --stable-pct=P             halves of the run must agree within P%% (default %g)\n"
@@ -998,6 +999,7 @@ void tdg_usage(FILE *out, const struct tdg_options *defaults)
             "  --evict-pages=P            ... and touch one line in each of P pages (the TLB); both 0:\n"
             "                             read the full --flush-kib instead\n"
             "  --flush-all-cpus           flush on every CPU (parallel routines)\n"
+            "  --no-flush-all-cpus        flush on the driver's CPU only (one thread)\n"
             "  --min-interval-ns=NS       shortest timed interval (0: one call per sample)\n"
             "  --reps=R                   force R calls per sample\n"
             "  --pin=CPU[,CPU...]         pin to a CPU; with --threads, thread k to the k-th\n"
@@ -1035,6 +1037,10 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
             o->samples = atoi(v);
             o->samples_fixed = 1;
             if (o->samples < 1) goto bad;
+        } else if (TDG_IS("--min-samples=")) {
+            o->samples = atoi(v);
+            o->samples_fixed = 0;
+            if (o->samples < 1) goto bad;
         } else if (TDG_IS("--min-time-ms=")) {
             o->min_time_ms = atoll(v);
             if (o->min_time_ms < 0) goto bad;
@@ -1070,6 +1076,8 @@ int tdg_parse_options(int argc, char **argv, const struct tdg_options *defaults,
             if (o->evict_pages < 0) goto bad;
         } else if (!strcmp(a, "--flush-all-cpus")) {
             o->flush_all_cpus = 1;
+        } else if (!strcmp(a, "--no-flush-all-cpus")) {
+            o->flush_all_cpus = 0; /* a team of more than one still flushes on every CPU */
         } else if (TDG_IS("--min-interval-ns=")) {
             o->min_interval_ns = atoll(v);
             o->min_interval_given = 1;

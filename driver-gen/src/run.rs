@@ -712,23 +712,13 @@ pub fn driver_args(
     if rt.selection.value != bt.selection.value || rt.method.value != bt.method.value {
         a.push(format!("--select={}", rt.selection.value.spelling()));
     }
-    match (rt.samples_exact, bt.samples_exact) {
-        (true, _) if (rt.samples.value, true) != (bt.samples.value, bt.samples_exact) => {
-            a.push(format!("--samples={}", rt.samples.value))
-        }
-        (false, false) if rt.samples.value != bt.samples.value => {
-            return rebuild(format!(
-                "the driver takes at least {} samples, not at least {}",
-                bt.samples.value, rt.samples.value
-            ))
-        }
-        (false, true) => {
-            return rebuild(format!(
-                "the driver takes exactly {} samples, not an adaptive count",
-                bt.samples.value
-            ))
-        }
-        _ => {}
+    if (rt.samples.value, rt.samples_exact) != (bt.samples.value, bt.samples_exact) {
+        let option = if rt.samples_exact {
+            "samples"
+        } else {
+            "min-samples"
+        };
+        a.push(format!("--{option}={}", rt.samples.value));
     }
     let sampling = [
         (
@@ -767,9 +757,7 @@ pub fn driver_args(
     }
     match (rf.all_cpus.value, bf.all_cpus.value) {
         (true, false) => a.push("--flush-all-cpus".into()),
-        (false, true) => {
-            return rebuild("the driver flushes on every CPU".to_string());
-        }
+        (false, true) => a.push("--no-flush-all-cpus".into()),
         _ => {}
     }
     if rt.min_interval_ns != bt.min_interval_ns {
@@ -1094,6 +1082,16 @@ init={
             argv(DOT, &built, &cpu).unwrap(),
             vec!["--json", "--timer=cpu", "--select=median"]
         );
+        // A count fixed by the build runs adaptively again when a run asks
+        // for no fixed count.
+        let exact = options(TimingOverrides {
+            samples: Some(5),
+            ..TimingOverrides::default()
+        });
+        assert_eq!(
+            argv(DOT, &exact, &built).unwrap(),
+            vec!["--json", "--min-samples=7"]
+        );
         let mut share = built.clone();
         share.timing.max_time_ms = Some(125);
         share.verify = false;
@@ -1112,11 +1110,9 @@ init={
             o
         };
         let chosen_flush = with(|t| t.flush_kib = Some(512));
-        let exact = with(|t| t.samples = Some(5));
         let placed = with(|t| t.code_offset = spec_lang::ast::CodeOffset::new(64));
         for (built, run, why) in [
             (&chosen_flush, &default, "a flush meant to reach memory"),
-            (&exact, &default, "exactly 5 samples"),
             (&default, &placed, "page offset 0"),
         ] {
             match argv(DOT, built, run) {
