@@ -522,7 +522,10 @@ fn sampling_budget_from_the_spec_is_explained_and_a_contradiction_is_a_usage_err
     assert!(
         explained.contains("spread over at least 100 ms")
             && explained.contains("agree within 1%")
-            && explained.contains("at 2000 ms the figure is reported as unstable (spec timer={...}, the rest default)"),
+            && explained.contains(
+                "at 2000 ms the figure is reported as unstable \
+                 (min_time: default, max_time: spec timer={...}, stable: spec timer={...})"
+            ),
         "{explained}"
     );
     let out = tdg_in(dir.path(), &["explain", spec, "--min-time-ms", "3000"]);
