@@ -81,6 +81,14 @@ pub struct RunOptions {
     /// Where compiled objects are kept for the next build
     /// ([`toolchain::BuildCache`]); `None` compiles everything every time.
     pub build_cache: Option<PathBuf>,
+    /// Where the driver looks for the headers the spec's include= lines
+    /// name, besides its own directory; `None`: the implementation's
+    /// directory. A spec's body is written to a new scratch directory for
+    /// every run, which holds no header and, on the include path, would
+    /// give the driver and its runtime a new build-cache key every time
+    /// (recompiled on every `tdg run` of such a spec): its caller passes
+    /// the spec's own directory.
+    pub header_dir: Option<PathBuf>,
 }
 
 /// The build cache beside the probe's result: `$TDG_CACHE_DIR/builds`,
@@ -108,6 +116,7 @@ impl Default for RunOptions {
             reference: None,
             machine: None,
             build_cache: Some(default_build_cache()),
+            header_dir: None,
         }
     }
 }
@@ -484,7 +493,11 @@ pub fn build_model(
             // The spec's include= lines usually name headers that sit next
             // to the implementation.
             include_dirs: std::iter::once(dir.path().to_path_buf())
-                .chain(impl_c.parent().map(Path::to_path_buf))
+                .chain(
+                    opts.header_dir
+                        .clone()
+                        .or_else(|| impl_c.parent().map(Path::to_path_buf)),
+                )
                 .collect(),
             object_only: true,
             ..Default::default()

@@ -160,6 +160,7 @@ pub fn run(args: Args) -> CmdResult {
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
         reference: args.reference.clone(),
+        header_dir: body_impl.as_ref().map(|_| spec_directory(&args.spec)),
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
@@ -316,4 +317,14 @@ pub fn load_spec(path: &Path, default_driver: bool) -> anyhow::Result<spec_lang:
         return Ok(spec);
     }
     Ok(spec_lang::load(path)?)
+}
+
+/// The directory a spec file sits in (`.` for a bare file name), where the
+/// headers its include= lines name are looked for when its body is the
+/// implementation.
+fn spec_directory(spec: &std::path::Path) -> std::path::PathBuf {
+    match spec.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
 }

@@ -503,6 +503,60 @@ fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
     );
 }
 
+/// A spec's body is written to a new scratch directory on every run; the
+/// driver, its runtime and the body itself still come from the build cache
+/// the next time, as they do for an `--impl` file: the second run compiles
+/// nothing and only links.
+#[test]
+fn a_body_specs_second_run_compiles_nothing() {
+    let _heavy = testkit::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write(dir.path(), "dot.spec", REFERENCE_STYLE_DOT);
+    let log = dir.path().join("cc.log");
+    let cc = write(
+        dir.path(),
+        "logged-cc",
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
+            log.display()
+        ),
+    );
+    std::fs::set_permissions(&cc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let compiles = |name: &str| {
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        let n = lines
+            .lines()
+            .filter(|l| l.contains(" -c ") && l.contains(name))
+            .count();
+        (n, lines)
+    };
+    let args = [
+        "run",
+        spec.to_str().unwrap(),
+        "--cc",
+        cc.to_str().unwrap(),
+        "--samples",
+        "3",
+    ];
+    let first = tdg_in(dir.path(), &args);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    for source in ["driver.c", "tdg_runtime.c", "ddot.c"] {
+        let (n, lines) = compiles(source);
+        assert_eq!(n, 1, "{source}: {lines}");
+    }
+    std::fs::remove_file(&log).unwrap();
+    let second = tdg_in(dir.path(), &args);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let (n, lines) = compiles("");
+    assert_eq!(n, 0, "the second run compiled again: {lines}");
+    // Besides the compiler's identity (`cc --version`, once per process).
+    let invocations: Vec<&str> = lines.lines().filter(|l| *l != "--version").collect();
+    assert!(
+        invocations.len() == 1 && invocations[0].contains("tdg_runtime.c.o"),
+        "one link: {lines}"
+    );
+}
+
 /// The sampling budget a spec writes in `timer={...}` is what `explain`
 /// describes, with where it came from; a command line that makes it end
 /// before it starts is a usage error (exit 2) naming both ends.
