@@ -1,6 +1,8 @@
 //! C declarations: the words and stars of `const double* A` as a [`CType`].
 
-use super::*;
+use super::grammar::Built;
+use crate::ast::*;
+use crate::diag::{did_you_mean, Diagnostic};
 
 /// One token of a C declaration: a word or a `*`.
 pub(super) struct DeclToken {

@@ -2,7 +2,10 @@
 //! the cause (an unclosed brace or comment, a clause without `=`, nesting
 //! too deep) with a hint.
 
-use super::*;
+use super::grammar::{InputKind, Rule, CLAUSE_NAME, MAX_DEPTH};
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::vocabulary::CLAUSES;
 
 /// Pre-scan for absurd `(`/`{`/`[` nesting outside strings and comments, so
 /// that neither pest nor the builder recurses without bound.

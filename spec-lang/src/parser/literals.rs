@@ -1,7 +1,10 @@
 //! Literals inside the parse tree: strings and their escapes, integers,
 //! flush sizes, durations and the sampling budget.
 
-use super::*;
+use super::grammar::{Built, Rule};
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use pest::iterators::Pair;
 
 /// The single primary (name, call, literal, parenthesised expr) an expression
 /// consists of, if it has no operators.

@@ -13,20 +13,15 @@ use pest::Parser;
 
 mod ctypes;
 mod errors;
+mod grammar;
 mod literals;
 
 use ctypes::*;
 use errors::*;
+pub use grammar::MAX_DEPTH;
+use grammar::{span_of, Built, InputKind, Rule, SpecParser};
 use literals::*;
 pub(crate) use literals::{parse_int, unescape};
-
-#[derive(pest_derive::Parser)]
-#[grammar = "spec.pest"]
-struct SpecParser;
-
-/// Deepest expression tree (and deepest `(`/`{` nesting) accepted. Real specs
-/// stay far below; the limit keeps recursion over hostile input bounded.
-pub const MAX_DEPTH: usize = 200;
 
 /// Parses a spec without semantic checks (see [`crate::check`]).
 pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
@@ -107,21 +102,6 @@ pub fn parse_condition(src: &str, base: usize) -> Result<Condition, Diagnostic> 
     b.condition(condition, 0)
 }
 
-/// Where the input ends, for "found end of ..." messages.
-#[derive(Clone, Copy)]
-enum InputKind {
-    File,
-    Formula,
-    Condition,
-}
-
-const CLAUSE_NAME: &str = "a clause (`routine=`, `init=`, `flop=`, ...)";
-
-fn span_of(p: &Pair<Rule>, base: usize) -> Span {
-    let s = p.as_span();
-    Span::new(base + s.start(), base + s.end())
-}
-
 #[derive(Default)]
 struct Builder {
     errors: Vec<Diagnostic>,
@@ -130,8 +110,6 @@ struct Builder {
     /// Whole source, for line numbers in hints.
     src: String,
 }
-
-type Built<T> = Result<T, Diagnostic>;
 
 impl Builder {
     fn err(&mut self, d: Diagnostic) {
