@@ -684,7 +684,7 @@ impl std::str::FromStr for CodeOffset {
     type Err = String;
     /// Decimal or `0x` hexadecimal, as the spec writes it.
     fn from_str(text: &str) -> Result<Self, String> {
-        crate::parser::parse_int(text)
+        crate::number::parse_int(text)
             .and_then(CodeOffset::new)
             .ok_or_else(|| format!("`{text}` is not an offset within a page; {}", Self::HINT))
     }

@@ -13,6 +13,7 @@ pub mod diag;
 pub mod eval;
 pub mod format;
 pub mod implicit;
+mod number;
 pub mod parser;
 pub mod vocabulary;
 

@@ -86,14 +86,6 @@ pub(crate) fn unescape(s: &str) -> String {
     out
 }
 
-pub(crate) fn parse_int(s: &str) -> Option<i64> {
-    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok()
-    } else {
-        s.parse::<i64>().ok()
-    }
-}
-
 pub(super) fn parse_flush_size(s: &str) -> Option<FlushSize> {
     match s.to_ascii_uppercase().as_str() {
         "L1" => return Some(FlushSize::Level(1)),

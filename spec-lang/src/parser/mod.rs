@@ -16,12 +16,13 @@ mod errors;
 mod grammar;
 mod literals;
 
+use crate::number::parse_int;
 use ctypes::*;
 use errors::*;
 pub use grammar::MAX_DEPTH;
 use grammar::{span_of, Built, InputKind, Rule, SpecParser};
+pub(crate) use literals::unescape;
 use literals::*;
-pub(crate) use literals::{parse_int, unescape};
 
 /// Parses a spec without semantic checks (see [`crate::check`]).
 pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
