@@ -8,16 +8,31 @@ use std::sync::OnceLock;
 /// A private directory for the targets whose reader takes a path, made once
 /// per process (a fuzzer runs millions of inputs in one process); in memory
 /// where /dev/shm is, since every input is written, read and removed.
+/// Statics are never dropped, so the directory is removed by an `atexit`
+/// handler: libFuzzer ends a timed run, and the test harness its process,
+/// through `exit`, and each would otherwise leave one directory behind.
 fn scratch() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let builder = tempfile::Builder::new().prefix("tdg-fuzz-").clone();
-        builder
+        let dir = builder
             .tempdir_in("/dev/shm")
             .or_else(|_| builder.tempdir())
-            .expect("a scratch directory for the fuzz targets")
+            .expect("a scratch directory for the fuzz targets");
+        let path = dir.path().to_path_buf();
+        *SCRATCH.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir);
+        // SAFETY: registers a plain extern "C" function taking no arguments.
+        unsafe { libc::atexit(remove_scratch) };
+        path
     })
-    .path()
+}
+
+static SCRATCH: std::sync::Mutex<Option<tempfile::TempDir>> = std::sync::Mutex::new(None);
+
+extern "C" fn remove_scratch() {
+    if let Ok(mut dir) = SCRATCH.lock() {
+        drop(dir.take());
+    }
 }
 
 /// A fresh empty subdirectory `name` of the scratch directory.
