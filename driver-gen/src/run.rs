@@ -1043,12 +1043,6 @@ init={
         driver_args(&built, &RunPlan { flush, timing }, run)
     }
 
-    fn flush_keywords(args: &[String]) -> Vec<&String> {
-        args.iter()
-            .filter(|a| a.starts_with("--flush") || a.starts_with("--evict"))
-            .collect()
-    }
-
     #[test]
     fn every_setting_the_build_holds_stays_off_the_drivers_command_line() {
         let o = options(TimingOverrides {
