@@ -362,7 +362,9 @@ fn bench_case(
         capture_at(case.delay, &format!("{}-delayed", case.site));
     let (immediate_img, _, _) = capture_at(0, &format!("{}-immediate", case.site));
     let built = case.default_driver.as_ref().map(|(spec, imp)| {
-        let spec = spec_lang::load(spec).unwrap_or_else(|e| fail(&e.to_string()));
+        let spec = spec_lang::load(spec, &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|e| fail(&e.to_string()));
         let opts = driver_gen::RunOptions {
             timing: driver_gen::TimingOverrides {
                 samples: Some(per_round as u32),

@@ -68,7 +68,9 @@ pub fn region_shim_for_spec(
     cc: Option<&str>,
     scratch: &Path,
 ) -> Result<RegionShim, RegionShimError> {
-    let spec = spec_lang::load_prototype(spec_path).map_err(RegionShimError::Spec)?;
+    let spec = spec_lang::load(spec_path, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .map_err(RegionShimError::Spec)?;
     let cc = CCompiler::find(cc).map_err(|e| RegionShimError::Checkpoint(e.into()))?;
     region_shim(&spec, spec_path, include, &cc, scratch)
 }

@@ -116,7 +116,9 @@ fn default_driver_with_random_data_misses_the_in_app_sort_time() {
     let exe = ws.build("datasens.c", "datasens", &[]);
     let in_app = plain_runs(&os_args(&[&exe, &"sort", &ws.out_file()]), "sort", CALL, 5);
     let spec_path = std::path::Path::new(APPS).join("isort.spec");
-    let spec = spec_lang::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let spec = spec_lang::load(&spec_path, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|e| panic!("{e}"));
     let report = driver_gen::run_driver(
         &spec,
         &std::path::Path::new(APPS).join("isort.c"),

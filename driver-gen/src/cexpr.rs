@@ -7,7 +7,22 @@
 use spec_lang::ast::{Expr, UnaryOp};
 use std::collections::BTreeMap;
 
-use crate::model::ModelError;
+/// Why an expression has no C spelling. The checker rules each of these
+/// out for a spec that serves a driver, so reaching one is a spec the
+/// checker let through by mistake, said in the spec's terms.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CExprError {
+    #[error("`{0}` is a struct member of the application's call: a driver has none")]
+    MemberPath(String),
+    #[error("`{0}` is not a routine parameter nor a Macro name; define it in init={{...}} or use Macro({0}, default)")]
+    UnknownName(String),
+    #[error("`{0}` changes per call (Range/RANDOM) but is used where a fixed value is needed (a size); give it a fixed value")]
+    NotConstant(String),
+    #[error("{0} varies per call and cannot appear inside another expression; assign it to its own scalar")]
+    PerCallInExpression(String),
+    #[error("the values of {0} depend on each other in a cycle; break the cycle in init={{...}}")]
+    Cycle(String),
+}
 
 /// How a name that refers to a routine scalar is spelled in C.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +50,7 @@ pub fn to_c(
     env: &ExprEnv,
     style: NameStyle,
     as_double: bool,
-) -> Result<String, ModelError> {
+) -> Result<String, CExprError> {
     to_c_depth(e, env, style, as_double, 0)
 }
 
@@ -45,9 +60,9 @@ fn to_c_depth(
     style: NameStyle,
     as_double: bool,
     depth: u32,
-) -> Result<String, ModelError> {
+) -> Result<String, CExprError> {
     if depth > 64 {
-        return Err(ModelError::Cycle(describe(e)));
+        return Err(CExprError::Cycle(describe(e)));
     }
     let rec = |x: &Expr| to_c_depth(x, env, style, as_double, depth + 1);
     Ok(match e {
@@ -64,9 +79,8 @@ fn to_c_depth(
         Expr::Str(s, _) => c_string_literal(s),
         // The checker keeps member paths out of what a driver evaluates.
         Expr::Member { root, path, .. } => {
-            return Err(ModelError::Spec(format!(
-                "`{}` is a struct member of the application's call: a driver has none",
-                spec_lang::ast::member_path_text(&root.name, path)
+            return Err(CExprError::MemberPath(spec_lang::ast::member_path_text(
+                &root.name, path,
             )))
         }
         Expr::Name(id) => {
@@ -81,7 +95,7 @@ fn to_c_depth(
                     }
                     NameStyle::Constant => {
                         if !fixed {
-                            return Err(ModelError::NotConstant(id.name.clone()));
+                            return Err(CExprError::NotConstant(id.name.clone()));
                         }
                         format!("({})", rec(init)?)
                     }
@@ -93,7 +107,7 @@ fn to_c_depth(
                     macro_c_name(&id.name)
                 }
             } else {
-                return Err(ModelError::UnknownName(id.name.clone()));
+                return Err(CExprError::UnknownName(id.name.clone()));
             }
         }
         Expr::Macro { name, .. } => {
@@ -104,7 +118,7 @@ fn to_c_depth(
             }
         }
         Expr::Random(_) | Expr::RandomRange { .. } | Expr::Range { .. } => {
-            return Err(ModelError::PerCallInExpression(describe(e)))
+            return Err(CExprError::PerCallInExpression(describe(e)))
         }
         Expr::Unary {
             op: UnaryOp::Neg,
@@ -197,11 +211,11 @@ mod tests {
         );
         assert_eq!(
             to_c(&name("R"), &env, NameStyle::Constant, false),
-            Err(ModelError::NotConstant("R".into()))
+            Err(CExprError::NotConstant("R".into()))
         );
         assert_eq!(
             to_c(&name("Q"), &env, NameStyle::Runtime, false),
-            Err(ModelError::UnknownName("Q".into()))
+            Err(CExprError::UnknownName("Q".into()))
         );
     }
 

@@ -7,7 +7,7 @@
 use crate::defaults::MachineDefaults;
 use crate::run::{model_for, BuiltDriver, RunError, RunOptions};
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::Spec;
+use spec_lang::CheckedSpec;
 use std::path::Path;
 
 const EXE: &str = "driver";
@@ -60,7 +60,7 @@ impl BuiltDriver {
     /// `opts`; `Ok(None)` when `dir` holds none. Refused when it was built
     /// for another routine, other defines or other implementation flags.
     pub fn open_kept(
-        spec: &Spec,
+        spec: &CheckedSpec,
         opts: &RunOptions,
         dir: &Path,
     ) -> Result<Option<BuiltDriver>, RunError> {

@@ -356,10 +356,13 @@ mod tests {
     use crate::{DriverConfig, MachineDefaults};
 
     fn axpy() -> DriverModel {
-        let spec =
-            spec_lang::load(Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/axpy.spec"))
-                .unwrap_or_else(|d| panic!("{d}"));
-        DriverModel::from_spec(
+        let spec = spec_lang::load(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs/axpy.spec"),
+            &[],
+        )
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
+        DriverModel::from_checked(
             &spec,
             &DriverConfig::new(MachineDefaults::fixed_for_tests()),
         )

@@ -2,8 +2,9 @@
 //! turn its JSON line into a [`RunReport`].
 
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::{FlushMethod, Selection, Spec, TimerMethod};
+use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
 use spec_lang::vocabulary::Keyword;
+use spec_lang::CheckedSpec;
 use stats::Summary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -398,24 +399,22 @@ pub struct BuiltDriver {
 ///
 /// The generated C is the same for every `-D` value: sizes are evaluated by
 /// the driver at run time, and the options' defines reach it as compiler
-/// defines. So the model is the spec's at its defaults, and a define that
-/// makes a size impossible is refused by the driver itself, as it is for
-/// `make DEFS=...` on a `tdg gen` driver. (`tdg run` checks the defines
-/// against the spec before it gets here, so its users see a located error.)
+/// defines. A define that makes a size impossible is refused by the driver
+/// itself, as it is for `make DEFS=...` on a `tdg gen` driver; a spec loaded
+/// with the command line's defines (`spec_lang::load`) has already refused
+/// it, located.
 pub fn build_driver(
-    spec: &Spec,
+    spec: &CheckedSpec,
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
     build_model(model_for(spec, opts)?, impl_c, opts)
 }
 
-/// The model [`build_driver`] builds: the spec's at its defaults, with the
-/// options' timing and machine.
-pub(crate) fn model_for(spec: &Spec, opts: &RunOptions) -> Result<DriverModel, RunError> {
-    let mut cfg = opts.driver_config();
-    cfg.defines.clear();
-    Ok(DriverModel::from_spec(spec, &cfg)?)
+/// The model [`build_driver`] builds: the spec's, with the options' timing
+/// and machine.
+pub(crate) fn model_for(spec: &CheckedSpec, opts: &RunOptions) -> Result<DriverModel, RunError> {
+    Ok(DriverModel::from_checked(spec, &opts.driver_config())?)
 }
 
 impl RunOptions {
@@ -424,7 +423,6 @@ impl RunOptions {
         let machine = self.machine.clone().unwrap_or_else(recorded_defaults);
         let mut cfg = DriverConfig::new(machine);
         cfg.timing = self.timing.clone();
-        cfg.defines = self.defines.iter().cloned().collect();
         cfg.external_reference = self.reference.is_some();
         cfg
     }
@@ -988,7 +986,11 @@ fn last_phase(stderr: &str) -> String {
 }
 
 /// Builds, runs once and reports: the one-shot API.
-pub fn run_driver(spec: &Spec, impl_c: &Path, opts: &RunOptions) -> Result<RunReport, RunError> {
+pub fn run_driver(
+    spec: &CheckedSpec,
+    impl_c: &Path,
+    opts: &RunOptions,
+) -> Result<RunReport, RunError> {
     build_driver(spec, impl_c, opts)?.run(opts)
 }
 
@@ -1037,7 +1039,7 @@ init={
     /// The model a build under `opts` bakes in, and the argv of a run of
     /// that build under `run`.
     fn argv(spec: &str, opts: &RunOptions, run: &RunOptions) -> Result<Vec<String>, RunError> {
-        let spec = spec_lang::parse(spec, "t.spec").unwrap();
+        let spec = spec_lang::check_source(spec, "t.spec", &[]).unwrap();
         let built = model_for(&spec, opts).unwrap();
         let (flush, timing) = built.timing_for(&run.timing)?;
         driver_args(&built, &RunPlan { flush, timing }, run)
@@ -1131,15 +1133,19 @@ init={
 
     #[test]
     fn each_setting_carries_its_source_from_the_plan() {
-        let spec =
-            spec_lang::parse(&format!("{DOT}timer={{ flush_size=512K; }};\n"), "t.spec").unwrap();
+        let spec = spec_lang::check_source(
+            &format!("{DOT}timer={{ flush_size=512K; }};\n"),
+            "t.spec",
+            &[],
+        )
+        .unwrap();
         let kib = |o: &RunOptions| model_for(&spec, o).unwrap().flush.kib;
         let default = options(TimingOverrides::default());
         assert_eq!(kib(&default), Sourced::new(512, Source::Spec));
         let mut cli = default.clone();
         cli.timing.flush_kib = Some(96);
         assert_eq!(kib(&cli), Sourced::new(96, Source::CommandLine));
-        let dot = spec_lang::parse(DOT, "t.spec").unwrap();
+        let dot = spec_lang::check_source(DOT, "t.spec", &[]).unwrap();
         let m = model_for(&dot, &default).unwrap();
         assert_eq!(m.flush.kib.source, Source::Machine);
         assert_eq!(m.flush.method.source, Source::Default);

@@ -50,7 +50,7 @@ int main(void) {
 #[test]
 fn amalloc_aligns_and_misaligns_over_many_allocations() {
     let model =
-        DriverModel::from_spec(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
+        DriverModel::from_checked(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
     let generated = render(&model, None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     generated.write_to(dir.path()).unwrap();
@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
 #[test]
 fn environment_warnings_follow_governor_turbo_and_load() {
     let model =
-        DriverModel::from_spec(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
+        DriverModel::from_checked(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
     let dir = tempfile::tempdir().unwrap();
     render(&model, None).unwrap().write_to(dir.path()).unwrap();
     std::fs::write(dir.path().join("env.c"), ENV_HARNESS).unwrap();

@@ -116,7 +116,7 @@ fn a_generated_makefile_places_the_implementation_code_too() {
         return;
     }
     let spec = spec(DOT_SPEC);
-    let model = driver_gen::DriverModel::from_spec(&spec, &opts().driver_config()).unwrap();
+    let model = driver_gen::DriverModel::from_checked(&spec, &opts().driver_config()).unwrap();
     let generated = driver_gen::render(&model, None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     generated.write_to(dir.path()).unwrap();

@@ -36,8 +36,10 @@ fn repo() -> PathBuf {
 
 #[test]
 fn generated_axpy_driver_matches_the_committed_one() {
-    let spec = spec_lang::load(repo().join("specs/axpy.spec")).unwrap_or_else(|d| panic!("{d}"));
-    let model = DriverModel::from_spec(&spec, &DriverConfig::new(machine())).unwrap();
+    let spec = spec_lang::load(repo().join("specs/axpy.spec"), &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
+    let model = DriverModel::from_checked(&spec, &DriverConfig::new(machine())).unwrap();
     let generated = render(&model, None).unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/axpy");
     let (copied, rendered): (Vec<_>, Vec<_>) = generated

@@ -53,7 +53,7 @@ fn load_and_use(path: &std::path::Path, bytes: &[u8]) -> bool {
     let _ = result.recommended_min_interval_s();
     let machine = driver_gen::defaults::from_probe(&result, path);
     if let Ok(model) =
-        DriverModel::from_spec(crate::fixtures::dot_spec(), &DriverConfig::new(machine))
+        DriverModel::from_checked(crate::fixtures::dot_spec(), &DriverConfig::new(machine))
     {
         let _ = driver_gen::explain(&model);
     }

@@ -45,22 +45,33 @@ pub(crate) fn fresh_dir(name: &str) -> PathBuf {
 
 /// The example spec the driver-side targets build models for: a dot
 /// product with flushed operands, so flush sizes and cache levels matter.
-pub(crate) fn dot_spec() -> &'static spec_lang::Spec {
-    static SPEC: OnceLock<spec_lang::Spec> = OnceLock::new();
-    SPEC.get_or_init(|| {
-        spec_lang::parse_and_check(include_str!("../../specs/dot.spec"), "specs/dot.spec")
-            .expect("specs/dot.spec is valid")
-    })
+pub(crate) fn dot_spec() -> &'static spec_lang::CheckedSpec {
+    static SPEC: OnceLock<spec_lang::CheckedSpec> = OnceLock::new();
+    SPEC.get_or_init(|| dot_spec_under(&[]).expect("specs/dot.spec is valid"))
+}
+
+/// [`dot_spec`] under `-D` definitions (a context's), as `tdg run` loads it.
+pub(crate) fn dot_spec_under(
+    defines: &[(String, String)],
+) -> Result<spec_lang::CheckedSpec, spec_lang::Diagnostics> {
+    spec_lang::check_source(
+        include_str!("../../specs/dot.spec"),
+        "specs/dot.spec",
+        defines,
+    )
+    .and_then(|c| c.for_use(spec_lang::Use::Driver))
 }
 
 /// The tuning example, whose campaigns the kept-driver seeds come from.
-pub(crate) fn blocked_gemm_spec() -> &'static spec_lang::Spec {
-    static SPEC: OnceLock<spec_lang::Spec> = OnceLock::new();
+pub(crate) fn blocked_gemm_spec() -> &'static spec_lang::CheckedSpec {
+    static SPEC: OnceLock<spec_lang::CheckedSpec> = OnceLock::new();
     SPEC.get_or_init(|| {
-        spec_lang::parse_and_check(
+        spec_lang::check_source(
             include_str!("../../specs/blocked_gemm.spec"),
             "specs/blocked_gemm.spec",
+            &[],
         )
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .expect("specs/blocked_gemm.spec is valid")
     })
 }

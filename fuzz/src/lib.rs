@@ -56,9 +56,14 @@ pub fn spec(data: &[u8]) -> bool {
     };
     match spec_lang::parse(src, "fuzz.spec") {
         Ok(spec) => {
-            if let Err(d) = spec_lang::check(&spec, src, "fuzz.spec") {
-                assert!(!d.items.is_empty());
-                let _ = d.to_string();
+            // Parsed text always checks; each use it does not serve must say
+            // why, and the reasons must render.
+            let checked = spec_lang::check_source(src, "fuzz.spec", &[]).expect("parsed once");
+            for u in spec_lang::Use::ALL {
+                if let Err(d) = checked.require(u) {
+                    assert!(!d.items.is_empty());
+                    let _ = d.to_string();
+                }
             }
             let _ = spec_lang::eval::typed_env(&spec, &BTreeMap::new());
             let _ = spec_lang::eval::flop_count(&spec, &BTreeMap::new());

@@ -38,7 +38,9 @@ pub fn profile(data: &[u8]) -> bool {
         let Some(src) = prototype_of(info) else {
             continue;
         };
-        let Ok(spec) = spec_lang::parse_and_check_prototype(&src, "fuzz.spec") else {
+        let Ok(spec) = spec_lang::check_source(&src, "fuzz.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        else {
             continue;
         };
         for rank in [1, rep.contexts.len()] {
@@ -101,8 +103,10 @@ pub fn contexts(data: &[u8]) -> bool {
         ..Default::default()
     };
     for ctx in file.contexts.iter().take(8) {
-        let cfg = instrument::drive::options_for(&base, ctx).driver_config();
-        let _ = driver_gen::DriverModel::from_spec(crate::fixtures::dot_spec(), &cfg);
+        let o = instrument::drive::options_for(&base, ctx);
+        if let Ok(spec) = crate::fixtures::dot_spec_under(&o.defines) {
+            let _ = driver_gen::DriverModel::from_checked(&spec, &o.driver_config());
+        }
     }
     for top in [1, 15] {
         let prediction =

@@ -6,7 +6,8 @@ use crate::contexts::{self, ContextEntry, ContextsFile, Prediction};
 use crate::report::Report;
 use crate::validate::{self, Validation};
 use driver_gen::{build_driver, RunError, RunOptions, RunReport};
-use spec_lang::ast::{FlushMethod, Spec};
+use spec_lang::ast::FlushMethod;
+use spec_lang::CheckedSpec;
 use std::path::Path;
 
 /// `base` with the context's `-D` overrides added (they win over any the
@@ -25,7 +26,7 @@ pub fn options_for(base: &RunOptions, ctx: &ContextEntry) -> RunOptions {
 
 /// Builds and runs the driver for one context.
 pub fn time_context(
-    spec: &Spec,
+    spec: &CheckedSpec,
     impl_c: &Path,
     base: &RunOptions,
     ctx: &ContextEntry,
@@ -44,7 +45,7 @@ pub fn per_call_ns(r: &RunReport) -> f64 {
 /// `tdg run SPEC --impl IMPL --contexts FILE`: times the top `top` contexts
 /// with the driver configured by `base` and predicts the in-app total.
 pub fn predict_with_driver(
-    spec: &Spec,
+    spec: &CheckedSpec,
     impl_c: &Path,
     base: &RunOptions,
     file: &ContextsFile,
@@ -63,7 +64,7 @@ pub struct WarmAndFlushed {
 }
 
 pub fn time_warm_and_flushed(
-    spec: &Spec,
+    spec: &CheckedSpec,
     impl_c: &Path,
     base: &RunOptions,
     ctx: &ContextEntry,
@@ -92,7 +93,7 @@ pub fn in_app_samples(report: &Report, rank: usize) -> Vec<f64> {
 
 /// `tdg validate`: one context, in-app vs warm and flushed driver runs.
 pub fn validate_context(
-    spec: &Spec,
+    spec: &CheckedSpec,
     impl_c: &Path,
     base: &RunOptions,
     report: &Report,

@@ -689,7 +689,7 @@ mod tests {
         let header = include_str!("../c/tdg_instrument.h");
         let line = format!("#define TDG_MAX_VALUES {MAX_VALUES}\n");
         assert!(header.contains(&line), "tdg_instrument.h lacks {line:?}");
-        assert_eq!(spec_lang::check::MAX_RECORDED, MAX_VALUES);
+        assert_eq!(spec_lang::MAX_RECORDED, MAX_VALUES);
         assert!(
             u8::try_from(MAX_VALUES).is_ok(),
             "a record's value count is a u8"

@@ -275,7 +275,9 @@ mod tests {
     use super::*;
 
     fn names(src: &str) -> Vec<String> {
-        let spec = spec_lang::parse_and_check_prototype(src, "t.spec").unwrap();
+        let spec = spec_lang::check_source(src, "t.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         recorded_values(&spec)
             .into_iter()
             .map(|v| v.param)
@@ -298,7 +300,9 @@ mod tests {
         assert_eq!(names(src), ["lda", "n", "order", "M", "a", "X"]);
         let chosen = format!("{src}record=n, X, a;\n");
         assert_eq!(names(&chosen), ["n", "X", "a"]);
-        let spec = spec_lang::parse_and_check_prototype(&chosen, "t.spec").unwrap();
+        let spec = spec_lang::check_source(&chosen, "t.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         let c = generate(&spec, InterposerKind::Preload).unwrap();
         assert!(c.contains(r#"tdg_routine("f", "n:i,X:p,a:f")"#), "{c}");
         assert!(

@@ -237,7 +237,7 @@ fn timer_edit(spec: &Spec, src: &str, ran: RanAs) -> (Option<(usize, usize, Stri
 pub struct Derived {
     pub edit: SpecEdit,
     /// `edit.text` parsed and checked.
-    pub spec: Spec,
+    pub spec: spec_lang::CheckedSpec,
     pub contexts: ContextsFile,
     /// Label of the context that became the default.
     pub chosen: String,
@@ -283,7 +283,8 @@ pub fn derive(
     };
     let edit = apply_context(spec, src, &params, ran);
     // Still a prototype where the profile could not fill in a value.
-    let edited = spec_lang::parse_and_check_prototype(&edit.text, file)
+    let edited = spec_lang::check_source(&edit.text, file, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
         .map_err(|d| DeriveError::Reparse(d.to_string()))?;
     if edited.routine != spec.routine {
         return Err(DeriveError::Reparse("the routine changed".into()));
@@ -326,7 +327,9 @@ mod tests {
 
     #[test]
     fn sets_macro_defaults_and_wraps_literals() {
-        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(SRC, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(
             &spec,
             SRC,
@@ -336,7 +339,9 @@ mod tests {
         assert!(e.text.starts_with("// keep me\n"));
         assert!(e.text.contains("len=Macro(LEN, 32768);"), "{}", e.text);
         assert!(e.text.contains("crc=Macro(TDG_CRC, 7);"), "{}", e.text);
-        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        let back = spec_lang::check_source(&e.text, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         assert_eq!(back.routine, spec.routine);
         assert_eq!(e.macros["len"], "LEN");
         let d = e.defines_for(
@@ -350,24 +355,32 @@ mod tests {
 
     #[test]
     fn the_application_code_offset_goes_into_the_timer_clause_unless_the_spec_sets_one() {
-        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(SRC, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(&spec, SRC, &[], offset(1616));
         assert!(
             e.text.ends_with("};\ntimer={ code_offset=1616; };\n"),
             "{}",
             e.text
         );
-        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
+        let back = spec_lang::check_source(&e.text, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         assert_eq!(
-            back.timer.unwrap().code_offset,
+            back.spec.timer.unwrap().code_offset,
             spec_lang::ast::CodeOffset::new(1616)
         );
 
         let timed = format!("{SRC}timer={{ samples=9; }};\n");
-        let spec = spec_lang::parse_and_check(&timed, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(&timed, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(&spec, &timed, &[], offset(48));
-        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
-        let t = back.timer.unwrap();
+        let back = spec_lang::check_source(&e.text, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
+        let t = back.spec.timer.unwrap();
         assert_eq!(
             (t.samples, t.code_offset),
             (Some(9), spec_lang::ast::CodeOffset::new(48)),
@@ -376,7 +389,9 @@ mod tests {
         );
 
         let placed = format!("{SRC}timer={{ code_offset=16; }};\n");
-        let spec = spec_lang::parse_and_check(&placed, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(&placed, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(&spec, &placed, &[], offset(48));
         assert_eq!(e.text, placed);
         assert!(e.notes[0].contains("had it at 48"), "{:?}", e.notes);
@@ -388,7 +403,9 @@ mod tests {
     /// its choice and is told what the application did.
     #[test]
     fn the_applications_thread_count_goes_into_the_timer_clause() {
-        let spec = spec_lang::parse_and_check(SRC, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(SRC, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let ran = |threads| RanAs {
             code_offset: Some(64),
             threads: Some(threads),
@@ -399,8 +416,10 @@ mod tests {
             "{}",
             e.text
         );
-        let back = spec_lang::parse_and_check(&e.text, "crc.spec").unwrap();
-        assert_eq!(back.timer.unwrap().threads, Some(2));
+        let back = spec_lang::check_source(&e.text, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
+        assert_eq!(back.spec.timer.unwrap().threads, Some(2));
         let e = apply_context(&spec, SRC, &[], ran(1));
         assert!(
             e.text.ends_with("timer={ code_offset=64; };\n"),
@@ -408,7 +427,9 @@ mod tests {
             e.text
         );
         let four = format!("{SRC}timer={{ threads=4; }};\n");
-        let spec = spec_lang::parse_and_check(&four, "crc.spec").unwrap();
+        let spec = spec_lang::check_source(&four, "crc.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(&spec, &four, &[], ran(2));
         assert!(
             e.text.ends_with("timer={ threads=4; code_offset=64; };\n"),
@@ -425,7 +446,9 @@ mod tests {
     #[test]
     fn a_prototype_gets_an_init_of_what_the_profile_knows() {
         let src = "include=\"typedef struct EState EState;\";\nroutine=long f(EState* s, long n, int k);\n";
-        let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
+        let spec = spec_lang::check_source(src, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         let e = apply_context(
             &spec,
             src,
@@ -442,7 +465,9 @@ mod tests {
         assert_eq!(e.macros["n"], "TDG_N");
         assert_eq!(e.notes.len(), 1, "{:?}", e.notes);
         assert!(e.notes[0].contains("`s`"), "{:?}", e.notes);
-        let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
+        let back = spec_lang::check_source(&e.text, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         assert_eq!(back.routine, spec.routine);
         assert_eq!(back.init.len(), 2);
     }
@@ -450,10 +475,14 @@ mod tests {
     #[test]
     fn the_outputs_a_spec_declares_survive_byte_for_byte() {
         let src = "include=\"#include \\\"bzlib_private.h\\\"\";\nroutine=void f(EState* s, int k);\nreturns(s->ptr[s->nblock * k], s->origPtr); // sorted order, rotation\n";
-        let spec = spec_lang::parse_and_check_prototype(src, "p.spec").unwrap();
+        let spec = spec_lang::check_source(src, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         let e = apply_context(&spec, src, &[cp("k", "3")], RanAs::default());
         assert!(e.text.starts_with(src), "{}", e.text);
-        let back = spec_lang::parse_and_check_prototype(&e.text, "p.spec").unwrap();
+        let back = spec_lang::check_source(&e.text, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap();
         assert_eq!(back.returns, spec.returns);
         assert_eq!(back.returns[0].text(), "s->ptr");
     }
@@ -461,7 +490,9 @@ mod tests {
     #[test]
     fn derived_values_and_unknown_names_are_noted_not_changed() {
         let src = "routine=void f(const int M, const int lda, double* A);\ninit={ M=Macro(MS, 10); lda=M; A=Matrix(double, lda, M, RANDOM, _); };\n";
-        let spec = spec_lang::parse_and_check(src, "f.spec").unwrap();
+        let spec = spec_lang::check_source(src, "f.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let e = apply_context(
             &spec,
             src,
@@ -471,6 +502,8 @@ mod tests {
         assert!(e.text.contains("M=Macro(MS, 20)"));
         assert!(e.text.contains("lda=M;"));
         assert_eq!(e.notes.len(), 2, "{:?}", e.notes);
-        spec_lang::parse_and_check(&e.text, "f.spec").unwrap();
+        spec_lang::check_source(&e.text, "f.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
     }
 }

@@ -280,7 +280,9 @@ fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
     let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (app, _) = build_shared_lib_app(dir.path());
-    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap();
     let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
     let plain = toolchain::run(&mut Command::new(&app), None)
         .unwrap()
@@ -334,7 +336,9 @@ fn every_process_of_a_pipeline_is_merged_into_one_profile() {
     let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (app, _) = build_shared_lib_app(dir.path());
-    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap();
     let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
@@ -360,7 +364,9 @@ fn wrap_object_profiles_a_statically_linked_routine() {
     let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let (_, lib_c) = build_shared_lib_app(dir.path());
-    let spec = spec_lang::parse_and_check(KSUM_SPEC, "ksum.spec").unwrap();
+    let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap();
     let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
     let exe = dir.path().join("static_app");
     cc().compile(&CompileJob {

@@ -22,8 +22,12 @@ const REGION_SPEC: &str = "include=\"typedef struct cfg { int n; long m; } cfg;\
 fn generated_interposers_match_the_committed_ones() {
     let dgemm_src =
         std::fs::read_to_string(repo().join("instrument/examples/blas/cblas_dgemm.spec")).unwrap();
-    let dgemm = spec_lang::parse_and_check_prototype(&dgemm_src, "cblas_dgemm.spec").unwrap();
-    let region = spec_lang::parse_and_check_prototype(REGION_SPEC, "walk.spec").unwrap();
+    let dgemm = spec_lang::check_source(&dgemm_src, "cblas_dgemm.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .unwrap();
+    let region = spec_lang::check_source(REGION_SPEC, "walk.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .unwrap();
     let generated = [
         (
             "cblas_dgemm-preload.c",

@@ -3,7 +3,7 @@
 //! run reports every problem.
 
 use crate::ast::*;
-use crate::checked::{resolve, CheckedSpec};
+use crate::checked::{resolve, spec_overrides, CheckedSpec, Use};
 use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
 use crate::eval;
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,88 +12,64 @@ use std::collections::{BTreeMap, BTreeSet};
 /// `TDG_MAX_VALUES` (instrument's tests hold the two equal).
 pub const MAX_RECORDED: usize = 40;
 
-/// Every semantic error in `spec`, including what only a driver needs
-/// ([`driver_problems`]); without any, the spec resolved at its defaults.
-pub fn check(spec: &Spec, src: &str, file: &str) -> Result<CheckedSpec, Diagnostics> {
-    check_with(spec, src, file, &BTreeMap::new())
+/// Checks a parsed spec for every [`Use`] at once and, when it serves a
+/// driver, resolves it under the `-D` definitions that name its macros.
+/// Each use's problems are kept, located, in the result, for the command
+/// that needs that use to report ([`CheckedSpec::require`]).
+pub(crate) fn check_spec(
+    spec: Spec,
+    src: &str,
+    file: &str,
+    defines: &[(String, String)],
+) -> CheckedSpec {
+    let driver = match spec_overrides(&spec, defines) {
+        Ok(overrides) => resolve_driver(&spec, src, file, &overrides),
+        Err(why) => Err(Diagnostics::single(file, src, Diagnostic::whole_file(why))),
+    };
+    with_uses(spec, src, file, driver)
 }
 
-/// What a spec is used for. Each use reads a different part of it: a
-/// driver makes every argument itself; a profiling shim forwards the
-/// application's own arguments and records values; a checkpoint's region
-/// shim forwards them too and also hands the outputs `returns(...)` names
-/// back for verifying candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Use {
-    /// `tdg gen`, `run`, `explain`, `tune` with a generated driver.
-    Driver,
-    /// `tdg profile --spec`, `tdg instrument`.
-    Profile,
-    /// `tdg checkpoint capture --spec`, `run`/`tune` on a spec's checkpoint image.
-    Checkpoint,
-}
-
-impl Use {
-    pub const ALL: [Use; 3] = [Use::Driver, Use::Profile, Use::Checkpoint];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Use::Driver => "driver",
-            Use::Profile => "profile",
-            Use::Checkpoint => "checkpoint",
-        }
-    }
-}
-
-/// The semantic errors `spec` has for one use ([`Use`]); the same checks
-/// the commands of that use make when they load the spec.
-pub fn check_for(spec: &Spec, src: &str, file: &str, for_use: Use) -> Result<(), Diagnostics> {
-    match for_use {
-        Use::Driver => check(spec, src, file).map(|_| ()),
-        Use::Profile => check_profile(spec, src, file),
-        Use::Checkpoint => check_prototype(spec, src, file),
-    }
-}
-
-/// The semantic errors of `spec` as the signature a profiling shim
-/// interposes: the routine and its init, with neither what a driver needs
-/// nor the output counts only a checkpoint's region shim reads.
-pub fn check_profile(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let errors = problems(spec, src);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Diagnostics::new(file, src, errors))
-    }
-}
-
-/// The semantic errors of `spec` as a routine's signature with whatever
-/// init it has, leaving out what only a driver needs: interposing a routine
-/// (`tdg profile`, `tdg instrument`, `tdg checkpoint capture --spec`) calls
-/// the application's own arguments, so a parameter without a value is fine;
-/// but each output named in `returns(...)` needs a count, since the
-/// interposer declares it from the call's arguments.
-pub fn check_prototype(spec: &Spec, src: &str, file: &str) -> Result<(), Diagnostics> {
-    let mut errors = problems(spec, src);
+/// `spec`'s signature problems for a shim's uses beside the driver's
+/// outcome, packaged as one [`CheckedSpec`].
+pub(crate) fn with_uses(
+    spec: Spec,
+    src: &str,
+    file: &str,
+    driver: Result<CheckedSpec, Diagnostics>,
+) -> CheckedSpec {
+    // A shim calls with the application's own arguments: the signature and
+    // whatever init there is must be sound, nothing more.
+    let profile = problems(&spec, src);
+    // A region shim also declares each output it hands back from the call's
+    // arguments, so each needs a count.
+    let mut checkpoint = profile.clone();
     let mut c = Checker {
-        spec,
+        spec: &spec,
         src,
         out: Vec::new(),
     };
     c.outputs_have_counts();
-    errors.extend(c.out);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Diagnostics::new(file, src, errors))
-    }
+    checkpoint.extend(c.out);
+    let located = |items: Vec<Diagnostic>| Diagnostics::new(file, src, items).items;
+    let (mut checked, driver_problems) = match driver {
+        Ok(c) => (c, Vec::new()),
+        Err(d) => (CheckedSpec::signature_only(&spec, file, src), d.items),
+    };
+    let uses = BTreeMap::from([
+        (Use::Driver, driver_problems),
+        (Use::Profile, located(profile)),
+        (Use::Checkpoint, located(checkpoint)),
+    ]);
+    checked.spec = spec;
+    checked.set_uses(file, src, uses);
+    checked
 }
 
-/// [`check`], then the spec resolved under `-D` overrides: a value the
+/// The driver's checks on `spec` (completed with its implicit scalar
+/// values), then its facts resolved under `overrides`: a value the
 /// overrides make impossible (a size of 0, an overflow) is located at the
 /// expression it breaks, with the overrides named in the hint.
-pub fn check_with(
+pub(crate) fn resolve_driver(
     spec: &Spec,
     src: &str,
     file: &str,
@@ -128,6 +104,18 @@ pub fn check_with(
     Ok(checked)
 }
 
+impl CheckedSpec {
+    /// This spec resolved for a driver under `overrides` for its own macros
+    /// and scalars (`tdg check -D`): a name that is neither, or a value that
+    /// breaks a size, is a located error. Nothing is read or parsed again.
+    pub fn under(&self, overrides: &BTreeMap<String, f64>) -> Result<CheckedSpec, Diagnostics> {
+        self.require(Use::Driver)?;
+        let (src, file) = (self.source(), self.file());
+        let driver = resolve_driver(&self.spec, src, file, overrides)?;
+        Ok(with_uses(self.spec.clone(), src, file, Ok(driver)))
+    }
+}
+
 /// The array whose size expression holds the failing span, for messages.
 fn failing_array<'s>(spec: &'s Spec, e: &eval::EvalError) -> Option<&'s str> {
     let at = e.span?;
@@ -141,7 +129,7 @@ fn failing_array<'s>(spec: &'s Spec, e: &eval::EvalError) -> Option<&'s str> {
 
 /// What a driver additionally needs: a value for every parameter (pointers
 /// an allocation), since the driver makes the arguments itself.
-pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
+fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     let mut c = Checker {
         spec,
         src,
@@ -156,7 +144,7 @@ pub fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
 
 /// The checks' findings without packaging (empty when the spec is sound as
 /// a signature with its init; [`driver_problems`] adds the driver's needs).
-pub fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
+fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
     let mut c = Checker {
         spec,
         src,
@@ -530,7 +518,7 @@ impl<'a> Checker<'a> {
                         Diagnostic::new(
                             format!(
                                 "`{name}` is {what} (`{}`) but is initialised as an array",
-                                type_text(&p.ty)
+                                p.ty.text()
                             ),
                             a.span,
                         )
@@ -547,12 +535,12 @@ impl<'a> Checker<'a> {
                         Diagnostic::new(
                             format!(
                                 "element type `{}` does not match parameter `{name}` (`{}`)",
-                                type_text(&a.elem),
-                                type_text(&p.ty)
+                                a.elem.text(),
+                                p.ty.text()
                             ),
                             a.elem.span,
                         )
-                        .with_hint(format!("write `{}` as the element type", type_text(&want))),
+                        .with_hint(format!("write `{}` as the element type", want.text())),
                     );
                 }
             }
@@ -570,7 +558,7 @@ impl<'a> Checker<'a> {
                     Diagnostic::new(
                         format!(
                             "`{}` elements can only be filled with ZERO or FILE(...)",
-                            type_text(&a.elem)
+                            a.elem.text()
                         ),
                         a.fill_span(),
                     )
@@ -686,7 +674,7 @@ impl<'a> Checker<'a> {
                 Diagnostic::new(
                     format!(
                         "a {what} fill needs an arithmetic element type; `{}` is not",
-                        type_text(e)
+                        e.text()
                     ),
                     a.fill_span(),
                 )
@@ -761,7 +749,7 @@ impl<'a> Checker<'a> {
                     if let Some(p) = self.spec.param(&id.name) {
                         if p.ty.pointers > 0 || !p.ty.base.is_integral() {
                             bad = Some((
-                                format!("`{}`, which is a `{}`", id.name, type_text(&p.ty)),
+                                format!("`{}`, which is a `{}`", id.name, p.ty.text()),
                                 id.span,
                             ));
                         }
@@ -793,12 +781,13 @@ impl<'a> Checker<'a> {
                     )
                     .with_hint(format!(
                         "add e.g. `{name}=Vector({}, RANDOM, _, N);` to init",
-                        type_text(&CType {
+                        CType {
                             is_const: false,
                             base: p.ty.base.clone(),
                             pointers: p.ty.pointers - 1,
                             span: Span::default()
-                        })
+                        }
+                        .text()
                     )),
                 ),
                 None => self.out.push(
@@ -824,11 +813,8 @@ impl<'a> Checker<'a> {
                     }
                 }
                 Some(InitValue::Scalar(Expr::Str(_, s))) => self.out.push(
-                    Diagnostic::new(
-                        format!("`{name}` is a `{}`, not a string", type_text(&p.ty)),
-                        *s,
-                    )
-                    .with_hint("strings can only initialise `const char*` parameters"),
+                    Diagnostic::new(format!("`{name}` is a `{}`, not a string", p.ty.text()), *s)
+                        .with_hint("strings can only initialise `const char*` parameters"),
                 ),
                 _ => {}
             }
@@ -895,7 +881,7 @@ impl<'a> Checker<'a> {
                         .with_hint("only pointer parameters (or the routine's name, for its return value) are outputs"),
                 ),
                 Some(p) if p.ty.is_const && p.ty.pointers == 1 => self.out.push(
-                    Diagnostic::new(format!("`{}` is `{}`: the routine cannot write it", id.name, type_text(&p.ty)), id.span)
+                    Diagnostic::new(format!("`{}` is `{}`: the routine cannot write it", id.name, p.ty.text()), id.span)
                         .with_hint("drop it from returns, or the `const` if the routine writes it"),
                 ),
                 Some(_) => {}
@@ -945,7 +931,7 @@ impl<'a> Checker<'a> {
                 })),
             );
         };
-        let ty = type_text(&p.ty);
+        let ty = p.ty.text();
         let problem = if self.spec.lang == Lang::Fortran {
             Some((
                 "a Fortran routine's arguments have no C members".to_string(),
@@ -984,11 +970,12 @@ impl<'a> Checker<'a> {
                 ),
             ))
         } else if self.spec.includes.is_empty() {
-            let base = type_text(&CType {
+            let base = CType {
                 is_const: false,
                 pointers: 0,
                 ..p.ty.clone()
-            });
+            }
+            .text();
             Some((
                 format!("`{text}` reads members of `{base}`, and the spec has no include= that defines it"),
                 "add the struct's header: include=\"#include \\\"HEADER.h\\\"\"; (and -I DIR for its directory)".to_string(),
@@ -1068,7 +1055,7 @@ impl<'a> Checker<'a> {
                         format!(
                             "`{}` is a `{}` passed by value: a profile records numbers and addresses",
                             id.name,
-                            type_text(&p.ty)
+                            p.ty.text()
                         ),
                         id.span,
                     )
@@ -1109,7 +1096,7 @@ impl<'a> Checker<'a> {
                         format!(
                             "`{}` is `{}`: an output is one block of elements, and its elements are pointers to other blocks",
                             out.name,
-                            type_text(&p.ty)
+                            p.ty.text()
                         ),
                         out.span,
                     )
@@ -1165,7 +1152,7 @@ impl<'a> Checker<'a> {
                         format!(
                             "the count of `{name}` uses `{}`, a `{}`: a count is made of integer parameters",
                             id.name,
-                            type_text(&p.ty)
+                            p.ty.text()
                         ),
                         id.span,
                     )),
@@ -1338,7 +1325,7 @@ impl Checker<'_> {
             let Ok(v) = eval::eval_value(e, env) else {
                 continue;
             };
-            let ty = type_text(&a.elem);
+            let ty = a.elem.text();
             let (lo, hi) = eval::int_range(&a.elem.base);
             let f = v.as_f64();
             if f.fract() != 0.0 {
@@ -1402,11 +1389,6 @@ const C_TYPE_NAMES: &[&str] = &[
     "bool",
     "_Complex",
 ];
-
-/// Short name for [`CType::text`] in the messages above.
-pub(crate) fn type_text(t: &CType) -> String {
-    t.text()
-}
 
 fn contains_word(hay: &str, word: &str) -> bool {
     hay.match_indices(word).any(|(i, _)| {

@@ -1,22 +1,56 @@
 //! The checked spec: what [`crate::check`] proved about a spec, resolved once
-//! so no later stage computes it again. Macros with their values, scalars in
-//! initialisation order with what changes per call, operand alignments with
-//! their defaults applied, and the `-D` overrides already folded into every
-//! value. A driver model is built from this and may fail only on facts of
-//! the machine.
+//! so no later stage computes it again. Which uses the spec serves (with
+//! the located problems of the others), macros with their values, scalars
+//! in initialisation order with what changes per call, operand alignments
+//! with their defaults applied, and the `-D` overrides already folded into
+//! every value. A driver model is built from this and may fail only on
+//! facts of the machine.
 
 use crate::ast::*;
+use crate::diag::{Diagnostic, Diagnostics};
 use crate::eval::{self, EvalError, Value};
 use std::collections::BTreeMap;
 use std::ops::Deref;
 
-/// A spec that passed every check, with the values it implies under the
-/// given `-D` overrides.
+/// What a spec is used for. Each use reads a different part of it: a
+/// driver makes every argument itself; a profiling shim forwards the
+/// application's own arguments and records values; a checkpoint's region
+/// shim forwards them too and also hands the outputs `returns(...)` names
+/// back for verifying candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Use {
+    /// `tdg gen`, `run`, `explain`, `tune` with a generated driver.
+    Driver,
+    /// `tdg profile --spec`, `tdg instrument`.
+    Profile,
+    /// `tdg checkpoint capture --spec`, `run`/`tune` on a spec's checkpoint image.
+    Checkpoint,
+}
+
+impl Use {
+    pub const ALL: [Use; 3] = [Use::Driver, Use::Profile, Use::Checkpoint];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Use::Driver => "driver",
+            Use::Profile => "profile",
+            Use::Checkpoint => "checkpoint",
+        }
+    }
+}
+
+/// A spec that passed the checks of at least one [`Use`], with the values
+/// it implies under the given `-D` overrides when it serves a driver.
 #[derive(Debug, Clone)]
 pub struct CheckedSpec {
+    /// The spec as written: a shim and an edit of the text read this. The
+    /// values a driver passes for scalars the text leaves without init are
+    /// in [`Self::scalars`] (marked `implicit`).
     pub spec: Spec,
     /// Every `Macro(NAME, default)`, first occurrence of each name, in source
-    /// order (conflicting defaults are a check error).
+    /// order (conflicting defaults are a check error). Like every resolved
+    /// fact below, empty unless the spec serves [`Use::Driver`].
     pub macros: Vec<MacroDef>,
     /// Scalar parameters in initialisation order: everything a scalar's value
     /// uses comes before it.
@@ -31,8 +65,12 @@ pub struct CheckedSpec {
     /// What the spec was accepted with despite leaving it out (a scalar
     /// without init), located; `tdg check`, `run` and `explain` print them.
     /// Empty (no items) when there is nothing to say.
-    pub warnings: crate::Diagnostics,
+    pub warnings: Diagnostics,
     flop: Option<f64>,
+    /// Each use's problems, located; empty for a use the spec serves.
+    uses: BTreeMap<Use, Vec<Diagnostic>>,
+    file: String,
+    src: String,
 }
 
 impl CheckedSpec {
@@ -40,6 +78,67 @@ impl CheckedSpec {
     /// in double precision), `None` without the clause.
     pub fn flop_count(&self) -> Option<f64> {
         self.flop
+    }
+
+    /// Whether the spec passed every check of `u`.
+    pub fn serves(&self, u: Use) -> bool {
+        self.problems(u).is_empty()
+    }
+
+    /// Why the spec does not serve `u`, located (empty when it does).
+    pub fn problems(&self, u: Use) -> &[Diagnostic] {
+        self.uses.get(&u).map_or(&[], Vec::as_slice)
+    }
+
+    /// Ok when the spec serves `u`; else every problem in its way, rendered
+    /// like any spec error (`file:line:col`, the source line, a caret).
+    pub fn require(&self, u: Use) -> Result<(), Diagnostics> {
+        match self.problems(u) {
+            [] => Ok(()),
+            items => Err(Diagnostics {
+                file: self.file.clone(),
+                src: self.src.clone(),
+                items: items.to_vec(),
+            }),
+        }
+    }
+
+    /// `self` when it serves `u` ([`Self::require`]), for chaining after a load.
+    pub fn for_use(self, u: Use) -> Result<CheckedSpec, Diagnostics> {
+        self.require(u).map(|()| self)
+    }
+
+    /// The file name the spec was read from, as its diagnostics show it.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The text the spec was parsed from.
+    pub fn source(&self) -> &str {
+        &self.src
+    }
+
+    /// A spec that serves only shims: no driver facts resolved.
+    pub(crate) fn signature_only(spec: &Spec, file: &str, src: &str) -> CheckedSpec {
+        CheckedSpec {
+            spec: spec.clone(),
+            macros: Vec::new(),
+            scalars: Vec::new(),
+            operands: Vec::new(),
+            overrides: BTreeMap::new(),
+            values: BTreeMap::new(),
+            warnings: Diagnostics::new(file, src, Vec::new()),
+            flop: None,
+            uses: BTreeMap::new(),
+            file: file.to_string(),
+            src: src.to_string(),
+        }
+    }
+
+    pub(crate) fn set_uses(&mut self, file: &str, src: &str, uses: BTreeMap<Use, Vec<Diagnostic>>) {
+        self.uses = uses;
+        self.file = file.to_string();
+        self.src = src.to_string();
     }
 }
 
@@ -116,10 +215,13 @@ impl OperandDef {
     }
 }
 
-/// Resolves a spec that passed [`crate::check::problems`] under `overrides`.
+/// Resolves a spec that passed the driver's checks under `overrides`.
 /// Errors are the ones only the override values can cause (a size that
 /// becomes 0, an overflow, a name that is neither macro nor scalar).
-pub fn resolve(spec: &Spec, overrides: &BTreeMap<String, f64>) -> Result<CheckedSpec, EvalError> {
+pub(crate) fn resolve(
+    spec: &Spec,
+    overrides: &BTreeMap<String, f64>,
+) -> Result<CheckedSpec, EvalError> {
     let values = eval::typed_env(spec, overrides)?;
     let macros = spec
         .macros()
@@ -182,7 +284,10 @@ pub fn resolve(spec: &Spec, overrides: &BTreeMap<String, f64>) -> Result<Checked
         operands,
         overrides: overrides.clone(),
         values,
-        warnings: crate::Diagnostics::new("", "", Vec::new()),
+        warnings: Diagnostics::new("", "", Vec::new()),
+        uses: BTreeMap::new(),
+        file: String::new(),
+        src: String::new(),
     })
 }
 

@@ -405,7 +405,7 @@ fn convert(v: Value, ty: Option<&CType>, name: &str, span: Span) -> Result<Value
                 return Err(EvalError::at(
                     format!(
                         "`{name}` is a `{}`: {} does not fit (it holds {lo} to {hi})",
-                        crate::check::type_text(t),
+                        t.text(),
                         v.as_f64()
                     ),
                     span,

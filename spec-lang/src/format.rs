@@ -9,7 +9,6 @@
 //! precedes (or ends the line of).
 
 use crate::ast::*;
-use crate::check::type_text;
 use crate::diag::Diagnostics;
 use crate::vocabulary::Keyword;
 use std::fmt::Write;
@@ -289,11 +288,11 @@ impl Printer {
     }
 
     fn routine(&self, r: &Routine) -> String {
-        let head = format!("routine={} {}(", type_text(&r.ret), r.name.name);
+        let head = format!("routine={} {}(", r.ret.text(), r.name.name);
         let params: Vec<String> = r
             .params
             .iter()
-            .map(|p| format!("{} {}", type_text(&p.ty), p.name.name))
+            .map(|p| format!("{} {}", p.ty.text(), p.name.name))
             .collect();
         let one_line = format!("{head}{})", params.join(", "));
         let mut s = if one_line.len() <= WIDTH {
@@ -348,7 +347,7 @@ fn init_value(v: &InitValue) -> String {
             };
             let fill = fill(&a.fill);
             let attrs = attrs(&a.attrs);
-            let ty = type_text(&a.elem);
+            let ty = a.elem.text();
             let dims: Vec<String> = a.dims.iter().map(expr).collect();
             match a.kind {
                 ArrayKind::Vector | ArrayKind::SVector => {

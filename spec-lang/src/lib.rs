@@ -7,7 +7,7 @@
 //! ```
 
 pub mod ast;
-pub mod check;
+mod check;
 pub mod checked;
 pub mod diag;
 pub mod eval;
@@ -18,19 +18,39 @@ pub mod parser;
 pub mod vocabulary;
 
 pub use ast::Spec;
-pub use check::{check, check_for, check_with, Use};
-pub use checked::CheckedSpec;
+pub use check::MAX_RECORDED;
+pub use checked::{CheckedSpec, Use};
 pub use diag::{Diagnostic, Diagnostics};
 pub use format::{format, format_source};
 pub use parser::{parse, parse_condition, parse_expr};
 
 use std::path::Path;
 
-/// Reads, parses and checks a spec file.
-pub fn load(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
+/// Reads a spec file once, parses it and checks it for every [`Use`]
+/// ([`check_source`]). The one way a command gets a spec from a file; an
+/// error when the file cannot be read or does not parse.
+pub fn load(
+    path: impl AsRef<Path>,
+    defines: &[(String, String)],
+) -> Result<CheckedSpec, Diagnostics> {
     let path = path.as_ref();
     let src = read_source(path)?;
-    parse_and_check(&src, &path.display().to_string())
+    check_source(&src, &path.display().to_string(), defines)
+}
+
+/// Parses and checks spec text for every [`Use`] at once: which uses it
+/// serves, and for the driver its facts resolved under the `-D NAME=TEXT`
+/// definitions that name its macros (the others are for the
+/// implementation's compile and do not concern the spec). An error only
+/// when the text does not parse; whether it serves the use a command needs
+/// is [`CheckedSpec::require`]'s to say, located.
+pub fn check_source(
+    src: &str,
+    file: &str,
+    defines: &[(String, String)],
+) -> Result<CheckedSpec, Diagnostics> {
+    let spec = parse(src, file)?;
+    Ok(check::check_spec(spec, src, file, defines))
 }
 
 /// Reads a spec file as text. A file that cannot be read gives one line with
@@ -77,68 +97,4 @@ pub fn read_source(path: &Path) -> Result<String, Diagnostics> {
             ),
         )
     })
-}
-
-/// Parses and checks spec text (what [`load`] does after reading the file).
-/// The spec returned holds an init for every scalar parameter, the ones the
-/// text leaves out marked [`ast::Init::implicit`] (see [`implicit`]).
-pub fn parse_and_check(src: &str, file: &str) -> Result<Spec, Diagnostics> {
-    let spec = parse(src, file)?;
-    Ok(check(&spec, src, file)?.spec)
-}
-
-/// Reads, parses and checks a spec used only for its routine's signature
-/// (interposition): like [`load`] without [`check::driver_problems`], so
-/// `routine=...;` alone is a complete spec.
-pub fn load_prototype(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
-    let path = path.as_ref();
-    let src = read_source(path)?;
-    parse_and_check_prototype(&src, &path.display().to_string())
-}
-
-/// Reads, parses and checks a spec for a profiling shim
-/// ([`check::check_profile`]): `tdg profile --spec` and `tdg instrument`.
-pub fn load_for_profile(path: impl AsRef<Path>) -> Result<Spec, Diagnostics> {
-    let path = path.as_ref();
-    let src = read_source(path)?;
-    let file = path.display().to_string();
-    let spec = parse(&src, &file)?;
-    check::check_profile(&spec, &src, &file)?;
-    Ok(spec)
-}
-
-/// [`parse_and_check`] for a spec used only for its routine's signature.
-pub fn parse_and_check_prototype(src: &str, file: &str) -> Result<Spec, Diagnostics> {
-    let spec = parse(src, file)?;
-    check::check_prototype(&spec, src, file)?;
-    Ok(spec)
-}
-
-/// [`load`] under `-D` overrides (`tdg explain`, `gen` and `run` use this, so
-/// they see exactly the values and errors `tdg check -D` reports).
-pub fn load_with(
-    path: impl AsRef<Path>,
-    overrides: &std::collections::BTreeMap<String, f64>,
-) -> Result<CheckedSpec, Diagnostics> {
-    let path = path.as_ref();
-    let file = path.display().to_string();
-    let src = read_source(path)?;
-    let spec = parse(&src, &file)?;
-    check::check_with(&spec, &src, &file, overrides)
-}
-
-/// [`load_with`] for `-D NAME=TEXT` definitions as the command line gives
-/// them: those naming a spec macro are evaluated and applied; the others are
-/// for the implementation's compile and do not concern the spec.
-pub fn load_with_defines(
-    path: impl AsRef<Path>,
-    defines: &[(String, String)],
-) -> Result<CheckedSpec, Diagnostics> {
-    let path = path.as_ref();
-    let file = path.display().to_string();
-    let src = read_source(path)?;
-    let spec = parse(&src, &file)?;
-    let overrides = checked::spec_overrides(&spec, defines)
-        .map_err(|e| Diagnostics::single(&file, &src, Diagnostic::whole_file(e)))?;
-    check::check_with(&spec, &src, &file, &overrides)
 }

@@ -15,7 +15,9 @@ struct Expect {
 }
 
 fn first_error(src: &str) -> spec_lang::Diagnostic {
-    match spec_lang::parse_and_check(src, "t.spec") {
+    match spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+    {
         Ok(_) => panic!("accepted a malformed spec:\n{src}"),
         Err(d) => d.first().clone(),
     }
@@ -27,7 +29,9 @@ fn first_error(src: &str) -> spec_lang::Diagnostic {
 /// promises of every spec error.
 #[track_caller]
 fn rejects(src: &str, e: Expect) {
-    let all = match spec_lang::parse_and_check(src, "t.spec") {
+    let all = match spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+    {
         Ok(_) => panic!("accepted a malformed spec:\n{src}"),
         Err(d) => d,
     };
@@ -367,8 +371,9 @@ fn pointer_parameter_given_a_number() {
 #[test]
 fn scalar_parameter_without_value_is_accepted_with_a_located_warning_and_the_value_one() {
     let src = "routine=void f(const int N, const double alpha, double* X);\ninit={X=Vector(double, RANDOM, _, N);};";
-    let spec = spec_lang::parse(src, "t.spec").unwrap();
-    let checked = spec_lang::check(&spec, src, "t.spec").expect("accepted");
+    let checked = spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .expect("accepted");
     let w = &checked.warnings.items;
     assert_eq!(w.len(), 2, "{}", checked.warnings);
     assert_eq!((w[0].line, w[0].col), (1, 26));
@@ -398,8 +403,8 @@ fn scalar_parameter_without_value_is_accepted_with_a_located_warning_and_the_val
     // A spec that initialises everything has no warnings.
     let full =
         "routine=void f(const int N, double* X);\ninit={N=4; X=Vector(double, RANDOM, _, N);};";
-    let spec = spec_lang::parse(full, "t.spec").unwrap();
-    assert!(spec_lang::check(&spec, full, "t.spec")
+    assert!(spec_lang::check_source(full, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap()
         .warnings
         .is_empty());
@@ -422,7 +427,9 @@ fn a_number_is_a_constant_fill_as_in_the_reference_generator() {
         ("CONST(-1.5)", "Vector(double, CONST(-1.5), flush, N)"),
     ] {
         let src = format!("{OK_HEAD}init={{N=8; X=Vector(double, {fill}, flush, N);}};");
-        let spec = spec_lang::parse_and_check(&src, "t.spec").unwrap();
+        let spec = spec_lang::check_source(&src, "t.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap();
         let InitValue::Array(a) = &spec.init_for("X").unwrap().value else {
             panic!("X is an array")
         };
@@ -432,7 +439,9 @@ fn a_number_is_a_constant_fill_as_in_the_reference_generator() {
         assert!(out.contains(want), "{fill}: {out}");
     }
     let ints = "routine=void f(const int N, int* X);\ninit={N=8; X=Vector(int, -3, _, N);};";
-    spec_lang::parse_and_check(ints, "t.spec").unwrap();
+    spec_lang::check_source(ints, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap();
 }
 
 #[test]
@@ -593,7 +602,9 @@ fn misspelt_typedef_is_an_unknown_type() {
 #[test]
 fn typedef_from_an_include_is_known() {
     let src = "include=\"typedef struct { double e[3][3]; } su3_matrix;\";\nroutine=void f(const int N, su3_matrix* X);\ninit={N=1; X=Vector(su3_matrix, ZERO, _, N);};";
-    spec_lang::parse_and_check(src, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
 }
 
 // ---- returns, timer, checkpoint ----------------------------------------
@@ -604,7 +615,9 @@ fn typedef_from_an_include_is_known() {
 #[test]
 fn returns_without_a_reference_body_is_accepted() {
     let src = format!("{OK_HEAD}init={{N=1; X=Vector(double, RANDOM, _, N);}};\nreturns(X);");
-    let spec = spec_lang::parse_and_check(&src, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    let spec = spec_lang::check_source(&src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
     assert_eq!(spec.returns[0].name, "X");
 }
 
@@ -620,7 +633,9 @@ fn returns_of_a_const_or_by_value_parameter() {
             "drop it from returns, or the `const` if the routine writes it",
         ),
     );
-    let all = spec_lang::parse_and_check(src, "t.spec").unwrap_err();
+    let all = spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_err();
     assert_eq!(all.len(), 2, "{all}");
     assert!(all.items[1].message.contains("`N` is passed by value"));
     assert_eq!((all.items[1].line, all.items[1].col), (3, 12));
@@ -841,7 +856,9 @@ fn a_tune_clause_reads_back_roles_and_conditions() {
 #[test]
 fn display_shows_location_source_line_caret_and_hint() {
     let src = "routine=void f(const int M, const int lda, double* A);\ninit={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};";
-    let d = spec_lang::parse_and_check(src, "gemm.spec").unwrap_err();
+    let d = spec_lang::check_source(src, "gemm.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_err();
     let text = d.to_string();
     let want = "gemm.spec:2:36: error: undefined name `ldaa` in the size of `A`\n \
                 2 | init={M=4; lda=M; A=Matrix(double, ldaa, M, RANDOM, _);};\n   \
@@ -853,7 +870,9 @@ fn display_shows_location_source_line_caret_and_hint() {
 #[test]
 fn every_error_is_reported_not_only_the_first() {
     let src = "routine=void f(const int N, double* X, double* Y);\ninit={N=K; X=Vector(double, RANDOM, flush|warm, N);};";
-    let d = spec_lang::parse_and_check(src, "t.spec").unwrap_err();
+    let d = spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_err();
     let msgs: Vec<&str> = d.items.iter().map(|i| i.message.as_str()).collect();
     assert!(msgs.iter().any(|m| m.contains("no allocation")), "{msgs:?}");
     assert!(
@@ -906,7 +925,9 @@ fn opaque_struct_elements_cannot_be_filled_with_numbers() {
         x(2, 34, "`struct node` elements can only be filled with ZERO or FILE(...)", "fields"),
     );
     let ok = "routine=void f(const int N, struct node* p);\ninit={N=4; p=Vector(struct node, FILE(\"nodes.bin\"), _, N);};";
-    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    spec_lang::check_source(ok, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
 }
 
 #[test]
@@ -921,13 +942,17 @@ fn array2d_needs_a_pointer_to_pointer_parameter() {
         ),
     );
     let ok = "routine=void f(const int N, double** A);\ninit={N=4; A=Array2D(double, N, N, RANDOM, _);};";
-    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    spec_lang::check_source(ok, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
 }
 
 #[test]
 fn const_char_parameter_takes_a_string() {
     let ok = "routine=void dgemm(const char* transa, const int N, double* A);\ninit={transa=\"N\"; N=4; A=Vector(double, RANDOM, _, N*N);};";
-    spec_lang::parse_and_check(ok, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+    spec_lang::check_source(ok, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"));
     rejects(
         "routine=void f(const int N);\ninit={N=\"4\";};",
         x(
@@ -979,7 +1004,9 @@ fn integer_value_that_does_not_fit_its_parameter_type() {
         "routine=void f(const int N);\ninit={N=-2147483648;};",
         "routine=void f(size_t n);\ninit={n=9223372036854775807;};",
     ] {
-        if let Err(d) = spec_lang::parse_and_check(ok, "ok.spec") {
+        if let Err(d) = spec_lang::check_source(ok, "ok.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        {
             panic!("{ok}\n{d}");
         }
     }
@@ -996,15 +1023,19 @@ fn division_by_zero_has_a_hint() {
 #[test]
 fn a_prototype_is_a_complete_spec_for_interposition_but_not_for_a_driver() {
     let src = "routine=int BZ2_blockSort(EState* s);\ninclude=\"typedef struct EState EState;\";\n";
-    let spec = spec_lang::parse_and_check_prototype(src, "bz.spec").unwrap();
+    let spec = spec_lang::check_source(src, "bz.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .unwrap();
     assert_eq!(spec.routine.params.len(), 1);
-    let e = spec_lang::parse_and_check(src, "bz.spec")
+    let e = spec_lang::check_source(src, "bz.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .map_err(located_with_hints)
         .unwrap_err()
         .to_string();
     assert!(e.contains("pointer parameter `s` has no allocation"), "{e}");
     // Everything else is still checked: a misspelt type is an error either way.
-    let e = spec_lang::parse_and_check_prototype("routine=int f(Estate* s);\n", "x.spec")
+    let e = spec_lang::check_source("routine=int f(Estate* s);\n", "x.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
         .map_err(located_with_hints)
         .unwrap_err()
         .to_string();
@@ -1029,7 +1060,9 @@ fn located_with_hints(d: spec_lang::Diagnostics) -> spec_lang::Diagnostics {
 /// it must point into the source and carry a hint.
 #[track_caller]
 fn prototype_error(src: &str) -> String {
-    match spec_lang::parse_and_check_prototype(src, "p.spec") {
+    match spec_lang::check_source(src, "p.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+    {
         Ok(_) => panic!("accepted:\n{src}"),
         Err(d) => {
             let d = d.first();
@@ -1061,7 +1094,9 @@ fn outputs_of_a_prototype_carry_their_counts() {
         format!("{DGEMM}init={{c=Matrix(double, ldc, n, ZERO, _);}};\nreturns(c);"),
         "routine=long f(const int n, double* x);\nreturns(f, x[n]);".to_string(),
     ] {
-        if let Err(d) = spec_lang::parse_and_check_prototype(&ok, "p.spec") {
+        if let Err(d) = spec_lang::check_source(&ok, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        {
             panic!("{ok}\n{d}");
         }
     }
@@ -1124,7 +1159,8 @@ fn outputs_of_a_prototype_carry_their_counts() {
         "{e}"
     );
     // A driver still needs an allocation for each pointer.
-    let e = spec_lang::parse_and_check(&format!("{DGEMM}returns(c[ldc*m]);"), "p.spec")
+    let e = spec_lang::check_source(&format!("{DGEMM}returns(c[ldc*m]);"), "p.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .map_err(located_with_hints)
         .unwrap_err()
         .to_string();
@@ -1197,10 +1233,7 @@ fn a_per_call_value_inside_an_expression_is_located() {
         x(2, 19, "RANDOM changes per call", "give it a scalar of its own"),
     );
     // As whole values they are fine.
-    spec_lang::parse_and_check(
-        "routine=void f(const int N, const double a, const double b, const int k, double* X);\ninit={N=4; a=RANDOM; b=RANDOM(0, N); k=Range(1, N); X=Vector(double, ZERO, _, N);};",
-        "t.spec",
-    )
+    spec_lang::check_source("routine=void f(const int N, const double a, const double b, const int k, double* X);\ninit={N=4; a=RANDOM; b=RANDOM(0, N); k=Range(1, N); X=Vector(double, ZERO, _, N);};", "t.spec", &[]).and_then(|c| c.for_use(spec_lang::Use::Driver))
     .unwrap_or_else(|d| panic!("{d}"));
 }
 
@@ -1215,7 +1248,9 @@ fn outputs_reached_through_a_struct_are_member_paths_of_a_pointer_parameter() {
         format!("{BLOCKSORT}returns(s->ptr[s->nblock], s->origPtr);"),
         format!("{BLOCKSORT}returns(s->cfg.p->block[(s->nblock + 1) * n], s->arr[4]);"),
     ] {
-        if let Err(d) = spec_lang::parse_and_check_prototype(&ok, "p.spec") {
+        if let Err(d) = spec_lang::check_source(&ok, "p.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        {
             panic!("{ok}\n{d}");
         }
     }
@@ -1295,11 +1330,8 @@ fn outputs_reached_through_a_struct_are_member_paths_of_a_pointer_parameter() {
         e.contains("`s->nblock` is a struct member: it has a value only in the application's call"),
         "{e}"
     );
-    let e = spec_lang::parse_and_check(
-        "routine=void f(struct S* s) { }\ninclude=\"struct S { int* p; int n; };\";\ninit={ s=Vector(struct S, ZERO, _, 1); };\nreturns(s->p[s->n]);\n",
-        "d.spec",
-    )
-    .map_err(located_with_hints)
+    let e = spec_lang::check_source("routine=void f(struct S* s) { }\ninclude=\"struct S { int* p; int n; };\";\ninit={ s=Vector(struct S, ZERO, _, 1); };\nreturns(s->p[s->n]);\n", "d.spec", &[]).and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .map_err(located_with_hints)
     .unwrap_err()
     .to_string();
     assert!(e.contains("a driver makes its own arguments"), "{e}");
@@ -1345,7 +1377,9 @@ fn record_lists_parameters_to_profile() {
         ),
     );
     let ok = format!("{HEAD}record=lda, A, alpha;\n");
-    let spec = spec_lang::parse_and_check_prototype(&ok, "t.spec").unwrap();
+    let spec = spec_lang::check_source(&ok, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .unwrap();
     let names: Vec<&str> = spec
         .record
         .as_ref()
@@ -1359,4 +1393,58 @@ fn record_lists_parameters_to_profile() {
         spec_lang::format(&spec).lines().last(),
         Some("record=lda, A, alpha;")
     );
+}
+
+/// One load checks every use: the spec keeps which it serves and, located,
+/// why not the others; `-D` values naming its macros are applied, other
+/// names are left to the implementation's compile.
+#[test]
+fn one_load_says_which_uses_a_spec_serves_and_why_not_the_others() {
+    use spec_lang::Use;
+    let proto = "routine=void f(const int n, double* x);\nreturns(x[n]);\n";
+    let c = spec_lang::check_source(proto, "p.spec", &[]).unwrap();
+    assert!(c.serves(Use::Profile) && c.serves(Use::Checkpoint));
+    assert!(!c.serves(Use::Driver));
+    let e = c.require(Use::Driver).unwrap_err().to_string();
+    assert!(
+        e.contains("p.spec:1:37: error: pointer parameter `x` has no allocation"),
+        "{e}"
+    );
+    assert!(
+        e.contains("   |                                     ^"),
+        "{e}"
+    );
+
+    // The spec is kept as written; the driver's value for a scalar without
+    // init is a resolved fact beside it.
+    let implicit =
+        "routine=void f(const int N, double* X);\ninit={X=Vector(double, RANDOM, _, 8);};";
+    let c = spec_lang::check_source(implicit, "i.spec", &[]).unwrap();
+    assert!(c.serves(Use::Driver));
+    assert!(c.spec.init_for("N").is_none());
+    assert!(c.scalars.iter().any(|s| s.name == "N" && s.implicit));
+
+    let sized = "routine=void f(const int N, double* X);\ninit={N=Macro(NS, 10); X=Vector(double, RANDOM, _, N);};";
+    let d = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let c = spec_lang::check_source(sized, "d.spec", &d(&[("NS", "2*2"), ("NB", "64")])).unwrap();
+    assert!(c.serves(Use::Driver));
+    assert_eq!(c.operands[0].dims, vec![4]);
+    assert_eq!(c.overrides.keys().collect::<Vec<_>>(), vec!["NS"]);
+    // A define that breaks a size fails the driver only, located.
+    let c = spec_lang::check_source(sized, "d.spec", &d(&[("NS", "0")])).unwrap();
+    assert!(c.serves(Use::Profile) && !c.serves(Use::Driver));
+    let e = c.require(Use::Driver).unwrap_err().to_string();
+    assert!(e.contains("d.spec:2:"), "{e}");
+    assert!(e.contains("size is 0") && e.contains("with -D NS=0"), "{e}");
+    // `tdg check -D` resolves the same read again, scalars included.
+    let c = spec_lang::check_source(sized, "d.spec", &[]).unwrap();
+    let n5 = c
+        .under(&std::collections::BTreeMap::from([("N".to_string(), 5.0)]))
+        .unwrap();
+    assert_eq!(n5.operands[0].dims, vec![5]);
 }

@@ -5,11 +5,20 @@ use spec_lang::eval::{self, Value};
 use std::collections::BTreeMap;
 
 fn spec(src: &str) -> Spec {
-    spec_lang::parse_and_check(src, "t.spec").unwrap_or_else(|d| panic!("{d}"))
+    spec_lang::check_source(src, "t.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|d| panic!("{d}"))
+        .spec
 }
 
 fn gemm() -> Spec {
-    spec_lang::load(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/gemm.spec")).unwrap()
+    spec_lang::load(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/gemm.spec"),
+        &[],
+    )
+    .and_then(|c| c.for_use(spec_lang::Use::Driver))
+    .unwrap()
+    .spec
 }
 
 fn defs(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {

@@ -54,8 +54,9 @@ fn every_keyword_reads_back_from_its_spelling_in_a_spec() {
                     s.spelling(),
                     f.spelling()
                 );
-                let spec =
-                    spec_lang::parse_and_check(&src, "t.spec").unwrap_or_else(|d| panic!("{d}"));
+                let spec = spec_lang::check_source(&src, "t.spec", &[])
+                    .and_then(|c| c.for_use(spec_lang::Use::Driver))
+                    .unwrap_or_else(|d| panic!("{d}"));
                 let t = spec.timer.as_ref().unwrap();
                 assert_eq!(
                     (t.method, t.select, t.flush),

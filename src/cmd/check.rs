@@ -145,21 +145,23 @@ fn check_file(path: &Path, overrides: &BTreeMap<String, f64>, asked: &[Use]) -> 
         shown: Some(d),
         warnings: None,
     };
-    let src = match spec_lang::read_source(path) {
+    let spec = match spec_lang::load(path, &[]) {
         Ok(s) => s,
         Err(d) => return failed(d),
     };
-    let spec = match spec_lang::parse(&src, &file) {
-        Ok(s) => s,
-        Err(d) => return failed(d),
+    // -D values for the spec's own macros and scalars: the driver's facts
+    // resolved again under them, from the same read.
+    let driver = if overrides.is_empty() {
+        spec.require(Use::Driver).map(|()| spec.clone())
+    } else {
+        spec.under(overrides)
     };
-    let driver = spec_lang::check_with(&spec, &src, &file, overrides);
     let mut uses: Vec<UseResult> = Use::ALL
         .iter()
         .map(|&u| {
             let outcome = match u {
                 Use::Driver => driver.as_ref().map(|_| ()).map_err(|d| d.items.clone()),
-                other => spec_lang::check_for(&spec, &src, &file, other).map_err(|d| d.items),
+                other => spec.require(other).map_err(|d| d.items),
             };
             UseResult {
                 for_use: u,
@@ -204,7 +206,7 @@ fn check_file(path: &Path, overrides: &BTreeMap<String, f64>, asked: &[Use]) -> 
         Err(_) if served_any => Some(signature_summary(&spec)),
         Err(_) => None,
     };
-    let shown = (!errors.is_empty()).then(|| Diagnostics::new(&file, &src, errors));
+    let shown = (!errors.is_empty()).then(|| Diagnostics::new(&file, spec.source(), errors));
     let mut diagnostics: Vec<Diagnostic> = warnings
         .iter()
         .flat_map(|w| w.items.iter().cloned())

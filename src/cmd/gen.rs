@@ -27,7 +27,7 @@ pub struct Args {
 pub fn model_for(path: &Path, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
     let mut o = RunOptions::default();
     timing.apply(&mut o)?;
-    let checked = spec_lang::load_with_defines(path, &o.defines)?;
+    let checked = spec_lang::load(path, &o.defines)?.for_use(spec_lang::Use::Driver)?;
     if !checked.warnings.is_empty() {
         eprintln!("{}", checked.warnings);
     }

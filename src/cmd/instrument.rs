@@ -44,7 +44,7 @@ pub fn run(a: Args) -> CmdResult {
         );
         return Ok(ExitCode::SUCCESS);
     };
-    let spec = spec_lang::load_for_profile(&spec_path)?;
+    let spec = spec_lang::load(&spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
     let incs = interpose::include_dirs_for(&spec_path, &a.include);
     let built = interpose::build_interposers(&cc, &spec, dir, &incs)?;
     let recorded: Vec<String> = interpose::recorded_values(&spec)

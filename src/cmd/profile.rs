@@ -100,7 +100,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
         .unwrap_or_else(|| "profile".into());
     let shim = match &a.spec {
         Some(spec_path) => {
-            let spec = spec_lang::load_for_profile(spec_path)?;
+            let spec = spec_lang::load(spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
             let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
             let incs = interpose::include_dirs_for(spec_path, &a.include);
             let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)

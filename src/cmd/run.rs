@@ -6,8 +6,9 @@
 //! of a generated driver.
 
 use super::CmdResult;
-use crate::args::defines::add_env_params;
+use crate::args::defines::{add_env_params, parse_defines};
 use crate::args::output::{OutputArgs, ReportFormat};
+use crate::args::spec::load_spec;
 use crate::args::timing::TimingArgs;
 use driver_gen::{build_driver, flush_sweep, RunOptions};
 use std::path::{Path, PathBuf};
@@ -125,7 +126,9 @@ impl ReportFormat for RunFormat {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let spec = load_spec(&args.spec, args.default_driver)?;
+    let mut defines = parse_defines(&args.timing.define)?;
+    add_env_params(&mut defines);
+    let spec = load_spec(&args.spec, &defines, args.default_driver)?;
     if let tune::Target::Checkpoint { image } =
         tune::Target::of(&spec, &args.spec, args.default_driver).map_err(super::tune::tune_error)?
     {
@@ -189,11 +192,10 @@ pub fn run(args: Args) -> CmdResult {
         );
     }
     o.timing.tolerance = args.tolerance;
-    add_env_params(&mut o.defines);
-    // The -D values checked against the spec, located as `tdg check -D` does.
-    let checked = spec_lang::load_with_defines(&args.spec, &o.defines)?;
-    if !checked.warnings.is_empty() {
-        eprintln!("{}", checked.warnings);
+    // The defines the spec was loaded (and its -D values checked) under.
+    o.defines = defines;
+    if !spec.warnings.is_empty() {
+        eprintln!("{}", spec.warnings);
     }
     if let Some(path) = &args.contexts {
         return run_contexts(&args, &spec, implementation, &o, path);
@@ -250,7 +252,7 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
 /// the in-application total the profile measured.
 fn run_contexts(
     args: &Args,
-    spec: &spec_lang::ast::Spec,
+    spec: &spec_lang::CheckedSpec,
     implementation: &Path,
     o: &RunOptions,
     path: &Path,
@@ -303,20 +305,6 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
         format,
         args.output.out.as_deref(),
     )
-}
-
-/// The spec as `tdg run` and `tdg tune` use it. Timed on its checkpoint
-/// image (a `checkpoint` clause, no `--default-driver`), the routine runs
-/// with the application's own arguments, so the spec only needs to be sound
-/// as a signature, as for the shim that captured the image; a prototype-only
-/// spec then times and tunes candidates with no init written. Otherwise a
-/// driver is generated from it, which needs everything `tdg check` asks for.
-pub fn load_spec(path: &Path, default_driver: bool) -> anyhow::Result<spec_lang::ast::Spec> {
-    let spec = spec_lang::load_prototype(path)?;
-    if tune::Target::uses_checkpoint(&spec, default_driver) {
-        return Ok(spec);
-    }
-    Ok(spec_lang::load(path)?)
 }
 
 /// The directory a spec file sits in (`.` for a bare file name), where the

@@ -32,11 +32,9 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CmdResult {
-    let src = std::fs::read_to_string(&a.spec)
-        .with_context(|| format!("reading spec {}", a.spec.display()))?;
-    let file = a.spec.display().to_string();
     // A prototype is enough: the profile fills in what it recorded.
-    let spec = spec_lang::parse_and_check_prototype(&src, &file)?;
+    let spec = spec_lang::load(&a.spec, &[])?.for_use(spec_lang::Use::Checkpoint)?;
+    let (src, file) = (spec.source(), spec.file());
     let profile = format::read(&a.profile)?;
     let routine = a
         .routine
@@ -62,8 +60,8 @@ pub fn run(a: Args) -> CmdResult {
         .unwrap_or_else(|| PathBuf::from(format!("{stem}.contexts.json")));
     let derived = specgen::derive(
         &spec,
-        &src,
-        &file,
+        src,
+        file,
         &rep,
         a.rank,
         Some(out.display().to_string()),

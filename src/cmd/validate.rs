@@ -3,7 +3,6 @@
 //! cache state the application actually runs the routine in.
 use super::CmdResult;
 use crate::args::output::TableOrJsonOutput;
-use anyhow::Context as _;
 use instrument::{drive, format, report, specgen, validate};
 use spec_lang::vocabulary::Keyword;
 use std::path::PathBuf;
@@ -64,10 +63,8 @@ pub fn run(a: Args) -> CmdResult {
         a.samples >= 3,
         "--samples must be at least 3 to compare distributions"
     );
-    let src = std::fs::read_to_string(&a.spec)
-        .with_context(|| format!("reading spec {}", a.spec.display()))?;
-    let file = a.spec.display().to_string();
-    let spec = spec_lang::parse_and_check(&src, &file)?;
+    let spec = spec_lang::load(&a.spec, &[])?.for_use(spec_lang::Use::Driver)?;
+    let (src, file) = (spec.source(), spec.file());
     let profile = format::read(&a.profile)?;
     let rep = report::build(
         &profile,
@@ -82,7 +79,7 @@ pub fn run(a: Args) -> CmdResult {
     )?;
     // Drive the spec edited to this context, so parameters that had no
     // Macro get one the -D overrides can reach.
-    let derived = specgen::derive(&spec, &src, &file, &rep, a.rank, None)?;
+    let derived = specgen::derive(&spec, src, file, &rep, a.rank, None)?;
     let opts = driver_gen::RunOptions {
         cc: a.cc.clone(),
         cflags: a.cflags.to_vec(),

@@ -39,6 +39,52 @@ fn spec_errors_print_once_with_location_and_caret_from_every_command() {
     }
 }
 
+/// A spec that parses and serves a profiling shim but not a driver (a
+/// pointer without an allocation): every command that builds a driver
+/// refuses it with the checker's located error, caret and hint.
+#[test]
+fn a_spec_that_serves_no_driver_is_refused_located_by_every_driver_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("shim.spec");
+    std::fs::write(
+        &spec,
+        "routine=void f(const int n, double* x);\ninit={ n=Macro(N, 10); };\n",
+    )
+    .unwrap();
+    let s = spec.to_str().unwrap();
+    let kernel = dir.path().join("k.c");
+    std::fs::write(
+        &kernel,
+        "void f(const int n, double* x) { (void)n; (void)x; }\n",
+    )
+    .unwrap();
+    let k = kernel.to_str().unwrap();
+    let o = dir.path().join("gen");
+    let o = o.to_str().unwrap();
+    let commands: [&[&str]; 4] = [
+        &["explain", s],
+        &["gen", s, "-o", o],
+        &["run", s, "--impl", k],
+        &["tune", s, "--impl", k, "--param", "NB=1:2"],
+    ];
+    for args in commands {
+        let (ok, _, err) = tdg(args);
+        assert!(!ok, "{args:?} accepted a spec without an allocation for x");
+        assert!(
+            err.contains("shim.spec:1:37: error: pointer parameter `x` has no allocation"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("   |                                     ^"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("= hint: add e.g. `x=Vector(double"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 fn tdg(args: &[&str]) -> (bool, String, String) {
     let out = crate::support::tdg(args);
     let (stdout, stderr) = crate::support::text(&out);

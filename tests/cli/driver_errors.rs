@@ -95,21 +95,32 @@ returns(ddot);
     assert!(e.to_string().contains("return value"), "{e}");
 }
 
+/// A spec that does not serve a driver is refused by the model with
+/// the checker's own located diagnostics, not a flattened message.
 #[test]
-fn model_errors_say_what_to_do() {
-    // `returns(...)` without a body is a driver that verifies against
-    // `--reference K.c` or says why it does not (tests/cli/poet_specs.rs);
-    // a size the model cannot fix is still the model's own refusal.
-    let ranged_size = r#"
-routine=void f(const int N, double* Y);
-init={ N=Range(10, 1); Y=Vector(double, RANDOM, _, N); };
-"#;
-    let e = driver_gen::DriverModel::from_spec(
-        &spec_lang::parse(ranged_size, "t.spec").unwrap(),
-        &driver_gen::DriverConfig::new(driver_gen::machine_defaults()),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("sizes must be fixed"), "{e}");
+fn the_model_refuses_a_spec_that_serves_no_driver_with_located_errors() {
+    let no_allocation = "routine=void f(const int N, double* Y);\ninit={ N=10; };\n";
+    let ranged_size = "routine=void f(const int N, double* Y);\ninit={ N=Range(10, 1); Y=Vector(double, RANDOM, _, N); };\n";
+    for (src, message, at) in [
+        (no_allocation, "has no allocation", "t.spec:1:37: error:"),
+        (ranged_size, "sizes must be fixed", "t.spec:2:"),
+    ] {
+        let spec = spec_lang::check_source(src, "t.spec", &[]).unwrap();
+        assert!(!spec.serves(spec_lang::Use::Driver));
+        let e = driver_gen::DriverModel::from_checked(
+            &spec,
+            &driver_gen::DriverConfig::new(driver_gen::MachineDefaults::fixed_for_tests()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(message), "{e}");
+        assert!(e.contains(at), "{e}");
+        assert!(
+            e.lines()
+                .any(|l| l.trim_start().starts_with('|') && l.contains('^')),
+            "no caret: {e}"
+        );
+    }
 }
 
 /// `tdg ARGS` in the repository: (exit status, stdout, stderr).

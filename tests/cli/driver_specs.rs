@@ -23,7 +23,9 @@ fn all_specs() -> Vec<PathBuf> {
 fn every_spec_runs_and_verifies_against_its_kernel() {
     let _heavy = testkit::shared();
     for path in all_specs() {
-        let spec = spec_lang::load(&path).unwrap_or_else(|d| panic!("{d}"));
+        let spec = spec_lang::load(&path, &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|d| panic!("{d}"));
         let imp = path.with_extension("c");
         assert!(
             imp.exists(),
@@ -135,9 +137,16 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
     } else {
         eprintln!("clang not installed (scripts/setup.d/20-compilers.sh installs it): gcc only");
     }
-    let mut specs: Vec<(String, spec_lang::Spec)> = all_specs()
+    let mut specs: Vec<(String, spec_lang::CheckedSpec)> = all_specs()
         .into_iter()
-        .map(|p| (p.display().to_string(), spec_lang::load(&p).unwrap()))
+        .map(|p| {
+            (
+                p.display().to_string(),
+                spec_lang::load(&p, &[])
+                    .and_then(|c| c.for_use(spec_lang::Use::Driver))
+                    .unwrap(),
+            )
+        })
         .collect();
     // Features the examples do not use: every storage kind and fill, Range
     // and RANDOM scalars, a complex return value, Fortran conventions.
@@ -169,7 +178,7 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
         .into_iter()
         .map(|(path, spec)| {
             let model =
-                DriverModel::from_spec(&spec, &DriverConfig::new(machine_defaults())).unwrap();
+                DriverModel::from_checked(&spec, &DriverConfig::new(machine_defaults())).unwrap();
             let dir = tempfile::tempdir().unwrap();
             let driver = render(&model, None).unwrap();
             driver.write_to(dir.path()).unwrap();

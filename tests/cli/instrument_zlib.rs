@@ -160,7 +160,9 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     // The driver, built from zlib's own crc32.c with the dominant context,
     // reproduces the in-app per-call time (warm: minigzip's input chunk was
     // just read into cache). Generous bounds: the machine is shared.
-    let spec = spec_lang::load(&spec_out).unwrap();
+    let spec = spec_lang::load(&spec_out, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap();
     let opts = driver_gen::RunOptions {
         timing: driver_gen::TimingOverrides {
             flush: Some(spec_lang::ast::FlushMethod::None),

@@ -246,7 +246,9 @@ fn numpy_dgemm_with_cblas_own_prototype_records_every_size_and_derives_sized_ope
             String::from_utf8_lossy(&derive.stderr)
         );
         let text = std::fs::read_to_string(d.join(&out)).unwrap();
-        let derived = spec_lang::parse_and_check(&text, &out).unwrap_or_else(|e| panic!("{e}"));
+        let derived = spec_lang::check_source(&text, &out, &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|e| panic!("{e}"));
         let env = spec_lang::eval::typed_env(&derived, &Default::default()).unwrap();
         let elems = |name: &str| {
             spec_lang::eval::array_elems(derived.array_for(name).unwrap(), &env).unwrap() as i64

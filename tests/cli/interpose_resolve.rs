@@ -244,7 +244,7 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ Y=Vector(double, RANDOM, _, N); };\nreturns(Y);\n",
         ),
     ] {
-        let spec = spec_lang::parse_and_check_prototype(src, name).unwrap();
+        let spec = spec_lang::check_source(src, name, &[]).and_then(|c| c.for_use(spec_lang::Use::Checkpoint)).unwrap();
         for (kind, text) in [
             ("preload", interpose::generate(&spec, interpose::InterposerKind::Preload)),
             ("wrap", interpose::generate(&spec, interpose::InterposerKind::Wrap)),
@@ -310,10 +310,7 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             });
         }
     });
-    let spec = spec_lang::parse_and_check(
-        "lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n",
-        "f",
-    )
+    let spec = spec_lang::check_source("lang=fortran;\nroutine=void DAXPY(const int N, const double A, const double* X, double* Y);\ninit={ N=Macro(NS, 10); A=2.0; X=Vector(double, RANDOM, _, N); Y=Vector(double, RANDOM, _, N); };\n", "f", &[]).and_then(|c| c.for_use(spec_lang::Use::Driver))
     .unwrap();
     assert_eq!(interpose::symbol_name(&spec), "daxpy_");
 }

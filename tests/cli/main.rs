@@ -37,6 +37,7 @@ mod report_cli;
 mod run_contexts;
 mod setup_scripts;
 mod spec_cli;
+mod spec_load;
 mod tune_cli;
 mod tune_slurm;
 mod tune_threads;

@@ -7,7 +7,7 @@ use crate::search::{Objective, Placement};
 use crate::space::THREADS_PARAM;
 use crate::TuneError;
 use driver_gen::{BuiltDriver, RunOptions};
-use spec_lang::ast::Spec;
+use spec_lang::CheckedSpec;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ use std::time::Instant;
 /// spec has one, so a configuration that computes wrong results fails.
 #[derive(Clone)]
 pub struct DriverObjective<'s> {
-    pub spec: &'s Spec,
+    pub spec: &'s CheckedSpec,
     pub impl_c: PathBuf,
     /// Everything but the tuned macros (flush, samples, fixed -D sizes).
     pub base: RunOptions,

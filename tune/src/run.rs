@@ -15,6 +15,7 @@ use crate::{CheckpointObjective, DriverObjective, TuneError};
 use driver_gen::RunOptions;
 use serde::Serialize;
 use spec_lang::ast::Spec;
+use spec_lang::CheckedSpec;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -88,7 +89,7 @@ impl<'s> TargetObjective<'s> {
     /// values, sample count and timeout).
     pub fn new(
         target: &Target,
-        spec: &'s Spec,
+        spec: &'s CheckedSpec,
         implementation: &Path,
         base: &RunOptions,
         candidate: &CandidateSettings,
@@ -227,7 +228,7 @@ impl Strategy {
 /// Everything one tuning run needs; the binary builds it from the command
 /// line (or from a campaign's stored command line).
 pub struct TuneRequest<'s> {
-    pub spec: &'s Spec,
+    pub spec: &'s CheckedSpec,
     /// The spec's file name without extension: the default log and
     /// campaign names.
     pub name: String,

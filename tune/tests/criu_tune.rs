@@ -83,7 +83,9 @@ fn random_data_misleads_the_checkpoint_does_not() {
         ),
     )
     .unwrap();
-    let spec = spec_lang::load(&spec_path).unwrap_or_else(|e| panic!("{e}"));
+    let spec = spec_lang::load(&spec_path, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+        .unwrap_or_else(|e| panic!("{e}"));
     let space = Space::new(vec![tune::parse_param(CUTOFFS).unwrap()]).unwrap();
     let kernel = Path::new(APPS).join("hsort.c");
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::cexpr::{self, ExprEnv, NameStyle};
 use crate::defaults::MachineDefaults;
-use spec_lang::checked::{self, CheckedSpec};
+use spec_lang::checked::CheckedSpec;
 
 mod operands;
 mod outputs;
@@ -27,22 +27,14 @@ pub use timing::{
 };
 
 /// Why a driver model cannot be built. A checked spec fails here only on
-/// facts of the machine or the configuration; `Spec` carries the checker's
-/// verdict for callers that hand in a spec `spec_lang::check` never saw.
+/// facts of the machine or the configuration, or (`Spec`) because it does
+/// not serve a driver: the checker's located verdict, printed as it is.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ModelError {
     #[error("{0}")]
-    Spec(String),
-    #[error("{0}")]
-    Define(String),
-    #[error("`{0}` is not a routine parameter nor a Macro name; define it in init={{...}} or use Macro({0}, default)")]
-    UnknownName(String),
-    #[error("`{0}` changes per call (Range/RANDOM) but is used where a fixed value is needed (a size); give it a fixed value")]
-    NotConstant(String),
-    #[error("{0} varies per call and cannot appear inside another expression; assign it to its own scalar")]
-    PerCallInExpression(String),
-    #[error("the values of {0} depend on each other in a cycle; break the cycle in init={{...}}")]
-    Cycle(String),
+    Spec(spec_lang::Diagnostics),
+    #[error(transparent)]
+    Expr(#[from] crate::cexpr::CExprError),
     #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
     NoSuchCache(u8, String),
     #[error("--timer cpu cannot time a routine on {threads} threads ({threads_from}): CPU time adds up what every thread spent and hides their waiting; use --timer cycle or --timer wall")]
@@ -99,13 +91,11 @@ pub struct TimingOverrides {
     pub tolerance: Option<f64>,
 }
 
-/// Everything the model is built under besides the spec.
+/// Everything the model is built under besides the spec (whose `-D`
+/// values the [`CheckedSpec`] already holds).
 #[derive(Debug, Clone)]
 pub struct DriverConfig {
     pub timing: TimingOverrides,
-    /// `-D NAME=VALUE` overrides, used for explanations (the driver itself
-    /// receives them as compiler defines).
-    pub defines: BTreeMap<String, String>,
     pub machine: MachineDefaults,
     /// Outputs are compared with another implementation's (`--reference
     /// K.c`) instead of the spec's body.
@@ -116,7 +106,6 @@ impl DriverConfig {
     pub fn new(machine: MachineDefaults) -> Self {
         DriverConfig {
             timing: TimingOverrides::default(),
-            defines: BTreeMap::new(),
             machine,
             external_reference: false,
         }
@@ -159,35 +148,14 @@ pub struct TimingInputs {
 }
 
 impl DriverModel {
-    /// The model of a checked spec (its `-D` overrides already applied).
+    /// The model of a checked spec (its `-D` overrides already applied):
+    /// the one way into the model. A spec that does not serve a driver is
+    /// refused with the checker's located diagnostics; nothing is checked
+    /// again.
     pub fn from_checked(spec: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
+        spec.require(spec_lang::Use::Driver)
+            .map_err(ModelError::Spec)?;
         build(spec, cfg)
-    }
-
-    /// The model of a parsed spec: checks it (the first problem is the
-    /// error), applies `cfg.defines` to its macros, then [`Self::from_checked`].
-    pub fn from_spec(spec: &Spec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
-        let (completed, _warnings) = spec_lang::implicit::complete(spec);
-        let spec = &completed;
-        // A model is a driver: the spec must pass the driver's checks too
-        // (values for every parameter, a body to verify `returns` against).
-        let mut problems = spec_lang::check::problems(spec, "");
-        problems.extend(spec_lang::check::driver_problems(spec, ""));
-        if let Some(d) = problems.first() {
-            return Err(ModelError::Spec(match &d.hint {
-                Some(h) => format!("{}; {h}", d.message),
-                None => d.message.clone(),
-            }));
-        }
-        let defines: Vec<(String, String)> = cfg
-            .defines
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let overrides = checked::spec_overrides(spec, &defines).map_err(ModelError::Define)?;
-        let checked =
-            checked::resolve(spec, &overrides).map_err(|e| ModelError::Spec(e.to_string()))?;
-        build(&checked, cfg)
     }
 
     /// The flush and timing plans a run under `overrides` resolves, by the
@@ -409,16 +377,22 @@ init={
 flop="2*M*N*K+M*N";
 "#;
 
+    fn checked(src: &str, defines: &[(&str, &str)]) -> CheckedSpec {
+        let defines: Vec<(String, String)> = defines
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        spec_lang::check_source(src, "t.spec", &defines).unwrap_or_else(|d| panic!("{d}"))
+    }
+
     fn model(src: &str, cfg: &DriverConfig) -> DriverModel {
-        let spec = spec_lang::parse(src, "t.spec").unwrap();
-        DriverModel::from_spec(&spec, cfg).unwrap()
+        DriverModel::from_checked(&checked(src, &[]), cfg).unwrap()
     }
 
     #[test]
     fn gemm_plan_follows_the_spec_and_the_overrides() {
-        let mut cfg = DriverConfig::new(machine());
-        cfg.defines.insert("MS".into(), "100".into());
-        let m = model(GEMM, &cfg);
+        let cfg = DriverConfig::new(machine());
+        let m = DriverModel::from_checked(&checked(GEMM, &[("MS", "100")]), &cfg).unwrap();
         assert_eq!(m.macros.len(), 3);
         let a = m.operand("A").unwrap();
         assert_eq!((a.rows_value, a.cols_value), (Some(1), Some(100 * 72)));
@@ -451,9 +425,8 @@ flop="2*M*N*K+M*N";
         assert_eq!(m.flush.kib.value, 64);
         assert_eq!(m.flush.kib.source, Source::CommandLine);
         cfg.timing.flush_level = Some(4);
-        let spec = spec_lang::parse(GEMM, "t.spec").unwrap();
         assert!(matches!(
-            DriverModel::from_spec(&spec, &cfg),
+            DriverModel::from_checked(&checked(GEMM, &[]), &cfg),
             Err(ModelError::NoSuchCache(4, _))
         ));
     }
@@ -541,8 +514,9 @@ flop="2*M*N*K+M*N";
         );
         let mut cfg = cfg;
         cfg.timing.min_time_ms = Some(3000);
-        let spec = spec_lang::parse(&src, "t.spec").unwrap();
-        let err = DriverModel::from_spec(&spec, &cfg).unwrap_err().to_string();
+        let err = DriverModel::from_checked(&checked(&src, &[]), &cfg)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(
                 "ends (2000 ms, spec timer={...}) before it starts (3000 ms, command line)"

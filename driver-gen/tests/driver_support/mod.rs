@@ -9,8 +9,10 @@ use std::time::Duration;
 #[allow(unused_imports)]
 pub use testkit::{exclusive, have, repo, usable_cpus};
 
-pub fn spec(src: &str) -> spec_lang::Spec {
-    match spec_lang::parse_and_check(src, "test.spec") {
+pub fn spec(src: &str) -> spec_lang::CheckedSpec {
+    match spec_lang::check_source(src, "test.spec", &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Driver))
+    {
         Ok(s) => s,
         Err(d) => panic!("test spec does not parse:\n{d}"),
     }

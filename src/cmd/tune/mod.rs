@@ -26,13 +26,14 @@ fn campaign_inputs(args: &Args) -> anyhow::Result<Vec<tune::campaign::InputFile>
 
 /// The spec, the implementation and the driver options every evaluation
 /// shares: the same for the search and for each task on a node.
-fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::ast::Spec, PathBuf, RunOptions)> {
+fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathBuf, RunOptions)> {
     let spec_path = args.spec.as_ref().context("give the spec file")?;
     let implementation = args
         .implementation
         .clone()
         .context("give the implementation with --impl")?;
-    let spec = super::run::load_spec(spec_path, args.default_driver)?;
+    let defines = crate::args::defines::parse_defines(&args.timing.define)?;
+    let spec = crate::args::spec::load_spec(spec_path, &defines, args.default_driver)?;
     if !implementation.is_file() {
         anyhow::bail!(
             "--impl {}: no such file; pass the C file that implements the routine",
