@@ -56,11 +56,22 @@ fn bad_inputs_get_one_line_errors_with_a_way_out() {
     .unwrap();
     let e = one_error_line(&tdg(&["instrument", "opaque.spec", "-o", "inst"], d));
     assert!(e.contains("struct big"), "{e}");
-    let e = one_error_line(&tdg(
+    // A spec that cannot be read is reported as every spec problem is, in
+    // the spec's own name (as `tdg run` reports it), before the profile is
+    // opened.
+    let out = tdg(
         &["spec-from-profile", "junk.tdgp", "--spec", "nothere.spec"],
         d,
-    ));
-    assert!(e.contains("nothere.spec"), "{e}");
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("nothere.spec: error: cannot read spec")
+            && first.contains("check the path"),
+        "{err}"
+    );
 }
 
 #[test]
