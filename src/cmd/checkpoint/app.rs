@@ -1,9 +1,8 @@
 //! The application itself: `sites` (every marked site in one plain run),
 //! `inapp` (the in-app reference) and `lib` (the host library to mark it with).
+use super::application::ApplicationRun;
 use super::shim::ShimArgs;
-use crate::args::output::TableOrJsonOutput;
 use crate::cmd::CmdResult;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,14 +10,8 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(next_help_heading = "Run")]
 pub(super) struct SitesArgs {
-    /// Kill the application after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
     #[command(flatten)]
-    report: TableOrJsonOutput,
-    /// The application and its arguments.
-    #[arg(last = true, required = true)]
-    command: Vec<OsString>,
+    app: ApplicationRun,
 }
 
 #[derive(clap::Args)]
@@ -33,14 +26,8 @@ pub(super) struct InAppArgs {
     /// Number of plain runs of the application.
     #[arg(long, default_value_t = 10)]
     runs: usize,
-    /// Kill the application after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
     #[command(flatten)]
-    report: TableOrJsonOutput,
-    /// The application and its arguments.
-    #[arg(last = true, required = true)]
-    command: Vec<OsString>,
+    app: ApplicationRun,
 }
 
 #[derive(clap::Args)]
@@ -51,8 +38,10 @@ pub(super) struct LibArgs {
 }
 
 pub(super) fn sites(a: SitesArgs) -> CmdResult {
-    let report = checkpoint::list_sites(&a.command, Some(Duration::from_secs(a.timeout)))?;
-    a.report.write_report(&report, || report.render_text())?;
+    let report = checkpoint::list_sites(&a.app.command, Some(Duration::from_secs(a.app.timeout)))?;
+    a.app
+        .report
+        .write_report(&report, || report.render_text())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -60,14 +49,16 @@ pub(super) fn inapp(a: InAppArgs) -> CmdResult {
     let scratch = toolchain::scratch_dir("tdg-inapp-shim")?;
     let (site, preload) = a.shim.region(a.site, scratch.path())?;
     let report = checkpoint::measure_in_app(&checkpoint::InAppRequest {
-        command: a.command,
+        command: a.app.command,
         site,
         call: a.call,
         runs: a.runs,
-        timeout: Some(Duration::from_secs(a.timeout)),
+        timeout: Some(Duration::from_secs(a.app.timeout)),
         preload,
     })?;
-    a.report.write_report(&report, || report.render_text())?;
+    a.app
+        .report
+        .write_report(&report, || report.render_text())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,8 +1,7 @@
 //! `tdg checkpoint capture`: one image at a given delay, or `--auto-delay`.
+use super::application::ApplicationRun;
 use super::shim::ShimArgs;
-use crate::args::output::TableOrJsonOutput;
 use crate::cmd::CmdResult;
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -61,14 +60,8 @@ pub(super) struct CaptureArgs {
     #[arg(long, requires = "auto_delay")]
     #[arg(help_heading = "Auto delay")]
     samples: Option<usize>,
-    /// Kill the application after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
     #[command(flatten)]
-    report: TableOrJsonOutput,
-    /// The application and its arguments.
-    #[arg(last = true, required = true)]
-    command: Vec<OsString>,
+    app: ApplicationRun,
 }
 
 /// What `--auto-delay` holds a delay's samples against.
@@ -86,13 +79,13 @@ pub(super) fn capture(a: CaptureArgs) -> CmdResult {
     let scratch = toolchain::scratch_dir("tdg-capture-shim")?;
     let (site, preload) = a.shim.region(a.site, scratch.path())?;
     let req = checkpoint::CaptureRequest {
-        command: a.command,
+        command: a.app.command,
         image: a.output,
         site,
         preload,
         call: a.call,
         delay: a.delay,
-        timeout: Some(Duration::from_secs(a.timeout)),
+        timeout: Some(Duration::from_secs(a.app.timeout)),
         quiet: a.auto_delay,
     };
     if a.auto_delay {
@@ -119,19 +112,22 @@ pub(super) fn capture(a: CaptureArgs) -> CmdResult {
                 },
                 // A restored copy is the application too: same limit.
                 time: checkpoint::TimeOptions {
-                    timeout: Duration::from_secs(a.timeout),
+                    timeout: Duration::from_secs(a.app.timeout),
                     ..Default::default()
                 },
             },
             &criu,
         )?;
-        a.report.write_report(&report, || report.render_text())?;
+        a.app
+            .report
+            .write_report(&report, || report.render_text())?;
         return Ok(ExitCode::SUCCESS);
     }
     let out = checkpoint::capture(&req, &criu)?;
     let table = out.render_text(&req.image);
-    if a.report.is_json() || a.report.out.is_some() {
-        a.report
+    if a.app.report.is_json() || a.app.report.out.is_some() {
+        a.app
+            .report
             .write_report(&out.document(&req.image), || table.clone())?;
     } else {
         // The application's own output owns stdout.

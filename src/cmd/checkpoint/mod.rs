@@ -4,6 +4,7 @@
 //! group: capturing, the image (time, validate), the application (sites,
 //! inapp, lib), and the region shim `capture` and `inapp` share.
 mod app;
+mod application;
 mod capture;
 mod image;
 mod shim;
