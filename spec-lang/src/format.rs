@@ -4,12 +4,12 @@
 //! init, returns, record, flop, timer, checkpoint, tune), one init entry per line, `_` for
 //! an empty attribute list, `+`/`-` spaced and `*`/`/`/`%` tight, and only the
 //! parentheses the meaning needs. A routine body and the flop string are kept
-//! exactly as written. [`format_source`] does the same for source text and
-//! keeps its comments: each comment moves with the clause or init entry it
+//! exactly as written. [`format_with_comments`] does the same and keeps the
+//! comments of the source the spec was parsed from (`crate::format_source`
+//! parses it first): each comment moves with the clause or init entry it
 //! precedes (or ends the line of).
 
 use crate::ast::*;
-use crate::diag::Diagnostics;
 use crate::vocabulary::Keyword;
 use std::fmt::Write;
 
@@ -21,11 +21,11 @@ pub fn format(spec: &Spec) -> String {
     Printer::default().spec(spec, &Comments::default())
 }
 
-/// Parses `src` and prints it in canonical layout, keeping its comments.
-pub fn format_source(src: &str, file: &str) -> Result<String, Diagnostics> {
-    let spec = crate::parse(src, file)?;
-    let comments = Comments::collect(src, &spec);
-    Ok(Printer::default().spec(&spec, &comments))
+/// The canonical text of `spec`, parsed from `src`, with the comments of
+/// `src` kept where they were.
+pub fn format_with_comments(spec: &Spec, src: &str) -> String {
+    let comments = Comments::collect(src, spec);
+    Printer::default().spec(spec, &comments)
 }
 
 #[derive(Default)]

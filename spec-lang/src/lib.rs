@@ -21,10 +21,16 @@ pub use ast::Spec;
 pub use check::MAX_RECORDED;
 pub use checked::{CheckedSpec, Use};
 pub use diag::{Diagnostic, Diagnostics};
-pub use format::{format, format_source};
+pub use format::format;
 pub use parser::{parse, parse_condition, parse_expr};
 
 use std::path::Path;
+
+/// Parses `src` and prints it in canonical layout, keeping its comments.
+pub fn format_source(src: &str, file: &str) -> Result<String, Diagnostics> {
+    let spec = parse(src, file)?;
+    Ok(format::format_with_comments(&spec, src))
+}
 
 /// Reads a spec file once, parses it and checks it for every [`Use`]
 /// ([`check_source`]). The one way a command gets a spec from a file; an
