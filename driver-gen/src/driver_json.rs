@@ -21,7 +21,7 @@ pub const DRIVER_JSON_VERSION: u32 = 2;
 #[derive(Debug, Clone, Deserialize)]
 pub struct DriverJson {
     pub routine: String,
-    #[serde(with = "crate::run::keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub timer: spec_lang::ast::TimerMethod,
     pub tsc_hz: Option<f64>,
     pub tsc_hz_source: String,
@@ -30,7 +30,7 @@ pub struct DriverJson {
     pub mode: String,
     pub reps: u64,
     pub working_sets: u64,
-    #[serde(with = "crate::run::keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub flush: spec_lang::ast::FlushMethod,
     pub flush_all_cpus: bool,
     pub flush_cpus: Vec<i32>,

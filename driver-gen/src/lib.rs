@@ -10,6 +10,7 @@ pub mod defaults;
 pub mod driver_json;
 pub mod explain;
 pub mod kept;
+mod keyword_json;
 pub mod model;
 pub mod render;
 pub mod report;

@@ -205,9 +205,9 @@ pub struct RunReport {
     pub impl_cflags: Vec<String>,
     pub defines: Vec<String>,
     /// Timer used (a missing TSC falls back to wall) and the one asked for.
-    #[serde(with = "keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub timer: TimerMethod,
-    #[serde(with = "keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub timer_requested: TimerMethod,
     pub tsc_hz: Option<f64>,
     pub tsc_hz_source: String,
@@ -220,7 +220,7 @@ pub struct RunReport {
     pub reps_per_sample: u64,
     pub working_sets: u64,
     /// The flush the driver ran (none when no operand is flushed).
-    #[serde(with = "keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub flush: FlushMethod,
     pub flush_kib: u64,
     /// `sources.flush_kib` in words, for readers of the version 2 contract.
@@ -257,7 +257,7 @@ pub struct RunReport {
     /// read back from `tdg run --json` has `n = 0`.
     #[serde(with = "crate::summary_json")]
     pub stats: Summary,
-    #[serde(with = "keyword")]
+    #[serde(with = "crate::keyword_json")]
     pub selection: Selection,
     pub reported_ns: f64,
     pub reported_why: String,
@@ -335,28 +335,6 @@ impl SettingSources {
             first_touch: timing.first_touch_threads.origin(),
             code_offset: timing.code_offset.origin(),
         }
-    }
-}
-
-/// Serde for spec-lang's keyword enums as the words the driver, the spec
-/// and the command line write (`cycle`, `median`, `read`).
-pub(crate) mod keyword {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use spec_lang::vocabulary::Keyword;
-
-    pub fn serialize<K: Keyword, S: Serializer>(k: &K, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(k.spelling())
-    }
-
-    pub fn deserialize<'de, K: Keyword, D: Deserializer<'de>>(d: D) -> Result<K, D::Error> {
-        let word = String::deserialize(d)?;
-        K::from_spelling(&word).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "`{word}` is not a {} (one of {})",
-                K::FAMILY,
-                K::spellings().join(", ")
-            ))
-        })
     }
 }
 
