@@ -320,3 +320,22 @@ fn sampling_origins(t: &crate::model::TimingPlan) -> String {
         b.min_time_ms.source, b.max_time_ms.source, b.stable_pct.source
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{DriverConfig, DriverModel, MachineDefaults};
+
+    #[test]
+    fn a_scalar_without_init_is_explained_as_one() {
+        let src = "routine=void f(const int n, const double alpha, double* X);\ninit={ X=Vector(double, 0, _, n); };\n";
+        let spec = spec_lang::check_source(src, "t.spec", &[]).unwrap();
+        let cfg = DriverConfig::new(MachineDefaults::fixed_for_tests());
+        let text = super::explain(&DriverModel::from_checked(&spec, &cfg).unwrap());
+        assert!(
+            text.contains(
+                "alpha (double) = 1: fixed for every call\n      no init in the spec: set to 1"
+            ),
+            "{text}"
+        );
+    }
+}

@@ -2,115 +2,33 @@
 //! the spec and the configuration, before any C is written. Templates only
 //! lay this out; `tdg explain` describes it in words.
 
-use spec_lang::ast::{
-    BaseType, CodeOffset, Expr, FlushMethod, Selection, Spec, TimerClause, TimerMethod,
-};
+use spec_lang::ast::{Expr, FlushMethod, TimerClause};
 use std::collections::BTreeMap;
 
 use crate::cexpr::{self, ExprEnv, NameStyle};
 use crate::defaults::MachineDefaults;
 use spec_lang::checked::CheckedSpec;
 
+mod config;
+mod error;
 mod operands;
 mod outputs;
 mod routine;
 mod scalars;
+mod sourced;
 mod timing;
 
+pub use config::{DriverConfig, TimingOverrides};
+pub use error::ModelError;
 pub use operands::{CacheState, ElemKind, FillPlan, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
 pub use routine::{body_as_implementation, CallText, RoutineModel};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
+pub use sourced::{Origin, Source, Sourced};
 pub use timing::{
-    Eviction, FlushPlan, Origin, SamplingPlan, Source, Sourced, TimingPlan, DEFAULT_MAX_TIME_MS,
-    DEFAULT_MIN_TIME_MS, DEFAULT_SAMPLES, DEFAULT_STABLE_PCT, FLUSH_OVERSIZE,
+    Eviction, FlushPlan, SamplingPlan, TimingPlan, DEFAULT_MAX_TIME_MS, DEFAULT_MIN_TIME_MS,
+    DEFAULT_SAMPLES, DEFAULT_STABLE_PCT, FLUSH_OVERSIZE,
 };
-
-/// Why a driver model cannot be built. A checked spec fails here only on
-/// facts of the machine or the configuration, or (`Spec`) because it does
-/// not serve a driver: the checker's located verdict, printed as it is.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ModelError {
-    #[error("{0}")]
-    Spec(spec_lang::Diagnostics),
-    #[error(transparent)]
-    Expr(#[from] crate::cexpr::CExprError),
-    #[error("flush size level L{0} is not a cache this machine reports (it has {1}); pick one of those or a size in KiB")]
-    NoSuchCache(u8, String),
-    #[error("--timer cpu cannot time a routine on {threads} threads ({threads_from}): CPU time adds up what every thread spent and hides their waiting; use --timer cycle or --timer wall")]
-    CpuTimerThreads { threads: u32, threads_from: Source },
-    #[error("{threads} threads ({threads_from}) need a CPU each but --pin lists {pins}; list {threads} CPUs or lower --threads")]
-    TooFewPins {
-        threads: u32,
-        threads_from: Source,
-        pins: usize,
-    },
-    #[error("--pin lists CPU {0} twice; each thread needs a CPU of its own")]
-    RepeatedPin(u32),
-    #[error("samples must be at least 1")]
-    NoSamples,
-    #[error("the sampling budget ends ({max} ms, {max_from}) before it starts ({min} ms, {min_from}); raise --max-time-ms or lower --min-time-ms")]
-    SamplingBudget {
-        min: u64,
-        min_from: Source,
-        max: u64,
-        max_from: Source,
-    },
-}
-
-/// Timing settings the command line (or a caller) imposes; `None` falls
-/// back to the spec's `timer={...}`, then to the machine defaults. One
-/// struct from `tdg`'s options through `RunOptions` to the model.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TimingOverrides {
-    pub timer: Option<TimerMethod>,
-    pub samples: Option<u32>,
-    pub selection: Option<Selection>,
-    pub flush: Option<FlushMethod>,
-    pub flush_kib: Option<u64>,
-    /// Flush sized from this cache level (overrides the spec, not flush_kib).
-    pub flush_level: Option<u8>,
-    pub min_interval_ns: Option<u64>,
-    /// Spread the samples over at least this much wall time (ms).
-    pub min_time_ms: Option<u64>,
-    /// Stop sampling here even if the figure has not settled (ms).
-    pub max_time_ms: Option<u64>,
-    /// The halves of the run must agree within this many per cent.
-    pub stable_pct: Option<f64>,
-    pub flush_all_cpus: bool,
-    /// Pin the driver to these CPUs: thread k of the routine to the k-th.
-    pub pin_cpus: Vec<u32>,
-    /// The routine's team size (`--threads`; `None`: the spec's, else 1).
-    pub threads: Option<u32>,
-    /// Leave the operands' first touch to the main thread even when the
-    /// routine runs on several (`--first-touch main`).
-    pub first_touch_main: bool,
-    /// Bytes past a 4096-byte boundary where the routine's code starts.
-    pub code_offset: Option<CodeOffset>,
-    /// Relative tolerance for verification; `None`: per element type.
-    pub tolerance: Option<f64>,
-}
-
-/// Everything the model is built under besides the spec (whose `-D`
-/// values the [`CheckedSpec`] already holds).
-#[derive(Debug, Clone)]
-pub struct DriverConfig {
-    pub timing: TimingOverrides,
-    pub machine: MachineDefaults,
-    /// Outputs are compared with another implementation's (`--reference
-    /// K.c`) instead of the spec's body.
-    pub external_reference: bool,
-}
-
-impl DriverConfig {
-    pub fn new(machine: MachineDefaults) -> Self {
-        DriverConfig {
-            timing: TimingOverrides::default(),
-            machine,
-            external_reference: false,
-        }
-    }
-}
 
 /// Serialized as it is for `tdg explain --format json`.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -259,14 +177,10 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
     })
 }
 
-fn ret_is_value(spec: &Spec) -> bool {
-    let r = &spec.routine.ret;
-    !(r.pointers == 0 && r.base == BaseType::Void)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spec_lang::ast::{CodeOffset, Selection, TimerMethod};
 
     fn machine() -> MachineDefaults {
         MachineDefaults::fixed_for_tests()
@@ -485,7 +399,7 @@ flop="2*M*N*K+M*N";
         let t = model(&src, &cfg).timing;
         assert_eq!(t.code_offset, Sourced::new(48, Source::CommandLine));
         // The range is the type's: no offset outside a page can be asked for.
-        assert_eq!(CodeOffset::new(i64::from(crate::CODE_PAGE)), None);
+        assert_eq!(CodeOffset::new(i64::from(spec_lang::ast::CODE_PAGE)), None);
         assert!("4096".parse::<CodeOffset>().is_err());
         assert_eq!("0x650".parse::<CodeOffset>().map(CodeOffset::get), Ok(1616));
     }
@@ -583,13 +497,6 @@ flop="2*M*N*K+M*N";
         );
         let x = m.operand("X").unwrap();
         assert_eq!((x.cols_value, x.fill.kind), (Some(1), "const"));
-        let text = crate::explain(&m);
-        assert!(
-            text.contains(
-                "alpha (double) = 1: fixed for every call\n      no init in the spec: set to 1"
-            ),
-            "{text}"
-        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use serde::Serialize;
 use spec_lang::ast::{ArrayKind, BaseType, CType, Expr, Fill, FlushMethod, Signedness};
 use spec_lang::checked::OperandDef;
 
-use super::ModelError;
+use super::error::ModelError;
 use crate::cexpr::{self, ExprEnv, NameStyle};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]

@@ -6,9 +6,10 @@ use serde::Serialize;
 use spec_lang::ast::{BaseType, Spec};
 use spec_lang::checked::CheckedSpec;
 
+use super::config::DriverConfig;
 use super::operands::OperandModel;
+use super::routine::ret_is_value;
 use super::scalars::{ScalarKind, ScalarModel};
-use super::{ret_is_value, DriverConfig};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct OverflowGuard {

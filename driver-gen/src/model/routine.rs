@@ -3,10 +3,9 @@
 //! warm-up call and verification.
 
 use serde::Serialize;
-use spec_lang::ast::{CType, Lang, Spec};
+use spec_lang::ast::{BaseType, CType, Lang, Spec};
 
 use super::operands::{elem_kind, ElemKind, OperandModel};
-use super::ret_is_value;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RoutineModel {
@@ -206,4 +205,10 @@ pub(super) fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool
             "{{ {ty} tdg_r = {call}; tdg_ret_acc += (double)((const unsigned char *)&tdg_r)[0]; }}"
         ),
     }
+}
+
+/// The routine returns a value (anything but a plain `void`).
+pub(super) fn ret_is_value(spec: &Spec) -> bool {
+    let r = &spec.routine.ret;
+    !(r.pointers == 0 && r.base == BaseType::Void)
 }

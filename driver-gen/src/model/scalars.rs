@@ -7,7 +7,7 @@ use spec_lang::ast::Expr;
 use spec_lang::checked::{CheckedSpec, PerCall};
 use spec_lang::eval::Value;
 
-use super::ModelError;
+use super::error::ModelError;
 use crate::cexpr::{self, ExprEnv, NameStyle};
 
 #[derive(Debug, Clone, Serialize)]
