@@ -1,6 +1,7 @@
 //! Every way checkpointing can fail, each rendered as one line with the cause
 //! and a way out.
 
+use failure::Failure;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +69,34 @@ pub enum CheckpointError {
     Toolchain(#[from] toolchain::ToolchainError),
 }
 
+impl CheckpointError {
+    /// The evaluation contract's kind of this failure: a missing or too old
+    /// CRIU, no root or no util-linux is the machine's; a copy that failed is
+    /// the program's. `None` for errors that say nothing about the candidate
+    /// (CRIU itself, I/O).
+    pub fn failure(&self) -> Option<Failure> {
+        use CheckpointError as C;
+        Some(match self {
+            C::CriuNotFound { .. }
+            | C::CriuTooOld { .. }
+            | C::CriuBroken { .. }
+            | C::LibcriuNotFound { .. }
+            | C::NotRoot
+            | C::NoUtilLinux { .. }
+            | C::Toolchain(_) => Failure::Environment,
+            // A candidate that crashed, did not load (an unresolved symbol)
+            // or was never called in a restored copy fails at run time.
+            C::CopyFailed { .. } | C::CopyReported { .. } => Failure::Crash,
+            C::CandidateBuild { .. } => Failure::Compile,
+            C::NotCaptured(_)
+            | C::BadImage { .. }
+            | C::BinaryChanged { .. }
+            | C::InvalidRequest(_) => Failure::Usage,
+            C::Criu { .. } | C::Io { .. } | C::Files(_) => return None,
+        })
+    }
+}
+
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
 
 /// Attach a human context to an I/O error.
@@ -83,5 +112,38 @@ pub(crate) fn guard_err(e: std::io::Error) -> CheckpointError {
         CheckpointError::InvalidRequest(e.to_string())
     } else {
         CheckpointError::Files(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_machine_the_candidate_and_the_request_each_have_their_failure() {
+        assert_eq!(
+            CheckpointError::NotRoot.failure(),
+            Some(Failure::Environment)
+        );
+        let crashed = CheckpointError::CopyFailed {
+            image: "img".into(),
+            sample: 2,
+            detail: "was killed by SIGSEGV".into(),
+            log: "restore.log".into(),
+        };
+        assert_eq!(crashed.failure(), Some(Failure::Crash));
+        let build = CheckpointError::CandidateBuild {
+            file: "k.c".into(),
+            stderr: String::new(),
+        };
+        assert_eq!(build.failure(), Some(Failure::Compile));
+        let stale = CheckpointError::BadImage {
+            path: "img".into(),
+            reason: "no manifest".into(),
+        };
+        assert_eq!(stale.failure(), Some(Failure::Usage));
+        // CRIU's own failure and I/O say nothing about the candidate.
+        let io = io_err("reading the manifest")(std::io::Error::other("EIO"));
+        assert_eq!(io.failure(), None);
     }
 }

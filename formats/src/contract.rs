@@ -92,13 +92,14 @@ pub fn exit_status_markdown() -> String {
 }
 
 /// How an error that ended a command classifies, looking through its chain
-/// of causes (`anyhow`'s context included) for one of tdg's own error types.
+/// of causes (`std::error::Error::source`, which is also how a context the
+/// binary wraps around an error exposes it) for one of tdg's own error types.
 pub fn failure_of(e: &(dyn std::error::Error + 'static)) -> Option<Failure> {
     std::iter::successors(Some(e), |cause| cause.source()).find_map(|cause| {
         if let Some(r) = cause.downcast_ref::<RunError>() {
             r.failure()
         } else if let Some(c) = cause.downcast_ref::<checkpoint::CheckpointError>() {
-            tune::checkpoint_failure(c)
+            c.failure()
         } else if cause.is::<spec_lang::Diagnostics>()
             || cause.is::<driver_gen::model::ModelError>()
         {
@@ -127,13 +128,13 @@ impl std::fmt::Display for Failed {
 
 impl std::error::Error for Failed {}
 
-/// A usage error (exit status 2) with this message.
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
+/// A usage error (exit status 2) with this message; the binary's error type
+/// takes it as it takes any other error.
+pub fn usage(message: impl Into<String>) -> Failed {
     Failed {
         failure: Failure::Usage,
         message: message.into(),
     }
-    .into()
 }
 
 /// Environment variables that name a candidate's parameters:
@@ -204,16 +205,49 @@ mod tests {
         );
     }
 
+    /// An error with a context line around it, as the binary wraps one.
+    #[derive(Debug)]
+    struct Context {
+        context: &'static str,
+        source: Box<dyn std::error::Error + 'static>,
+    }
+
+    impl std::fmt::Display for Context {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.context)
+        }
+    }
+
+    impl std::error::Error for Context {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&*self.source)
+        }
+    }
+
+    fn wrapped(e: impl std::error::Error + 'static) -> Context {
+        let inner = Context {
+            context: "while timing",
+            source: Box::new(e),
+        };
+        Context {
+            context: "while tuning",
+            source: Box::new(inner),
+        }
+    }
+
     #[test]
-    fn run_errors_classify_through_anyhow_context() {
-        let e = anyhow::Error::from(RunError::TimedOut { seconds: 3 }).context("while tuning");
-        assert_eq!(exit_status(&*e), 5);
-        let e = anyhow::Error::from(RunError::ImplBuild {
+    fn errors_classify_through_the_contexts_wrapped_around_them() {
+        assert_eq!(exit_status(&wrapped(RunError::TimedOut { seconds: 3 })), 5);
+        let compile = RunError::ImplBuild {
             file: "k.c".into(),
             stderr: String::new(),
-        });
-        assert_eq!(failure_of(&*e), Some(Failure::Compile));
-        assert_eq!(exit_status(&*anyhow::anyhow!("something else")), EXIT_OTHER);
-        assert_eq!(exit_status(&*usage("bad -D")), 2);
+        };
+        assert_eq!(failure_of(&wrapped(compile)), Some(Failure::Compile));
+        assert_eq!(exit_status(&wrapped(usage("bad -D"))), 2);
+        assert_eq!(exit_status(&usage("bad -D")), 2);
+        let not_root = checkpoint::CheckpointError::NotRoot;
+        assert_eq!(failure_of(&wrapped(not_root)), Some(Failure::Environment));
+        let other = std::io::Error::other("disk full");
+        assert_eq!(exit_status(&wrapped(other)), EXIT_OTHER);
     }
 }

@@ -11,7 +11,8 @@ pub fn parse_defines(defs: &[String]) -> anyhow::Result<Vec<(String, String)>> {
             if !ok {
                 return Err(formats::contract::usage(format!(
                     "-D {d}: expected NAME=VALUE with a C identifier as NAME, e.g. -D NS=4096"
-                )));
+                ))
+                .into());
             }
             Ok((k.to_string(), v.to_string()))
         })

@@ -121,7 +121,7 @@ fn run_profile(a: RunArgs) -> CmdResult {
         // The spec names a routine the program does not have: every run
         // would end the same way.
         Err(e @ session::SessionError::Unresolved(_)) => {
-            return Err(formats::contract::usage(e.to_string()))
+            return Err(formats::contract::usage(e.to_string()).into())
         }
         other => other?,
     };

@@ -232,7 +232,8 @@ fn print_reports(args: &Args, reports: &[driver_gen::RunReport]) -> anyhow::Resu
             _ => {
                 return Err(formats::contract::usage(
                     "--cost-only reports one time; give one --flush-kb size, not a sweep",
-                ))
+                )
+                .into())
             }
         }
     } else {
@@ -278,7 +279,8 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
     if args.timing.code_offset.is_some() {
         return Err(formats::contract::usage(
             "--code-offset places the implementation in a generated driver; on a checkpoint the candidate is a shared library mapped by the restored process (add --default-driver to time it in a driver)",
-        ));
+        )
+        .into());
     }
     let mut opts = checkpoint::TimeOptions {
         timeout: Duration::from_secs(args.timeout),

@@ -82,7 +82,7 @@ impl CheckpointObjective {
 /// contract (a candidate that does not compile, one that crashed in a copy).
 fn failure(described: &str, e: &checkpoint::CheckpointError) -> TuneError {
     let message = format!("{described}: {e}");
-    match crate::error::checkpoint_failure(e) {
+    match e.failure() {
         Some(failure) => TuneError::Failed { failure, message },
         None => TuneError::Objective(message),
     }

@@ -52,7 +52,7 @@ impl TuneError {
     pub fn failure(&self) -> Option<Failure> {
         match self {
             TuneError::Failed { failure, .. } => Some(*failure),
-            TuneError::Checkpoint(e) => checkpoint_failure(e),
+            TuneError::Checkpoint(e) => e.failure(),
             TuneError::CampaignInUse(_) => Some(Failure::Environment),
             TuneError::InputsChanged(_) => Some(Failure::Usage),
             TuneError::BadParam { .. }
@@ -63,28 +63,4 @@ impl TuneError {
             _ => None,
         }
     }
-}
-
-/// The contract's kind of a checkpoint timing's failure: a missing or too
-/// old CRIU, no root or no util-linux is the machine; a copy that failed is
-/// the program. `None` for errors that say nothing about the candidate.
-pub fn checkpoint_failure(e: &checkpoint::CheckpointError) -> Option<Failure> {
-    use checkpoint::CheckpointError as C;
-    Some(match e {
-        C::CriuNotFound { .. }
-        | C::CriuTooOld { .. }
-        | C::CriuBroken { .. }
-        | C::LibcriuNotFound { .. }
-        | C::NotRoot
-        | C::NoUtilLinux { .. }
-        | C::Toolchain(_) => Failure::Environment,
-        // A candidate that crashed, did not load (an unresolved symbol)
-        // or was never called in a restored copy fails at run time.
-        C::CopyFailed { .. } | C::CopyReported { .. } => Failure::Crash,
-        C::CandidateBuild { .. } => Failure::Compile,
-        C::NotCaptured(_) | C::BadImage { .. } | C::BinaryChanged { .. } | C::InvalidRequest(_) => {
-            Failure::Usage
-        }
-        C::Criu { .. } | C::Io { .. } | C::Files(_) => return None,
-    })
 }

@@ -23,7 +23,7 @@ pub mod space;
 pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
 pub use checkpoint::CheckpointObjective;
 pub use driver::DriverObjective;
-pub use error::{checkpoint_failure, TuneError};
+pub use error::TuneError;
 pub use measurement::{Measurement, TimeSplit};
 pub use model::{element_bytes, starts, MachineModel, Start};
 pub use roles::{parse_role, Role, RoleSource, Roles};
