@@ -159,6 +159,9 @@ pub enum RunError {
     /// being built again.
     #[error("{0}; build the driver with these options instead")]
     Rebuild(String),
+    /// Neither an implementation file nor a body in the spec to time.
+    #[error("--impl FILE is required: the C file implementing `{routine}` (a spec whose routine has a body {{ ... }} runs without one, timing the body; so does a spec with a checkpoint clause)")]
+    NoImplementation { routine: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
     /// A file or directory tdg writes (fsguard's message names the path: a
@@ -176,7 +179,8 @@ impl RunError {
             RunError::Model(_)
             | RunError::Render(_)
             | RunError::Placement(_)
-            | RunError::Rebuild(_) => Failure::Usage,
+            | RunError::Rebuild(_)
+            | RunError::NoImplementation { .. } => Failure::Usage,
             RunError::Toolchain(_) => Failure::Environment,
             RunError::ImplBuild { .. } | RunError::DriverBuild { .. } => Failure::Compile,
             RunError::Crashed { .. }

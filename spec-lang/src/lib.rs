@@ -15,6 +15,7 @@ pub mod format;
 pub mod implicit;
 mod number;
 pub mod parser;
+pub mod verdict;
 pub mod vocabulary;
 
 pub use ast::Spec;
@@ -57,6 +58,14 @@ pub fn check_source(
 ) -> Result<CheckedSpec, Diagnostics> {
     let spec = parse(src, file)?;
     Ok(check::check_spec(spec, src, file, defines))
+}
+
+/// The directory a spec file's relative paths start from (its checkpoint
+/// image, the headers its body includes): `.` for a bare file name.
+pub fn spec_dir(spec: &Path) -> &Path {
+    spec.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Reads a spec file as text. A file that cannot be read gives one line with

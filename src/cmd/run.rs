@@ -134,22 +134,9 @@ pub fn run(args: Args) -> CmdResult {
     {
         return run_checkpoint(&args, &image);
     }
-    // Without --impl the spec's body is the implementation (kept alive
-    // until the driver is built from it).
-    let body_impl = match &args.implementation {
-        Some(_) => None,
-        None => Some(driver_gen::body::BodyImplementation::write(&spec)?.ok_or_else(|| {
-            formats::contract::usage(format!(
-                "--impl FILE is required: the C file implementing `{}` (a spec whose routine has a body {{ ... }} runs without one, timing the body; so does a spec with a checkpoint clause)",
-                spec.routine.name.name
-            ))
-        })?),
-    };
-    let implementation = match (&args.implementation, &body_impl) {
-        (Some(p), _) => p.as_path(),
-        (None, Some(b)) => b.path(),
-        (None, None) => unreachable!("one of the two is set above"),
-    };
+    // Kept alive (a body written out) until the driver is built from it.
+    let implementation =
+        driver_gen::body::Implementation::choose(&spec, args.implementation.as_deref())?;
     let mut o = RunOptions {
         cc: args.cc.clone(),
         cflags: args.cflags.to_vec(),
@@ -163,33 +150,11 @@ pub fn run(args: Args) -> CmdResult {
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
         reference: args.reference.clone(),
-        header_dir: body_impl.as_ref().map(|_| spec_directory(&args.spec)),
         ..RunOptions::default()
     };
     args.timing.apply(&mut o)?;
-    let outputs: Vec<String> = spec
-        .returns
-        .iter()
-        .map(|r| format!("`{}`", r.text()))
-        .collect();
-    if body_impl.is_some() && o.reference.is_none() {
-        // Checking the body against itself would prove nothing.
-        o.verify = false;
-        eprintln!(
-            "tdg run: timing the body of `{}` in {} as the implementation (no --impl given; nothing to verify against)",
-            spec.routine.name.name,
-            args.spec.display()
-        );
-    } else if o.verify
-        && o.reference.is_none()
-        && spec.routine.body.is_none()
-        && !outputs.is_empty()
-    {
-        eprintln!(
-            "tdg run: not verifying {}: the spec gives `{}` no body to compare with; pass --reference K.c, a second implementation, to compare the outputs",
-            outputs.join(", "),
-            spec.routine.name.name
-        );
+    if let Some(note) = implementation.settle(&spec, &args.spec, &mut o) {
+        eprintln!("tdg run: {note}");
     }
     o.timing.tolerance = args.tolerance;
     // The defines the spec was loaded (and its -D values checked) under.
@@ -198,9 +163,9 @@ pub fn run(args: Args) -> CmdResult {
         eprintln!("{}", spec.warnings);
     }
     if let Some(path) = &args.contexts {
-        return run_contexts(&args, &spec, implementation, &o, path);
+        return run_contexts(&args, &spec, implementation.path(), &o, path);
     }
-    let built = build_driver(&spec, implementation, &o)?;
+    let built = build_driver(&spec, implementation.path(), &o)?;
     let reports = if args.timing.flush_kb.len() > 1 {
         flush_sweep(&built, &o, &args.timing.flush_kb)?
     } else {
@@ -307,14 +272,4 @@ fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
         format,
         args.output.out.as_deref(),
     )
-}
-
-/// The directory a spec file sits in (`.` for a bare file name), where the
-/// headers its include= lines name are looked for when its body is the
-/// implementation.
-fn spec_directory(spec: &std::path::Path) -> std::path::PathBuf {
-    match spec.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    }
 }

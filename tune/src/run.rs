@@ -43,20 +43,13 @@ impl Target {
     pub fn of(spec: &Spec, spec_path: &Path, default_driver: bool) -> Result<Target, TuneError> {
         match &spec.checkpoint {
             Some(clause) if Target::uses_checkpoint(spec, default_driver) => {
-                let image = checkpoint::clause_image(clause, spec_dir(spec_path))
+                let image = checkpoint::clause_image(clause, spec_lang::spec_dir(spec_path))
                     .map_err(TuneError::Checkpoint)?;
                 Ok(Target::Checkpoint { image })
             }
             _ => Ok(Target::Driver),
         }
     }
-}
-
-/// The directory a spec's relative paths (a checkpoint image) start from.
-pub fn spec_dir(spec: &Path) -> &Path {
-    spec.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// Restored copies per configuration when the request gives no sample
