@@ -6,9 +6,11 @@
 use handlebars::{handlebars_helper, Handlebars};
 use std::path::{Path, PathBuf};
 
+use crate::cexpr::{self, CExprError, ExprEnv};
 use crate::model::{
-    CacheState, CallText, DriverModel, Eviction, FlopPlan, MacroDefault, OperandModel,
-    OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage, VerifyPlan,
+    CacheState, CallText, CheckedExpr, DriverModel, ElemKind, Eviction, FillValue, FlopPlan,
+    MacroDefault, OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage,
+    VerifyPlan,
 };
 use serde::Serialize;
 use spec_lang::ast::Selection;
@@ -45,14 +47,99 @@ struct ScalarView<'a> {
     is_random: bool,
 }
 
+/// An operand as the templates read it: the model's fields, its fill's
+/// value spelled in C, and the booleans `{{#if}}` needs.
 #[derive(Serialize)]
 struct OperandView<'a> {
-    #[serde(flatten)]
-    operand: &'a OperandModel,
+    name: &'a str,
+    param_c_type: &'a str,
+    elem_c_type: &'a str,
+    elem_kind: ElemKind,
+    storage: Storage,
+    rows_c: &'a str,
+    cols_c: &'a str,
+    static_count_c: &'a str,
+    dims_text: &'a [String],
+    align: u64,
+    misalign: u64,
+    fill: FillView<'a>,
+    cache: CacheState,
+    is_output: bool,
+    seed: u64,
     warm: bool,
     flushed: bool,
     is_static: bool,
     row_pointers: bool,
+}
+
+/// How an operand is filled, as the templates read it.
+#[derive(Serialize)]
+struct FillView<'a> {
+    kind: &'static str,
+    /// C expression for element `k`, converted to the element type; empty
+    /// when the fill sets no element by value.
+    value_c: String,
+    /// The file's path as a C string literal.
+    file: Option<String>,
+    text: &'a str,
+}
+
+/// The C expression for one element of a fill, of type `elem_c`.
+fn fill_value_c(value: &FillValue, elem_c: &str, env: &ExprEnv) -> Result<String, CExprError> {
+    let c = |e: &CheckedExpr| cexpr::to_c(&e.expr, env, e.style, false);
+    let real = |l: &str, h: &str| format!("tdg_rand_real((double)({l}), (double)({h}))");
+    let v = match value {
+        FillValue::RandomReal => "tdg_urand()".to_string(),
+        FillValue::RandomComplex => "tdg_urand() + tdg_urand() * I".to_string(),
+        FillValue::RandomInteger { lo, hi } => format!("tdg_rand_int({lo}, {hi})"),
+        FillValue::Uniform { over, lo, hi } => {
+            let (l, h) = (c(lo)?, c(hi)?);
+            match over {
+                ElemKind::Integer => {
+                    format!("tdg_rand_int((long long)({l}), (long long)({h}))")
+                }
+                ElemKind::Complex => format!("{} + {} * I", real(&l, &h), real(&l, &h)),
+                _ => real(&l, &h),
+            }
+        }
+        FillValue::Constant { value } => c(value)?,
+        FillValue::Index => "k".to_string(),
+    };
+    Ok(format!("({elem_c})({v})"))
+}
+
+impl<'a> OperandView<'a> {
+    fn of(o: &'a OperandModel, env: &ExprEnv) -> Result<Self, CExprError> {
+        Ok(OperandView {
+            name: &o.name,
+            param_c_type: &o.param_c_type,
+            elem_c_type: &o.elem_c_type,
+            elem_kind: o.elem_kind,
+            storage: o.storage,
+            rows_c: &o.rows_c,
+            cols_c: &o.cols_c,
+            static_count_c: &o.static_count_c,
+            dims_text: &o.dims_text,
+            align: o.align,
+            misalign: o.misalign,
+            fill: FillView {
+                kind: o.fill.kind,
+                value_c: match &o.fill.value {
+                    Some(v) => fill_value_c(v, &o.elem_c_type, env)?,
+                    None => String::new(),
+                },
+                file: o.fill.file.as_deref().map(cexpr::c_string_literal),
+                text: &o.fill.text,
+            },
+            cache: o.cache,
+            is_output: o.is_output,
+            seed: o.seed,
+            warm: o.cache == CacheState::Warm,
+            flushed: o.flushed(),
+            is_static: o.storage == Storage::Static,
+            row_pointers: o.storage == Storage::RowPointers,
+        })
+    }
 }
 
 /// The flush plan's values as the templates read them.
@@ -94,9 +181,10 @@ struct SamplingView {
 }
 
 impl<'a> DriverView<'a> {
-    fn of(m: &'a DriverModel) -> Self {
+    fn of(m: &'a DriverModel) -> Result<Self, CExprError> {
         let t = &m.timing;
-        DriverView {
+        let env = m.names.env();
+        Ok(DriverView {
             routine: &m.routine,
             includes: &m.includes,
             macros: &m.macros,
@@ -112,14 +200,8 @@ impl<'a> DriverView<'a> {
             operands: m
                 .operands
                 .iter()
-                .map(|o| OperandView {
-                    operand: o,
-                    warm: o.cache == CacheState::Warm,
-                    flushed: o.flushed(),
-                    is_static: o.storage == Storage::Static,
-                    row_pointers: o.storage == Storage::RowPointers,
-                })
-                .collect(),
+                .map(|o| OperandView::of(o, &env))
+                .collect::<Result<_, _>>()?,
             flush: FlushView {
                 method: m.flush.method.value.spelling(),
                 method_c: m.flush.method.value.c_name(),
@@ -160,7 +242,7 @@ impl<'a> DriverView<'a> {
             calls: &m.calls,
             per_call_scalars: m.per_call_scalars,
             json_version: m.json_version,
-        }
+        })
     }
 }
 
@@ -228,6 +310,10 @@ pub enum RenderError {
     RuntimeTemplate { path: PathBuf, plain: &'static str },
     #[error("template {name} does not parse: {message}")]
     Parse { name: String, message: String },
+    /// The model holds an expression the C translator refuses: the model
+    /// accepted it under the same names, so this is a bug in tdg.
+    #[error("the driver model holds an expression with no C spelling ({0}); please report it")]
+    Expr(#[from] CExprError),
     #[error("template {name} failed to render: {message}")]
     Render { name: String, message: String },
     /// Writing the driver's files (the message names the path: a
@@ -292,7 +378,7 @@ pub fn render(
     hb.register_escape_fn(handlebars::no_escape);
     hb.set_strict_mode(true);
     hb.register_helper("contains", Box::new(contains));
-    let view = DriverView::of(model);
+    let view = DriverView::of(model)?;
     let mut files = Vec::new();
     for file in DRIVER_FILES {
         let text = source_text(file, templates_dir)?;
@@ -362,11 +448,67 @@ mod tests {
         )
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap_or_else(|d| panic!("{d}"));
-        DriverModel::from_checked(
-            &spec,
-            &DriverConfig::new(MachineDefaults::fixed_for_tests()),
-        )
-        .unwrap()
+        model_of(&spec)
+    }
+
+    fn model_of(spec: &spec_lang::checked::CheckedSpec) -> DriverModel {
+        DriverModel::from_checked(spec, &DriverConfig::new(MachineDefaults::fixed_for_tests()))
+            .unwrap()
+    }
+
+    /// The model says what each element is (a choice and the spec's
+    /// expressions); only the view writes it as C, once per fill kind.
+    #[test]
+    fn the_view_spells_each_fill_value_the_model_chose() {
+        let src = r#"
+routine=void f(const int n, unsigned* u, _Bool* b, long* l, float _Complex* z, int* q, double* c);
+init={
+  n=Macro(NN, 8);
+  u=Vector(unsigned, RANDOM, _, n);
+  b=Vector(_Bool, RANDOM, _, n);
+  l=Vector(long, RANDOM(-n, n*3), _, n);
+  z=Vector(float _Complex, RANDOM(-1.5, n), _, n);
+  q=Vector(int, SEQ, _, n);
+  c=Vector(double, CONST(2.5*n), _, n);
+};
+"#;
+        let spec = spec_lang::check_source(src, "f.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|d| panic!("{d}"));
+        let m = model_of(&spec);
+        let value = |name: &str| m.operand(name).unwrap().fill.value.clone().unwrap();
+        assert!(matches!(
+            value("u"),
+            FillValue::RandomInteger { lo: 0, hi: 100 }
+        ));
+        assert!(matches!(
+            value("b"),
+            FillValue::RandomInteger { lo: 0, hi: 1 }
+        ));
+        assert!(matches!(
+            value("z"),
+            FillValue::Uniform {
+                over: ElemKind::Complex,
+                ..
+            }
+        ));
+        let view = DriverView::of(&m).unwrap();
+        let spelled: Vec<(&str, &str)> = view
+            .operands
+            .iter()
+            .map(|o| (o.name, o.fill.value_c.as_str()))
+            .collect();
+        assert_eq!(
+            spelled,
+            vec![
+                ("u", "(unsigned int)(tdg_rand_int(0, 100))"),
+                ("b", "(_Bool)(tdg_rand_int(0, 1))"),
+                ("l", "(long)(tdg_rand_int((long long)((-S->n)), (long long)((S->n * 3))))"),
+                ("z", "(float _Complex)(tdg_rand_real((double)((-1.5)), (double)(S->n)) + tdg_rand_real((double)((-1.5)), (double)(S->n)) * I)"),
+                ("q", "(int)(k)"),
+                ("c", "(double)((2.5 * S->n))"),
+            ]
+        );
     }
 
     #[test]

@@ -2,15 +2,15 @@
 //! the spec and the configuration, before any C is written. Templates only
 //! lay this out; `tdg explain` describes it in words.
 
-use spec_lang::ast::{Expr, FlushMethod, TimerClause};
-use std::collections::BTreeMap;
+use spec_lang::ast::{FlushMethod, TimerClause};
 
-use crate::cexpr::{self, ExprEnv, NameStyle};
+use crate::cexpr::{self, NameStyle};
 use crate::defaults::MachineDefaults;
 use spec_lang::checked::CheckedSpec;
 
 mod config;
 mod error;
+mod expr;
 mod operands;
 mod outputs;
 mod routine;
@@ -20,7 +20,8 @@ mod timing;
 
 pub use config::{DriverConfig, TimingOverrides};
 pub use error::ModelError;
-pub use operands::{CacheState, ElemKind, FillPlan, OperandModel, Storage};
+pub use expr::{CheckedExpr, ExprNames};
+pub use operands::{CacheState, ElemKind, FillPlan, FillValue, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
 pub use routine::{body_as_implementation, CallText, RoutineModel};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
@@ -51,6 +52,9 @@ pub struct DriverModel {
     pub per_call_scalars: bool,
     /// The `tdg_driver` version of the driver's `--json` line.
     pub json_version: u32,
+    /// The names the model's expressions refer to, for the view to spell.
+    #[serde(skip)]
+    pub names: ExprNames,
     /// What the timing and flush plans were resolved from besides the
     /// caller's overrides, so that a run with other overrides resolves its
     /// own plan by the same rule ([`DriverModel::timing_for`]).
@@ -100,20 +104,19 @@ impl DriverModel {
 
 fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, ModelError> {
     let spec = &checked.spec;
-    let scalar_exprs: BTreeMap<String, (Expr, bool)> = checked
-        .scalars
-        .iter()
-        .map(|s| (s.name.clone(), (s.expr.clone(), s.is_fixed())))
-        .collect();
-    let macro_exprs: BTreeMap<String, Expr> = checked
-        .macros
-        .iter()
-        .map(|m| (m.name.clone(), m.default.clone()))
-        .collect();
-    let env = ExprEnv {
-        scalars: &scalar_exprs,
-        macros: &macro_exprs,
+    let names = ExprNames {
+        scalars: checked
+            .scalars
+            .iter()
+            .map(|s| (s.name.clone(), (s.expr.clone(), s.is_fixed())))
+            .collect(),
+        macros: checked
+            .macros
+            .iter()
+            .map(|m| (m.name.clone(), m.default.clone()))
+            .collect(),
     };
+    let env = names.env();
 
     let macros = scalars::build_macros(checked, &env)?;
     let scalars = scalars::build_scalars(checked, &env)?;
@@ -173,6 +176,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
         calls,
         per_call_scalars,
         json_version: crate::driver_json::DRIVER_JSON_VERSION,
+        names: names.clone(),
         timing_inputs,
     })
 }

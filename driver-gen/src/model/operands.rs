@@ -6,6 +6,7 @@ use spec_lang::ast::{ArrayKind, BaseType, CType, Expr, Fill, FlushMethod, Signed
 use spec_lang::checked::OperandDef;
 
 use super::error::ModelError;
+use super::expr::CheckedExpr;
 use crate::cexpr::{self, ExprEnv, NameStyle};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -85,11 +86,41 @@ impl OperandModel {
 #[derive(Debug, Clone, Serialize)]
 pub struct FillPlan {
     pub kind: &'static str,
-    /// C expression for element `k` (an index in element order); empty for
-    /// ZERO (calloc'd storage is already zero) and FILE.
-    pub value_c: String,
+    /// What element `k` (an index in element order) is set to, converted
+    /// to the element type; `None` for ZERO (calloc'd storage is already
+    /// zero), FILE and the random bytes of an opaque type.
+    pub value: Option<FillValue>,
+    /// The file whose raw bytes fill the operand, as the spec names it.
     pub file: Option<String>,
     pub text: String,
+}
+
+/// One element's value, by the fill and the element type.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum FillValue {
+    /// Uniform in [-0.5, 0.5): mixed-sign values keep sums of products
+    /// bounded when the routine accumulates across repeated calls.
+    RandomReal,
+    /// Real and imaginary parts each uniform in [-0.5, 0.5).
+    RandomComplex,
+    /// A uniform integer in [lo, hi], by the element's signedness.
+    RandomInteger {
+        lo: i64,
+        hi: i64,
+    },
+    /// Uniform in the spec's [lo, hi], drawn as integers, reals, or a
+    /// complex number whose two parts are drawn apart.
+    Uniform {
+        over: ElemKind,
+        lo: CheckedExpr,
+        hi: CheckedExpr,
+    },
+    Constant {
+        value: CheckedExpr,
+    },
+    /// The element's index `k`.
+    Index,
 }
 
 pub(super) fn elem_kind(t: &CType) -> ElemKind {
@@ -220,14 +251,13 @@ pub(super) fn build_fill(
     fill: &Fill,
     env: &ExprEnv,
 ) -> Result<FillPlan, ModelError> {
-    let cast = |v: String| format!("({elem_c})({v})");
-    let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
+    let checked = |e: &Expr| CheckedExpr::runtime(e, env);
     Ok(match fill {
         Fill::Random(_) if kind == ElemKind::Opaque => FillPlan {
             // Structs of doubles/complex (e.g. an SU(3) matrix) get mixed-sign
             // doubles over their storage; other sizes get random bytes.
             kind: "random_words",
-            value_c: String::new(),
+            value: None,
             file: None,
             text: format!(
                 "pseudo-random doubles in [-0.5, 0.5) over each {elem_c} (random bytes if its size is not a multiple of 8)"
@@ -235,22 +265,20 @@ pub(super) fn build_fill(
         },
         Fill::Random(_) => {
             let v = match kind {
-                // Mixed-sign values keep sums of products bounded when the
-                // routine accumulates across repeated calls.
-                ElemKind::Real => cast("tdg_urand()".into()),
-                ElemKind::Complex => cast("tdg_urand() + tdg_urand() * I".into()),
-                _ => cast(
-                    match sign {
-                        Some(Signedness::Boolean) => "tdg_rand_int(0, 1)",
-                        Some(Signedness::Unsigned) => "tdg_rand_int(0, 100)",
-                        _ => "tdg_rand_int(-50, 50)",
-                    }
-                    .into(),
-                ),
+                ElemKind::Real => FillValue::RandomReal,
+                ElemKind::Complex => FillValue::RandomComplex,
+                _ => {
+                    let (lo, hi) = match sign {
+                        Some(Signedness::Boolean) => (0, 1),
+                        Some(Signedness::Unsigned) => (0, 100),
+                        _ => (-50, 50),
+                    };
+                    FillValue::RandomInteger { lo, hi }
+                }
             };
             FillPlan {
                 kind: "random",
-                value_c: v,
+                value: Some(v),
                 file: None,
                 text: match kind {
                     ElemKind::Real | ElemKind::Complex => {
@@ -261,17 +289,17 @@ pub(super) fn build_fill(
             }
         }
         Fill::RandomRange { lo, hi, .. } => {
-            let (l, h) = (c(lo)?, c(hi)?);
-            let v = match kind {
-                ElemKind::Integer => cast(format!("tdg_rand_int((long long)({l}), (long long)({h}))")),
-                ElemKind::Complex => cast(format!(
-                    "tdg_rand_real((double)({l}), (double)({h})) + tdg_rand_real((double)({l}), (double)({h})) * I"
-                )),
-                _ => cast(format!("tdg_rand_real((double)({l}), (double)({h}))")),
+            let over = match kind {
+                ElemKind::Integer | ElemKind::Complex => kind,
+                _ => ElemKind::Real,
             };
             FillPlan {
                 kind: "random_range",
-                value_c: v,
+                value: Some(FillValue::Uniform {
+                    over,
+                    lo: checked(lo)?,
+                    hi: checked(hi)?,
+                }),
                 file: None,
                 text: format!(
                     "pseudo-random, uniform in [{}, {}]",
@@ -282,26 +310,26 @@ pub(super) fn build_fill(
         }
         Fill::Zero(_) => FillPlan {
             kind: "zero",
-            value_c: String::new(),
+            value: None,
             file: None,
             text: "zero (calloc'd; pages written before timing so none is lazily zeroed)".into(),
         },
         Fill::Const(e, _) => FillPlan {
             kind: "const",
-            value_c: cast(c(e)?),
+            value: Some(FillValue::Constant { value: checked(e)? }),
             file: None,
             text: format!("every element {}", cexpr::describe(e)),
         },
         Fill::Seq(_) => FillPlan {
             kind: "seq",
-            value_c: cast("k".into()),
+            value: Some(FillValue::Index),
             file: None,
             text: "0, 1, 2, ... in element order".into(),
         },
         Fill::File(path, _) => FillPlan {
             kind: "file",
-            value_c: String::new(),
-            file: Some(cexpr::c_string_literal(path)),
+            value: None,
+            file: Some(path.clone()),
             text: format!("raw bytes from {path}"),
         },
     })
