@@ -1,7 +1,9 @@
 //! `tdg explain`: the driver model in words. Built from the same model the
 //! templates render, so the explanation cannot drift from the driver.
 
-use crate::model::{CacheState, DriverModel, ScalarKind, Storage};
+use crate::cexpr;
+use crate::model::{CacheState, DriverModel, Storage};
+use crate::render::ScalarKindView;
 use spec_lang::ast::{FlushMethod, TimerMethod};
 use spec_lang::vocabulary::Keyword;
 use std::fmt::Write;
@@ -33,14 +35,21 @@ pub fn explain(m: &DriverModel) -> String {
             .filter(|v| *v != sc.text)
             .map(|v| format!(" = {v}"))
             .unwrap_or_default();
-        let how = match &sc.kind {
-            ScalarKind::Fixed => "fixed for every call".to_string(),
-            ScalarKind::Range { incr_c } => format!("advances by {incr_c} after each call"),
-            ScalarKind::Random { lo_c, hi_c } => {
+        let how = match ScalarKindView::of(sc, &m.names.env()) {
+            Ok(ScalarKindView::Fixed) => "fixed for every call".to_string(),
+            Ok(ScalarKindView::Range { incr_c }) => format!("advances by {incr_c} after each call"),
+            Ok(ScalarKindView::Random { lo_c, hi_c }) => {
                 format!("redrawn uniformly in [{lo_c}, {hi_c}] for each call")
             }
+            Err(e) => format!("changes per call ({e})"),
         };
-        let _ = writeln!(s, "  {} ({}) = {}{val}: {how}", sc.name, sc.c_type, sc.text);
+        let _ = writeln!(
+            s,
+            "  {} ({}) = {}{val}: {how}",
+            sc.name,
+            sc.field_type.text(),
+            sc.text
+        );
         if let Some(why) = sc.implicit_reason {
             let _ = writeln!(s, "      no init in the spec: set to {} ({why})", sc.text);
         }
@@ -60,10 +69,15 @@ pub fn explain(m: &DriverModel) -> String {
                 }
                 bytes_text(b)
             }
-            (Some(n), None) => format!("{n} x sizeof({})", o.elem_c_type),
+            (Some(n), None) => format!("{n} x sizeof({})", o.elem_type.text()),
             _ => "size known at run time".to_string(),
         };
-        let shape = o.dims_text.join(" x ");
+        let shape = o
+            .dims
+            .iter()
+            .map(|d| cexpr::describe(&d.expr))
+            .collect::<Vec<_>>()
+            .join(" x ");
         let storage = match o.storage {
             Storage::Heap => "one heap block",
             Storage::RowPointers => "a row-pointer array with one heap block per row",
@@ -72,7 +86,12 @@ pub fn explain(m: &DriverModel) -> String {
         let _ = writeln!(
             s,
             "  {} ({}): {} [{}] in {}, {}",
-            o.name, o.param_c_type, o.elem_c_type, shape, storage, bytes
+            o.name,
+            o.param_type.text(),
+            o.elem_type.text(),
+            shape,
+            storage,
+            bytes
         );
         let align = if o.misalign > 0 {
             format!(

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::cexpr::{self, CExprError, ExprEnv};
 use crate::model::{
     CacheState, CallText, CheckedExpr, DriverModel, ElemKind, Eviction, FillValue, FlopPlan,
-    MacroDefault, OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage,
-    VerifyPlan,
+    OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage, VerifyPlan,
 };
 use serde::Serialize;
 use spec_lang::ast::Selection;
@@ -24,7 +23,7 @@ use spec_lang::vocabulary::Keyword;
 struct DriverView<'a> {
     routine: &'a RoutineModel,
     includes: &'a [String],
-    macros: &'a [MacroDefault],
+    macros: Vec<MacroView<'a>>,
     scalars: Vec<ScalarView<'a>>,
     operands: Vec<OperandView<'a>>,
     flush: FlushView<'a>,
@@ -39,12 +38,87 @@ struct DriverView<'a> {
     json_version: u32,
 }
 
+/// A size macro as the templates read it.
+#[derive(Serialize)]
+struct MacroView<'a> {
+    name: &'a str,
+    /// `TDG_MACRO_<name>`, what the driver's code uses.
+    c_name: String,
+    default_c: String,
+}
+
+/// A scalar as the templates read it.
 #[derive(Serialize)]
 struct ScalarView<'a> {
-    #[serde(flatten)]
-    scalar: &'a ScalarModel,
+    name: &'a str,
+    /// Type of the struct field holding it.
+    c_type: String,
+    /// Its value before the first call ("" for RANDOM, drawn per call).
+    init_c: String,
+    kind: ScalarKindView,
+    integral: bool,
+    text: &'a str,
+    implicit_reason: Option<&'static str>,
     is_range: bool,
     is_random: bool,
+}
+
+/// How a scalar changes per call, its expressions in C.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ScalarKindView {
+    Fixed,
+    Range { incr_c: String },
+    Random { lo_c: String, hi_c: String },
+}
+
+impl ScalarKindView {
+    pub(crate) fn of(s: &ScalarModel, env: &ExprEnv) -> Result<Self, CExprError> {
+        Ok(match &s.kind {
+            ScalarKind::Fixed => ScalarKindView::Fixed,
+            ScalarKind::Range { incr } => ScalarKindView::Range {
+                incr_c: expr_c(incr, env)?,
+            },
+            ScalarKind::Random {
+                bounds: Some((lo, hi)),
+            } => ScalarKindView::Random {
+                lo_c: expr_c(lo, env)?,
+                hi_c: expr_c(hi, env)?,
+            },
+            // The driver's range for a RANDOM without bounds: small
+            // non-negative integers, or mixed-sign reals.
+            ScalarKind::Random { bounds: None } => {
+                let (lo, hi) = if s.integral {
+                    ("0", "100")
+                } else {
+                    ("-0.5", "0.5")
+                };
+                ScalarKindView::Random {
+                    lo_c: lo.to_string(),
+                    hi_c: hi.to_string(),
+                }
+            }
+        })
+    }
+}
+
+impl<'a> ScalarView<'a> {
+    fn of(s: &'a ScalarModel, env: &ExprEnv) -> Result<Self, CExprError> {
+        Ok(ScalarView {
+            name: &s.name,
+            c_type: s.field_type.text(),
+            init_c: match &s.init {
+                Some(e) => expr_c(e, env)?,
+                None => String::new(),
+            },
+            kind: ScalarKindView::of(s, env)?,
+            integral: s.integral,
+            text: &s.text,
+            implicit_reason: s.implicit_reason,
+            is_range: matches!(s.kind, ScalarKind::Range { .. }),
+            is_random: matches!(s.kind, ScalarKind::Random { .. }),
+        })
+    }
 }
 
 /// An operand as the templates read it: the model's fields, its fill's
@@ -52,14 +126,18 @@ struct ScalarView<'a> {
 #[derive(Serialize)]
 struct OperandView<'a> {
     name: &'a str,
-    param_c_type: &'a str,
-    elem_c_type: &'a str,
+    param_c_type: String,
+    elem_c_type: String,
     elem_kind: ElemKind,
     storage: Storage,
-    rows_c: &'a str,
-    cols_c: &'a str,
-    static_count_c: &'a str,
-    dims_text: &'a [String],
+    /// Number of blocks (rows for Array2D, else 1) and elements per block,
+    /// as `size_t` expressions of the scalars `S`.
+    rows_c: String,
+    cols_c: String,
+    /// File-scope element count for static storage ("" otherwise).
+    static_count_c: String,
+    /// The dimensions as the spec writes them, for comments.
+    dims_text: Vec<String>,
     align: u64,
     misalign: u64,
     fill: FillView<'a>,
@@ -84,9 +162,23 @@ struct FillView<'a> {
     text: &'a str,
 }
 
+/// A model expression in C, its names spelled as the model chose.
+pub(crate) fn expr_c(e: &CheckedExpr, env: &ExprEnv) -> Result<String, CExprError> {
+    cexpr::to_c(&e.expr, env, e.style, false)
+}
+
+/// `(size_t)d0 * (size_t)d1 ...`: an element count in C.
+fn count_c(dims: &[CheckedExpr], env: &ExprEnv) -> Result<String, CExprError> {
+    Ok(dims
+        .iter()
+        .map(|d| expr_c(d, env).map(|c| format!("(size_t){c}")))
+        .collect::<Result<Vec<_>, _>>()?
+        .join(" * "))
+}
+
 /// The C expression for one element of a fill, of type `elem_c`.
 fn fill_value_c(value: &FillValue, elem_c: &str, env: &ExprEnv) -> Result<String, CExprError> {
-    let c = |e: &CheckedExpr| cexpr::to_c(&e.expr, env, e.style, false);
+    let c = |e: &CheckedExpr| expr_c(e, env);
     let real = |l: &str, h: &str| format!("tdg_rand_real((double)({l}), (double)({h}))");
     let v = match value {
         FillValue::RandomReal => "tdg_urand()".to_string(),
@@ -110,22 +202,26 @@ fn fill_value_c(value: &FillValue, elem_c: &str, env: &ExprEnv) -> Result<String
 
 impl<'a> OperandView<'a> {
     fn of(o: &'a OperandModel, env: &ExprEnv) -> Result<Self, CExprError> {
+        let elem_c_type = o.elem_type.text();
+        let (rows_c, cols_c) = match o.storage {
+            Storage::RowPointers => (count_c(&o.dims[..1], env)?, count_c(&o.dims[1..], env)?),
+            _ => ("(size_t)1".to_string(), count_c(&o.dims, env)?),
+        };
         Ok(OperandView {
             name: &o.name,
-            param_c_type: &o.param_c_type,
-            elem_c_type: &o.elem_c_type,
+            param_c_type: o.param_type.text(),
             elem_kind: o.elem_kind,
             storage: o.storage,
-            rows_c: &o.rows_c,
-            cols_c: &o.cols_c,
-            static_count_c: &o.static_count_c,
-            dims_text: &o.dims_text,
+            rows_c,
+            cols_c,
+            static_count_c: count_c(&o.static_dims, env)?,
+            dims_text: o.dims.iter().map(|d| cexpr::describe(&d.expr)).collect(),
             align: o.align,
             misalign: o.misalign,
             fill: FillView {
                 kind: o.fill.kind,
                 value_c: match &o.fill.value {
-                    Some(v) => fill_value_c(v, &o.elem_c_type, env)?,
+                    Some(v) => fill_value_c(v, &elem_c_type, env)?,
                     None => String::new(),
                 },
                 file: o.fill.file.as_deref().map(cexpr::c_string_literal),
@@ -138,6 +234,7 @@ impl<'a> OperandView<'a> {
             flushed: o.flushed(),
             is_static: o.storage == Storage::Static,
             row_pointers: o.storage == Storage::RowPointers,
+            elem_c_type,
         })
     }
 }
@@ -187,16 +284,22 @@ impl<'a> DriverView<'a> {
         Ok(DriverView {
             routine: &m.routine,
             includes: &m.includes,
-            macros: &m.macros,
+            macros: m
+                .macros
+                .iter()
+                .map(|d| {
+                    Ok(MacroView {
+                        name: &d.name,
+                        c_name: cexpr::macro_c_name(&d.name),
+                        default_c: expr_c(&d.default, &env)?,
+                    })
+                })
+                .collect::<Result<_, CExprError>>()?,
             scalars: m
                 .scalars
                 .iter()
-                .map(|s| ScalarView {
-                    scalar: s,
-                    is_range: matches!(s.kind, ScalarKind::Range { .. }),
-                    is_random: matches!(s.kind, ScalarKind::Random { .. }),
-                })
-                .collect(),
+                .map(|s| ScalarView::of(s, &env))
+                .collect::<Result<_, _>>()?,
             operands: m
                 .operands
                 .iter()
@@ -507,6 +610,85 @@ init={
                 ("z", "(float _Complex)(tdg_rand_real((double)((-1.5)), (double)(S->n)) + tdg_rand_real((double)((-1.5)), (double)(S->n)) * I)"),
                 ("q", "(int)(k)"),
                 ("c", "(double)((2.5 * S->n))"),
+            ]
+        );
+    }
+
+    /// Sizes, types and per-call changes are the spec's expressions and
+    /// types in the model; the view writes the C that evaluates them.
+    #[test]
+    fn the_view_spells_sizes_types_and_scalar_changes_the_model_holds() {
+        let src = r#"
+routine=void f(const int n, const int r, const long b, const float c, double *x, double **y);
+init={
+  n=Macro(NN, 16);
+  r=Range(2, n/4);
+  b=RANDOM;
+  c=RANDOM(-n, 2.5);
+  x=SVector(double, ZERO, _, n*2);
+  y=Array2D(double, n, n+1, RANDOM, flush);
+};
+"#;
+        let spec = spec_lang::check_source(src, "f.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|d| panic!("{d}"));
+        let m = model_of(&spec);
+        let x = m.operand("x").unwrap();
+        assert_eq!(
+            (x.elem_type.text(), x.param_type.text(), x.dims.len()),
+            ("double".to_string(), "double*".to_string(), 1)
+        );
+        let view = DriverView::of(&m).unwrap();
+        let ops: Vec<(&str, &str, &str, &str)> = view
+            .operands
+            .iter()
+            .map(|o| {
+                (
+                    o.rows_c.as_str(),
+                    o.cols_c.as_str(),
+                    o.static_count_c.as_str(),
+                    o.param_c_type.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (
+                    "(size_t)1",
+                    "(size_t)(S->n * 2)",
+                    "(size_t)((TDG_MACRO_NN) * 2)",
+                    "double*"
+                ),
+                ("(size_t)S->n", "(size_t)(S->n + 1)", "", "double**"),
+            ]
+        );
+        assert_eq!(
+            (
+                view.macros[0].c_name.as_str(),
+                view.macros[0].default_c.as_str()
+            ),
+            ("TDG_MACRO_NN", "16")
+        );
+        let scalars: Vec<String> = view
+            .scalars
+            .iter()
+            .map(|s| {
+                let how = match &s.kind {
+                    ScalarKindView::Fixed => String::new(),
+                    ScalarKindView::Range { incr_c } => format!("+= {incr_c}"),
+                    ScalarKindView::Random { lo_c, hi_c } => format!("[{lo_c}, {hi_c}]"),
+                };
+                format!("{} {} = {} {how}", s.c_type, s.name, s.init_c)
+            })
+            .collect();
+        assert_eq!(
+            scalars,
+            vec![
+                "int n = TDG_MACRO_NN ",
+                "int r = 2 += (S->n / 4)",
+                "long b =  [0, 100]",
+                "float c =  [(-S->n), 2.5]",
             ]
         );
     }

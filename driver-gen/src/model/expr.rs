@@ -27,7 +27,7 @@ impl ExprNames {
 }
 
 /// An expression the C translator accepted under `style`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CheckedExpr {
     pub expr: Expr,
     pub style: NameStyle,

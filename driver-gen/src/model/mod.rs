@@ -496,8 +496,11 @@ flop="2*M*N*K+M*N";
         let m = model(src, &DriverConfig::new(machine()));
         let n = m.scalars.iter().find(|s| s.name == "n").unwrap();
         assert_eq!(
-            (n.init_c.as_str(), n.implicit_reason.is_some()),
-            ("1", true)
+            (
+                n.init.as_ref().map(|e| cexpr::describe(&e.expr)),
+                n.implicit_reason.is_some()
+            ),
+            (Some("1".to_string()), true)
         );
         let x = m.operand("X").unwrap();
         assert_eq!((x.cols_value, x.fill.kind), (Some(1), "const"));

@@ -49,16 +49,20 @@ pub enum Storage {
 pub struct OperandModel {
     pub name: String,
     /// Parameter type as the routine receives it, e.g. `const double *`.
-    pub param_c_type: String,
-    pub elem_c_type: String,
+    #[serde(serialize_with = "type_text")]
+    pub param_type: CType,
+    /// Element type, qualifiers dropped.
+    #[serde(serialize_with = "type_text")]
+    pub elem_type: CType,
     pub elem_kind: ElemKind,
     pub storage: Storage,
-    /// Number of blocks (rows for Array2D, else 1) and elements per block.
-    pub rows_c: String,
-    pub cols_c: String,
-    /// File-scope element count for static storage.
-    pub static_count_c: String,
-    pub dims_text: Vec<String>,
+    /// The spec's dimensions, evaluated by the driver at run time: rows
+    /// and columns for Array2D (rows is the number of blocks); for the
+    /// others their product is the elements of the one block.
+    pub dims: Vec<CheckedExpr>,
+    /// For static storage, the same dimensions as file-scope constants.
+    #[serde(skip)]
+    pub static_dims: Vec<CheckedExpr>,
     pub align: u64,
     pub misalign: u64,
     pub fill: FillPlan,
@@ -123,6 +127,10 @@ pub enum FillValue {
     Index,
 }
 
+fn type_text<S: serde::Serializer>(t: &CType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.text())
+}
+
 pub(super) fn elem_kind(t: &CType) -> ElemKind {
     if t.pointers > 0 {
         return ElemKind::Pointer;
@@ -155,10 +163,9 @@ pub(super) fn build_operand(
 ) -> Result<OperandModel, ModelError> {
     let (name, param_ty, a) = (op.name.as_str(), &op.param_ty, &op.array);
     let elem = &a.elem;
-    let elem_c = {
-        let mut t = elem.clone();
-        t.is_const = false;
-        t.text()
+    let elem_t = CType {
+        is_const: false,
+        ..elem.clone()
     };
     let kind = elem_kind(elem);
     let storage = match a.kind {
@@ -166,38 +173,26 @@ pub(super) fn build_operand(
         ArrayKind::Array2D => Storage::RowPointers,
         ArrayKind::SVector | ArrayKind::SMatrix => Storage::Static,
     };
-    let dim_c = |e: &Expr, style| cexpr::to_c(e, env, style, false);
-    let dims_rt: Vec<String> = a
+    let dims = a
         .dims
         .iter()
-        .map(|d| dim_c(d, NameStyle::Runtime))
-        .collect::<Result<_, _>>()?;
+        .map(|d| CheckedExpr::runtime(d, env))
+        .collect::<Result<Vec<_>, _>>()?;
     let dims_val: Vec<i64> = op.dims.iter().map(|&d| d as i64).collect();
-    let (rows_c, cols_c, rows_value, cols_value) = match storage {
-        Storage::RowPointers => (
-            format!("(size_t){}", dims_rt[0]),
-            format!("(size_t){}", dims_rt[1]),
-            Some(dims_val[0]),
-            Some(dims_val[1]),
+    let (rows_value, cols_value) = match storage {
+        Storage::RowPointers => (Some(dims_val[0]), Some(dims_val[1])),
+        _ => (
+            Some(1),
+            dims_val.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d)),
         ),
-        _ => {
-            let cols = dims_rt
-                .iter()
-                .map(|d| format!("(size_t){d}"))
-                .collect::<Vec<_>>()
-                .join(" * ");
-            let v = dims_val.iter().try_fold(1i64, |acc, d| acc.checked_mul(*d));
-            ("(size_t)1".to_string(), cols, Some(1), v)
-        }
     };
-    let static_count_c = if storage == Storage::Static {
+    let static_dims = if storage == Storage::Static {
         a.dims
             .iter()
-            .map(|d| dim_c(d, NameStyle::Constant).map(|c| format!("(size_t){c}")))
+            .map(|d| CheckedExpr::new(d, env, NameStyle::Constant))
             .collect::<Result<Vec<_>, _>>()?
-            .join(" * ")
     } else {
-        String::new()
+        Vec::new()
     };
 
     let align = op.align;
@@ -214,7 +209,7 @@ pub(super) fn build_operand(
         CacheState::Unflushed
     };
 
-    let fill = build_fill(&elem_c, kind, elem.base.signedness(), &a.fill, env)?;
+    let fill = build_fill(&elem_t.text(), kind, elem.base.signedness(), &a.fill, env)?;
     let is_output = param_ty.pointers > 0 && !param_ty.is_const;
     let mut param_t = param_ty.clone();
     if param_t.pointers == 0 {
@@ -222,14 +217,12 @@ pub(super) fn build_operand(
     }
     Ok(OperandModel {
         name: name.to_string(),
-        param_c_type: param_t.text(),
-        elem_c_type: elem_c,
+        param_type: param_t,
+        elem_type: elem_t,
         elem_kind: kind,
         storage,
-        rows_c,
-        cols_c,
-        static_count_c,
-        dims_text: a.dims.iter().map(cexpr::describe).collect(),
+        dims,
+        static_dims,
         align,
         misalign,
         fill,

@@ -149,7 +149,7 @@ pub(super) fn build_calls(
             .map(|p| {
                 let n = &p.name.name;
                 match operands.iter().find(|o| o.name == *n) {
-                    Some(o) => format!("({}){}", o.param_c_type, op(n)),
+                    Some(o) => format!("({}){}", o.param_type.text(), op(n)),
                     None if by_ref => format!("&{scal}{n}"),
                     None => format!("{scal}{n}"),
                 }

@@ -3,19 +3,20 @@
 //! checked spec resolved them (dependencies first).
 
 use serde::Serialize;
-use spec_lang::ast::Expr;
+use spec_lang::ast::{CType, Expr};
 use spec_lang::checked::{CheckedSpec, PerCall};
 use spec_lang::eval::Value;
 
 use super::error::ModelError;
+use super::expr::CheckedExpr;
 use crate::cexpr::{self, ExprEnv, NameStyle};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MacroDefault {
     pub name: String,
-    /// `TDG_MACRO_<name>`, what the driver's code uses.
-    pub c_name: String,
-    pub default_c: String,
+    /// Its default, a file-scope constant (`-D` on the compiler line
+    /// overrides it).
+    pub default: CheckedExpr,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -24,12 +25,12 @@ pub enum ScalarKind {
     Fixed,
     /// begin on the first call, `+= incr` after each call.
     Range {
-        incr_c: String,
+        incr: CheckedExpr,
     },
-    /// Fresh uniform value each call.
+    /// Fresh uniform value each call, in the spec's bounds or, without
+    /// them, the driver's default range for the type.
     Random {
-        lo_c: String,
-        hi_c: String,
+        bounds: Option<(CheckedExpr, CheckedExpr)>,
     },
 }
 
@@ -37,8 +38,10 @@ pub enum ScalarKind {
 pub struct ScalarModel {
     pub name: String,
     /// Type of the struct field holding it (qualifiers dropped).
-    pub c_type: String,
-    pub init_c: String,
+    #[serde(serialize_with = "type_text")]
+    pub field_type: CType,
+    /// The value before the first call; none for RANDOM (drawn per call).
+    pub init: Option<CheckedExpr>,
     pub kind: ScalarKind,
     pub integral: bool,
     /// Source text of the value, for explanations.
@@ -50,7 +53,11 @@ pub struct ScalarModel {
     pub implicit_reason: Option<&'static str>,
 }
 
-/// The size macros' C defaults (`-D` on the compiler line overrides them).
+fn type_text<S: serde::Serializer>(t: &CType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.text())
+}
+
+/// The size macros' defaults.
 pub(super) fn build_macros(
     checked: &CheckedSpec,
     env: &ExprEnv,
@@ -61,8 +68,7 @@ pub(super) fn build_macros(
         .map(|m| {
             Ok(MacroDefault {
                 name: m.name.clone(),
-                c_name: cexpr::macro_c_name(&m.name),
-                default_c: cexpr::to_c(&m.default, env, NameStyle::Constant, false)?,
+                default: CheckedExpr::new(&m.default, env, NameStyle::Constant)?,
             })
         })
         .collect()
@@ -75,36 +81,29 @@ pub(super) fn build_scalars(
 ) -> Result<Vec<ScalarModel>, ModelError> {
     let mut scalars = Vec::new();
     for sc in &checked.scalars {
-        let mut field_ty = sc.ty.clone();
-        field_ty.is_const = sc.ty.is_pointer() && sc.ty.is_const;
-        let c_type = field_ty.text();
+        let mut field_type = sc.ty.clone();
+        field_type.is_const = sc.ty.is_pointer() && sc.ty.is_const;
         let integral = sc.ty.pointers == 0 && sc.ty.base.is_integral();
-        let c = |e: &Expr| cexpr::to_c(e, env, NameStyle::Runtime, false);
-        let (init_c, kind) = match &sc.per_call {
-            PerCall::Range { begin, incr } => (c(begin)?, ScalarKind::Range { incr_c: c(incr)? }),
-            PerCall::Random { bounds: None } => {
-                let (lo, hi) = if integral {
-                    ("0".to_string(), "100".to_string())
-                } else {
-                    ("-0.5".to_string(), "0.5".to_string())
-                };
-                (String::new(), ScalarKind::Random { lo_c: lo, hi_c: hi })
+        let c = |e: &Expr| CheckedExpr::runtime(e, env);
+        let (init, kind) = match &sc.per_call {
+            PerCall::Range { begin, incr } => {
+                (Some(c(begin)?), ScalarKind::Range { incr: c(incr)? })
             }
-            PerCall::Random {
-                bounds: Some((lo, hi)),
-            } => (
-                String::new(),
+            PerCall::Random { bounds } => (
+                None,
                 ScalarKind::Random {
-                    lo_c: c(lo)?,
-                    hi_c: c(hi)?,
+                    bounds: match bounds {
+                        Some((lo, hi)) => Some((c(lo)?, c(hi)?)),
+                        None => None,
+                    },
                 },
             ),
-            PerCall::Fixed => (c(&sc.expr)?, ScalarKind::Fixed),
+            PerCall::Fixed => (Some(c(&sc.expr)?), ScalarKind::Fixed),
         };
         scalars.push(ScalarModel {
             name: sc.name.clone(),
-            c_type,
-            init_c,
+            field_type,
+            init,
             kind,
             integral,
             text: cexpr::describe(&sc.expr),
