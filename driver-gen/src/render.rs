@@ -32,10 +32,27 @@ struct DriverView<'a> {
     sampling: SamplingView,
     guard: &'a OverflowGuard,
     verify: &'a Option<VerifyPlan>,
-    flop: &'a Option<FlopPlan>,
+    flop: Option<FlopView<'a>>,
     calls: &'a CallText,
     per_call_scalars: bool,
     json_version: u32,
+}
+
+/// The flop formula as the templates read it.
+#[derive(Serialize)]
+struct FlopView<'a> {
+    text: &'a str,
+    /// Every leaf cast to double: 2*M*N*K must not overflow an int.
+    c_expr: String,
+}
+
+impl<'a> FlopView<'a> {
+    fn of(f: &'a FlopPlan, env: &ExprEnv) -> Result<Self, CExprError> {
+        Ok(FlopView {
+            text: &f.text,
+            c_expr: cexpr::to_c(&f.expr.expr, env, f.expr.style, true)?,
+        })
+    }
 }
 
 /// A size macro as the templates read it.
@@ -341,7 +358,10 @@ impl<'a> DriverView<'a> {
             },
             guard: &m.guard,
             verify: &m.verify,
-            flop: &m.flop,
+            flop: match &m.flop {
+                Some(f) => Some(FlopView::of(f, &env)?),
+                None => None,
+            },
             calls: &m.calls,
             per_call_scalars: m.per_call_scalars,
             json_version: m.json_version,
@@ -628,6 +648,7 @@ init={
   x=SVector(double, ZERO, _, n*2);
   y=Array2D(double, n, n+1, RANDOM, flush);
 };
+flop="2*n*r";
 "#;
         let spec = spec_lang::check_source(src, "f.spec", &[])
             .and_then(|c| c.for_use(spec_lang::Use::Driver))

@@ -35,7 +35,7 @@ pub struct CheckedExpr {
 
 impl CheckedExpr {
     /// `e` as spelled inside the driver's functions (`S->name`).
-    pub(super) fn runtime(e: &Expr, env: &ExprEnv) -> Result<CheckedExpr, CExprError> {
+    pub(crate) fn runtime(e: &Expr, env: &ExprEnv) -> Result<CheckedExpr, CExprError> {
         Self::new(e, env, NameStyle::Runtime)
     }
 

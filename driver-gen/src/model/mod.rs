@@ -4,7 +4,6 @@
 
 use spec_lang::ast::{FlushMethod, TimerClause};
 
-use crate::cexpr::{self, NameStyle};
 use crate::defaults::MachineDefaults;
 use spec_lang::checked::CheckedSpec;
 
@@ -151,7 +150,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
     let flop = match &spec.flop {
         Some(f) => Some(FlopPlan {
             text: f.text.clone(),
-            c_expr: cexpr::to_c(&f.expr, &env, NameStyle::Runtime, true)?,
+            expr: CheckedExpr::runtime(&f.expr, &env)?,
             value: checked.flop_count(),
         }),
         None => None,
@@ -184,6 +183,7 @@ fn build(checked: &CheckedSpec, cfg: &DriverConfig) -> Result<DriverModel, Model
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cexpr;
     use spec_lang::ast::{CodeOffset, Selection, TimerMethod};
 
     fn machine() -> MachineDefaults {

@@ -7,6 +7,7 @@ use spec_lang::ast::{BaseType, Spec};
 use spec_lang::checked::CheckedSpec;
 
 use super::config::DriverConfig;
+use super::expr::CheckedExpr;
 use super::operands::OperandModel;
 use super::routine::ret_is_value;
 use super::scalars::{ScalarKind, ScalarModel};
@@ -30,7 +31,9 @@ pub struct VerifyPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct FlopPlan {
     pub text: String,
-    pub c_expr: String,
+    /// The flops of one call, a formula of the scalars (evaluated in
+    /// double by the driver, so large sizes cannot overflow).
+    pub expr: CheckedExpr,
     /// Flops of one call at the initial scalar values (explain).
     #[serde(skip)]
     pub value: Option<f64>,
