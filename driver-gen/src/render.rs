@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::cexpr::{self, CExprError, ExprEnv};
 use crate::model::{
-    CacheState, CallText, CheckedExpr, DriverModel, ElemKind, Eviction, FillValue, FlopPlan,
-    OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage, VerifyPlan,
+    CacheState, CallArg, CallPlan, CheckedExpr, DriverModel, ElemKind, Eviction, FillValue,
+    FlopPlan, OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage,
+    VerifyPlan,
 };
 use serde::Serialize;
 use spec_lang::ast::Selection;
@@ -33,9 +34,88 @@ struct DriverView<'a> {
     guard: &'a OverflowGuard,
     verify: &'a Option<VerifyPlan>,
     flop: Option<FlopView<'a>>,
-    calls: &'a CallText,
+    calls: CallText,
     per_call_scalars: bool,
     json_version: u32,
+}
+
+/// The C statements (one call each) of the timed loop, the dummy call and
+/// the two verification calls.
+#[derive(Serialize)]
+struct CallText {
+    timed: String,
+    dummy: String,
+    verify_impl: String,
+    verify_ref: String,
+}
+
+impl CallText {
+    fn of(plan: &CallPlan) -> Self {
+        // `op(name)` spells how an operand's pointer is reached and `scal`
+        // how a scalar is in each context.
+        let make = |callee: &str, scal: &str, op: &dyn Fn(&str) -> String, by_ref: bool| {
+            let args: Vec<String> = plan
+                .args
+                .iter()
+                .map(|a| match a {
+                    CallArg::Operand { name, param_type } => {
+                        format!("({}){}", param_type.text(), op(name))
+                    }
+                    CallArg::Scalar { name } if by_ref => format!("&{scal}{name}"),
+                    CallArg::Scalar { name } => format!("{scal}{name}"),
+                })
+                .collect();
+            sink_call(
+                &format!("{callee}({})", args.join(", ")),
+                plan.returns.as_ref(),
+            )
+        };
+        CallText {
+            timed: make(
+                &plan.symbol,
+                "tdg_S.",
+                &|n| format!("tdg_users_{n}[tdg_set]"),
+                plan.scalars_by_ref,
+            ),
+            dummy: make(
+                &plan.symbol,
+                "tdg_D->",
+                &|n| format!("tdg_users_{n}[0]"),
+                plan.scalars_by_ref,
+            ),
+            verify_impl: make(
+                &plan.symbol,
+                "tdg_V->",
+                &|n| format!("tdg_vimp_{n}.user"),
+                plan.scalars_by_ref,
+            ),
+            verify_ref: make(
+                "tdg_reference",
+                "tdg_V->",
+                &|n| format!("tdg_vref_{n}.user"),
+                plan.reference_scalars_by_ref,
+            ),
+        }
+    }
+}
+
+/// Folds a call's return value into `tdg_ret_acc` so the call cannot be
+/// dropped or hoisted as a pure function (the paper's `dot += alpha*...`).
+fn sink_call(call: &str, returns: Option<&spec_lang::ast::CType>) -> String {
+    let Some(ret) = returns else {
+        return format!("{call};");
+    };
+    let ty = ret.text();
+    match crate::model::elem_kind(ret) {
+        ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
+        ElemKind::Complex => {
+            format!("{{ {ty} tdg_z = {call}; tdg_ret_acc += creal(tdg_z) + cimag(tdg_z); }}")
+        }
+        ElemKind::Pointer => format!("tdg_ret_acc += (double)(size_t)({call});"),
+        _ => format!(
+            "{{ {ty} tdg_r = {call}; tdg_ret_acc += (double)((const unsigned char *)&tdg_r)[0]; }}"
+        ),
+    }
 }
 
 /// The flop formula as the templates read it.
@@ -362,7 +442,7 @@ impl<'a> DriverView<'a> {
                 Some(f) => Some(FlopView::of(f, &env)?),
                 None => None,
             },
-            calls: &m.calls,
+            calls: CallText::of(&m.calls),
             per_call_scalars: m.per_call_scalars,
             json_version: m.json_version,
         })

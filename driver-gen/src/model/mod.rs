@@ -20,9 +20,9 @@ mod timing;
 pub use config::{DriverConfig, TimingOverrides};
 pub use error::ModelError;
 pub use expr::{CheckedExpr, ExprNames};
-pub use operands::{CacheState, ElemKind, FillPlan, FillValue, OperandModel, Storage};
+pub use operands::{elem_kind, CacheState, ElemKind, FillPlan, FillValue, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
-pub use routine::{body_as_implementation, CallText, RoutineModel};
+pub use routine::{body_as_implementation, CallArg, CallPlan, RoutineModel};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
 pub use sourced::{Origin, Source, Sourced};
 pub use timing::{
@@ -44,9 +44,9 @@ pub struct DriverModel {
     pub guard: OverflowGuard,
     pub verify: Option<VerifyPlan>,
     pub flop: Option<FlopPlan>,
-    /// C statements (one call each) for the timed loop, the dummy call and
-    /// the two verification calls.
-    pub calls: CallText,
+    /// The routine's call, made by the timed loop, the dummy call and the
+    /// two verification calls.
+    pub calls: CallPlan,
     /// True when some scalar changes per call (Range/RANDOM).
     pub per_call_scalars: bool,
     /// The `tdg_driver` version of the driver's `--json` line.

@@ -131,7 +131,7 @@ fn type_text<S: serde::Serializer>(t: &CType, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&t.text())
 }
 
-pub(super) fn elem_kind(t: &CType) -> ElemKind {
+pub fn elem_kind(t: &CType) -> ElemKind {
     if t.pointers > 0 {
         return ElemKind::Pointer;
     }

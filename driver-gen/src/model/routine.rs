@@ -25,12 +25,49 @@ pub struct RoutineModel {
     pub ret_kind: ElemKind,
 }
 
+/// How the driver calls the routine: the timed loop, the warm-up call and
+/// the two verification calls all pass these arguments, each from its own
+/// copy of the operands and scalars.
 #[derive(Debug, Clone, Serialize)]
-pub struct CallText {
-    pub timed: String,
-    pub dummy: String,
-    pub verify_impl: String,
-    pub verify_ref: String,
+pub struct CallPlan {
+    pub symbol: String,
+    pub args: Vec<CallArg>,
+    /// The implementation receives its scalars by reference (Fortran).
+    pub scalars_by_ref: bool,
+    /// So does the reference: another implementation's definition
+    /// (`--reference`) of a Fortran routine; a spec's body takes the
+    /// spec's own types.
+    pub reference_scalars_by_ref: bool,
+    /// The return type, when the routine returns a value: the call's
+    /// result is folded into a sink so it cannot be dropped.
+    #[serde(serialize_with = "ret_text")]
+    pub returns: Option<CType>,
+}
+
+/// One argument of the call, in the routine's parameter order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CallArg {
+    /// An operand's buffer, passed as the parameter's type.
+    Operand {
+        name: String,
+        #[serde(serialize_with = "type_text")]
+        param_type: CType,
+    },
+    Scalar {
+        name: String,
+    },
+}
+
+fn type_text<S: serde::Serializer>(t: &CType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&t.text())
+}
+
+fn ret_text<S: serde::Serializer>(t: &Option<CType>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_some(&t.text()),
+        None => s.serialize_none(),
+    }
 }
 
 /// `const double* X`: a parameter declaration.
@@ -133,77 +170,33 @@ pub fn body_as_implementation(spec: &Spec) -> Option<String> {
     ))
 }
 
-/// The four call statements. `ops(name)` spells how an operand's pointer is
-/// reached in each context.
+/// The routine's call, its arguments in parameter order.
 pub(super) fn build_calls(
     spec: &Spec,
     operands: &[OperandModel],
     external_reference: bool,
-) -> CallText {
+) -> CallPlan {
     let fortran = spec.lang == Lang::Fortran;
     let r = &spec.routine;
-    let make = |callee: &str, scal: &str, op: &dyn Fn(&str) -> String, by_ref: bool| {
-        let args: Vec<String> = r
+    CallPlan {
+        symbol: spec.symbol(),
+        args: r
             .params
             .iter()
             .map(|p| {
-                let n = &p.name.name;
-                match operands.iter().find(|o| o.name == *n) {
-                    Some(o) => format!("({}){}", o.param_type.text(), op(n)),
-                    None if by_ref => format!("&{scal}{n}"),
-                    None => format!("{scal}{n}"),
+                let name = p.name.name.clone();
+                match operands.iter().find(|o| o.name == name) {
+                    Some(o) => CallArg::Operand {
+                        name,
+                        param_type: o.param_type.clone(),
+                    },
+                    None => CallArg::Scalar { name },
                 }
             })
-            .collect();
-        let call = format!("{callee}({})", args.join(", "));
-        sink_call(&call, r, ret_is_value(spec))
-    };
-    CallText {
-        timed: make(
-            &spec.symbol(),
-            "tdg_S.",
-            &|n| format!("tdg_users_{n}[tdg_set]"),
-            fortran,
-        ),
-        dummy: make(
-            &spec.symbol(),
-            "tdg_D->",
-            &|n| format!("tdg_users_{n}[0]"),
-            fortran,
-        ),
-        verify_impl: make(
-            &spec.symbol(),
-            "tdg_V->",
-            &|n| format!("tdg_vimp_{n}.user"),
-            fortran,
-        ),
-        // The body takes the spec's types; another implementation the
-        // routine's calling convention (Fortran: by reference).
-        verify_ref: make(
-            "tdg_reference",
-            "tdg_V->",
-            &|n| format!("tdg_vref_{n}.user"),
-            fortran && external_reference,
-        ),
-    }
-}
-
-/// Folds a call's return value into `tdg_ret_acc` so the call cannot be
-/// dropped or hoisted as a pure function (the paper's `dot += alpha*...`).
-pub(super) fn sink_call(call: &str, r: &spec_lang::ast::Routine, has_value: bool) -> String {
-    if !has_value {
-        return format!("{call};");
-    }
-    let ty = r.ret.text();
-    match elem_kind(&r.ret) {
-        ElemKind::Real | ElemKind::Integer => format!("tdg_ret_acc += (double)({call});"),
-        ElemKind::Complex => {
-            format!("{{ {ty} tdg_z = {call}; tdg_ret_acc += creal(tdg_z) + cimag(tdg_z); }}")
-        }
-        ElemKind::Pointer => format!("tdg_ret_acc += (double)(size_t)({call});"),
-        _ => format!(
-            "{{ {ty} tdg_r = {call}; tdg_ret_acc += (double)((const unsigned char *)&tdg_r)[0]; }}"
-        ),
+            .collect(),
+        scalars_by_ref: fortran,
+        reference_scalars_by_ref: fortran && external_reference,
+        returns: ret_is_value(spec).then(|| r.ret.clone()),
     }
 }
 
