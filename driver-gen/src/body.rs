@@ -18,7 +18,7 @@ pub struct BodyImplementation {
 impl BodyImplementation {
     /// Writes the body of `spec`'s routine; `None` when it has none.
     pub fn write(spec: &Spec) -> std::io::Result<Option<BodyImplementation>> {
-        let Some(text) = crate::model::body_as_implementation(spec) else {
+        let Some(text) = crate::render::body_as_implementation(spec) else {
             return Ok(None);
         };
         let dir = fsguard::scratch_dir("tdg-body")?;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::cexpr::{self, CExprError, ExprEnv};
 use crate::model::{
     CacheState, CallArg, CallPlan, CheckedExpr, DriverModel, ElemKind, Eviction, FillValue,
-    FlopPlan, OperandModel, OverflowGuard, RoutineModel, ScalarKind, ScalarModel, Storage,
-    VerifyPlan,
+    FlopPlan, OperandModel, OverflowGuard, Reference, RoutineModel, ScalarKind, ScalarModel,
+    Storage, VerifyPlan,
 };
 use serde::Serialize;
 use spec_lang::ast::Selection;
@@ -22,7 +22,7 @@ use spec_lang::vocabulary::Keyword;
 /// this view only lays them out.
 #[derive(Serialize)]
 struct DriverView<'a> {
-    routine: &'a RoutineModel,
+    routine: RoutineView<'a>,
     includes: &'a [String],
     macros: Vec<MacroView<'a>>,
     scalars: Vec<ScalarView<'a>>,
@@ -37,6 +37,120 @@ struct DriverView<'a> {
     calls: CallText,
     per_call_scalars: bool,
     json_version: u32,
+}
+
+/// The routine as the driver declares it: the implementation's prototype
+/// and the reference verification compares against.
+#[derive(Serialize)]
+struct RoutineView<'a> {
+    name: &'a str,
+    symbol: &'a str,
+    prototype: String,
+    reference: Option<String>,
+}
+
+impl<'a> RoutineView<'a> {
+    fn of(r: &'a RoutineModel) -> Self {
+        RoutineView {
+            name: &r.name,
+            symbol: &r.symbol,
+            prototype: format!("{};", signature(r, &r.symbol, ParamTypes::Abi)),
+            reference: r
+                .reference
+                .as_ref()
+                .map(|reference| reference_c(r, reference)),
+        }
+    }
+}
+
+/// Which of a parameter's types a signature declares.
+#[derive(Clone, Copy)]
+enum ParamTypes {
+    /// As the implementation receives it (Fortran: scalars by reference).
+    Abi,
+    /// As the spec declares it, for the spec's body.
+    Spec,
+}
+
+/// `RET callee(T1 a, T2 b)`, or `RET callee(void)` without parameters.
+fn signature(r: &RoutineModel, callee: &str, types: ParamTypes) -> String {
+    let params: Vec<String> = r
+        .params
+        .iter()
+        .map(|p| {
+            let t = match types {
+                ParamTypes::Abi => &p.abi_type,
+                ParamTypes::Spec => &p.spec_type,
+            };
+            format!("{} {}", t.text(), p.name)
+        })
+        .collect();
+    let list = if params.is_empty() {
+        "void".to_string()
+    } else {
+        params.join(", ")
+    };
+    format!("{} {callee}({list})", r.ret.text())
+}
+
+/// The reference's C: the declaration of another implementation's
+/// definition, or `static RET tdg_reference(PARAMS) { body }`.
+fn reference_c(r: &RoutineModel, reference: &Reference) -> String {
+    match reference {
+        Reference::External => format!(
+            "/* The reference: the definition of {} in the --reference file, compiled\n * as tdg_reference so it links beside the implementation. */\n{};",
+            r.symbol,
+            signature(r, "tdg_reference", ParamTypes::Abi)
+        ),
+        Reference::Body { text } => {
+            // The spec's body need not use every parameter; keep -Wextra quiet.
+            let unused: String = r
+                .params
+                .iter()
+                .map(|p| format!("    (void){};\n", p.name))
+                .collect();
+            format!(
+                "static {}\n{{\n{unused}{text}}}",
+                signature(r, "tdg_reference", ParamTypes::Spec)
+            )
+        }
+    }
+}
+
+/// A C file implementing the routine with the spec's own body, so a spec
+/// with a body can be timed without `--impl` (the reference generator's
+/// specs carry their implementation this way). `None` without a body.
+/// The body keeps the spec's parameter types; a Fortran symbol receives
+/// its scalars by reference and passes them on by value.
+pub fn body_as_implementation(spec: &spec_lang::Spec) -> Option<String> {
+    let routine = RoutineModel::with_body_reference(spec);
+    let reference = reference_c(&routine, routine.reference.as_ref()?);
+    let args: Vec<String> = routine
+        .params
+        .iter()
+        .map(|p| {
+            let by_ref = routine.fortran && p.spec_type.pointers == 0;
+            format!("{}{}", if by_ref { "*" } else { "" }, p.name)
+        })
+        .collect();
+    let call = format!("tdg_reference({})", args.join(", "));
+    let call = if routine.returns_value {
+        format!("return {call};")
+    } else {
+        format!("{call};")
+    };
+    let includes: String = spec
+        .includes
+        .iter()
+        .map(|i| format!("{}\n", i.text))
+        .collect();
+    let definition = signature(&routine, &routine.symbol, ParamTypes::Abi);
+    Some(format!(
+        "/* {name}: the body of its spec, timed as the implementation (tdg run without --impl). */\n\
+         {includes}#include <complex.h>\n#include <math.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n\
+         {definition};\n\n{reference}\n\n{definition}\n{{\n    {call}\n}}\n",
+        name = routine.name,
+    ))
 }
 
 /// The C statements (one call each) of the timed loop, the dummy call and
@@ -379,7 +493,7 @@ impl<'a> DriverView<'a> {
         let t = &m.timing;
         let env = m.names.env();
         Ok(DriverView {
-            routine: &m.routine,
+            routine: RoutineView::of(&m.routine),
             includes: &m.includes,
             macros: m
                 .macros
@@ -652,6 +766,64 @@ mod tests {
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap_or_else(|d| panic!("{d}"));
         model_of(&spec)
+    }
+
+    /// The model holds the routine's parameters with both their types and
+    /// what the reference is; the view declares the implementation with
+    /// the types it receives (Fortran: scalars by reference) and the
+    /// spec's body with the spec's own, or declares another
+    /// implementation's definition (`--reference`) as the implementation.
+    #[test]
+    fn the_view_declares_the_routine_and_its_reference_from_the_model() {
+        let src = r#"
+lang=fortran;
+routine=double FDOT(const int n, const double *x, const double *y) {
+  double s = 0; for (int i = 0; i < n; i++) s += x[i] * y[i]; return s;
+};
+init={ n=Macro(N, 100); x=Vector(double, RANDOM, flush, n); y=Vector(double, RANDOM, flush, n); };
+"#;
+        let spec = spec_lang::check_source(src, "f.spec", &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Driver))
+            .unwrap_or_else(|d| panic!("{d}"));
+        let m = model_of(&spec);
+        let n = &m.routine.params[0];
+        assert_eq!(
+            (n.abi_type.text(), n.spec_type.text()),
+            ("const int*".to_string(), "const int".to_string())
+        );
+        assert!(matches!(m.routine.reference, Some(Reference::Body { .. })));
+        let view = RoutineView::of(&m.routine);
+        assert_eq!(
+            view.prototype,
+            "double fdot_(const int* n, const double* x, const double* y);"
+        );
+        let body = view.reference.unwrap();
+        assert!(
+            body.starts_with(
+                "static double tdg_reference(const int n, const double* x, const double* y)\n{\n    (void)n;\n    (void)x;\n    (void)y;\n"
+            ),
+            "{body}"
+        );
+
+        let mut cfg = DriverConfig::new(MachineDefaults::fixed_for_tests());
+        cfg.external_reference = true;
+        let m = DriverModel::from_checked(&spec, &cfg).unwrap();
+        assert!(matches!(m.routine.reference, Some(Reference::External)));
+        let external = RoutineView::of(&m.routine).reference.unwrap();
+        assert!(
+            external.ends_with(
+                "\ndouble tdg_reference(const int* n, const double* x, const double* y);"
+            ),
+            "{external}"
+        );
+
+        let implementation = body_as_implementation(&spec.spec).unwrap();
+        assert!(
+            implementation.contains(
+                "double fdot_(const int* n, const double* x, const double* y)\n{\n    return tdg_reference(*n, x, y);\n}"
+            ),
+            "{implementation}"
+        );
     }
 
     fn model_of(spec: &spec_lang::checked::CheckedSpec) -> DriverModel {

@@ -22,7 +22,7 @@ pub use error::ModelError;
 pub use expr::{CheckedExpr, ExprNames};
 pub use operands::{elem_kind, CacheState, ElemKind, FillPlan, FillValue, OperandModel, Storage};
 pub use outputs::{FlopPlan, OverflowGuard, VerifyPlan};
-pub use routine::{body_as_implementation, CallArg, CallPlan, RoutineModel};
+pub use routine::{CallArg, CallPlan, Reference, RoutineModel, RoutineParam};
 pub use scalars::{MacroDefault, ScalarKind, ScalarModel};
 pub use sourced::{Origin, Source, Sourced};
 pub use timing::{

@@ -1,6 +1,7 @@
-//! The routine's C face: its symbol and prototype, the reference built
-//! from the spec's body, and the call statements of the timed loop, the
-//! warm-up call and verification.
+//! The routine as data: its symbol, its parameters with the types the
+//! implementation receives and the spec declares, what verification
+//! compares against, and the arguments of its call. The view
+//! (`render.rs`) writes the C of each.
 
 use serde::Serialize;
 use spec_lang::ast::{BaseType, CType, Lang, Spec};
@@ -13,16 +14,39 @@ pub struct RoutineModel {
     /// Linker symbol (Fortran: lower case with a trailing underscore).
     pub symbol: String,
     pub fortran: bool,
-    /// Prototype of the user's implementation.
-    pub prototype: String,
-    /// `static RET tdg_reference(PARAMS) { body }` when a body is given, or
-    /// the declaration of the `--reference` file's definition, which the
-    /// build renames to `tdg_reference`.
-    pub reference: Option<String>,
+    /// The parameters in order.
+    pub params: Vec<RoutineParam>,
+    #[serde(serialize_with = "type_text")]
+    pub ret: CType,
+    /// What verification compares against, if anything.
+    pub reference: Option<Reference>,
     pub returns_value: bool,
-    pub ret_c_type: String,
     /// How a return value of this type is folded into a double sink.
     pub ret_kind: ElemKind,
+}
+
+/// One parameter of the routine.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutineParam {
+    pub name: String,
+    /// As the implementation receives it (Fortran: scalars by reference).
+    #[serde(serialize_with = "type_text")]
+    pub abi_type: CType,
+    /// As the spec declares it: the type the spec's body sees.
+    #[serde(serialize_with = "type_text")]
+    pub spec_type: CType,
+}
+
+/// The reference the outputs are verified against.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Reference {
+    /// Another implementation's definition of the routine (`--reference
+    /// K.c`), which the build renames to `tdg_reference`; it takes the
+    /// implementation's types.
+    External,
+    /// The spec's body, as written, compiled with the spec's types.
+    Body { text: String },
 }
 
 /// How the driver calls the routine: the timed loop, the warm-up call and
@@ -70,104 +94,44 @@ fn ret_text<S: serde::Serializer>(t: &Option<CType>, s: S) -> Result<S::Ok, S::E
     }
 }
 
-/// `const double* X`: a parameter declaration.
-pub(super) fn decl(t: &CType, name: &str) -> String {
-    format!("{} {name}", t.text())
-}
-
 /// `external_reference`: the reference is another implementation's
 /// definition (`--reference K.c`), not the spec's body.
 pub(super) fn build_routine(spec: &Spec, external_reference: bool) -> RoutineModel {
     let r = &spec.routine;
-    let fortran = spec.lang == Lang::Fortran;
-    let symbol = spec.symbol();
-    let ret_ty = r.ret.text();
-    let params_c: Vec<String> = r
-        .params
-        .iter()
-        .map(|p| decl(&spec.abi_type(p), &p.name.name))
-        .collect();
-    let plist = if params_c.is_empty() {
-        "void".to_string()
+    let reference = if external_reference {
+        Some(Reference::External)
     } else {
-        params_c.join(", ")
-    };
-    let prototype = format!("{ret_ty} {symbol}({plist});");
-    let external = external_reference.then(|| {
-        format!(
-            "/* The reference: the definition of {symbol} in the --reference file, compiled\n * as tdg_reference so it links beside the implementation. */\n{ret_ty} tdg_reference({plist});"
-        )
-    });
-    let reference = external.or_else(|| {
-        r.body.as_ref().map(|b| {
-            let ref_params: Vec<String> =
-                r.params.iter().map(|p| decl(&p.ty, &p.name.name)).collect();
-            let rp = if ref_params.is_empty() {
-                "void".to_string()
-            } else {
-                ref_params.join(", ")
-            };
-            // The spec's body need not use every parameter; keep -Wextra quiet.
-            let unused: String = r
-                .params
-                .iter()
-                .map(|p| format!("    (void){};\n", p.name.name))
-                .collect();
-            format!(
-                "static {ret_ty} tdg_reference({rp})\n{{\n{unused}{}}}",
-                b.text
-            )
+        r.body.as_ref().map(|b| Reference::Body {
+            text: b.text.clone(),
         })
-    });
+    };
     RoutineModel {
         name: r.name.name.clone(),
-        symbol,
-        fortran,
-        prototype,
+        symbol: spec.symbol(),
+        fortran: spec.lang == Lang::Fortran,
+        params: r
+            .params
+            .iter()
+            .map(|p| RoutineParam {
+                name: p.name.name.clone(),
+                abi_type: spec.abi_type(p),
+                spec_type: p.ty.clone(),
+            })
+            .collect(),
+        ret: r.ret.clone(),
         reference,
         returns_value: ret_is_value(spec),
-        ret_c_type: ret_ty,
         ret_kind: elem_kind(&r.ret),
     }
 }
 
-/// A C file implementing the routine with the spec's own body, so a spec
-/// with a body can be timed without `--impl` (the reference generator's
-/// specs carry their implementation this way). `None` without a body.
-/// The body keeps the spec's parameter types; a Fortran symbol receives
-/// its scalars by reference and passes them on by value.
-pub fn body_as_implementation(spec: &Spec) -> Option<String> {
-    let routine = build_routine(spec, false);
-    let reference = routine.reference?;
-    let fortran = spec.lang == Lang::Fortran;
-    let args: Vec<String> = spec
-        .routine
-        .params
-        .iter()
-        .map(|p| {
-            let by_ref = fortran && p.ty.pointers == 0;
-            format!("{}{}", if by_ref { "*" } else { "" }, p.name.name)
-        })
-        .collect();
-    let call = format!("tdg_reference({})", args.join(", "));
-    let call = if routine.returns_value {
-        format!("return {call};")
-    } else {
-        format!("{call};")
-    };
-    let includes: String = spec
-        .includes
-        .iter()
-        .map(|i| format!("{}\n", i.text))
-        .collect();
-    let definition = routine.prototype.trim_end_matches(';');
-    Some(format!(
-        "/* {name}: the body of its spec, timed as the implementation (tdg run without --impl). */\n\
-         {includes}#include <complex.h>\n#include <math.h>\n#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n\n\
-         {prototype}\n\n{reference}\n\n{definition}\n{{\n    {call}\n}}\n",
-        name = routine.name,
-        prototype = routine.prototype,
-    ))
+impl RoutineModel {
+    /// The routine of `spec` with the spec's body as its reference (what
+    /// timing the body as the implementation needs; see
+    /// `render::body_as_implementation`).
+    pub fn with_body_reference(spec: &Spec) -> RoutineModel {
+        build_routine(spec, false)
+    }
 }
 
 /// The routine's call, its arguments in parameter order.
