@@ -569,6 +569,8 @@ const SHARED_CACHE_SLOWDOWN: f64 = 1.25;
 /// Per-CPU throughput together against alone below which two CPUs are two
 /// contexts of one core (about 0.5 for a saturating kernel).
 const SHARED_CORE_RATIO: f64 = 0.75;
+/// Rounds of the pair measurement; each figure is the best of them.
+const PAIR_ROUNDS: usize = 3;
 /// Partners the first CPU is tested with: enough to meet a sibling, a CPU
 /// on the same last-level cache and one elsewhere, few enough to stay cheap.
 const MAX_PAIRS: usize = 3;
@@ -639,15 +641,25 @@ fn measure_contexts(
             facts.line.to_string(),
         ];
         args.extend(levels.iter().map(|(_, b)| b.to_string()));
-        let rows = bench.run(&args)?;
-        let mut compute_ratio = None;
-        let mut caches = Vec::new();
+        // A VM's two vCPUs may for a while be time-sliced on one physical
+        // core by the host: both then slow each other down as siblings
+        // would. Other tenants only ever make the pair slower together, so
+        // each figure is the best of a few rounds spread over time: a
+        // sibling slows the other down in every round, a passing placement
+        // in some.
+        let mut rows = Vec::new();
+        for _ in 0..PAIR_ROUNDS {
+            rows.extend(bench.run(&args)?);
+        }
+        let mut compute_ratio: Option<f64> = None;
+        let mut caches: Vec<SharedCache> = Vec::new();
         for r in &rows {
             match r.first().map(String::as_str) {
                 Some("compute") => {
                     let alone: f64 = num("pair", r, 1)?;
                     let together: f64 = num("pair", r, 2)?;
-                    compute_ratio = Some(alone / together);
+                    let ratio = alone / together;
+                    compute_ratio = Some(compute_ratio.map_or(ratio, |best| best.max(ratio)));
                 }
                 Some("chase") => {
                     let bytes: u64 = num("pair", r, 1)?;
@@ -658,6 +670,13 @@ fn measure_contexts(
                         .find(|(_, b)| *b == bytes)
                         .map_or(0, |(l, _)| *l);
                     let slowdown = together / alone;
+                    if let Some(seen) = caches.iter_mut().find(|c| c.buffer_bytes == bytes) {
+                        if slowdown < seen.slowdown {
+                            seen.slowdown = slowdown;
+                            seen.shared = slowdown >= SHARED_CACHE_SLOWDOWN;
+                        }
+                        continue;
+                    }
                     caches.push(SharedCache {
                         level,
                         buffer_bytes: bytes,
