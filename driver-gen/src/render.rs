@@ -129,7 +129,8 @@ pub fn body_as_implementation(spec: &spec_lang::Spec) -> Option<String> {
         .params
         .iter()
         .map(|p| {
-            let by_ref = routine.fortran && p.spec_type.pointers == 0;
+            // Received by reference where the ABI's type is not the spec's.
+            let by_ref = p.abi_type != p.spec_type;
             format!("{}{}", if by_ref { "*" } else { "" }, p.name)
         })
         .collect();
