@@ -4,7 +4,8 @@
 //! schema's `invalidity` value, and its measurements. Times are seconds.
 
 use crate::contract::Failure;
-use serde_json::{json, Map, Value};
+use config::Config;
+use serde_json::{json, Value};
 
 /// The T4 results schema version this writer follows.
 pub const SCHEMA_VERSION: &str = "1.0.0";
@@ -12,7 +13,7 @@ pub const SCHEMA_VERSION: &str = "1.0.0";
 /// One evaluated configuration, whatever ran it (here or a Slurm task).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tried {
-    pub configuration: Map<String, Value>,
+    pub configuration: Config,
     /// The reported time per call; `None` when the configuration failed.
     pub time_ns: Option<f64>,
     /// Every sample's time per call, in order.
@@ -109,7 +110,7 @@ mod tests {
     #[test]
     fn failures_map_to_their_invalidity() {
         let mut t = Tried {
-            configuration: Map::new(),
+            configuration: Config::new(),
             time_ns: None,
             samples_ns: vec![],
             uncertainty_pct: None,
@@ -129,7 +130,7 @@ mod tests {
     #[test]
     fn a_stated_uncertainty_becomes_a_measurement_of_a_valid_result() {
         let mut t = Tried {
-            configuration: Map::new(),
+            configuration: Config::new(),
             time_ns: Some(2000.0),
             samples_ns: vec![2000.0, 2010.0, 2001.0, 2003.0],
             uncertainty_pct: Some(0.05),

@@ -2,6 +2,7 @@
 //! Slurm task open it), the result files its tasks store (the search scores
 //! them), and the evaluation log (`--format t4` is written from it).
 
+use config::Config;
 use tune::campaign::TaskResult;
 use tune::{Campaign, CampaignObjective, Executor, Space, Tuner};
 
@@ -25,11 +26,7 @@ pub fn campaign_manifest(data: &[u8]) -> bool {
 struct GoodTasks;
 
 impl Executor for GoodTasks {
-    fn run(
-        &mut self,
-        campaign: &Campaign,
-        configs: &[Vec<(String, i64)>],
-    ) -> Result<(), tune::TuneError> {
+    fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), tune::TuneError> {
         for config in configs {
             campaign.store(&TaskResult {
                 config: config.clone(),
@@ -50,24 +47,36 @@ impl Executor for GoodTasks {
     }
 }
 
-/// A stored result (`results/NB=32_MU=2.json`, the configuration the seeds
-/// come from) scored by the search as `--resume` scores it: an exhaustive
-/// search over NB in {16, 32} and MU in {1, 2}, the other configurations
-/// timed by tasks, with its evaluation log, which then reads back as the
-/// T4 document is written from it. Accepted when the search scored the
-/// stored result (a time or a failure) rather than evaluating again.
+/// A stored result scored by the search as `--resume` scores it: an
+/// exhaustive search over NB in {16, 32} and MU in {0, 1, 2}, the other
+/// configurations timed by tasks, with its evaluation log, which then reads
+/// back as the T4 document is written from it. The file lies where the
+/// campaign keeps the result of the configuration it names (else of
+/// NB=32 MU=2). Accepted when the search scored the stored result (a time
+/// or a failure) rather than evaluating that configuration again.
 pub fn campaign_result(data: &[u8]) -> bool {
     let dir = crate::fixtures::fresh_dir("campaign-result");
     // No inputs: the seeds' results carry this manifest's digest
     // (`Manifest::inputs_digest`), as results the campaign stored do.
     let manifest = tune::Manifest::new("/".into(), vec!["tune".into()], Vec::new());
     let campaign = Campaign::create(&dir, &manifest).expect("a campaign in a fresh directory");
-    std::fs::write(dir.join("results").join("NB=32_MU=2.json"), data).expect("scratch write");
     let space = Space::new(vec![
         tune::parse_param("NB=16:32:16").expect("a range"),
-        tune::parse_param("MU=1:2").expect("a range"),
+        tune::parse_param("MU=0:2").expect("a range"),
     ])
     .expect("a space");
+    let named = serde_json::from_slice::<TaskResult>(data)
+        .ok()
+        .map(|r| r.config)
+        .filter(|c| space.point_of(c).is_some());
+    let stored = named
+        .unwrap_or_else(|| Config::from_pairs([("NB", 32), ("MU", 2)]).expect("a configuration"));
+    std::fs::write(
+        dir.join("results")
+            .join(format!("{}.json", stored.file_stem())),
+        data,
+    )
+    .expect("scratch write");
     let mut executor = GoodTasks;
     let mut objective = CampaignObjective::new(&campaign, &mut executor, false);
     let mut log: Vec<u8> = Vec::new();
@@ -88,11 +97,7 @@ pub fn campaign_result(data: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&log);
     text.lines()
         .filter_map(|l| serde_json::from_str::<tune::Evaluation>(l).ok())
-        .any(|e| {
-            e.config.get("NB") == Some(&32.into())
-                && e.config.get("MU") == Some(&2.into())
-                && e.node.as_deref() != Some("node1")
-        })
+        .any(|e| e.config == stored && e.node.as_deref() != Some("node1"))
 }
 
 /// An evaluation log, one JSON line per configuration: read as

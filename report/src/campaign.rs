@@ -16,13 +16,14 @@ fn is_retiming(phase: &str) -> bool {
     p.contains("retim") || p.contains("re-tim") || p.starts_with("final")
 }
 
-/// The parameters in the order `--param` gave them (the log's JSON
-/// objects sort their keys), else alphabetical.
+/// The parameters in the order `--param` gave them (a log's configurations
+/// keep it; older logs sorted their keys, so the stored command line, when
+/// there is one, decides).
 fn parameter_order(c: &Campaign) -> Vec<String> {
     let mut names: Vec<String> = c
         .evaluations
         .first()
-        .map(|e| e.config.keys().cloned().collect())
+        .map(|e| e.config.iter().map(|s| s.name().to_string()).collect())
         .unwrap_or_default();
     if let Some(args) = &c.args {
         let given: Vec<&str> = args
@@ -42,17 +43,17 @@ fn config_text_in(e: &Evaluation, order: &[String]) -> String {
         .iter()
         .filter_map(|k| e.config.get(k).map(|v| format!("{k}={v}")))
         .collect();
-    // Keys a later evaluation has that the first had not.
-    for (k, v) in &e.config {
-        if !order.contains(k) {
-            parts.push(format!("{k}={v}"));
+    // Parameters a later evaluation has that the first had not.
+    for s in &e.config {
+        if !order.iter().any(|k| k == s.name()) {
+            parts.push(s.to_string());
         }
     }
     parts.join(" ")
 }
 
 fn value_of(e: &Evaluation, param: &str) -> Option<f64> {
-    e.config.get(param).and_then(serde_json::Value::as_f64)
+    e.config.get(param).map(|v| v as f64)
 }
 
 /// The time's uncertainty as a (low, high) band.

@@ -438,11 +438,7 @@ fn from_results(dir: &Path) -> Result<Vec<tune::Evaluation>, InputError> {
             tune::Evaluation {
                 n: i + 1,
                 phase: "stored".into(),
-                config: r
-                    .config
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Value::from(*v)))
-                    .collect(),
+                config: r.config,
                 time_ns: r.time_ns,
                 mflops: r.mflops,
                 error: r.error,

@@ -91,9 +91,7 @@ fn a_campaign_with_nothing_timed_still_makes_a_page() {
     let evaluation = |n: usize| tune::Evaluation {
         n,
         phase: "model".into(),
-        config: [("NB".to_string(), serde_json::Value::from(16 * n as i64))]
-            .into_iter()
-            .collect(),
+        config: config::Config::from_pairs([("NB", 16 * n as i64)]).unwrap(),
         time_ns: None,
         mflops: None,
         error: Some("it did not compile".into()),

@@ -8,6 +8,7 @@
 use crate::measurement::Measurement;
 use crate::search::{Objective, Placement};
 use crate::TuneError;
+use config::Config;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -153,7 +154,7 @@ impl Manifest {
 /// One evaluated configuration, as its task wrote it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
-    pub config: Vec<(String, i64)>,
+    pub config: Config,
     pub time_ns: Option<f64>,
     pub mflops: Option<f64>,
     /// Why the configuration failed (it did not build, verify or run).
@@ -186,17 +187,13 @@ impl TaskResult {
         match (&self.time_ns, &self.error) {
             (Some(t), _) => format!(
                 "{}: {} on {} ({}) in {:.1} s",
-                describe(&self.config),
+                self.config,
                 stats::ns(*t),
                 self.node,
                 self.cpu,
                 self.seconds
             ),
-            (None, e) => format!(
-                "{}: failed: {}",
-                describe(&self.config),
-                e.as_deref().unwrap_or("")
-            ),
+            (None, e) => format!("{}: failed: {}", self.config, e.as_deref().unwrap_or("")),
         }
     }
 
@@ -204,7 +201,7 @@ impl TaskResult {
     /// the contract's name for it, when known), on `placement` (`None`:
     /// no node ran it).
     pub fn failed(
-        values: &[(String, i64)],
+        config: &Config,
         why: String,
         failure: Option<failure::Failure>,
         placement: Option<Placement>,
@@ -215,7 +212,7 @@ impl TaskResult {
             cpu: String::new(),
         });
         TaskResult {
-            config: values.to_vec(),
+            config: config.clone(),
             time_ns: None,
             mflops: None,
             error: Some(why),
@@ -259,21 +256,6 @@ impl TaskResult {
     }
 }
 
-/// "NB=64 MU=4 NU=2": the configuration as it is written everywhere.
-pub fn describe(values: &[(String, i64)]) -> String {
-    values
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// "NB=64_MU=4_NU=2": the name of a configuration's files in a campaign
-/// (one result, one kept build per configuration).
-pub fn file_stem(values: &[(String, i64)]) -> String {
-    describe(values).replace(' ', "_")
-}
-
 /// This machine as a task reports it: Slurm's node name when it runs in a
 /// job (what `--exclude` takes), else the host name.
 pub fn this_host() -> Placement {
@@ -293,9 +275,9 @@ pub fn this_host() -> Placement {
 }
 
 /// Evaluates one configuration here and now: what a task does on its node.
-pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> TaskResult {
+pub fn run_task(objective: &mut dyn Objective, config: &Config) -> TaskResult {
     let started = Instant::now();
-    let result = objective.evaluate(values);
+    let result = objective.evaluate(config);
     let here = this_host();
     let job = match (
         std::env::var("SLURM_ARRAY_JOB_ID"),
@@ -323,7 +305,7 @@ pub fn run_task(objective: &mut dyn Objective, values: &[(String, i64)]) -> Task
         ),
     };
     TaskResult {
-        config: values.to_vec(),
+        config: config.clone(),
         time_ns,
         mflops,
         error,
@@ -485,10 +467,10 @@ impl Campaign {
         ))
     }
 
-    fn result_path(&self, values: &[(String, i64)]) -> PathBuf {
+    fn result_path(&self, config: &Config) -> PathBuf {
         self.dir
             .join("results")
-            .join(format!("{}.json", file_stem(values)))
+            .join(format!("{}.json", config.file_stem()))
     }
 
     /// Where [`Prebuild`] keeps the configurations' builds.
@@ -498,10 +480,10 @@ impl Campaign {
 
     /// The stored result of a configuration, if a task finished it from
     /// the campaign's current inputs.
-    pub fn result(&self, values: &[(String, i64)]) -> Option<TaskResult> {
-        let text = std::fs::read_to_string(self.result_path(values)).ok()?;
+    pub fn result(&self, config: &Config) -> Option<TaskResult> {
+        let text = std::fs::read_to_string(self.result_path(config)).ok()?;
         let r: TaskResult = serde_json::from_str(&text).ok()?;
-        (r.inputs == self.inputs).then_some(r)
+        (r.inputs == self.inputs && r.config == *config).then_some(r)
     }
 
     /// Stores `result`, stamped with the campaign's inputs.
@@ -598,18 +580,13 @@ pub trait Executor {
     /// Evaluates the configurations (none of which has a stored result)
     /// and stores a result for each one it finished. A configuration
     /// without a stored result afterwards is reported as lost.
-    fn run(&mut self, campaign: &Campaign, configs: &[Vec<(String, i64)>])
-        -> Result<(), TuneError>;
+    fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), TuneError>;
 }
 
 impl Executor for LocalTasks<'_> {
-    fn run(
-        &mut self,
-        campaign: &Campaign,
-        configs: &[Vec<(String, i64)>],
-    ) -> Result<(), TuneError> {
-        for values in configs {
-            campaign.store(&run_task(self.objective, values))?;
+    fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), TuneError> {
+        for config in configs {
+            campaign.store(&run_task(self.objective, config))?;
         }
         Ok(())
     }
@@ -624,7 +601,7 @@ impl Executor for LocalTasks<'_> {
 /// compiler and spend no node time building.
 pub trait Prebuild: Sync {
     /// Builds `values` into `dir`; the error is the configuration's result.
-    fn prebuild(&self, values: &[(String, i64)], dir: &Path) -> Result<(), TuneError>;
+    fn prebuild(&self, config: &Config, dir: &Path) -> Result<(), TuneError>;
 }
 
 pub struct CampaignObjective<'a> {
@@ -634,7 +611,7 @@ pub struct CampaignObjective<'a> {
     pub prebuild: Option<&'a dyn Prebuild>,
     /// Accept evaluations timed on different CPU models.
     pub allow_mixed_cpus: bool,
-    placements: HashMap<String, Placement>,
+    placements: HashMap<Config, Placement>,
     /// The CPU model and node of the campaign's first evaluation.
     first_cpu: Option<Placement>,
 }
@@ -663,7 +640,7 @@ impl<'a> CampaignObjective<'a> {
         if first.cpu != r.cpu && !self.allow_mixed_cpus {
             return Err(TuneError::Executor(format!(
                 "{} ran on node {} ({}) but the campaign began on node {} ({}); timings from different CPU models do not compare: restrict the campaign to one model (--partition or --sbatch-option=--constraint=...), or pass --allow-mixed-cpus",
-                describe(&r.config),
+                r.config,
                 r.node,
                 r.cpu,
                 first.node,
@@ -681,8 +658,8 @@ impl<'a> CampaignObjective<'a> {
 fn prebuild_all(
     campaign: &Campaign,
     builder: &dyn Prebuild,
-    configs: &[Vec<(String, i64)>],
-) -> Result<Vec<Vec<(String, i64)>>, TuneError> {
+    configs: &[Config],
+) -> Result<Vec<Config>, TuneError> {
     let here = this_host();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -693,12 +670,12 @@ fn prebuild_all(
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let Some(values) = configs.get(i) else {
+                        let Some(config) = configs.get(i) else {
                             return done;
                         };
                         let started = Instant::now();
-                        let dir = campaign.builds_dir().join(file_stem(values));
-                        let r = builder.prebuild(values, &dir);
+                        let dir = campaign.builds_dir().join(config.file_stem());
+                        let r = builder.prebuild(config, &dir);
                         done.push((i, r, started.elapsed().as_secs_f64()));
                     }
                 })
@@ -731,15 +708,12 @@ fn prebuild_all(
 }
 
 impl Objective for CampaignObjective<'_> {
-    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        crate::search::evaluate_as_round(self, values)
+    fn evaluate(&mut self, config: &Config) -> Result<Measurement, TuneError> {
+        crate::search::evaluate_as_round(self, config)
     }
 
-    fn evaluate_round(
-        &mut self,
-        round: &[Vec<(String, i64)>],
-    ) -> Vec<Result<Measurement, TuneError>> {
-        let mut missing: Vec<Vec<(String, i64)>> = round
+    fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        let mut missing: Vec<Config> = round
             .iter()
             .filter(|v| self.campaign.result(v).is_none())
             .cloned()
@@ -757,23 +731,23 @@ impl Objective for CampaignObjective<'_> {
         }
         round
             .iter()
-            .map(|values| {
-                let r = self.campaign.result(values).ok_or_else(|| {
+            .map(|config| {
+                let r = self.campaign.result(config).ok_or_else(|| {
                     TuneError::Executor(format!(
                         "{}: the task finished without storing a result in {}",
-                        describe(values),
+                        config,
                         self.campaign.dir.display()
                     ))
                 })?;
                 self.check_cpu(&r)?;
-                self.placements.insert(describe(values), r.placement());
+                self.placements.insert(config.clone(), r.placement());
                 r.measurement()
             })
             .collect()
     }
 
-    fn placement(&self, values: &[(String, i64)]) -> Option<Placement> {
-        self.placements.get(&describe(values)).cloned()
+    fn placement(&self, config: &Config) -> Option<Placement> {
+        self.placements.get(config).cloned()
     }
 }
 
@@ -794,12 +768,13 @@ mod tests {
 
     struct Fixed;
     impl Objective for Fixed {
-        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
-            if v[0].1 < 0 {
+        fn evaluate(&mut self, v: &Config) -> Result<Measurement, TuneError> {
+            let nb = v.get("NB").unwrap();
+            if nb < 0 {
                 return Err(TuneError::Objective("negative".into()));
             }
             Ok(Measurement {
-                time_ns: 1000.0 + v[0].1 as f64,
+                time_ns: 1000.0 + nb as f64,
                 mflops: None,
                 samples_ns: Vec::new(),
                 uncertainty_pct: None,
@@ -807,6 +782,10 @@ mod tests {
                 stopped: None,
             })
         }
+    }
+
+    fn nb(v: i64) -> Config {
+        Config::from_pairs([("NB", v)]).unwrap()
     }
 
     fn manifest() -> Manifest {
@@ -822,7 +801,7 @@ mod tests {
             objective: &mut inner,
         };
         let mut obj = CampaignObjective::new(&campaign, &mut local, false);
-        let round = vec![vec![("NB".to_string(), 3)], vec![("NB".to_string(), -1)]];
+        let round = vec![nb(3), nb(-1)];
         let r = obj.evaluate_round(&round);
         assert_eq!(r[0].as_ref().unwrap().time_ns, 1003.0);
         assert!(r[1].as_ref().unwrap_err().to_string().contains("negative"));
@@ -833,7 +812,7 @@ mod tests {
         // result instead of evaluating again.
         struct Never;
         impl Executor for Never {
-            fn run(&mut self, _: &Campaign, c: &[Vec<(String, i64)>]) -> Result<(), TuneError> {
+            fn run(&mut self, _: &Campaign, c: &[Config]) -> Result<(), TuneError> {
                 panic!("evaluated again: {c:?}");
             }
         }
@@ -866,11 +845,11 @@ mod tests {
             "{e}"
         );
         assert!(Campaign::open(&campaign.dir).is_ok());
-        let values = vec![("NB".to_string(), 2)];
-        campaign.store(&run_task(&mut Fixed, &values)).unwrap();
+        let config = nb(2);
+        campaign.store(&run_task(&mut Fixed, &config)).unwrap();
         drop(campaign);
         let (mut again, m) = Campaign::open_exclusive(&dir.path().join("c")).unwrap();
-        assert!(again.result(&values).is_some());
+        assert!(again.result(&config).is_some());
 
         std::fs::write(&impl_c, "int k = 1;\n").unwrap();
         let now = vec![InputFile::hash("implementation", &impl_c).unwrap()];
@@ -881,25 +860,25 @@ mod tests {
         // Accepting the change makes the old result stale: evaluated again.
         let accepted = Manifest { inputs: now, ..m };
         again.write_manifest(&accepted).unwrap();
-        assert!(again.result(&values).is_none());
+        assert!(again.result(&config).is_none());
         let (reread, stored) = Campaign::open(&again.dir).unwrap();
         assert_eq!(stored, accepted);
-        assert!(reread.result(&values).is_none());
+        assert!(reread.result(&config).is_none());
     }
 
     /// Builds into `dir` a file naming the configuration, refusing odd NB
     /// as a compiler would refuse a configuration.
     struct EvenOnly;
     impl Prebuild for EvenOnly {
-        fn prebuild(&self, v: &[(String, i64)], dir: &Path) -> Result<(), TuneError> {
-            if v[0].1 % 2 == 1 {
+        fn prebuild(&self, v: &Config, dir: &Path) -> Result<(), TuneError> {
+            if v.get("NB").unwrap() % 2 == 1 {
                 return Err(TuneError::Failed {
                     failure: failure::Failure::Compile,
-                    message: format!("{}: does not compile", describe(v)),
+                    message: format!("{}: does not compile", v.to_string()),
                 });
             }
             std::fs::create_dir_all(dir).unwrap();
-            std::fs::write(dir.join("built"), describe(v)).unwrap();
+            std::fs::write(dir.join("built"), v.to_string()).unwrap();
             Ok(())
         }
     }
@@ -907,12 +886,12 @@ mod tests {
     /// Runs only what was built, and records what it was handed.
     struct RunsKept<'a>(&'a mut Vec<String>);
     impl Executor for RunsKept<'_> {
-        fn run(&mut self, c: &Campaign, configs: &[Vec<(String, i64)>]) -> Result<(), TuneError> {
+        fn run(&mut self, c: &Campaign, configs: &[Config]) -> Result<(), TuneError> {
             for v in configs {
                 let built =
-                    std::fs::read_to_string(c.builds_dir().join(file_stem(v)).join("built"));
-                assert_eq!(built.unwrap(), describe(v));
-                self.0.push(describe(v));
+                    std::fs::read_to_string(c.builds_dir().join(v.file_stem()).join("built"));
+                assert_eq!(built.unwrap(), v.to_string());
+                self.0.push(v.to_string());
                 c.store(&run_task(&mut Fixed, v))?;
             }
             Ok(())
@@ -927,7 +906,7 @@ mod tests {
         let mut executor = RunsKept(&mut handed);
         let mut obj = CampaignObjective::new(&campaign, &mut executor, false);
         obj.prebuild = Some(&EvenOnly);
-        let round: Vec<Vec<(String, i64)>> = (1..=5).map(|n| vec![("NB".to_string(), n)]).collect();
+        let round: Vec<Config> = (1..=5).map(nb).collect();
         let r = obj.evaluate_round(&round);
         for (n, result) in (1..=5).zip(&r) {
             match result {
@@ -952,10 +931,10 @@ mod tests {
     fn a_different_cpu_model_is_refused_unless_allowed() {
         let dir = tempfile::tempdir().unwrap();
         let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
-        for (nb, node, cpu) in [(1, "n1", "Xeon A"), (2, "n2", "Xeon B")] {
+        for (n, node, cpu) in [(1, "n1", "Xeon A"), (2, "n2", "Xeon B")] {
             campaign
                 .store(&TaskResult {
-                    config: vec![("NB".into(), nb)],
+                    config: nb(n),
                     time_ns: Some(10.0),
                     mflops: None,
                     error: None,
@@ -970,7 +949,7 @@ mod tests {
                 })
                 .unwrap();
         }
-        let round = vec![vec![("NB".to_string(), 1)], vec![("NB".to_string(), 2)]];
+        let round = vec![nb(1), nb(2)];
         let mut inner = Fixed;
         let mut local = LocalTasks {
             objective: &mut inner,

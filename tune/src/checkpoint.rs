@@ -3,11 +3,11 @@
 //! application's own code on the image, and timed in restored copies
 //! (seed 003, section 3.2, used for tuning rather than only measuring).
 
-use crate::campaign::describe;
 use crate::measurement::Measurement;
 use crate::search::Objective;
 use crate::TuneError;
 use checkpoint::{Candidate, CandidateSource, ImageTimer};
+use config::Config;
 
 /// Times each configuration on the image: the median region wall time of
 /// `samples` restored copies.
@@ -45,16 +45,17 @@ impl CheckpointObjective {
     }
 
     /// Build (and verify) one configuration's candidate.
-    fn prepare(&mut self, values: &[(String, i64)]) -> Result<Candidate, TuneError> {
-        let described = describe(values);
+    fn prepare(&mut self, config: &Config) -> Result<Candidate, TuneError> {
+        let described = config.to_string();
         let failed = |e: checkpoint::CheckpointError| failure(&described, &e);
         let mut source = self.base.clone();
-        source
-            .defines
-            .retain(|(k, _)| !values.iter().any(|(n, _)| n == k));
-        source
-            .defines
-            .extend(values.iter().map(|(k, v)| (k.clone(), v.to_string())));
+        let mut team = None;
+        config.apply(&mut source.defines, &mut team);
+        if team.is_some() {
+            return Err(TuneError::Objective(format!(
+                "{described}: a checkpoint's team is the application's own, so a candidate on an image takes no team size; tune it with --default-driver"
+            )));
+        }
         self.built += 1;
         let candidate = checkpoint::build_candidate(
             &source,
@@ -89,8 +90,8 @@ fn failure(described: &str, e: &checkpoint::CheckpointError) -> TuneError {
 }
 
 impl Objective for CheckpointObjective {
-    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        crate::search::evaluate_as_round(self, values)
+    fn evaluate(&mut self, config: &Config) -> Result<Measurement, TuneError> {
+        crate::search::evaluate_as_round(self, config)
     }
 
     /// Builds every configuration of the round, then samples them
@@ -101,12 +102,9 @@ impl Objective for CheckpointObjective {
     /// sample where the image cannot). A configuration that fails (build,
     /// verification, a crash in a copy) drops out with its error; the others
     /// go on.
-    fn evaluate_round(
-        &mut self,
-        round: &[Vec<(String, i64)>],
-    ) -> Vec<Result<Measurement, TuneError>> {
+    fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         let mut state: Vec<Result<Candidate, TuneError>> =
-            round.iter().map(|values| self.prepare(values)).collect();
+            round.iter().map(|config| self.prepare(config)).collect();
         let ready: Vec<usize> = (0..round.len()).filter(|&i| state[i].is_ok()).collect();
         let candidates: Vec<Candidate> = ready
             .iter()
@@ -125,12 +123,12 @@ impl Objective for CheckpointObjective {
                 }
                 for (k, e) in taken.failures {
                     let i = ready[k - 1];
-                    state[i] = Err(failure(&describe(&round[i]), &e));
+                    state[i] = Err(failure(&round[i].to_string(), &e));
                 }
             }
             Err(e) => {
                 for &i in &ready {
-                    state[i] = Err(failure(&describe(&round[i]), &e));
+                    state[i] = Err(failure(&round[i].to_string(), &e));
                 }
             }
         }

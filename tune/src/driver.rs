@@ -4,8 +4,8 @@ use crate::campaign::Prebuild;
 use crate::measurement::{Measurement, TimeSplit};
 use crate::race::{race, Pass, RacePlan, PASSES};
 use crate::search::{Objective, Placement};
-use crate::space::THREADS_PARAM;
 use crate::TuneError;
+use config::Config;
 use driver_gen::{BuiltDriver, RunOptions};
 use spec_lang::CheckedSpec;
 use std::path::{Path, PathBuf};
@@ -27,26 +27,18 @@ pub struct DriverObjective<'s> {
 }
 
 impl DriverObjective<'_> {
-    /// The options of one configuration: the base with its macros, and
-    /// its team size when `threads` is searched.
-    fn options(&self, values: &[(String, i64)]) -> RunOptions {
+    /// The options of one configuration: the base with the configuration
+    /// applied (its macros as `-D`, its team size as `--threads`).
+    fn options(&self, config: &Config) -> RunOptions {
         let mut opts = self.base.clone();
-        let (threads, macros): (Vec<_>, Vec<_>) =
-            values.iter().partition(|(n, _)| n == THREADS_PARAM);
-        if let Some((_, n)) = threads.first() {
-            opts.timing.threads = u32::try_from(*n).ok();
-        }
-        opts.defines
-            .retain(|(k, _)| !macros.iter().any(|(n, _)| n == k));
-        opts.defines
-            .extend(macros.iter().map(|(k, v)| (k.clone(), v.to_string())));
+        config.apply(&mut opts.defines, &mut opts.timing.threads);
         opts
     }
 }
 
 /// A configuration that failed, as the search and T4 file record it.
-fn failed(values: &[(String, i64)], e: &driver_gen::RunError) -> TuneError {
-    let message = format!("{}: {e}", crate::campaign::describe(values));
+fn failed(config: &Config, e: &driver_gen::RunError) -> TuneError {
+    let message = format!("{}: {e}", config);
     match e.failure() {
         Some(failure) => TuneError::Failed { failure, message },
         None => TuneError::Objective(message),
@@ -59,18 +51,14 @@ impl DriverObjective<'_> {
     /// runs every driver still in the race with its share of the sampling
     /// budget, the first with verification. A configuration that does not
     /// build fails alone.
-    fn time_round(
-        &self,
-        round: &[Vec<(String, i64)>],
-        plan: RacePlan,
-    ) -> Vec<Result<Measurement, TuneError>> {
+    fn time_round(&self, round: &[Config], plan: RacePlan) -> Vec<Result<Measurement, TuneError>> {
         let built: Vec<Result<(BuiltDriver, RunOptions), TuneError>> = round
             .iter()
-            .map(|values| {
-                let opts = self.options(values);
+            .map(|config| {
+                let opts = self.options(config);
                 driver_gen::build_driver(self.spec, &self.impl_c, &opts)
                     .map(|driver| (driver, opts))
-                    .map_err(|e| failed(values, &e))
+                    .map_err(|e| failed(config, &e))
             })
             .collect();
         let ready: Vec<usize> = (0..round.len()).filter(|&i| built[i].is_ok()).collect();
@@ -159,20 +147,20 @@ fn pass_options(
 }
 
 impl Objective for DriverObjective<'_> {
-    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        let opts = self.options(values);
+    fn evaluate(&mut self, config: &Config) -> Result<Measurement, TuneError> {
+        let opts = self.options(config);
         let report = match &self.kept {
             None => {
-                return evaluate_alone(self, values);
+                return evaluate_alone(self, config);
             }
             Some(root) => {
-                let dir = root.join(crate::campaign::file_stem(values));
+                let dir = root.join(config.file_stem());
                 match BuiltDriver::open_kept(self.spec, &opts, &dir) {
                     Ok(Some(driver)) => driver.run(&opts),
                     Ok(None) => {
                         return Err(TuneError::Objective(format!(
                             "{}: no driver was kept in {} (the campaign builds each configuration once before submitting it); resume the campaign from the machine that started it",
-                            crate::campaign::describe(values),
+                            config,
                             dir.display()
                         )))
                     }
@@ -180,7 +168,7 @@ impl Objective for DriverObjective<'_> {
                 }
             }
         }
-        .map_err(|e| failed(values, &e))?;
+        .map_err(|e| failed(config, &e))?;
         Ok(Measurement {
             time_ns: report.reported_ns,
             mflops: report.mflops_best,
@@ -193,13 +181,10 @@ impl Objective for DriverObjective<'_> {
 
     /// The round's configurations timed side by side in passes, and raced
     /// (a campaign's kept drivers are timed one by one, as its tasks are).
-    fn evaluate_round(
-        &mut self,
-        round: &[Vec<(String, i64)>],
-    ) -> Vec<Result<Measurement, TuneError>> {
+    fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         match (&self.kept, round) {
             (Some(_), _) | (None, [_]) => {
-                round.iter().map(|values| self.evaluate(values)).collect()
+                round.iter().map(|config| self.evaluate(config)).collect()
             }
             (None, _) => self.time_round(
                 round,
@@ -212,10 +197,10 @@ impl Objective for DriverObjective<'_> {
     }
 
     /// The finalists side by side, every pass, no racing.
-    fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
+    fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         match (&self.kept, round) {
             (Some(_), _) | (None, [_]) => {
-                round.iter().map(|values| self.evaluate(values)).collect()
+                round.iter().map(|config| self.evaluate(config)).collect()
             }
             (None, _) => self.time_round(
                 round,
@@ -227,27 +212,27 @@ impl Objective for DriverObjective<'_> {
         }
     }
 
-    fn placement(&self, _values: &[(String, i64)]) -> Option<Placement> {
+    fn placement(&self, _config: &Config) -> Option<Placement> {
         Some(crate::campaign::this_host())
     }
 }
 
 impl Prebuild for DriverObjective<'_> {
-    fn prebuild(&self, values: &[(String, i64)], dir: &Path) -> Result<(), TuneError> {
-        let opts = self.options(values);
+    fn prebuild(&self, config: &Config, dir: &Path) -> Result<(), TuneError> {
+        let opts = self.options(config);
         driver_gen::build_driver(self.spec, &self.impl_c, &opts)
             .and_then(|driver| driver.keep(dir))
-            .map_err(|e| failed(values, &e))
+            .map_err(|e| failed(config, &e))
     }
 }
 
 /// One configuration with the whole sampling budget in one run.
 fn evaluate_alone(
     objective: &DriverObjective<'_>,
-    values: &[(String, i64)],
+    config: &Config,
 ) -> Result<Measurement, TuneError> {
     let mut one = objective.time_round(
-        &[values.to_vec()],
+        std::slice::from_ref(config),
         RacePlan {
             passes: 1,
             racing: false,

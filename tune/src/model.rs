@@ -8,6 +8,7 @@
 
 use crate::roles::{Role, Roles};
 use crate::space::{Point, Space};
+use config::{Config, Kind};
 use serde::Serialize;
 use spec_lang::ast::{InitValue, Spec, TuneLayout};
 
@@ -549,14 +550,13 @@ fn tile_dividing(
     point: &Point,
     dim: usize,
     nb: i64,
-    fixed: &[(String, i64)],
+    fixed: &Config,
 ) -> Point {
     let name = &space.params[dim].name;
-    if fixed.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+    if fixed.get(name).is_some() {
         return point.clone();
     }
-    let values = space.values(point);
-    let extent = |r: Role| roles.dim(r).map_or(1, |d| values[d].1.max(1));
+    let extent = |r: Role| roles.dim(r).map_or(1, |d| space.value(point, d).max(1));
     let (r, c) = (extent(Role::Rows), extent(Role::Cols));
     let step = r / gcd(r, c) * c;
     let candidates = &space.params[dim].values;
@@ -597,12 +597,7 @@ pub struct Start {
 /// search to measure), then, when the layout is not given and the register
 /// tile is not square, the transposed tile. Parameters without a role
 /// start mid-range; `fixed` (`--start`) overrides any.
-pub fn starts(
-    space: &Space,
-    roles: &Roles,
-    m: &MachineModel,
-    fixed: &[(String, i64)],
-) -> Vec<Start> {
+pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) -> Vec<Start> {
     let layout = roles.layout.unwrap_or(TuneLayout::ColMajor);
     let tile = register_tile(m, layout);
     let mut tiles = vec![(tile.clone(), false)];
@@ -632,13 +627,11 @@ pub fn starts(
                 .iter()
                 .enumerate()
                 .map(|(dim, p)| {
-                    if let Some((_, v)) =
-                        fixed.iter().find(|(n, _)| n.eq_ignore_ascii_case(&p.name))
-                    {
+                    if let Some(v) = fixed.get(&p.name) {
                         reasons.push(format!("{}={v} given", p.name));
-                        return *v;
+                        return v;
                     }
-                    if p.name == crate::space::THREADS_PARAM {
+                    if p.kind == Kind::Threads {
                         // One thread per CPU this process may use: more
                         // would share CPUs, which the driver refuses.
                         let cpus =
@@ -983,7 +976,7 @@ mod tests {
         )
         .unwrap();
         let m = model(16, 2, false);
-        let s = starts(&space, &roles, &m, &[]);
+        let s = starts(&space, &roles, &m, &Config::new());
         // L1: NB 58 -> 64; L2 and L3 both snap to the range's end.
         assert_eq!(s.len(), 2, "{s:?}");
         assert_eq!(space.describe(&s[0].point), "TILE=64 R=4 C=4 X=2");
@@ -997,7 +990,7 @@ mod tests {
         let mut wide = m.clone();
         wide.lanes.value = 4;
         wide.fma.value = true;
-        let s = starts(&space, &unlaid, &wide, &[]);
+        let s = starts(&space, &unlaid, &wide, &Config::new());
         assert!(
             s.iter()
                 .any(|s| space.describe(&s.point).contains(" R=4 C=8 ")),
@@ -1005,8 +998,9 @@ mod tests {
         );
         // --start overrides per parameter; a constraint moves the start to
         // the nearest configuration it allows.
-        let fixed = starts(&space, &roles, &m, &[("c".into(), 8)]);
-        assert!(fixed.iter().all(|s| space.values(&s.point)[2].1 == 8));
+        let given = Config::from_pairs([("C", 8)]).unwrap();
+        let fixed = starts(&space, &roles, &m, &given);
+        assert!(fixed.iter().all(|s| space.value(&s.point, 2) == 8));
         let constrained = space
             .clone()
             .constrained(
@@ -1014,8 +1008,8 @@ mod tests {
                 Default::default(),
             )
             .unwrap();
-        let s = starts(&constrained, &roles, &m, &[]);
-        let v = constrained.values(&s[0].point);
-        assert_eq!(v[0].1 % v[1].1, 0, "{}", s[0].reason);
+        let s = starts(&constrained, &roles, &m, &Config::new());
+        let v = |d| constrained.value(&s[0].point, d);
+        assert_eq!(v(0) % v(1), 0, "{}", s[0].reason);
     }
 }

@@ -72,17 +72,12 @@ impl TuneOutcome {
                 dir.display()
             );
         }
-        let (threads, defines): (Vec<&str>, Vec<&str>) = o
-            .best_description
-            .split(' ')
-            .partition(|kv| kv.split('=').next() == Some(crate::space::THREADS_PARAM));
-        let defines: Vec<String> = defines.iter().map(|kv| format!("-D{kv}")).collect();
-        if !defines.is_empty() {
-            let _ = writeln!(s, "build with   {}", defines.join(" "));
+        let build = o.best.build_flags();
+        if !build.is_empty() {
+            let _ = writeln!(s, "build with   {}", build.join(" "));
         }
-        for kv in threads {
-            let n = kv.split('=').nth(1).unwrap_or_default();
-            let _ = writeln!(s, "run with     --threads {n}");
+        for flag in o.best.run_flags() {
+            let _ = writeln!(s, "run with     {flag}");
         }
         s
     }

@@ -12,10 +12,12 @@ use crate::search::{Evaluation, Objective, Outcome, Placement, Progress, Tuner};
 use crate::slurm::SlurmExecutor;
 use crate::space::{ConstraintOrigin, Space, SpaceConstraint};
 use crate::{CheckpointObjective, DriverObjective, TuneError};
+use config::{Config, Kind};
 use driver_gen::RunOptions;
 use serde::Serialize;
 use spec_lang::ast::Spec;
 use spec_lang::CheckedSpec;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -129,25 +131,22 @@ impl<'s> TargetObjective<'s> {
 }
 
 impl Objective for TargetObjective<'_> {
-    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError> {
-        self.inner().evaluate(values)
+    fn evaluate(&mut self, config: &Config) -> Result<Measurement, TuneError> {
+        self.inner().evaluate(config)
     }
 
-    fn evaluate_round(
-        &mut self,
-        round: &[Vec<(String, i64)>],
-    ) -> Vec<Result<Measurement, TuneError>> {
+    fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         self.inner().evaluate_round(round)
     }
 
-    fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
+    fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         self.inner().retime(round)
     }
 
-    fn placement(&self, values: &[(String, i64)]) -> Option<Placement> {
+    fn placement(&self, config: &Config) -> Option<Placement> {
         match self {
-            TargetObjective::Driver(d) => d.placement(values),
-            TargetObjective::Checkpoint(c) => c.placement(values),
+            TargetObjective::Driver(d) => d.placement(config),
+            TargetObjective::Checkpoint(c) => c.placement(config),
         }
     }
 }
@@ -239,7 +238,7 @@ pub struct TuneRequest<'s> {
     /// `--constraint`s, beside the spec's.
     pub constraints: Vec<crate::space::SpaceConstraint>,
     /// Start values given for some parameters (`--start NAME=V`).
-    pub fixed: Vec<(String, i64)>,
+    pub fixed: Config,
     pub start: StartFrom,
     pub strategy: Strategy,
     /// Most configurations to build and time (default: all of a space of at
@@ -355,7 +354,7 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
             "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
         ));
     }
-    if target != Target::Driver && space.index_of(crate::space::THREADS_PARAM).is_some() {
+    if target != Target::Driver && space.params.iter().any(|p| p.kind == Kind::Threads) {
         return Err(TuneError::Objective(
             "--param threads sets a generated driver's team size; a checkpoint's threads are the application's. Add --default-driver to search it".into(),
         ));
@@ -490,52 +489,36 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
     })
 }
 
-/// The spec's macros with their values for this run (`-D` over the
-/// defaults) and every integer `-D`: what a constraint may read beside the
-/// tuned parameters.
-fn fixed_macros(spec: &Spec, base: &RunOptions) -> std::collections::BTreeMap<String, i64> {
-    let defines: Vec<(String, f64)> = base
-        .defines
+/// What a constraint may read beside the tuned parameters: the spec's
+/// macros with their values for this run (the checked spec resolved `-D`
+/// over their defaults) and every other `-D` whose value is an integer.
+fn fixed_macros(spec: &CheckedSpec, base: &RunOptions) -> BTreeMap<String, i64> {
+    let mut env: BTreeMap<String, i64> = spec
+        .macros
         .iter()
-        .filter_map(|(k, v)| {
-            spec_lang::eval::define_value(v)
-                .ok()
-                .map(|v| (k.clone(), v))
-        })
+        .filter_map(|m| Some((m.name.clone(), m.value?.as_i64()?)))
         .collect();
-    let known: std::collections::BTreeMap<String, f64> = defines
-        .iter()
-        .filter(|(k, _)| spec.macros().iter().any(|(n, _)| n.name == *k))
-        .cloned()
-        .collect();
-    let mut env: std::collections::BTreeMap<String, i64> =
-        spec_lang::eval::macro_values(spec, &known)
-            .map(|m| {
-                m.into_iter()
-                    .filter_map(|(k, v)| v.as_i64().map(|v| (k, v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-    for (k, v) in defines {
-        if v.fract() == 0.0 {
-            env.entry(k).or_insert(v as i64);
+    for (name, text) in &base.defines {
+        if spec.macros.iter().any(|m| m.name == *name) {
+            continue;
+        }
+        if let Some(v) = spec_lang::eval::define_value(text)
+            .ok()
+            .filter(|v| v.fract() == 0.0 && v.abs() < 9.0e15)
+        {
+            env.entry(name.clone()).or_insert(v as i64);
         }
     }
     env
 }
 
 /// The middle of every range, with the given start values.
-fn mid_range(space: &Space, fixed: &[(String, i64)]) -> Start {
-    let mut wanted: Vec<i64> = space
+fn mid_range(space: &Space, fixed: &Config) -> Start {
+    let wanted: Vec<i64> = space
         .params
         .iter()
-        .map(|p| p.values[p.values.len() / 2])
+        .map(|p| fixed.get(&p.name).unwrap_or(p.values[p.values.len() / 2]))
         .collect();
-    for (n, v) in fixed {
-        if let Some(i) = space.index_of(n) {
-            wanted[i] = *v;
-        }
-    }
     let point = space.nearest(&wanted);
     Start {
         reason: format!("{} (mid-range, --no-model)", space.describe(&point)),

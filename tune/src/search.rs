@@ -5,6 +5,7 @@
 use crate::measurement::{Measurement, TimeSplit};
 use crate::space::{Point, Space};
 use crate::TuneError;
+use config::Config;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,27 +14,24 @@ use std::time::Instant;
 /// Something that times a configuration: the generated driver, or a
 /// synthetic function in tests.
 pub trait Objective {
-    /// `values` are the parameter names and values to compile with.
-    fn evaluate(&mut self, values: &[(String, i64)]) -> Result<Measurement, TuneError>;
+    /// Builds and times the candidate at `config`.
+    fn evaluate(&mut self, config: &Config) -> Result<Measurement, TuneError>;
 
     /// Evaluate one round of independent configurations together (default:
     /// one after another). An objective may interleave them to share drift.
-    fn evaluate_round(
-        &mut self,
-        round: &[Vec<(String, i64)>],
-    ) -> Vec<Result<Measurement, TuneError>> {
-        round.iter().map(|values| self.evaluate(values)).collect()
+    fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        round.iter().map(|config| self.evaluate(config)).collect()
     }
 
     /// Time configurations again, side by side, to name the best among
     /// them (default: as a round).
-    fn retime(&mut self, round: &[Vec<(String, i64)>]) -> Vec<Result<Measurement, TuneError>> {
+    fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         self.evaluate_round(round)
     }
 
-    /// The node and CPU model `values` was last evaluated on, when the
+    /// The node and CPU model `config` was last evaluated on, when the
     /// objective knows (the campaign log records it per evaluation).
-    fn placement(&self, _values: &[(String, i64)]) -> Option<Placement> {
+    fn placement(&self, _config: &Config) -> Option<Placement> {
         None
     }
 }
@@ -42,10 +40,10 @@ pub trait Objective {
 /// one configuration.
 pub fn evaluate_as_round<O: Objective + ?Sized>(
     objective: &mut O,
-    values: &[(String, i64)],
+    config: &Config,
 ) -> Result<Measurement, TuneError> {
     objective
-        .evaluate_round(&[values.to_vec()])
+        .evaluate_round(std::slice::from_ref(config))
         .pop()
         .expect("one result per configuration")
 }
@@ -66,7 +64,7 @@ pub struct Evaluation {
     pub n: usize,
     /// "model", "local" or "exhaustive".
     pub phase: String,
-    pub config: serde_json::Map<String, serde_json::Value>,
+    pub config: Config,
     /// `null` when the configuration failed (see `error`).
     pub time_ns: Option<f64>,
     pub mflops: Option<f64>,
@@ -114,7 +112,7 @@ impl Progress for () {
 /// Result of a search.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
-    pub best: serde_json::Map<String, serde_json::Value>,
+    pub best: Config,
     pub best_description: String,
     pub best_ns: f64,
     pub best_mflops: Option<f64>,
@@ -265,7 +263,7 @@ impl<'a> Tuner<'a> {
             self.eval_round(&points[..=first], phase)?;
             return self.eval_round(points, phase);
         }
-        let values: Vec<Vec<(String, i64)>> = fresh.iter().map(|p| self.space.values(p)).collect();
+        let values: Vec<Config> = fresh.iter().map(|p| self.space.config(p)).collect();
         let mut results = if values.is_empty() {
             Vec::new()
         } else {
@@ -278,7 +276,7 @@ impl<'a> Tuner<'a> {
                 values.len()
             )));
         }
-        let mut fresh_results: HashMap<&Point, (Vec<(String, i64)>, _)> = HashMap::new();
+        let mut fresh_results: HashMap<&Point, (Config, _)> = HashMap::new();
         for ((p, v), r) in fresh.iter().zip(values).zip(results.drain(..)) {
             fresh_results.insert(*p, (v, r));
         }
@@ -303,7 +301,7 @@ impl<'a> Tuner<'a> {
     fn record(
         &mut self,
         p: &Point,
-        values: Vec<(String, i64)>,
+        values: Config,
         result: Result<Measurement, TuneError>,
         phase: &str,
     ) -> Result<Option<f64>, TuneError> {
@@ -328,10 +326,7 @@ impl<'a> Tuner<'a> {
         let e = Evaluation {
             n: self.evaluations.len() + 1,
             phase: phase.to_string(),
-            config: values
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::from(*v)))
-                .collect(),
+            config: values,
             time_ns: m.as_ref().map(|m| m.time_ns),
             mflops: m.as_ref().and_then(|m| m.mflops),
             error,
@@ -483,10 +478,13 @@ impl<'a> Tuner<'a> {
         let Some((current, _)) = self.best.clone() else {
             return Ok(());
         };
-        let values = self.space.values(&current);
-        let extent = |r: Role| roles.dim(r).map_or(1, |d| values[d].1.max(1));
+        let extent = |r: Role| {
+            roles
+                .dim(r)
+                .map_or(1, |d| self.space.value(&current, d).max(1))
+        };
         let reach = lcm(extent(Role::Rows), extent(Role::Cols));
-        let nb = values[dim].1;
+        let nb = self.space.value(&current, dim);
         let at = current.0[dim];
         let candidates = &self.space.params[dim].values;
         let round: Vec<Point> = (0..candidates.len())
@@ -617,18 +615,14 @@ impl<'a> Tuner<'a> {
             .take(FINALISTS)
             .map(|(p, _)| (*p).clone())
             .collect();
-        let values: Vec<Vec<(String, i64)>> =
-            finalists.iter().map(|p| self.space.values(p)).collect();
+        let values: Vec<Config> = finalists.iter().map(|p| self.space.config(p)).collect();
         let results = self.objective.retime(&values);
         let mut best: Option<(Point, Measurement)> = None;
         for ((p, v), r) in finalists.iter().zip(&values).zip(results) {
             let line = Evaluation {
                 n: self.evaluations.len(),
                 phase: "final".into(),
-                config: v
-                    .iter()
-                    .map(|(k, x)| (k.clone(), serde_json::Value::from(*x)))
-                    .collect(),
+                config: v.clone(),
                 time_ns: r.as_ref().ok().map(|m| m.time_ns),
                 mflops: r.as_ref().ok().and_then(|m| m.mflops),
                 error: r.as_ref().err().map(|e| e.to_string()),
@@ -703,8 +697,8 @@ impl<'a> Tuner<'a> {
                 .cloned()
                 .flatten()
                 .map(|m| m.time_ns);
-            let from = self.space.values(&c.point);
-            let to = self.space.values(&p);
+            let from = self.space.config(&c.point);
+            let to = self.space.config(&p);
             ModelChoice {
                 configuration: self.space.describe(&c.point),
                 reason: c.reason.clone(),
@@ -713,8 +707,8 @@ impl<'a> Tuner<'a> {
                 moved: from
                     .iter()
                     .zip(&to)
-                    .filter(|(a, b)| a.1 != b.1)
-                    .map(|(a, b)| (a.0.clone(), a.1, b.1))
+                    .filter(|(a, b)| a.value() != b.value())
+                    .map(|(a, b)| (a.name().to_string(), a.value(), b.value()))
                     .collect(),
                 steps: c
                     .point
@@ -727,12 +721,7 @@ impl<'a> Tuner<'a> {
         });
         Ok(Outcome {
             model,
-            best: self
-                .space
-                .values(&p)
-                .into_iter()
-                .map(|(k, v)| (k, serde_json::Value::from(v)))
-                .collect(),
+            best: self.space.config(&p),
             best_description: self.space.describe(&p),
             best_ns: m.time_ns,
             best_mflops: m.mflops,
@@ -770,19 +759,19 @@ mod tests {
 
     /// A smooth bowl with its minimum at NB=96, MU=4, NU=3, counting calls.
     struct Bowl {
-        calls: Vec<Vec<(String, i64)>>,
-        fail_when: Option<(String, i64)>,
+        calls: Vec<Config>,
+        fail_when: Option<config::Setting>,
     }
 
     impl Objective for Bowl {
-        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
-            self.calls.push(v.to_vec());
-            if let Some((n, x)) = &self.fail_when {
-                if v.iter().any(|(k, y)| k == n && y == x) {
-                    return Err(TuneError::Objective(format!("{n}={x} does not compile")));
+        fn evaluate(&mut self, v: &Config) -> Result<Measurement, TuneError> {
+            self.calls.push(v.clone());
+            if let Some(bad) = &self.fail_when {
+                if v.iter().any(|s| s == bad) {
+                    return Err(TuneError::Objective(format!("{bad} does not compile")));
                 }
             }
-            let g = |n: &str| v.iter().find(|(k, _)| k == n).unwrap().1 as f64;
+            let g = |n: &str| v.get(n).unwrap() as f64;
             let t = 100.0
                 + ((g("NB") - 96.0) / 16.0).powi(2)
                 + 3.0 * (g("MU") - 4.0).powi(2)
@@ -902,7 +891,7 @@ mod tests {
     fn failing_configurations_are_skipped_but_a_failing_first_one_aborts() {
         let space = space();
         let mut obj = bowl();
-        obj.fail_when = Some(("MU".into(), 4));
+        obj.fail_when = Some(config::Setting::new("MU", 4).unwrap());
         let start = Start {
             point: space.nearest(&[96, 3, 3]),
             reason: "t".into(),
@@ -918,7 +907,7 @@ mod tests {
         );
 
         let mut obj = bowl();
-        obj.fail_when = Some(("MU".into(), 3));
+        obj.fail_when = Some(config::Setting::new("MU", 3).unwrap());
         let start = Start {
             point: space.nearest(&[96, 3, 3]),
             reason: "t".into(),
@@ -937,13 +926,10 @@ mod tests {
     }
 
     impl Objective for Rounds {
-        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
+        fn evaluate(&mut self, v: &Config) -> Result<Measurement, TuneError> {
             self.bowl.evaluate(v)
         }
-        fn evaluate_round(
-            &mut self,
-            round: &[Vec<(String, i64)>],
-        ) -> Vec<Result<Measurement, TuneError>> {
+        fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
             self.rounds.push(round.len());
             let mut out: Vec<_> = round.iter().rev().map(|v| self.evaluate(v)).collect();
             out.reverse();
@@ -1011,13 +997,10 @@ mod tests {
     struct Raced(Bowl);
 
     impl Objective for Raced {
-        fn evaluate(&mut self, v: &[(String, i64)]) -> Result<Measurement, TuneError> {
+        fn evaluate(&mut self, v: &Config) -> Result<Measurement, TuneError> {
             self.0.evaluate(v)
         }
-        fn evaluate_round(
-            &mut self,
-            round: &[Vec<(String, i64)>],
-        ) -> Vec<Result<Measurement, TuneError>> {
+        fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
             let plan = crate::race::RacePlan {
                 passes: crate::race::PASSES,
                 racing: true,
@@ -1159,7 +1142,10 @@ mod tests {
         // within them, ends at the best pair that fits.
         assert_eq!(out.best_description, "NB=96 MU=4 NU=2");
         // Register tiles beyond the registers are never tried.
-        assert!(obj.calls.iter().all(|v| fits(v[1].1, v[2].1)));
+        assert!(obj
+            .calls
+            .iter()
+            .all(|v| fits(v.get("MU").unwrap(), v.get("NU").unwrap())));
     }
 
     #[test]
@@ -1191,8 +1177,8 @@ mod tests {
                 Default::default(),
             )
             .unwrap();
-        let violates = |v: &[(String, i64)]| {
-            let g = |n: &str| v.iter().find(|(k, _)| k == n).unwrap().1;
+        let violates = |v: &Config| {
+            let g = |n: &str| v.get(n).unwrap();
             g("MU") == 4 || (g("NB") % (g("MU") * g("NU")) != 0 && g("NU") != 1)
         };
         let start = Start {

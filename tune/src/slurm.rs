@@ -7,8 +7,9 @@
 //! and records what fails twice as failed. Ctrl-C (or SIGTERM) cancels the
 //! campaign's jobs with `scancel`.
 
-use crate::campaign::{describe, Campaign, Executor, TaskResult};
+use crate::campaign::{Campaign, Executor, TaskResult};
 use crate::TuneError;
+use config::Config;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,7 +139,7 @@ impl SlurmExecutor {
     fn submit(
         &self,
         campaign: &Campaign,
-        configs: &[Vec<(String, i64)>],
+        configs: &[Config],
         exclude: &[String],
     ) -> Result<(String, PathBuf), TuneError> {
         let round = campaign.new_round_dir()?;
@@ -300,12 +301,8 @@ fn usable_nodes(sinfo: &str) -> Vec<String> {
 }
 
 impl Executor for SlurmExecutor {
-    fn run(
-        &mut self,
-        campaign: &Campaign,
-        configs: &[Vec<(String, i64)>],
-    ) -> Result<(), TuneError> {
-        let mut pending: Vec<Vec<(String, i64)>> = configs.to_vec();
+    fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), TuneError> {
+        let mut pending: Vec<Config> = configs.to_vec();
         let mut history: Vec<Vec<String>> = vec![Vec::new(); configs.len()];
         let mut exclude: Vec<String> = Vec::new();
         for attempt in 1..=2 {
@@ -316,8 +313,8 @@ impl Executor for SlurmExecutor {
             self.wait(&job, campaign)?;
             let ends = task_ends(&job);
             let mut still = Vec::new();
-            for (i, values) in pending.iter().enumerate() {
-                if campaign.result(values).is_some() {
+            for (i, config) in pending.iter().enumerate() {
+                if campaign.result(config).is_some() {
                     continue;
                 }
                 let end = ends.get(&i).cloned().unwrap_or(TaskEnd {
@@ -326,7 +323,7 @@ impl Executor for SlurmExecutor {
                 });
                 let slot = configs
                     .iter()
-                    .position(|c| c == values)
+                    .position(|c| c == config)
                     .expect("from configs");
                 let output = round.join(format!("slurm-{job}_{i}.out"));
                 history[slot].push(format!(
@@ -342,7 +339,7 @@ impl Executor for SlurmExecutor {
                         exclude.push(n);
                     }
                 }
-                still.push(values.clone());
+                still.push(config.clone());
             }
             pending = still;
             if pending.is_empty() {
@@ -371,17 +368,17 @@ impl Executor for SlurmExecutor {
                 campaign.dir.display()
             )));
         }
-        for values in &pending {
+        for config in &pending {
             let slot = configs
                 .iter()
-                .position(|c| c == values)
+                .position(|c| c == config)
                 .expect("from configs");
             let tries = history[slot].join("; ");
             // The task died without saying why (time limit, node failure):
             // T4 calls that a run-time failure.
             campaign.store(&TaskResult::failed(
-                values,
-                format!("{}: the Slurm task failed twice: {tries}", describe(values)),
+                config,
+                format!("{}: the Slurm task failed twice: {tries}", config),
                 None,
                 None,
                 0.0,
@@ -524,7 +521,7 @@ fn shell_quote(s: &str) -> String {
 pub struct RoundTask {
     pub campaign: Campaign,
     pub manifest: crate::Manifest,
-    pub values: Vec<(String, i64)>,
+    pub config: Config,
 }
 
 /// The task of `round` this array task runs.
@@ -539,9 +536,9 @@ pub fn round_task(round: &Path) -> Result<RoundTask, TuneError> {
     let tasks = round.join("tasks.json");
     let text = std::fs::read_to_string(&tasks)
         .map_err(|e| bad(format!("cannot read {}: {e}", tasks.display())))?;
-    let configs: Vec<Vec<(String, i64)>> = serde_json::from_str(&text)
+    let configs: Vec<Config> = serde_json::from_str(&text)
         .map_err(|e| bad(format!("{} is damaged: {e}", tasks.display())))?;
-    let values = configs
+    let config = configs
         .get(index)
         .ok_or_else(|| bad(format!("{} has no task {index}", tasks.display())))?
         .clone();
@@ -553,7 +550,7 @@ pub fn round_task(round: &Path) -> Result<RoundTask, TuneError> {
     Ok(RoundTask {
         campaign,
         manifest,
-        values,
+        config,
     })
 }
 

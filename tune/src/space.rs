@@ -1,28 +1,28 @@
 //! The search space: named integer parameters (macros the kernel is
-//! compiled with), each with an explicit list of values, and the
-//! constraints every configuration must meet (checked before anything is
-//! built: a configuration that violates one is never compiled).
+//! compiled with, or the routine's team size), each with an explicit list
+//! of values, and the constraints every configuration must meet (checked
+//! before anything is built: a configuration that violates one is never
+//! compiled).
 
 use crate::TuneError;
+use config::{Config, Kind, Setting};
 use serde::Serialize;
 use spec_lang::ast::Constraint;
 use spec_lang::eval::Value;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One tunable macro and the values it may take, ascending.
+/// One tunable parameter and the values it may take, ascending.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Param {
     pub name: String,
+    /// How its value reaches the candidate (by its name: `threads` is the
+    /// team size, anything else a macro).
+    pub kind: Kind,
     pub values: Vec<i64>,
 }
 
 /// A parameter by `NAME=LO:HI[:STEP]` or `NAME=V1,V2,...`.
-/// The parameter that is not a macro: `--param threads=1:4` searches the
-/// routine's team size, which reaches the driver as `--threads`, as the
-/// spec's `timer={ threads=N; }` does, not as `-Dthreads`.
-pub const THREADS_PARAM: &str = "threads";
-
 pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     let bad = |why: String| TuneError::BadParam {
         text: text.to_string(),
@@ -32,12 +32,7 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
         .split_once('=')
         .ok_or_else(|| bad("expected NAME=LO:HI[:STEP] or NAME=V1,V2,...".into()))?;
     let name = name.trim();
-    if name.is_empty()
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        || name.starts_with(|c: char| c.is_ascii_digit())
-    {
-        return Err(bad(format!("`{name}` is not a C macro name")));
-    }
+    config::check_name(name).map_err(bad)?;
     let int = |s: &str| {
         s.trim()
             .parse::<i64>()
@@ -71,14 +66,13 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     if values.is_empty() {
         return Err(bad("no values".into()));
     }
-    let most = i64::from(spec_lang::ast::MAX_THREADS);
-    if name == THREADS_PARAM && (values[0] < 1 || values[values.len() - 1] > most) {
-        return Err(bad(format!(
-            "a team size is 1 to {most} threads, e.g. threads=1:4"
-        )));
+    let kind = Kind::of(name);
+    for v in [values[0], values[values.len() - 1]] {
+        kind.check(v).map_err(bad)?;
     }
     Ok(Param {
         name: name.to_string(),
+        kind,
         values,
     })
 }
@@ -252,13 +246,36 @@ impl Space {
             .position(|p| p.name.eq_ignore_ascii_case(name))
     }
 
-    /// `(name, value)` pairs of a point.
-    pub fn values(&self, p: &Point) -> Vec<(String, i64)> {
+    /// The configuration at a point.
+    pub fn config(&self, p: &Point) -> Config {
+        Config::from_pairs(
+            self.params
+                .iter()
+                .zip(&p.0)
+                .map(|(param, &i)| (param.name.as_str(), param.values[i])),
+        )
+        .expect("a space's parameters are distinct identifiers with values their kind admits")
+    }
+
+    /// The value of parameter `dim` at a point.
+    pub fn value(&self, p: &Point, dim: usize) -> i64 {
+        self.params[dim].values[p.0[dim]]
+    }
+
+    /// The point of a configuration of this space's parameters (any order),
+    /// when each value is one of its parameter's.
+    pub fn point_of(&self, config: &Config) -> Option<Point> {
+        if config.len() != self.params.len() {
+            return None;
+        }
         self.params
             .iter()
-            .zip(&p.0)
-            .map(|(param, &i)| (param.name.clone(), param.values[i]))
-            .collect()
+            .map(|p| {
+                let v = config.get(&p.name)?;
+                p.values.iter().position(|x| *x == v)
+            })
+            .collect::<Option<Vec<usize>>>()
+            .map(Point)
     }
 
     /// The allowed point nearest to `wanted`: by parameter when that one
@@ -333,11 +350,7 @@ impl Space {
 
     /// "NB=64 MU=4 NU=2".
     pub fn describe(&self, p: &Point) -> String {
-        self.values(p)
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        self.config(p).to_string()
     }
 }
 
@@ -360,8 +373,9 @@ impl fmt::Display for Space {
     }
 }
 
-/// `--start NAME=VALUE`: a start value for one of `space`'s parameters.
-pub fn parse_start(text: &str, space: &Space) -> Result<(String, i64), TuneError> {
+/// `--start NAME=VALUE`: a start value for one of `space`'s parameters,
+/// named as the space names it.
+pub fn parse_start(text: &str, space: &Space) -> Result<Setting, TuneError> {
     let bad = |why: String| TuneError::BadStart {
         text: text.to_string(),
         why,
@@ -373,10 +387,10 @@ pub fn parse_start(text: &str, space: &Space) -> Result<(String, i64), TuneError
         .trim()
         .parse()
         .map_err(|_| bad(format!("`{value}` is not an integer")))?;
-    if space.index_of(name.trim()).is_none() {
-        return Err(bad(format!("`{name}` is not one of the --param names")));
-    }
-    Ok((name.trim().to_string(), value))
+    let dim = space
+        .index_of(name.trim())
+        .ok_or_else(|| bad(format!("`{name}` is not one of the --param names")))?;
+    Setting::new(&space.params[dim].name, value).map_err(|e| bad(e.to_string()))
 }
 
 #[cfg(test)]
@@ -386,7 +400,10 @@ mod tests {
     #[test]
     fn a_start_value_names_a_parameter_of_the_space() {
         let space = Space::new(vec![parse_param("NB=16:64:16").unwrap()]).unwrap();
-        assert_eq!(parse_start("NB=32", &space).unwrap(), ("NB".into(), 32));
+        assert_eq!(
+            parse_start("nb=32", &space).unwrap(),
+            Setting::new("NB", 32).unwrap()
+        );
         for (text, why) in [
             ("NB", "expected NAME=VALUE"),
             ("NB=x", "`x` is not an integer"),

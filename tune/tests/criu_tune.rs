@@ -44,7 +44,7 @@ fn best_cutoff(space: &Space, objective: &mut dyn Objective) -> i64 {
     let outcome = Tuner::new(space, objective, &mut (), None, 4)
         .exhaustive()
         .unwrap_or_else(|e| panic!("{e}"));
-    outcome.best["CUTOFF"].as_i64().unwrap()
+    outcome.best.get("CUTOFF").unwrap()
 }
 
 #[test]

@@ -62,7 +62,7 @@ fn run_task(round: &Path) -> CmdResult {
         base,
         kept: args.campaign.build_once.then(|| task.campaign.builds_dir()),
     };
-    let result = tune::campaign::run_task(&mut objective, &task.values);
+    let result = tune::campaign::run_task(&mut objective, &task.config);
     task.campaign.store(&result)?;
     println!("{}", result.summary());
     Ok(ExitCode::SUCCESS)
@@ -116,10 +116,11 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
             .map_err(tune_error)?,
     )
     .map_err(tune_error)?;
-    let fixed = (args.start.iter())
-        .map(|s| tune::parse_start(s, &space))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(tune_error)?;
+    let mut fixed = config::Config::new();
+    for text in &args.start {
+        // A later --start of the same parameter wins, as a later flag does.
+        fixed.set(tune::parse_start(text, &space).map_err(tune_error)?);
+    }
     let (spec, implementation, base) = objective_parts(&args)?;
     let spec_path = args.spec.clone().expect("checked by objective_parts");
     let strategy = if args.exhaustive {
