@@ -54,6 +54,67 @@ pub fn generate(spec: &Spec, kind: InterposerKind) -> Result<String, InterposeEr
     Ok(view::interposer(spec, &sig, kind, &recorded_values(spec)))
 }
 
+/// What the deployed routine does with each call (`tdg autotune`): calls
+/// in a tuned context run the candidate compiled at that context's
+/// configuration, every other call the original definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dispatch {
+    /// One per chosen configuration, in the order routes name them.
+    pub variants: Vec<DispatchVariant>,
+    pub routes: Vec<DispatchRoute>,
+}
+
+/// The candidate compiled at one configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchVariant {
+    /// Its definition's symbol in the deployed library ([`variant_symbol`]).
+    pub symbol: String,
+    /// The configuration, for the comment beside it.
+    pub label: String,
+}
+
+/// One tuned context and the variant its calls run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchRoute {
+    /// The context's recorded values by parameter name, as the profile's
+    /// contexts hold them (a double as its bit pattern).
+    pub values: std::collections::BTreeMap<String, i64>,
+    pub variant: usize,
+    pub label: String,
+}
+
+/// The symbol variant `index` of `spec`'s routine is renamed to in a
+/// deployed library.
+pub fn variant_symbol(spec: &Spec, index: usize) -> String {
+    format!("tdg_autotune_v{index}_{}", symbol_name(spec))
+}
+
+/// The C source of the dispatcher of a deployed routine: the interposer
+/// (`LD_PRELOAD` or `--wrap`) that routes each call by its context, the
+/// values a profile records for it (pointers aside), to a variant of
+/// `dispatch` or to the original definition.
+pub fn generate_dispatcher(
+    spec: &Spec,
+    kind: InterposerKind,
+    dispatch: &Dispatch,
+) -> Result<String, InterposeError> {
+    check_forwardable(spec)?;
+    let sig = Signature::of(spec);
+    let key: Vec<RecordedValue> = recorded_values(spec)
+        .into_iter()
+        .filter(|v| v.kind.is_context())
+        .collect();
+    for route in &dispatch.routes {
+        if let Some(missing) = key.iter().find(|v| !route.values.contains_key(&v.param)) {
+            return Err(InterposeError::DispatchKey {
+                routine: spec.routine.name.name.clone(),
+                param: missing.param.clone(),
+            });
+        }
+    }
+    Ok(view::dispatcher(spec, &sig, kind, &key, dispatch))
+}
+
 /// The C source of an `LD_PRELOAD` shim that marks every outermost call of
 /// `spec`'s routine as the checkpoint region named after the routine
 /// (`tdg_region_begin`/`tdg_region_end` of checkpoint/c/tdg_checkpoint.h)

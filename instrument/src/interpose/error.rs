@@ -33,6 +33,8 @@ pub enum InterposeError {
         /// The way out, for the located report.
         hint: &'static str,
     },
+    #[error("routine `{routine}`: a tuned context has no value for `{param}`, which the profile records for every call; profile the program again with this spec")]
+    DispatchKey { routine: String, param: String },
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
     #[error("I/O error writing the interposer: {0}")]

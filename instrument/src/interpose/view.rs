@@ -18,6 +18,7 @@ const REGION_SHIM: &str = include_str!("../../c/region_shim.c.hbs");
 /// and forwarding nested calls untouched.
 const PRELOAD_HEAD: &str = include_str!("../../c/preload_head.c.hbs");
 const FORWARD_NESTED: &str = include_str!("../../c/forward_nested.c.hbs");
+const DISPATCHER: &str = include_str!("../../c/dispatcher.c.hbs");
 
 /// What every interposer template reads about the routine.
 #[derive(Serialize)]
@@ -65,6 +66,41 @@ struct RegionShimView<'a> {
     outputs: Vec<OutputView>,
 }
 
+#[derive(Serialize)]
+struct DispatcherView<'a> {
+    #[serde(flatten)]
+    routine: RoutineView<'a>,
+    preload: bool,
+    records_double: bool,
+    /// The context's values as C yielding `int64_t`s, in record order (a
+    /// constant 0 when the routine records none: one context).
+    values: Vec<String>,
+    key_names: String,
+    key_len: usize,
+    variants: Vec<VariantView<'a>>,
+    routes: Vec<RouteView>,
+}
+
+/// `text` inside a C comment.
+fn in_comment(text: &str) -> String {
+    text.replace("*/", "* /")
+}
+
+#[derive(Serialize)]
+struct VariantView<'a> {
+    symbol: &'a str,
+    label: String,
+}
+
+#[derive(Serialize)]
+struct RouteView {
+    /// The key's values as C `int64_t` constants.
+    key: String,
+    /// -1: the original.
+    variant: i64,
+    label: String,
+}
+
 /// One `returns(...)` item: the call's result, or `count` elements at
 /// `data` (each `size_kind`), read only when `non_null` holds.
 #[derive(Serialize, Default)]
@@ -94,6 +130,7 @@ fn parse_templates() -> Handlebars<'static> {
         ("region_shim", REGION_SHIM),
         ("preload_head", PRELOAD_HEAD),
         ("forward_nested", FORWARD_NESTED),
+        ("dispatcher", DISPATCHER),
     ] {
         hb.register_template_string(name, text)
             .unwrap_or_else(|e| panic!("instrument/c/{name}.c.hbs does not parse: {e}"));
@@ -169,6 +206,81 @@ pub(super) fn interposer(
         value_count: values.len(),
     };
     render("interposer", &view)
+}
+
+/// The dispatcher's C: `key` are the recorded context values, in order.
+pub(super) fn dispatcher(
+    spec: &Spec,
+    sig: &Signature,
+    kind: InterposerKind,
+    key: &[RecordedValue],
+    dispatch: &crate::interpose::Dispatch,
+) -> String {
+    let callee = match kind {
+        InterposerKind::Preload => "tdg_fn_".to_string(),
+        InterposerKind::Wrap => format!("__real_{}", sig.sym),
+    };
+    let int64 = |v: i64| {
+        // INT64_MIN has no literal of its own in C.
+        if v == i64::MIN {
+            "INT64_MIN".to_string()
+        } else {
+            format!("INT64_C({v})")
+        }
+    };
+    let mut routes: Vec<RouteView> = dispatch
+        .routes
+        .iter()
+        .map(|r| RouteView {
+            key: if key.is_empty() {
+                "0".to_string()
+            } else {
+                key.iter()
+                    .map(|v| int64(r.values[&v.param]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+            variant: r.variant as i64,
+            label: in_comment(&r.label),
+        })
+        .collect();
+    if routes.is_empty() {
+        // C has no empty initialiser list: a route no key reaches.
+        routes.push(RouteView {
+            key: vec!["INT64_MIN"; key.len().max(1)].join(", "),
+            variant: -1,
+            label: "no context was tuned: every call runs the original".into(),
+        });
+    }
+    let view = DispatcherView {
+        routine: routine_view(spec, sig, callee, String::new(), false),
+        preload: kind == InterposerKind::Preload,
+        records_double: key.iter().any(|v| v.kind == ValueKind::Double),
+        values: if key.is_empty() {
+            vec!["0".to_string()]
+        } else {
+            key.iter().map(value_c).collect()
+        },
+        key_names: if key.is_empty() {
+            "nothing (the routine records no value: every call is one context)".to_string()
+        } else {
+            key.iter()
+                .map(|v| v.param.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        key_len: key.len().max(1),
+        variants: dispatch
+            .variants
+            .iter()
+            .map(|v| VariantView {
+                symbol: &v.symbol,
+                label: in_comment(&v.label),
+            })
+            .collect(),
+        routes,
+    };
+    render("dispatcher", &view)
 }
 
 /// The region shim's C (outputs declared before each call).
