@@ -12,3 +12,9 @@ pub mod choose;
 pub mod deploy;
 pub mod program;
 pub mod proof;
+pub mod fidelity;
+pub mod error;
+pub mod profile;
+pub mod targets;
+
+pub use error::AutotuneError;

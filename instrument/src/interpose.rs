@@ -115,6 +115,15 @@ pub fn generate_dispatcher(
     Ok(view::dispatcher(spec, &sig, kind, &key, dispatch))
 }
 
+/// The C source of an implementation of `spec`'s routine that calls the
+/// original definition in the shared library `library` (where a profile
+/// found it): what a driver links to time the routine the program runs.
+pub fn generate_original(spec: &Spec, library: &Path) -> Result<String, InterposeError> {
+    check_forwardable(spec)?;
+    let sig = Signature::of(spec);
+    Ok(view::original(spec, &sig, &library.to_string_lossy()))
+}
+
 /// The C source of an `LD_PRELOAD` shim that marks every outermost call of
 /// `spec`'s routine as the checkpoint region named after the routine
 /// (`tdg_region_begin`/`tdg_region_end` of checkpoint/c/tdg_checkpoint.h)

@@ -4,7 +4,7 @@
 use crate::format::{self, Profile};
 use crate::runtime;
 use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
@@ -17,6 +17,11 @@ pub enum SessionError {
         program: String,
         #[source]
         source: std::io::Error,
+    },
+    #[error("`{program}` ran longer than {limit:?} under the profiling shim and was stopped with everything it started; raise --timeout if it needs longer")]
+    TimedOut {
+        program: String,
+        limit: std::time::Duration,
     },
     #[error("{}", unresolved_explanation(.0))]
     Unresolved(String),
@@ -205,6 +210,18 @@ impl SessionOutcome {
     }
 }
 
+/// Where the profiled program's standard output and error go, and how
+/// long it may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramOutput {
+    /// tdg's own (`tdg profile`: the program's output is the user's, and
+    /// it stays in the terminal's process group, so Ctrl-C reaches it).
+    Inherit,
+    /// Nowhere, and stopped with everything it started past the limit
+    /// (`tdg autotune` profiles a program it has already run).
+    Discard { limit: std::time::Duration },
+}
+
 /// Runs `command` (stdio inherited) with `preload` added to `LD_PRELOAD` if
 /// given, and per-process profile files in `work_dir`; merges them.
 pub fn run_profiled(
@@ -212,6 +229,17 @@ pub fn run_profiled(
     preload: Option<&Path>,
     settings: &RuntimeSettings,
     work_dir: &Path,
+) -> Result<SessionOutcome, SessionError> {
+    run_profiled_with(command, preload, settings, work_dir, ProgramOutput::Inherit)
+}
+
+/// [`run_profiled`] with the program's output sent where `output` says.
+pub fn run_profiled_with(
+    command: &[OsString],
+    preload: Option<&Path>,
+    settings: &RuntimeSettings,
+    work_dir: &Path,
+    output: ProgramOutput,
 ) -> Result<SessionOutcome, SessionError> {
     let (program, args) = command.split_first().ok_or(SessionError::NoCommand)?;
     settings.check(mem_total_bytes())?;
@@ -232,11 +260,31 @@ pub fn run_profiled(
     if settings.cached_stores {
         cmd.env("TDG_PROFILE_STORES", "cached");
     }
+    let limit = match output {
+        ProgramOutput::Inherit => None,
+        ProgramOutput::Discard { limit } => {
+            cmd.stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .stdin(std::process::Stdio::null())
+                .process_group(0);
+            Some(limit)
+        }
+    };
     tracing::debug!(command = %toolchain::render_command(&cmd), "profiling");
-    let status = cmd.status().map_err(|source| SessionError::Spawn {
+    let spawn_error = |source| SessionError::Spawn {
         program: program.to_string_lossy().into_owned(),
         source,
-    })?;
+    };
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let status = match toolchain::wait_or_kill_group(&mut child, limit).map_err(spawn_error)? {
+        Some(status) => status,
+        None => {
+            return Err(SessionError::TimedOut {
+                program: program.to_string_lossy().into_owned(),
+                limit: limit.unwrap_or_default(),
+            })
+        }
+    };
     let lost = status_pipe.reports();
     let profile_files = collect_files(work_dir)?;
     let unresolved = preload.is_some() && status.code() == Some(runtime::exit_unresolved());

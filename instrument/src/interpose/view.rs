@@ -19,6 +19,7 @@ const REGION_SHIM: &str = include_str!("../../c/region_shim.c.hbs");
 const PRELOAD_HEAD: &str = include_str!("../../c/preload_head.c.hbs");
 const FORWARD_NESTED: &str = include_str!("../../c/forward_nested.c.hbs");
 const DISPATCHER: &str = include_str!("../../c/dispatcher.c.hbs");
+const ORIGINAL: &str = include_str!("../../c/original.c.hbs");
 
 /// What every interposer template reads about the routine.
 #[derive(Serialize)]
@@ -131,6 +132,7 @@ fn parse_templates() -> Handlebars<'static> {
         ("preload_head", PRELOAD_HEAD),
         ("forward_nested", FORWARD_NESTED),
         ("dispatcher", DISPATCHER),
+        ("original", ORIGINAL),
     ] {
         hb.register_template_string(name, text)
             .unwrap_or_else(|e| panic!("instrument/c/{name}.c.hbs does not parse: {e}"));
@@ -281,6 +283,31 @@ pub(super) fn dispatcher(
         routes,
     };
     render("dispatcher", &view)
+}
+
+#[derive(Serialize)]
+struct OriginalView<'a> {
+    #[serde(flatten)]
+    routine: RoutineView<'a>,
+    /// A C string literal's contents.
+    library: String,
+    exit_unresolved: i32,
+}
+
+/// The forwarder to the original definition in `library`.
+pub(super) fn original(spec: &Spec, sig: &Signature, library: &str) -> String {
+    let view = OriginalView {
+        routine: routine_view(spec, sig, String::new(), String::new(), false),
+        library: library
+            .chars()
+            .flat_map(|c| match c {
+                '"' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect(),
+        exit_unresolved: crate::runtime::exit_unresolved(),
+    };
+    render("original", &view)
 }
 
 /// The region shim's C (outputs declared before each call).

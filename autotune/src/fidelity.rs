@@ -1,0 +1,248 @@
+//! Is a target faithful to the program? A generated driver at a context's
+//! sizes times the original routine (linked from the library the program
+//! called it in), in two cache states, warm and flushed; the profiled
+//! program runs between them, round by round, so a slow stretch of the
+//! host falls on both sides. Each round gives, per context and state, the
+//! driver's median time per call over the program's median time per call
+//! of that context; the rounds' ratios give a distribution-free interval,
+//! and a state whose interval lies within the tolerance matches (the rule
+//! of `tdg checkpoint validate`, shared through `checkpoint::validate`).
+
+use checkpoint::validate::{ratio_estimate, verdict, RatioEstimate, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The driver's cache state for a context's operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheState {
+    /// No flush between samples: operands as the previous call left them.
+    Warm,
+    /// The spec's flush, or a read flush of the last-level cache.
+    Flushed,
+}
+
+impl CacheState {
+    pub const BOTH: [CacheState; 2] = [CacheState::Warm, CacheState::Flushed];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            CacheState::Warm => "warm",
+            CacheState::Flushed => "flushed",
+        }
+    }
+}
+
+/// The rules of the driver's comparison with the program.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FidelityRules {
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    /// A target matches when its time is within this fraction of the
+    /// program's (both ways).
+    pub tolerance: f64,
+    pub confidence: f64,
+}
+
+impl Default for FidelityRules {
+    fn default() -> Self {
+        FidelityRules {
+            min_rounds: 6,
+            max_rounds: 12,
+            tolerance: 0.10,
+            confidence: 0.95,
+        }
+    }
+}
+
+/// One context's driver in one cache state against the program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateFidelity {
+    pub state: CacheState,
+    /// Driver over program, each round.
+    pub ratios: Vec<f64>,
+    pub estimate: Option<RatioEstimate>,
+    pub verdict: Verdict,
+}
+
+/// What the rounds said of one context's driver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriverFidelity {
+    pub rank: usize,
+    pub states: Vec<StateFidelity>,
+}
+
+impl DriverFidelity {
+    /// The matching state closest to the program, if any matches.
+    pub fn faithful(&self) -> Option<&StateFidelity> {
+        self.states
+            .iter()
+            .filter(|s| s.verdict == Verdict::Matches)
+            .min_by(|a, b| {
+                let off = |s: &StateFidelity| s.estimate.map_or(f64::INFINITY, |e| e.ratio.ln().abs());
+                off(a).total_cmp(&off(b))
+            })
+    }
+
+    /// Why no state matches, in words ("warm 0.55x (0.51-0.60), flushed
+    /// 1.31x (1.20-1.44)").
+    pub fn why_not(&self) -> String {
+        self.states
+            .iter()
+            .map(|s| match s.estimate {
+                Some(e) => format!(
+                    "{} {:.2}x ({:.2}-{:.2}, {})",
+                    s.state.word(),
+                    e.ratio,
+                    e.low,
+                    e.high,
+                    s.verdict.word()
+                ),
+                None => format!("{} undecided", s.state.word()),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Runs the interleaved rounds. `in_app` runs the profiled program once
+/// and returns the median time per call of each context it was asked
+/// about (by rank; a context the run did not call is missing);
+/// `driver(rank, state)` runs that driver once and returns its median time
+/// per call. Contexts whose every state is decided stop being driven.
+pub fn judge_drivers<E>(
+    rules: &FidelityRules,
+    ranks: &[usize],
+    mut in_app: impl FnMut() -> Result<BTreeMap<usize, f64>, E>,
+    mut driver: impl FnMut(usize, CacheState) -> Result<f64, E>,
+    mut progress: impl FnMut(usize),
+) -> Result<Vec<DriverFidelity>, E> {
+    let mut ratios: BTreeMap<(usize, CacheState), Vec<f64>> = BTreeMap::new();
+    let decided = |ratios: &[f64]| -> bool {
+        ratios.len() >= rules.min_rounds
+            && verdict(ratio_estimate(ratios, rules.confidence).as_ref(), rules.tolerance)
+                != Verdict::Undecided
+    };
+    for round in 1..=rules.max_rounds {
+        let open: Vec<(usize, CacheState)> = ranks
+            .iter()
+            .flat_map(|&r| CacheState::BOTH.map(|s| (r, s)))
+            .filter(|k| !decided(ratios.get(k).map_or(&[][..], Vec::as_slice)))
+            .collect();
+        // A context is done once one state matches: the other is not
+        // needed for a target.
+        let open: Vec<(usize, CacheState)> = open
+            .into_iter()
+            .filter(|(r, _)| {
+                !CacheState::BOTH.iter().any(|s| {
+                    let v = ratios.get(&(*r, *s)).map_or(&[][..], Vec::as_slice);
+                    v.len() >= rules.min_rounds
+                        && verdict(ratio_estimate(v, rules.confidence).as_ref(), rules.tolerance)
+                            == Verdict::Matches
+                })
+            })
+            .collect();
+        if open.is_empty() {
+            break;
+        }
+        progress(round);
+        let app = in_app()?;
+        for (rank, state) in open {
+            let Some(&app_ns) = app.get(&rank).filter(|t| **t > 0.0) else {
+                continue;
+            };
+            let t = driver(rank, state)?;
+            ratios.entry((rank, state)).or_default().push(t / app_ns);
+        }
+    }
+    Ok(ranks
+        .iter()
+        .map(|&rank| DriverFidelity {
+            rank,
+            states: CacheState::BOTH
+                .iter()
+                .map(|&state| {
+                    let r = ratios.remove(&(rank, state)).unwrap_or_default();
+                    let estimate = ratio_estimate(&r, rules.confidence);
+                    StateFidelity {
+                        state,
+                        verdict: verdict(estimate.as_ref(), rules.tolerance),
+                        estimate,
+                        ratios: r,
+                    }
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The program's calls take 100 ns at host speed `s`; context 1's
+    /// driver reads them warm within 3 %, flushed 1.6x; context 2's reads
+    /// 0.5x in both states (the program's data are not the driver's).
+    fn host(round: usize) -> f64 {
+        1.0 + 0.4 * ((round * 37) % 5) as f64 / 4.0
+    }
+
+    #[test]
+    fn a_faithful_state_is_found_and_an_unfaithful_driver_is_named() {
+        let round = std::cell::Cell::new(0);
+        let mut driven = 0;
+        let f = judge_drivers::<()>(
+            &FidelityRules::default(),
+            &[1, 2],
+            || {
+                round.set(round.get() + 1);
+                let s = host(round.get());
+                Ok(BTreeMap::from([(1, 100.0 * s), (2, 100.0 * s)]))
+            },
+            |rank, state| {
+                driven += 1;
+                let r = match (rank, state) {
+                    (1, CacheState::Warm) => 1.03,
+                    (1, CacheState::Flushed) => 1.6,
+                    _ => 0.5,
+                };
+                Ok(100.0 * host(round.get()) * r)
+            },
+            |_| {},
+        )
+        .unwrap();
+        let one = f[0].faithful().expect("context 1 matches warm");
+        assert_eq!(one.state, CacheState::Warm);
+        assert!(f[1].faithful().is_none());
+        assert!(f[1].why_not().contains("warm 0.50x"), "{}", f[1].why_not());
+        assert_eq!(f[1].states[0].verdict, Verdict::Faster);
+        // Everything decided at the sixth round: no more was driven.
+        assert_eq!(round.get(), 6);
+        assert_eq!(driven, 6 * 4);
+    }
+
+    #[test]
+    fn a_context_the_program_did_not_call_in_a_round_is_skipped_there() {
+        let mut round = 0;
+        let f = judge_drivers::<()>(
+            &FidelityRules {
+                max_rounds: 8,
+                ..Default::default()
+            },
+            &[1],
+            || {
+                round += 1;
+                Ok(if round % 2 == 0 {
+                    BTreeMap::new()
+                } else {
+                    BTreeMap::from([(1, 50.0)])
+                })
+            },
+            |_, _| Ok(50.0),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(f[0].states[0].ratios.len(), 4);
+        assert_eq!(f[0].states[0].verdict, Verdict::Undecided, "too few rounds");
+    }
+}

@@ -1,0 +1,180 @@
+//! Step 1: the program as it runs. Plain runs give its whole time (and
+//! show it succeeds and what it prints); one run under the spec's
+//! profiling shim gives the routine's calls, their contexts and their time
+//! inside the program. The routine's share of the whole run is the Amdahl
+//! bound on any gain from tuning it.
+
+use crate::program::{Launch, Program, ProgramRun};
+use crate::AutotuneError;
+use instrument::contexts::ContextsFile;
+use instrument::report::Report;
+use instrument::{format, interpose, report, session, specgen};
+use serde::{Deserialize, Serialize};
+use spec_lang::CheckedSpec;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What the program's plain runs and its profile say.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProgramProfile {
+    /// Whole-program wall times of the plain runs, seconds.
+    pub plain_runs_s: Vec<f64>,
+    pub plain_median_s: f64,
+    /// All calls of the routine the profile recorded.
+    pub calls: u64,
+    /// Time inside the routine over the whole run, nanoseconds.
+    pub routine_ns: f64,
+    /// `routine_ns` over the plain median (at most 1).
+    pub share: f64,
+    /// 1 / (1 - share): the speedup if the routine took no time at all.
+    pub amdahl_bound: f64,
+    /// The object whose definition the program calls.
+    pub defined_in: String,
+    /// Threads that called the routine.
+    pub threads: usize,
+    /// The profile file, the spec with the contexts' macros, and the
+    /// contexts file (with the `-D` values that select each context).
+    pub profile_file: PathBuf,
+    pub profiled_spec: PathBuf,
+    pub contexts_file: PathBuf,
+}
+
+/// The profile step's results beside the record.
+pub struct Profiled {
+    pub summary: ProgramProfile,
+    pub report: Report,
+    pub contexts: ContextsFile,
+    /// The preload shim, for the in-app side of later comparisons.
+    pub shim: PathBuf,
+    /// The first plain run (its output is the reference).
+    pub reference_run: ProgramRun,
+}
+
+/// Where the profile step works and what it is given.
+pub struct ProfileRequest<'a> {
+    pub program: &'a Program,
+    pub spec: &'a CheckedSpec,
+    pub spec_path: &'a Path,
+    pub include_dirs: Vec<PathBuf>,
+    pub cc: Option<&'a str>,
+    pub plain_runs: usize,
+    /// The work directory (tdg's own).
+    pub work: &'a Path,
+}
+
+/// A profiled run of the program: its report for `routine`.
+pub fn profiled_run(
+    program: &Program,
+    shim: &Path,
+    routine: &str,
+    work: &Path,
+) -> Result<Report, AutotuneError> {
+    let out = toolchain::scratch_dir("tdg-autotune-profile")?;
+    let outcome = session::run_profiled_with(
+        &program.argv,
+        Some(shim),
+        &session::RuntimeSettings::default(),
+        out.path(),
+        session::ProgramOutput::Discard {
+            limit: program.timeout,
+        },
+    )?;
+    if !outcome.status.success() {
+        return Err(AutotuneError::ProgramFailed {
+            program: program.name(),
+            how: format!("{} under the profiling shim", outcome.how_it_ended()),
+        });
+    }
+    if let Some(lost) = outcome.lost.first() {
+        return Err(AutotuneError::Profile(format!(
+            "{lost}; free space in {} and run again",
+            work.display()
+        )));
+    }
+    let rep = report::build(
+        &outcome.profile,
+        &report::ReportOptions {
+            routine: Some(routine.to_string()),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| AutotuneError::Profile(e.to_string()))?;
+    format::write(&outcome.profile, &work.join(format!("{routine}.tdgp")))?;
+    Ok(rep)
+}
+
+/// Median time per call of each context of `report`, by the context's
+/// values (the same context has another rank in another run).
+pub fn medians_by_values(report: &Report) -> BTreeMap<BTreeMap<String, i64>, f64> {
+    report
+        .contexts
+        .iter()
+        .map(|c| {
+            (
+                c.values.iter().map(|v| (v.name.clone(), v.value)).collect(),
+                c.all.median,
+            )
+        })
+        .collect()
+}
+
+pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
+    let program = req.program;
+    let mut plain = Vec::new();
+    for _ in 0..req.plain_runs.max(1) {
+        let run = program.run(&Launch::default())?;
+        if !run.succeeded() {
+            return Err(AutotuneError::ProgramFailed {
+                program: program.name(),
+                how: run.how_it_ended(),
+            });
+        }
+        plain.push(run);
+    }
+    let cc = toolchain::CCompiler::find(req.cc)?;
+    let shim_dir = req.work.join("shim");
+    let shims = interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs)?;
+    let routine = req.spec.routine.name.name.clone();
+    let rep = profiled_run(program, &shims.preload_shim, &routine, req.work)?;
+    let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
+    let derived = specgen::derive(
+        req.spec,
+        req.spec.source(),
+        &req.spec_path.display().to_string(),
+        &rep,
+        // Rank 1 holds the most time: the profiled spec's defaults.
+        1,
+        Some(profiled_spec.display().to_string()),
+    )
+    .map_err(|e| AutotuneError::Profile(e.to_string()))?;
+    fsguard::write_atomic(&profiled_spec, derived.edit.text.as_bytes())?;
+    let contexts_file = req.work.join(format!("{routine}.contexts.json"));
+    fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
+    let walls: Vec<f64> = plain.iter().map(|r| r.wall.as_secs_f64()).collect();
+    let median = stats::Summary::of(&walls).expect("one run at least").median;
+    let share = (rep.total_ns * 1e-9 / median).clamp(0.0, 1.0);
+    let summary = ProgramProfile {
+        plain_runs_s: walls,
+        plain_median_s: median,
+        calls: rep.calls,
+        routine_ns: rep.total_ns,
+        share,
+        amdahl_bound: if share < 1.0 {
+            1.0 / (1.0 - share)
+        } else {
+            f64::INFINITY
+        },
+        defined_in: rep.defined_in.clone(),
+        threads: rep.threads,
+        profile_file: req.work.join(format!("{routine}.tdgp")),
+        profiled_spec,
+        contexts_file,
+    };
+    Ok(Profiled {
+        summary,
+        contexts: derived.contexts,
+        report: rep,
+        shim: shims.preload_shim,
+        reference_run: plain.swap_remove(0),
+    })
+}
