@@ -101,6 +101,9 @@ mod tests {
             in_app_min_ns: per_call_ns,
             in_app_median_ns: per_call_ns,
             in_app_mean_ns: per_call_ns,
+            cache: None,
+            image: None,
+            fidelity: None,
         }
     }
 

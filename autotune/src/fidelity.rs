@@ -9,29 +9,9 @@
 //! of `tdg checkpoint validate`, shared through `checkpoint::validate`).
 
 use checkpoint::validate::{ratio_estimate, verdict, RatioEstimate, Verdict};
+pub use instrument::contexts::CacheState;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// The driver's cache state for a context's operands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheState {
-    /// No flush between samples: operands as the previous call left them.
-    Warm,
-    /// The spec's flush, or a read flush of the last-level cache.
-    Flushed,
-}
-
-impl CacheState {
-    pub const BOTH: [CacheState; 2] = [CacheState::Warm, CacheState::Flushed];
-
-    pub fn word(self) -> &'static str {
-        match self {
-            CacheState::Warm => "warm",
-            CacheState::Flushed => "flushed",
-        }
-    }
-}
 
 /// The rules of the driver's comparison with the program.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -79,7 +59,8 @@ impl DriverFidelity {
             .iter()
             .filter(|s| s.verdict == Verdict::Matches)
             .min_by(|a, b| {
-                let off = |s: &StateFidelity| s.estimate.map_or(f64::INFINITY, |e| e.ratio.ln().abs());
+                let off =
+                    |s: &StateFidelity| s.estimate.map_or(f64::INFINITY, |e| e.ratio.ln().abs());
                 off(a).total_cmp(&off(b))
             })
     }
@@ -120,8 +101,10 @@ pub fn judge_drivers<E>(
     let mut ratios: BTreeMap<(usize, CacheState), Vec<f64>> = BTreeMap::new();
     let decided = |ratios: &[f64]| -> bool {
         ratios.len() >= rules.min_rounds
-            && verdict(ratio_estimate(ratios, rules.confidence).as_ref(), rules.tolerance)
-                != Verdict::Undecided
+            && verdict(
+                ratio_estimate(ratios, rules.confidence).as_ref(),
+                rules.tolerance,
+            ) != Verdict::Undecided
     };
     for round in 1..=rules.max_rounds {
         let open: Vec<(usize, CacheState)> = ranks
@@ -137,8 +120,10 @@ pub fn judge_drivers<E>(
                 !CacheState::BOTH.iter().any(|s| {
                     let v = ratios.get(&(*r, *s)).map_or(&[][..], Vec::as_slice);
                     v.len() >= rules.min_rounds
-                        && verdict(ratio_estimate(v, rules.confidence).as_ref(), rules.tolerance)
-                            == Verdict::Matches
+                        && verdict(
+                            ratio_estimate(v, rules.confidence).as_ref(),
+                            rules.tolerance,
+                        ) == Verdict::Matches
                 })
             })
             .collect();

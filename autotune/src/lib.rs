@@ -10,11 +10,11 @@
 
 pub mod choose;
 pub mod deploy;
+pub mod error;
+pub mod fidelity;
+pub mod profile;
 pub mod program;
 pub mod proof;
-pub mod fidelity;
-pub mod error;
-pub mod profile;
 pub mod targets;
 
 pub use error::AutotuneError;

@@ -32,7 +32,11 @@ pub enum Target {
         defines: BTreeMap<String, String>,
     },
     /// Restored copies of the program at one of the context's calls.
-    Checkpoint { image: PathBuf, call: u64, delay: u64 },
+    Checkpoint {
+        image: PathBuf,
+        call: u64,
+        delay: u64,
+    },
 }
 
 /// How sure the target's faithfulness is: its time of the original routine
@@ -207,8 +211,10 @@ fn judge_contexts(
             drivers.insert((c.rank, state), (built, o));
         }
     }
-    let wanted: BTreeMap<BTreeMap<String, i64>, usize> =
-        contexts.iter().map(|c| (c.values.clone(), c.rank)).collect();
+    let wanted: BTreeMap<BTreeMap<String, i64>, usize> = contexts
+        .iter()
+        .map(|c| (c.values.clone(), c.rank))
+        .collect();
     let routine = req.spec.routine.name.name.clone();
     let ranks: Vec<usize> = contexts.iter().map(|c| c.rank).collect();
     let judged = judge_drivers(
@@ -227,7 +233,11 @@ fn judge_contexts(
             let (built, o) = &drivers[&(rank, state)];
             Ok(built.run(o)?.stats.median)
         },
-        |round| note(&format!("fidelity round {round}: the profiled program, then each open driver")),
+        |round| {
+            note(&format!(
+                "fidelity round {round}: the profiled program, then each open driver"
+            ))
+        },
     )?;
     Ok(judged)
 }
@@ -363,13 +373,17 @@ fn checkpoint_target(
                 .iter()
                 .filter_map(|r| {
                     r.against_application.as_ref().map(|v| match v.estimate {
-                        Some(e) => format!("delay {} {:.2}x ({})", r.delay, e.ratio, v.verdict.word()),
+                        Some(e) => {
+                            format!("delay {} {:.2}x ({})", r.delay, e.ratio, v.verdict.word())
+                        }
                         None => format!("delay {} {}", r.delay, v.verdict.word()),
                     })
                 })
                 .collect();
-            t.rejected
-                .push(format!("checkpoint: no delay matches the program ({})", rows.join(", ")));
+            t.rejected.push(format!(
+                "checkpoint: no delay matches the program ({})",
+                rows.join(", ")
+            ));
             note(&format!(
                 "context {}: no checkpoint matches the program ({})",
                 t.label,

@@ -10,7 +10,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 pub const FORMAT_NAME: &str = "tdg-contexts";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 adds what each context is tuned on (`cache`, `image`,
+/// `fidelity`); version 1 files, without them, are still read.
+pub const FORMAT_VERSION: u32 = 2;
+const OLDEST_VERSION: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ContextsError {
@@ -22,7 +25,7 @@ pub enum ContextsError {
     },
     #[error("{path} is not a tdg contexts file ({detail}); write one with `tdg spec-from-profile PROFILE --spec SPEC`")]
     Parse { path: String, detail: String },
-    #[error("{path} is contexts format version {found}; this tdg reads {FORMAT_VERSION}: regenerate it with `tdg spec-from-profile`")]
+    #[error("{path} is contexts format version {found}; this tdg reads {OLDEST_VERSION} to {FORMAT_VERSION}: regenerate it with `tdg spec-from-profile`")]
     Version { path: String, found: u32 },
     #[error("{path} lists no context")]
     Empty { path: String },
@@ -51,6 +54,40 @@ pub struct ContextEntry {
     pub in_app_min_ns: f64,
     pub in_app_median_ns: f64,
     pub in_app_mean_ns: f64,
+    /// The cache state the context's driver reproduces the application in
+    /// (absent: the spec's own settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheState>,
+    /// A checkpoint image of the application at one of the context's
+    /// calls, which times it instead of a driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<std::path::PathBuf>,
+    /// The target's time of the original routine over the application's
+    /// (from an interleaved comparison): a time measured on the target is
+    /// divided by it to predict the application's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<f64>,
+}
+
+/// The cache state a driver times a context in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheState {
+    /// No flush between samples: the operands as the previous call left them.
+    Warm,
+    /// The spec's flush, or a read flush of the last-level cache.
+    Flushed,
+}
+
+impl CacheState {
+    pub const BOTH: [CacheState; 2] = [CacheState::Warm, CacheState::Flushed];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            CacheState::Warm => "warm",
+            CacheState::Flushed => "flushed",
+        }
+    }
 }
 
 impl ContextEntry {
@@ -109,6 +146,9 @@ impl ContextsFile {
                     in_app_min_ns: c.all.min,
                     in_app_median_ns: c.all.median,
                     in_app_mean_ns: c.all.mean,
+                    cache: None,
+                    image: None,
+                    fidelity: None,
                 }
             })
             .collect();
@@ -150,7 +190,7 @@ impl ContextsFile {
             });
         }
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(ContextsError::Version {
                 path: path.into(),
                 found: version,
@@ -341,6 +381,9 @@ mod tests {
             in_app_min_ns: mean,
             in_app_median_ns: mean,
             in_app_mean_ns: mean,
+            cache: None,
+            image: None,
+            fidelity: None,
         };
         ContextsFile {
             format: FORMAT_NAME.into(),
@@ -384,11 +427,24 @@ mod tests {
         let e = ContextsFile::parse("{\"a\":1}", "x").unwrap_err();
         assert!(e.to_string().contains("spec-from-profile"), "{e}");
         let e = ContextsFile::parse(
-            &f.to_json().replace("\"version\": 1", "\"version\": 7"),
+            &f.to_json().replace("\"version\": 2", "\"version\": 7"),
             "x",
         )
         .unwrap_err();
         assert!(e.to_string().contains("version 7"), "{e}");
+        // Version 1, without what each context is tuned on, still reads.
+        let old = ContextsFile::parse(
+            &f.to_json().replace("\"version\": 2", "\"version\": 1"),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(old.contexts, f.contexts);
+        // What a context is tuned on survives a round trip.
+        let mut tuned = f.clone();
+        tuned.contexts[0].cache = Some(CacheState::Warm);
+        tuned.contexts[1].image = Some("img".into());
+        tuned.contexts[1].fidelity = Some(0.97);
+        assert_eq!(ContextsFile::parse(&tuned.to_json(), "x").unwrap(), tuned);
         let e = predict(&f, 3, |_| Err::<f64, &str>("driver failed")).unwrap_err();
         assert_eq!(e, "driver failed");
     }

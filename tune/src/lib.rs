@@ -7,6 +7,7 @@
 
 pub mod campaign;
 pub mod checkpoint;
+pub mod contexts;
 pub mod driver;
 mod error;
 pub mod measurement;
@@ -22,6 +23,7 @@ pub mod space;
 
 pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
 pub use checkpoint::CheckpointObjective;
+pub use contexts::{ContextsObjective, WeightedContexts};
 pub use driver::DriverObjective;
 pub use error::TuneError;
 pub use measurement::{Measurement, TimeSplit};

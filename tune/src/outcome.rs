@@ -10,7 +10,14 @@ impl TuneOutcome {
         let o = &outcome.search;
         let mut s = String::new();
         let _ = writeln!(s, "best         {}", o.best_description);
-        let _ = write!(s, "time         {} per call", stats::ns(o.best_ns));
+        let _ = match outcome.contexts {
+            Some(n) => write!(
+                s,
+                "time         {} in the routine over the program's {n} context(s)",
+                stats::ns(o.best_ns)
+            ),
+            None => write!(s, "time         {} per call", stats::ns(o.best_ns)),
+        };
         let _ = match o.best_mflops {
             Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
             None => writeln!(s),

@@ -5,6 +5,7 @@
 //! the [`TuneOutcome`].
 
 use crate::campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
+use crate::contexts::{ContextsObjective, WeightedContexts};
 use crate::measurement::Measurement;
 use crate::model::{MachineModel, Start};
 use crate::roles::Roles;
@@ -22,13 +23,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What a configuration is timed with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// The spec's generated driver, on the data its `init` describes.
     Driver,
     /// A candidate shared object in restored copies of this CRIU image,
     /// on the application's own data.
     Checkpoint { image: PathBuf },
+    /// The program's call contexts, each on its own target, scored by the
+    /// program's predicted time in the routine ([`crate::contexts`]).
+    Contexts(WeightedContexts),
 }
 
 impl Target {
@@ -76,6 +80,7 @@ pub struct CandidateSettings {
 pub enum TargetObjective<'s> {
     Driver(DriverObjective<'s>),
     Checkpoint(CheckpointObjective),
+    Contexts(ContextsObjective<'s>),
 }
 
 impl<'s> TargetObjective<'s> {
@@ -119,6 +124,13 @@ impl<'s> TargetObjective<'s> {
                     candidate.tolerance,
                 )?))
             }
+            Target::Contexts(contexts) => Ok(TargetObjective::Contexts(ContextsObjective::new(
+                contexts,
+                spec,
+                implementation,
+                base,
+                candidate,
+            )?)),
         }
     }
 
@@ -126,6 +138,7 @@ impl<'s> TargetObjective<'s> {
         match self {
             TargetObjective::Driver(d) => d,
             TargetObjective::Checkpoint(c) => c,
+            TargetObjective::Contexts(c) => c,
         }
     }
 }
@@ -147,6 +160,7 @@ impl Objective for TargetObjective<'_> {
         match self {
             TargetObjective::Driver(d) => d.placement(config),
             TargetObjective::Checkpoint(c) => c.placement(config),
+            TargetObjective::Contexts(c) => c.placement(config),
         }
     }
 }
@@ -276,6 +290,10 @@ pub struct TuneOutcome {
     /// The model the starts came from (absent with --no-model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineModel>,
+    /// With `--contexts`: how many contexts the time is the program's over
+    /// (it is then the program's time in the routine, not a time per call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contexts: Option<usize>,
     /// When the search began (the log's `elapsed_s` count from it).
     #[serde(skip)]
     pub started: std::time::SystemTime,
@@ -349,19 +367,24 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
                 .into(),
         });
     }
-    if let (Target::Checkpoint { .. }, Runner::Slurm(_)) = (&target, &runner) {
+    let on_checkpoint = match &target {
+        Target::Driver => false,
+        Target::Checkpoint { .. } => true,
+        Target::Contexts(c) => c.any_checkpoint(),
+    };
+    if let (true, Runner::Slurm(_)) = (on_checkpoint, &runner) {
         return Err(TuneError::Objective(
             "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
         ));
     }
-    if target != Target::Driver && space.params.iter().any(|p| p.kind == Kind::Threads) {
+    if on_checkpoint && space.params.iter().any(|p| p.kind == Kind::Threads) {
         return Err(TuneError::Objective(
             "--param threads sets a generated driver's team size; a checkpoint's threads are the application's. Add --default-driver to search it".into(),
         ));
     }
     if build_once && target != Target::Driver {
         return Err(TuneError::Objective(
-            "--build-once builds generated drivers; a checkpoint's candidates are built where they are restored".into(),
+            "--build-once builds one generated driver per configuration; a checkpoint's candidates are built where they are restored, and --contexts builds one per context".into(),
         ));
     }
     let campaign = match campaign {
@@ -418,6 +441,12 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         progress.note(&format!(
             "every configuration runs in restored copies of {} (--default-driver for random data instead)",
             image.display()
+        ));
+    }
+    if let Target::Contexts(c) = &target {
+        progress.note(&format!(
+            "every configuration is timed in {} context(s) and scored by the program's time in the routine, calls x time per call",
+            c.contexts.len()
         ));
     }
     let mut target_objective =
@@ -485,6 +514,10 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         constraints: space.constraints.clone(),
         unconstrained_size,
         machine,
+        contexts: match &target {
+            Target::Contexts(c) => Some(c.contexts.len()),
+            _ => None,
+        },
         started,
     })
 }

@@ -85,6 +85,17 @@ pub struct Args {
     #[arg(long)]
     #[arg(help_heading = "Checkpoint tuning")]
     pub default_driver: bool,
+    /// Score each configuration by the program's time in the routine over
+    /// the call contexts of this file (`tdg spec-from-profile` writes one
+    /// for the profiled spec): calls x time per call, each context on its
+    /// own driver (or checkpoint image).
+    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "The program's time")]
+    pub contexts: Option<PathBuf>,
+    /// With --contexts: the contexts ranked 1 to N (by the program's time in them).
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "contexts")]
+    #[arg(help_heading = "The program's time")]
+    pub top: usize,
     /// More C files for the candidate (checkpoint tuning).
     #[arg(long = "extra", value_name = "FILE")]
     #[arg(help_heading = "Build")]

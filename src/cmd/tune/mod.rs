@@ -50,22 +50,68 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
     Ok((spec, implementation, base))
 }
 
+/// What each configuration is timed with: the contexts of `--contexts`,
+/// the spec's checkpoint, or its driver.
+fn target_of(
+    args: &Args,
+    spec: &spec_lang::CheckedSpec,
+    spec_path: &Path,
+) -> anyhow::Result<tune::Target> {
+    if let Some(path) = &args.contexts {
+        if spec.checkpoint.is_some() && !args.default_driver {
+            anyhow::bail!(
+                "--contexts times each context on its own target; the spec's checkpoint clause names one image: add --default-driver, or give the images in the contexts file"
+            );
+        }
+        let file = instrument::contexts::ContextsFile::load(path)?;
+        return Ok(tune::Target::Contexts(tune::WeightedContexts::top(
+            path, &file, args.top,
+        )));
+    }
+    tune::Target::of(spec, spec_path, args.default_driver).map_err(tune_error)
+}
+
 /// One task of a Slurm round: evaluate the configuration at
 /// `$SLURM_ARRAY_TASK_ID` of the round and store its result in the campaign.
 fn run_task(round: &Path) -> CmdResult {
     let task = tune::slurm::round_task(round).map_err(tune_error)?;
     let args = stored_args(&task.manifest)?;
     let (spec, impl_c, base) = objective_parts(&args)?;
-    let mut objective = tune::DriverObjective {
-        spec: &spec,
-        impl_c,
-        base,
-        kept: args.campaign.build_once.then(|| task.campaign.builds_dir()),
+    let spec_path = args.spec.clone().expect("checked by objective_parts");
+    let result = match target_of(&args, &spec, &spec_path)? {
+        tune::Target::Driver => {
+            let mut objective = tune::DriverObjective {
+                spec: &spec,
+                impl_c,
+                base,
+                kept: args.campaign.build_once.then(|| task.campaign.builds_dir()),
+            };
+            tune::campaign::run_task(&mut objective, &task.config)
+        }
+        target => {
+            let mut objective = tune::TargetObjective::new(
+                &target,
+                &spec,
+                &impl_c,
+                &base,
+                &candidate_settings(&args),
+            )
+            .map_err(tune_error)?;
+            tune::campaign::run_task(&mut objective, &task.config)
+        }
     };
-    let result = tune::campaign::run_task(&mut objective, &task.config);
     task.campaign.store(&result)?;
     println!("{}", result.summary());
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a candidate on an image is built and checked.
+fn candidate_settings(args: &Args) -> tune::CandidateSettings {
+    tune::CandidateSettings {
+        extra: args.extra.clone(),
+        verify: !args.no_verify,
+        tolerance: args.tolerance,
+    }
 }
 
 pub fn run(args: Args) -> CmdResult {
@@ -183,14 +229,10 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let request = tune::TuneRequest {
         spec: &spec,
         name,
-        target: tune::Target::of(&spec, &spec_path, args.default_driver).map_err(tune_error)?,
+        target: target_of(&args, &spec, &spec_path)?,
         implementation,
         base,
-        candidate: tune::CandidateSettings {
-            extra: args.extra.clone(),
-            verify: !args.no_verify,
-            tolerance: args.tolerance,
-        },
+        candidate: candidate_settings(&args),
         space,
         roles,
         layout: args.layout,
