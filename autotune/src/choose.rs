@@ -51,9 +51,11 @@ pub struct Choice {
     pub short_of_cover: bool,
 }
 
-/// What the program spends in a context, in nanoseconds.
+/// What the program spends in a context, in nanoseconds: its calls'
+/// time, less the calls the profile judged interrupted (a call descheduled
+/// for milliseconds measures the scheduler, not the routine).
 pub fn weight(c: &ContextEntry) -> f64 {
-    c.in_app_total_ns
+    c.in_app_uninterrupted_total_ns
 }
 
 /// The heaviest contexts of `file` until their weights reach `cover.share`

@@ -22,7 +22,8 @@ pub struct ProgramProfile {
     pub plain_median_s: f64,
     /// All calls of the routine the profile recorded.
     pub calls: u64,
-    /// Time inside the routine over the whole run, nanoseconds.
+    /// Time inside the routine over the whole run (interrupted calls
+    /// aside), nanoseconds.
     pub routine_ns: f64,
     /// `routine_ns` over the plain median (at most 1).
     pub share: f64,
@@ -152,12 +153,13 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
     let walls: Vec<f64> = plain.iter().map(|r| r.wall.as_secs_f64()).collect();
     let median = stats::Summary::of(&walls).expect("one run at least").median;
-    let share = (rep.total_ns * 1e-9 / median).clamp(0.0, 1.0);
+    // Interrupted calls measure the scheduler, not the routine.
+    let share = (rep.uninterrupted_total_ns * 1e-9 / median).clamp(0.0, 1.0);
     let summary = ProgramProfile {
         plain_runs_s: walls,
         plain_median_s: median,
         calls: rep.calls,
-        routine_ns: rep.total_ns,
+        routine_ns: rep.uninterrupted_total_ns,
         share,
         amdahl_bound: if share < 1.0 {
             1.0 / (1.0 - share)

@@ -16,7 +16,6 @@ use checkpoint::validate::{RatioEstimate, Verdict};
 use driver_gen::{build_driver, BuiltDriver, RunOptions};
 use instrument::contexts::ContextEntry;
 use serde::{Deserialize, Serialize};
-use spec_lang::ast::FlushMethod;
 use spec_lang::CheckedSpec;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -206,7 +205,9 @@ fn judge_contexts(
     let mut drivers: BTreeMap<(usize, CacheState), (BuiltDriver, RunOptions)> = BTreeMap::new();
     for c in contexts {
         for state in CacheState::BOTH {
-            let o = driver_options(&req.base, c, state);
+            let mut o = tune::contexts::driver_options(&req.base, c, Some(state));
+            // The original has no reference to be verified against.
+            o.verify = false;
             let built = build_driver(req.spec, &original, &o)?;
             drivers.insert((c.rank, state), (built, o));
         }
@@ -240,28 +241,6 @@ fn judge_contexts(
         },
     )?;
     Ok(judged)
-}
-
-/// The driver options for a context in a cache state: the context's `-D`
-/// values, its threads, and the state's flush; the original routine has no
-/// reference to be verified against.
-pub fn driver_options(base: &RunOptions, ctx: &ContextEntry, state: CacheState) -> RunOptions {
-    let mut o = base.clone();
-    if o.timing.threads.is_none() {
-        o.timing.threads = ctx.threads.map(u32::from);
-    }
-    o.defines.retain(|(k, _)| !ctx.defines.contains_key(k));
-    o.defines
-        .extend(ctx.defines.iter().map(|(k, v)| (k.clone(), v.clone())));
-    match state {
-        CacheState::Warm => o.timing.flush = Some(FlushMethod::None),
-        CacheState::Flushed => {
-            if matches!(o.timing.flush, None | Some(FlushMethod::None)) {
-                o.timing.flush = Some(FlushMethod::Read);
-            }
-        }
-    }
-    o
 }
 
 /// The 1-based call number, among all the routine's calls, of the middle
