@@ -16,6 +16,39 @@ pub struct Args {
     #[arg(long = "impl", value_name = "FILE", required_unless_present_any = ["resume", "task"])]
     #[arg(help_heading = "Build")]
     pub implementation: Option<PathBuf>,
+    #[command(flatten)]
+    pub search: SearchOptions,
+    /// JSON-lines log of every evaluation (default: <spec name>.tune.jsonl).
+    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Search")]
+    pub log: Option<PathBuf>,
+    /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
+    #[arg(long)]
+    #[arg(help_heading = "Checkpoint tuning")]
+    pub default_driver: bool,
+    /// Score each configuration by the program's time in the routine over
+    /// the call contexts of this file (`tdg spec-from-profile` writes one
+    /// for the profiled spec): calls x time per call, each context on its
+    /// own driver (or checkpoint image).
+    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "The program's time")]
+    pub contexts: Option<PathBuf>,
+    /// With --contexts: the contexts ranked 1 to N (by the program's time in them).
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "contexts")]
+    #[arg(help_heading = "The program's time")]
+    pub top: usize,
+    #[command(flatten)]
+    pub output: OutputArgs<TuneFormat>,
+    /// At the end, write the campaign's HTML page (as `tdg report`) to FILE.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub report: Option<PathBuf>,
+}
+
+/// What a search needs beyond the routine and its implementation: the
+/// space, the strategy, the build, the timing, the checkpoint candidate and
+/// the campaign; `tdg autotune` takes the same options.
+#[derive(clap::Args)]
+pub struct SearchOptions {
     /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... (repeatable).
     #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task"])]
     #[arg(help_heading = "Search")]
@@ -63,10 +96,6 @@ pub struct Args {
     #[arg(long)]
     #[arg(help_heading = "Search")]
     pub no_model: bool,
-    /// JSON-lines log of every evaluation (default: <spec name>.tune.jsonl).
-    #[arg(long, value_name = "FILE")]
-    #[arg(help_heading = "Search")]
-    pub log: Option<PathBuf>,
     /// C compiler (default: $CC, cc, gcc, clang).
     #[arg(long)]
     #[arg(help_heading = "Build")]
@@ -81,21 +110,6 @@ pub struct Args {
     #[arg(long, default_value_t = 600)]
     #[arg(help_heading = "Driver")]
     pub timeout: u64,
-    /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
-    #[arg(long)]
-    #[arg(help_heading = "Checkpoint tuning")]
-    pub default_driver: bool,
-    /// Score each configuration by the program's time in the routine over
-    /// the call contexts of this file (`tdg spec-from-profile` writes one
-    /// for the profiled spec): calls x time per call, each context on its
-    /// own driver (or checkpoint image).
-    #[arg(long, value_name = "FILE")]
-    #[arg(help_heading = "The program's time")]
-    pub contexts: Option<PathBuf>,
-    /// With --contexts: the contexts ranked 1 to N (by the program's time in them).
-    #[arg(long, value_name = "N", default_value_t = 3, requires = "contexts")]
-    #[arg(help_heading = "The program's time")]
-    pub top: usize,
     /// More C files for the candidate (checkpoint tuning).
     #[arg(long = "extra", value_name = "FILE")]
     #[arg(help_heading = "Build")]
@@ -109,11 +123,6 @@ pub struct Args {
     #[arg(long, default_value_t = checkpoint::DEFAULT_TOLERANCE)]
     #[arg(help_heading = "Checkpoint tuning")]
     pub tolerance: f64,
-    #[command(flatten)]
-    pub output: OutputArgs<TuneFormat>,
-    /// At the end, write the campaign's HTML page (as `tdg report`) to FILE.
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
-    pub report: Option<PathBuf>,
     #[command(flatten)]
     pub campaign: CampaignArgs,
 }
@@ -258,15 +267,19 @@ struct StoredArgs {
 }
 
 pub(super) fn stored_args(manifest: &tune::Manifest) -> anyhow::Result<Args> {
+    parse_args(&manifest.args).map_err(|e| {
+        anyhow::anyhow!(
+            "the campaign's stored arguments do not parse: {}",
+            e.to_string().lines().next().unwrap_or("")
+        )
+    })
+}
+
+/// `tdg tune`'s arguments from words (after `tune`): a stored campaign's,
+/// or those `tdg autotune` composes for each of its searches.
+pub(crate) fn parse_args(words: &[String]) -> Result<Args, clap::Error> {
     use clap::Parser;
-    StoredArgs::try_parse_from(&manifest.args)
-        .map(|s| s.args)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the campaign's stored arguments do not parse: {}",
-                e.to_string().lines().next().unwrap_or("")
-            )
-        })
+    StoredArgs::try_parse_from(words).map(|s| s.args)
 }
 
 /// This command's own arguments (after `tune`), as the campaign stores them.

@@ -19,7 +19,7 @@ fn campaign_inputs(args: &Args) -> anyhow::Result<Vec<tune::campaign::InputFile>
     tune::campaign::InputFile::of_campaign(
         args.spec.as_deref(),
         args.implementation.as_deref(),
-        &args.extra,
+        &args.search.extra,
     )
     .map_err(tune_error)
 }
@@ -32,7 +32,7 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
         .implementation
         .clone()
         .context("give the implementation with --impl")?;
-    let defines = crate::args::defines::parse_defines(&args.timing.define)?;
+    let defines = crate::args::defines::parse_defines(&args.search.timing.define)?;
     let spec = crate::args::spec::load_spec(spec_path, &defines, args.default_driver)?;
     if !implementation.is_file() {
         anyhow::bail!(
@@ -41,12 +41,12 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
         );
     }
     let mut base = RunOptions {
-        cc: args.cc.clone(),
-        cflags: args.cflags.to_vec(),
-        timeout: Duration::from_secs(args.timeout),
+        cc: args.search.cc.clone(),
+        cflags: args.search.cflags.to_vec(),
+        timeout: Duration::from_secs(args.search.timeout),
         ..RunOptions::default()
     };
-    args.timing.apply(&mut base)?;
+    args.search.timing.apply(&mut base)?;
     Ok((spec, implementation, base))
 }
 
@@ -84,7 +84,11 @@ fn run_task(round: &Path) -> CmdResult {
                 spec: &spec,
                 impl_c,
                 base,
-                kept: args.campaign.build_once.then(|| task.campaign.builds_dir()),
+                kept: args
+                    .search
+                    .campaign
+                    .build_once
+                    .then(|| task.campaign.builds_dir()),
             };
             tune::campaign::run_task(&mut objective, &task.config)
         }
@@ -108,17 +112,17 @@ fn run_task(round: &Path) -> CmdResult {
 /// How a candidate on an image is built and checked.
 fn candidate_settings(args: &Args) -> tune::CandidateSettings {
     tune::CandidateSettings {
-        extra: args.extra.clone(),
-        verify: !args.no_verify,
-        tolerance: args.tolerance,
+        extra: args.search.extra.clone(),
+        verify: !args.search.no_verify,
+        tolerance: args.search.tolerance,
     }
 }
 
 pub fn run(args: Args) -> CmdResult {
-    if let Some(round) = &args.campaign.task {
+    if let Some(round) = &args.search.campaign.task {
         return run_task(round);
     }
-    if let Some(dir) = &args.campaign.resume {
+    if let Some(dir) = &args.search.campaign.resume {
         // Locked first: a second resume must not see, or change, this one's
         // inputs or results.
         let (mut campaign, manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
@@ -131,7 +135,7 @@ pub fn run(args: Args) -> CmdResult {
         let mut stored = stored_args(&manifest)?;
         let now = campaign_inputs(&stored)?;
         let changed = campaign
-            .accept_inputs(&manifest, now, args.campaign.allow_changed, dir)
+            .accept_inputs(&manifest, now, args.search.campaign.allow_changed, dir)
             .map_err(tune_error)?;
         if !changed.is_empty() {
             eprintln!(
@@ -143,114 +147,20 @@ pub fn run(args: Args) -> CmdResult {
         // may be given a larger budget to go on.
         stored.output = args.output.clone();
         stored.report = args.report.clone();
-        stored.budget = args.budget.or(stored.budget);
+        stored.search.budget = args.search.budget.or(stored.search.budget);
         return search(stored, Some(campaign));
     }
     search(args, None)
 }
 
-/// The search, in a new campaign or (`resumed`) an existing one.
+/// The search, in a new campaign or (`resumed`) an existing one, and its
+/// output.
 fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     let format = args.output.chosen();
-    // The space and the start are checked before the objective, whose
-    // machine defaults may start a probe: a typo costs no measurement.
-    let space = tune::Space::new(
-        args.params
-            .iter()
-            .map(|p| tune::parse_param(p))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(tune_error)?,
-    )
-    .map_err(tune_error)?;
-    let mut fixed = config::Config::new();
-    for text in &args.start {
-        // A later --start of the same parameter wins, as a later flag does.
-        fixed.set(tune::parse_start(text, &space).map_err(tune_error)?);
-    }
-    let (spec, implementation, base) = objective_parts(&args)?;
-    let spec_path = args.spec.clone().expect("checked by objective_parts");
-    let strategy = if args.exhaustive {
-        tune::Strategy::Exhaustive
-    } else {
-        args.strategy.unwrap_or(tune::Strategy::Yotov)
-    };
-    let roles = args
-        .roles
-        .iter()
-        .map(|r| tune::parse_role(r))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(tune_error)?;
-    let constraints = args
-        .constraints
-        .iter()
-        .map(|c| tune::parse_constraint(c))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(tune_error)?;
-    let start = if args.no_model || strategy == tune::Strategy::Exhaustive {
-        tune::StartFrom::MidRange
-    } else {
-        tune::StartFrom::Model(Box::new(machine_model(&args, &spec, &base)?))
-    };
-    let name = spec_path
-        .file_stem()
-        .map_or("tune".into(), |s| s.to_string_lossy().to_string());
-    // Slurm is checked before a campaign directory is made, so a cluster
-    // that does not answer leaves nothing behind.
-    let runner = match args.campaign.executor {
-        ExecutorKind::Slurm => tune::Runner::Slurm(Box::new(slurm_executor(&args.campaign)?)),
-        ExecutorKind::Local => {
-            if let Some(flag) = args.campaign.slurm_only_flag() {
-                anyhow::bail!(
-                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
-                );
-            }
-            tune::Runner::Local
-        }
-    };
-    // A Slurm campaign needs a directory the nodes share; a local search
-    // keeps one only when asked.
-    let new_dir = match (&args.campaign.campaign, args.campaign.executor) {
-        (Some(d), _) => Some(d.clone()),
-        (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{name}.campaign"))),
-        (None, ExecutorKind::Local) => None,
-    };
-    let campaign = match (resumed, new_dir) {
-        (Some(c), _) => tune::CampaignChoice::Resume(c),
-        (None, Some(dir)) => tune::CampaignChoice::New {
-            dir,
-            manifest: tune::Manifest::new(
-                std::env::current_dir()?,
-                own_args(),
-                campaign_inputs(&args)?,
-            ),
-        },
-        (None, None) => tune::CampaignChoice::None,
-    };
-    let request = tune::TuneRequest {
-        spec: &spec,
-        name,
-        target: target_of(&args, &spec, &spec_path)?,
-        implementation,
-        base,
-        candidate: candidate_settings(&args),
-        space,
-        roles,
-        layout: args.layout,
-        constraints,
-        fixed,
-        start,
-        strategy,
-        budget: args.budget,
-        runner,
-        campaign,
-        build_once: args.campaign.build_once,
-        allow_mixed_cpus: args.campaign.allow_mixed_cpus,
-        log: args.log.clone(),
-    };
     let mut bar = tune::progress::Bar::new(0, !quiet(&args));
-    let outcome = tune::run(request, &mut bar);
+    let outcome = tune_outcome(&args, resumed, &mut bar);
     bar.finish();
-    let outcome = outcome.map_err(tune_error)?;
+    let outcome = outcome?;
     if let Some(page) = &args.report {
         let shown = outcome.campaign.as_ref().unwrap_or(&outcome.log);
         report::write_report(std::slice::from_ref(shown), page, None, "tdg tune --report")?;
@@ -273,6 +183,119 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
     };
     args.output.write(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The search `args` describe, run to its outcome (`tdg tune`, and each
+/// search of `tdg autotune`); `progress` hears of every evaluation.
+pub(crate) fn tune_outcome(
+    args: &Args,
+    resumed: Option<tune::Campaign>,
+    progress: &mut dyn tune::Progress,
+) -> anyhow::Result<tune::TuneOutcome> {
+    // The space and the start are checked before the objective, whose
+    // machine defaults may start a probe: a typo costs no measurement.
+    let space = tune::Space::new(
+        args.search
+            .params
+            .iter()
+            .map(|p| tune::parse_param(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(tune_error)?,
+    )
+    .map_err(tune_error)?;
+    let mut fixed = config::Config::new();
+    for text in &args.search.start {
+        // A later --start of the same parameter wins, as a later flag does.
+        fixed.set(tune::parse_start(text, &space).map_err(tune_error)?);
+    }
+    let (spec, implementation, base) = objective_parts(args)?;
+    let spec_path = args.spec.clone().expect("checked by objective_parts");
+    let strategy = if args.search.exhaustive {
+        tune::Strategy::Exhaustive
+    } else {
+        args.search.strategy.unwrap_or(tune::Strategy::Yotov)
+    };
+    let roles = args
+        .search
+        .roles
+        .iter()
+        .map(|r| tune::parse_role(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)?;
+    let constraints = args
+        .search
+        .constraints
+        .iter()
+        .map(|c| tune::parse_constraint(c))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)?;
+    let start = if args.search.no_model || strategy == tune::Strategy::Exhaustive {
+        tune::StartFrom::MidRange
+    } else {
+        tune::StartFrom::Model(Box::new(machine_model(args, &spec, &base)?))
+    };
+    let name = spec_path
+        .file_stem()
+        .map_or("tune".into(), |s| s.to_string_lossy().to_string());
+    // Slurm is checked before a campaign directory is made, so a cluster
+    // that does not answer leaves nothing behind.
+    let runner = match args.search.campaign.executor {
+        ExecutorKind::Slurm => {
+            tune::Runner::Slurm(Box::new(slurm_executor(&args.search.campaign)?))
+        }
+        ExecutorKind::Local => {
+            if let Some(flag) = args.search.campaign.slurm_only_flag() {
+                anyhow::bail!(
+                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
+                );
+            }
+            tune::Runner::Local
+        }
+    };
+    // A Slurm campaign needs a directory the nodes share; a local search
+    // keeps one only when asked.
+    let new_dir = match (
+        &args.search.campaign.campaign,
+        args.search.campaign.executor,
+    ) {
+        (Some(d), _) => Some(d.clone()),
+        (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{name}.campaign"))),
+        (None, ExecutorKind::Local) => None,
+    };
+    let campaign = match (resumed, new_dir) {
+        (Some(c), _) => tune::CampaignChoice::Resume(c),
+        (None, Some(dir)) => tune::CampaignChoice::New {
+            dir,
+            manifest: tune::Manifest::new(
+                std::env::current_dir()?,
+                own_args(),
+                campaign_inputs(args)?,
+            ),
+        },
+        (None, None) => tune::CampaignChoice::None,
+    };
+    let request = tune::TuneRequest {
+        spec: &spec,
+        name,
+        target: target_of(args, &spec, &spec_path)?,
+        implementation,
+        base,
+        candidate: candidate_settings(args),
+        space,
+        roles,
+        layout: args.search.layout,
+        constraints,
+        fixed,
+        start,
+        strategy,
+        budget: args.search.budget,
+        runner,
+        campaign,
+        build_once: args.search.campaign.build_once,
+        allow_mixed_cpus: args.search.campaign.allow_mixed_cpus,
+        log: args.log.clone(),
+    };
+    tune::run(request, progress).map_err(tune_error)
 }
 
 /// Machine-readable output keeps stderr to errors.
@@ -301,7 +324,7 @@ fn machine_model(
 ) -> anyhow::Result<tune::MachineModel> {
     let probed = probe::cached_or_measure()
         .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
-    let cc = toolchain::CCompiler::find(args.cc.as_deref())?;
+    let cc = toolchain::CCompiler::find(args.search.cc.as_deref())?;
     if !quiet(args) {
         eprintln!(
             "tdg tune: model from the probe cached at {} (effective caches {})",
