@@ -293,25 +293,42 @@ init={ us=3000; };
     }
 }
 
+/// Cycle-timer samples are converted to nanoseconds with the TSC rate: a
+/// 3 ms sleep reads 3 ms on the cycle timer as on the wall clock. Noise
+/// only ever lengthens a sleep, so each timer's least sample is at least
+/// the 3 ms asked for, and a least sample of three is below twice that (a
+/// conversion with the core clock instead, or cycles read as ns, is off by
+/// the clock's GHz). How closely the two timers agree on the same work is
+/// a benchmark (`scripts/bench-driver`), not a test.
 #[test]
-fn cycle_timer_agrees_with_the_wall_clock() {
+fn cycle_timer_reads_a_sleep_in_nanoseconds_as_the_wall_clock_does() {
     let _serial = exclusive();
-    // A fixed amount of arithmetic: cycle and wall timers must agree once
-    // cycles are converted with the calibrated TSC rate.
     let spec_src = r#"
-routine=double spin(const int n);
-init={ n=300000; };
+routine=void nap(const int us);
+init={ us=3000; };
 "#;
-    let imp = "double spin(const int n) { volatile double x = 1.0; int i; for (i = 0; i < n; i++) x = x * 1.0000001; return x; }\n";
+    let imp = "#define _GNU_SOURCE\n#include <time.h>\nvoid nap(const int us) { struct timespec t = {0, us * 1000L}; nanosleep(&t, 0); }\n";
     let kit = build(spec_src, imp, &opts());
     let mut o = opts();
+    o.timing.samples = Some(3);
     o.timing.flush = Some(FlushMethod::None);
-    o.timing.timer = Some(TimerMethod::Cycle);
-    let cyc = kit.min_of(&o, 3);
-    o.timing.timer = Some(TimerMethod::Wall);
-    let wall = kit.min_of(&o, 3);
-    eprintln!("cycle {cyc:.0} ns, wall {wall:.0} ns");
-    assert!((cyc / wall - 1.0).abs() < 0.2, "cycle {cyc} vs wall {wall}");
+    for timer in [TimerMethod::Cycle, TimerMethod::Wall] {
+        o.timing.timer = Some(timer);
+        let r = kit.run(&o);
+        eprintln!("{timer:?}: least of 3 samples {:.0} ns", r.stats.min);
+        if r.timer != timer {
+            eprintln!(
+                "SKIPPED the {timer:?} timer: the driver fell back to {:?} ({:?})",
+                r.timer, r.warnings
+            );
+            continue;
+        }
+        assert!(
+            (3.0e6..6.0e6).contains(&r.stats.min),
+            "{timer:?}: a 3 ms sleep read {} ns",
+            r.stats.min
+        );
+    }
 }
 
 #[test]

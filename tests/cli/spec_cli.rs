@@ -436,13 +436,18 @@ fn reference_generator_spec_is_accepted_warned_and_explained() {
 /// a few microseconds each would read whichever state this shared host was
 /// in for a fraction of a millisecond, and the ratios compared below would
 /// follow the host, not the flush.
-fn reported_ns(cache: &Path, spec: &str, extra: &[&str]) -> f64 {
+fn run_json(cache: &Path, spec: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["run", spec, "--json", "--min-interval-ns", "0"];
     args.extend_from_slice(extra);
     let out = tdg_in(cache, &args);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    v["reported_ns"].as_f64().expect("reported_ns")
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn reported_ns(cache: &Path, spec: &str, extra: &[&str]) -> f64 {
+    run_json(cache, spec, extra)["reported_ns"]
+        .as_f64()
+        .expect("reported_ns")
 }
 
 #[test]
@@ -475,31 +480,29 @@ fn the_body_is_the_implementation_and_an_unmarked_operand_is_not_flushed() {
     );
 
     // One call per sample, 2 x 32 KiB of operands (in L2, not in L1): the
-    // unmarked operands are timed as with --flush none, and well below the
-    // flushed time. Interleaved rounds, the minimum of each (noise only adds).
-    let (mut unmarked, mut none, mut flushed) = (f64::MAX, f64::MAX, f64::MAX);
+    // unmarked operands are timed as with --flush none (the driver flushes
+    // nothing and says no operand was flushed), and the flushed time is
+    // above it (interleaved rounds, the minimum of each: noise only adds).
+    // How near the unmarked time is to --flush none's is a benchmark
+    // (scripts/bench-driver's warm case), not a band a test can hold.
+    let unmarked_run = run_json(dir.path(), spec, &[]);
+    assert_eq!(unmarked_run["flush"], "none", "{unmarked_run}");
+    let caches: Vec<&str> = unmarked_run["operands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["cache"].as_str().unwrap())
+        .collect();
+    assert!(caches.iter().all(|c| *c == "unflushed"), "{caches:?}");
+    let (mut unmarked, mut flushed) = (f64::MAX, f64::MAX);
     for _ in 0..3 {
         unmarked = unmarked.min(reported_ns(dir.path(), spec, &[]));
-        none = none.min(reported_ns(dir.path(), spec, &["--flush", "none"]));
         flushed = flushed.min(reported_ns(dir.path(), spec, &["--flush", "read"]));
     }
-    let as_none = unmarked / none;
-    let cold = flushed / unmarked;
-    eprintln!(
-        "unmarked {unmarked:.0} ns, --flush none {none:.0} ns ({as_none:.3}x), --flush read {flushed:.0} ns ({cold:.2}x)"
-    );
-    // Unmarked must read as --flush none, within the minima's noise (the
-    // band below); flushed must read slower than that band, by how much
-    // depends on the host (the L2 against memory with prefetching streams).
-    // Both bounds keep the flushed time outside the band the unmarked one
-    // must stay in.
+    eprintln!("unmarked {unmarked:.0} ns, --flush read {flushed:.0} ns");
     assert!(
-        (0.93..=1.07).contains(&as_none),
-        "unmarked {unmarked:.0} ns vs --flush none {none:.0} ns: ratio {as_none:.2}"
-    );
-    assert!(
-        cold >= 1.1,
-        "flushed {flushed:.0} ns vs unmarked {unmarked:.0} ns: ratio {cold:.2}"
+        flushed > unmarked,
+        "flushed {flushed:.0} ns vs unmarked {unmarked:.0} ns"
     );
 }
 
