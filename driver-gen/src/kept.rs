@@ -5,6 +5,7 @@
 //! for, so a driver is never run under another configuration's name.
 
 use crate::defaults::MachineDefaults;
+use crate::record::BuildRecord;
 use crate::run::{model_for, BuiltDriver, RunError, RunOptions};
 use serde::{Deserialize, Serialize};
 use spec_lang::CheckedSpec;
@@ -24,9 +25,8 @@ const RECORD_VERSION: u32 = 2;
 struct Record {
     tdg_kept_driver: u32,
     routine: String,
-    compiler: String,
-    impl_cflags: Vec<String>,
-    defines: Vec<String>,
+    #[serde(flatten)]
+    built_with: BuildRecord,
     /// The machine defaults the driver's flush and interval were resolved
     /// from: a node that runs it (with a probe of its own) reads its plan,
     /// and where each setting came from, as it was built in.
@@ -47,9 +47,7 @@ impl BuiltDriver {
         let record = Record {
             tdg_kept_driver: RECORD_VERSION,
             routine: self.model.routine.name.clone(),
-            compiler: self.compiler.clone(),
-            impl_cflags: self.impl_cflags.clone(),
-            defines: self.defines.clone(),
+            built_with: self.built_with.clone(),
             machine: self.model.timing_inputs.machine.clone(),
         };
         let text = serde_json::to_string_pretty(&record).expect("a record serialises");
@@ -94,14 +92,14 @@ impl BuiltDriver {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         if record.routine != model.routine.name
-            || record.defines != defines
-            || record.impl_cflags != opts.cflags
+            || record.built_with.defines != defines
+            || record.built_with.impl_cflags != opts.cflags
         {
             return Err(stale(format!(
                 "was built for {} with -D {} and flags `{}`, not for {} with -D {} and flags `{}`",
                 record.routine,
-                record.defines.join(" "),
-                record.impl_cflags.join(" "),
+                record.built_with.defines.join(" "),
+                record.built_with.impl_cflags.join(" "),
                 model.routine.name,
                 defines.join(" "),
                 opts.cflags.join(" ")
@@ -110,9 +108,7 @@ impl BuiltDriver {
         Ok(Some(BuiltDriver {
             model,
             exe: dir.join(EXE),
-            compiler: record.compiler,
-            impl_cflags: record.impl_cflags,
-            defines: record.defines,
+            built_with: record.built_with,
             build: crate::run::BuildStats::default(),
             _dir: None,
         }))

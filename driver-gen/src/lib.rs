@@ -12,6 +12,7 @@ pub mod explain;
 pub mod kept;
 mod keyword_json;
 pub mod model;
+pub mod record;
 pub mod render;
 pub mod report;
 pub mod run;

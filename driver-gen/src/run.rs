@@ -1,23 +1,19 @@
 //! Build a generated driver against the user's implementation, run it and
 //! turn its JSON line into a [`RunReport`].
 
-use serde::{Deserialize, Serialize};
-use spec_lang::ast::{FlushMethod, Selection, TimerMethod};
+use spec_lang::ast::FlushMethod;
 use spec_lang::vocabulary::Keyword;
 use spec_lang::CheckedSpec;
-use stats::Summary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use toolchain::{BuildCache, CCompiler, CompileJob, Compiled, ToolchainError};
 
 use crate::defaults::{recorded_defaults, MachineDefaults};
-use crate::driver_json::{self, DriverJson};
-pub use crate::driver_json::{
-    OperandReport, Sampling, TeamReport, Verification, DRIVER_JSON_VERSION,
-};
+use crate::driver_json;
+pub use crate::driver_json::DRIVER_JSON_VERSION;
 use crate::model::{
-    DriverConfig, DriverModel, FlushPlan, ModelError, Origin, Source, TimingOverrides, TimingPlan,
+    DriverConfig, DriverModel, FlushPlan, ModelError, Source, TimingOverrides, TimingPlan,
 };
 use crate::render::{render, RenderError};
 
@@ -195,152 +191,12 @@ impl RunError {
     }
 }
 
-/// The read of a full flush after the operands' clflush, as the driver ran
-/// it: the model's eviction plan, with where each size came from.
-pub use crate::model::Eviction as FlushEviction;
+pub use crate::record::{
+    BuildRecord, FlushEviction, OperandReport, RunReport, Sampling, SettingSources, TeamReport,
+    Verification,
+};
 
 pub use spec_lang::ast::CODE_PAGE;
-
-/// Everything one driver run measured, serialisable for `--json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunReport {
-    pub routine: String,
-    pub compiler: String,
-    pub impl_cflags: Vec<String>,
-    pub defines: Vec<String>,
-    /// Timer used (a missing TSC falls back to wall) and the one asked for.
-    #[serde(with = "crate::keyword_json")]
-    pub timer: TimerMethod,
-    #[serde(with = "crate::keyword_json")]
-    pub timer_requested: TimerMethod,
-    pub tsc_hz: Option<f64>,
-    pub tsc_hz_source: String,
-    /// Empty-interval cost, subtracted from every sample.
-    pub timer_overhead_ns: f64,
-    pub timer_resolution_ns: f64,
-    /// "single-call", "self-flushing" (R calls over rotating working sets) or
-    /// "repeated" (R calls, same data).
-    pub mode: String,
-    pub reps_per_sample: u64,
-    pub working_sets: u64,
-    /// The flush the driver ran (none when no operand is flushed).
-    #[serde(with = "crate::keyword_json")]
-    pub flush: FlushMethod,
-    pub flush_kib: u64,
-    /// `sources.flush_kib` in words, for readers of the version 2 contract.
-    pub flush_kib_source: String,
-    pub flush_all_cpus: bool,
-    pub flush_cpus: Vec<i32>,
-    /// A read flush meant to reach memory began with a clflush of the
-    /// flushed operands (single-call mode, x86).
-    #[serde(default)]
-    pub flush_clflushes_operands: bool,
-    /// After that clflush, what the read evicted instead of `flush_kib`:
-    /// KiB read (the private caches) and pages touched (the TLB); `None`
-    /// when it read `flush_kib`.
-    #[serde(default)]
-    pub flush_eviction: Option<FlushEviction>,
-    /// Mean wall time of the cache preparation before each single-call
-    /// sample (clflush, read, re-warming the code): what the flush costs
-    /// per sample, outside the timed interval. `None` without one.
-    #[serde(default)]
-    pub flush_ns_per_sample: Option<f64>,
-    pub min_interval_ns: u64,
-    /// `sources.min_interval` in words, for readers of the version 2 contract.
-    pub min_interval_source: String,
-    /// Where each timing setting of this run came from, carried from the
-    /// plan the run was resolved into (`None`: a report written before tdg
-    /// recorded them).
-    #[serde(default)]
-    pub sources: Option<SettingSources>,
-    /// Per-call nanoseconds of every sample, in order.
-    pub samples_ns: Vec<f64>,
-    pub sample_cpus: Vec<i32>,
-    /// The driver's own statistics of `samples_ns` (its JSON line's `stats`);
-    /// `n` is `samples_ns.len()`, which the JSON does not repeat, so a report
-    /// read back from `tdg run --json` has `n = 0`.
-    #[serde(with = "crate::summary_json")]
-    pub stats: Summary,
-    #[serde(with = "crate::keyword_json")]
-    pub selection: Selection,
-    pub reported_ns: f64,
-    pub reported_why: String,
-    /// How far the estimator over the first half of the samples is from the
-    /// one over the second half, in per cent of the reported figure: the
-    /// run's own measure of how settled the figure is (`None`: too few
-    /// samples to tell).
-    pub uncertainty_pct: Option<f64>,
-    /// The figure settled within the tolerance before the budget ran out.
-    pub stable: bool,
-    /// Why not, and what to do (empty when stable).
-    pub unstable_reason: String,
-    pub sampling: Sampling,
-    /// "hot": after a flush the routine's code was re-warmed (operands stay
-    /// cold); "cold": `--cold-code`, everything as the flush left it.
-    pub code: String,
-    /// The routine's address modulo 4096 in the driver: where its code fell
-    /// against fetch blocks and pages (`TimingPlan::code_offset` chose it).
-    #[serde(default)]
-    pub code_page_offset: Option<u32>,
-    pub flops_per_call: Option<f64>,
-    pub mflops_best: Option<f64>,
-    pub mflops_avg: Option<f64>,
-    pub page_faults_during_timing: i64,
-    pub pinned_cpu: Option<i32>,
-    #[serde(flatten)]
-    pub team: TeamReport,
-    pub touch_pages: bool,
-    pub dummy_call: bool,
-    pub overflow_guard: String,
-    pub outputs_finite: bool,
-    /// Output values that became denormal during timing (not in the fill).
-    pub outputs_denormal: i64,
-    pub operands: Vec<OperandReport>,
-    pub verification: Verification,
-    pub warnings: Vec<String>,
-}
-
-/// Where each timing setting of a run came from: the command line, the
-/// spec's `timer={...}`, the machine or tdg's default, with how the value
-/// follows from it (the cache level a flush was sized from, say).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SettingSources {
-    pub timer: Origin,
-    pub samples: Origin,
-    pub selection: Origin,
-    pub flush: Origin,
-    pub flush_kib: Origin,
-    pub flush_all_cpus: Origin,
-    pub min_interval: Origin,
-    pub min_time: Origin,
-    pub max_time: Origin,
-    pub stable_pct: Origin,
-    pub threads: Origin,
-    pub pin: Origin,
-    pub first_touch: Origin,
-    pub code_offset: Origin,
-}
-
-impl SettingSources {
-    fn of(flush: &FlushPlan, timing: &TimingPlan) -> SettingSources {
-        SettingSources {
-            timer: timing.method.origin(),
-            samples: timing.samples.origin(),
-            selection: timing.selection.origin(),
-            flush: flush.method_in_effect().origin(),
-            flush_kib: flush.kib.origin(),
-            flush_all_cpus: flush.all_cpus.origin(),
-            min_interval: timing.min_interval_ns.origin(),
-            min_time: timing.sampling.min_time_ms.origin(),
-            max_time: timing.sampling.max_time_ms.origin(),
-            stable_pct: timing.sampling.stable_pct.origin(),
-            threads: timing.threads.origin(),
-            pin: timing.pin_cpus.origin(),
-            first_touch: timing.first_touch_threads.origin(),
-            code_offset: timing.code_offset.origin(),
-        }
-    }
-}
 
 /// The settings one run of a built driver is resolved into.
 #[derive(Debug, Clone, PartialEq)]
@@ -367,9 +223,8 @@ pub struct BuildStats {
 pub struct BuiltDriver {
     pub model: DriverModel,
     pub exe: PathBuf,
-    pub compiler: String,
-    pub impl_cflags: Vec<String>,
-    pub defines: Vec<String>,
+    /// The compiler, flags and defines it was built with.
+    pub built_with: BuildRecord,
     /// What building it took (empty for a driver opened from a kept copy).
     pub build: BuildStats,
     /// Where it was built (removed with the driver); `None` for a driver
@@ -607,13 +462,15 @@ pub fn build_model(
     Ok(BuiltDriver {
         model,
         exe,
-        compiler: format!("{} ({})", cc.program, cc.version),
-        impl_cflags: opts.cflags.clone(),
-        defines: opts
-            .defines
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect(),
+        built_with: BuildRecord {
+            compiler: format!("{} ({})", cc.program, cc.version),
+            impl_cflags: opts.cflags.clone(),
+            defines: opts
+                .defines
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+        },
         build,
         _dir: Some(dir),
     })
@@ -865,6 +722,8 @@ impl BuiltDriver {
         }
     }
 
+    /// The run's record: the driver's line as its reader read it, settled
+    /// with the build and each setting with its source as `plan` resolved it.
     fn report_from(&self, stdout: &str, plan: &RunPlan) -> Result<RunReport, RunError> {
         let line = stdout
             .lines()
@@ -874,87 +733,12 @@ impl BuiltDriver {
                 why: "no JSON line".into(),
                 stdout: stdout.chars().take(400).collect(),
             })?;
-        let json = driver_json::parse(line).map_err(|why| RunError::BadOutput {
+        let mut report = driver_json::parse(line).map_err(|why| RunError::BadOutput {
             why,
             stdout: line.chars().take(400).collect(),
         })?;
-        Ok(self.report(json, plan))
-    }
-
-    /// The run's report: what the driver measured, and each setting with
-    /// its source as `plan` resolved it.
-    fn report(&self, j: DriverJson, plan: &RunPlan) -> RunReport {
-        let (f, t) = (&plan.flush, &plan.timing);
-        let flops = j.flops_per_call.filter(|f| *f > 0.0);
-        let mflops = |ns: f64| flops.filter(|_| ns > 0.0).map(|f| f / ns * 1e3);
-        let mut sources = SettingSources::of(f, t);
-        // The machine's interval belongs to the cycle timer; a driver on
-        // another timer measured that timer's step and says what it chose.
-        if !j.min_interval_why.is_empty() {
-            sources.min_interval = Origin {
-                source: Source::Machine,
-                detail: j.min_interval_why,
-            };
-        }
-        RunReport {
-            routine: j.routine,
-            compiler: self.compiler.clone(),
-            impl_cflags: self.impl_cflags.clone(),
-            defines: self.defines.clone(),
-            timer: j.timer,
-            timer_requested: t.method.value,
-            tsc_hz: j.tsc_hz.filter(|h| *h > 0.0),
-            tsc_hz_source: j.tsc_hz_source,
-            timer_overhead_ns: j.timer_overhead_ns.unwrap_or(0.0),
-            timer_resolution_ns: j.timer_resolution_ns.unwrap_or(0.0),
-            mode: j.mode,
-            reps_per_sample: j.reps,
-            working_sets: j.working_sets,
-            flush: j.flush,
-            flush_kib: f.kib.value,
-            flush_kib_source: sources.flush_kib.to_string(),
-            flush_all_cpus: j.flush_all_cpus,
-            flush_cpus: j.flush_cpus,
-            flush_clflushes_operands: j.flush_clflushes_operands,
-            // Whether the eviction ran is the driver's to say (single-call
-            // samples only); what it read, and why, is the plan's.
-            flush_eviction: (j.flush_evict_kib > 0 || j.flush_evict_pages > 0)
-                .then(|| f.eviction.clone())
-                .flatten(),
-            flush_ns_per_sample: j.flush_ns_per_sample.filter(|t| *t > 0.0),
-            min_interval_ns: j.min_interval_ns,
-            min_interval_source: sources.min_interval.to_string(),
-            sources: Some(sources),
-            mflops_best: mflops(j.stats.min),
-            mflops_avg: mflops(j.stats.mean),
-            stats: Summary {
-                n: j.samples_ns.len(),
-                ..j.stats
-            },
-            samples_ns: j.samples_ns,
-            sample_cpus: j.sample_cpus,
-            selection: t.selection.value,
-            reported_ns: j.reported_ns,
-            reported_why: t.estimator_why(),
-            uncertainty_pct: j.uncertainty_pct,
-            stable: j.stable,
-            unstable_reason: j.unstable_reason,
-            sampling: j.sampling,
-            code: j.code,
-            code_page_offset: u32::try_from(j.code_page_offset).ok(),
-            flops_per_call: j.flops_per_call,
-            page_faults_during_timing: j.page_faults_during_timing,
-            pinned_cpu: (j.pinned_cpu >= 0).then_some(j.pinned_cpu),
-            team: j.team,
-            touch_pages: j.touch_pages,
-            dummy_call: j.dummy_call,
-            overflow_guard: j.overflow_guard,
-            outputs_finite: j.outputs_finite,
-            outputs_denormal: j.outputs_denormal,
-            operands: j.operands,
-            verification: j.verification,
-            warnings: j.warnings,
-        }
+        report.settle(&self.built_with, &plan.flush, &plan.timing);
+        Ok(report)
     }
 }
 
@@ -1000,6 +784,7 @@ mod resolve_once {
     //! resolved plan, never sent again on the driver's command line.
     use super::*;
     use crate::model::Sourced;
+    use spec_lang::ast::{Selection, TimerMethod};
 
     const DOT: &str = r#"
 routine=double ddot(const int N, const double* X, const double* Y);
