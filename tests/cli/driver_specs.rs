@@ -238,6 +238,61 @@ fn generated_c_is_warning_free_under_gcc_and_clang() {
     });
 }
 
+/// The kernels beside the specs are what `tdg tune` compiles hundreds of
+/// times with other macros: each must be clean C on its own, not only
+/// through the driver (which builds it with the user's flags, no warnings).
+#[test]
+fn every_bundled_kernel_compiles_warning_free_under_gcc_and_clang() {
+    let _heavy = testkit::shared();
+    let mut compilers = vec!["gcc"];
+    if have("clang") {
+        compilers.push("clang");
+    } else {
+        eprintln!("clang not installed (scripts/setup.d/20-compilers.sh installs it): gcc only");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kernels: Vec<PathBuf> = all_specs()
+        .iter()
+        .map(|s| s.with_extension("c"))
+        .filter(|k| k.exists())
+        .collect();
+    assert!(
+        kernels.len() >= 5,
+        "expected the kernels beside the specs: {kernels:?}"
+    );
+    for cc in &compilers {
+        let cc = CCompiler::find(Some(cc)).unwrap();
+        for kernel in &kernels {
+            let mut cflags: Vec<String> = [
+                "-std=c99",
+                "-O2",
+                "-Wall",
+                "-Wextra",
+                "-Wpedantic",
+                "-Werror",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            if std::fs::read_to_string(kernel)
+                .unwrap()
+                .contains("#pragma omp")
+            {
+                cflags.push("-fopenmp".into());
+            }
+            let stem = kernel.file_stem().unwrap().to_string_lossy();
+            cc.compile(&CompileJob {
+                sources: vec![kernel.clone()],
+                output: dir.path().join(format!("{stem}.{}.o", cc.program)),
+                cflags,
+                object_only: true,
+                ..Default::default()
+            })
+            .unwrap_or_else(|e| panic!("{} with {}: {e}", kernel.display(), cc.program));
+        }
+    }
+}
+
 #[test]
 fn tdg_gen_writes_a_driver_that_builds_and_runs_without_tdg() {
     let _heavy = testkit::shared();

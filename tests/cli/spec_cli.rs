@@ -17,6 +17,18 @@ fn spec_path(name: &str) -> String {
         .to_string()
 }
 
+/// Every spec in specs/, sorted.
+fn bundled_specs() -> Vec<PathBuf> {
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(testkit::repo().join("specs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "spec"))
+        .collect();
+    specs.sort();
+    assert!(specs.len() >= 5, "expected the example specs: {specs:?}");
+    specs
+}
+
 fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, body).unwrap();
@@ -25,9 +37,9 @@ fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 #[test]
 fn check_accepts_every_bundled_spec() {
-    let files: Vec<String> = ["gemm", "dot", "axpy", "gemv", "zmv3"]
+    let files: Vec<String> = bundled_specs()
         .iter()
-        .map(|n| spec_path(&format!("{n}.spec")))
+        .map(|p| p.display().to_string())
         .collect();
     let args: Vec<&str> = std::iter::once("check")
         .chain(files.iter().map(String::as_str))
@@ -35,7 +47,7 @@ fn check_accepts_every_bundled_spec() {
     let out = tdg(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert_eq!(stdout.lines().count(), 5, "{stdout}");
+    assert_eq!(stdout.lines().count(), files.len(), "{stdout}");
     assert!(
         stdout.contains(
             "gemm.spec: ok for driver, profile, checkpoint (routine ATL_USERMM, 11 parameters, 3 arrays"
@@ -285,8 +297,9 @@ fn fmt_rewrites_in_place_keeps_comments_and_then_check_passes() {
 
 #[test]
 fn fmt_output_of_bundled_specs_is_a_fixed_point() {
-    for n in ["gemm", "dot", "axpy", "gemv", "zmv3"] {
-        let out = tdg(&["fmt", "--stdout", &spec_path(&format!("{n}.spec"))]);
+    for path in &bundled_specs() {
+        let n = path.display();
+        let out = tdg(&["fmt".as_ref(), "--stdout".as_ref(), path.as_os_str()]);
         assert!(out.status.success(), "{n}: {}", text(&out.stderr));
         let again = spec_lang::format_source(&text(&out.stdout), "x").unwrap();
         assert_eq!(
