@@ -644,6 +644,92 @@ fn a_changed_implementation_is_refused_on_resume_and_allow_changed_evaluates_aga
     ok(resume(dir.path(), &[]).output().unwrap());
 }
 
+/// The one line a refused resume prints, after checking it ran nothing.
+fn refused(dir: &Path, args: &[&str], envs: &[(&str, &Path)]) -> String {
+    let before = tally(dir);
+    let mut c = resume(dir, args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--allow-changed"), "{err}");
+    assert_eq!(tally(dir), before, "a refused resume ran something");
+    err
+}
+
+#[test]
+fn a_changed_header_compiler_or_flag_is_refused_on_resume() {
+    let _alone = testkit::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The kernel reads a header of its own.
+    std::fs::copy(support("cost.c"), d.join("cost.c")).unwrap();
+    let kernel = std::fs::read_to_string(d.join("cost.c")).unwrap();
+    std::fs::write(
+        d.join("cost.c"),
+        format!("#include \"cost_note.h\"\n{kernel}"),
+    )
+    .unwrap();
+    let header = d.join("cost_note.h");
+    std::fs::write(&header, "/* nothing yet */\n").unwrap();
+    ok(tune_copied(d, &["--budget", "3"]).output().unwrap());
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("campaign/campaign.json")).unwrap())
+            .unwrap();
+    let roles: Vec<&str> = manifest["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["role"].as_str().unwrap())
+        .collect();
+    for role in ["header", "compiler", "compiler flags"] {
+        assert!(roles.contains(&role), "{role} is not an input: {roles:?}");
+    }
+
+    // An edited header: the kernel the stored results came from is gone.
+    std::fs::write(&header, "#define COST_NOTE 1\n").unwrap();
+    let err = refused(d, &[], &[]);
+    assert!(
+        err.contains("the header cost_note.h changed since the campaign started"),
+        "{err}"
+    );
+    std::fs::write(&header, "/* nothing yet */\n").unwrap();
+
+    // Another compiler: the same one behind a wrapper is another executable.
+    let wrapper = d.join("my-cc");
+    std::fs::write(&wrapper, "#!/bin/sh\nexec cc \"$@\"\n").unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let err = refused(d, &[], &[("CC", &wrapper)]);
+    assert!(
+        err.contains("the compiler changed since the campaign started") && err.contains("my-cc"),
+        "{err}"
+    );
+
+    // Other flags given with --resume.
+    let err = refused(d, &["--cflags", "-O1"], &[]);
+    assert!(
+        err.contains(
+            "the compiler flags changed since the campaign started (`-O2` then, `-O1` now)"
+        ),
+        "{err}"
+    );
+    // Accepted, they are the campaign's from then on.
+    let out = resume(d, &["--cflags", "-O1", "--allow-changed"])
+        .output()
+        .unwrap();
+    ok(out);
+    let manifest = std::fs::read_to_string(d.join("campaign/campaign.json")).unwrap();
+    assert!(manifest.contains("-O1"), "{manifest}");
+    ok(resume(d, &[]).output().unwrap());
+}
+
 #[test]
 fn a_second_concurrent_resume_is_refused_and_a_killed_one_releases_the_campaign() {
     let _alone = testkit::exclusive();

@@ -261,6 +261,41 @@ fn parse_make_deps(text: &str) -> Vec<PathBuf> {
 }
 
 impl CCompiler {
+    /// Every file the preprocessor reads for `job`'s sources, as the
+    /// compiler's dependency output (`-M`) lists them: each source and every
+    /// header it includes, system headers too, in order, once each. A source
+    /// the preprocessor stops in (an `#error` for macros a configuration
+    /// sets) still lists what it read; one it cannot read is an error with
+    /// the compiler's message.
+    pub fn dependencies(&self, job: &CompileJob) -> Result<Vec<PathBuf>, ToolchainError> {
+        let mut files: Vec<PathBuf> = Vec::new();
+        for source in &job.sources {
+            let mut cmd = self.command(job);
+            cmd.arg("-M").arg(source);
+            let command = crate::render_command(&cmd);
+            let out = cmd
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| ToolchainError::Spawn {
+                    cc: self.program.clone(),
+                    source: e,
+                })?;
+            let listed = parse_make_deps(&String::from_utf8_lossy(&out.stdout));
+            if listed.is_empty() {
+                return Err(ToolchainError::BuildFailed {
+                    command,
+                    stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+                });
+            }
+            for f in listed {
+                if !files.contains(&f) {
+                    files.push(f);
+                }
+            }
+        }
+        Ok(files)
+    }
+
     /// Compiles `job` (one source, `object_only`) into its output, or
     /// copies the object a cache holds for the same inputs. Without a
     /// cache, or for a compiler that does not write dependency files
@@ -369,6 +404,36 @@ mod tests {
                 PathBuf::from("/a/my header.h"),
             ]
         );
+    }
+
+    #[test]
+    fn dependencies_list_the_headers_read_even_past_an_error_directive() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("tile.h"), "#define TILE 1\n").unwrap();
+        std::fs::write(
+            d.join("k.c"),
+            "#include \"tile.h\"\n#ifndef NB\n#error \"give NB\"\n#endif\n#include \"late.h\"\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("late.h"), "int late;\n").unwrap();
+        let cc = CCompiler::find(None).unwrap();
+        let mut job = CompileJob {
+            sources: vec![d.join("k.c")],
+            include_dirs: vec![d.to_path_buf()],
+            ..Default::default()
+        };
+        // Without NB the preprocessor stops at #error, yet says what it read.
+        let read = cc.dependencies(&job).unwrap();
+        assert!(read.contains(&d.join("k.c")), "{read:?}");
+        assert!(read.contains(&d.join("tile.h")), "{read:?}");
+        job.defines = vec![("NB".into(), Some("4".into()))];
+        let read = cc.dependencies(&job).unwrap();
+        assert!(read.contains(&d.join("late.h")), "{read:?}");
+        // A header that does not exist is the compiler's error.
+        std::fs::remove_file(d.join("tile.h")).unwrap();
+        let e = cc.dependencies(&job).unwrap_err().to_string();
+        assert!(e.contains("tile.h"), "{e}");
     }
 
     #[test]

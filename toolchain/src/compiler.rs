@@ -121,9 +121,9 @@ impl CCompiler {
         })
     }
 
-    /// Runs one compiler invocation; on failure the error carries the
-    /// compiler's own diagnostics verbatim.
-    pub fn compile(&self, job: &CompileJob) -> Result<(), ToolchainError> {
+    /// The compiler with `job`'s flags, defines and include directories:
+    /// what every invocation for the job starts with.
+    pub(crate) fn command(&self, job: &CompileJob) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&job.cflags);
         for (name, value) in &job.defines {
@@ -135,6 +135,19 @@ impl CCompiler {
         for dir in &job.include_dirs {
             cmd.arg("-I").arg(dir);
         }
+        cmd
+    }
+
+    /// The executable the compiler's name runs (symbolic links resolved),
+    /// when it can be found.
+    pub fn executable(&self) -> Option<PathBuf> {
+        resolve_program(&self.program)
+    }
+
+    /// Runs one compiler invocation; on failure the error carries the
+    /// compiler's own diagnostics verbatim.
+    pub fn compile(&self, job: &CompileJob) -> Result<(), ToolchainError> {
+        let mut cmd = self.command(job);
         if job.object_only {
             cmd.arg("-c");
         }

@@ -21,57 +21,7 @@ const MANIFEST_VERSION: u32 = 2;
 /// Held (flock) by the one tdg running the campaign's search.
 const LOCK: &str = "campaign.lock";
 
-/// One file a campaign's results depend on, with the SHA-256 of its
-/// content when the campaign started (or last accepted a change).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct InputFile {
-    /// What it is to the campaign: `spec`, `implementation`, `extra`, `tdg`.
-    pub role: String,
-    /// As given (relative to the campaign's `cwd`).
-    pub path: PathBuf,
-    pub sha256: String,
-}
-
-impl InputFile {
-    /// `path` as it is now.
-    pub fn hash(role: &str, path: &Path) -> Result<InputFile, TuneError> {
-        use sha2::Digest;
-        let mut file = std::fs::File::open(path).map_err(|e| {
-            TuneError::Executor(format!("cannot read the {role} {}: {e}", path.display()))
-        })?;
-        let mut hasher = sha2::Sha256::new();
-        std::io::copy(&mut file, &mut hasher).map_err(|e| {
-            TuneError::Executor(format!("cannot read the {role} {}: {e}", path.display()))
-        })?;
-        Ok(InputFile {
-            role: role.to_string(),
-            path: path.to_path_buf(),
-            sha256: format!("{:x}", hasher.finalize()),
-        })
-    }
-
-    /// Every file a campaign's results depend on, hashed as it is now
-    /// (paths as given, relative to the directory the campaign runs in):
-    /// the spec, the implementation, each extra C file and this tdg.
-    pub fn of_campaign(
-        spec: Option<&Path>,
-        implementation: Option<&Path>,
-        extra: &[PathBuf],
-    ) -> Result<Vec<InputFile>, TuneError> {
-        let tdg = std::env::current_exe().map_err(|e| {
-            TuneError::Executor(format!(
-                "cannot find the tdg binary to record its hash: {e}"
-            ))
-        })?;
-        let files = (spec.map(|p| ("spec", p)).into_iter())
-            .chain(implementation.map(|p| ("implementation", p)))
-            .chain(extra.iter().map(|p| ("extra", p.as_path())))
-            .chain([("tdg", tdg.as_path())]);
-        files
-            .map(|(role, path)| InputFile::hash(role, path))
-            .collect()
-    }
-}
+pub use crate::inputs::{CampaignSources, InputFile};
 
 /// How the campaign was started: enough for `--resume` and for the tasks
 /// on the nodes to rebuild the same objective, and to tell whether what it
@@ -119,18 +69,10 @@ impl Manifest {
     /// (hashed afresh), one line per file, each naming it.
     pub fn changed_inputs(&self, now: &[InputFile]) -> Vec<String> {
         let mut changes = Vec::new();
-        // tdg itself is one binary wherever it is run from.
-        let same = |a: &InputFile, b: &InputFile| {
-            a.role == b.role && (a.path == b.path || a.role == "tdg")
-        };
         for then in &self.inputs {
-            match now.iter().find(|n| same(n, then)) {
+            match now.iter().find(|n| n.same_input(then)) {
                 Some(n) if n.sha256 == then.sha256 => {}
-                Some(_) => changes.push(format!(
-                    "the {} {} changed since the campaign started",
-                    then.role,
-                    then.path.display()
-                )),
+                Some(n) => changes.push(then.change(n)),
                 None => changes.push(format!(
                     "the {} {} is no longer one of the campaign's inputs",
                     then.role,
@@ -139,7 +81,7 @@ impl Manifest {
             }
         }
         for n in now {
-            if !self.inputs.iter().any(|t| same(n, t)) {
+            if !self.inputs.iter().any(|t| t.same_input(n)) {
                 changes.push(format!(
                     "the {} {} is new to the campaign",
                     n.role,

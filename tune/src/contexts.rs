@@ -46,6 +46,11 @@ impl WeightedContexts {
         self.contexts.iter().any(|c| c.image.is_some())
     }
 
+    /// Every context's image, where one is timed on a checkpoint.
+    pub fn images(&self) -> Vec<PathBuf> {
+        self.contexts.iter().filter_map(|c| self.image(c)).collect()
+    }
+
     /// Where a context's image is: relative to the contexts file.
     fn image(&self, c: &ContextEntry) -> Option<PathBuf> {
         c.image.as_ref().map(|i| {

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod contexts;
 pub mod driver;
 mod error;
+pub mod inputs;
 pub mod measurement;
 pub mod model;
 pub mod outcome;

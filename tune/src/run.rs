@@ -36,6 +36,15 @@ pub enum Target {
 }
 
 impl Target {
+    /// Every checkpoint image the target times on.
+    pub fn images(&self) -> Vec<PathBuf> {
+        match self {
+            Target::Driver => Vec::new(),
+            Target::Checkpoint { image } => vec![image.clone()],
+            Target::Contexts(c) => c.images(),
+        }
+    }
+
     /// Whether a spec is timed on its checkpoint: it has a `checkpoint`
     /// clause and `--default-driver` was not given. The one place `tdg run`
     /// and `tdg tune` make that choice.

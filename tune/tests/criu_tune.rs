@@ -191,3 +191,101 @@ fn random_data_misleads_the_checkpoint_does_not() {
     );
     let _ = std::fs::remove_dir_all(&images);
 }
+
+/// A resumed campaign reuses nothing stale: the image recaptured, or the
+/// application it names rebuilt, is a changed input of the campaign, and a
+/// resume is refused in one line naming it.
+#[test]
+fn a_recaptured_image_or_a_rebuilt_application_is_a_changed_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = PathBuf::from(format!("/dev/shm/tdg-tune-inputs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&images);
+    std::fs::create_dir_all(&images).unwrap();
+    let image = images.join("img");
+    let app = build_app(dir.path(), 16);
+    let criu = checkpoint::find_criu().unwrap_or_else(|e| panic!("{e}"));
+    let capture_app = || {
+        capture(
+            &CaptureRequest {
+                command: vec![app.clone().into_os_string()],
+                image: image.clone(),
+                site: Some("hsort".into()),
+                call: CALL,
+                delay: DELAY,
+                timeout: Some(Duration::from_secs(120)),
+                quiet: true,
+                preload: None,
+            },
+            &criu,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    };
+    capture_app();
+    let spec_path = dir.path().join("hsort.spec");
+    std::fs::write(
+        &spec_path,
+        format!(
+            "routine=void hsort(long* A, const int N);\n\
+             checkpoint={{ image=\"{}\"; mode=delayed({DELAY}); }};\n",
+            image.display()
+        ),
+    )
+    .unwrap();
+    let spec = spec_lang::load(&spec_path, &[])
+        .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let kernel = Path::new(APPS).join("hsort.c");
+    let build = driver_gen::RunOptions::default();
+    let at = config::Config::from_pairs([("CUTOFF", 64)]).unwrap();
+    let inputs = || {
+        tune::campaign::InputFile::of_campaign(&tune::campaign::CampaignSources {
+            spec_path: &spec_path,
+            spec: &spec,
+            implementation: &kernel,
+            extra: &[],
+            build: &build,
+            at: &at,
+            contexts: None,
+            images: std::slice::from_ref(&image),
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let manifest = tune::Manifest::new(dir.path().into(), vec!["tune".into()], inputs());
+    let mut campaign = tune::Campaign::create(&dir.path().join("campaign"), &manifest).unwrap();
+    let refusal = |campaign: &mut tune::Campaign| {
+        campaign
+            .accept_inputs(&manifest, inputs(), false, Path::new("campaign"))
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(campaign
+        .accept_inputs(&manifest, inputs(), false, Path::new("campaign"))
+        .unwrap()
+        .is_empty());
+
+    capture_app();
+    let e = refusal(&mut campaign);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("the image manifest") && e.contains("changed since the campaign started"),
+        "{e}"
+    );
+    assert!(!e.contains("application"), "{e}");
+
+    // The same image, but the binary it names rebuilt.
+    let manifest_now = inputs();
+    let rebuilt = build_app(dir.path(), 512);
+    std::fs::rename(&rebuilt, &app).unwrap();
+    let now = inputs();
+    let changed = tune::Manifest {
+        inputs: manifest_now,
+        ..manifest.clone()
+    }
+    .changed_inputs(&now);
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(
+        changed[0].contains(&format!("the application {}", app.display())),
+        "{changed:?}"
+    );
+    let _ = std::fs::remove_dir_all(&images);
+}

@@ -164,8 +164,9 @@ pub struct CampaignArgs {
     #[arg(help_heading = "Campaign")]
     pub campaign: Option<PathBuf>,
     /// Continue the campaign in DIR with its original options (a new
-    /// --budget, --format and --out apply): finished evaluations are read
-    /// back, not run again; refused if an input changed (--allow-changed).
+    /// --budget, --format and --out apply; a new --cc or --cflags is a
+    /// changed input): finished evaluations are read back, not run again;
+    /// refused if an input changed (--allow-changed).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["spec", "implementation", "params", "campaign"])]
     #[arg(help_heading = "Campaign")]
     pub resume: Option<PathBuf>,
@@ -211,9 +212,11 @@ pub struct CampaignArgs {
     #[arg(long)]
     #[arg(help_heading = "Campaign")]
     pub allow_mixed_cpus: bool,
-    /// Resume although the spec, implementation, extra files or tdg changed
-    /// since the campaign started: every configuration the search reaches
-    /// is evaluated again (stored results from the old inputs are not used).
+    /// Resume although an input changed since the campaign started (the
+    /// spec, implementation, extra files, a header they include, the
+    /// compiler or its flags, the checkpoint image or its application,
+    /// tdg): every configuration the search reaches is evaluated again
+    /// (stored results from the old inputs are not used).
     #[arg(long, requires = "resume")]
     #[arg(help_heading = "Campaign")]
     pub allow_changed: bool,
@@ -282,6 +285,53 @@ pub(crate) fn parse_args(words: &[String]) -> Result<Args, clap::Error> {
     StoredArgs::try_parse_from(words).map(|s| s.args)
 }
 
+/// The campaign's stored arguments with the build options (`--cc`,
+/// `--cflags`) `given` with `--resume` in place of the stored ones, so a
+/// resume builds with them, its check of the inputs sees the change, and
+/// the campaign's tasks and later resumes use them once it is accepted.
+pub(super) fn with_build_options(stored: &[String], given: &[String]) -> Vec<String> {
+    const BUILD: [&str; 2] = ["--cc", "--cflags"];
+    // Each occurrence of a build option with its value: `--cc X` or `--cc=X`.
+    let split = |args: &[String]| -> (Vec<String>, Vec<(String, Vec<String>)>) {
+        let (mut rest, mut build) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            match BUILD
+                .iter()
+                .find(|f| a == *f || a.starts_with(&format!("{f}=")))
+            {
+                Some(f) if a == f => {
+                    build.push((f.to_string(), args[i..(i + 2).min(args.len())].to_vec()));
+                    i += 2;
+                }
+                Some(f) => {
+                    build.push((f.to_string(), vec![a.clone()]));
+                    i += 1;
+                }
+                None => {
+                    rest.push(a.clone());
+                    i += 1;
+                }
+            }
+        }
+        (rest, build)
+    };
+    let (_, new) = split(given);
+    let (mut out, old) = split(stored);
+    for flag in BUILD {
+        let from = if new.iter().any(|(f, _)| f == flag) {
+            &new
+        } else {
+            &old
+        };
+        for (_, words) in from.iter().filter(|(f, _)| f == flag) {
+            out.extend(words.iter().cloned());
+        }
+    }
+    out
+}
+
 /// This command's own arguments (after `tune`), as the campaign stores them.
 pub(super) fn own_args() -> Vec<String> {
     std::env::args()
@@ -296,4 +346,40 @@ pub(super) fn own_args() -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_build_options;
+
+    fn words(s: &[&str]) -> Vec<String> {
+        s.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn build_options_given_with_resume_replace_the_stored_ones() {
+        let stored = words(&["k.spec", "--cflags", "-O2", "--param", "NB=1:4", "--cc=gcc"]);
+        assert_eq!(
+            with_build_options(
+                &stored,
+                &words(&["--resume", "c", "--cflags", "-O3 -march=native"])
+            ),
+            words(&[
+                "k.spec",
+                "--param",
+                "NB=1:4",
+                "--cc=gcc",
+                "--cflags",
+                "-O3 -march=native"
+            ])
+        );
+        assert_eq!(
+            with_build_options(&stored, &words(&["--resume", "c", "--cc", "clang"])),
+            words(&["k.spec", "--param", "NB=1:4", "--cc", "clang", "--cflags", "-O2"])
+        );
+        assert_eq!(
+            with_build_options(&stored, &words(&["--resume", "c"])),
+            words(&["k.spec", "--param", "NB=1:4", "--cc=gcc", "--cflags", "-O2"])
+        );
+    }
 }

@@ -8,20 +8,45 @@ mod args;
 use super::CmdResult;
 use anyhow::Context;
 pub use args::Args;
-use args::{own_args, stored_args, CampaignArgs, ExecutorKind, TuneFormat};
+use args::{own_args, stored_args, with_build_options, CampaignArgs, ExecutorKind, TuneFormat};
 use driver_gen::RunOptions;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// Every file the campaign's results depend on, hashed as it is now.
-fn campaign_inputs(args: &Args) -> anyhow::Result<Vec<tune::campaign::InputFile>> {
-    tune::campaign::InputFile::of_campaign(
-        args.spec.as_deref(),
-        args.implementation.as_deref(),
-        &args.search.extra,
-    )
-    .map_err(tune_error)
+/// Every input of the campaign's results, as it is now: the spec, the
+/// implementation, the extra files, the headers they read at the space's
+/// first configuration, the compiler and flags, the contexts file, each
+/// checkpoint image and its application, tdg.
+fn campaign_inputs(
+    args: &Args,
+    spec: &spec_lang::CheckedSpec,
+    implementation: &Path,
+    base: &RunOptions,
+    space: &tune::Space,
+    target: &tune::Target,
+) -> anyhow::Result<Vec<tune::campaign::InputFile>> {
+    let first = tune::Point(vec![0; space.params.len()]);
+    let sources = tune::campaign::CampaignSources {
+        spec_path: args.spec.as_deref().context("give the spec file")?,
+        spec,
+        implementation,
+        extra: &args.search.extra,
+        build: base,
+        at: &space.config(&first),
+        contexts: args.contexts.as_deref(),
+        images: &target.images(),
+    };
+    tune::campaign::InputFile::of_campaign(&sources).map_err(tune_error)
+}
+
+/// A campaign being resumed, and how its inputs are judged.
+pub(crate) struct Resumed {
+    campaign: tune::Campaign,
+    manifest: tune::Manifest,
+    allow_changed: bool,
+    /// The directory as the user named it.
+    given: PathBuf,
 }
 
 /// The spec, the implementation and the driver options every evaluation
@@ -125,37 +150,36 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(dir) = &args.search.campaign.resume {
         // Locked first: a second resume must not see, or change, this one's
         // inputs or results.
-        let (mut campaign, manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
+        let (campaign, mut manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
         std::env::set_current_dir(&manifest.cwd).with_context(|| {
             format!(
                 "the campaign was started in {}, which is not reachable here",
                 manifest.cwd.display()
             )
         })?;
+        // Build options given now replace the stored ones; the check of
+        // the inputs then sees them as changed.
+        manifest.args = with_build_options(&manifest.args, &own_args());
         let mut stored = stored_args(&manifest)?;
-        let now = campaign_inputs(&stored)?;
-        let changed = campaign
-            .accept_inputs(&manifest, now, args.search.campaign.allow_changed, dir)
-            .map_err(tune_error)?;
-        if !changed.is_empty() {
-            eprintln!(
-                "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
-                changed.join("; ")
-            );
-        }
         // How the output is shown is this run's choice, and a campaign
         // may be given a larger budget to go on.
         stored.output = args.output.clone();
         stored.report = args.report.clone();
         stored.search.budget = args.search.budget.or(stored.search.budget);
-        return search(stored, Some(campaign));
+        let resumed = Resumed {
+            campaign,
+            manifest,
+            allow_changed: args.search.campaign.allow_changed,
+            given: dir.clone(),
+        };
+        return search(stored, Some(resumed));
     }
     search(args, None)
 }
 
 /// The search, in a new campaign or (`resumed`) an existing one, and its
 /// output.
-fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
+fn search(args: Args, resumed: Option<Resumed>) -> CmdResult {
     let format = args.output.chosen();
     let mut bar = tune::progress::Bar::new(0, !quiet(&args));
     let outcome = tune_outcome(&args, resumed, &mut bar);
@@ -189,7 +213,7 @@ fn search(args: Args, resumed: Option<tune::Campaign>) -> CmdResult {
 /// search of `tdg autotune`); `progress` hears of every evaluation.
 pub(crate) fn tune_outcome(
     args: &Args,
-    resumed: Option<tune::Campaign>,
+    resumed: Option<Resumed>,
     progress: &mut dyn tune::Progress,
 ) -> anyhow::Result<tune::TuneOutcome> {
     // The space and the start are checked before the objective, whose
@@ -210,6 +234,25 @@ pub(crate) fn tune_outcome(
     }
     let (spec, implementation, base) = objective_parts(args)?;
     let spec_path = args.spec.clone().expect("checked by objective_parts");
+    let target = target_of(args, &spec, &spec_path)?;
+    // A resumed campaign's inputs are judged before anything is measured.
+    let resumed = match resumed {
+        Some(mut r) => {
+            let now = campaign_inputs(args, &spec, &implementation, &base, &space, &target)?;
+            let changed = r
+                .campaign
+                .accept_inputs(&r.manifest, now, r.allow_changed, &r.given)
+                .map_err(tune_error)?;
+            if !changed.is_empty() {
+                eprintln!(
+                    "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
+                    changed.join("; ")
+                );
+            }
+            Some(r.campaign)
+        }
+        None => None,
+    };
     let strategy = if args.search.exhaustive {
         tune::Strategy::Exhaustive
     } else {
@@ -269,7 +312,7 @@ pub(crate) fn tune_outcome(
             manifest: tune::Manifest::new(
                 std::env::current_dir()?,
                 own_args(),
-                campaign_inputs(args)?,
+                campaign_inputs(args, &spec, &implementation, &base, &space, &target)?,
             ),
         },
         (None, None) => tune::CampaignChoice::None,
@@ -277,7 +320,7 @@ pub(crate) fn tune_outcome(
     let request = tune::TuneRequest {
         spec: &spec,
         name,
-        target: target_of(args, &spec, &spec_path)?,
+        target,
         implementation,
         base,
         candidate: candidate_settings(args),
