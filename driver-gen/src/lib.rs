@@ -6,8 +6,11 @@
 
 pub mod body;
 pub mod cexpr;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod defaults;
 pub mod driver_json;
+pub mod driver_options;
 pub mod explain;
 pub mod kept;
 mod keyword_json;

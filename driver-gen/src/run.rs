@@ -12,6 +12,7 @@ use toolchain::{BuildCache, CCompiler, CompileJob, Compiled, ToolchainError};
 use crate::defaults::{recorded_defaults, MachineDefaults};
 use crate::driver_json;
 pub use crate::driver_json::DRIVER_JSON_VERSION;
+use crate::driver_options as opt;
 use crate::model::{
     DriverConfig, DriverModel, FlushPlan, ModelError, Source, TimingOverrides, TimingPlan,
 };
@@ -547,7 +548,7 @@ pub fn driver_args(
     let (bf, bt) = (&built.flush, &built.timing);
     let (rf, rt) = (&run.flush, &run.timing);
     let rebuild = |what: String| Err(RunError::Rebuild(what));
-    let mut a = vec!["--json".to_string()];
+    let mut a = vec![opt::JSON.switch()];
     if rt.code_offset.value != bt.code_offset.value {
         return rebuild(format!(
             "the driver places the routine at page offset {} when it is linked, not {}",
@@ -555,43 +556,43 @@ pub fn driver_args(
         ));
     }
     if rt.method.value != bt.method.value {
-        a.push(format!("--timer={}", rt.method.value.spelling()));
+        a.push(opt::TIMER.with(rt.method.value.spelling()));
     }
     // The driver's parser picks the median for --timer=cpu unless told: a
     // new timer always comes with the plan's statistic.
     if rt.selection.value != bt.selection.value || rt.method.value != bt.method.value {
-        a.push(format!("--select={}", rt.selection.value.spelling()));
+        a.push(opt::SELECT.with(rt.selection.value.spelling()));
     }
     if (rt.samples.value, rt.samples_exact) != (bt.samples.value, bt.samples_exact) {
         let option = if rt.samples_exact {
-            "samples"
+            opt::SAMPLES
         } else {
-            "min-samples"
+            opt::MIN_SAMPLES
         };
-        a.push(format!("--{option}={}", rt.samples.value));
+        a.push(option.with(rt.samples.value));
     }
     let sampling = [
         (
-            "min-time-ms",
+            opt::MIN_TIME_MS,
             rt.sampling.min_time_ms.value,
             bt.sampling.min_time_ms.value,
         ),
         (
-            "max-time-ms",
+            opt::MAX_TIME_MS,
             rt.sampling.max_time_ms.value,
             bt.sampling.max_time_ms.value,
         ),
     ];
     for (option, ran, built) in sampling {
         if ran != built {
-            a.push(format!("--{option}={ran}"));
+            a.push(option.with(ran));
         }
     }
     if rt.sampling.stable_pct.value != bt.sampling.stable_pct.value {
-        a.push(format!("--stable-pct={}", rt.sampling.stable_pct.value));
+        a.push(opt::STABLE_PCT.with(rt.sampling.stable_pct.value));
     }
     if rf.method.value != bf.method.value {
-        a.push(format!("--flush={}", rf.method.value.spelling()));
+        a.push(opt::FLUSH.with(rf.method.value.spelling()));
     }
     if (rf.kib.value, rf.to_memory) != (bf.kib.value, bf.to_memory) {
         if rf.to_memory {
@@ -603,11 +604,11 @@ pub fn driver_args(
             ));
         }
         // A size given at run time is read as given, with no clflush first.
-        a.push(format!("--flush-kib={}", rf.kib.value));
+        a.push(opt::FLUSH_KIB.with(rf.kib.value));
     }
     match (rf.all_cpus.value, bf.all_cpus.value) {
-        (true, false) => a.push("--flush-all-cpus".into()),
-        (false, true) => a.push("--no-flush-all-cpus".into()),
+        (true, false) => a.push(opt::FLUSH_ALL_CPUS.switch()),
+        (false, true) => a.push(opt::NO_FLUSH_ALL_CPUS.switch()),
         _ => {}
     }
     if rt.min_interval_ns != bt.min_interval_ns {
@@ -618,14 +619,14 @@ pub fn driver_args(
                 bt.min_interval_ns.origin()
             ));
         }
-        a.push(format!("--min-interval-ns={}", rt.min_interval_ns.value));
+        a.push(opt::MIN_INTERVAL_NS.with(rt.min_interval_ns.value));
     }
     if rt.pin_cpus.value != bt.pin_cpus.value {
         let list: Vec<String> = rt.pin_cpus.value.iter().map(u32::to_string).collect();
-        a.push(format!("--pin={}", list.join(",")));
+        a.push(opt::PIN.with(list.join(",")));
     }
     if rt.threads.value != bt.threads.value {
-        a.push(format!("--threads={}", rt.threads.value));
+        a.push(opt::THREADS.with(rt.threads.value));
     }
     if rt.first_touch_threads.value != bt.first_touch_threads.value {
         let who = if rt.first_touch_threads.value {
@@ -633,30 +634,30 @@ pub fn driver_args(
         } else {
             "main"
         };
-        a.push(format!("--first-touch={who}"));
+        a.push(opt::FIRST_TOUCH.with(who));
     }
     if let Some(t) = opts.timing.tolerance {
         if built.verify.as_ref().map(|v| v.tolerance) != Some(t) {
-            a.push(format!("--tolerance={t:e}"));
+            a.push(opt::TOLERANCE.with(format!("{t:e}")));
         }
     }
     if let Some(r) = opts.reps {
-        a.push(format!("--reps={r}"));
+        a.push(opt::REPS.with(r));
     }
     if opts.cold_code {
-        a.push("--cold-code".into());
+        a.push(opt::COLD_CODE.switch());
     }
     if !opts.touch_pages {
-        a.push("--no-touch".into());
+        a.push(opt::NO_TOUCH.switch());
     }
     if !opts.dummy_call {
-        a.push("--no-dummy-call".into());
+        a.push(opt::NO_DUMMY_CALL.switch());
     }
     if !opts.overflow_guard {
-        a.push("--no-overflow-guard".into());
+        a.push(opt::NO_OVERFLOW_GUARD.switch());
     }
     if !opts.verify {
-        a.push("--no-verify".into());
+        a.push(opt::NO_VERIFY.switch());
     }
     Ok(a)
 }
