@@ -1,5 +1,10 @@
-//! Command-line values for the spec language's keyword families: the same
-//! spellings and help text as in specs (`spec_lang::vocabulary`).
+//! The command line's value parsers for the timing options, which
+//! [`TimingOverrides`](crate::TimingOverrides) declares (feature `cli`): a
+//! command line parses straight into the inputs of
+//! [`model::timing::resolve`](crate::model::timing::resolve), with no
+//! options struct copied into them. The spec language's keyword families
+//! are option values with the same spellings and help as in specs
+//! (`spec_lang::vocabulary`).
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use spec_lang::vocabulary::Keyword;
@@ -9,7 +14,8 @@ use std::marker::PhantomData;
 #[derive(Clone)]
 pub struct KeywordParser<K>(PhantomData<K>);
 
-/// The parser for `#[arg(value_parser = keyword::<K>())]`.
+/// The parser for `#[arg(value_parser = keyword::<K>())]` (the binary's
+/// other keyword options use it too).
 pub fn keyword<K>() -> KeywordParser<K> {
     KeywordParser(PhantomData)
 }
@@ -52,4 +58,18 @@ impl<K: Keyword + Send + Sync> TypedValueParser for KeywordParser<K> {
                 .map(|k| PossibleValue::new(k.spelling()).help(k.help())),
         ))
     }
+}
+
+/// A tolerance in per cent: a positive number.
+pub fn positive_percent(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{text}` is not a positive percentage; e.g. 0.5")),
+    }
+}
+
+/// `--first-touch WHO`: whether the main thread writes the operands' pages
+/// first (`main`) instead of the threads that use them (`threads`).
+pub fn first_touch_main() -> impl TypedValueParser<Value = bool> {
+    clap::builder::PossibleValuesParser::new(["threads", "main"]).map(|who| who == "main")
 }

@@ -1,7 +1,8 @@
 //! `--impl` and its build options for a candidate run in restored copies
 //! of a checkpoint (`tdg checkpoint time`, `tdg run` on a checkpoint spec).
 
-use super::defines::{add_env_params, parse_defines};
+use super::build::BuildArgs;
+use super::defines::{define, with_env_params};
 use crate::cmd::CmdResult;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,15 +19,11 @@ pub struct CandidateArgs {
     /// More C files for the candidate's shared object.
     #[arg(long = "extra", value_name = "FILE", requires = "implementation")]
     pub extra: Vec<PathBuf>,
-    /// Flags for the candidate, split as a shell would, e.g. --cflags "-O3 -march=native".
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = super::words::words)]
-    pub cflags: super::words::Words,
+    #[command(flatten)]
+    pub build: BuildArgs,
     /// Define a macro for the candidate, e.g. -D CUTOFF=64 (repeatable).
-    #[arg(short = 'D', value_name = "NAME=VALUE", requires = "implementation")]
-    pub define: Vec<String>,
-    /// C compiler (default: $CC, cc, gcc, clang).
-    #[arg(long)]
-    pub cc: Option<String>,
+    #[arg(short = 'D', value_name = "NAME=VALUE", requires = "implementation", value_parser = define)]
+    pub define: Vec<(String, String)>,
     /// Skip comparing the candidate's outputs with the original's on the image.
     #[arg(long, requires = "implementation")]
     pub no_verify: bool,
@@ -42,15 +39,13 @@ impl CandidateArgs {
         let Some(implementation) = &self.implementation else {
             return Ok(None);
         };
-        let mut defines = parse_defines(&self.define)?;
-        add_env_params(&mut defines);
         Ok(Some(checkpoint::CandidateRun {
             source: checkpoint::CandidateSource {
                 implementation: implementation.clone(),
                 extra: self.extra.clone(),
-                cflags: self.cflags.to_vec(),
-                defines,
-                cc: self.cc.clone(),
+                cflags: self.build.cflags.to_vec(),
+                defines: with_env_params(self.define.clone()),
+                cc: self.build.cc.clone(),
             },
             verify: !self.no_verify,
             tolerance: self.tolerance,

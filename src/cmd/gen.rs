@@ -26,7 +26,8 @@ pub struct Args {
 /// `-D` values are checked against the spec as `tdg check -D` checks them.
 pub fn model_for(path: &Path, timing: &TimingArgs) -> anyhow::Result<DriverModel> {
     let mut o = RunOptions::default();
-    timing.apply(&mut o)?;
+    timing.apply(&mut o);
+    o.defines = timing.define.clone();
     let checked = spec_lang::load(path, &o.defines)?.for_use(spec_lang::Use::Driver)?;
     if !checked.warnings.is_empty() {
         eprintln!("{}", checked.warnings);

@@ -6,14 +6,14 @@
 //! of a generated driver.
 
 use super::CmdResult;
-use crate::args::defines::{add_env_params, parse_defines};
+use crate::args::build::{BuildArgs, TimeoutArgs};
+use crate::args::defines::with_env_params;
 use crate::args::output::{OutputArgs, ReportFormat};
 use crate::args::spec::load_spec;
 use crate::args::timing::TimingArgs;
 use driver_gen::{build_driver, flush_sweep, RunOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -48,15 +48,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "Build")]
     pub reference: Option<PathBuf>,
-    /// C compiler (default: $CC, cc, gcc, clang).
-    #[arg(long)]
-    #[arg(help_heading = "Build")]
-    pub cc: Option<String>,
-    /// Flags for the implementation, split as a shell would, e.g.
-    /// --cflags "-O3 -DMSG='\"a b\"'".
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
-    #[arg(help_heading = "Build")]
-    pub cflags: crate::args::words::Words,
+    #[command(flatten, next_help_heading = "Build")]
+    pub build: BuildArgs,
     #[command(flatten)]
     pub timing: TimingArgs,
     /// Force this many calls per sample.
@@ -88,10 +81,8 @@ pub struct Args {
     #[arg(long)]
     #[arg(help_heading = "Verification")]
     pub tolerance: Option<f64>,
-    /// Stop the driver after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    #[arg(help_heading = "Driver")]
-    pub timeout: u64,
+    #[command(flatten, next_help_heading = "Driver")]
+    pub timeout: TimeoutArgs,
     /// Directory whose templates override the built-in ones.
     #[arg(long)]
     #[arg(help_heading = "Build")]
@@ -126,8 +117,7 @@ impl ReportFormat for RunFormat {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let mut defines = parse_defines(&args.timing.define)?;
-    add_env_params(&mut defines);
+    let defines = with_env_params(args.timing.define.clone());
     let spec = load_spec(&args.spec, &defines, args.default_driver)?;
     if let tune::Target::Checkpoint { image } =
         tune::Target::of(&spec, &args.spec, args.default_driver).map_err(super::tune::tune_error)?
@@ -138,21 +128,21 @@ pub fn run(args: Args) -> CmdResult {
     let implementation =
         driver_gen::body::Implementation::choose(&spec, args.implementation.as_deref())?;
     let mut o = RunOptions {
-        cc: args.cc.clone(),
-        cflags: args.cflags.to_vec(),
+        cc: args.build.cc.clone(),
+        cflags: args.build.cflags.to_vec(),
         reps: args.reps,
         cold_code: args.cold_code,
         touch_pages: !args.no_touch,
         dummy_call: !args.no_dummy_call,
         overflow_guard: !args.no_overflow_guard,
         verify: !args.no_verify,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: args.timeout.duration(),
         templates_dir: args.templates.clone(),
         extra_sources: args.extra.clone(),
         reference: args.reference.clone(),
         ..RunOptions::default()
     };
-    args.timing.apply(&mut o)?;
+    args.timing.apply(&mut o);
     if let Some(note) = implementation.settle(&spec, &args.spec, &mut o) {
         eprintln!("tdg run: {note}");
     }
@@ -166,10 +156,9 @@ pub fn run(args: Args) -> CmdResult {
         return run_contexts(&args, &spec, implementation.path(), &o, path);
     }
     let built = build_driver(&spec, implementation.path(), &o)?;
-    let reports = if args.timing.flush_kb.len() > 1 {
-        flush_sweep(&built, &o, &args.timing.flush_kb)?
-    } else {
-        vec![built.run(&o)?]
+    let reports = match args.timing.sweep() {
+        Some(kibs) => flush_sweep(&built, &o, kibs)?,
+        None => vec![built.run(&o)?],
     };
     print_reports(&args, &reports)?;
     Ok(ExitCode::SUCCESS)
@@ -241,25 +230,24 @@ fn run_contexts(
 /// A spec with a `checkpoint` clause: restore its image and time the region
 /// on the application's own data.
 fn run_checkpoint(args: &Args, image: &Path) -> CmdResult {
-    if args.timing.code_offset.is_some() {
+    if args.timing.overrides.code_offset.is_some() {
         return Err(formats::contract::usage(
             "--code-offset places the implementation in a generated driver; on a checkpoint the candidate is a shared library mapped by the restored process (add --default-driver to time it in a driver)",
         )
         .into());
     }
     let mut opts = checkpoint::TimeOptions {
-        timeout: Duration::from_secs(args.timeout),
+        timeout: args.timeout.duration(),
         ..Default::default()
     };
-    if let Some(n) = args.timing.samples {
+    if let Some(n) = args.timing.overrides.samples {
         opts.samples = n as usize;
     }
     let candidate = crate::args::candidate::CandidateArgs {
         implementation: args.implementation.clone(),
         extra: args.extra.clone(),
-        cflags: args.cflags.clone(),
+        build: args.build.clone(),
         define: args.timing.define.clone(),
-        cc: args.cc.clone(),
         no_verify: args.no_verify,
         tolerance: args.tolerance.unwrap_or(checkpoint::DEFAULT_TOLERANCE),
     };

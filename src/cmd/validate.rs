@@ -46,14 +46,8 @@ pub struct Args {
     #[arg(long)]
     #[arg(help_heading = "Driver")]
     pin: Option<u32>,
-    /// C compiler [default: $CC, cc, gcc, clang].
-    #[arg(long)]
-    #[arg(help_heading = "Build")]
-    cc: Option<String>,
-    /// Flags for the implementation, split as a shell would.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
-    #[arg(help_heading = "Build")]
-    cflags: crate::args::words::Words,
+    #[command(flatten, next_help_heading = "Build")]
+    build: crate::args::build::BuildArgs,
     #[command(flatten)]
     output: TableOrJsonOutput,
 }
@@ -81,8 +75,8 @@ pub fn run(a: Args) -> CmdResult {
     // Macro get one the -D overrides can reach.
     let derived = specgen::derive(&spec, src, file, &rep, a.rank, None)?;
     let opts = driver_gen::RunOptions {
-        cc: a.cc.clone(),
-        cflags: a.cflags.to_vec(),
+        cc: a.build.cc.clone(),
+        cflags: a.build.cflags.to_vec(),
         timing: driver_gen::TimingOverrides {
             samples: Some(a.samples),
             flush_kib: a.flush_kb,

@@ -2,9 +2,10 @@
 //! candidate, the output and the campaign (local or Slurm), and the stored
 //! form a campaign keeps for `--resume` and its tasks.
 
-use crate::args::keyword::keyword;
+use crate::args::build::{BuildArgs, TimeoutArgs};
 use crate::args::output::{OutputArgs, ReportFormat};
 use crate::args::timing::TimingArgs;
+use driver_gen::cli::keyword;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -96,20 +97,12 @@ pub struct SearchOptions {
     #[arg(long)]
     #[arg(help_heading = "Search")]
     pub no_model: bool,
-    /// C compiler (default: $CC, cc, gcc, clang).
-    #[arg(long)]
-    #[arg(help_heading = "Build")]
-    pub cc: Option<String>,
-    /// Flags for the implementation, split as a shell would.
-    #[arg(long, allow_hyphen_values = true, default_value = "-O2", value_parser = crate::args::words::words)]
-    #[arg(help_heading = "Build")]
-    pub cflags: crate::args::words::Words,
+    #[command(flatten, next_help_heading = "Build")]
+    pub build: BuildArgs,
     #[command(flatten)]
     pub timing: TimingArgs,
-    /// Stop a driver run (or one restore) after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    #[arg(help_heading = "Driver")]
-    pub timeout: u64,
+    #[command(flatten, next_help_heading = "Driver")]
+    pub timeout: TimeoutArgs,
     /// More C files for the candidate (checkpoint tuning).
     #[arg(long = "extra", value_name = "FILE")]
     #[arg(help_heading = "Build")]

@@ -57,8 +57,8 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
         .implementation
         .clone()
         .context("give the implementation with --impl")?;
-    let defines = crate::args::defines::parse_defines(&args.search.timing.define)?;
-    let spec = crate::args::spec::load_spec(spec_path, &defines, args.default_driver)?;
+    let defines = &args.search.timing.define;
+    let spec = crate::args::spec::load_spec(spec_path, defines, args.default_driver)?;
     if !implementation.is_file() {
         anyhow::bail!(
             "--impl {}: no such file; pass the C file that implements the routine",
@@ -66,12 +66,13 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
         );
     }
     let mut base = RunOptions {
-        cc: args.search.cc.clone(),
-        cflags: args.search.cflags.to_vec(),
-        timeout: Duration::from_secs(args.search.timeout),
+        cc: args.search.build.cc.clone(),
+        cflags: args.search.build.cflags.to_vec(),
+        timeout: args.search.timeout.duration(),
         ..RunOptions::default()
     };
-    args.search.timing.apply(&mut base)?;
+    args.search.timing.apply(&mut base);
+    base.defines = defines.clone();
     Ok((spec, implementation, base))
 }
 
@@ -367,7 +368,7 @@ fn machine_model(
 ) -> anyhow::Result<tune::MachineModel> {
     let probed = probe::cached_or_measure()
         .context("the starting-point model needs `tdg probe` (or pass --no-model)")?;
-    let cc = toolchain::CCompiler::find(args.search.cc.as_deref())?;
+    let cc = toolchain::CCompiler::find(args.search.build.cc.as_deref())?;
     if !quiet(args) {
         eprintln!(
             "tdg tune: model from the probe cached at {} (effective caches {})",
