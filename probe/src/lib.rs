@@ -17,6 +17,7 @@ mod measure_cpu;
 pub mod render;
 pub mod render_cpu;
 mod result;
+mod rows;
 pub mod sanity;
 pub mod stats;
 pub mod validate;

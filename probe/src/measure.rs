@@ -3,6 +3,7 @@
 use crate::csource::{microbench_source, timers, MicrobenchParams};
 use crate::documented::{self, DocumentedCache};
 use crate::measure_cpu::{measure_cpu, remeasure_cpu, CpuBench, MemoryFacts};
+use crate::rows::{num, run_rows};
 use crate::sanity::Repeat;
 use crate::stats::{enforce_monotonic, fits_quality_threshold, plateaus, relative_steps, Plateau};
 use crate::{
@@ -10,7 +11,6 @@ use crate::{
     TscInfo, RESULT_VERSION,
 };
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Knobs for one probe run.
@@ -69,25 +69,20 @@ impl Microbench {
     }
 
     fn run(&self, args: &[String]) -> Result<Vec<Vec<String>>, ProbeError> {
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(args);
-        let out = toolchain::run(&mut cmd, Some(RUN_LIMIT))?;
-        Ok(out
-            .stdout
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| l.split_whitespace().map(str::to_string).collect())
-            .collect())
+        run_rows(&self.exe, args, RUN_LIMIT)
     }
 }
 
-fn num<T: std::str::FromStr>(mode: &str, row: &[String], i: usize) -> Result<T, ProbeError> {
-    row.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| ProbeError::Output {
-            mode: mode.into(),
-            line: row.join(" "),
+/// A measured curve's points: each (x, ns) beside its monotone value.
+fn curve_points(raw: impl IntoIterator<Item = (u64, f64)>, mono: &[f64]) -> Vec<CurvePoint> {
+    raw.into_iter()
+        .zip(mono)
+        .map(|((x, ns), &ns_monotonic)| CurvePoint {
+            x,
+            ns,
+            ns_monotonic,
         })
+        .collect()
 }
 
 /// Geometric sweep from `lo` to `hi` with `per_octave` points per doubling,
@@ -587,15 +582,7 @@ fn measure_caches(
             documented_bytes: doc.get(i).map(|c| c.size_bytes),
         });
     }
-    let curve = raw
-        .iter()
-        .zip(&mono)
-        .map(|(p, &m)| CurvePoint {
-            x: p.0,
-            ns: p.1,
-            ns_monotonic: m,
-        })
-        .collect();
+    let curve = curve_points(raw.iter().map(|p| (p.0, p.1)), &mono);
     Ok((caches, memory_latency, curve, huge))
 }
 
@@ -671,15 +658,7 @@ fn measure_tlb(
         });
     }
     attach_documented(&mut tlb, &documented);
-    let curve = raw
-        .iter()
-        .zip(&mono)
-        .map(|(p, &m)| CurvePoint {
-            x: p.0,
-            ns: p.1,
-            ns_monotonic: m,
-        })
-        .collect();
+    let curve = curve_points(raw.iter().copied(), &mono);
     Ok((tlb, curve))
 }
 
@@ -745,15 +724,7 @@ fn measure_flush(
             &mono,
             warm_ns,
         ),
-        curve: raw
-            .iter()
-            .zip(&mono)
-            .map(|(p, &m)| CurvePoint {
-                x: p.0,
-                ns: p.1,
-                ns_monotonic: m,
-            })
-            .collect(),
+        curve: curve_points(raw.iter().copied(), &mono),
     })
 }
 

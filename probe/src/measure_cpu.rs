@@ -9,11 +9,11 @@ use crate::cpusource::{
     cpubench_source, live_kernel_name, stack_traffic, CpuBenchParams, LIVE_ISAS,
 };
 use crate::documented::{self, DocumentedCache, Features};
+use crate::rows::{num, run_rows};
 use crate::stats::enforce_monotonic;
 use crate::{CacheLevel, ProbeError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -69,25 +69,8 @@ impl CpuBench {
     }
 
     fn run(&self, args: &[String]) -> Result<Vec<Vec<String>>, ProbeError> {
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(args);
-        let out = toolchain::run(&mut cmd, Some(RUN_LIMIT))?;
-        Ok(out
-            .stdout
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| l.split_whitespace().map(str::to_string).collect())
-            .collect())
+        run_rows(&self.exe, args, RUN_LIMIT)
     }
-}
-
-fn num<T: std::str::FromStr>(mode: &str, row: &[String], i: usize) -> Result<T, ProbeError> {
-    row.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| ProbeError::Output {
-            mode: mode.into(),
-            line: row.join(" "),
-        })
 }
 
 /// The widths this CPU runs, and whether it has FMA.

@@ -50,7 +50,17 @@ fn every_spec_runs_and_verifies_against_its_kernel() {
             .is_some_and(|n| n > 1)
             && testkit::usable_cpus().len() >= 2
         {
-            assert_eq!(r.team.threads, 2, "{}: {:?}", path.display(), r.team);
+            // The team was formed and pinned. How many of its threads were
+            // measured busy depends on the other CPU being free, which a
+            // test sharing the machine cannot promise (driver_threads.rs
+            // asserts it alone).
+            assert_eq!(
+                (r.team.omp_team, r.team.thread_cpus.len()),
+                (2, 2),
+                "{}: {:?}",
+                path.display(),
+                r.team
+            );
         }
         eprintln!(
             "{}: {:.0} ns/call, {} x{}, verification {}",
