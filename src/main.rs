@@ -50,6 +50,10 @@ enum Command {
     /// Search implementation parameters with the driver as the objective.
     // Boxed: its campaign and checkpoint options make it far larger than the others.
     Tune(Box<cmd::tune::Args>),
+    /// Make a program faster: profile the routine in it, tune the candidate
+    /// on faithful targets of its contexts, deploy it into the unmodified
+    /// program and prove the gain there.
+    Autotune(cmd::autotune::Args),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Command::Probe(a) => cmd::probe::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Tune(a) => cmd::tune::run(*a),
+        Command::Autotune(a) => cmd::autotune::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "tdg", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -36,6 +36,12 @@ pub enum AutotuneError {
     /// does: nothing can be tuned on the program's time.
     #[error("no chosen context has a faithful target ({0}); see the contexts above, and `tdg validate` or `tdg checkpoint validate` for one of them")]
     NoFaithfulTarget(String),
+    /// A search (`tdg tune --contexts`) failed.
+    #[error("{message}")]
+    Search {
+        failure: Option<Failure>,
+        message: String,
+    },
     #[error("{0}")]
     Files(#[from] std::io::Error),
 }
@@ -63,6 +69,7 @@ impl AutotuneError {
                 Failure::Crash
             }
             A::Proof(ProofError::Run(ProgramError::TimedOut { .. })) => Failure::Timeout,
+            A::Search { failure, .. } => return *failure,
             _ => return None,
         })
     }

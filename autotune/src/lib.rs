@@ -18,3 +18,7 @@ pub mod proof;
 pub mod targets;
 
 pub use error::AutotuneError;
+pub mod pipeline;
+pub mod readme;
+pub mod record;
+pub mod summary;

@@ -2,6 +2,7 @@
 //! A command returns the exit code it wants; `Err` is printed as one
 //! `tdg: error: ...` line by `main`.
 
+pub mod autotune;
 pub mod check;
 pub mod checkpoint;
 pub mod doctor;

@@ -8,6 +8,7 @@ mod args;
 use super::CmdResult;
 use anyhow::Context;
 pub use args::Args;
+pub(crate) use args::{parse_args, SearchOptions};
 use args::{own_args, stored_args, with_build_options, CampaignArgs, ExecutorKind, TuneFormat};
 use driver_gen::RunOptions;
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ pub(crate) struct Resumed {
 
 /// The spec, the implementation and the driver options every evaluation
 /// shares: the same for the search and for each task on a node.
-fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathBuf, RunOptions)> {
+pub(crate) fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathBuf, RunOptions)> {
     let spec_path = args.spec.as_ref().context("give the spec file")?;
     let implementation = args
         .implementation
@@ -65,15 +66,21 @@ fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathB
             implementation.display()
         );
     }
+    Ok((spec, implementation, base_options(&args.search)?))
+}
+
+/// The driver options every evaluation shares (compiler, flags, timing
+/// settings, timeout), from the search options.
+pub(crate) fn base_options(search: &SearchOptions) -> anyhow::Result<RunOptions> {
     let mut base = RunOptions {
-        cc: args.search.build.cc.clone(),
-        cflags: args.search.build.cflags.to_vec(),
-        timeout: args.search.timeout.duration(),
+        cc: search.build.cc.clone(),
+        cflags: search.build.cflags.to_vec(),
+        timeout: search.timeout.duration(),
         ..RunOptions::default()
     };
-    args.search.timing.apply(&mut base);
-    base.defines = defines.clone();
-    Ok((spec, implementation, base))
+    search.timing.apply(&mut base);
+    base.defines = search.timing.define.clone();
+    Ok(base)
 }
 
 /// What each configuration is timed with: the contexts of `--contexts`,
@@ -136,7 +143,7 @@ fn run_task(round: &Path) -> CmdResult {
 }
 
 /// How a candidate on an image is built and checked.
-fn candidate_settings(args: &Args) -> tune::CandidateSettings {
+pub(crate) fn candidate_settings(args: &Args) -> tune::CandidateSettings {
     tune::CandidateSettings {
         extra: args.search.extra.clone(),
         verify: !args.search.no_verify,

@@ -1,0 +1,543 @@
+//! `tdg autotune`, step by step: profile the program, choose the contexts
+//! that hold its time in the routine, find a faithful target for each,
+//! search the candidate on the program's predicted time (once over all
+//! contexts, then per context), keep a context's own configuration only
+//! where re-timing shows it beats the shared one, deploy, and prove the
+//! gain with whole-program runs. The searches themselves are `tdg tune`'s
+//! ([`Searcher`]): the same strategies, campaigns, executors and logs.
+
+use crate::choose::{choose, Cover};
+use crate::deploy::{deploy, DeployRequest, VariantBuild, DEPLOY_DIR};
+use crate::fidelity::FidelityRules;
+use crate::profile::{profile, ProfileRequest, Profiled};
+use crate::program::{Launch, Program};
+use crate::proof::{prove, ProofError, ProofRules, ProofVerdict, Side, Speedup};
+use crate::record::{
+    host_cpu, ContextChoice, Deployment, Outcome, Prediction, Record, SearchRecord, FORMAT_NAME,
+    FORMAT_VERSION,
+};
+use crate::targets::{find_targets, ContextTarget, Target, TargetRequest};
+use crate::AutotuneError;
+use config::Config;
+use driver_gen::RunOptions;
+use instrument::contexts::{ContextEntry, ContextsFile};
+use instrument::interpose::DispatchRoute;
+use spec_lang::CheckedSpec;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One search of the candidate, as `tdg tune --contexts` runs it.
+pub struct SearchTask<'a> {
+    /// The profiled spec (its macros select each context).
+    pub spec: &'a Path,
+    /// The contexts to score over, each with its target.
+    pub contexts_file: &'a Path,
+    pub contexts: usize,
+    /// Where its campaign and its log go.
+    pub campaign: &'a Path,
+    pub log: &'a Path,
+    /// "all contexts", or the context's label.
+    pub over: String,
+}
+
+/// The searches and the re-timing, done with `tdg tune`'s machinery and
+/// the user's search options.
+pub trait Searcher {
+    fn search(&mut self, task: &SearchTask) -> Result<SearchRecord, AutotuneError>;
+
+    /// `configs` timed again side by side in every context of
+    /// `contexts_file`: per configuration, each context's predicted time
+    /// per call.
+    fn retime(
+        &mut self,
+        spec: &Path,
+        contexts_file: &Path,
+        configs: &[Config],
+    ) -> Result<Vec<Vec<f64>>, AutotuneError>;
+}
+
+/// What the user sees of the run.
+pub trait Progress {
+    /// A step begins (1 to 7).
+    fn step(&mut self, n: usize, what: &str);
+    /// One line within the step.
+    fn note(&mut self, line: &str);
+}
+
+/// Everything one `tdg autotune` needs.
+pub struct AutotuneRequest {
+    pub program: Program,
+    pub spec_path: PathBuf,
+    /// Checked for the profiling use (a prototype is enough).
+    pub spec: CheckedSpec,
+    pub implementation: PathBuf,
+    pub extra: Vec<PathBuf>,
+    pub include_dirs: Vec<PathBuf>,
+    pub cc: Option<String>,
+    pub cflags: Vec<String>,
+    /// The drivers' options (timing settings, timeout, compiler).
+    pub driver: RunOptions,
+    /// The deployment directory (tdg's own).
+    pub dir: PathBuf,
+    pub cover: Cover,
+    pub plain_runs: usize,
+    pub fidelity: FidelityRules,
+    pub proof: ProofRules,
+    /// Try checkpoints where no driver matches.
+    pub checkpoints: bool,
+    /// Search each context on its own too.
+    pub specialise: bool,
+    /// Side-by-side re-timings deciding each context's configuration.
+    pub retime_rounds: usize,
+}
+
+/// The steps, for progress.
+pub const STEPS: usize = 7;
+
+pub fn autotune(
+    req: &AutotuneRequest,
+    searcher: &mut dyn Searcher,
+    progress: &mut dyn Progress,
+) -> Result<Record, AutotuneError> {
+    let mut timer = StepTimer::new();
+    let dir = fsguard::OwnedDir::open(&req.dir, DEPLOY_DIR)?;
+    let work = fsguard::OwnedDir::open(&dir.path().join("work"), DEPLOY_DIR)?;
+    let work = work.path();
+
+    progress.step(1, "profile the program");
+    let profiled = profile(&ProfileRequest {
+        program: &req.program,
+        spec: &req.spec,
+        spec_path: &req.spec_path,
+        include_dirs: req.include_dirs.clone(),
+        cc: req.cc.as_deref(),
+        plain_runs: req.plain_runs,
+        work,
+    })?;
+    let p = &profiled.summary;
+    progress.note(&format!(
+        "{} runs in {:.3} s (median of {}); {} calls of {} hold {:.1}% of it: no tuning of {} can make it more than {:.2}x faster",
+        req.program.name(),
+        p.plain_median_s,
+        p.plain_runs_s.len(),
+        p.calls,
+        req.spec.routine.name.name,
+        p.share * 100.0,
+        req.spec.routine.name.name,
+        p.amdahl_bound
+    ));
+    timer.lap("profile");
+
+    progress.step(2, "choose the contexts");
+    let choice = choose(&profiled.contexts, &req.cover);
+    for rank in &choice.ranks {
+        let c = context(&profiled, *rank);
+        progress.note(&format!(
+            "context {}: {} calls, {} per call, {:.1}% of the routine's time",
+            c.label(),
+            c.calls,
+            stats::ns(c.in_app_median_ns),
+            100.0 * crate::choose::weight(c) / total_weight(&profiled.contexts)
+        ));
+    }
+    if choice.short_of_cover {
+        progress.note(&format!(
+            "the {} heaviest contexts hold {:.1}% of the routine's time, short of --cover {:.0}%: raise --max-contexts to tune more",
+            choice.ranks.len(),
+            choice.share * 100.0,
+            req.cover.share * 100.0
+        ));
+    }
+    timer.lap("choose");
+
+    progress.step(3, "a faithful target for each context");
+    let profiled_spec = spec_lang::load(&p.profiled_spec, &[])
+        .map_err(|d| AutotuneError::Profile(format!("the profiled spec does not load: {d}")))?;
+    let targets = find_targets(
+        &TargetRequest {
+            program: &req.program,
+            profiled: &profiled,
+            spec: &profiled_spec,
+            spec_path: &p.profiled_spec,
+            include_dirs: req.include_dirs.clone(),
+            base: req.driver.clone(),
+            rules: req.fidelity,
+            checkpoints: req.checkpoints,
+            work,
+        },
+        &choice.ranks,
+        &mut |line| progress.note(line),
+    )?;
+    let faithful: Vec<&ContextTarget> = targets.iter().filter(|t| t.target.is_some()).collect();
+    for t in targets.iter().filter(|t| t.target.is_none()) {
+        progress.note(&format!(
+            "context {} is left out of the tuning and the prediction: {}",
+            t.label,
+            t.rejected.join("; ")
+        ));
+    }
+    if faithful.is_empty() {
+        return Err(AutotuneError::NoFaithfulTarget(
+            targets
+                .iter()
+                .map(|t| format!("{}: {}", t.label, t.rejected.join("; ")))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        ));
+    }
+    let all_file = work.join("targets.contexts.json");
+    write_contexts(&profiled.contexts, &faithful, &all_file)?;
+    timer.lap("targets");
+
+    progress.step(4, "tune on the program's time");
+    let mut searches = vec![searcher.search(&SearchTask {
+        spec: &p.profiled_spec,
+        contexts_file: &all_file,
+        contexts: faithful.len(),
+        campaign: &work.join("all.campaign"),
+        log: &work.join("all.tune.jsonl"),
+        over: "all contexts".into(),
+    })?];
+    let joint = searches[0].best.clone();
+    progress.note(&format!("over all contexts: {}", joint));
+    let mut own_best: Vec<Config> = vec![joint.clone(); faithful.len()];
+    if req.specialise && faithful.len() > 1 {
+        for (i, t) in faithful.iter().enumerate() {
+            let file = work.join(format!("context-{}.contexts.json", t.rank));
+            write_contexts(&profiled.contexts, &[*t], &file)?;
+            let s = searcher.search(&SearchTask {
+                spec: &p.profiled_spec,
+                contexts_file: &file,
+                contexts: 1,
+                campaign: &work.join(format!("context-{}.campaign", t.rank)),
+                log: &work.join(format!("context-{}.tune.jsonl", t.rank)),
+                over: t.label.clone(),
+            })?;
+            progress.note(&format!("context {}: {}", t.label, s.best));
+            own_best[i] = s.best.clone();
+            searches.push(s);
+        }
+    }
+    let choices = decide(
+        req,
+        searcher,
+        &p.profiled_spec,
+        &all_file,
+        &faithful,
+        &joint,
+        &own_best,
+        progress,
+    )?;
+    let prediction = predict(&profiled, &faithful, &choices);
+    progress.note(&format!(
+        "predicted: {:.3} s, {:.3}x faster (Amdahl bound {:.2}x)",
+        prediction.program_s, prediction.speedup, p.amdahl_bound
+    ));
+    timer.lap("tune");
+
+    progress.step(5, "deploy");
+    let deployment = deploy_choices(req, dir.path(), &choices, &faithful)?;
+    progress.note(&format!(
+        "{}: {} configuration(s) behind a dispatcher on the contexts' values; `tdg autotune exec {} -- PROGRAM` runs a command with it",
+        deployment.preload_library.display(),
+        deployment.variants.len(),
+        dir.path().display()
+    ));
+    timer.lap("deploy");
+
+    progress.step(6, "prove it in the program");
+    let launch_tuned = Launch {
+        preload: Some(deployment.preload_library.clone()),
+        env: Vec::new(),
+    };
+    let mut round_number = 0;
+    let proved = prove(
+        &req.proof,
+        |side| match side {
+            Side::Plain => req.program.run(&Launch::default()),
+            Side::Tuned => req.program.run(&launch_tuned),
+        },
+        |round, speedup| {
+            round_number += 1;
+            progress.note(&format!(
+                "round {round_number}: plain {:.3} s, tuned {:.3} s{}",
+                round.plain_s,
+                round.tuned_s,
+                speedup.map(|s| format!("; speedup {}", s.text())).unwrap_or_default()
+            ))
+        },
+    );
+    let proof = match proved {
+        Ok(p) => p,
+        Err(e @ (ProofError::OutputChanged { .. } | ProofError::TunedFailed { .. })) => {
+            // Nobody should run a deployment that breaks the program.
+            let _ = std::fs::remove_file(&deployment.preload_library);
+            let _ = std::fs::remove_file(&deployment.wrap_archive);
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    timer.lap("prove");
+
+    progress.step(7, "record");
+    let outcome = if proof.verdict == ProofVerdict::Faster {
+        Outcome::Faster
+    } else {
+        Outcome::NotFaster
+    };
+    let record = Record {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        routine: req.spec.routine.name.name.clone(),
+        spec: req.spec_path.clone(),
+        implementation: req.implementation.clone(),
+        program: req
+            .program
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: req.program.cwd.clone(),
+        host: host_cpu(),
+        date: formats::machine::date_now(),
+        profile: profiled.summary.clone(),
+        cover_asked: req.cover.share,
+        cover_reached: choice.share,
+        contexts: targets.clone(),
+        searches,
+        choices,
+        prediction,
+        deployment,
+        proof,
+        outcome,
+        step_seconds: timer.laps,
+    };
+    record.write(dir.path())?;
+    crate::readme::write(dir.path(), &record)?;
+    Ok(record)
+}
+
+fn context(profiled: &Profiled, rank: usize) -> &ContextEntry {
+    profiled
+        .contexts
+        .contexts
+        .iter()
+        .find(|c| c.rank == rank)
+        .expect("a chosen rank is in the file")
+}
+
+fn total_weight(file: &ContextsFile) -> f64 {
+    file.contexts
+        .iter()
+        .map(crate::choose::weight)
+        .sum::<f64>()
+        .max(f64::MIN_POSITIVE)
+}
+
+/// A contexts file of `chosen`, each with what it is tuned on.
+fn write_contexts(
+    all: &ContextsFile,
+    chosen: &[&ContextTarget],
+    path: &Path,
+) -> Result<(), AutotuneError> {
+    let mut file = all.clone();
+    file.contexts = chosen
+        .iter()
+        .map(|t| {
+            let mut c = all
+                .contexts
+                .iter()
+                .find(|c| c.rank == t.rank)
+                .expect("a chosen rank is in the file")
+                .clone();
+            match &t.target {
+                Some(Target::Driver { state, .. }) => c.cache = Some(*state),
+                Some(Target::Checkpoint { image, .. }) => c.image = Some(image.clone()),
+                None => {}
+            }
+            c.fidelity = t.fidelity.map(|f| f.ratio);
+            c
+        })
+        .collect();
+    fsguard::write_atomic(path, file.to_json().as_bytes())?;
+    Ok(())
+}
+
+/// Each context's configuration: its own best where side-by-side
+/// re-timing shows it faster than the shared one beyond the rounds'
+/// spread, else the shared one.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    req: &AutotuneRequest,
+    searcher: &mut dyn Searcher,
+    spec: &Path,
+    all_file: &Path,
+    faithful: &[&ContextTarget],
+    joint: &Config,
+    own_best: &[Config],
+    progress: &mut dyn Progress,
+) -> Result<Vec<ContextChoice>, AutotuneError> {
+    let mut configs: Vec<Config> = vec![joint.clone()];
+    for c in own_best {
+        if !configs.contains(c) {
+            configs.push(c.clone());
+        }
+    }
+    let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
+    // rounds x configs x contexts
+    let mut times: Vec<Vec<Vec<f64>>> = Vec::new();
+    let rounds = if configs.len() > 1 {
+        req.retime_rounds.max(6)
+    } else {
+        req.retime_rounds.max(1)
+    };
+    for _ in 0..rounds {
+        times.push(searcher.retime(spec, all_file, &configs)?);
+    }
+    let series = |config: usize, context: usize| -> Vec<f64> {
+        times.iter().map(|r| r[config][context]).collect()
+    };
+    let median = |v: &[f64]| stats::Summary::of(v).map_or(f64::NAN, |s| s.median);
+    let mut choices = Vec::new();
+    for (k, t) in faithful.iter().enumerate() {
+        let j = series(0, k);
+        let own = index(&own_best[k]);
+        let (config, specialised, over_joint) = if own == 0 {
+            (joint.clone(), false, None)
+        } else {
+            let o = series(own, k);
+            let rounds: Vec<crate::proof::Round> = j
+                .iter()
+                .zip(&o)
+                .map(|(a, b)| crate::proof::Round {
+                    order: crate::proof::Order::PlainFirst,
+                    plain_s: *a,
+                    tuned_s: *b,
+                })
+                .collect();
+            let s = Speedup::of(&rounds, 0.95);
+            let pays = s.is_some_and(|s| s.low > 1.0);
+            progress.note(&format!(
+                "context {}: its own {} against the shared {}: {}{}",
+                t.label,
+                own_best[k],
+                joint,
+                s.map_or("undecided".into(), |s| s.text()),
+                if pays { ", kept" } else { ", the shared one is kept" }
+            ));
+            if pays {
+                (own_best[k].clone(), true, s)
+            } else {
+                (joint.clone(), false, s)
+            }
+        };
+        let chosen = series(index(&config), k);
+        choices.push(ContextChoice {
+            rank: t.rank,
+            label: t.label.clone(),
+            config,
+            specialised,
+            original_ns: t.in_app_ns,
+            chosen_ns: median(&chosen),
+            specialised_over_joint: over_joint,
+        });
+    }
+    Ok(choices)
+}
+
+/// The program's time with each tuned context at its chosen time per call:
+/// the plain median less what the tuned contexts' calls save.
+fn predict(profiled: &Profiled, faithful: &[&ContextTarget], choices: &[ContextChoice]) -> Prediction {
+    let p = &profiled.summary;
+    let saved_ns: f64 = faithful
+        .iter()
+        .zip(choices)
+        .map(|(t, c)| t.calls as f64 * (c.original_ns - c.chosen_ns))
+        .sum();
+    let program_s = (p.plain_median_s - saved_ns * 1e-9).max(f64::MIN_POSITIVE);
+    let tuned: f64 = faithful
+        .iter()
+        .map(|t| crate::choose::weight(context(profiled, t.rank)))
+        .sum();
+    Prediction {
+        program_s,
+        speedup: p.plain_median_s / program_s,
+        tuned_share: tuned / total_weight(&profiled.contexts),
+    }
+}
+
+fn deploy_choices(
+    req: &AutotuneRequest,
+    dir: &Path,
+    choices: &[ContextChoice],
+    faithful: &[&ContextTarget],
+) -> Result<Deployment, AutotuneError> {
+    let mut variants: Vec<Config> = Vec::new();
+    for c in choices {
+        if !variants.contains(&c.config) {
+            variants.push(c.config.clone());
+        }
+    }
+    let routes = choices
+        .iter()
+        .zip(faithful)
+        .map(|(c, t)| DispatchRoute {
+            values: t.values.clone(),
+            variant: variants.iter().position(|v| *v == c.config).expect("listed"),
+            label: format!("{} -> {}", t.label, c.config),
+        })
+        .collect();
+    let builds = variants
+        .iter()
+        .map(|v| {
+            let mut defines = Vec::new();
+            let mut team = None;
+            v.apply(&mut defines, &mut team);
+            VariantBuild {
+                label: v.to_string(),
+                defines,
+            }
+        })
+        .collect();
+    let deployed = deploy(
+        dir,
+        &DeployRequest {
+            spec: &req.spec,
+            include_dirs: req.include_dirs.clone(),
+            implementation: req.implementation.clone(),
+            extra: req.extra.clone(),
+            cc: req.cc.clone(),
+            cflags: req.cflags.clone(),
+            variants: builds,
+            routes,
+        },
+    )?;
+    Ok(Deployment {
+        dir: dir.to_path_buf(),
+        preload_library: deployed.preload_library,
+        wrap_archive: deployed.wrap_archive,
+        symbol: deployed.symbol,
+        variants,
+    })
+}
+
+/// Wall time per step.
+struct StepTimer {
+    since: Instant,
+    laps: Vec<(String, f64)>,
+}
+
+impl StepTimer {
+    fn new() -> StepTimer {
+        StepTimer {
+            since: Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, step: &str) {
+        self.laps
+            .push((step.to_string(), self.since.elapsed().as_secs_f64()));
+        self.since = Instant::now();
+    }
+}
