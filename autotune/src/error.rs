@@ -19,19 +19,19 @@ pub enum AutotuneError {
     #[error("profiling the program: {0}")]
     Profile(String),
     #[error(transparent)]
-    Session(#[from] instrument::session::SessionError),
+    Session(Box<instrument::session::SessionError>),
     #[error(transparent)]
-    Interpose(#[from] instrument::interpose::InterposeError),
+    Interpose(Box<instrument::interpose::InterposeError>),
     #[error(transparent)]
-    Toolchain(#[from] toolchain::ToolchainError),
+    Toolchain(Box<toolchain::ToolchainError>),
     #[error(transparent)]
-    Driver(#[from] driver_gen::RunError),
+    Driver(Box<driver_gen::RunError>),
     #[error(transparent)]
-    Checkpoint(#[from] checkpoint::CheckpointError),
+    Checkpoint(Box<checkpoint::CheckpointError>),
     #[error(transparent)]
-    Deploy(#[from] DeployError),
+    Deploy(Box<DeployError>),
     #[error(transparent)]
-    Proof(#[from] ProofError),
+    Proof(Box<ProofError>),
     /// No context has a target shown to time the routine as the program
     /// does: nothing can be tuned on the program's time.
     #[error("no chosen context has a faithful target ({0}); see the contexts above, and `tdg validate` or `tdg checkpoint validate` for one of them")]
@@ -49,28 +49,82 @@ pub enum AutotuneError {
 impl AutotuneError {
     /// The contract's failure kind (None: exit status 1).
     pub fn failure(&self) -> Option<Failure> {
+        use instrument::session::SessionError;
         use AutotuneError as A;
         Some(match self {
             A::Usage(_) | A::Interpose(_) => Failure::Usage,
             A::ProgramFailed { .. } => Failure::Crash,
-            A::Program(ProgramError::TimedOut { .. }) => Failure::Timeout,
-            A::Program(ProgramError::Spawn { .. }) => Failure::Usage,
-            A::Session(instrument::session::SessionError::TimedOut { .. }) => Failure::Timeout,
-            A::Session(instrument::session::SessionError::Unresolved(_)) => Failure::Usage,
+            A::Program(e) => return program_failure(e),
+            A::Session(e) => match **e {
+                SessionError::TimedOut { .. } => Failure::Timeout,
+                SessionError::Unresolved(_) => Failure::Usage,
+                _ => return None,
+            },
             A::Toolchain(_) => Failure::Environment,
             A::Driver(e) => return e.failure(),
             A::Checkpoint(e) => return e.failure(),
-            A::Deploy(DeployError::Variant { .. } | DeployError::NoDefinition { .. }) => {
-                Failure::Compile
-            }
-            A::Deploy(DeployError::NoBinutils { .. }) => Failure::Environment,
-            A::Proof(ProofError::OutputChanged { .. }) => Failure::Verification,
-            A::Proof(ProofError::TunedFailed { .. } | ProofError::PlainFailed { .. }) => {
-                Failure::Crash
-            }
-            A::Proof(ProofError::Run(ProgramError::TimedOut { .. })) => Failure::Timeout,
+            A::Deploy(e) => match **e {
+                DeployError::Variant { .. } | DeployError::NoDefinition { .. } => Failure::Compile,
+                DeployError::NoBinutils { .. } => Failure::Environment,
+                _ => return None,
+            },
+            A::Proof(e) => match &**e {
+                ProofError::OutputChanged { .. } => Failure::Verification,
+                ProofError::TunedFailed { .. } | ProofError::PlainFailed { .. } => Failure::Crash,
+                ProofError::Run(e) => return program_failure(e),
+            },
             A::Search { failure, .. } => return *failure,
             _ => return None,
         })
+    }
+}
+
+fn program_failure(e: &ProgramError) -> Option<Failure> {
+    match e {
+        ProgramError::TimedOut { .. } => Some(Failure::Timeout),
+        ProgramError::Spawn { .. } => Some(Failure::Usage),
+        ProgramError::Wait { .. } => None,
+    }
+}
+
+impl From<instrument::session::SessionError> for AutotuneError {
+    fn from(e: instrument::session::SessionError) -> Self {
+        AutotuneError::Session(Box::new(e))
+    }
+}
+
+impl From<instrument::interpose::InterposeError> for AutotuneError {
+    fn from(e: instrument::interpose::InterposeError) -> Self {
+        AutotuneError::Interpose(Box::new(e))
+    }
+}
+
+impl From<toolchain::ToolchainError> for AutotuneError {
+    fn from(e: toolchain::ToolchainError) -> Self {
+        AutotuneError::Toolchain(Box::new(e))
+    }
+}
+
+impl From<driver_gen::RunError> for AutotuneError {
+    fn from(e: driver_gen::RunError) -> Self {
+        AutotuneError::Driver(Box::new(e))
+    }
+}
+
+impl From<checkpoint::CheckpointError> for AutotuneError {
+    fn from(e: checkpoint::CheckpointError) -> Self {
+        AutotuneError::Checkpoint(Box::new(e))
+    }
+}
+
+impl From<DeployError> for AutotuneError {
+    fn from(e: DeployError) -> Self {
+        AutotuneError::Deploy(Box::new(e))
+    }
+}
+
+impl From<ProofError> for AutotuneError {
+    fn from(e: ProofError) -> Self {
+        AutotuneError::Proof(Box::new(e))
     }
 }

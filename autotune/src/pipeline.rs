@@ -134,7 +134,7 @@ pub fn autotune(
         let c = context(&profiled, *rank);
         progress.note(&format!(
             "context {}: {} calls, {} per call, {:.1}% of the routine's time",
-            c.label(),
+            profiled.label(*rank),
             c.calls,
             stats::ns(c.in_app_median_ns),
             100.0 * crate::choose::weight(c) / total_weight(&profiled.contexts)
@@ -263,7 +263,9 @@ pub fn autotune(
                 "round {round_number}: plain {:.3} s, tuned {:.3} s{}",
                 round.plain_s,
                 round.tuned_s,
-                speedup.map(|s| format!("; speedup {}", s.text())).unwrap_or_default()
+                speedup
+                    .map(|s| format!("; speedup {}", s.text()))
+                    .unwrap_or_default()
             ))
         },
     );
@@ -423,7 +425,11 @@ fn decide(
                 own_best[k],
                 joint,
                 s.map_or("undecided".into(), |s| s.text()),
-                if pays { ", kept" } else { ", the shared one is kept" }
+                if pays {
+                    ", kept"
+                } else {
+                    ", the shared one is kept"
+                }
             ));
             if pays {
                 (own_best[k].clone(), true, s)
@@ -447,7 +453,11 @@ fn decide(
 
 /// The program's time with each tuned context at its chosen time per call:
 /// the plain median less what the tuned contexts' calls save.
-fn predict(profiled: &Profiled, faithful: &[&ContextTarget], choices: &[ContextChoice]) -> Prediction {
+fn predict(
+    profiled: &Profiled,
+    faithful: &[&ContextTarget],
+    choices: &[ContextChoice],
+) -> Prediction {
     let p = &profiled.summary;
     let saved_ns: f64 = faithful
         .iter()
@@ -483,7 +493,10 @@ fn deploy_choices(
         .zip(faithful)
         .map(|(c, t)| DispatchRoute {
             values: t.values.clone(),
-            variant: variants.iter().position(|v| *v == c.config).expect("listed"),
+            variant: variants
+                .iter()
+                .position(|v| *v == c.config)
+                .expect("listed"),
             label: format!("{} -> {}", t.label, c.config),
         })
         .collect();

@@ -51,6 +51,22 @@ pub struct Profiled {
     pub reference_run: ProgramRun,
 }
 
+impl Profiled {
+    /// A context as people read it: its values as the program passed them
+    /// (a double as a number, not its bits).
+    pub fn label(&self, rank: usize) -> String {
+        match self.report.contexts.iter().find(|c| c.rank == rank) {
+            Some(c) => c.label(),
+            None => self
+                .contexts
+                .contexts
+                .iter()
+                .find(|c| c.rank == rank)
+                .map_or_else(|| format!("rank {rank}"), |c| c.label()),
+        }
+    }
+}
+
 /// Where the profile step works and what it is given.
 pub struct ProfileRequest<'a> {
     pub program: &'a Program,
@@ -138,11 +154,17 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     let routine = req.spec.routine.name.name.clone();
     let rep = profiled_run(program, &shims.preload_shim, &routine, req.work)?;
     let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
+    // Where the original sits in its page says nothing of where a
+    // candidate's code will: the drivers place code as they would any.
+    let unplaced = Report {
+        code_page_offset: None,
+        ..rep.clone()
+    };
     let derived = specgen::derive(
         req.spec,
         req.spec.source(),
         &req.spec_path.display().to_string(),
-        &rep,
+        &unplaced,
         // Rank 1 holds the most time: the profiled spec's defaults.
         1,
         Some(profiled_spec.display().to_string()),

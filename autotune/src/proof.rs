@@ -24,8 +24,8 @@ pub struct ProofRules {
     pub max_rounds: usize,
     /// Confidence of the speedup's interval.
     pub confidence: f64,
-    /// A speedup whose whole interval lies within 1/(1+m) .. 1+m is no
-    /// gain worth having: the program is not measurably faster.
+    /// A speedup within 1/(1+m) .. 1+m is no gain worth having: the
+    /// program is faster only when its whole interval lies above 1+m.
     pub negligible: f64,
 }
 
@@ -109,11 +109,13 @@ impl Speedup {
     }
 }
 
-/// What the interval says.
+/// What the interval says. A gain within the negligible band around 1
+/// is no gain worth deploying, however sure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProofVerdict {
-    /// The whole interval lies above 1: the program is faster.
+    /// The whole interval lies above 1 + negligible: the program is
+    /// faster by more than the negligible band.
     Faster,
     /// The whole interval lies below 1: the program is slower.
     Slower,
@@ -128,7 +130,7 @@ impl ProofVerdict {
         let Some(s) = speedup else {
             return ProofVerdict::Undecided;
         };
-        if s.low > 1.0 {
+        if s.low > 1.0 + negligible {
             ProofVerdict::Faster
         } else if s.high < 1.0 {
             ProofVerdict::Slower

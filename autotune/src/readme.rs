@@ -53,9 +53,8 @@ struct LeftOut {
 }
 
 fn view(r: &Record) -> View {
-    let program = crate::program::command_line(
-        &r.program.iter().map(Into::into).collect::<Vec<_>>(),
-    );
+    let program =
+        crate::program::command_line(&r.program.iter().map(Into::into).collect::<Vec<_>>());
     let measured = match &r.proof.speedup {
         Some(s) => format!(
             "{} ({} rounds, {} %)",

@@ -50,18 +50,17 @@ pub fn render(r: &Record) -> String {
             "context      {}: {} {}, {} -> {} per call (on a {target})",
             c.label,
             c.config,
-            if c.specialised { "(its own)" } else { "(shared)" },
+            if c.specialised {
+                "(its own)"
+            } else {
+                "(shared)"
+            },
             stats::ns(c.original_ns),
             stats::ns(c.chosen_ns)
         );
     }
     for t in r.contexts.iter().filter(|t| t.target.is_none()) {
-        let _ = writeln!(
-            s,
-            "left out     {}: {}",
-            t.label,
-            t.rejected.join("; ")
-        );
+        let _ = writeln!(s, "left out     {}: {}", t.label, t.rejected.join("; "));
     }
     let _ = writeln!(
         s,

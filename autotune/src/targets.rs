@@ -110,7 +110,7 @@ pub fn find_targets(
         .iter()
         .map(|c| ContextTarget {
             rank: c.rank,
-            label: c.label(),
+            label: req.profiled.label(c.rank),
             values: c.values.clone(),
             calls: c.calls,
             in_app_ns: c.in_app_median_ns,
@@ -130,7 +130,16 @@ pub fn find_targets(
         None => {
             let judged = judge_contexts(req, &contexts, note)?;
             for (t, j) in found.iter_mut().zip(&judged) {
-                match j.faithful() {
+                let likely = req
+                    .profiled
+                    .report
+                    .contexts
+                    .iter()
+                    .find(|c| c.rank == t.rank)
+                    .map_or(CacheState::Warm, |c| {
+                        crate::fidelity::likely_state(&c.distinct_pointers, c.calls)
+                    });
+                match j.faithful(likely) {
                     Some(s) => {
                         let ctx = contexts.iter().find(|c| c.rank == t.rank).expect("chosen");
                         t.target = Some(Target::Driver {

@@ -55,7 +55,7 @@ fn request(spec: &spec_lang::CheckedSpec) -> DeployRequest<'_> {
                 defines: vec![("UNROLL".into(), "2".into())],
             },
         ],
-        routes: vec![route(4096, 1.0000001, 0), route(64, 0.9999999, 1)],
+        routes: vec![route(8192, 1.0000001, 0), route(512, 0.9999999, 1)],
     }
 }
 
@@ -71,8 +71,8 @@ fn said(stderr: &[u8]) -> Vec<String> {
 }
 
 const EXPECTED: [&str; 2] = [
-    "candidate UNROLL=2 first called with n=64",
-    "candidate UNROLL=4 first called with n=4096",
+    "candidate UNROLL=2 first called with n=512",
+    "candidate UNROLL=4 first called with n=8192",
 ];
 
 #[test]

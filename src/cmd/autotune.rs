@@ -77,6 +77,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, value_name = "N", value_parser = clap::value_parser!(u64).range(6..=10000))]
     #[arg(help_heading = "Autotune")]
     pub max_rounds: u64,
+    /// How close a target's time of the original must be to the program's
+    /// for the target to be tuned on: within this fraction both ways, over
+    /// the whole interval of the interleaved comparison.
+    #[arg(long, default_value_t = 0.10, value_name = "FRACTION")]
+    #[arg(help_heading = "Autotune")]
+    pub fidelity_tolerance: f64,
     /// Stop one run of the program after this many seconds.
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=604800))]
     #[arg(help_heading = "Autotune")]
@@ -99,7 +105,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub output: OutputArgs<AutotuneFormat>,
     /// The program and its arguments.
-    #[arg(last = true, value_name = "PROGRAM", required_unless_present = "resume")]
+    #[arg(
+        last = true,
+        value_name = "PROGRAM",
+        required_unless_present = "resume"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -152,7 +162,8 @@ fn exec(e: ExecArgs) -> CmdResult {
 /// autotune's own options: with a value, and without one. Every other
 /// option is a search option, handed on to each search as `tdg tune` reads
 /// it.
-const OWN_WITH_VALUE: [&str; 12] = [
+const OWN_WITH_VALUE: [&str; 13] = [
+    "--fidelity-tolerance",
     "--spec",
     "--impl",
     "-o",
@@ -166,7 +177,13 @@ const OWN_WITH_VALUE: [&str; 12] = [
     "--out",
     "-I",
 ];
-const OWN_FLAGS: [&str; 5] = ["--no-checkpoint", "--no-specialise", "--json", "-q", "--quiet"];
+const OWN_FLAGS: [&str; 5] = [
+    "--no-checkpoint",
+    "--no-specialise",
+    "--json",
+    "-q",
+    "--quiet",
+];
 
 /// The search options among `words` (this command's arguments, after
 /// `autotune`), in the order given.
@@ -179,7 +196,7 @@ fn search_words(words: &[String]) -> Vec<String> {
         }
         let name = w.split_once('=').map_or(w.as_str(), |(n, _)| n);
         if OWN_WITH_VALUE.contains(&name) {
-            if !w.contains('=') && !(name == "-I" && w.len() > 2) {
+            if !w.contains('=') {
                 it.next();
             }
             continue;
@@ -203,7 +220,13 @@ struct TuneSearcher {
 }
 
 impl TuneSearcher {
-    fn tune_args(&self, spec: &Path, contexts: &Path, top: usize, more: &[String]) -> anyhow::Result<super::tune::Args> {
+    fn tune_args(
+        &self,
+        spec: &Path,
+        contexts: &Path,
+        top: usize,
+        more: &[String],
+    ) -> anyhow::Result<super::tune::Args> {
         let mut words: Vec<String> = vec![
             spec.display().to_string(),
             "--impl".into(),
@@ -276,8 +299,7 @@ impl Searcher for TuneSearcher {
             .tune_args(spec, contexts_file, file.contexts.len(), &[])
             .map_err(searched)?;
         let (spec, implementation, base) = objective_parts(&args).map_err(searched)?;
-        let contexts =
-            tune::WeightedContexts::top(contexts_file, &file, file.contexts.len());
+        let contexts = tune::WeightedContexts::top(contexts_file, &file, file.contexts.len());
         let mut objective = tune::ContextsObjective::new(
             &contexts,
             &spec,
@@ -342,7 +364,11 @@ fn autotune(a: RunArgs) -> CmdResult {
         .into());
     }
     let spec = spec_lang::load(&spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
-    if a.search.params.iter().any(|p| p.split('=').next() == Some(config::THREADS)) {
+    if a.search
+        .params
+        .iter()
+        .any(|p| p.split('=').next() == Some(config::THREADS))
+    {
         return Err(formats::contract::usage(
             "--param threads: a deployed routine runs on the program's own threads; tune its macros".to_string(),
         )
@@ -373,6 +399,13 @@ fn autotune(a: RunArgs) -> CmdResult {
         most: a.max_contexts,
     };
     cover.check().map_err(formats::contract::usage)?;
+    if !(a.fidelity_tolerance > 0.0 && a.fidelity_tolerance < 1.0) {
+        return Err(formats::contract::usage(format!(
+            "--fidelity-tolerance {} is not a fraction between 0 and 1 (e.g. 0.1 for 10%)",
+            a.fidelity_tolerance
+        ))
+        .into());
+    }
     let proof = autotune::proof::ProofRules {
         max_rounds: a.max_rounds as usize,
         ..Default::default()
@@ -394,7 +427,10 @@ fn autotune(a: RunArgs) -> CmdResult {
         dir,
         cover,
         plain_runs: a.plain_runs as usize,
-        fidelity: Default::default(),
+        fidelity: autotune::fidelity::FidelityRules {
+            tolerance: a.fidelity_tolerance,
+            ..Default::default()
+        },
         proof,
         checkpoints: !a.no_checkpoint,
         specialise: !a.no_specialise,
@@ -403,7 +439,15 @@ fn autotune(a: RunArgs) -> CmdResult {
     let mut steps = Steps {
         quiet: a.output.is_json(),
     };
-    let record = pipeline::autotune(&request, &mut searcher, &mut steps).map_err(autotune_error)?;
+    let record = match pipeline::autotune(&request, &mut searcher, &mut steps) {
+        Ok(r) => r,
+        // No target reproduces the program: a check said no.
+        Err(e @ AutotuneError::NoFaithfulTarget(_)) => {
+            eprintln!("tdg: error: {e}");
+            return Ok(ExitCode::from(formats::contract::EXIT_CHECK_SAID_NO));
+        }
+        Err(e) => return Err(autotune_error(e)),
+    };
     let text = match a.output.chosen() {
         AutotuneFormat::Json => formats::json_document("autotune", &record)?,
         AutotuneFormat::Table => autotune::summary::render(&record),
@@ -434,16 +478,40 @@ mod tests {
     #[test]
     fn only_the_search_options_reach_the_searches() {
         let words: Vec<String> = [
-            "--spec", "s.spec", "--impl=k.c", "-o", "d", "--param", "NB=1:4", "--cover", "0.8",
-            "-Iinc", "-I", "inc2", "--strategy", "hill", "--no-checkpoint", "--cflags=-O3 -march=native",
-            "--format", "json", "--", "prog", "--param",
+            "--spec",
+            "s.spec",
+            "--impl=k.c",
+            "-o",
+            "d",
+            "--param",
+            "NB=1:4",
+            "--cover",
+            "0.8",
+            "-Iinc",
+            "-I",
+            "inc2",
+            "--strategy",
+            "hill",
+            "--no-checkpoint",
+            "--cflags=-O3 -march=native",
+            "--format",
+            "json",
+            "--",
+            "prog",
+            "--param",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
         assert_eq!(
             search_words(&words),
-            ["--param", "NB=1:4", "--strategy", "hill", "--cflags=-O3 -march=native"]
+            [
+                "--param",
+                "NB=1:4",
+                "--strategy",
+                "hill",
+                "--cflags=-O3 -march=native"
+            ]
         );
     }
 }

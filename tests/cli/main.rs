@@ -13,6 +13,7 @@ mod interpose_support;
 mod support;
 mod tune_slurm_support;
 
+mod autotune_cli;
 mod checkpoint_cli;
 mod cli_contract;
 mod cli_spec_errors;

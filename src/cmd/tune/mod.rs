@@ -52,7 +52,9 @@ pub(crate) struct Resumed {
 
 /// The spec, the implementation and the driver options every evaluation
 /// shares: the same for the search and for each task on a node.
-pub(crate) fn objective_parts(args: &Args) -> anyhow::Result<(spec_lang::CheckedSpec, PathBuf, RunOptions)> {
+pub(crate) fn objective_parts(
+    args: &Args,
+) -> anyhow::Result<(spec_lang::CheckedSpec, PathBuf, RunOptions)> {
     let spec_path = args.spec.as_ref().context("give the spec file")?;
     let implementation = args
         .implementation

@@ -1,0 +1,240 @@
+//! `tdg autotune` end to end on a real program built here: a routine in a
+//! shared library, called at three sizes. Each test asserts an effect that
+//! holds on a noisy host: the original is built at -O0, so any candidate
+//! configuration is several times faster and the proof decides in its
+//! first rounds; the no-gain case has the routine at a tiny share of the
+//! run, so no noise makes it "faster" by more than the negligible band; and
+//! a target is accepted within 30 % of the program (--fidelity-tolerance),
+//! which a shared host's drift between a profiled run and a driver run
+//! does not exceed, where the default 10 % is the benchmarks' to show.
+
+use crate::support::{stderr, stdout, tdg_command, TDG};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn apps() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("autotune/tests/apps")
+}
+
+/// The program and its library (the original at -O0) in `dir`.
+fn build_app(dir: &Path) -> PathBuf {
+    let lib = dir.join("libscale.so");
+    let app = dir.join("app");
+    for args in [
+        vec![
+            "-O0".into(),
+            "-shared".into(),
+            "-fPIC".into(),
+            apps().join("scale_lib.c").into_os_string(),
+            "-o".into(),
+            lib.clone().into_os_string(),
+        ],
+        vec![
+            "-O2".into(),
+            apps().join("scale_app.c").into_os_string(),
+            lib.clone().into_os_string(),
+            format!("-Wl,-rpath,{}", dir.display()).into(),
+            "-o".into(),
+            app.clone().into_os_string(),
+        ],
+    ] {
+        let out = Command::new("cc").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    app
+}
+
+fn autotune(dir: &Path, candidate: &str, extra: &[&str], program: &[&str]) -> Output {
+    let spec = apps().join("scale.spec");
+    let candidate = apps().join(candidate);
+    let mut cmd = tdg_command();
+    cmd.current_dir(dir)
+        .arg("autotune")
+        .arg("--spec")
+        .arg(&spec)
+        .arg("--impl")
+        .arg(&candidate)
+        .args(["--param", "UNROLL=1,2,4", "--no-model", "--no-checkpoint"])
+        .args([
+            "-o",
+            "deployed",
+            "--format",
+            "json",
+            "--fidelity-tolerance",
+            "0.3",
+        ])
+        .args(extra)
+        .arg("--")
+        .args(program);
+    cmd.output().unwrap()
+}
+
+#[test]
+fn the_program_is_made_faster_and_the_gain_is_proven_in_it() {
+    let _serial = testkit::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let app = build_app(tmp.path());
+    let out = autotune(
+        tmp.path(),
+        "scale_candidate.c",
+        &[],
+        &[app.to_str().unwrap(), "3000"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The record carries its own format version, so the document nests it.
+    let record = &doc["autotune"];
+    assert_eq!(record["outcome"], "faster", "{record:#}");
+    assert_eq!(record["proof"]["verdict"], "faster");
+    assert!(record["proof"]["speedup"]["low"].as_f64().unwrap() > 1.0);
+    assert_eq!(record["proof"]["output"]["state"], "same");
+    // Both heavy contexts are tuned on a driver shown to match the program.
+    let contexts = record["contexts"].as_array().unwrap();
+    assert!(contexts.len() >= 2, "{record:#}");
+    for c in contexts {
+        assert_eq!(c["target"]["kind"], "driver", "{c:#}");
+        let f = &c["fidelity"];
+        assert!(f["low"].as_f64().unwrap() >= 1.0 / 1.3 && f["high"].as_f64().unwrap() <= 1.3);
+    }
+    let predicted = record["prediction"]["speedup"].as_f64().unwrap();
+    assert!(predicted > 1.0, "{predicted}");
+    let dir = tmp.path().join("deployed");
+    for f in [
+        "libtdg-autotune.so",
+        "libtdg-autotune-wrap.a",
+        "autotune.json",
+        "README.md",
+    ] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("LD_PRELOAD=") && readme.contains("-Wl,--wrap=scale"),
+        "{readme}"
+    );
+
+    // `exec` runs the program with the deployment: its own copies of the
+    // candidate say which configurations ran, and the output is the
+    // plain program's.
+    let plain = Command::new(&app).arg("50").output().unwrap();
+    let tuned = tdg_command()
+        .current_dir(tmp.path())
+        .args(["autotune", "exec", "deployed", "--"])
+        .arg(&app)
+        .arg("50")
+        .output()
+        .unwrap();
+    assert!(tuned.status.success(), "{}", stderr(&tuned));
+    assert_eq!(plain.stdout, tuned.stdout);
+    let said = stderr(&tuned);
+    assert!(said.contains("candidate UNROLL="), "{said}");
+    assert!(
+        said.contains("with n=8192") && !said.contains("with n=7"),
+        "the tuned contexts run the candidate, the untuned one the original: {said}"
+    );
+}
+
+#[test]
+fn a_candidate_that_changes_the_output_is_refused_and_its_deployment_removed() {
+    let _serial = testkit::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let app = build_app(tmp.path());
+    let out = autotune(
+        tmp.path(),
+        "scale_wrong.c",
+        &[],
+        &[app.to_str().unwrap(), "2000"],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    let err = stderr(&out);
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("tdg: error:") && last.contains("standard output differs"),
+        "{err}"
+    );
+    assert!(stdout(&out).is_empty());
+    assert!(!tmp.path().join("deployed/libtdg-autotune.so").exists());
+}
+
+#[test]
+fn a_program_that_fails_is_named_with_how_it_ended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = autotune(
+        tmp.path(),
+        "scale_candidate.c",
+        &[],
+        &["sh", "-c", "echo broken input >&2; exit 3"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("exited with status 3 (broken input)") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn a_routine_with_a_tiny_share_of_the_run_gives_no_measurable_gain() {
+    let _serial = testkit::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let app = build_app(tmp.path());
+    // 20 rounds of the routine and a lot of other work per round.
+    let out = autotune(
+        tmp.path(),
+        "scale_candidate.c",
+        &["--max-rounds", "8", "--no-specialise"],
+        &[app.to_str().unwrap(), "20", "2000"],
+    );
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The record carries its own format version, so the document nests it.
+    let record = &doc["autotune"];
+    assert_eq!(record["outcome"], "not-faster");
+    assert_ne!(record["proof"]["verdict"], "faster");
+    let bound = record["profile"]["amdahl_bound"].as_f64().unwrap();
+    assert!(
+        bound < 1.01,
+        "the routine is a tiny share of the run: {bound}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_before_the_program_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let program = format!("touch {}", marker.display());
+    for (extra, says) in [
+        (vec!["--cover", "1.5"], "--cover 1.5"),
+        (vec!["--campaign", "c"], "drop --campaign"),
+        (vec!["--strategy", "nonsense"], "not a strategy"),
+    ] {
+        let out = autotune(
+            tmp.path(),
+            "scale_candidate.c",
+            &extra,
+            &["sh", "-c", &program],
+        );
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{extra:?}: {}", stderr(&out));
+        assert!(!marker.exists(), "{extra:?}: the program ran");
+    }
+    let out = Command::new(TDG)
+        .args([
+            "autotune",
+            "exec",
+            tmp.path().to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&out).contains("holds no libtdg-autotune.so"),
+        "{}",
+        stderr(&out)
+    );
+}
