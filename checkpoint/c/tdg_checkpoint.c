@@ -193,6 +193,11 @@ struct saved_fd {
     int fd;
     bool seekable;  /* a regular file: its offset is put back after each sample */
     off_t offset;
+    /* a file with no name (tdg's scratch file for a rewritten output, or the
+     * application's deleted temporary): its size too, so each sample's
+     * writes extend it as the application's did */
+    bool unnamed;
+    off_t size;
     bool queue;     /* a pipe or socket: its unread bytes must not change */
     int queued;
     char what[96];
@@ -274,6 +279,37 @@ struct team_use {
     long long cpu_ns;   /* their CPU time in the call, summed */
 };
 static void in_place_sample_ended(long long ns, long long cpu_ns, long faults);
+static void warm_timing_path(void);
+
+/* The application's mappings that held anonymous huge pages at the
+ * checkpoint (from its smaps, just before the dump, so a restored copy finds
+ * the list in its memory). CRIU restores memory in base pages, so without
+ * this a copy runs the region with 4 KiB translations where the application
+ * had 2 MiB ones: the copy gets them back with MADV_COLLAPSE. */
+#define MAX_HUGE_RANGES 256
+static struct {
+    unsigned long start[MAX_HUGE_RANGES], end[MAX_HUGE_RANGES];
+    int n;
+    long collapsed_kb; /* restored copy: what MADV_COLLAPSE made huge */
+    int refused;       /* ranges the kernel would not collapse */
+} huge_ranges;
+
+/* What ran between the previous call of the timed site and the timed call,
+ * and the state the call ran in, on every path alike (plain runs, the
+ * captured original, restored copies): the figures that say why a copy runs
+ * a short call unlike the application (docs/checkpoint.md, "Fidelity of
+ * short regions"). Read outside the timed window. */
+static struct {
+    bool have_previous;             /* the previous call's end was seen here */
+    struct timespec previous_end;   /* CLOCK_MONOTONIC then */
+    struct timespec previous_cpu;   /* this thread's CPU clock then */
+    long previous_vcsw, previous_ivcsw, previous_minflt;
+    long long gap_wall_ns, gap_cpu_ns; /* -1: not seen */
+    long gap_vcsw, gap_ivcsw, gap_minflt;
+    long anon_huge_kb;              /* AnonHugePages after the call; -1: unknown */
+    long long speed_ns;             /* the speed probe after the call; -1: no TSC */
+} fid = {.gap_wall_ns = -1, .gap_cpu_ns = -1, .anon_huge_kb = -1, .speed_ns = -1};
+
 
 /* The TSC rate tdg passed (ticks per ns), or 0 to time with the fallback
  * clock when it passed none or the counter cannot be trusted here. */
@@ -319,6 +355,8 @@ static void read_environment(void)
     if (g.census) {
         g.markers_on = true;
         atexit(write_census);
+    } else if (g.markers_on) {
+        warm_timing_path();
     }
 }
 
@@ -374,6 +412,95 @@ static long minor_faults(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : -1;
+}
+
+/* The end of the call before the timed one (plain runs and copies alike). */
+static void fidelity_previous_end(void)
+{
+    struct rusage ru;
+    fid.have_previous = getrusage(RUSAGE_THREAD, &ru) == 0;
+    fid.previous_vcsw = ru.ru_nvcsw;
+    fid.previous_ivcsw = ru.ru_nivcsw;
+    fid.previous_minflt = ru.ru_minflt;
+    /* wall first, so the CPU interval lies inside the wall one */
+    clock_gettime(CLOCK_MONOTONIC, &fid.previous_end);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &fid.previous_cpu);
+}
+
+/* The timed call starts: what ran since the previous call's end. A thread
+ * that slept or waited shows wall time beyond its CPU time, and voluntary
+ * switches. (The CPU clock, not getrusage's times: those lag by up to a
+ * scheduler tick.) */
+static void fidelity_call_starts(void)
+{
+    struct rusage ru;
+    struct timespec t, cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (!fid.have_previous || getrusage(RUSAGE_THREAD, &ru) != 0)
+        return;
+    fid.gap_wall_ns = elapsed_ns(&fid.previous_end, &t);
+    fid.gap_cpu_ns = elapsed_ns(&fid.previous_cpu, &cpu);
+    fid.gap_vcsw = ru.ru_nvcsw - fid.previous_vcsw;
+    fid.gap_ivcsw = ru.ru_nivcsw - fid.previous_ivcsw;
+    fid.gap_minflt = ru.ru_minflt - fid.previous_minflt;
+}
+
+/* A fixed chain of dependent adds, timed: the core's speed right after the
+ * call (a copy on a slower clock reads it longer; there are no frequency
+ * counters on the VMs tdg runs on). The fastest of three. */
+#define SPEED_PROBE_ADDS 2000
+static long long speed_probe_ns(void)
+{
+    unsigned long long best = ~0ULL;
+    if (!use_tsc())
+        return -1;
+    for (int r = 0; r < 3; r++) {
+        unsigned long x = 1;
+        unsigned long long t0 = tdg_tsc_begin();
+        for (int i = 0; i < SPEED_PROBE_ADDS; i++)
+            __asm__ __volatile__("add $1, %0" : "+r"(x));
+        unsigned long long t1 = tdg_tsc_end();
+        if (t1 - t0 < best)
+            best = t1 - t0;
+    }
+    return (long long)((double)best / g.tsc_ghz + 0.5);
+}
+
+/* The process's anonymous memory mapped by huge pages, in KiB (-1: unknown). */
+static long anon_huge_kb(void)
+{
+    char buf[2048];
+    long kb = -1;
+    int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "AnonHugePages:");
+    if (p)
+        kb = strtol(p + strlen("AnonHugePages:"), NULL, 10);
+    return kb;
+}
+
+static void fidelity_after_call(void)
+{
+    fid.speed_ns = speed_probe_ns();
+    fid.anon_huge_kb = anon_huge_kb();
+}
+
+/* The figures above as result-line fields. */
+static void fidelity_fields(char *buf, size_t size)
+{
+    bool gap = fid.gap_wall_ns >= 0;
+    snprintf(buf, size,
+             " gap_wall_ns=%lld gap_cpu_ns=%lld gap_vcsw=%ld gap_ivcsw=%ld gap_minflt=%ld anon_huge_kb=%ld "
+             "speed_ns=%lld",
+             fid.gap_wall_ns, fid.gap_cpu_ns, gap ? fid.gap_vcsw : -1L, gap ? fid.gap_ivcsw : -1L,
+             gap ? fid.gap_minflt : -1L, fid.anon_huge_kb, fid.speed_ns);
 }
 
 /* The process's threads, listed with getdents64 into `tids` (at most `max`;
@@ -506,6 +633,7 @@ static void start_region_clocks(void)
         clock_gettime(CLOCK_MONOTONIC, &t);
         fork_plan.delay_ns = elapsed_ns(&fork_plan.t_prepared, &t);
     }
+    fidelity_call_starts();
     measure_overhead();
     fork_plan.minflt0 = minor_faults();
     if (team.on)
@@ -516,6 +644,22 @@ static void start_region_clocks(void)
         g.tsc0 = tdg_tsc_begin();
     else
         now(&g.t0);
+}
+
+/* In a plain run the timing path would run for the first time at the timed
+ * call, and its code pages fault in right before the call (a minor fault:
+ * a kernel entry and page-table walk whose cache and TLB lines the call
+ * then misses), where a restored copy's sample has them mapped (its
+ * learning pass ran them, and each sample maps the file pages a replay
+ * touches). So it runs once here, untimed, and forgets what it read: the
+ * application and its copies meet the timed call alike. */
+static void warm_timing_path(void)
+{
+    fidelity_previous_end();
+    start_region_clocks();
+    (void)speed_probe_ns();
+    fid.have_previous = false;
+    fid.gap_wall_ns = fid.gap_cpu_ns = -1;
 }
 
 static void complain(const char *fmt, const char *arg)
@@ -1169,6 +1313,8 @@ static const char *save_descriptors(void)
         if (S_ISREG(st.st_mode)) {
             s->offset = lseek(fd, 0, SEEK_CUR);
             s->seekable = s->offset >= 0;
+            s->unnamed = st.st_nlink == 0;
+            s->size = st.st_size;
         } else {
             s->queue = ioctl(fd, FIONREAD, &s->queued) == 0;
         }
@@ -1179,9 +1325,15 @@ static const char *save_descriptors(void)
 
 static void restore_offsets(void)
 {
-    for (int i = 0; i < fork_plan.n_fds; i++)
-        if (fork_plan.fds[i].seekable)
-            lseek(fork_plan.fds[i].fd, fork_plan.fds[i].offset, SEEK_SET);
+    struct stat st;
+    for (int i = 0; i < fork_plan.n_fds; i++) {
+        const struct saved_fd *s = &fork_plan.fds[i];
+        if (!s->seekable)
+            continue;
+        lseek(s->fd, s->offset, SEEK_SET);
+        if (s->unnamed && fstat(s->fd, &st) == 0 && st.st_nlink == 0 && st.st_size > s->size)
+            (void)!ftruncate(s->fd, s->size);
+    }
 }
 
 /* FNV-1a over a mapping the sampler shares with its children. */
@@ -1717,6 +1869,69 @@ static void in_place_begin(void)
 }
 #endif
 
+/* Original, before the dump: every mapping with AnonHugePages in smaps,
+ * read in place (no allocation: the image holds the heap as it was). */
+static void record_huge_ranges(void)
+{
+    char buf[8192];
+    size_t have = 0;
+    unsigned long start = 0, end = 0;
+    int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+    huge_ranges.n = 0;
+    if (fd < 0)
+        return;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n')) != NULL) {
+            unsigned long a, b;
+            long kb;
+            *nl = '\0';
+            if (sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+                start = a;
+                end = b;
+            } else if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1 && kb > 0 &&
+                       huge_ranges.n < MAX_HUGE_RANGES) {
+                huge_ranges.start[huge_ranges.n] = start;
+                huge_ranges.end[huge_ranges.n++] = end;
+            }
+            line = nl + 1;
+        }
+        have = (size_t)(buf + have - line);
+        memmove(buf, line, have);
+        if (have == sizeof buf - 1) /* a line longer than the buffer: drop it */
+            have = 0;
+    }
+    close(fd);
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#define HUGE_PAGE (2UL << 20)
+
+/* Restored copy, before any sample: the application's page sizes back,
+ * range by range (Linux >= 6.1; where the kernel refuses, e.g. transparent
+ * huge pages off, the copy stays in base pages and reports the difference:
+ * anon_huge_kb on every sample). */
+static void restore_page_sizes(void)
+{
+    for (int i = 0; i < huge_ranges.n; i++) {
+        unsigned long a = (huge_ranges.start[i] + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        unsigned long b = huge_ranges.end[i] & ~(HUGE_PAGE - 1);
+        if (b <= a)
+            continue;
+        if (madvise((void *)a, b - a, MADV_COLLAPSE) == 0)
+            huge_ranges.collapsed_kb += (long)((b - a) >> 10);
+        else
+            huge_ranges.refused++;
+    }
+}
+
 static int checkpoint_here(const char *image, bool pair_api)
 {
     struct criu_api api;
@@ -1779,6 +1994,7 @@ static int checkpoint_here(const char *image, bool pair_api)
     api.set_log_level(4);
     api.set_log_file(DUMP_LOG);
 
+    record_huge_ranges();
     ret = api.dump();
     saved_errno = errno;
 
@@ -1788,6 +2004,7 @@ static int checkpoint_here(const char *image, bool pair_api)
         g.result_fd = result_fd;
         close(dirfd_img);
         catch_fatal_signals();
+        restore_page_sizes();
         follow_control(control_fd);
         team.on = count_threads() > 1;
         if (fork_plan.n_samples > 0 && team.on && !pair_api)
@@ -1882,7 +2099,7 @@ static void write_outputs(void)
 /* In a restored copy: hand the region's time to tdg and end the copy. */
 static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
 {
-    char line[256];
+    char line[512], fields[256];
     signal(SIGPIPE, SIG_IGN);
     if (fork_plan.link >= 0) { /* the timed call is over: the sampler may fork the next sample */
         (void)!write(fork_plan.link, "d", 1);
@@ -1897,32 +2114,34 @@ static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
         _exit(0);
     }
     write_outputs();
+    fidelity_fields(fields, sizeof fields);
     if (fork_plan.in_child)
         snprintf(line, sizeof line,
                  "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld sample=%ld fork_ns=%lld prepare_ns=%lld "
-                 "prepare_faults=%ld flush_ns=%lld delay_ns=%lld\n",
+                 "prepare_faults=%ld flush_ns=%lld delay_ns=%lld%s\n",
                  ns, cpu_ns, use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, fork_plan.sample,
                  fork_plan.fork_ns, fork_plan.prepare_ns, fork_plan.prepare_faults, fork_plan.flush_ns,
-                 fork_plan.delay_ns);
+                 fork_plan.delay_ns, fields);
     else
-        snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld\n", ns, cpu_ns,
-                 use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults);
+        snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld%s\n", ns, cpu_ns,
+                 use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, fields);
     report_line(line);
     _exit(0);
 }
 
 /* In a plain run with TDG_REGION_REPORT: append the call's time (the in-app
  * reference). Done after the region ends so it does not perturb it. */
-static void append_report(long long ns, long long cpu_ns)
+static void append_report(long long ns, long long cpu_ns, long faults)
 {
-    char line[96];
+    char line[384], fields[256];
     int len, fd = open(g.report, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
         complain("cannot open %s for the region report", g.report);
         return;
     }
-    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f\n", ns, cpu_ns,
-                   use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0);
+    fidelity_fields(fields, sizeof fields);
+    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld overhead_ns=%.1f minflt=%ld%s\n", ns, cpu_ns,
+                   use_tsc() ? (double)g.overhead / g.tsc_ghz : -1.0, faults, fields);
     if (write(fd, line, (size_t)len) != len)
         complain("short write to %s", g.report);
     close(fd);
@@ -1932,14 +2151,15 @@ static void append_report(long long ns, long long cpu_ns)
  * into the image directory (new file only, never through a link). */
 static void record_captured_call(long long ns, long long cpu_ns, long faults)
 {
-    char path[PATH_MAX], line[128];
+    char path[PATH_MAX], line[384], fields[256];
     int len, fd;
     if (snprintf(path, sizeof path, "%s/%s", g.image, CAPTURED_CALL) >= (int)sizeof path)
         return;
+    fidelity_fields(fields, sizeof fields);
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld minflt=%ld\n", ns, cpu_ns, faults);
+    len = snprintf(line, sizeof line, "ns=%lld cpu_ns=%lld minflt=%ld%s\n", ns, cpu_ns, faults, fields);
     if (write(fd, line, (size_t)len) != len)
         complain("short write to %s", path);
     close(fd);
@@ -1964,6 +2184,7 @@ static void region_finished(const struct region_end *t)
 {
     struct timespec cpu1;
     long long ns, cpu_ns;
+    long faults;
     if (use_tsc()) {
         unsigned long long ticks = t->tsc - g.tsc0;
         ticks = ticks > g.overhead ? ticks - g.overhead : 0;
@@ -1973,8 +2194,9 @@ static void region_finished(const struct region_end *t)
     }
     cpu_now(&cpu1);
     cpu_ns = elapsed_ns(&g.cpu0, &cpu1);
+    faults = minor_faults() - fork_plan.minflt0;
+    fidelity_after_call();
     if (g.restored) {
-        long faults = minor_faults() - fork_plan.minflt0;
         if (team.on) {
             struct team_use use = team_end();
             char line[128];
@@ -1987,9 +2209,9 @@ static void region_finished(const struct region_end *t)
         finish_restored_copy(ns, cpu_ns, faults);
     }
     if (g.checkpointed)
-        record_captured_call(ns, cpu_ns, minor_faults() - fork_plan.minflt0);
+        record_captured_call(ns, cpu_ns, faults);
     else if (g.report)
-        append_report(ns, cpu_ns);
+        append_report(ns, cpu_ns, faults);
 }
 
 static struct census_site *census_site(const char *site)
@@ -2138,6 +2360,8 @@ void tdg_region_end(const char *site)
         return;
     if (g.timing_depth <= 0) {
         g.outputs_stale = true;
+        if (g.count == g.call - 1)
+            fidelity_previous_end();
         return;
     }
     if (--g.timing_depth > 0)

@@ -161,6 +161,13 @@ pub enum Substitute {
     /// The copy reads EOF and its writes vanish: a restored copy's output is
     /// a replay, not something the user wants twice.
     DevNull,
+    /// A file the application rewrites: an unnamed file (`O_TMPFILE`) in
+    /// the same directory, so the copy's writes cost the kernel what the
+    /// application's do (on /dev/null they cost nothing, and a short call
+    /// after them ran faster in the copy: docs/checkpoint.md, "Fidelity of
+    /// short regions"); it has no name and goes with the copy. /dev/null
+    /// where the directory cannot hold one.
+    ScratchFile { dir: std::path::PathBuf },
 }
 
 /// One `--inherit-fd fd[N]:KEY` the restore needs.
@@ -198,7 +205,11 @@ pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
             if d.target.ends_with(" (deleted)") {
                 continue;
             }
-            (d.target[1..].to_string(), Substitute::DevNull)
+            let dir = std::path::Path::new(&d.target)
+                .parent()
+                .unwrap_or(std::path::Path::new("/"))
+                .to_path_buf();
+            (d.target[1..].to_string(), Substitute::ScratchFile { dir })
         } else {
             continue;
         };
@@ -260,6 +271,13 @@ fd=6 2 /dev/pts/3\ntty=6 8803:18\n";
         assert_eq!(subs[0].key, "pipe:[20646]");
         assert_eq!(subs[0].app_fds, vec![1, 5]);
         assert_eq!(subs[1].key, "tmp/ck/out.txt");
+        assert_eq!(
+            subs[1].substitute,
+            Substitute::ScratchFile {
+                dir: "/tmp/ck".into()
+            }
+        );
+        assert_eq!(subs[0].substitute, Substitute::DevNull);
         assert_eq!(subs[2].key, "tty[8803:18]");
     }
 }

@@ -223,6 +223,7 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
                     delay_ns: line_field(line, "delay_ns=").unwrap_or(0),
                 }),
                 team: team.take(),
+                state: crate::fidelity::CallState::parse(line),
             });
         } else if line.starts_with("sample_end=") {
             if let (Some(last), Some(ns)) =

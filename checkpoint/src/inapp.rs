@@ -35,6 +35,9 @@ pub struct InAppReport {
     /// Wall time of each whole run (the cost of one sample this way).
     #[serde(with = "crate::summary_json")]
     pub run_wall_ms: Summary,
+    /// The state each run's call ran in (empty: an older host library).
+    #[serde(default)]
+    pub states: Vec<crate::fidelity::CallState>,
 }
 
 impl InAppReport {
@@ -105,6 +108,10 @@ pub fn measure_in_app_in(req: &InAppRequest, cwd: Option<&std::path::Path>) -> R
         .lines()
         .filter_map(crate::hostlib::parse_result)
         .collect();
+    let states: Vec<crate::fidelity::CallState> = text
+        .lines()
+        .filter_map(crate::fidelity::CallState::parse)
+        .collect();
     let samples_ns: Vec<u64> = pairs.iter().map(|p| p.0).collect();
     let samples_cpu_ns: Vec<u64> = pairs.iter().map(|p| p.1).collect();
     if samples_ns.len() != req.runs {
@@ -125,5 +132,6 @@ pub fn measure_in_app_in(req: &InAppRequest, cwd: Option<&std::path::Path>) -> R
         samples_cpu_ns,
         run_wall_ms: Summary::of(&walls).expect("runs >= 1"),
         samples_ns,
+        states,
     })
 }

@@ -20,6 +20,7 @@ pub mod criu;
 pub mod doctor;
 pub mod env;
 pub mod error;
+pub mod fidelity;
 pub mod forked;
 pub mod hostlib;
 pub mod inapp;

@@ -2,7 +2,7 @@
 //! its original PID without colliding with anything), substitutes for the
 //! descriptors whose other side is gone, and a pipe for the copy's time.
 
-use crate::capture_info::{restore_substitutes, InheritedDescriptor};
+use crate::capture_info::{restore_substitutes, InheritedDescriptor, Substitute};
 use crate::criu::{diagnose_log, Criu};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::manifest::Manifest;
@@ -83,6 +83,8 @@ pub struct RestoredRun {
     pub phases: Option<SamplePhases>,
     /// A copy with threads: how many ran, and worked, in the timed call.
     pub team: Option<TeamUse>,
+    /// The state the timed call ran in (None: an older host library).
+    pub state: Option<crate::fidelity::CallState>,
 }
 
 /// The threads of a copy over its timed call (`team threads=T
@@ -278,8 +280,8 @@ impl RestorePlan {
             control_writer = pipe.writer;
             passed.push(pipe.read);
         }
-        for _ in &self.substitutes {
-            passed.push(open_dev_null()?);
+        for s in &self.substitutes {
+            passed.push(open_substitute(&s.substitute)?);
         }
         let terminal = if self.needs_terminal {
             Some(Terminal::open()?)
@@ -375,6 +377,7 @@ impl RestorePlan {
             minor_faults: report.minor_faults,
             phases: None,
             team: report.team,
+            state: report.state,
         };
         match outcome {
             // The log is removed only after a good sample: a copy that ran
@@ -572,6 +575,8 @@ pub struct CopyReport {
     pub minor_faults: Option<u64>,
     /// `team ...`: the threads over the timed call (copies with threads).
     pub team: Option<TeamUse>,
+    /// The state the timed call ran in, from the time line.
+    pub state: Option<crate::fidelity::CallState>,
 }
 
 impl CopyReport {
@@ -583,6 +588,10 @@ impl CopyReport {
                 .find(|l| l.starts_with("ns="))
                 .and_then(|l| line_field(l, "minflt=")),
             team: text.lines().find_map(TeamUse::parse),
+            state: text
+                .lines()
+                .find(|l| l.starts_with("ns="))
+                .and_then(crate::fidelity::CallState::parse),
             ..Default::default()
         };
         let field = line_field;
@@ -669,6 +678,28 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 returned two fresh descriptors we now own.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// What the copy gets in place of a descriptor (capture_info's rules).
+fn open_substitute(s: &Substitute) -> Result<OwnedFd> {
+    match s {
+        Substitute::DevNull => open_dev_null(),
+        Substitute::ScratchFile { dir } => {
+            use std::os::unix::fs::OpenOptionsExt;
+            // An unnamed inode: nothing appears in the directory, nothing
+            // there is replaced, and it is freed when the copy ends. A
+            // directory that is gone, read-only or on a filesystem without
+            // O_TMPFILE gets /dev/null, as before.
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+                .mode(0o600)
+                .open(dir)
+                .map(OwnedFd::from)
+                .or_else(|_| open_dev_null())
+        }
+    }
 }
 
 fn open_dev_null() -> Result<OwnedFd> {

@@ -15,6 +15,7 @@ use crate::candidate_run::CandidateRun;
 use crate::capture::PRELOAD_DIR;
 use crate::clock::{ClockChoice, CPU_CLOCK_FROM_NS};
 use crate::error::{io_err, CheckpointError, Result};
+use crate::fidelity::{CallState, Fidelity};
 use crate::inapp::{measure_in_app_in, InAppRequest};
 use crate::restore::{Candidate, CopyInstructions};
 use crate::timing::{ImageTimer, TimeOptions, Verification};
@@ -172,6 +173,13 @@ pub fn ratio_estimate(ratios: &[f64], confidence: f64) -> Option<RatioEstimate> 
     })
 }
 
+/// Calls shorter than this (wall time, the first round's in-app median)
+/// are read at least [`SHORT_CALL_RUNS`] plain runs and
+/// [`SHORT_CALL_SAMPLES`] samples per round.
+pub const SHORT_CALL_NS: f64 = 1000.0;
+pub const SHORT_CALL_RUNS: usize = 5;
+pub const SHORT_CALL_SAMPLES: usize = 15;
+
 /// The largest round count [`rounds_to_decide`] looks at for the report.
 pub const ROUNDS_PROJECTION_CAP: usize = 1000;
 
@@ -238,6 +246,11 @@ pub struct ValidationRound {
     /// The other clock's figures, for the record.
     pub in_app_other_ns: Vec<u64>,
     pub image_other_ns: Vec<u64>,
+    /// The state each call ran in, both sides (empty: an older host library).
+    #[serde(default)]
+    pub in_app_states: Vec<CallState>,
+    #[serde(default)]
+    pub image_states: Vec<CallState>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -277,6 +290,10 @@ pub struct ValidationReport {
     pub stopped_hopeless: bool,
     /// Everything, both sides, from the first round to the last.
     pub wall_s: f64,
+    /// The state around the call on both sides over every round, and what
+    /// differs (None: an older host library on either side).
+    #[serde(default)]
+    pub fidelity: Option<Fidelity>,
 }
 
 impl ValidationReport {
@@ -305,8 +322,8 @@ impl ValidationReport {
         t += &format!(
             "{} rounds, alternating which side goes first: {} plain run(s) and {} image sample(s) each; {:.1} s\n",
             self.rounds.len(),
-            self.rounds.first().map_or(0, |r| r.in_app_ns.len()),
-            self.rounds.first().map_or(0, |r| r.image_ns.len()),
+            self.rounds.last().map_or(0, |r| r.in_app_ns.len()),
+            self.rounds.last().map_or(0, |r| r.image_ns.len()),
             self.wall_s
         );
         t += match self.clock {
@@ -384,6 +401,13 @@ impl ValidationReport {
                 );
             }
         }
+        if let Some(f) = &self.fidelity {
+            t += "\n";
+            t += &f.render_table();
+            if self.verdict != Verdict::Matches {
+                t += &f.render_causes();
+            }
+        }
         t
     }
 }
@@ -444,7 +468,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
             Some(manifest.cwd.clone()),
         ),
     };
-    let in_app = InAppRequest {
+    let mut in_app = InAppRequest {
         command: command.clone(),
         site: manifest.site.clone(),
         call,
@@ -457,10 +481,10 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         candidate: req.time.candidate.clone(),
         outputs: None,
     })?;
-    let schedule = vec![candidates.len(); cmp.samples_per_round];
-    // (wall, cpu) of each sample
-    let sample_image = || -> Result<(Vec<u64>, Vec<u64>)> {
-        let mut taken = timer.take_samples(&candidates, &schedule, req.time.restore_per_sample)?;
+    let mut schedule = vec![candidates.len(); cmp.samples_per_round];
+    // (wall, cpu, state) of each sample
+    let sample_image = |schedule: &[usize]| -> Result<(Vec<u64>, Vec<u64>, Vec<CallState>)> {
+        let mut taken = timer.take_samples(&candidates, schedule, req.time.restore_per_sample)?;
         if let Some((_, e)) = taken.failures.pop() {
             return Err(e);
         }
@@ -468,11 +492,12 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         Ok((
             runs.iter().map(|r| r.region_ns).collect(),
             runs.iter().map(|r| r.region_cpu_ns).collect(),
+            runs.iter().filter_map(|r| r.state).collect(),
         ))
     };
-    let run_app = || -> Result<(Vec<u64>, Vec<u64>)> {
-        let r = measure_in_app_in(&in_app, cwd.as_deref())?;
-        Ok((r.samples_ns, r.samples_cpu_ns))
+    let run_app = |in_app: &InAppRequest| -> Result<(Vec<u64>, Vec<u64>, Vec<CallState>)> {
+        let r = measure_in_app_in(in_app, cwd.as_deref())?;
+        Ok((r.samples_ns, r.samples_cpu_ns, r.states))
     };
     let mut clock = cmp.clock;
     let started = Instant::now();
@@ -483,12 +508,20 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
     while rounds.len() < cmp.max_rounds {
         let image_first = rounds.len() % 2 == 1;
         let (app, image) = if image_first {
-            let i = sample_image()?;
-            (run_app()?, i)
+            let i = sample_image(&schedule)?;
+            (run_app(&in_app)?, i)
         } else {
-            let a = run_app()?;
-            (a, sample_image()?)
+            let a = run_app(&in_app)?;
+            (a, sample_image(&schedule)?)
         };
+        // A sub-microsecond call read once scatters by 2x (an interrupt, the
+        // timer's 10 ns steps), so one plain run against three samples gives
+        // rounds too noisy to decide: from the second round on such a call
+        // is read at least SHORT_CALL_RUNS times a side per round.
+        if rounds.is_empty() && median_of(&app.0) < SHORT_CALL_NS {
+            in_app.runs = in_app.runs.max(SHORT_CALL_RUNS);
+            schedule.resize(schedule.len().max(SHORT_CALL_SAMPLES), candidates.len());
+        }
         if clock == ClockChoice::Auto {
             clock = if median_of(&app.0) >= CPU_CLOCK_FROM_NS {
                 ClockChoice::Cpu
@@ -496,11 +529,12 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
                 ClockChoice::Wall
             };
         }
+        let (in_app_states, image_states) = (app.2, image.2);
         let ((in_app_ns, in_app_other_ns), (image_ns, image_other_ns)) =
             if clock == ClockChoice::Cpu {
                 ((app.1, app.0), (image.1, image.0))
             } else {
-                (app, image)
+                ((app.0, app.1), (image.0, image.1))
             };
         let a = median_of(&in_app_ns);
         let ratio = if a > 0.0 {
@@ -516,6 +550,8 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
             ratio,
             in_app_other_ns,
             image_other_ns,
+            in_app_states,
+            image_states,
         });
         if rounds.len() >= cmp.min_rounds {
             let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
@@ -548,6 +584,14 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
             )
         })
         .flatten();
+    let states = |f: &dyn Fn(&ValidationRound) -> &Vec<CallState>| -> Vec<CallState> {
+        rounds.iter().flat_map(f).copied().collect()
+    };
+    let fidelity = crate::fidelity::compare(
+        &states(&|r| &r.in_app_states),
+        &states(&|r| &r.image_states),
+        &discarded_outputs(manifest),
+    );
     let all = |f: &dyn Fn(&ValidationRound) -> &Vec<u64>| -> Summary {
         let v: Vec<f64> = rounds.iter().flat_map(f).map(|&n| n as f64).collect();
         Summary::of(&v).expect("at least one round")
@@ -576,7 +620,36 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         tolerance: cmp.tolerance,
         verdict: decided,
         wall_s: started.elapsed().as_secs_f64(),
+        fidelity,
     })
+}
+
+/// The files the application writes that its copies write to /dev/null
+/// instead: none since rewritten files get a scratch file in their
+/// directory, unless that directory cannot hold one (pipes and terminals
+/// are not files the plain runs write either: `validate` sends their output
+/// to /dev/null too).
+pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
+    use crate::capture_info::Substitute;
+    crate::capture_info::restore_substitutes(&manifest.capture)
+        .into_iter()
+        .filter_map(|s| match s.substitute {
+            Substitute::ScratchFile { dir } if !scratch_file_possible(&dir) => {
+                Some(format!("/{}", s.key))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn scratch_file_possible(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)
+        .is_ok()
 }
 
 /// How validating an image with (or without) a candidate ended.
