@@ -80,6 +80,9 @@ pub struct DelayValidation {
     /// too few rounds for one.
     pub estimate: Option<RatioEstimate>,
     pub verdict: Verdict,
+    /// The state around the call on both sides, and what differs.
+    #[serde(default)]
+    pub fidelity: Option<crate::fidelity::Fidelity>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -215,11 +218,27 @@ impl AutoDelayReport {
                 self.image.display()
             )
         } else {
+            let tried = self.rows.iter().map(|r| r.delay).max().unwrap_or(0);
+            let closest = self
+                .rows
+                .iter()
+                .find(|r| r.delay == self.chosen)
+                .and_then(|r| r.against_application.as_ref())
+                .and_then(|v| v.fidelity.as_ref());
             format!(
-                "no delay matched the application within {tol:.0}%; kept the closest ({}); image {} \
-                 (raise --max-delay or --max-rounds, or compare on a quieter host)\n",
+                "none matched: no delay up to {tried} matched the application within {tol:.0}% \
+                 (past --max-delay only while each delay brought the copy nearer); kept the closest ({}); image {}\n{}",
                 self.chosen,
-                self.image.display()
+                self.image.display(),
+                closest.map_or(
+                    "(raise --max-rounds, or compare on a quieter host)\n".to_string(),
+                    |f| format!(
+                        "at delay {}:\n{}{}",
+                        self.chosen,
+                        f.render_table(),
+                        f.render_causes()
+                    )
+                )
             )
         };
         s
@@ -326,27 +345,63 @@ pub fn search_delay(
     })
 }
 
+/// A delay past --max-delay is tried only while each one brings the copy
+/// this much nearer the application (its |ln ratio| shrinks by this factor
+/// at least): a sub-microsecond call's cache state can need hundreds of
+/// replayed calls, and a search that stopped at --max-delay while still
+/// closing in would report a mismatch that more warm-up removes.
+pub const STILL_CLOSING_IN: f64 = 0.8;
+
 /// The search against the application, over `judge(delay)` (capture and
 /// an interleaved comparison in real use): the first geometric delay whose
-/// verdict is "matches"; else the delay whose ratio is nearest 1 (a delay
-/// without an estimate counts as farthest).
+/// verdict is "matches"; past `last`, doubling up to `limit` (the call
+/// before the timed one) while the ratio keeps closing in on 1
+/// ([`STILL_CLOSING_IN`]); else the delay whose ratio is nearest 1 (a
+/// delay without an estimate counts as farthest).
 pub fn search_against_application(
     last: u64,
+    limit: u64,
     judge: &mut dyn FnMut(u64) -> Result<(Verdict, Option<f64>)>,
 ) -> Result<DelayChoice> {
     let mut closest: Option<(u64, f64)> = None;
-    for k in geometric_delays(last) {
+    let mut previous = f64::INFINITY;
+    let mut k_next = None;
+    let mut try_one = |k: u64,
+                       closest: &mut Option<(u64, f64)>,
+                       previous: &mut f64|
+     -> Result<Option<(bool, f64)>> {
         let (verdict, ratio) = judge(k)?;
         if verdict == Verdict::Matches {
-            return Ok(DelayChoice {
-                delay: k,
-                converged: true,
-                confirmed_by: None,
-            });
+            return Ok(None);
         }
         let distance = ratio.map_or(f64::INFINITY, |r| r.ln().abs());
         if closest.is_none_or(|(_, d)| distance < d) {
-            closest = Some((k, distance));
+            *closest = Some((k, distance));
+        }
+        let closing_in = distance.is_finite() && distance < STILL_CLOSING_IN * *previous;
+        *previous = distance;
+        Ok(Some((closing_in, distance)))
+    };
+    let matched = |k| DelayChoice {
+        delay: k,
+        converged: true,
+        confirmed_by: None,
+    };
+    let mut closing_in = false;
+    for k in geometric_delays(last) {
+        match try_one(k, &mut closest, &mut previous)? {
+            None => return Ok(matched(k)),
+            Some((c, _)) => closing_in = c,
+        }
+        k_next = Some(k);
+    }
+    // Keep looking with more warm-up while it helps.
+    let mut k = k_next.unwrap_or(last);
+    while closing_in && k < limit {
+        k = (k.max(1) * 2).min(limit);
+        match try_one(k, &mut closest, &mut previous)? {
+            None => return Ok(matched(k)),
+            Some((c, _)) => closing_in = c,
         }
     }
     Ok(DelayChoice {
@@ -370,7 +425,8 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         )));
     }
     if let DelayReference::Application(comparison) = &req.reference {
-        return against_application(req, comparison, last, criu);
+        let limit = req.capture.call.saturating_sub(1);
+        return against_application(req, comparison, last, limit, criu);
     }
     let in_app_ns = if let DelayReference::InAppMedian { runs } = req.reference {
         if runs == 0 {
@@ -462,13 +518,14 @@ fn against_application(
     req: &AutoDelayRequest,
     comparison: &Comparison,
     last: u64,
+    limit: u64,
     criu: &Criu,
 ) -> Result<AutoDelayReport> {
     comparison.check()?;
     let image = req.capture.image.clone();
     let mut rows: Vec<DelayRow> = Vec::new();
     let mut last_captured = None;
-    let choice = search_against_application(last, &mut |k| {
+    let choice = search_against_application(last, limit, &mut |k| {
         let mut c = req.capture.clone();
         c.delay = k;
         capture(&c, criu)?;
@@ -508,6 +565,7 @@ fn against_application(
                 in_app_median_ns: report.in_app_ns.median,
                 estimate: report.estimate,
                 verdict: report.verdict,
+                fidelity: report.fidelity.clone(),
             }),
         });
         Ok((report.verdict, ratio))
@@ -611,7 +669,7 @@ mod tests {
             (4, Verdict::Matches, Some(1.0)),
         ];
         let mut asked = Vec::new();
-        let c = search_against_application(64, &mut |k| {
+        let c = search_against_application(64, 64, &mut |k| {
             asked.push(k);
             let (_, v, r) = verdicts.iter().find(|(d, ..)| *d == k).unwrap();
             Ok((*v, *r))
@@ -620,7 +678,7 @@ mod tests {
         assert_eq!((c.delay, c.converged), (2, true));
         assert_eq!(asked, [0, 1, 2], "no delay after the first match");
         // None matches: the ratio nearest 1 either way, said unconverged.
-        let c = search_against_application(4, &mut |k| {
+        let c = search_against_application(4, 4, &mut |k| {
             Ok(match k {
                 0 => (Verdict::Slower, Some(3.0)),
                 1 => (Verdict::Undecided, Some(0.93)),
@@ -630,5 +688,46 @@ mod tests {
         })
         .unwrap();
         assert_eq!((c.delay, c.converged), (1, false));
+    }
+
+    /// A short call whose copy is still closing in on the application at
+    /// --max-delay: the search goes on doubling past it, up to the call
+    /// before the timed one, and stops at the first match; one that stops
+    /// closing in ends there.
+    #[test]
+    fn against_the_application_it_keeps_looking_while_the_copy_closes_in() {
+        let ratio = |k: u64| 1.0 + 2.0 / (1.0 + k as f64).sqrt();
+        let mut asked = Vec::new();
+        let c = search_against_application(8, 1499, &mut |k| {
+            asked.push(k);
+            let r = ratio(k);
+            let v = if r < 1.1 {
+                Verdict::Matches
+            } else {
+                Verdict::Slower
+            };
+            Ok((v, Some(r)))
+        })
+        .unwrap();
+        assert!(c.converged, "{asked:?}");
+        assert_eq!(asked, [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
+        assert_eq!(c.delay, 512);
+        // Stuck at 1.3 from delay 4 on: no delay past 8 is tried.
+        let mut asked = Vec::new();
+        let c = search_against_application(8, 1499, &mut |k| {
+            asked.push(k);
+            Ok((Verdict::Slower, Some(if k < 4 { 3.0 } else { 1.3 })))
+        })
+        .unwrap();
+        assert_eq!(asked, [0, 1, 2, 4, 8]);
+        assert!(!c.converged);
+        // Within the call: never past `limit`.
+        let mut asked = Vec::new();
+        search_against_application(8, 20, &mut |k| {
+            asked.push(k);
+            Ok((Verdict::Slower, Some(ratio(k))))
+        })
+        .unwrap();
+        assert_eq!(asked.last(), Some(&20));
     }
 }

@@ -14,7 +14,7 @@ use stats::Summary;
 
 /// The state one timed call ran in, from its result line (fields an older
 /// host library does not write are None).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CallState {
     /// Since the end of the site's previous call, up to this call's start:
     /// wall time and the thread's CPU time (None: no previous call in this
@@ -33,8 +33,8 @@ pub struct CallState {
     /// A fixed chain of dependent adds timed right after the call: the
     /// core's speed (None without a trustworthy TSC).
     pub speed_ns: Option<u64>,
-    /// The empty-region cost subtracted from the call's time.
-    pub overhead_ns: Option<f64>,
+    /// The empty-region cost subtracted from the call's time (rounded).
+    pub overhead_ns: Option<u64>,
 }
 
 /// A non-negative integer field (`-1` and absent read as None).
@@ -64,7 +64,8 @@ impl CallState {
                 .split_whitespace()
                 .find_map(|f| f.strip_prefix("overhead_ns="))
                 .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| *v >= 0.0),
+                .filter(|v| *v >= 0.0)
+                .map(|v| v.round() as u64),
         })
     }
 
@@ -111,7 +112,7 @@ impl StateSummary {
             minor_faults: m(&|s| s.minor_faults.map(|n| n as f64)),
             anon_huge_kb: m(&|s| s.anon_huge_kb.map(|n| n as f64)),
             speed_ns: m(&|s| s.speed_ns.map(|n| n as f64)),
-            overhead_ns: m(&|s| s.overhead_ns),
+            overhead_ns: m(&|s| s.overhead_ns.map(|n| n as f64)),
         })
     }
 }
@@ -306,6 +307,10 @@ pub fn compare(app: &[CallState], image: &[CallState], discarded: &[String]) -> 
     })
 }
 
+/// One line of the state table: its name, both sides' figures and how they
+/// are written.
+type TableRow<'a> = (&'a str, Option<f64>, Option<f64>, &'a dyn Fn(f64) -> String);
+
 impl Fidelity {
     /// The state table, both sides.
     pub fn render_table(&self) -> String {
@@ -313,7 +318,7 @@ impl Fidelity {
         let ns = |v: f64| stats::ns(v);
         let count = |v: f64| format!("{v:.0}");
         let kib = |v: f64| stats::bytes((v * 1024.0) as u64);
-        let rows: [(&str, Option<f64>, Option<f64>, &dyn Fn(f64) -> String); 8] = [
+        let rows: [TableRow; 8] = [
             (
                 "waited before the call",
                 self.app.waited_ns,
@@ -408,7 +413,7 @@ mod tests {
         assert_eq!(s.waited_ns(), Some(160_429));
         assert_eq!(s.gap_voluntary_switches, Some(1));
         assert_eq!(s.anon_huge_kb, Some(4096));
-        assert_eq!(s.overhead_ns, Some(20.0));
+        assert_eq!(s.overhead_ns, Some(20));
         let cold = CallState::parse(
             "ns=310 cpu_ns=1 overhead_ns=-1.0 minflt=0 gap_wall_ns=-1 gap_cpu_ns=-1 gap_vcsw=-1 \
              gap_ivcsw=-1 anon_huge_kb=-1 speed_ns=-1",

@@ -51,6 +51,9 @@ pub struct CapturedCall {
     /// faults some of its pages back in, which the samples do not.
     #[serde(default)]
     pub minflt: u64,
+    /// The state the call ran in (None: an older host library).
+    #[serde(default)]
+    pub state: Option<crate::fidelity::CallState>,
 }
 
 /// Where the original writes [`CapturedCall`] (tdg_checkpoint.c, CAPTURED_CALL).
@@ -66,7 +69,12 @@ impl CapturedCall {
             .find_map(|f| f.strip_prefix("minflt="))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        Some(CapturedCall { ns, cpu_ns, minflt })
+        Some(CapturedCall {
+            ns,
+            cpu_ns,
+            minflt,
+            state: text.lines().find_map(crate::fidelity::CallState::parse),
+        })
     }
 }
 

@@ -753,6 +753,32 @@ fn read_available(fd: &OwnedFd) -> String {
 mod tests {
     use super::*;
 
+    /// A rewritten file's stand-in is a regular file with no name in its
+    /// directory (writes cost what the application's do; nothing appears
+    /// or is replaced there); a directory that cannot hold one gets
+    /// /dev/null.
+    #[test]
+    fn a_rewritten_file_gets_an_unnamed_file_in_its_directory() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let fd = open_substitute(&Substitute::ScratchFile {
+            dir: dir.path().to_path_buf(),
+        })
+        .unwrap();
+        let mut f = std::fs::File::from(fd);
+        f.write_all(&[7u8; 4096]).unwrap();
+        let m = f.metadata().unwrap();
+        assert!(m.is_file() && m.len() == 4096);
+        assert_eq!(std::os::unix::fs::MetadataExt::nlink(&m), 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let gone = open_substitute(&Substitute::ScratchFile {
+            dir: dir.path().join("no-such-dir"),
+        })
+        .unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", gone.as_raw_fd())).unwrap();
+        assert_eq!(target, Path::new("/dev/null"));
+    }
+
     /// Control text far past a pipe's buffer (a million-sample schedule is
     /// 2 MB) reaches the reader whole, then EOF; so does a short one.
     #[test]

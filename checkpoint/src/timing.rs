@@ -110,6 +110,9 @@ pub struct TimingReport {
     /// Minor page faults inside each timed call (empty: an older library).
     #[serde(default)]
     pub samples_minflt: Vec<u64>,
+    /// The state each sample's call ran in (empty: an older library).
+    #[serde(default)]
+    pub samples_state: Vec<crate::fidelity::CallState>,
     /// Forked samples: median pre-faulting and replayed-delay times.
     #[serde(default)]
     pub phases_median: Option<SamplePhases>,
@@ -133,6 +136,10 @@ pub struct TimingReport {
     /// (None: a candidate ran, or the image has no such record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured_call: Option<CapturedCallCheck>,
+    /// The state around the call in the samples against the captured
+    /// application's run of it (None: a candidate ran, or no record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_state: Option<crate::fidelity::Fidelity>,
     /// The region time's stated uncertainty (per cent of the median): how
     /// far the medians over the first and the second half of the samples
     /// differ, and never less than half a step of the timer (below). None:
@@ -402,10 +409,21 @@ impl TimingReport {
                 "page faults in the timed call: max {max} over the samples\n"
             ));
         }
-        let captured = self
+        let mut captured = self
             .captured_call
             .map(|check| check.render_text(&self.image))
             .unwrap_or_default();
+        // What differs from the captured run, when something does: one run
+        // of the application, so only the state, never a verdict.
+        if let Some(f) = self
+            .captured_state
+            .as_ref()
+            .filter(|f| !f.findings.is_empty())
+        {
+            captured +=
+                "the copies' state around the call differs from the captured application's run:\n";
+            captured += &f.render_causes();
+        }
         format!(
             "image {} ({}; {}, binary {})\n\
              ran {}\n\
@@ -677,6 +695,7 @@ impl ImageTimer {
             fallback: samples.fallback.clone(),
             cost_per_sample_ms: samples.wall.as_secs_f64() * 1e3 / runs.len() as f64,
             samples_minflt: runs.iter().filter_map(|r| r.minor_faults).collect(),
+            samples_state: runs.iter().filter_map(|r| r.state).collect(),
             phases_median: (!phases.is_empty()).then(|| SamplePhases {
                 fork_ns: median(phases.iter().map(|p| p.fork_ns).collect()),
                 prepare_ns: median(phases.iter().map(|p| p.prepare_ns).collect()),
@@ -710,6 +729,17 @@ impl ImageTimer {
                 self.manifest.captured_call.and_then(|c| {
                     CapturedCallCheck::of(c, &samples_ns_for_check, &samples_cpu_ns_for_check)
                 })
+            },
+            captured_state: match (candidate, self.manifest.captured_call) {
+                (None, Some(crate::manifest::CapturedCall { state: Some(s), .. })) => {
+                    let copies: Vec<_> = runs.iter().filter_map(|r| r.state).collect();
+                    crate::fidelity::compare(
+                        &[s],
+                        &copies,
+                        &crate::validate::discarded_outputs(&self.manifest),
+                    )
+                }
+                _ => None,
             },
         })
     }
@@ -868,6 +898,7 @@ mod captured_call_tests {
                     ns,
                     cpu_ns: 20_000,
                     minflt: 0,
+                    state: None,
                 },
                 &wall,
                 &cpu,
@@ -900,6 +931,7 @@ mod captured_call_tests {
                 ns: 90_000_000,
                 cpu_ns: 65_000_000,
                 minflt: 0,
+                state: None,
             },
             &wall,
             &cpu,
@@ -912,6 +944,7 @@ mod captured_call_tests {
                 ns: 387_000_000,
                 cpu_ns: 81_400_000,
                 minflt: 1600,
+                state: None,
             },
             &wall,
             &cpu,

@@ -40,7 +40,9 @@ pub(super) struct CaptureArgs {
     #[arg(long, requires = "auto_delay")]
     #[arg(help_heading = "Auto delay")]
     threshold: Option<f64>,
-    /// Largest delay --auto-delay tries (capped at --call - 1).
+    /// Largest delay --auto-delay tries (capped at --call - 1); with
+    /// --reference app, larger ones (doubling, up to --call - 1) while each
+    /// brings the copy nearer the application.
     #[arg(long, default_value_t = 64, requires = "auto_delay")]
     #[arg(help_heading = "Auto delay")]
     max_delay: u64,
