@@ -46,14 +46,16 @@ pub trait Searcher {
     fn search(&mut self, task: &SearchTask) -> Result<SearchRecord, AutotuneError>;
 
     /// `configs` timed again side by side in every context of
-    /// `contexts_file`: per configuration, each context's predicted time
-    /// per call.
+    /// `contexts_file`, `rounds` times over: per round, per configuration,
+    /// each context's predicted time per call. One objective serves every
+    /// round (a checkpoint's image is opened once).
     fn retime(
         &mut self,
         spec: &Path,
         contexts_file: &Path,
         configs: &[Config],
-    ) -> Result<Vec<Vec<f64>>, AutotuneError>;
+        rounds: usize,
+    ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError>;
 }
 
 /// What the user sees of the run.
@@ -386,16 +388,13 @@ fn decide(
         }
     }
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
-    // rounds x configs x contexts
-    let mut times: Vec<Vec<Vec<f64>>> = Vec::new();
     let rounds = if configs.len() > 1 {
         req.retime_rounds.max(6)
     } else {
         req.retime_rounds.max(1)
     };
-    for _ in 0..rounds {
-        times.push(searcher.retime(spec, all_file, &configs)?);
-    }
+    // rounds x configs x contexts
+    let times = searcher.retime(spec, all_file, &configs, rounds)?;
     let series = |config: usize, context: usize| -> Vec<f64> {
         times.iter().map(|r| r[config][context]).collect()
     };

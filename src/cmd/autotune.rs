@@ -292,7 +292,8 @@ impl Searcher for TuneSearcher {
         spec: &Path,
         contexts_file: &Path,
         configs: &[Config],
-    ) -> Result<Vec<Vec<f64>>, AutotuneError> {
+        rounds: usize,
+    ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
         let file = instrument::contexts::ContextsFile::load(contexts_file)
             .map_err(|e| AutotuneError::Profile(e.to_string()))?;
         let args = self
@@ -308,15 +309,20 @@ impl Searcher for TuneSearcher {
             &candidate_settings(&args),
         )
         .map_err(|e| searched(tune_error(e)))?;
-        objective
-            .retime_each(configs)
-            .into_iter()
-            .map(|row| {
-                row.into_iter()
-                    .collect::<Result<Vec<f64>, _>>()
-                    .map_err(|e| searched(tune_error(e)))
-            })
-            .collect()
+        let mut round = || -> Result<Vec<Vec<f64>>, AutotuneError> {
+            objective
+                .retime_each(configs)
+                .into_iter()
+                .map(|row| {
+                    row.into_iter()
+                        .collect::<Result<Vec<f64>, _>>()
+                        .map_err(|e| searched(tune_error(e)))
+                })
+                .collect()
+        };
+        // A restored copy can fail for reasons of the moment: a round is
+        // tried once more before the run gives up.
+        (0..rounds).map(|_| round().or_else(|_| round())).collect()
     }
 }
 

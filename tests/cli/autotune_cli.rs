@@ -238,3 +238,81 @@ fn bad_options_are_refused_before_the_program_runs() {
         stderr(&out)
     );
 }
+
+/// The insertion sort's program and its library (the original at -O0).
+fn build_isort_app(dir: &Path) -> PathBuf {
+    let lib = dir.join("libisort.so");
+    let app = dir.join("isort_app");
+    for args in [
+        vec![
+            "-O0".into(),
+            "-shared".into(),
+            "-fPIC".into(),
+            apps().join("isort_lib.c").into_os_string(),
+            "-o".into(),
+            lib.clone().into_os_string(),
+        ],
+        vec![
+            "-O2".into(),
+            apps().join("isort_app.c").into_os_string(),
+            lib.clone().into_os_string(),
+            format!("-Wl,-rpath,{}", dir.display()).into(),
+            "-o".into(),
+            app.clone().into_os_string(),
+        ],
+    ] {
+        let out = Command::new("cc").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    app
+}
+
+/// The program keeps its array nearly sorted; the spec's driver fills it
+/// with random numbers, where the same sort is quadratic: the driver is
+/// thousands of times off and rejected, and only a checkpoint of the
+/// program (CRIU, as root: scripts/setup builds it) times the routine as
+/// the program runs it.
+#[test]
+fn a_data_sensitive_routine_is_tuned_on_a_checkpoint_of_the_program() {
+    let _serial = testkit::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let app = build_isort_app(tmp.path());
+    let out = tdg_command()
+        .current_dir(tmp.path())
+        .arg("autotune")
+        .arg("--spec")
+        .arg(apps().join("isort.spec"))
+        .arg("--impl")
+        .arg(apps().join("isort_candidate.c"))
+        .args(["--param", "SKIP=1,4,16", "--no-model", "--format", "json"])
+        .args(["-o", "deployed", "--fidelity-tolerance", "0.3"])
+        .arg("--")
+        .arg(&app)
+        .arg("6000")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let record = &doc["autotune"];
+    let contexts = record["contexts"].as_array().unwrap();
+    assert_eq!(contexts.len(), 1, "{record:#}");
+    let c = &contexts[0];
+    assert_eq!(c["target"]["kind"], "checkpoint", "{c:#}");
+    let rejected = c["rejected"][0].as_str().unwrap();
+    assert!(
+        rejected.starts_with("driver:") && rejected.contains("slower"),
+        "{rejected}"
+    );
+    assert_eq!(record["outcome"], "faster", "{record:#}");
+    assert_eq!(record["proof"]["output"]["state"], "same");
+    // The image lives in the deployment's work directory, not beside it.
+    let image = c["target"]["image"].as_str().unwrap();
+    assert!(
+        Path::new(image).starts_with(tmp.path().join("deployed/work").canonicalize().unwrap()),
+        "{image}"
+    );
+}
