@@ -4,7 +4,7 @@
 //! failed configurations and why, the model's start and any re-timing.
 
 use crate::chart::{Axis, Chart, ChartError, Heatmap, Mark, Scale, Series, GREY, PALETTE};
-use crate::html::{self, Cell, Section};
+use crate::html::{self, Block, Cell, Section};
 use crate::input::Campaign;
 use std::collections::BTreeMap;
 use tune::Evaluation;
@@ -103,7 +103,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             .total_cmp(&b.time_ns.unwrap_or(f64::INFINITY))
     });
     let max_ns = times.iter().copied().fold(0.0, f64::max);
-    let mut body = String::new();
+    let mut body: Vec<Block> = Vec::new();
 
     // What the campaign is.
     let mut facts: Vec<(&str, String)> = Vec::new();
@@ -176,14 +176,14 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
     if !hosts.is_empty() {
         facts.push(("timed on", hosts.join(", ")));
     }
-    body.push_str(&html::facts(&facts));
+    body.push(html::facts(&facts));
     if evals.is_empty() {
-        body.push_str(&html::para("The campaign has no evaluation yet."));
+        body.push(html::para("The campaign has no evaluation yet."));
         return Ok(Section {
             id: id.into(),
             kind: "campaign",
             heading: format!("Campaign {}", c.path.display()),
-            body,
+            blocks: body,
         });
     }
 
@@ -237,7 +237,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
         timed.len(),
         failed.len()
     );
-    body.push_str(&html::figure(
+    body.push(html::figure(
         &format!("{id}-evaluations"),
         "evaluations",
         &chart.svg()?,
@@ -285,7 +285,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             "The best time per call found so far, against seconds since the search started; {} improvements marked.",
             improvements.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-best-over-time"),
             "best-over-time",
             &wall.svg()?,
@@ -300,9 +300,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
 
     // Each parameter's effect.
     let mut effects: Vec<(String, f64)> = Vec::new();
-    if !timed.is_empty() {
-        body.push_str("<h3>Each parameter's effect</h3>\n<div class=\"figure-row\">\n");
-    }
+    let mut row: Vec<Block> = Vec::new();
     for p in &params {
         let points: Vec<(f64, f64)> = timed
             .iter()
@@ -314,7 +312,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             *slot = slot.min(t);
         }
         if best_per.len() < 2 {
-            body.push_str(&html::note(&format!(
+            row.push(html::note(&format!(
                 "{p}: every timed evaluation had {p} = {}, so its effect is not seen.",
                 best_per.keys().next().map_or("-".into(), |v| v.to_string())
             )));
@@ -349,7 +347,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             best_per.len(),
             hi / lo
         );
-        body.push_str(&html::figure(
+        row.push(html::figure(
             &format!("{id}-param-{}", css_id(p)),
             "parameter",
             &ch.svg()?,
@@ -361,7 +359,8 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
         ));
     }
     if !timed.is_empty() {
-        body.push_str("</div>\n");
+        body.push(html::heading("Each parameter's effect"));
+        body.push(Block::FigureRow { blocks: row });
     }
     // A heatmap for the two parameters that matter most.
     effects.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -397,7 +396,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             cell_text: |v| stats::ns(v),
             legend: String::new(),
         };
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-heatmap"),
             "heatmap",
             &h.svg()?,
@@ -409,11 +408,9 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
     }
 
     // Failed configurations.
-    body.push_str("<h3>Failed configurations</h3>\n");
+    body.push(html::heading("Failed configurations"));
     if failed.is_empty() {
-        body.push_str(&html::para(
-            "Every configuration tried was built and timed.",
-        ));
+        body.push(html::para("Every configuration tried was built and timed."));
     } else {
         let rows: Vec<(Vec<Cell>, &str)> = failed
             .iter()
@@ -432,19 +429,19 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 )
             })
             .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-failed"),
             &format!("{} configurations failed", failed.len()),
             &["evaluation", "configuration", "failure", "reason"],
-            &rows,
+            rows,
         ));
     }
 
     // The model's start, and how far the search moved from it.
-    body.push_str("<h3>The model's start</h3>\n");
+    body.push(html::heading("The model's start"));
     let starts: Vec<&Evaluation> = evals.iter().filter(|e| e.phase == "model").collect();
     if starts.is_empty() {
-        body.push_str(&html::para(&format!(
+        body.push(html::para(&format!(
             "No evaluation of this campaign is a model start (phases: {}).",
             phases.join(", ")
         )));
@@ -468,16 +465,16 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 )
             })
             .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-starts"),
             "The configurations the model predicted, timed first; the last column is each one's time over the campaign's best.",
             &["evaluation", "configuration", "time per call", "x best"],
-            &rows,
+            rows,
         ));
     }
-    body.push_str("<h3>Final re-timing</h3>\n");
+    body.push(html::heading("Final re-timing"));
     if retimed.is_empty() {
-        body.push_str(&html::para(
+        body.push(html::para(
             "This campaign's log holds no re-timing of its best configurations side by side; the best above is each configuration's own timing.",
         ));
     } else {
@@ -498,7 +495,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 )
             })
             .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-retimed"),
             "The best configurations timed again side by side at the end",
             &[
@@ -507,7 +504,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 "time per call",
                 "uncertainty",
             ],
-            &rows,
+            rows,
         ));
     }
 
@@ -547,10 +544,9 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push_str(&format!(
-        "<details>\n<summary>Every evaluation ({})</summary>\n{}</details>\n",
-        evals.len(),
-        html::table(
+    body.push(Block::Details {
+        summary: format!("Every evaluation ({})", evals.len()),
+        blocks: vec![html::table(
             &format!("{id}-all"),
             "Every evaluation in the order timed; the best in bold",
             &[
@@ -563,17 +559,17 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
                 "best so far",
                 "at (s)",
                 "timing ended",
-                "node"
+                "node",
             ],
-            &rows,
-        )
-    ));
+            rows,
+        )],
+    });
     let _ = GREY;
     Ok(Section {
         id: id.into(),
         kind: "campaign",
         heading: format!("Campaign {}", c.path.display()),
-        body,
+        blocks: body,
     })
 }
 

@@ -3,7 +3,7 @@
 //! delay sweep of `capture --auto-delay` with the delay it chose.
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Scale, Series, PALETTE};
-use crate::html::{self, Cell, Section};
+use crate::html::{self, Block, Cell, Section};
 use crate::input::Input;
 
 fn scale_of(values: &[f64]) -> Scale {
@@ -38,10 +38,10 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
             _ => None,
         })
         .collect();
-    let mut body = String::new();
+    let mut body: Vec<Block> = Vec::new();
 
     if !times.is_empty() || !in_app.is_empty() {
-        body.push_str("<h3>Samples against the application</h3>\n");
+        body.push(html::heading("Samples against the application"));
         let all: Vec<f64> = times
             .iter()
             .flat_map(|t| t.samples_ns.iter().map(|&v| v as f64))
@@ -103,7 +103,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
             times.len(),
             in_app.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-samples"),
             "checkpoint-samples",
             &ch.svg()?,
@@ -163,7 +163,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
                 "",
             ));
         }
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-timings"),
             "Each timing's summary; the median's difference from the in-application median",
             &[
@@ -176,15 +176,15 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
                 "vs in-app",
                 "cost",
             ],
-            &rows,
+            rows,
         ));
     }
 
     for (si, s) in sweeps.iter().enumerate() {
-        body.push_str(&format!(
-            "<h3>Delay sweep of {}</h3>\n",
-            crate::chart::escape(&s.image.display().to_string())
-        ));
+        body.push(html::heading(format!(
+            "Delay sweep of {}",
+            s.image.display()
+        )));
         let meds: Vec<(f64, f64)> = s
             .rows
             .iter()
@@ -237,7 +237,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
                 " (the sweep did not converge)"
             }
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-delay-{}", si + 1),
             "delay-sweep",
             &ch.svg()?,
@@ -268,7 +268,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
                 )
             })
             .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-delay-{}-rows", si + 1),
             "Each delay's region time; the chosen one in bold",
             &[
@@ -278,13 +278,13 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
                 "change from previous",
                 "vs in-app",
             ],
-            &rows,
+            rows,
         ));
     }
     Ok(Section {
         id: id.into(),
         kind: "checkpoint",
         heading: "Checkpoint".into(),
-        body,
+        blocks: body,
     })
 }

@@ -4,7 +4,7 @@
 //! the associativity curve with the steps the probe detected.
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Series, PALETTE};
-use crate::html::{self, Cell};
+use crate::html::{self, Block, Cell};
 use probe::cpu::{CpuParams, Documented, WaysMethod};
 
 fn documented<T: std::fmt::Display>(d: &Documented<T>) -> String {
@@ -22,8 +22,8 @@ fn yes_no(b: bool) -> &'static str {
     }
 }
 
-pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError> {
-    body.push_str("<h3>The CPU</h3>\n");
+pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartError> {
+    body.push(html::heading("The CPU"));
     let mut facts: Vec<(&str, String)> = vec![(
         "processor",
         format!(
@@ -143,7 +143,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError>
             ));
         }
     }
-    body.push_str(&html::facts(&facts));
+    body.push(html::facts(&facts));
 
     if !c.fp.is_empty() {
         let rows: Vec<(Vec<Cell>, &str)> =
@@ -162,11 +162,11 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError>
                     )
                 })
                 .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-fp"),
             "Double-precision operations: latency and reciprocal throughput in core cycles, measured beside the documented latency",
             &["operation", "width", "latency (cycles)", "documented", "recip. throughput (cycles)", "chains"],
-            &rows,
+            rows,
         ));
         let mut ch = Chart::new(
             "Double-precision latency by vector width",
@@ -209,7 +209,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError>
             "{} latencies measured (dots) beside the documented ones (rings).",
             c.fp.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-fp-latency"),
             "fp-latency",
             &ch.svg()?,
@@ -268,7 +268,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError>
             r.cycles_per_op.len(),
             r.measured
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-registers-{}", r.isa.name()),
             "registers",
             &ch.svg()?,
@@ -327,7 +327,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut String) -> Result<(), ChartError>
             "{} counts of conflicting lines timed for {name}.",
             curve.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-ways-{}", name.to_lowercase()),
             "ways",
             &ch.svg()?,

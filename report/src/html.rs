@@ -1,20 +1,117 @@
 //! The page: one HTML document with its styles and plots inline, so it
-//! opens from a file on a machine with no network. Sections are plain
-//! HTML (headings, tables, figures with captions); the only script is the
+//! opens from a file on a machine with no network. Sections are small
+//! typed views (headings, facts, tables, figures with captions, notes) that
+//! the templates in `report/templates/` lay out; the only script is the
 //! watch mode's reload, which keeps the reader's scroll position.
 
 use crate::chart::escape;
-use std::fmt::Write as _;
+use handlebars::Handlebars;
+use serde::Serialize;
+use std::sync::OnceLock;
 
 /// A part of the page: one input (or one group of inputs compared).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Section {
     /// Unique on the page; figures' ids start with it.
     pub id: String,
     /// What kind of input it shows (`campaign`, `profile`, ...).
     pub kind: &'static str,
     pub heading: String,
-    pub body: String,
+    /// What the section shows, in order.
+    pub blocks: Vec<Block>,
+}
+
+/// One piece of a section, as the page lays it out.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Block {
+    /// A sub-heading (`<h3>`), with an anchor when it has an id.
+    Heading {
+        text: String,
+        id: Option<String>,
+    },
+    /// (term, value) facts.
+    Facts(Vec<Fact>),
+    Table(Table),
+    Figure(Figure),
+    /// Figures side by side (and the notes of those not drawn).
+    FigureRow {
+        blocks: Vec<Block>,
+    },
+    /// A paragraph of plain text.
+    Para(String),
+    /// A note in smaller type.
+    Note(String),
+    /// Blocks folded under a summary line.
+    Details {
+        summary: String,
+        blocks: Vec<Block>,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fact {
+    pub term: String,
+    pub value: String,
+}
+
+/// A table with a header row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    pub id: String,
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+/// A row of a table; `class` marks it (`best`, `failed`) or is empty.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub cells: Vec<Cell>,
+    pub class: String,
+}
+
+/// A figure: a chart's SVG and a caption saying how to read it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub id: String,
+    /// What kind of chart (the figure's `data-chart`).
+    pub chart: String,
+    pub svg: String,
+    pub caption: String,
+}
+
+/// A cell of a table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub text: String,
+    /// Right-aligned (numbers).
+    pub num: bool,
+    /// `text` is already HTML.
+    pub raw: bool,
+}
+
+impl Cell {
+    pub fn text(s: impl Into<String>) -> Cell {
+        Cell {
+            text: s.into(),
+            num: false,
+            raw: false,
+        }
+    }
+    pub fn num(s: impl Into<String>) -> Cell {
+        Cell {
+            num: true,
+            ..Cell::text(s)
+        }
+    }
+    /// Already HTML (a verdict's coloured span).
+    pub fn html(s: impl Into<String>) -> Cell {
+        Cell {
+            raw: true,
+            ..Cell::text(s)
+        }
+    }
 }
 
 /// How the page is put together.
@@ -27,195 +124,184 @@ pub struct PageOptions {
     pub generated: String,
 }
 
-const STYLE: &str = r#"
-:root { color-scheme: light; }
-body { font-family: sans-serif; margin: 0 auto; max-width: 1100px; padding: 0 1.2em 3em; color: #111; background: #fff; line-height: 1.4; }
-header { border-bottom: 2px solid #0072b2; margin-bottom: 1em; }
-h1 { font-size: 1.6em; margin: 0.8em 0 0.2em; }
-h2 { font-size: 1.35em; margin-top: 2em; border-bottom: 1px solid #ccc; }
-h3 { font-size: 1.1em; margin-top: 1.6em; }
-p.meta, .note { color: #444; font-size: 0.92em; }
-nav ul { padding-left: 1.2em; margin: 0.3em 0 1em; }
-figure { margin: 1.2em 0; }
-.figure-row { display: flex; flex-wrap: wrap; gap: 0 1.5em; }
-.figure-row figure { flex: 0 1 540px; }
-figure svg { max-width: 100%; height: auto; border: 1px solid #ddd; }
-figcaption { font-size: 0.9em; color: #333; margin-top: 0.3em; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
-caption { text-align: left; padding-bottom: 0.3em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #eef3f8; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.best td { font-weight: bold; background: #f3f8ee; }
-tr.failed td { color: #8a1c00; }
-details summary { cursor: pointer; margin: 0.6em 0; }
-code { font-size: 0.95em; }
-.verdict-yes { color: #006b4f; font-weight: bold; }
-.verdict-no { color: #555; }
-@media print {
-  body { max-width: none; }
-  details { display: block; }
-  figure, table { break-inside: avoid; }
-  nav, .reload { display: none; }
+/// What the page template reads.
+#[derive(Serialize)]
+struct PageView<'a> {
+    version: &'static str,
+    title: &'a str,
+    generated: &'a str,
+    reload_s: Option<u32>,
+    /// A table of contents when there is more than one section.
+    nav: bool,
+    sections: &'a [Section],
 }
-"#;
 
-/// Scroll position survives the reload, so a reader watching one plot
-/// keeps it in view.
-const RELOAD: &str = r#"
-(function () {
-  var key = 'tdg-report-scroll:' + location.pathname;
-  var y = sessionStorage.getItem(key);
-  if (y !== null) { window.scrollTo(0, parseInt(y, 10)); }
-  setTimeout(function () {
-    sessionStorage.setItem(key, String(window.scrollY));
-    location.reload();
-  }, SECONDS * 1000);
-})();
-"#;
+fn templates() -> &'static Handlebars<'static> {
+    static HB: OnceLock<Handlebars<'static>> = OnceLock::new();
+    HB.get_or_init(|| {
+        let mut hb = Handlebars::new();
+        // The page's escaping: the same as its plots' text.
+        hb.register_escape_fn(escape);
+        for (name, text) in [
+            ("page", include_str!("../templates/page.html.hbs")),
+            ("blocks", include_str!("../templates/blocks.html.hbs")),
+            ("figure", include_str!("../templates/figure.html.hbs")),
+            ("style", include_str!("../templates/style.css")),
+            ("reload", include_str!("../templates/reload.js")),
+        ] {
+            hb.register_template_string(name, text)
+                .unwrap_or_else(|e| panic!("report template {name}: {e}"));
+        }
+        hb
+    })
+}
 
 /// The whole page.
 pub fn page(opts: &PageOptions, sections: &[Section]) -> String {
-    let mut s = String::with_capacity(64 * 1024);
-    let _ = write!(
-        s,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"tdg {}\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        env!("CARGO_PKG_VERSION"),
-        escape(&opts.title)
-    );
-    let _ = write!(
-        s,
-        "<header>\n<h1>{}</h1>\n<p class=\"meta\">{}</p>\n",
-        escape(&opts.title),
-        escape(&opts.generated)
-    );
-    if let Some(secs) = opts.reload_s {
-        let _ = writeln!(
-            s,
-            "<p class=\"meta reload\" id=\"reload\" data-seconds=\"{secs}\">Watching: this page reloads every {secs} s while the campaign runs.</p>"
-        );
-    }
-    if sections.len() > 1 {
-        s.push_str("<nav aria-label=\"contents\"><ul>\n");
-        for sec in sections {
-            let _ = writeln!(
-                s,
-                "<li><a href=\"#{}\">{}</a></li>",
-                sec.id,
-                escape(&sec.heading)
-            );
-        }
-        s.push_str("</ul></nav>\n");
-    }
-    s.push_str("</header>\n<main>\n");
-    for sec in sections {
-        let _ = write!(
-            s,
-            "<section id=\"{}\" data-kind=\"{}\">\n<h2>{}</h2>\n{}\n</section>\n",
-            sec.id,
-            sec.kind,
-            escape(&sec.heading),
-            sec.body
-        );
-    }
-    s.push_str("</main>\n");
-    if let Some(secs) = opts.reload_s {
-        let _ = writeln!(
-            s,
-            "<script>{}</script>",
-            RELOAD.replace("SECONDS", &secs.to_string())
-        );
-    }
-    s.push_str("</body>\n</html>\n");
-    s
+    let view = PageView {
+        version: env!("CARGO_PKG_VERSION"),
+        title: &opts.title,
+        generated: &opts.generated,
+        reload_s: opts.reload_s,
+        nav: sections.len() > 1,
+        sections,
+    };
+    templates()
+        .render("page", &view)
+        .unwrap_or_else(|e| panic!("the report page template: {e}"))
 }
 
 /// A figure: the chart's SVG and a caption saying how to read it.
-pub fn figure(id: &str, chart: &str, svg: &str, caption: &str) -> String {
-    format!(
-        "<figure id=\"{id}\" data-chart=\"{chart}\">\n{svg}<figcaption>{}</figcaption>\n</figure>\n",
-        escape(caption)
-    )
-}
-
-/// A cell of a table.
-pub enum Cell {
-    Text(String),
-    /// Right-aligned (numbers).
-    Num(String),
-    /// Already HTML.
-    Html(String),
-}
-
-impl Cell {
-    pub fn text(s: impl Into<String>) -> Cell {
-        Cell::Text(s.into())
-    }
-    pub fn num(s: impl Into<String>) -> Cell {
-        Cell::Num(s.into())
-    }
+pub fn figure(id: &str, chart: &str, svg: &str, caption: &str) -> Block {
+    Block::Figure(Figure {
+        id: id.into(),
+        chart: chart.into(),
+        svg: svg.into(),
+        caption: caption.into(),
+    })
 }
 
 /// A table with a header row; `row_class` marks rows (`best`, `failed`).
-pub fn table(id: &str, caption: &str, headers: &[&str], rows: &[(Vec<Cell>, &str)]) -> String {
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<table id=\"{id}\">\n<caption class=\"note\">{}</caption>\n<thead><tr>",
-        escape(caption)
-    );
-    for h in headers {
-        let _ = write!(s, "<th scope=\"col\">{}</th>", escape(h));
+pub fn table(id: &str, caption: &str, headers: &[&str], rows: Vec<(Vec<Cell>, &str)>) -> Block {
+    Block::Table(Table {
+        id: id.into(),
+        caption: caption.into(),
+        headers: headers.iter().map(|h| h.to_string()).collect(),
+        rows: rows
+            .into_iter()
+            .map(|(cells, class)| Row {
+                cells,
+                class: class.into(),
+            })
+            .collect(),
+    })
+}
+
+/// A sub-heading.
+pub fn heading(text: impl Into<String>) -> Block {
+    Block::Heading {
+        text: text.into(),
+        id: None,
     }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for (cells, class) in rows {
-        if class.is_empty() {
-            s.push_str("<tr>");
-        } else {
-            let _ = write!(s, "<tr class=\"{class}\">");
-        }
-        for c in cells {
-            match c {
-                Cell::Text(t) => {
-                    let _ = write!(s, "<td>{}</td>", escape(t));
-                }
-                Cell::Num(t) => {
-                    let _ = write!(s, "<td class=\"num\">{}</td>", escape(t));
-                }
-                Cell::Html(h) => {
-                    let _ = write!(s, "<td>{h}</td>");
-                }
-            }
-        }
-        s.push_str("</tr>\n");
-    }
-    s.push_str("</tbody>\n</table>\n");
-    s
 }
 
 /// A paragraph of plain text.
-pub fn para(text: &str) -> String {
-    format!("<p>{}</p>\n", escape(text))
+pub fn para(text: &str) -> Block {
+    Block::Para(text.into())
 }
 
 /// A note in smaller type.
-pub fn note(text: &str) -> String {
-    format!("<p class=\"note\">{}</p>\n", escape(text))
+pub fn note(text: &str) -> Block {
+    Block::Note(text.into())
 }
 
 /// A definition list of (term, value) facts.
-pub fn facts(items: &[(&str, String)]) -> String {
-    let mut s = String::from("<table class=\"facts\">\n<tbody>\n");
-    for (k, v) in items {
-        let _ = writeln!(
-            s,
-            "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
-            escape(k),
-            escape(v)
+pub fn facts(items: &[(&str, String)]) -> Block {
+    Block::Facts(
+        items
+            .iter()
+            .map(|(term, value)| Fact {
+                term: term.to_string(),
+                value: value.clone(),
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(blocks: Vec<Block>) -> Section {
+        Section {
+            id: "s-1".into(),
+            kind: "runs",
+            heading: "Runs <a&b>".into(),
+            blocks,
+        }
+    }
+
+    #[test]
+    fn text_is_escaped_and_only_an_html_cell_is_not() {
+        let page = page(
+            &PageOptions::default(),
+            &[one(vec![
+                facts(&[("n <", "\"x\" & y".into())]),
+                table(
+                    "t",
+                    "a < b",
+                    &["h&"],
+                    vec![(vec![Cell::num("1<2"), Cell::html("<b>ok</b>")], "best")],
+                ),
+                note("5 > 4"),
+            ])],
+        );
+        assert!(page.contains("<h2>Runs &lt;a&amp;b&gt;</h2>"), "{page}");
+        assert!(
+            page.contains("<tr><th scope=\"row\">n &lt;</th><td>&quot;x&quot; &amp; y</td></tr>")
+        );
+        assert!(page.contains("<caption class=\"note\">a &lt; b</caption>"));
+        assert!(page
+            .contains("<tr class=\"best\"><td class=\"num\">1&lt;2</td><td><b>ok</b></td></tr>"));
+        assert!(page.contains("<p class=\"note\">5 &gt; 4</p>"));
+    }
+
+    #[test]
+    fn a_watched_page_reloads_and_several_sections_get_contents() {
+        let watched = PageOptions {
+            reload_s: Some(7),
+            ..PageOptions::default()
+        };
+        let page = page(&watched, &[one(vec![]), one(vec![])]);
+        assert!(page.contains("data-seconds=\"7\""), "{page}");
+        assert!(page.contains("}, 7 * 1000);"), "{page}");
+        assert!(page.contains("<nav aria-label=\"contents\"><ul>\n<li><a href=\"#s-1\">"));
+        let still = super::page(&PageOptions::default(), &[one(vec![])]);
+        assert!(
+            !still.contains("<script>") && !still.contains("<nav"),
+            "{still}"
         );
     }
-    s.push_str("</tbody>\n</table>\n");
-    s
+
+    #[test]
+    fn details_and_figure_rows_hold_blocks() {
+        let fig = figure("f", "kind", "<svg></svg>", "read it so");
+        let page = page(
+            &PageOptions::default(),
+            &[one(vec![
+                Block::FigureRow {
+                    blocks: vec![fig.clone(), note("not drawn")],
+                },
+                Block::Details {
+                    summary: "All (2)".into(),
+                    blocks: vec![para("inside")],
+                },
+            ])],
+        );
+        assert!(page.contains("<div class=\"figure-row\">\n<figure id=\"f\" data-chart=\"kind\">\n<svg></svg><figcaption>read it so</figcaption>\n</figure>\n<p class=\"note\">not drawn</p>\n</div>\n"), "{page}");
+        assert!(
+            page.contains("<details>\n<summary>All (2)</summary>\n<p>inside</p>\n</details>\n"),
+            "{page}"
+        );
+    }
 }

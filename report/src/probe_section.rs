@@ -3,7 +3,7 @@
 //! tables beside their documented sources.
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Series, GREY, PALETTE};
-use crate::html::{self, Cell, Section};
+use crate::html::{self, Block, Cell, Section};
 use probe::ProbeResult;
 
 /// Access latency against buffer size, raw and monotonic, with each
@@ -80,7 +80,7 @@ pub fn latency_svg(r: &ProbeResult) -> Result<String, ChartError> {
 }
 
 pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
-    let mut body = String::new();
+    let mut body: Vec<Block> = Vec::new();
     let mut facts: Vec<(&str, String)> = vec![
         ("CPU", r.cpu_model.clone()),
         (
@@ -125,10 +125,10 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             r.recommended_timer().map_or("-", |t| t.name.as_str())
         ),
     ));
-    body.push_str(&html::facts(&facts));
+    body.push(html::facts(&facts));
 
     let ch = latency_chart(r);
-    body.push_str(&html::figure(
+    body.push(html::figure(
         &format!("{id}-latency"),
         "latency",
         &ch.svg()?,
@@ -169,11 +169,11 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push_str(&html::table(
+    body.push(html::table(
         &format!("{id}-caches"),
         "Cache levels: the effective size (largest buffer still at the level's latency) beside the documented one (sysfs)",
         &["cache", "effective", "documented", "difference", "latency"],
-        &rows,
+        rows,
     ));
 
     if !r.tlb_curve.is_empty() {
@@ -218,7 +218,7 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             r.tlb_curve.len(),
             r.tlb.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-tlb"),
             "tlb",
             &t.svg()?,
@@ -246,11 +246,11 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
                 )
             })
             .collect();
-        body.push_str(&html::table(
+        body.push(html::table(
             &format!("{id}-tlb-levels"),
             "TLB levels: measured entries beside the documented ones (cpuid)",
             &["TLB", "entries", "documented", "reach", "latency"],
-            &rows,
+            rows,
         ));
     }
 
@@ -297,7 +297,7 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
                 stats::ns(f.warm_ns),
                 stats::ns(f.cold_ns)
             );
-            body.push_str(&html::figure(
+            body.push(html::figure(
                 &format!("{id}-flush"),
                 "flush",
                 &fc.svg()?,
@@ -326,14 +326,14 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push_str(&html::table(
+    body.push(html::table(
         &format!("{id}-timers"),
         "Timers: measured resolution beside the claimed one, the cost of a reading, and the shortest interval timed within 0.1 %",
         &["timer", "resolution", "claimed", "overhead", "0.1 % interval"],
-        &rows,
+        rows,
     ));
     if let Some(t) = &r.tsc {
-        body.push_str(&html::para(&format!(
+        body.push(html::para(&format!(
             "TSC: {:.4} GHz measured; documented {}.",
             t.measured_ghz,
             match (&t.documented_ghz, &t.documented_source) {
@@ -349,6 +349,6 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
         id: id.into(),
         kind: "probe",
         heading: format!("Probe of {}", r.cpu_model),
-        body,
+        blocks: body,
     })
 }

@@ -3,7 +3,7 @@
 //! with its early calls marked, and the early/late medians side by side.
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Scale, Series, GREY, PALETTE};
-use crate::html::{self, Cell, Section};
+use crate::html::{self, Block, Cell, Section};
 use crate::input::Profile;
 use instrument::report::Report;
 
@@ -98,14 +98,14 @@ pub fn timeline_svg(r: &Report) -> Result<String, ChartError> {
 }
 
 pub fn section(id: &str, p: &Profile) -> Result<Section, ChartError> {
-    let mut body = String::new();
+    let mut body: Vec<Block> = Vec::new();
     for (ri, r) in p.reports.iter().enumerate() {
         let rid = format!("{id}-r{}", ri + 1);
         if p.reports.len() > 1 {
-            body.push_str(&format!(
-                "<h3 id=\"{rid}\">Routine {}</h3>\n",
-                html_escape(&r.routine)
-            ));
+            body.push(Block::Heading {
+                text: format!("Routine {}", r.routine),
+                id: Some(rid.clone()),
+            });
         }
         routine(&rid, r, &mut body)?;
     }
@@ -113,15 +113,11 @@ pub fn section(id: &str, p: &Profile) -> Result<Section, ChartError> {
         id: id.into(),
         kind: "profile",
         heading: format!("Profile {}", p.path.display()),
-        body,
+        blocks: body,
     })
 }
 
-fn html_escape(s: &str) -> String {
-    crate::chart::escape(s)
-}
-
-fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
+fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError> {
     let mut facts: Vec<(&str, String)> = vec![
         ("routine", r.routine.clone()),
         (
@@ -173,7 +169,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             }
         ),
     ));
-    body.push_str(&html::facts(&facts));
+    body.push(html::facts(&facts));
 
     let med =
         |s: &Option<stats::Summary>| s.as_ref().map_or("-".to_string(), |s| stats::ns(s.median));
@@ -209,7 +205,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             )
         })
         .collect();
-    body.push_str(&html::table(
+    body.push(html::table(
         &format!("{id}-contexts"),
         &format!(
             "Call contexts (distinct values of the integer parameters), by share of the routine's time; early = each context's first {} calls",
@@ -219,10 +215,10 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             "rank", "context", "calls", "share", "median", "min", "early median", "late median", "early / late", "interrupted",
             "distinct pointers",
         ],
-        &rows,
+        rows,
     ));
     if !r.data_values.is_empty() {
-        body.push_str(&html::note(&format!(
+        body.push(html::note(&format!(
             "Left out of the context (data, not sizes): {}.",
             r.data_values
                 .iter()
@@ -234,7 +230,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
 
     let tl = timeline_chart(r);
     let step = stride(r.timeline.len());
-    body.push_str(&html::figure(
+    body.push(html::figure(
         &format!("{id}-timeline"),
         "timeline",
         &tl.svg()?,
@@ -302,7 +298,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             n_early + n_late,
             c.rank
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-context-{}", c.rank),
             "context-timeline",
             &ch.svg()?,
@@ -375,7 +371,7 @@ fn routine(id: &str, r: &Report, body: &mut String) -> Result<(), ChartError> {
             "Median time of the early and the late calls of {} contexts: a cold start shows as early above late.",
             shown.len()
         );
-        body.push_str(&html::figure(
+        body.push(html::figure(
             &format!("{id}-early-late"),
             "early-late",
             &ch.svg()?,

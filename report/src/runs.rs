@@ -6,7 +6,7 @@
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Scale, Series, PALETTE};
 use crate::compare;
-use crate::html::{self, Cell, Section};
+use crate::html::{self, Block, Cell, Section};
 use crate::input::{Input, RunSamples};
 use std::path::PathBuf;
 
@@ -117,7 +117,7 @@ pub fn comparisons(files: &[TimedFile]) -> Vec<Comparison> {
 }
 
 pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
-    let mut body = String::new();
+    let mut body: Vec<Block> = Vec::new();
     let runs: Vec<(&TimedFile, &RunSamples)> = files
         .iter()
         .flat_map(|f| f.runs.iter().map(move |r| (f, r)))
@@ -162,7 +162,7 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
         runs.len(),
         files.len()
     );
-    body.push_str(&html::figure(
+    body.push(html::figure(
         &format!("{id}-samples"),
         "run-samples",
         &ch.svg()?,
@@ -199,20 +199,20 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push_str(&html::table(
+    body.push(html::table(
         &format!("{id}-summary"),
         "Each run's samples summarised (time per call); reported: the figure the tool itself reported",
         &["run", "file", "written by", "benchmark", "samples", "min", "median", "mean", "CV", "reported"],
-        &rows,
+        rows,
     ));
 
     let cmp = comparisons(files);
     if files.len() > 1 {
-        body.push_str(
-            "<h3>Compared with the first file (Google Benchmark's compare.py statistics)</h3>\n",
-        );
+        body.push(html::heading(
+            "Compared with the first file (Google Benchmark's compare.py statistics)",
+        ));
         if cmp.is_empty() {
-            body.push_str(&html::para(
+            body.push(html::para(
                 "No benchmark of a later file has the name of one in the first file, so nothing pairs up (compare.py pairs by name).",
             ));
         } else {
@@ -253,20 +253,20 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
                             Cell::num(p(c.time_pvalue)),
                             Cell::num(p(c.cpu_pvalue)),
                             Cell::num(format!("{} vs {}", c.repetitions.0, c.repetitions.1)),
-                            Cell::Html(verdict + &warn),
+                            Cell::html(verdict + &warn),
                         ],
                         "",
                     )
                 })
                 .collect();
-            body.push_str(&html::table(
+            body.push(html::table(
                 &format!("{id}-compare"),
                 &format!(
                     "Each benchmark against the first file ({}): change = (new - old) / |old|, negative is faster; p: two-sided Mann-Whitney U test of the repetitions, as compare.py reports it",
                     files[0].path.display()
                 ),
                 &["benchmark", "file", "old median", "new median", "median change", "mean change", "time p-value", "CPU p-value", "repetitions", "verdict"],
-                &rows,
+                rows,
             ));
         }
     }
@@ -274,7 +274,7 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
         id: id.into(),
         kind: "runs",
         heading: "Runs side by side".into(),
-        body,
+        blocks: body,
     })
 }
 
