@@ -41,6 +41,28 @@ pub struct Documented<T> {
     pub source: Source,
 }
 
+/// The value with where it came from ("8 (cpuid leaf 4)"), or where it
+/// was looked for when nothing documents it: as the probe's table and the
+/// report page both print it.
+impl<T: std::fmt::Display> std::fmt::Display for Documented<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Padded as a whole when a table asks for a width.
+        f.pad(&match &self.value {
+            Some(v) => format!("{v} ({})", self.source),
+            None => self.source.to_string(),
+        })
+    }
+}
+
+/// A documented yes or no, printed.
+pub fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 impl<T> Documented<T> {
     pub fn by(source: Source, value: Option<T>) -> Documented<T> {
         match value {

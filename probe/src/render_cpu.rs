@@ -1,23 +1,8 @@
 //! The CPU side of the probe as text: each measured value beside the
 //! documented one and where that came from.
 
-use crate::cpu::{CpuParams, Documented, Width};
+use crate::cpu::{yes_no, CpuParams, Width};
 use std::fmt::Write as _;
-
-fn documented<T: std::fmt::Display>(d: &Documented<T>) -> String {
-    match &d.value {
-        Some(v) => format!("{v} ({})", d.source),
-        None => d.source.to_string(),
-    }
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
 
 /// The CPU section of `tdg probe`'s table.
 pub fn cpu_table(c: &CpuParams) -> String {
@@ -58,7 +43,7 @@ pub fn cpu_table(c: &CpuParams) -> String {
             "{:<24} {:>7.2} cycles {:>16} {:>8.2} cycles ({} chains)",
             format!("{} {}", t.op.name(), t.width.name()),
             t.latency_cycles,
-            documented(&t.documented_latency_cycles),
+            t.documented_latency_cycles.to_string(),
             t.recip_throughput_cycles,
             t.chains
         );
@@ -96,7 +81,7 @@ pub fn cpu_table(c: &CpuParams) -> String {
             "{:<36} {:>9} {:>16}",
             label,
             r.measured,
-            documented(&r.documented)
+            r.documented.to_string()
         );
     }
     let _ = writeln!(
@@ -122,7 +107,7 @@ pub fn cpu_table(c: &CpuParams) -> String {
             "{:<24} {:>9} {:>16}  {how}{}",
             name,
             a.measured.map_or("-".to_string(), |w| format!("{w} ways")),
-            documented(&a.documented),
+            a.documented.to_string(),
             a.note
                 .as_deref()
                 .map(|n| format!("; {n}"))
@@ -220,7 +205,7 @@ pub fn cpu_summary(c: &CpuParams) -> String {
             } else {
                 ""
             },
-            documented(&r.documented)
+            r.documented
         ));
     }
     if let Some(f) = c.fma.fused {
@@ -231,7 +216,7 @@ pub fn cpu_summary(c: &CpuParams) -> String {
             parts.push(format!(
                 "{name} {} ways ({})",
                 a.measured.map_or("-".to_string(), |w| w.to_string()),
-                documented(&a.documented)
+                a.documented
             ));
         }
     }

@@ -3,7 +3,7 @@
 //! each parameter's effect (a heatmap for the two that matter most), the
 //! failed configurations and why, the model's start and any re-timing.
 
-use crate::chart::{Axis, Chart, ChartError, Heatmap, Mark, Scale, Series, GREY, PALETTE};
+use crate::chart::{Axis, Chart, ChartError, Heatmap, Mark, Scale, Series, PALETTE};
 use crate::html::{self, Block, Cell, Section};
 use crate::input::Campaign;
 use std::collections::BTreeMap;
@@ -63,17 +63,6 @@ fn band(e: &Evaluation) -> Option<(f64, f64)> {
             Some((t * (1.0 - u / 100.0), t * (1.0 + u / 100.0)))
         }
         _ => None,
-    }
-}
-
-/// A log time axis when the times span more than a factor of 4.
-fn time_scale(times: &[f64]) -> Scale {
-    let lo = times.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = times.iter().copied().fold(0.0, f64::max);
-    if lo > 0.0 && hi / lo > 4.0 {
-        Scale::Log
-    } else {
-        Scale::Linear
     }
 }
 
@@ -188,7 +177,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
     }
 
     // Every evaluation, by phase, with the best so far.
-    let scale = time_scale(&times);
+    let scale = Scale::of(&times);
     let mut phases: Vec<&str> = Vec::new();
     for e in evals {
         if !phases.contains(&e.phase.as_str()) {
@@ -267,7 +256,7 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
         let mut stair = improvements.clone();
         let last_best = improvements.last().map_or(first.1, |p| p.1);
         stair.push((end.elapsed_s.max(first.0), last_best));
-        let best_scale = time_scale(&improvements.iter().map(|p| p.1).collect::<Vec<_>>());
+        let best_scale = Scale::of(&improvements.iter().map(|p| p.1).collect::<Vec<_>>());
         let mut wall = Chart::new(
             "Best time so far against wall time",
             Axis::linear("wall time since the search started (s)"),
@@ -394,7 +383,6 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             y_values: ys.iter().map(|v| v.to_string()).collect(),
             cells,
             cell_text: |v| stats::ns(v),
-            legend: String::new(),
         };
         body.push(html::figure(
             &format!("{id}-heatmap"),
@@ -564,7 +552,6 @@ pub fn section(id: &str, c: &Campaign) -> Result<Section, ChartError> {
             rows,
         )],
     });
-    let _ = GREY;
     Ok(Section {
         id: id.into(),
         kind: "campaign",

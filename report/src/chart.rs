@@ -33,6 +33,21 @@ pub enum Scale {
     Log,
 }
 
+impl Scale {
+    /// The scale for a time axis over `values`: logarithmic when they are
+    /// positive and span more than a factor of 4, so both ends stay
+    /// readable; linear otherwise.
+    pub fn of(values: &[f64]) -> Scale {
+        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = values.iter().copied().fold(0.0, f64::max);
+        if lo > 0.0 && hi / lo > 4.0 {
+            Scale::Log
+        } else {
+            Scale::Linear
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
     /// A filled dot per point.
@@ -660,7 +675,6 @@ pub struct Heatmap {
     pub cells: Vec<Vec<Option<f64>>>,
     /// How a cell's value is printed.
     pub cell_text: fn(f64) -> String,
-    pub legend: String,
 }
 
 impl Heatmap {
@@ -777,7 +791,6 @@ impl Heatmap {
             title: self.title.clone(),
             why,
         })?;
-        let _ = &self.legend;
         Ok(accessible(&buf, &self.title, &self.description))
     }
 }

@@ -6,16 +6,6 @@ use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Scale, Series, PALETTE};
 use crate::html::{self, Block, Cell, Section};
 use crate::input::Input;
 
-fn scale_of(values: &[f64]) -> Scale {
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(0.0, f64::max);
-    if lo > 0.0 && hi / lo > 4.0 {
-        Scale::Log
-    } else {
-        Scale::Linear
-    }
-}
-
 pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
     let times: Vec<&checkpoint::TimingReport> = inputs
         .iter()
@@ -55,7 +45,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
         let mut ch = Chart::new(
             "Region time of each sample: restored copies and the application",
             Axis::linear("sample (restored copy, or plain run of the application)"),
-            Axis::time("region wall time", max, scale_of(&all)),
+            Axis::time("region wall time", max, Scale::of(&all)),
         );
         let mut k = 0;
         let mut plotted = 0;
@@ -200,7 +190,7 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
         let mut ch = Chart::new(
             "Region time against the checkpoint's delay",
             Axis::integer("delay (calls replayed before the timed one)"),
-            Axis::time("region wall time", max, scale_of(&all)),
+            Axis::time("region wall time", max, Scale::of(&all)),
         );
         let mut series = Series::new("median, min-max bar", Mark::Dots, PALETTE[0], meds.clone());
         series.error = s

@@ -5,22 +5,7 @@
 
 use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Series, PALETTE};
 use crate::html::{self, Block, Cell};
-use probe::cpu::{CpuParams, Documented, WaysMethod};
-
-fn documented<T: std::fmt::Display>(d: &Documented<T>) -> String {
-    match &d.value {
-        Some(v) => format!("{v} ({})", d.source),
-        None => d.source.to_string(),
-    }
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
-}
+use probe::cpu::{yes_no, CpuParams, WaysMethod};
 
 pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartError> {
     body.push(html::heading("The CPU"));
@@ -75,7 +60,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
                 "{} usable with {} (measured); documented {}",
                 r.measured,
                 r.isa.name(),
-                documented(&r.documented)
+                r.documented
             ),
         ));
     }
@@ -86,7 +71,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
                 format!(
                     "{} measured; documented {}{}",
                     w.measured.map_or("not measured".into(), |m| m.to_string()),
-                    documented(&w.documented),
+                    w.documented,
                     w.note
                         .as_ref()
                         .map(|n| format!("; {n}"))
@@ -121,7 +106,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
                         "do not share"
                     },
                     p.compute_ratio,
-                    documented(&p.documented_shares_core),
+                    p.documented_shares_core,
                     if shared.is_empty() {
                         String::new()
                     } else {
@@ -154,7 +139,7 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
                             Cell::text(t.op.name()),
                             Cell::text(t.width.name()),
                             Cell::num(format!("{:.2}", t.latency_cycles)),
-                            Cell::text(documented(&t.documented_latency_cycles)),
+                            Cell::text(t.documented_latency_cycles.to_string()),
                             Cell::num(format!("{:.2}", t.recip_throughput_cycles)),
                             Cell::num(t.chains.to_string()),
                         ],

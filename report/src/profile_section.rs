@@ -269,12 +269,7 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             .map(|(i, &t)| ((i + 1) as f64, t))
             .collect();
         let max = times.iter().copied().fold(0.0, f64::max);
-        let lo = times.iter().copied().fold(f64::INFINITY, f64::min);
-        let scale = if lo > 0.0 && max / lo > 4.0 {
-            Scale::Log
-        } else {
-            Scale::Linear
-        };
+        let scale = Scale::of(&times);
         let mut ch = Chart::new(
             format!("Context #{}: {}", c.rank, truncate(&c.label(), 48)),
             Axis::linear(format!("call of this context (1 .. {})", times.len())),
@@ -346,12 +341,7 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             .filter(|v| v.is_finite())
             .collect();
         let max = all.iter().copied().fold(0.0, f64::max);
-        let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-        let scale = if lo > 0.0 && max / lo > 4.0 {
-            Scale::Log
-        } else {
-            Scale::Linear
-        };
+        let scale = Scale::of(&all);
         let mut ch = Chart::new(
             "Early and late calls of each context",
             Axis::integer("context rank (1 = most time)"),

@@ -127,12 +127,7 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
         .flat_map(|(_, r)| r.real_ns.iter().copied())
         .collect();
     let max = all.iter().copied().fold(0.0, f64::max);
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
-    let scale = if lo > 0.0 && max / lo > 4.0 {
-        Scale::Log
-    } else {
-        Scale::Linear
-    };
+    let scale = Scale::of(&all);
     let mut ch = Chart::new(
         "Every sample of each run",
         Axis::integer("run (numbered as in the table below)"),

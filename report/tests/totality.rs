@@ -61,7 +61,6 @@ fn charts_draw_any_values() {
         y_values: vec!["2".into()],
         cells: vec![vec![None]],
         cell_text: |v| format!("{v}"),
-        legend: String::new(),
     };
     assert!(h.svg().unwrap().contains("<title>h</title>"));
 }
