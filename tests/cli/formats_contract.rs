@@ -231,3 +231,24 @@ fn the_schema_check_rejects_a_document_that_breaks_it() {
     assert!(!check.status.success());
     assert!(stderr(&check).contains("crashed"), "{}", stderr(&check));
 }
+
+/// The recorded search spaces (tune/spaces/, stored compact) are still T4
+/// documents Kernel Tuner's tooling reads.
+#[test]
+fn the_recorded_spaces_validate_as_t4() {
+    let spaces: Vec<_> = std::fs::read_dir(repo().join("tune/spaces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".t4.json"))
+        .collect();
+    assert!(spaces.len() >= 5, "tune/spaces holds {spaces:?}");
+    for space in spaces {
+        let check = validate_t4(&space);
+        assert!(
+            check.status.success(),
+            "{}: {}",
+            space.display(),
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+}
