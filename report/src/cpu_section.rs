@@ -7,8 +7,29 @@ use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Series, PALETTE};
 use crate::html::{self, Block, Cell};
 use probe::cpu::{yes_no, CpuParams, WaysMethod};
 
+use probe::cpu::{Associativity, RegisterCount};
+
 pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartError> {
     body.push(html::heading("The CPU"));
+    let mut facts = processor_facts(c);
+    facts.extend(context_facts(c));
+    body.push(html::facts(&facts));
+    if !c.fp.is_empty() {
+        body.push(fp_table(id, c));
+        body.push(fp_latency(id, c)?);
+    }
+    for r in &c.fp_registers {
+        body.extend(register_figure(id, r)?);
+    }
+    for (name, ways) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
+        body.extend(ways_figure(id, name, ways)?);
+    }
+    Ok(())
+}
+
+/// The processor, its clock, FMA, registers and associativity, each beside
+/// its documented value.
+fn processor_facts(c: &CpuParams) -> Vec<(&'static str, String)> {
     let mut facts: Vec<(&str, String)> = vec![(
         "processor",
         format!(
@@ -80,6 +101,12 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
             ));
         }
     }
+    facts
+}
+
+/// What the CPUs share with each other, and the memory bandwidth.
+fn context_facts(c: &CpuParams) -> Vec<(&'static str, String)> {
+    let mut facts: Vec<(&str, String)> = Vec::new();
     if let Some(ctx) = &c.contexts {
         for p in &ctx.pairs {
             let shared: Vec<String> = p
@@ -128,196 +155,206 @@ pub fn cpu(id: &str, c: &CpuParams, body: &mut Vec<Block>) -> Result<(), ChartEr
             ));
         }
     }
-    body.push(html::facts(&facts));
+    facts
+}
 
-    if !c.fp.is_empty() {
-        let rows: Vec<(Vec<Cell>, &str)> =
-            c.fp.iter()
-                .map(|t| {
-                    (
-                        vec![
-                            Cell::text(t.op.name()),
-                            Cell::text(t.width.name()),
-                            Cell::num(format!("{:.2}", t.latency_cycles)),
-                            Cell::text(t.documented_latency_cycles.to_string()),
-                            Cell::num(format!("{:.2}", t.recip_throughput_cycles)),
-                            Cell::num(t.chains.to_string()),
-                        ],
-                        "",
-                    )
-                })
-                .collect();
-        body.push(html::table(
-            &format!("{id}-fp"),
-            "Double-precision operations: latency and reciprocal throughput in core cycles, measured beside the documented latency",
-            &["operation", "width", "latency (cycles)", "documented", "recip. throughput (cycles)", "chains"],
-            rows,
-        ));
-        let mut ch = Chart::new(
-            "Double-precision latency by vector width",
-            Axis::integer("doubles per vector (1 scalar, 2 SSE2, 4 AVX2, 8 AVX-512)"),
-            Axis::linear("latency (core cycles)"),
-        );
-        for (k, op) in probe::cpu::FpOp::ALL.iter().enumerate() {
-            let of: Vec<&probe::cpu::FpTiming> = c.fp.iter().filter(|t| t.op == *op).collect();
-            if of.is_empty() {
-                continue;
-            }
-            ch.series.push(Series::new(
-                format!("{} measured", op.name()),
-                Mark::Dots,
-                PALETTE[k % PALETTE.len()],
-                of.iter()
-                    .map(|t| (f64::from(t.width.doubles()), t.latency_cycles))
-                    .collect(),
-            ));
-            let doc: Vec<(f64, f64)> = of
-                .iter()
-                .filter_map(|t| {
-                    t.documented_latency_cycles
-                        .value
-                        .map(|d| (f64::from(t.width.doubles()), d))
-                })
-                .collect();
-            if !doc.is_empty() {
-                ch.series.push(Series::new(
-                    format!("{} documented", op.name()),
-                    Mark::Rings,
-                    PALETTE[k % PALETTE.len()],
-                    doc,
-                ));
-            }
-        }
-        ch.width = 640;
-        ch.height = 320;
-        ch.description = format!(
-            "{} latencies measured (dots) beside the documented ones (rings).",
-            c.fp.len()
-        );
-        body.push(html::figure(
-            &format!("{id}-fp-latency"),
-            "fp-latency",
-            &ch.svg()?,
-            "Dots: measured latency of a dependent chain; rings: the vendor's or cpuid's figure.",
-        ));
-    }
+/// The double-precision operations' latency and throughput.
+fn fp_table(id: &str, c: &CpuParams) -> Block {
+    let rows: Vec<(Vec<Cell>, &str)> =
+        c.fp.iter()
+            .map(|t| {
+                (
+                    vec![
+                        Cell::text(t.op.name()),
+                        Cell::text(t.width.name()),
+                        Cell::num(format!("{:.2}", t.latency_cycles)),
+                        Cell::text(t.documented_latency_cycles.to_string()),
+                        Cell::num(format!("{:.2}", t.recip_throughput_cycles)),
+                        Cell::num(t.chains.to_string()),
+                    ],
+                    "",
+                )
+            })
+            .collect();
+    html::table(
+        &format!("{id}-fp"),
+        "Double-precision operations: latency and reciprocal throughput in core cycles, measured beside the documented latency",
+        &["operation", "width", "latency (cycles)", "documented", "recip. throughput (cycles)", "chains"],
+        rows,
+    )
+}
 
-    for r in &c.fp_registers {
-        if r.cycles_per_op.len() < 2 {
+/// The latency by vector width, measured beside documented.
+fn fp_latency(id: &str, c: &CpuParams) -> Result<Block, ChartError> {
+    let mut ch = Chart::new(
+        "Double-precision latency by vector width",
+        Axis::integer("doubles per vector (1 scalar, 2 SSE2, 4 AVX2, 8 AVX-512)"),
+        Axis::linear("latency (core cycles)"),
+    );
+    for (k, op) in probe::cpu::FpOp::ALL.iter().enumerate() {
+        let of: Vec<&probe::cpu::FpTiming> = c.fp.iter().filter(|t| t.op == *op).collect();
+        if of.is_empty() {
             continue;
         }
-        let mut ch = Chart::new(
-            format!(
-                "Cycles per operation against live values ({})",
-                r.isa.name()
-            ),
-            Axis::integer("independent accumulators kept live"),
-            Axis::linear("core cycles per operation"),
-        );
         ch.series.push(Series::new(
-            "measured",
-            Mark::Line,
-            PALETTE[0],
-            r.cycles_per_op
-                .iter()
-                .map(|(n, c)| (f64::from(*n), *c))
-                .collect(),
-        ));
-        ch.series.push(Series::new(
-            "",
+            format!("{} measured", op.name()),
             Mark::Dots,
-            PALETTE[0],
-            r.cycles_per_op
-                .iter()
-                .map(|(n, c)| (f64::from(*n), *c))
+            PALETTE[k % PALETTE.len()],
+            of.iter()
+                .map(|t| (f64::from(t.width.doubles()), t.latency_cycles))
                 .collect(),
         ));
+        let doc: Vec<(f64, f64)> = of
+            .iter()
+            .filter_map(|t| {
+                t.documented_latency_cycles
+                    .value
+                    .map(|d| (f64::from(t.width.doubles()), d))
+            })
+            .collect();
+        if !doc.is_empty() {
+            ch.series.push(Series::new(
+                format!("{} documented", op.name()),
+                Mark::Rings,
+                PALETTE[k % PALETTE.len()],
+                doc,
+            ));
+        }
+    }
+    ch.width = 640;
+    ch.height = 320;
+    ch.description = format!(
+        "{} latencies measured (dots) beside the documented ones (rings).",
+        c.fp.len()
+    );
+    Ok(html::figure(
+        &format!("{id}-fp-latency"),
+        "fp-latency",
+        &ch.svg()?,
+        "Dots: measured latency of a dependent chain; rings: the vendor's or cpuid's figure.",
+    ))
+}
+
+/// Cycles per operation against live values: where the registers run out.
+fn register_figure(id: &str, r: &RegisterCount) -> Result<Option<Block>, ChartError> {
+    if r.cycles_per_op.len() < 2 {
+        return Ok(None);
+    }
+    let mut ch = Chart::new(
+        format!(
+            "Cycles per operation against live values ({})",
+            r.isa.name()
+        ),
+        Axis::integer("independent accumulators kept live"),
+        Axis::linear("core cycles per operation"),
+    );
+    ch.series.push(Series::new(
+        "measured",
+        Mark::Line,
+        PALETTE[0],
+        r.cycles_per_op
+            .iter()
+            .map(|(n, c)| (f64::from(*n), *c))
+            .collect(),
+    ));
+    ch.series.push(Series::new(
+        "",
+        Mark::Dots,
+        PALETTE[0],
+        r.cycles_per_op
+            .iter()
+            .map(|(n, c)| (f64::from(*n), *c))
+            .collect(),
+    ));
+    ch.rules.push(Rule {
+        x: f64::from(r.measured),
+        label: format!("spills past {}", r.measured),
+        color: PALETTE[1],
+        dashed: true,
+    });
+    if let Some(d) = r.documented.value {
         ch.rules.push(Rule {
-            x: f64::from(r.measured),
-            label: format!("spills past {}", r.measured),
+            x: f64::from(d),
+            label: format!("documented {d}"),
+            color: PALETTE[2],
+            dashed: false,
+        });
+    }
+    ch.width = 640;
+    ch.height = 300;
+    ch.description = format!(
+        "{} accumulator counts timed; spilling begins past {}.",
+        r.cycles_per_op.len(),
+        r.measured
+    );
+    Ok(Some(html::figure(
+        &format!("{id}-registers-{}", r.isa.name()),
+        "registers",
+        &ch.svg()?,
+        "The time per operation rises where the live values no longer fit the registers and the compiler spills them.",
+    )))
+}
+
+/// A cache's time per access against lines at one set.
+fn ways_figure(
+    id: &str,
+    name: &str,
+    ways: &Option<Associativity>,
+) -> Result<Option<Block>, ChartError> {
+    let Some(w) = ways else { return Ok(None) };
+    let WaysMethod::ConflictStride {
+        stride_bytes,
+        curve,
+    } = &w.method
+    else {
+        return Ok(None);
+    };
+    if curve.len() < 2 {
+        return Ok(None);
+    }
+    let mut ch = Chart::new(
+        format!("{name}: time per access against lines at one set"),
+        Axis::integer(format!("lines {} apart", stats::bytes(*stride_bytes))),
+        Axis::linear("time per access (ns)"),
+    );
+    ch.series.push(Series::new(
+        "measured",
+        Mark::Line,
+        PALETTE[0],
+        curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
+    ));
+    ch.series.push(Series::new(
+        "",
+        Mark::Dots,
+        PALETTE[0],
+        curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
+    ));
+    if let Some(m) = w.measured {
+        ch.rules.push(Rule {
+            x: f64::from(m),
+            label: format!("{m} ways"),
             color: PALETTE[1],
             dashed: true,
         });
-        if let Some(d) = r.documented.value {
-            ch.rules.push(Rule {
-                x: f64::from(d),
-                label: format!("documented {d}"),
-                color: PALETTE[2],
-                dashed: false,
-            });
-        }
-        ch.width = 640;
-        ch.height = 300;
-        ch.description = format!(
-            "{} accumulator counts timed; spilling begins past {}.",
-            r.cycles_per_op.len(),
-            r.measured
-        );
-        body.push(html::figure(
-            &format!("{id}-registers-{}", r.isa.name()),
-            "registers",
-            &ch.svg()?,
-            "The time per operation rises where the live values no longer fit the registers and the compiler spills them.",
-        ));
     }
-
-    for (name, ways) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
-        let Some(w) = ways else { continue };
-        let WaysMethod::ConflictStride {
-            stride_bytes,
-            curve,
-        } = &w.method
-        else {
-            continue;
-        };
-        if curve.len() < 2 {
-            continue;
-        }
-        let mut ch = Chart::new(
-            format!("{name}: time per access against lines at one set"),
-            Axis::integer(format!("lines {} apart", stats::bytes(*stride_bytes))),
-            Axis::linear("time per access (ns)"),
-        );
-        ch.series.push(Series::new(
-            "measured",
-            Mark::Line,
-            PALETTE[0],
-            curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
-        ));
-        ch.series.push(Series::new(
-            "",
-            Mark::Dots,
-            PALETTE[0],
-            curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
-        ));
-        if let Some(m) = w.measured {
-            ch.rules.push(Rule {
-                x: f64::from(m),
-                label: format!("{m} ways"),
-                color: PALETTE[1],
-                dashed: true,
-            });
-        }
-        if let Some(d) = w.documented.value {
-            ch.rules.push(Rule {
-                x: f64::from(d),
-                label: String::new(),
-                color: PALETTE[2],
-                dashed: false,
-            });
-        }
-        ch.width = 640;
-        ch.height = 300;
-        ch.description = format!(
-            "{} counts of conflicting lines timed for {name}.",
-            curve.len()
-        );
-        body.push(html::figure(
-            &format!("{id}-ways-{}", name.to_lowercase()),
-            "ways",
-            &ch.svg()?,
-            "Lines that map to one set stay cached up to the associativity; one more and they evict each other.",
-        ));
+    if let Some(d) = w.documented.value {
+        ch.rules.push(Rule {
+            x: f64::from(d),
+            label: String::new(),
+            color: PALETTE[2],
+            dashed: false,
+        });
     }
-    Ok(())
+    ch.width = 640;
+    ch.height = 300;
+    ch.description = format!(
+        "{} counts of conflicting lines timed for {name}.",
+        curve.len()
+    );
+    Ok(Some(html::figure(
+        &format!("{id}-ways-{}", name.to_lowercase()),
+        "ways",
+        &ch.svg()?,
+        "Lines that map to one set stay cached up to the associativity; one more and they evict each other.",
+    )))
 }

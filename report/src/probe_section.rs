@@ -80,7 +80,38 @@ pub fn latency_svg(r: &ProbeResult) -> Result<String, ChartError> {
 }
 
 pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
-    let mut body: Vec<Block> = Vec::new();
+    let mut body: Vec<Block> = vec![facts(r), latency_figure(id, r)?, cache_table(id, r)];
+    if !r.tlb_curve.is_empty() {
+        body.push(tlb_figure(id, r)?);
+        body.push(tlb_table(id, r));
+    }
+    if let Some(f) = &r.flush {
+        body.extend(flush_figure(id, f)?);
+    }
+    body.push(timer_table(id, r));
+    if let Some(t) = &r.tsc {
+        body.push(html::para(&format!(
+            "TSC: {:.4} GHz measured; documented {}.",
+            t.measured_ghz,
+            match (&t.documented_ghz, &t.documented_source) {
+                (Some(g), Some(src)) => format!("{g:.4} GHz ({src})"),
+                _ => "nowhere".into(),
+            }
+        )));
+    }
+    if let Some(cpu) = &r.cpu {
+        crate::cpu_section::cpu(id, cpu, &mut body)?;
+    }
+    Ok(Section {
+        id: id.into(),
+        kind: "probe",
+        heading: format!("Probe of {}", r.cpu_model),
+        blocks: body,
+    })
+}
+
+/// What was probed, when, under what load, and what drivers take from it.
+fn facts(r: &ProbeResult) -> Block {
     let mut facts: Vec<(&str, String)> = vec![
         ("CPU", r.cpu_model.clone()),
         (
@@ -125,10 +156,12 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             r.recommended_timer().map_or("-", |t| t.name.as_str())
         ),
     ));
-    body.push(html::facts(&facts));
+    html::facts(&facts)
+}
 
+fn latency_figure(id: &str, r: &ProbeResult) -> Result<Block, ChartError> {
     let ch = latency_chart(r);
-    body.push(html::figure(
+    Ok(html::figure(
         &format!("{id}-latency"),
         "latency",
         &ch.svg()?,
@@ -138,7 +171,11 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             r.cache_curve.last().map_or("-".into(), |p| stats::bytes(p.x)),
             if r.cache_curve_huge_pages { "transparent huge" } else { "base-size" }
         ),
-    ));
+    ))
+}
+
+/// Each cache level's effective size beside the documented one.
+fn cache_table(id: &str, r: &ProbeResult) -> Block {
     let rows: Vec<(Vec<Cell>, &str)> = r
         .caches
         .iter()
@@ -169,147 +206,156 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push(html::table(
+    html::table(
         &format!("{id}-caches"),
         "Cache levels: the effective size (largest buffer still at the level's latency) beside the documented one (sysfs)",
         &["cache", "effective", "documented", "difference", "latency"],
         rows,
-    ));
+    )
+}
 
-    if !r.tlb_curve.is_empty() {
-        let mut t = Chart::new(
-            "Access latency against pages touched (one line per page)",
-            Axis::log("pages touched (log scale)"),
-            Axis::log("time per access (ns, log scale)"),
-        );
-        let pts: Vec<(f64, f64)> = r
-            .tlb_curve
+/// Latency against pages touched: where the TLB levels run out.
+fn tlb_figure(id: &str, r: &ProbeResult) -> Result<Block, ChartError> {
+    let mut t = Chart::new(
+        "Access latency against pages touched (one line per page)",
+        Axis::log("pages touched (log scale)"),
+        Axis::log("time per access (ns, log scale)"),
+    );
+    let pts: Vec<(f64, f64)> = r
+        .tlb_curve
+        .iter()
+        .map(|p| (p.x as f64, p.ns_monotonic))
+        .collect();
+    t.series.push(Series::new(
+        "as measured",
+        Mark::DashedLine,
+        GREY,
+        r.tlb_curve.iter().map(|p| (p.x as f64, p.ns)).collect(),
+    ));
+    t.series
+        .push(Series::new("monotonic", Mark::Line, PALETTE[0], pts));
+    for (i, l) in r.tlb.iter().enumerate() {
+        let color = PALETTE[(i + 1) % PALETTE.len()];
+        t.rules.push(Rule {
+            x: l.entries as f64,
+            label: format!("L{} dTLB {} entries", l.level, l.entries),
+            color,
+            dashed: true,
+        });
+        if let Some(d) = l.documented_entries {
+            t.rules.push(Rule {
+                x: d as f64,
+                label: String::new(),
+                color: color.mix_to_rgb(0.45),
+                dashed: false,
+            });
+        }
+    }
+    t.height = 360;
+    t.description = format!(
+        "{} page counts measured; {} TLB levels detected (dashed: measured entries; solid: documented).",
+        r.tlb_curve.len(),
+        r.tlb.len()
+    );
+    Ok(html::figure(
+        &format!("{id}-tlb"),
+        "tlb",
+        &t.svg()?,
+        &format!(
+            "One access per {} page; the steps are where the TLB levels run out.",
+            stats::bytes(r.page_bytes)
+        ),
+    ))
+}
+
+fn tlb_table(id: &str, r: &ProbeResult) -> Block {
+    let rows: Vec<(Vec<Cell>, &str)> = r
+        .tlb
+        .iter()
+        .map(|l| {
+            (
+                vec![
+                    Cell::text(format!("L{} dTLB", l.level)),
+                    Cell::num(l.entries.to_string()),
+                    Cell::num(
+                        l.documented_entries
+                            .map_or("not documented".into(), |d| d.to_string()),
+                    ),
+                    Cell::num(stats::bytes(l.reach_bytes)),
+                    Cell::num(stats::ns(l.latency_ns)),
+                ],
+                "",
+            )
+        })
+        .collect();
+    html::table(
+        &format!("{id}-tlb-levels"),
+        "TLB levels: measured entries beside the documented ones (cpuid)",
+        &["TLB", "entries", "documented", "reach", "latency"],
+        rows,
+    )
+}
+
+/// A warm operand re-read after read-flushes of growing size (none
+/// without a curve).
+fn flush_figure(id: &str, f: &probe::FlushProbe) -> Result<Option<Block>, ChartError> {
+    if f.curve.is_empty() {
+        return Ok(None);
+    }
+    let mut fc = Chart::new(
+        format!(
+            "Re-reading a warm {} operand after a read-flush",
+            stats::bytes(f.operand_bytes)
+        ),
+        Axis::bytes("read-flush size (bytes, log scale)"),
+        Axis::linear("time per access (ns)"),
+    );
+    fc.series.push(Series::new(
+        "after the flush",
+        Mark::Line,
+        PALETTE[0],
+        f.curve
             .iter()
             .map(|p| (p.x as f64, p.ns_monotonic))
-            .collect();
-        t.series.push(Series::new(
-            "as measured",
-            Mark::DashedLine,
-            GREY,
-            r.tlb_curve.iter().map(|p| (p.x as f64, p.ns)).collect(),
-        ));
-        t.series
-            .push(Series::new("monotonic", Mark::Line, PALETTE[0], pts));
-        for (i, l) in r.tlb.iter().enumerate() {
-            let color = PALETTE[(i + 1) % PALETTE.len()];
-            t.rules.push(Rule {
-                x: l.entries as f64,
-                label: format!("L{} dTLB {} entries", l.level, l.entries),
-                color,
-                dashed: true,
-            });
-            if let Some(d) = l.documented_entries {
-                t.rules.push(Rule {
-                    x: d as f64,
-                    label: String::new(),
-                    color: color.mix_to_rgb(0.45),
-                    dashed: false,
-                });
-            }
-        }
-        t.height = 360;
-        t.description = format!(
-            "{} page counts measured; {} TLB levels detected (dashed: measured entries; solid: documented).",
-            r.tlb_curve.len(),
-            r.tlb.len()
-        );
-        body.push(html::figure(
-            &format!("{id}-tlb"),
-            "tlb",
-            &t.svg()?,
-            &format!(
-                "One access per {} page; the steps are where the TLB levels run out.",
-                stats::bytes(r.page_bytes)
-            ),
-        ));
-        let rows: Vec<(Vec<Cell>, &str)> = r
-            .tlb
+            .collect(),
+    ));
+    fc.series.push(Series::new(
+        "",
+        Mark::Dots,
+        PALETTE[0],
+        f.curve
             .iter()
-            .map(|l| {
-                (
-                    vec![
-                        Cell::text(format!("L{} dTLB", l.level)),
-                        Cell::num(l.entries.to_string()),
-                        Cell::num(
-                            l.documented_entries
-                                .map_or("not documented".into(), |d| d.to_string()),
-                        ),
-                        Cell::num(stats::bytes(l.reach_bytes)),
-                        Cell::num(stats::ns(l.latency_ns)),
-                    ],
-                    "",
-                )
-            })
-            .collect();
-        body.push(html::table(
-            &format!("{id}-tlb-levels"),
-            "TLB levels: measured entries beside the documented ones (cpuid)",
-            &["TLB", "entries", "documented", "reach", "latency"],
-            rows,
-        ));
+            .map(|p| (p.x as f64, p.ns_monotonic))
+            .collect(),
+    ));
+    if let Some(s) = f.sufficient_bytes {
+        fc.rules.push(Rule {
+            x: s as f64,
+            label: format!("sufficient: {}", stats::bytes(s)),
+            color: PALETTE[1],
+            dashed: true,
+        });
     }
+    fc.height = 340;
+    fc.description = format!(
+        "{} flush sizes; warm {} and cold {} per access.",
+        f.curve.len(),
+        stats::ns(f.warm_ns),
+        stats::ns(f.cold_ns)
+    );
+    Ok(Some(html::figure(
+        &format!("{id}-flush"),
+        "flush",
+        &fc.svg()?,
+        &format!(
+            "Warm {} per access, cold {}; the dashed line is the smallest flush that reaches 90 % of the way to cold.",
+            stats::ns(f.warm_ns),
+            stats::ns(f.cold_ns)
+        ),
+    )))
+}
 
-    if let Some(f) = &r.flush {
-        if !f.curve.is_empty() {
-            let mut fc = Chart::new(
-                format!(
-                    "Re-reading a warm {} operand after a read-flush",
-                    stats::bytes(f.operand_bytes)
-                ),
-                Axis::bytes("read-flush size (bytes, log scale)"),
-                Axis::linear("time per access (ns)"),
-            );
-            fc.series.push(Series::new(
-                "after the flush",
-                Mark::Line,
-                PALETTE[0],
-                f.curve
-                    .iter()
-                    .map(|p| (p.x as f64, p.ns_monotonic))
-                    .collect(),
-            ));
-            fc.series.push(Series::new(
-                "",
-                Mark::Dots,
-                PALETTE[0],
-                f.curve
-                    .iter()
-                    .map(|p| (p.x as f64, p.ns_monotonic))
-                    .collect(),
-            ));
-            if let Some(s) = f.sufficient_bytes {
-                fc.rules.push(Rule {
-                    x: s as f64,
-                    label: format!("sufficient: {}", stats::bytes(s)),
-                    color: PALETTE[1],
-                    dashed: true,
-                });
-            }
-            fc.height = 340;
-            fc.description = format!(
-                "{} flush sizes; warm {} and cold {} per access.",
-                f.curve.len(),
-                stats::ns(f.warm_ns),
-                stats::ns(f.cold_ns)
-            );
-            body.push(html::figure(
-                &format!("{id}-flush"),
-                "flush",
-                &fc.svg()?,
-                &format!(
-                    "Warm {} per access, cold {}; the dashed line is the smallest flush that reaches 90 % of the way to cold.",
-                    stats::ns(f.warm_ns),
-                    stats::ns(f.cold_ns)
-                ),
-            ));
-        }
-    }
-
+fn timer_table(id: &str, r: &ProbeResult) -> Block {
     let rows: Vec<(Vec<Cell>, &str)> = r
         .timers
         .iter()
@@ -326,29 +372,10 @@ pub fn section(id: &str, r: &ProbeResult) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push(html::table(
+    html::table(
         &format!("{id}-timers"),
         "Timers: measured resolution beside the claimed one, the cost of a reading, and the shortest interval timed within 0.1 %",
         &["timer", "resolution", "claimed", "overhead", "0.1 % interval"],
         rows,
-    ));
-    if let Some(t) = &r.tsc {
-        body.push(html::para(&format!(
-            "TSC: {:.4} GHz measured; documented {}.",
-            t.measured_ghz,
-            match (&t.documented_ghz, &t.documented_source) {
-                (Some(g), Some(src)) => format!("{g:.4} GHz ({src})"),
-                _ => "nowhere".into(),
-            }
-        )));
-    }
-    if let Some(cpu) = &r.cpu {
-        crate::cpu_section::cpu(id, cpu, &mut body)?;
-    }
-    Ok(Section {
-        id: id.into(),
-        kind: "probe",
-        heading: format!("Probe of {}", r.cpu_model),
-        blocks: body,
-    })
+    )
 }

@@ -118,6 +118,29 @@ pub fn section(id: &str, p: &Profile) -> Result<Section, ChartError> {
 }
 
 fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError> {
+    body.push(facts(r));
+    body.push(contexts_table(id, r));
+    if !r.data_values.is_empty() {
+        body.push(html::note(&format!(
+            "Left out of the context (data, not sizes): {}.",
+            r.data_values
+                .iter()
+                .map(|(n, k)| format!("{n} ({k} distinct values)"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    body.push(timeline_figure(id, r)?);
+    // Each leading context's own timeline, early calls marked.
+    for (k, c) in r.contexts.iter().take(SHOWN_CONTEXTS).enumerate() {
+        body.extend(context_figure(id, r, k, c)?);
+    }
+    body.extend(early_late_figure(id, r)?);
+    Ok(())
+}
+
+/// The routine's calls, where it is defined and how it was timed.
+fn facts(r: &Report) -> Block {
     let mut facts: Vec<(&str, String)> = vec![
         ("routine", r.routine.clone()),
         (
@@ -169,10 +192,15 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             }
         ),
     ));
-    body.push(html::facts(&facts));
+    html::facts(&facts)
+}
 
-    let med =
-        |s: &Option<stats::Summary>| s.as_ref().map_or("-".to_string(), |s| stats::ns(s.median));
+/// A context's median, or "-" without calls.
+fn med(s: &Option<stats::Summary>) -> String {
+    s.as_ref().map_or("-".to_string(), |s| stats::ns(s.median))
+}
+
+fn contexts_table(id: &str, r: &Report) -> Block {
     let rows: Vec<(Vec<Cell>, &str)> = r
         .contexts
         .iter()
@@ -205,7 +233,7 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             )
         })
         .collect();
-    body.push(html::table(
+    html::table(
         &format!("{id}-contexts"),
         &format!(
             "Call contexts (distinct values of the integer parameters), by share of the routine's time; early = each context's first {} calls",
@@ -216,21 +244,13 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             "distinct pointers",
         ],
         rows,
-    ));
-    if !r.data_values.is_empty() {
-        body.push(html::note(&format!(
-            "Left out of the context (data, not sizes): {}.",
-            r.data_values
-                .iter()
-                .map(|(n, k)| format!("{n} ({k} distinct values)"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+    )
+}
 
+fn timeline_figure(id: &str, r: &Report) -> Result<Block, ChartError> {
     let tl = timeline_chart(r);
     let step = stride(r.timeline.len());
-    body.push(html::figure(
+    Ok(html::figure(
         &format!("{id}-timeline"),
         "timeline",
         &tl.svg()?,
@@ -241,132 +261,140 @@ fn routine(id: &str, r: &Report, body: &mut Vec<Block>) -> Result<(), ChartError
             r.timeline.len(),
             SHOWN_CONTEXTS.min(r.contexts.len())
         ),
-    ));
+    ))
+}
 
-    // Each leading context's own timeline, early calls marked.
-    for (k, c) in r.contexts.iter().take(SHOWN_CONTEXTS).enumerate() {
-        let times: Vec<f64> = r
-            .timeline
-            .iter()
-            .filter(|p| p.1 == c.rank)
-            .map(|p| p.0.max(ZERO_CALL_NS))
-            .collect();
-        if times.len() < 2 {
-            continue;
-        }
-        let step = stride(times.len());
-        let early: Vec<(f64, f64)> = times
-            .iter()
-            .take(r.early_calls)
-            .enumerate()
-            .map(|(i, &t)| ((i + 1) as f64, t))
-            .collect();
-        let late: Vec<(f64, f64)> = times
-            .iter()
-            .enumerate()
-            .skip(r.early_calls)
-            .step_by(step)
-            .map(|(i, &t)| ((i + 1) as f64, t))
-            .collect();
-        let max = times.iter().copied().fold(0.0, f64::max);
-        let scale = Scale::of(&times);
-        let mut ch = Chart::new(
-            format!("Context #{}: {}", c.rank, truncate(&c.label(), 48)),
-            Axis::linear(format!("call of this context (1 .. {})", times.len())),
-            Axis::time("time per call", max, scale),
-        );
-        let color = PALETTE[k % PALETTE.len()];
-        let n_early = early.len();
-        let n_late = late.len();
-        ch.series.push(Series::new(
-            format!("first {} calls (early)", r.early_calls),
-            Mark::Rings,
-            PALETTE[1],
-            early,
-        ));
-        ch.series
-            .push(Series::new("later calls", Mark::Dots, color, late));
-        ch.width = 640;
-        ch.height = 300;
-        ch.description = format!(
-            "{} calls of context #{} plotted against their order within the context: {n_early} early, {n_late} later.",
-            n_early + n_late,
-            c.rank
-        );
-        body.push(html::figure(
-            &format!("{id}-context-{}", c.rank),
-            "context-timeline",
-            &ch.svg()?,
-            &format!(
-                "Context #{} ({} calls, {:.1} % of the time): early median {}, late median {}.",
-                c.rank,
-                c.calls,
-                c.share * 100.0,
-                med(&c.early),
-                med(&c.late)
-            ),
-        ));
+/// Context `c`'s own timeline, its early calls marked (none with fewer
+/// than two calls); `k` picks its colour.
+fn context_figure(
+    id: &str,
+    r: &Report,
+    k: usize,
+    c: &instrument::report::ContextStats,
+) -> Result<Option<Block>, ChartError> {
+    let times: Vec<f64> = r
+        .timeline
+        .iter()
+        .filter(|p| p.1 == c.rank)
+        .map(|p| p.0.max(ZERO_CALL_NS))
+        .collect();
+    if times.len() < 2 {
+        return Ok(None);
     }
+    let step = stride(times.len());
+    let early: Vec<(f64, f64)> = times
+        .iter()
+        .take(r.early_calls)
+        .enumerate()
+        .map(|(i, &t)| ((i + 1) as f64, t))
+        .collect();
+    let late: Vec<(f64, f64)> = times
+        .iter()
+        .enumerate()
+        .skip(r.early_calls)
+        .step_by(step)
+        .map(|(i, &t)| ((i + 1) as f64, t))
+        .collect();
+    let max = times.iter().copied().fold(0.0, f64::max);
+    let scale = Scale::of(&times);
+    let mut ch = Chart::new(
+        format!("Context #{}: {}", c.rank, truncate(&c.label(), 48)),
+        Axis::linear(format!("call of this context (1 .. {})", times.len())),
+        Axis::time("time per call", max, scale),
+    );
+    let color = PALETTE[k % PALETTE.len()];
+    let n_early = early.len();
+    let n_late = late.len();
+    ch.series.push(Series::new(
+        format!("first {} calls (early)", r.early_calls),
+        Mark::Rings,
+        PALETTE[1],
+        early,
+    ));
+    ch.series
+        .push(Series::new("later calls", Mark::Dots, color, late));
+    ch.width = 640;
+    ch.height = 300;
+    ch.description = format!(
+        "{} calls of context #{} plotted against their order within the context: {n_early} early, {n_late} later.",
+        n_early + n_late,
+        c.rank
+    );
+    Ok(Some(html::figure(
+        &format!("{id}-context-{}", c.rank),
+        "context-timeline",
+        &ch.svg()?,
+        &format!(
+            "Context #{} ({} calls, {:.1} % of the time): early median {}, late median {}.",
+            c.rank,
+            c.calls,
+            c.share * 100.0,
+            med(&c.early),
+            med(&c.late)
+        ),
+    )))
+}
 
-    // Early against late medians.
+/// Early against late medians of the leading contexts.
+fn early_late_figure(id: &str, r: &Report) -> Result<Option<Block>, ChartError> {
     let shown: Vec<&instrument::report::ContextStats> = r
         .contexts
         .iter()
         .take(12)
         .filter(|c| c.early.is_some() && c.late.is_some())
         .collect();
-    if !shown.is_empty() {
-        let early: Vec<(f64, f64)> = shown
-            .iter()
-            .map(|c| {
-                (
-                    c.rank as f64,
-                    c.early.as_ref().map_or(f64::NAN, |s| s.median),
-                )
-            })
-            .collect();
-        let late: Vec<(f64, f64)> = shown
-            .iter()
-            .map(|c| {
-                (
-                    c.rank as f64,
-                    c.late.as_ref().map_or(f64::NAN, |s| s.median),
-                )
-            })
-            .collect();
-        let all: Vec<f64> = early
-            .iter()
-            .chain(&late)
-            .map(|p| p.1)
-            .filter(|v| v.is_finite())
-            .collect();
-        let max = all.iter().copied().fold(0.0, f64::max);
-        let scale = Scale::of(&all);
-        let mut ch = Chart::new(
-            "Early and late calls of each context",
-            Axis::integer("context rank (1 = most time)"),
-            Axis::time("median time per call", max, scale),
-        );
-        ch.series.push(Series::new(
-            format!("early (first {} calls)", r.early_calls),
-            Mark::Rings,
-            PALETTE[1],
-            early,
-        ));
-        ch.series
-            .push(Series::new("late (the rest)", Mark::Dots, PALETTE[0], late));
-        ch.width = 640;
-        ch.height = 320;
-        ch.description = format!(
-            "Median time of the early and the late calls of {} contexts: a cold start shows as early above late.",
-            shown.len()
-        );
-        body.push(html::figure(
-            &format!("{id}-early-late"),
-            "early-late",
-            &ch.svg()?,
-            "Each context's first calls run with cold caches (early); the rest warm (late). A driver should time the state of the calls that dominate.",
-        ));
+    if shown.is_empty() {
+        return Ok(None);
     }
-    Ok(())
+    let early: Vec<(f64, f64)> = shown
+        .iter()
+        .map(|c| {
+            (
+                c.rank as f64,
+                c.early.as_ref().map_or(f64::NAN, |s| s.median),
+            )
+        })
+        .collect();
+    let late: Vec<(f64, f64)> = shown
+        .iter()
+        .map(|c| {
+            (
+                c.rank as f64,
+                c.late.as_ref().map_or(f64::NAN, |s| s.median),
+            )
+        })
+        .collect();
+    let all: Vec<f64> = early
+        .iter()
+        .chain(&late)
+        .map(|p| p.1)
+        .filter(|v| v.is_finite())
+        .collect();
+    let max = all.iter().copied().fold(0.0, f64::max);
+    let scale = Scale::of(&all);
+    let mut ch = Chart::new(
+        "Early and late calls of each context",
+        Axis::integer("context rank (1 = most time)"),
+        Axis::time("median time per call", max, scale),
+    );
+    ch.series.push(Series::new(
+        format!("early (first {} calls)", r.early_calls),
+        Mark::Rings,
+        PALETTE[1],
+        early,
+    ));
+    ch.series
+        .push(Series::new("late (the rest)", Mark::Dots, PALETTE[0], late));
+    ch.width = 640;
+    ch.height = 320;
+    ch.description = format!(
+        "Median time of the early and the late calls of {} contexts: a cold start shows as early above late.",
+        shown.len()
+    );
+    Ok(Some(html::figure(
+        &format!("{id}-early-late"),
+        "early-late",
+        &ch.svg()?,
+        "Each context's first calls run with cold caches (early); the rest warm (late). A driver should time the state of the calls that dominate.",
+    )))
 }

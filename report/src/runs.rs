@@ -117,11 +117,38 @@ pub fn comparisons(files: &[TimedFile]) -> Vec<Comparison> {
 }
 
 pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
-    let mut body: Vec<Block> = Vec::new();
     let runs: Vec<(&TimedFile, &RunSamples)> = files
         .iter()
         .flat_map(|f| f.runs.iter().map(move |r| (f, r)))
         .collect();
+    let mut body: Vec<Block> = vec![samples_figure(id, files, &runs)?, summary_table(id, &runs)];
+    let cmp = comparisons(files);
+    if files.len() > 1 {
+        body.push(html::heading(
+            "Compared with the first file (Google Benchmark's compare.py statistics)",
+        ));
+        body.push(if cmp.is_empty() {
+            html::para(
+                "No benchmark of a later file has the name of one in the first file, so nothing pairs up (compare.py pairs by name).",
+            )
+        } else {
+            compare_table(id, files, &cmp)
+        });
+    }
+    Ok(Section {
+        id: id.into(),
+        kind: "runs",
+        heading: "Runs side by side".into(),
+        blocks: body,
+    })
+}
+
+/// Every sample of each run, in the order taken.
+fn samples_figure(
+    id: &str,
+    files: &[TimedFile],
+    runs: &[(&TimedFile, &RunSamples)],
+) -> Result<Block, ChartError> {
     let all: Vec<f64> = runs
         .iter()
         .flat_map(|(_, r)| r.real_ns.iter().copied())
@@ -157,12 +184,16 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
         runs.len(),
         files.len()
     );
-    body.push(html::figure(
+    Ok(html::figure(
         &format!("{id}-samples"),
         "run-samples",
         &ch.svg()?,
         "Each run's samples spread across its slot in the order they were taken (a slope is drift during the run).",
-    ));
+    ))
+}
+
+/// Each run's samples summarised.
+fn summary_table(id: &str, runs: &[(&TimedFile, &RunSamples)]) -> Block {
     let rows: Vec<(Vec<Cell>, &str)> = runs
         .iter()
         .enumerate()
@@ -194,83 +225,75 @@ pub fn section(id: &str, files: &[TimedFile]) -> Result<Section, ChartError> {
             )
         })
         .collect();
-    body.push(html::table(
+    html::table(
         &format!("{id}-summary"),
         "Each run's samples summarised (time per call); reported: the figure the tool itself reported",
         &["run", "file", "written by", "benchmark", "samples", "min", "median", "mean", "CV", "reported"],
         rows,
-    ));
+    )
+}
 
-    let cmp = comparisons(files);
-    if files.len() > 1 {
-        body.push(html::heading(
-            "Compared with the first file (Google Benchmark's compare.py statistics)",
-        ));
-        if cmp.is_empty() {
-            body.push(html::para(
-                "No benchmark of a later file has the name of one in the first file, so nothing pairs up (compare.py pairs by name).",
-            ));
-        } else {
-            let p = |v: Option<f64>| v.map_or("-".into(), |p| format!("{p:.4}"));
-            let rows: Vec<(Vec<Cell>, &str)> = cmp
-                .iter()
-                .map(|c| {
-                    let verdict = match c.time_pvalue {
-                        Some(pv) if pv < compare::UTEST_ALPHA => format!(
-                            "<span class=\"verdict-yes\">different (p &lt; {})</span>",
-                            compare::UTEST_ALPHA
-                        ),
-                        Some(_) => format!(
-                            "<span class=\"verdict-no\">not shown different (p ≥ {})</span>",
-                            compare::UTEST_ALPHA
-                        ),
-                        None => format!(
-                            "<span class=\"verdict-no\">no U test: fewer than {} repetitions</span>",
-                            compare::UTEST_MIN_REPETITIONS
-                        ),
-                    };
-                    let warn = if c.repetitions.0.min(c.repetitions.1) < compare::UTEST_OPTIMAL_REPETITIONS {
-                        format!(
-                            " <span class=\"note\">(unreliable: {}+ repetitions recommended)</span>",
-                            compare::UTEST_OPTIMAL_REPETITIONS
-                        )
-                    } else {
-                        String::new()
-                    };
-                    (
-                        vec![
-                            Cell::text(c.name.clone()),
-                            Cell::text(c.new.clone()),
-                            Cell::num(stats::ns(c.old_median)),
-                            Cell::num(stats::ns(c.new_median)),
-                            Cell::num(format!("{:+.4}", c.median_change)),
-                            Cell::num(format!("{:+.4}", c.mean_change)),
-                            Cell::num(p(c.time_pvalue)),
-                            Cell::num(p(c.cpu_pvalue)),
-                            Cell::num(format!("{} vs {}", c.repetitions.0, c.repetitions.1)),
-                            Cell::html(verdict + &warn),
-                        ],
-                        "",
-                    )
-                })
-                .collect();
-            body.push(html::table(
-                &format!("{id}-compare"),
-                &format!(
-                    "Each benchmark against the first file ({}): change = (new - old) / |old|, negative is faster; p: two-sided Mann-Whitney U test of the repetitions, as compare.py reports it",
-                    files[0].path.display()
-                ),
-                &["benchmark", "file", "old median", "new median", "median change", "mean change", "time p-value", "CPU p-value", "repetitions", "verdict"],
-                rows,
-            ));
-        }
-    }
-    Ok(Section {
-        id: id.into(),
-        kind: "runs",
-        heading: "Runs side by side".into(),
-        blocks: body,
-    })
+/// Each later file's benchmarks against the first's, as compare.py does.
+fn compare_table(id: &str, files: &[TimedFile], cmp: &[Comparison]) -> Block {
+    let p = |v: Option<f64>| v.map_or("-".into(), |p| format!("{p:.4}"));
+    let rows: Vec<(Vec<Cell>, &str)> = cmp
+        .iter()
+        .map(|c| {
+            let verdict = verdict(c);
+            (
+                vec![
+                    Cell::text(c.name.clone()),
+                    Cell::text(c.new.clone()),
+                    Cell::num(stats::ns(c.old_median)),
+                    Cell::num(stats::ns(c.new_median)),
+                    Cell::num(format!("{:+.4}", c.median_change)),
+                    Cell::num(format!("{:+.4}", c.mean_change)),
+                    Cell::num(p(c.time_pvalue)),
+                    Cell::num(p(c.cpu_pvalue)),
+                    Cell::num(format!("{} vs {}", c.repetitions.0, c.repetitions.1)),
+                    Cell::html(verdict),
+                ],
+                "",
+            )
+        })
+        .collect();
+    html::table(
+        &format!("{id}-compare"),
+        &format!(
+            "Each benchmark against the first file ({}): change = (new - old) / |old|, negative is faster; p: two-sided Mann-Whitney U test of the repetitions, as compare.py reports it",
+            files[0].path.display()
+        ),
+        &["benchmark", "file", "old median", "new median", "median change", "mean change", "time p-value", "CPU p-value", "repetitions", "verdict"],
+        rows,
+    )
+}
+
+/// The U test's verdict on one comparison, with a warning when it has too
+/// few repetitions to be reliable (HTML: coloured spans).
+fn verdict(c: &Comparison) -> String {
+    let verdict = match c.time_pvalue {
+        Some(pv) if pv < compare::UTEST_ALPHA => format!(
+            "<span class=\"verdict-yes\">different (p &lt; {})</span>",
+            compare::UTEST_ALPHA
+        ),
+        Some(_) => format!(
+            "<span class=\"verdict-no\">not shown different (p ≥ {})</span>",
+            compare::UTEST_ALPHA
+        ),
+        None => format!(
+            "<span class=\"verdict-no\">no U test: fewer than {} repetitions</span>",
+            compare::UTEST_MIN_REPETITIONS
+        ),
+    };
+    let warn = if c.repetitions.0.min(c.repetitions.1) < compare::UTEST_OPTIMAL_REPETITIONS {
+        format!(
+            " <span class=\"note\">(unreliable: {}+ repetitions recommended)</span>",
+            compare::UTEST_OPTIMAL_REPETITIONS
+        )
+    } else {
+        String::new()
+    };
+    verdict + &warn
 }
 
 fn short(s: &str) -> String {
