@@ -9,6 +9,12 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use std::fmt::Write as _;
 
+/// A chart's plotting area, as the drawing steps take it.
+type Plot<'a, 'b, X, Y> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<X, Y>>;
+
+/// A heatmap's axis: one segment per parameter value.
+type Segments = plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32>;
+
 /// Okabe & Ito's colour-blind-safe palette, darkest first, so the first
 /// series print well in grey.
 pub const PALETTE: [RGBColor; 7] = [
@@ -386,6 +392,25 @@ impl Chart {
             let r = chart.y_range();
             (r.start, r.end)
         };
+        self.draw_rules(&mut chart, ylo, yhi)?;
+        for s in &self.series {
+            self.draw_series(&mut chart, s)?;
+        }
+        self.draw_rule_labels(&mut chart, yhi)
+    }
+
+    /// Each rule, solid or dashed, across the whole plot.
+    fn draw_rules<X, Y>(
+        &self,
+        chart: &mut Plot<'_, '_, X, Y>,
+        ylo: f64,
+        yhi: f64,
+    ) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
         for rule in &self.rules {
             if !self.drawable((rule.x, 1.0)) {
                 continue;
@@ -405,68 +430,85 @@ impl Chart {
             };
             drawn.map_err(|e| err(&e))?;
         }
-        for s in &self.series {
-            let pts: Vec<(f64, f64)> = s
-                .points
-                .iter()
-                .copied()
-                .filter(|&p| self.drawable(p))
-                .collect();
-            let stroke = ShapeStyle {
-                color: s.color.to_rgba(),
-                filled: false,
-                stroke_width: 2,
-            };
-            // Error bars first, so the points sit on top.
-            for (i, &(px, py)) in s.points.iter().enumerate() {
-                if !self.drawable((px, py)) {
-                    continue;
-                }
-                if let Some(Some((lo, hi))) = s.error.get(i) {
-                    if self.drawable((px, *lo)) && self.drawable((px, *hi)) && hi > lo {
-                        chart
-                            .draw_series(std::iter::once(PathElement::new(
-                                vec![(px, *lo), (px, *hi)],
-                                ShapeStyle {
-                                    color: s.color.mix(0.6),
-                                    filled: false,
-                                    stroke_width: 1,
-                                },
-                            )))
-                            .map_err(|e| err(&e))?;
-                    }
-                }
+        Ok(())
+    }
+
+    /// One series: its error bars, then its marks on top.
+    fn draw_series<X, Y>(&self, chart: &mut Plot<'_, '_, X, Y>, s: &Series) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .copied()
+            .filter(|&p| self.drawable(p))
+            .collect();
+        let stroke = ShapeStyle {
+            color: s.color.to_rgba(),
+            filled: false,
+            stroke_width: 2,
+        };
+        // Error bars first, so the points sit on top.
+        for (i, &(px, py)) in s.points.iter().enumerate() {
+            if !self.drawable((px, py)) {
+                continue;
             }
-            match s.mark {
-                Mark::Dots => chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.color.filled())))
-                    .map(|_| ()),
-                Mark::Rings => chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, stroke)))
-                    .map(|_| ()),
-                Mark::Line => chart
-                    .draw_series(LineSeries::new(pts.clone(), stroke))
-                    .map(|_| ()),
-                Mark::DashedLine => chart
-                    .draw_series(DashedLineSeries::new(pts.clone(), 5, 3, stroke))
-                    .map(|_| ()),
-                Mark::Steps => {
-                    let mut stair = Vec::with_capacity(pts.len() * 2);
-                    for (i, &(px, py)) in pts.iter().enumerate() {
-                        if i > 0 {
-                            stair.push((px, pts[i - 1].1));
-                        }
-                        stair.push((px, py));
-                    }
+            if let Some(Some((lo, hi))) = s.error.get(i) {
+                if self.drawable((px, *lo)) && self.drawable((px, *hi)) && hi > lo {
                     chart
-                        .draw_series(LineSeries::new(stair, stroke))
-                        .map(|_| ())
+                        .draw_series(std::iter::once(PathElement::new(
+                            vec![(px, *lo), (px, *hi)],
+                            ShapeStyle {
+                                color: s.color.mix(0.6),
+                                filled: false,
+                                stroke_width: 1,
+                            },
+                        )))
+                        .map_err(|e| err(&e))?;
                 }
             }
-            .map_err(|e| err(&e))?;
         }
-        // Rule labels along the top, stacked so neighbours do not overlap,
-        // and turned inward near the right edge.
+        match s.mark {
+            Mark::Dots => chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, s.color.filled())))
+                .map(|_| ()),
+            Mark::Rings => chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, stroke)))
+                .map(|_| ()),
+            Mark::Line => chart
+                .draw_series(LineSeries::new(pts.clone(), stroke))
+                .map(|_| ()),
+            Mark::DashedLine => chart
+                .draw_series(DashedLineSeries::new(pts.clone(), 5, 3, stroke))
+                .map(|_| ()),
+            Mark::Steps => {
+                let mut stair = Vec::with_capacity(pts.len() * 2);
+                for (i, &(px, py)) in pts.iter().enumerate() {
+                    if i > 0 {
+                        stair.push((px, pts[i - 1].1));
+                    }
+                    stair.push((px, py));
+                }
+                chart
+                    .draw_series(LineSeries::new(stair, stroke))
+                    .map(|_| ())
+            }
+        }
+        .map_err(|e| err(&e))?;
+        Ok(())
+    }
+
+    /// Rule labels along the top, stacked so neighbours do not overlap,
+    /// and turned inward near the right edge.
+    fn draw_rule_labels<X, Y>(&self, chart: &mut Plot<'_, '_, X, Y>, yhi: f64) -> Result<(), String>
+    where
+        X: Ranged<ValueType = f64>,
+        Y: Ranged<ValueType = f64>,
+    {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
         let (plot_x0, plot_x1) = {
             let r = chart.plotting_area().get_pixel_range();
             (r.0.start, r.0.end)
@@ -548,18 +590,19 @@ fn draw_legend(
                 plotters::style::text_anchor::HPos::Left,
                 plotters::style::text_anchor::VPos::Center,
             ));
-        area.draw(&Text::new(legend_text(&s.name), (26, y), style))
+        area.draw(&Text::new(shortened(&s.name, 27), (26, y), style))
             .map_err(|e| err(&e))?;
     }
     Ok(())
 }
 
-/// A legend entry short enough for its strip.
-fn legend_text(name: &str) -> String {
-    if name.chars().count() <= 28 {
-        name.to_string()
+/// `s` cut to `n` characters and marked so ("..."), for a chart's title or
+/// legend.
+pub fn shortened(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
     } else {
-        format!("{}...", name.chars().take(27).collect::<String>())
+        format!("{}...", s.chars().take(n).collect::<String>())
     }
 }
 
@@ -730,58 +773,7 @@ impl Heatmap {
                 .map_err(|e| err(&e))?;
             for (yi, row) in self.cells.iter().enumerate() {
                 for (xi, cell) in row.iter().enumerate() {
-                    let (xi, yi) = (xi as i32, yi as i32);
-                    let corners = [
-                        (SegmentValue::Exact(xi), SegmentValue::Exact(yi + 1)),
-                        (SegmentValue::Exact(xi + 1), SegmentValue::Exact(yi)),
-                    ];
-                    let (fill, text) = match cell {
-                        Some(v) if v.is_finite() => {
-                            // 0 = best (darkest) .. 1 = worst, on a log scale:
-                            // times differ by factors.
-                            let t = if hi > lo {
-                                (v / lo).ln() / (hi / lo).ln()
-                            } else {
-                                0.0
-                            };
-                            (shade(t), Some((self.cell_text)(*v)))
-                        }
-                        _ => (RGBColor(255, 255, 255), None),
-                    };
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            corners.clone(),
-                            fill.filled(),
-                        )))
-                        .map_err(|e| err(&e))?;
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            corners,
-                            ShapeStyle {
-                                color: RGBColor(200, 200, 200).to_rgba(),
-                                filled: false,
-                                stroke_width: 1,
-                            },
-                        )))
-                        .map_err(|e| err(&e))?;
-                    let text_color = if fill.0 as u32 + fill.1 as u32 + fill.2 as u32 > 400 {
-                        BLACK
-                    } else {
-                        WHITE
-                    };
-                    let text = text.unwrap_or_else(|| "-".into());
-                    chart
-                        .draw_series(std::iter::once(Text::new(
-                            text,
-                            (SegmentValue::CenterOf(xi), SegmentValue::CenterOf(yi)),
-                            TextStyle::from((FONT, 12).into_font())
-                                .color(&text_color)
-                                .pos(plotters::style::text_anchor::Pos::new(
-                                    plotters::style::text_anchor::HPos::Center,
-                                    plotters::style::text_anchor::VPos::Center,
-                                )),
-                        )))
-                        .map_err(|e| err(&e))?;
+                    self.draw_cell(&mut chart, (xi, yi), *cell, (lo, hi))?;
                 }
             }
             root.present().map_err(|e| err(&e))?;
@@ -792,6 +784,71 @@ impl Heatmap {
             why,
         })?;
         Ok(accessible(&buf, &self.title, &self.description))
+    }
+
+    /// One cell: its shade (none where nothing was measured), its border
+    /// and its value, printed in a colour that reads on the shade.
+    fn draw_cell(
+        &self,
+        chart: &mut Plot<'_, '_, Segments, Segments>,
+        (xi, yi): (usize, usize),
+        cell: Option<f64>,
+        (lo, hi): (f64, f64),
+    ) -> Result<(), String> {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        let (xi, yi) = (xi as i32, yi as i32);
+        let corners = [
+            (SegmentValue::Exact(xi), SegmentValue::Exact(yi + 1)),
+            (SegmentValue::Exact(xi + 1), SegmentValue::Exact(yi)),
+        ];
+        let (fill, text) = match cell {
+            Some(v) if v.is_finite() => {
+                // 0 = best (darkest) .. 1 = worst, on a log scale:
+                // times differ by factors.
+                let t = if hi > lo {
+                    (v / lo).ln() / (hi / lo).ln()
+                } else {
+                    0.0
+                };
+                (shade(t), Some((self.cell_text)(v)))
+            }
+            _ => (RGBColor(255, 255, 255), None),
+        };
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                corners.clone(),
+                fill.filled(),
+            )))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                corners,
+                ShapeStyle {
+                    color: RGBColor(200, 200, 200).to_rgba(),
+                    filled: false,
+                    stroke_width: 1,
+                },
+            )))
+            .map_err(|e| err(&e))?;
+        let text_color = if fill.0 as u32 + fill.1 as u32 + fill.2 as u32 > 400 {
+            BLACK
+        } else {
+            WHITE
+        };
+        let text = text.unwrap_or_else(|| "-".into());
+        chart
+            .draw_series(std::iter::once(Text::new(
+                text,
+                (SegmentValue::CenterOf(xi), SegmentValue::CenterOf(yi)),
+                TextStyle::from((FONT, 12).into_font())
+                    .color(&text_color)
+                    .pos(plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Center,
+                    )),
+            )))
+            .map_err(|e| err(&e))?;
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@
 //! watch mode's reload, which keeps the reader's scroll position.
 
 use crate::chart::escape;
+pub use crate::chart::shortened;
 use handlebars::Handlebars;
 use serde::Serialize;
 use std::sync::OnceLock;

@@ -219,6 +219,40 @@ fn tdg_runs(path: &Path, reports: &[driver_gen::RunReport]) -> RunFile {
     }
 }
 
+/// Nanoseconds in one Google Benchmark `time_unit`.
+fn ns_per(unit: &str) -> Option<f64> {
+    match unit {
+        "ns" => Some(1.0),
+        "us" => Some(1e3),
+        "ms" => Some(1e6),
+        "s" => Some(1e9),
+        _ => None,
+    }
+}
+
+/// The figure tdg reported (the aggregate it marks), when the file is
+/// tdg's own.
+fn mark_reported(list: &[Value], runs: &mut [RunSamples]) {
+    for b in list {
+        if b.get("tdg_reported").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let unit = b
+            .get("time_unit")
+            .and_then(Value::as_str)
+            .and_then(ns_per)
+            .unwrap_or(1.0);
+        if let (Some(name), Some(t)) = (
+            b.get("run_name").and_then(Value::as_str),
+            b.get("real_time").and_then(Value::as_f64),
+        ) {
+            if let Some(r) = runs.iter_mut().find(|r| r.name == name) {
+                r.reported_ns = Some(t * unit);
+            }
+        }
+    }
+}
+
 /// Google Benchmark JSON: each benchmark's repetitions (`run_type`
 /// `iteration`), times converted from `time_unit` to ns.
 fn gbench(path: &Path, v: &Value) -> Result<RunFile, InputError> {
@@ -246,18 +280,13 @@ fn gbench(path: &Path, v: &Value) -> Result<RunFile, InputError> {
             .and_then(Value::as_str)
             .ok_or_else(|| read_err(path, format!("benchmark {i} has no name")))?
             .to_string();
-        let unit = match b.get("time_unit").and_then(Value::as_str).unwrap_or("ns") {
-            "ns" => 1.0,
-            "us" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            other => {
-                return Err(read_err(
-                    path,
-                    format!("benchmark {name}: unknown time_unit `{other}`"),
-                ))
-            }
-        };
+        let unit_word = b.get("time_unit").and_then(Value::as_str).unwrap_or("ns");
+        let unit = ns_per(unit_word).ok_or_else(|| {
+            read_err(
+                path,
+                format!("benchmark {name}: unknown time_unit `{unit_word}`"),
+            )
+        })?;
         let num = |k: &str| b.get(k).and_then(Value::as_f64).filter(|t| t.is_finite());
         let real = num("real_time")
             .ok_or_else(|| read_err(path, format!("benchmark {name} has no real_time")))?;
@@ -281,27 +310,7 @@ fn gbench(path: &Path, v: &Value) -> Result<RunFile, InputError> {
             _ => r.cpu_ns = None,
         }
     }
-    // The figure tdg reported (the aggregate it marks), when the file is
-    // tdg's own.
-    for b in list {
-        if b.get("tdg_reported").and_then(Value::as_bool) != Some(true) {
-            continue;
-        }
-        let unit = match b.get("time_unit").and_then(Value::as_str).unwrap_or("ns") {
-            "us" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            _ => 1.0,
-        };
-        if let (Some(name), Some(t)) = (
-            b.get("run_name").and_then(Value::as_str),
-            b.get("real_time").and_then(Value::as_f64),
-        ) {
-            if let Some(r) = runs.iter_mut().find(|r| r.name == name) {
-                r.reported_ns = Some(t * unit);
-            }
-        }
-    }
+    mark_reported(list, &mut runs);
     if runs.is_empty() {
         return Err(read_err(
             path,

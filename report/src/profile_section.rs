@@ -15,14 +15,6 @@ pub const SHOWN_CONTEXTS: usize = 6;
 /// caption says which), so a long profile stays a light page.
 pub const MAX_TIMELINE_POINTS: usize = 20_000;
 
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}...", s.chars().take(n).collect::<String>())
-    }
-}
-
 /// Where a call timed at 0 ns (no longer than the timer's own overhead,
 /// which is subtracted) sits on a log time axis: its floor, not off the
 /// plot, so every call is a point.
@@ -75,7 +67,7 @@ pub fn timeline_chart(r: &Report) -> Chart {
         drawn += points.len();
         let (name, color) = match r.contexts.get(k) {
             Some(c) if k < SHOWN_CONTEXTS => (
-                format!("#{} {}", c.rank, truncate(&c.label(), 28)),
+                format!("#{} {}", c.rank, html::shortened(&c.label(), 28)),
                 PALETTE[k % PALETTE.len()],
             ),
             _ => ("other contexts".to_string(), GREY),
@@ -298,7 +290,7 @@ fn context_figure(
     let max = times.iter().copied().fold(0.0, f64::max);
     let scale = Scale::of(&times);
     let mut ch = Chart::new(
-        format!("Context #{}: {}", c.rank, truncate(&c.label(), 48)),
+        format!("Context #{}: {}", c.rank, html::shortened(&c.label(), 48)),
         Axis::linear(format!("call of this context (1 .. {})", times.len())),
         Axis::time("time per call", max, scale),
     );

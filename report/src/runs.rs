@@ -173,7 +173,7 @@ fn samples_figure(
             .collect();
         plotted += pts.len();
         ch.series.push(Series::new(
-            format!("{} ({})", k + 1, short(&r.name)),
+            format!("{} ({})", k + 1, html::shortened(&r.name, 32)),
             Mark::Dots,
             PALETTE[k % PALETTE.len()],
             pts,
@@ -294,12 +294,4 @@ fn verdict(c: &Comparison) -> String {
         String::new()
     };
     verdict + &warn
-}
-
-fn short(s: &str) -> String {
-    if s.chars().count() <= 32 {
-        s.to_string()
-    } else {
-        format!("{}...", s.chars().take(32).collect::<String>())
-    }
 }
