@@ -218,16 +218,42 @@ pub enum Strategy {
     Model,
     /// Every configuration, in order (the reference for judging a search).
     Exhaustive,
+    /// Configurations in a seeded random order (the baseline a strategy
+    /// is judged against).
+    Random,
+    /// Simulated annealing over one- and two-value moves, seeded.
+    Anneal,
+    /// Hill-climbs from the start, then from seeded random configurations.
+    Multistart,
 }
 
 impl Strategy {
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::Yotov,
         Strategy::Hill,
         Strategy::Line,
         Strategy::Model,
         Strategy::Exhaustive,
+        Strategy::Random,
+        Strategy::Anneal,
+        Strategy::Multistart,
     ];
+
+    /// The model-free strategy the default takes for a space none of whose
+    /// parameters has a role (chosen by the strategy curves on recorded
+    /// spaces, docs/benchmarks.md).
+    pub const MODEL_FREE: Strategy = Strategy::Anneal;
+
+    /// What `tdg tune` does without `--strategy`: the model's start and
+    /// Yotov's search where a parameter has a role the model knows, else
+    /// the model-free default.
+    pub fn default_for(roles: &Roles) -> Strategy {
+        if roles.assigned.is_empty() {
+            Strategy::MODEL_FREE
+        } else {
+            Strategy::Yotov
+        }
+    }
 
     pub fn spelling(self) -> &'static str {
         match self {
@@ -236,6 +262,9 @@ impl Strategy {
             Strategy::Line => "line",
             Strategy::Model => "model",
             Strategy::Exhaustive => "exhaustive",
+            Strategy::Random => "random",
+            Strategy::Anneal => "anneal",
+            Strategy::Multistart => "multistart",
         }
     }
 }
@@ -263,7 +292,10 @@ pub struct TuneRequest<'s> {
     /// Start values given for some parameters (`--start NAME=V`).
     pub fixed: Config,
     pub start: StartFrom,
-    pub strategy: Strategy,
+    /// `None`: by what the space offers ([`Strategy::default_for`]).
+    pub strategy: Option<Strategy>,
+    /// Seeds the model-free strategies' random choices.
+    pub seed: u64,
     /// Most configurations to build and time (default: all of a space of at
     /// most [`DEFAULT_BUDGET`], else that many).
     pub budget: Option<u64>,
@@ -326,6 +358,7 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         fixed,
         start,
         strategy,
+        seed,
         budget,
         mut runner,
         campaign,
@@ -348,6 +381,7 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         fixed_macros(spec, &base),
     )?;
     let roles = Roles::resolve(&space, &roles, layout, spec.tune.as_ref())?;
+    let strategy = strategy.unwrap_or_else(|| Strategy::default_for(&roles));
     let size = space.allowed_size().unwrap_or(unconstrained_size);
     let budget = match budget {
         Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
@@ -498,22 +532,9 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
     };
     let started = std::time::SystemTime::now();
     let tuner = Tuner::new(&space, objective, progress, Some(log_writer), budget)
-        .with_model_choice(machine.as_ref().and_then(|_| starts.first().cloned()));
-    let search = match strategy {
-        Strategy::Exhaustive => tuner.exhaustive(),
-        Strategy::Hill => tuner.search(&starts),
-        Strategy::Yotov => tuner.yotov(&starts, &roles),
-        Strategy::Model => tuner.model_only(&starts),
-        Strategy::Line => {
-            let bound = machine.clone();
-            let layout = roles.layout.unwrap_or(spec_lang::ast::TuneLayout::ColMajor);
-            tuner.line(&starts[0], &roles, &move |rows, cols| {
-                bound
-                    .as_ref()
-                    .is_none_or(|m| crate::model::fits_registers(m, layout, rows, cols))
-            })
-        }
-    }?;
+        .with_model_choice(machine.as_ref().and_then(|_| starts.first().cloned()))
+        .with_seed(seed);
+    let search = search_with(tuner, strategy, &starts, &roles, machine.as_ref())?;
     Ok(TuneOutcome {
         search,
         log: log_path,
@@ -529,6 +550,35 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         },
         started,
     })
+}
+
+/// Runs `strategy` from `starts` (the first is where a single-start
+/// strategy begins); `machine` bounds the line search's register tiles.
+pub fn search_with(
+    tuner: Tuner,
+    strategy: Strategy,
+    starts: &[Start],
+    roles: &Roles,
+    machine: Option<&MachineModel>,
+) -> Result<Outcome, TuneError> {
+    match strategy {
+        Strategy::Exhaustive => tuner.exhaustive(),
+        Strategy::Hill => tuner.search(starts),
+        Strategy::Yotov => tuner.yotov(starts, roles),
+        Strategy::Model => tuner.model_only(starts),
+        Strategy::Random => tuner.random(),
+        Strategy::Anneal => tuner.anneal(&starts[0]),
+        Strategy::Multistart => tuner.multistart(&starts[0]),
+        Strategy::Line => {
+            let bound = machine.cloned();
+            let layout = roles.layout.unwrap_or(spec_lang::ast::TuneLayout::ColMajor);
+            tuner.line(&starts[0], roles, &move |rows, cols| {
+                bound
+                    .as_ref()
+                    .is_none_or(|m| crate::model::fits_registers(m, layout, rows, cols))
+            })
+        }
+    }
 }
 
 /// What a constraint may read beside the tuned parameters: the spec's

@@ -169,10 +169,10 @@ fn lcm(a: i64, b: i64) -> i64 {
 }
 
 /// What a round says about one of its points.
-struct Scored {
-    time: Option<f64>,
+pub(crate) struct Scored {
+    pub(crate) time: Option<f64>,
     /// It improved on the best when it was recorded.
-    became_best: bool,
+    pub(crate) became_best: bool,
 }
 
 pub struct Tuner<'a> {
@@ -186,6 +186,8 @@ pub struct Tuner<'a> {
     best: Option<(Point, Measurement)>,
     started: Instant,
     model_choice: Option<crate::model::Start>,
+    /// Seeds the model-free strategies' random choices (`--seed`).
+    pub(crate) seed: u64,
 }
 
 impl<'a> Tuner<'a> {
@@ -207,6 +209,7 @@ impl<'a> Tuner<'a> {
             best: None,
             started: Instant::now(),
             model_choice: None,
+            seed: 0,
         }
     }
 
@@ -216,15 +219,35 @@ impl<'a> Tuner<'a> {
         self
     }
 
+    /// The seed of the model-free strategies' random choices: the same
+    /// seed and objective make the same search.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub(crate) fn space(&self) -> &'a Space {
+        self.space
+    }
+
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Whether `p` was evaluated (or failed) already.
+    pub(crate) fn seen(&self, p: &Point) -> bool {
+        self.seen.contains_key(p)
+    }
+
     pub fn evaluations(&self) -> &[Evaluation] {
         &self.evaluations
     }
 
-    fn exhausted(&self) -> bool {
+    pub(crate) fn exhausted(&self) -> bool {
         self.evaluations.len() >= self.budget
     }
 
-    fn best_ns(&self) -> f64 {
+    pub(crate) fn best_ns(&self) -> f64 {
         self.best.as_ref().map_or(f64::INFINITY, |b| b.1.time_ns)
     }
 
@@ -238,7 +261,11 @@ impl<'a> Tuner<'a> {
     /// search: it is almost always a broken spec or kernel rather than a
     /// bad parameter value; so does an executor's failure (the cluster,
     /// not the configuration).
-    fn eval_round(&mut self, points: &[Point], phase: &str) -> Result<Vec<Scored>, TuneError> {
+    pub(crate) fn eval_round(
+        &mut self,
+        points: &[Point],
+        phase: &str,
+    ) -> Result<Vec<Scored>, TuneError> {
         let mut fresh: Vec<&Point> = Vec::new();
         for p in points {
             let left = self.budget.saturating_sub(self.evaluations.len());
@@ -293,7 +320,7 @@ impl<'a> Tuner<'a> {
     }
 
     /// One point on its own (a step that depends on the previous one).
-    fn eval(&mut self, p: &Point, phase: &str) -> Result<Option<f64>, TuneError> {
+    pub(crate) fn eval(&mut self, p: &Point, phase: &str) -> Result<Option<f64>, TuneError> {
         Ok(self.eval_round(std::slice::from_ref(p), phase)?[0].time)
     }
 
@@ -598,7 +625,7 @@ impl<'a> Tuner<'a> {
     /// comes from whichever moment was fastest, and rounds minutes apart
     /// met different moments. The re-timing is logged (phase "final", not
     /// counted as evaluations) and is what the outcome reports.
-    fn retime_finalists(&mut self) -> Result<(), TuneError> {
+    pub(crate) fn retime_finalists(&mut self) -> Result<(), TuneError> {
         let mut timed: Vec<(&Point, f64)> = self
             .seen
             .iter()
@@ -672,7 +699,7 @@ impl<'a> Tuner<'a> {
         self.finish(Vec::new())
     }
 
-    fn finish(self, starts: Vec<String>) -> Result<Outcome, TuneError> {
+    pub(crate) fn finish(self, starts: Vec<String>) -> Result<Outcome, TuneError> {
         let failed = self
             .evaluations
             .iter()

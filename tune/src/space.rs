@@ -131,6 +131,10 @@ pub struct Space {
     /// may read beside the parameters.
     #[serde(skip)]
     pub fixed: BTreeMap<String, i64>,
+    /// Only these points exist (a recorded space replayed: what its file
+    /// holds); `None`: the whole product.
+    #[serde(skip)]
+    pub recorded: Option<std::collections::BTreeSet<Point>>,
 }
 
 /// Most configurations enumerated to count or search the allowed ones.
@@ -157,6 +161,7 @@ impl Space {
             params,
             constraints: Vec::new(),
             fixed: BTreeMap::new(),
+            recorded: None,
         })
     }
 
@@ -210,6 +215,9 @@ impl Space {
     /// Whether `p` meets every constraint. A constraint that cannot be
     /// evaluated at `p` (a division by zero) rules it out.
     pub fn allows(&self, p: &Point) -> bool {
+        if self.recorded.as_ref().is_some_and(|r| !r.contains(p)) {
+            return false;
+        }
         if self.constraints.is_empty() {
             return true;
         }
@@ -229,6 +237,9 @@ impl Space {
     /// Configurations that meet the constraints, when the space is small
     /// enough to count them.
     pub fn allowed_size(&self) -> Option<u128> {
+        if let Some(r) = &self.recorded {
+            return Some(r.iter().filter(|p| self.allows(p)).count() as u128);
+        }
         if self.constraints.is_empty() {
             return Some(self.size());
         }
@@ -283,7 +294,9 @@ impl Space {
     /// away from it (ties: the earlier parameters move least).
     pub fn nearest(&self, wanted: &[i64]) -> Point {
         let unconstrained = self.nearest_unconstrained(wanted);
-        if self.allows(&unconstrained) || self.size() > ENUMERATION_LIMIT {
+        if self.allows(&unconstrained)
+            || (self.recorded.is_none() && self.size() > ENUMERATION_LIMIT)
+        {
             return unconstrained;
         }
         self.all_points()
@@ -326,8 +339,11 @@ impl Space {
     /// Every allowed point, last parameter varying fastest. Lazy, so
     /// `--exhaustive` with a budget on a huge space does not materialise
     /// the product.
-    pub fn all_points(&self) -> impl Iterator<Item = Point> + '_ {
-        self.every_point().filter(|p| self.allows(p))
+    pub fn all_points(&self) -> Box<dyn Iterator<Item = Point> + '_> {
+        match &self.recorded {
+            Some(r) => Box::new(r.iter().filter(|p| self.allows(p)).cloned()),
+            None => Box::new(self.every_point().filter(|p| self.allows(p))),
+        }
     }
 
     fn every_point(&self) -> impl Iterator<Item = Point> + '_ {

@@ -11,12 +11,19 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// The routine's spec file.
-    #[arg(required_unless_present_any = ["resume", "task"])]
+    #[arg(required_unless_present_any = ["resume", "task", "replay"])]
     pub spec: Option<PathBuf>,
     /// C file implementing the routine, parameterised by macros.
-    #[arg(long = "impl", value_name = "FILE", required_unless_present_any = ["resume", "task"])]
+    #[arg(long = "impl", value_name = "FILE", required_unless_present_any = ["resume", "task", "replay"])]
     #[arg(help_heading = "Build")]
     pub implementation: Option<PathBuf>,
+    /// Search a recorded space instead, its recorded times the objective:
+    /// a T4 results file (`--format t4`) or a tune log; the parameters and
+    /// their values come from the file (--strategy, --budget, --seed,
+    /// --log and the output options apply).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["spec", "implementation", "params", "resume", "campaign", "contexts"])]
+    #[arg(help_heading = "Search")]
+    pub replay: Option<PathBuf>,
     #[command(flatten)]
     pub search: SearchOptions,
     /// JSON-lines log of every evaluation (default: <spec name>.tune.jsonl).
@@ -51,7 +58,7 @@ pub struct Args {
 #[derive(clap::Args)]
 pub struct SearchOptions {
     /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... (repeatable).
-    #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task"])]
+    #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task", "replay"])]
     #[arg(help_heading = "Search")]
     pub params: Vec<String>,
     /// Most configurations to build and time (default: all of a small
@@ -65,12 +72,20 @@ pub struct SearchOptions {
     #[arg(help_heading = "Search")]
     pub exhaustive: bool,
     /// How to search: yotov (the model's starts, then Yotov et al.'s local
-    /// search; the default), hill (hill-climbing every parameter with
-    /// growing strides), line (ATLAS's orthogonal line search), model (the
-    /// model's own choice alone) or exhaustive.
+    /// search; the default where a parameter has a role), hill
+    /// (hill-climbing every parameter with growing strides), line (ATLAS's
+    /// orthogonal line search), model (the model's own choice alone),
+    /// exhaustive, random, anneal (simulated annealing; the default where
+    /// no parameter has a role) or multistart (hill-climbs from random
+    /// starts).
     #[arg(long, value_parser = strategy)]
     #[arg(help_heading = "Search")]
     pub strategy: Option<tune::Strategy>,
+    /// Seed of the random choices of random, anneal and multistart: the
+    /// same seed makes the same search.
+    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Search")]
+    pub seed: u64,
     /// What a parameter is to the model: NAME=ROLE with ROLE tile (the
     /// cache block), rows or cols (the register tile), kunroll (repeatable;
     /// NB, MU, NU, KU need none; overrides the spec's tune clause).

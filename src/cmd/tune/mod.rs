@@ -157,6 +157,9 @@ pub fn run(args: Args) -> CmdResult {
     if let Some(round) = &args.search.campaign.task {
         return run_task(round);
     }
+    if let Some(file) = args.replay.clone() {
+        return replay(args, file);
+    }
     if let Some(dir) = &args.search.campaign.resume {
         // Locked first: a second resume must not see, or change, this one's
         // inputs or results.
@@ -190,15 +193,38 @@ pub fn run(args: Args) -> CmdResult {
 /// The search, in a new campaign or (`resumed`) an existing one, and its
 /// output.
 fn search(args: Args, resumed: Option<Resumed>) -> CmdResult {
-    let format = args.output.chosen();
     let mut bar = tune::progress::Bar::new(0, !quiet(&args));
     let outcome = tune_outcome(&args, resumed, &mut bar);
     bar.finish();
-    let outcome = outcome?;
+    show(&args, outcome?)
+}
+
+/// A recorded space searched with its recorded times as the objective.
+fn replay(args: Args, file: PathBuf) -> CmdResult {
+    let request = tune::replay::ReplayRequest {
+        file,
+        strategy: if args.search.exhaustive {
+            Some(tune::Strategy::Exhaustive)
+        } else {
+            args.search.strategy
+        },
+        budget: args.search.budget,
+        seed: args.search.seed,
+        log: args.log.clone(),
+    };
+    let mut bar = tune::progress::Bar::new(0, !quiet(&args));
+    let outcome = tune::replay::replay(request, &mut bar);
+    bar.finish();
+    show(&args, outcome.map_err(tune_error)?)
+}
+
+/// The outcome as `args` asks: the page, then the table, JSON or T4.
+fn show(args: &Args, outcome: tune::TuneOutcome) -> CmdResult {
+    let format = args.output.chosen();
     if let Some(page) = &args.report {
         let shown = outcome.campaign.as_ref().unwrap_or(&outcome.log);
         report::write_report(std::slice::from_ref(shown), page, None, "tdg tune --report")?;
-        if !quiet(&args) {
+        if !quiet(args) {
             eprintln!("tdg tune: wrote {}", page.display());
         }
     }
@@ -264,9 +290,9 @@ pub(crate) fn tune_outcome(
         None => None,
     };
     let strategy = if args.search.exhaustive {
-        tune::Strategy::Exhaustive
+        Some(tune::Strategy::Exhaustive)
     } else {
-        args.search.strategy.unwrap_or(tune::Strategy::Yotov)
+        args.search.strategy
     };
     let roles = args
         .search
@@ -282,7 +308,7 @@ pub(crate) fn tune_outcome(
         .map(|c| tune::parse_constraint(c))
         .collect::<Result<Vec<_>, _>>()
         .map_err(tune_error)?;
-    let start = if args.search.no_model || strategy == tune::Strategy::Exhaustive {
+    let start = if args.search.no_model || strategy == Some(tune::Strategy::Exhaustive) {
         tune::StartFrom::MidRange
     } else {
         tune::StartFrom::Model(Box::new(machine_model(args, &spec, &base)?))
@@ -341,6 +367,7 @@ pub(crate) fn tune_outcome(
         fixed,
         start,
         strategy,
+        seed: args.search.seed,
         budget: args.search.budget,
         runner,
         campaign,
