@@ -1932,6 +1932,65 @@ static void restore_page_sizes(void)
     }
 }
 
+/* How long a restored copy waits for CRIU to let go of its threads. */
+#define RELEASE_WAIT_NS (5LL * 1000000000LL)
+
+/* Whether thread `tid` (as /proc lists it) still has a tracer. */
+static bool traced(pid_t tid)
+{
+    char path[64], buf[2048];
+    const char *field;
+    ssize_t len;
+    int fd;
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false; /* gone: nothing left to let go of */
+    len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[len > 0 ? len : 0] = '\0';
+    field = strstr(buf, "\nTracerPid:");
+    return field && strtol(field + 11, NULL, 10) != 0;
+}
+
+/* Restored copy, first thing: wait until CRIU has let go of every thread.
+ * CRIU resumes a copy by detaching its threads one after another, and the
+ * thread that returns here runs as soon as it is detached. If it ends the
+ * copy (a short region, a fallback, an error) while CRIU still holds
+ * another thread, that thread dies with the process, CRIU's detach of it
+ * fails with ESRCH and CRIU fails the whole restore ("Unable to detach N: No
+ * such process", CRIU issue 2072) although the copy did its work. That
+ * happens whenever this thread gets the CPU before CRIU does: on a loaded
+ * machine, or every time when the copy runs at a real-time priority on
+ * CRIU's CPU. Sleeping, not spinning, lets CRIU run on this CPU. Bounded: a
+ * thread some other tracer holds does not keep the copy from its work. */
+static void wait_until_released(void)
+{
+    struct timespec nap = {0, 50000}, start, t;
+    pid_t *tids;
+    int cap = list_threads(NULL, 0), n;
+    if (cap <= 1)
+        return;
+    tids = map_private((size_t)cap * sizeof *tids);
+    if (!tids)
+        return;
+    /* The others are stopped, so none comes or goes meanwhile. */
+    n = list_threads(tids, cap);
+    n = n < cap ? n : cap;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int i = 0; i < n;) {
+        if (!traced(tids[i])) {
+            i++;
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (elapsed_ns(&start, &t) > RELEASE_WAIT_NS)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    munmap(tids, (size_t)cap * sizeof *tids);
+}
+
 static int checkpoint_here(const char *image, bool pair_api)
 {
     struct criu_api api;
@@ -2000,6 +2059,7 @@ static int checkpoint_here(const char *image, bool pair_api)
 
     if (ret > 0) {
         /* A restored copy: the region runs from here. */
+        wait_until_released();
         g.restored = true;
         g.result_fd = result_fd;
         close(dirfd_img);

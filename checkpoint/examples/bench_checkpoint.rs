@@ -473,8 +473,12 @@ fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(Stri
     let run = timer
         .restore(1, &CopyInstructions::default())
         .unwrap_or_else(|e| fail(&e.to_string()));
-    let log = std::fs::read_to_string(timer.plan_mut().log_path()).unwrap_or_default();
-    let _ = std::fs::remove_file(timer.plan_mut().log_path());
+    let kept = run
+        .kept_log
+        .clone()
+        .unwrap_or_else(|| fail("no restore log kept"));
+    let log = std::fs::read_to_string(&kept).unwrap_or_default();
+    let _ = std::fs::remove_file(&kept);
     let phases = criu_restore_phases(&log);
     let criu_ms: f64 = phases.iter().map(|p| p.ms).sum();
     let namespace_ms = empty_namespace_ms(timer.plan_mut());

@@ -286,6 +286,19 @@ pub fn diagnose_log(log: &str) -> String {
              (restore in a fresh PID namespace, or wait for that process to exit)"
         );
     }
+    if let Some(line) = find("Unable to detach").filter(|l| l.contains("No such process")) {
+        let thread = line
+            .split("Unable to detach ")
+            .nth(1)
+            .and_then(|r| r.split(':').next())
+            .unwrap_or("?");
+        return format!(
+            "the restored copy ended while CRIU was still letting go of its thread {thread}, so CRIU \
+             failed the restore (CRIU issue 2072); the host library in this image predates the copy's \
+             wait for CRIU: recapture (a capture with --spec builds its own; otherwise rebuild the \
+             application with `tdg checkpoint lib` first)"
+        );
+    }
     if find("Unexpected rt vDSO area bounds").is_some() {
         return "this CRIU is too old for the kernel's vDSO layout; use CRIU >= 4.1 (`scripts/setup`)"
             .into();
@@ -374,6 +387,13 @@ mod tests {
         let cause = diagnose_log(mount);
         assert!(
             cause.contains("descriptor 10 (/dev/null)") && cause.contains("10<&-"),
+            "{cause}"
+        );
+        let detach = "Error (criu/cr-restore.c:1916): Unable to detach 12578: No such process\n\
+                      Error (criu/cr-restore.c:2320): Restoring FAILED.\n";
+        let cause = diagnose_log(detach);
+        assert!(
+            cause.contains("thread 12578") && cause.contains("recapture"),
             "{cause}"
         );
         let other = "Error (criu/util.c:1533): rlimit: Can't setup RLIMIT_NOFILE for self\n\

@@ -114,6 +114,7 @@ impl RestorePlan {
             outcome,
             wall,
             text,
+            log,
         } = self.run_restore(&render_schedule(candidates, schedule), timeout)?;
         let mut forked = parse_forked(&text, schedule.len(), wall);
         if let Some((k, sample)) = failed_implementation(&text) {
@@ -123,22 +124,22 @@ impl RestorePlan {
             };
             let report = CopyReport::parse(&text);
             let error = self
-                .reported_failure(&report, sample, &instructions)
+                .reported_failure(&report, sample, &instructions, &log)
                 .unwrap_or_else(|| CheckpointError::CopyFailed {
                     image: self.image.clone(),
                     sample,
                     detail: "ended without reporting its time".into(),
-                    log: self.log_path(),
+                    log: log.clone(),
                 });
             forked.failed = Some((k, error));
         }
         let complete = forked.samples.len() == schedule.len();
         if complete || forked.fallback.is_some() || forked.failed.is_some() {
-            let _ = std::fs::remove_file(self.log_path());
+            let _ = std::fs::remove_file(&log);
             return Ok(forked);
         }
         Err(match outcome {
-            Err(e) => self.restorer_failed(e, forked.samples.len() + 1),
+            Err(e) => self.restorer_failed(e, forked.samples.len() + 1, &log),
             Ok(_) => CheckpointError::CopyFailed {
                 image: self.image.clone(),
                 sample: forked.samples.len() + 1,
@@ -147,7 +148,7 @@ impl RestorePlan {
                     forked.samples.len(),
                     schedule.len()
                 ),
-                log: self.log_path(),
+                log,
             },
         })
     }
@@ -224,6 +225,7 @@ fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
                 }),
                 team: team.take(),
                 state: crate::fidelity::CallState::parse(line),
+                kept_log: None,
             });
         } else if line.starts_with("sample_end=") {
             if let (Some(last), Some(ns)) =

@@ -12,9 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Restore logs are `restore.<tdg pid>.log` in the image directory; kept only
-/// when the restore failed.
+/// Restore logs are `restore.<tdg pid>.<n>.log` in the image directory, n
+/// counting this process's restores; kept only when the restore failed.
 pub const RESTORE_LOG_PREFIX: &str = "restore.";
+/// This process's restores so far. Each restore logs to a file of its own:
+/// with one name per process, the next restore of the same image (a search
+/// retrying a round, the next sample) truncated a failed restore's log, and
+/// removed it when it went well, so an error named a log that was gone.
+static RESTORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// The restorer's descriptor that carries the result pipe into the copy.
 const RESULT_FD: i32 = 3;
 /// The restorer's descriptor that carries the control pipe (when the image has one).
@@ -85,6 +90,8 @@ pub struct RestoredRun {
     pub team: Option<TeamUse>,
     /// The state the timed call ran in (None: an older host library).
     pub state: Option<crate::fidelity::CallState>,
+    /// CRIU's log of this restore, when the plan keeps logs.
+    pub kept_log: Option<PathBuf>,
 }
 
 /// The threads of a copy over its timed call (`team threads=T
@@ -152,7 +159,8 @@ pub struct RestorePlan {
     /// CRIU's log level (2: errors and warnings; 4: every step, timestamped,
     /// for a breakdown of where a restore's time goes).
     pub log_level: u8,
-    /// Keep the restore log after a good restore (for that breakdown).
+    /// Keep the restore log after a good restore (for that breakdown;
+    /// [`RestoredRun::kept_log`] names it).
     pub keep_log: bool,
 }
 
@@ -196,16 +204,16 @@ impl RestorePlan {
         })
     }
 
-    pub fn log_name(&self) -> String {
-        format!("{RESTORE_LOG_PREFIX}{}.log", std::process::id())
+    /// A name no other restore of this process uses, for CRIU's log (`-o`
+    /// names a file in the image directory).
+    pub fn new_log_name() -> String {
+        let n = RESTORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!("{RESTORE_LOG_PREFIX}{}.{n}.log", std::process::id())
     }
 
-    pub fn log_path(&self) -> PathBuf {
-        self.image.join(self.log_name())
-    }
-
-    /// The restore command line (without the descriptor plumbing).
-    pub fn command(&self) -> Command {
+    /// The restore command line (without the descriptor plumbing), CRIU
+    /// logging to `log_name` in the image directory.
+    pub fn command(&self, log_name: &str) -> Command {
         let mut cmd = Command::new(&self.unshare);
         // --kill-child: if tdg kills unshare (timeout), criu, the namespace's
         // init, dies too and the kernel kills every process in it.
@@ -228,7 +236,7 @@ impl RestorePlan {
             .arg("--shell-job")
             .arg(format!("-v{}", self.log_level))
             .arg("-o")
-            .arg(self.log_name())
+            .arg(log_name)
             .arg("--inherit-fd")
             .arg(format!("fd[{RESULT_FD}]:{}", self.result_channel));
         if let Some(control) = &self.control_channel {
@@ -298,7 +306,9 @@ impl RestorePlan {
         if let Some(tty) = terminal.as_ref().and_then(|t| t.slave.as_ref()) {
             moves.push((tty.as_raw_fd(), 0));
         }
-        let mut cmd = self.command();
+        let log_name = Self::new_log_name();
+        let log = self.image.join(&log_name);
+        let mut cmd = self.command(&log_name);
         let mut parked = vec![-1; moves.len()];
         // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
         unsafe {
@@ -344,6 +354,7 @@ impl RestorePlan {
             outcome,
             wall,
             text,
+            log,
         })
     }
 
@@ -358,15 +369,16 @@ impl RestorePlan {
             outcome,
             wall,
             text,
+            log,
         } = self.run_restore(&instructions.render(), self.timeout)?;
         let failed = |detail: String| CheckpointError::CopyFailed {
             image: self.image.clone(),
             sample,
             detail,
-            log: self.log_path(),
+            log: log.clone(),
         };
         let report = CopyReport::parse(&text);
-        if let Some(e) = self.reported_failure(&report, sample, instructions) {
+        if let Some(e) = self.reported_failure(&report, sample, instructions, &log) {
             return Err(e);
         }
         let run = |(region_ns, region_cpu_ns)| RestoredRun {
@@ -378,6 +390,7 @@ impl RestorePlan {
             phases: None,
             team: report.team,
             state: report.state,
+            kept_log: self.keep_log.then(|| log.clone()),
         };
         match outcome {
             // The log is removed only after a good sample: a copy that ran
@@ -385,7 +398,7 @@ impl RestorePlan {
             Ok(_) => match report.times {
                 Some(times) => {
                     if !self.keep_log {
-                        let _ = std::fs::remove_file(self.log_path());
+                        let _ = std::fs::remove_file(&log);
                     }
                     Ok(run(times))
                 }
@@ -395,35 +408,37 @@ impl RestorePlan {
             },
             // The copy reported, then something after it failed.
             Err(toolchain::ToolchainError::Failed { ref stderr, .. })
-                if report.times.is_some() && self.criu_log_error(stderr).is_none() =>
+                if report.times.is_some() && self.criu_log_error(stderr, &log).is_none() =>
             {
                 Ok(run(report.times.expect("checked")))
             }
-            Err(e) => Err(self.restorer_failed(e, sample)),
+            Err(e) => Err(self.restorer_failed(e, sample, &log)),
         }
     }
 
-    /// CRIU's own error from the restore log (or its stderr), diagnosed.
-    fn criu_log_error(&self, stderr: &str) -> Option<CheckpointError> {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        (log.contains("Error (") || stderr.contains("Error (")).then(|| CheckpointError::Criu {
+    /// CRIU's own error from the restore's `log` (or its stderr), diagnosed.
+    fn criu_log_error(&self, stderr: &str, log: &Path) -> Option<CheckpointError> {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        (text.contains("Error (") || stderr.contains("Error (")).then(|| CheckpointError::Criu {
             action: "restore",
-            cause: diagnose_log(&format!("{log}\n{stderr}")),
-            log: self.log_path(),
+            cause: diagnose_log(&format!("{text}\n{stderr}")),
+            log: log.to_path_buf(),
         })
     }
 
-    /// The restorer (unshare, criu, the copy) ended badly: why, in one line.
+    /// The restorer (unshare, criu, the copy) ended badly: why, in one
+    /// line, naming the restore's `log`.
     pub(crate) fn restorer_failed(
         &self,
         e: toolchain::ToolchainError,
         sample: usize,
+        log: &Path,
     ) -> CheckpointError {
         let failed = |detail: String| CheckpointError::CopyFailed {
             image: self.image.clone(),
             sample,
             detail,
-            log: self.log_path(),
+            log: log.to_path_buf(),
         };
         match e {
             toolchain::ToolchainError::TimedOut { limit, .. } => failed(format!(
@@ -434,7 +449,7 @@ impl RestorePlan {
                 failed(format!("was killed by {signal_name}"))
             }
             toolchain::ToolchainError::Failed { code, stderr, .. } => {
-                self.criu_log_error(&stderr).unwrap_or_else(|| {
+                self.criu_log_error(&stderr, log).unwrap_or_else(|| {
                     failed(format!("exited with status {code} before the end of the region"))
                 })
             }
@@ -449,6 +464,8 @@ pub(crate) struct RawRestore {
     pub outcome: std::result::Result<toolchain::RunOutput, toolchain::ToolchainError>,
     pub wall: Duration,
     pub text: String,
+    /// CRIU's log of this restore.
+    pub log: PathBuf,
 }
 
 /// A pseudo-terminal for a restored copy that held one. The master side is
@@ -512,12 +529,14 @@ impl Drop for Terminal {
 
 impl RestorePlan {
     /// A copy that said why it could not run the candidate, or that caught a
-    /// fatal signal: one line naming the candidate, the cause and the phase.
+    /// fatal signal: one line naming the candidate, the cause and the phase
+    /// (the restore's `log` holds nothing more and is removed).
     pub(crate) fn reported_failure(
         &self,
         report: &CopyReport,
         sample: usize,
         instructions: &CopyInstructions,
+        log: &Path,
     ) -> Option<CheckpointError> {
         let what = match &instructions.candidate {
             Some(c) => format!("candidate {}", c.source.display()),
@@ -533,7 +552,7 @@ impl RestorePlan {
         } else {
             return None;
         };
-        let _ = std::fs::remove_file(self.log_path());
+        let _ = std::fs::remove_file(log);
         let copy = if sample == 0 {
             "the verification copy".to_string()
         } else {

@@ -3,7 +3,9 @@
 //! CRIU failure arriving as one clear line. Real CRIU; needs root and setup.
 mod common;
 
-use checkpoint::{auto_delay, capture, time_image, AutoDelayRequest, CheckpointError, Manifest};
+use checkpoint::{
+    auto_delay, capture, time_image, AutoDelayRequest, CheckpointError, Manifest, TimeOptions,
+};
 use common::*;
 use std::path::Path;
 
@@ -239,6 +241,92 @@ fn input_file_that_changed_size_fails_the_restore_with_its_name_and_log() {
     );
     assert!(msg.contains("log: ") && msg.contains("restore."), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
+    // The log the error names is there, and stays there when the next
+    // restore of the same image by the same process goes well: each
+    // restore logs to a file of its own.
+    let log = match &err {
+        CheckpointError::Criu { log, .. } => log.clone(),
+        other => panic!("not CRIU's failure: {other:?}"),
+    };
+    let failed_log =
+        std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    assert!(failed_log.contains("bad size"), "{failed_log}");
+    std::fs::write(&input, b"some input").unwrap();
+    time_image(&img, &opts(1)).unwrap_or_else(|e| panic!("after putting it back: {e}"));
+    assert_eq!(
+        std::fs::read_to_string(&log).ok().as_deref(),
+        Some(failed_log.as_str()),
+        "the failed restore's log after a good restore"
+    );
+}
+
+/// A restored copy whose calling thread needs none of its other threads
+/// (numpy's idle BLAS pool, here idle_threads.c's) can finish before CRIU
+/// has let go of them all: CRIU detaches a copy's threads one after
+/// another, and the copy's exit then took a thread CRIU still had to
+/// detach down with it, so CRIU failed the restore ("Unable to detach N:
+/// No such process", CRIU issue 2072). The application runs at a real-time
+/// priority, which the copies keep, on the one CPU the restores run on: a
+/// copy gets that CPU the moment CRIU lets go of its calling thread, so
+/// before copies waited for CRIU every one of these restores failed.
+#[test]
+fn a_threaded_copy_that_gets_the_cpu_before_criu_is_restored_every_time() {
+    let _alone = exclusive();
+    let ws = Workspace::new("outrun");
+    let exe = ws.build_app(
+        &["idle_threads.c"],
+        "idle_threads",
+        &["-pthread", "-rdynamic"],
+    );
+    let img = ws.image("img");
+    let chrt = Path::new("/usr/bin/chrt");
+    let forced = std::process::Command::new(chrt)
+        .args(["-f", "1", "true"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !forced {
+        eprintln!(
+            "NOT FORCED: this machine refuses SCHED_FIFO (`chrt -f 1 true` failed), so the copies \
+             below get the CPU before CRIU only as often as the scheduler happens to let them"
+        );
+    }
+    let mut command = if forced {
+        os_args(&[&chrt, &"-f", &"1"])
+    } else {
+        Vec::new()
+    };
+    command.extend(os_args(&[&exe, &"2", &"5"]));
+    capture(&request(command, img.clone(), "scale", 3, 1), &criu())
+        .unwrap_or_else(|e| panic!("{e}"));
+    pin_to_one_cpu();
+    let restores = 50;
+    let each = time_image(
+        &img,
+        &TimeOptions {
+            restore_per_sample: true,
+            ..opts(restores)
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(each.restores, restores, "{}", each.render_text());
+    assert_eq!(each.samples_ns.len(), restores);
+    assert_eq!(
+        each.samples_threads,
+        vec![3; restores],
+        "every copy ran with both idle threads"
+    );
+    // The same copy taking its samples in place, its idle threads parked.
+    let in_place = time_image(&img, &opts(20)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(in_place.sampling, "in-place", "{}", in_place.render_text());
+    assert_eq!(in_place.samples_ns.len(), 20);
+    let logs: Vec<_> = std::fs::read_dir(&img)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("restore."))
+        .collect();
+    assert!(logs.is_empty(), "logs of failed restores: {logs:?}");
+    assert!(processes_running(&exe).is_empty());
 }
 
 #[test]

@@ -50,7 +50,7 @@ pub fn image_manifest(data: &[u8]) -> bool {
         libcriu: None,
     };
     if let Ok(plan) = RestorePlan::new(&dir, &manifest, &criu, Duration::from_secs(1)) {
-        let _ = format!("{:?}", plan.command());
+        let _ = format!("{:?}", plan.command("restore.log"));
     }
     let json = serde_json::to_string(&manifest).expect("a manifest serialises");
     let back: Manifest = serde_json::from_str(&json).expect("and reads back");
