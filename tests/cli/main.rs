@@ -39,6 +39,7 @@ mod run_contexts;
 mod setup_scripts;
 mod spec_cli;
 mod spec_load;
+mod tune_checkpoint_state;
 mod tune_cli;
 mod tune_slurm;
 mod tune_threads;

@@ -10,7 +10,9 @@ use checkpoint::{Candidate, CandidateSource, ImageTimer};
 use config::Config;
 
 /// Times each configuration on the image: the median region wall time of
-/// `samples` restored copies.
+/// `samples` restored copies. Its first round also samples the
+/// application's own code, to say once whether the copies run the call in
+/// the captured application's state ([`CheckpointObjective::unfaithful`]).
 pub struct CheckpointObjective {
     pub timer: ImageTimer,
     /// The candidate without the tuned macros (flags, --extra, fixed -D).
@@ -19,6 +21,12 @@ pub struct CheckpointObjective {
     /// Compare each configuration's outputs with the original's first.
     pub verify: bool,
     pub tolerance: f64,
+    /// Why the copies do not run the call in the captured application's
+    /// state, and by how much (one line, warned once), from the first round
+    /// the application's own code was sampled in; None: the same state, or
+    /// not judged (yet).
+    pub unfaithful: Option<String>,
+    state_judged: bool,
     scratch: toolchain::ScratchDir,
     built: usize,
 }
@@ -39,9 +47,63 @@ impl CheckpointObjective {
             samples: samples.max(1),
             verify,
             tolerance,
+            unfaithful: None,
+            state_judged: false,
             scratch,
             built: 0,
         })
+    }
+
+    /// Whether this round samples the application's own code beside the
+    /// candidates, to judge the copies' state once: the first round with a
+    /// candidate, on an image that recorded the captured call's state.
+    fn judges_state(&self, candidates: usize) -> bool {
+        !self.state_judged
+            && candidates > 0
+            && self
+                .timer
+                .manifest
+                .captured_call
+                .is_some_and(|c| c.state.is_some())
+    }
+
+    /// The state `copies` (samples of the application's own code) ran the
+    /// call in against the captured application's run of it, as `tdg
+    /// checkpoint time` compares them: each effect that differs with both
+    /// sides' figures, as one line; None when none differs.
+    fn unfaithful_line(&self, copies: &[&checkpoint::RestoredRun]) -> Option<String> {
+        let captured = self.timer.manifest.captured_call?;
+        let states: Vec<_> = copies.iter().filter_map(|r| r.state).collect();
+        let fidelity = checkpoint::fidelity::compare(
+            &[captured.state?],
+            &states,
+            &checkpoint::validate::discarded_outputs(&self.timer.manifest),
+        )?;
+        if fidelity.findings.is_empty() {
+            return None;
+        }
+        let causes: Vec<String> = fidelity
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.effect.name(), f.text))
+            .collect();
+        let ns: Vec<u64> = copies.iter().map(|r| r.region_ns).collect();
+        let cpu: Vec<u64> = copies.iter().map(|r| r.region_cpu_ns).collect();
+        let ratio = checkpoint::timing::CapturedCallCheck::of(captured, &ns, &cpu)
+            .map(|c| {
+                format!(
+                    " (the copies' median {:.2}x the captured call's time)",
+                    c.median_ratio
+                )
+            })
+            .unwrap_or_default();
+        let image = self.timer.image.display();
+        Some(format!(
+            "the restored copies of {image} run the call in another state than the captured application{ratio}: {}; \
+             candidates are ranked in the copies' state (`tdg checkpoint validate {image} -- COMMAND` compares \
+             them with the application side by side)",
+            causes.join("; ")
+        ))
     }
 
     /// Build (and verify) one configuration's candidate.
@@ -110,20 +172,38 @@ impl Objective for CheckpointObjective {
             .iter()
             .filter_map(|&i| state[i].as_ref().ok().cloned())
             .collect();
+        // 0: the application's own code, sampled beside the candidates once.
+        let first = usize::from(!self.judges_state(candidates.len()));
         let schedule: Vec<usize> = (0..self.samples)
-            .flat_map(|_| 1..=candidates.len())
+            .flat_map(|_| first..=candidates.len())
             .collect();
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
         match self.timer.take_samples(&candidates, &schedule, false) {
             Ok(taken) => {
                 for (k, run) in schedule.iter().zip(&taken.runs) {
-                    if let Some(run) = run {
-                        times[k - 1].push(run.region_ns as f64);
+                    if let (Some(run), Some(k)) = (run, k.checked_sub(1)) {
+                        times[k].push(run.region_ns as f64);
                     }
                 }
+                if first == 0 {
+                    self.state_judged = true;
+                    let own: Vec<&checkpoint::RestoredRun> = schedule
+                        .iter()
+                        .zip(&taken.runs)
+                        .filter(|(k, _)| **k == 0)
+                        .filter_map(|(_, run)| run.as_ref())
+                        .collect();
+                    self.unfaithful = self.unfaithful_line(&own);
+                    if let Some(line) = &self.unfaithful {
+                        eprintln!("tdg tune: warning: {line}");
+                    }
+                }
+                // The application's own code failing is no candidate's failure.
                 for (k, e) in taken.failures {
-                    let i = ready[k - 1];
-                    state[i] = Err(failure(&round[i].to_string(), &e));
+                    if let Some(k) = k.checked_sub(1) {
+                        let i = ready[k];
+                        state[i] = Err(failure(&round[i].to_string(), &e));
+                    }
                 }
             }
             Err(e) => {

@@ -1,0 +1,113 @@
+//! `tdg tune` on a checkpoint says once, as a warning line, which part of
+//! the state around the call makes the restored copies unlike the captured
+//! application and by how much (issue 37): the comparison `tdg checkpoint
+//! time` makes, on samples of the application's own code taken beside the
+//! first round's candidates. Real CRIU: needs root and `scripts/setup`.
+
+use crate::support::{tdg_in, text};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/checkpoint/tests/apps");
+/// nearsort's rounds paced at one per FRAME_MS against absolute deadlines.
+const FRAME_MS: &str = "50";
+/// The call timed, and the rounds replayed before it: the original catches
+/// up with its deadlines within DELAY frames (1.5 s) after its dump, so it
+/// waits before the call; a copy, restored after the application's whole
+/// run, finds all its deadlines past and never waits.
+const CALL: &str = "40";
+const DELAY: &str = "30";
+
+fn build_nearsort(dir: &Path) -> PathBuf {
+    let lib = dir.join("hostlib");
+    let o = tdg_in(&["checkpoint", "lib", "-o", "hostlib"], dir);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let exe = dir.join("nearsort");
+    let cc = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-I"])
+        .arg(&lib)
+        .arg(Path::new(APPS).join("nearsort.c"))
+        .arg(Path::new(APPS).join("hsort.c"))
+        .arg(lib.join("tdg_checkpoint.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    exe
+}
+
+#[test]
+fn tune_on_an_image_of_a_paced_loop_warns_once_that_its_copies_do_not_wait() {
+    let _alone = testkit::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let exe = build_nearsort(d);
+    let image = PathBuf::from(format!(
+        "/dev/shm/tdg-cli-tune-state-{}",
+        std::process::id()
+    ));
+    let image_text = image.display().to_string();
+    let exe_text = exe.display().to_string();
+    let cap = tdg_in(
+        &[
+            "checkpoint",
+            "capture",
+            "--site",
+            "hsort",
+            "--call",
+            CALL,
+            "--delay",
+            DELAY,
+            "-o",
+            &image_text,
+            "--",
+            &exe_text,
+            CALL,
+            FRAME_MS,
+        ],
+        d,
+    );
+    let (_, err) = text(&cap);
+    assert!(cap.status.success(), "{err}");
+    std::fs::write(
+        d.join("hsort.spec"),
+        format!(
+            "routine=void hsort(long* A, const int N);\n\
+             checkpoint={{ image=\"{image_text}\"; mode=delayed({DELAY}); }};\n"
+        ),
+    )
+    .unwrap();
+    let hsort = Path::new(APPS).join("hsort.c").display().to_string();
+    let tune = tdg_in(
+        &[
+            "tune",
+            "hsort.spec",
+            "--impl",
+            &hsort,
+            "--param",
+            "CUTOFF=16,512,4096",
+            "--no-model",
+            "--samples",
+            "3",
+        ],
+        d,
+    );
+    let (out, err) = text(&tune);
+    assert!(tune.status.success(), "{out}{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line:\n{err}");
+    let line = warnings[0];
+    assert!(
+        line.starts_with("tdg tune: warning: the restored copies of ")
+            && line.contains("waiting before the call: the application waited ")
+            && line.contains("the copies' median "),
+        "{line}"
+    );
+    assert!(out.contains("best         CUTOFF="), "{out}");
+    let _ = std::fs::remove_dir_all(&image);
+}
