@@ -81,7 +81,7 @@ pub fn kept_driver(data: &[u8]) -> bool {
     match BuiltDriver::open_kept(crate::fixtures::blocked_gemm_spec(), &opts, &dir) {
         Ok(Some(driver)) => {
             assert_eq!(driver.exe, dir.join("driver"));
-            assert_eq!(driver.defines, defines);
+            assert_eq!(driver.built_with.defines, defines);
             true
         }
         Ok(None) => panic!("a directory with a record holds a kept driver"),
