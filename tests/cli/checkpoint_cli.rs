@@ -14,15 +14,27 @@ fn tdg(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
 
 /// `tdg checkpoint lib` output is all a user needs to build an application.
 fn build_app(dir: &Path) -> PathBuf {
+    build_with_host_library(dir, &["datasens.c", "isort.c"], "datasens", &[])
+}
+
+/// `exe` in `dir`, built from `sources` of checkpoint/tests/apps with
+/// `flags` and the host library `tdg checkpoint lib` writes.
+pub(crate) fn build_with_host_library(
+    dir: &Path,
+    sources: &[&str],
+    exe: &str,
+    flags: &[&str],
+) -> PathBuf {
     let lib = dir.join("hostlib");
     let o = tdg(&[&"checkpoint", &"lib", &"-o", &lib]);
     assert!(o.status.success(), "{:?}", text(&o));
-    let exe = dir.join("datasens");
+    let exe = dir.join(exe);
     let cc = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .args(flags)
+        .arg("-I")
         .arg(&lib)
-        .arg(Path::new(APPS).join("datasens.c"))
-        .arg(Path::new(APPS).join("isort.c"))
+        .args(sources.iter().map(|s| Path::new(APPS).join(s)))
         .arg(lib.join("tdg_checkpoint.c"))
         .arg("-o")
         .arg(&exe)

@@ -4,9 +4,9 @@
 //! time` makes, on samples of the application's own code taken beside the
 //! first round's candidates. Real CRIU: needs root and `scripts/setup`.
 
+use crate::checkpoint_cli::build_with_host_library;
 use crate::support::{tdg_in, text};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const APPS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/checkpoint/tests/apps");
 /// nearsort's rounds paced at one per FRAME_MS against absolute deadlines.
@@ -18,35 +18,12 @@ const FRAME_MS: &str = "50";
 const CALL: &str = "40";
 const DELAY: &str = "30";
 
-fn build_nearsort(dir: &Path) -> PathBuf {
-    let lib = dir.join("hostlib");
-    let o = tdg_in(&["checkpoint", "lib", "-o", "hostlib"], dir);
-    assert!(o.status.success(), "{:?}", text(&o));
-    let exe = dir.join("nearsort");
-    let cc = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", "-I"])
-        .arg(&lib)
-        .arg(Path::new(APPS).join("nearsort.c"))
-        .arg(Path::new(APPS).join("hsort.c"))
-        .arg(lib.join("tdg_checkpoint.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    exe
-}
-
 #[test]
 fn tune_on_an_image_of_a_paced_loop_warns_once_that_its_copies_do_not_wait() {
     let _alone = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let exe = build_nearsort(d);
+    let exe = build_with_host_library(d, &["nearsort.c", "hsort.c"], "nearsort", &["-rdynamic"]);
     let image = PathBuf::from(format!(
         "/dev/shm/tdg-cli-tune-state-{}",
         std::process::id()
