@@ -316,3 +316,63 @@ fn a_data_sensitive_routine_is_tuned_on_a_checkpoint_of_the_program() {
         "{image}"
     );
 }
+
+/// Debian's python3 and numpy, unmodified, over the reference BLAS chosen
+/// with LD_LIBRARY_PATH (scripts/setup installs it beside OpenBLAS): the
+/// user's blocked dgemm (examples/autotune) replaces cblas_dgemm in the
+/// contexts a faithful driver times, and the script is faster, its output
+/// unchanged.
+#[test]
+fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
+    let _serial = testkit::exclusive();
+    let blas = Path::new("/usr/lib/x86_64-linux-gnu/blas");
+    assert!(
+        blas.join("libblas.so.3").exists(),
+        "the reference BLAS (libblas3) is missing: scripts/setup installs it"
+    );
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/autotune");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tdg_command()
+        .current_dir(tmp.path())
+        .env("LD_LIBRARY_PATH", blas)
+        .arg("autotune")
+        .arg("--spec")
+        .arg(examples.join("cblas_dgemm.spec"))
+        .arg("--impl")
+        .arg(examples.join("dgemm_blocked.c"))
+        .args(["--param", "MU=1,2", "--param", "NU=4,8", "--cflags", "-O2"])
+        .args(["--no-model", "--no-checkpoint", "--no-specialise"])
+        .args([
+            "-o",
+            "deployed",
+            "--format",
+            "json",
+            "--fidelity-tolerance",
+            "0.3",
+        ])
+        .arg("--")
+        .arg("/usr/bin/python3")
+        .arg(examples.join("matmul.py"))
+        .arg("0.3")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let record = &doc["autotune"];
+    assert!(
+        record["profile"]["defined_in"]
+            .as_str()
+            .unwrap()
+            .starts_with(blas.to_str().unwrap()),
+        "{record:#}"
+    );
+    let tuned: Vec<&serde_json::Value> = record["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["target"]["kind"] == "driver")
+        .collect();
+    assert!(!tuned.is_empty(), "{record:#}");
+    assert_eq!(record["outcome"], "faster", "{record:#}");
+    assert_eq!(record["proof"]["output"]["state"], "same");
+}
