@@ -450,8 +450,11 @@ fn decide(
     Ok(choices)
 }
 
-/// The program's time with each tuned context at its chosen time per call:
-/// the plain median less what the tuned contexts' calls save.
+/// The program's time with each tuned context at its chosen time per call.
+/// What the tuned calls save is a share of the profiled run, whose routine
+/// time and wall time were measured together: the predicted speedup is
+/// 1 / (1 - saved / that run), and the program's predicted time that
+/// speedup applied to the plain median.
 fn predict(
     profiled: &Profiled,
     faithful: &[&ContextTarget],
@@ -463,14 +466,15 @@ fn predict(
         .zip(choices)
         .map(|(t, c)| t.calls as f64 * (c.original_ns - c.chosen_ns))
         .sum();
-    let program_s = (p.plain_median_s - saved_ns * 1e-9).max(f64::MIN_POSITIVE);
+    let saved_share = (saved_ns * 1e-9 / p.profiled_wall_s).min(1.0 - 1e-9);
+    let speedup = 1.0 / (1.0 - saved_share);
     let tuned: f64 = faithful
         .iter()
         .map(|t| crate::choose::weight(context(profiled, t.rank)))
         .sum();
     Prediction {
-        program_s,
-        speedup: p.plain_median_s / program_s,
+        program_s: p.plain_median_s / speedup,
+        speedup,
         tuned_share: tuned / total_weight(&profiled.contexts),
     }
 }

@@ -25,7 +25,10 @@ pub struct ProgramProfile {
     /// Time inside the routine over the whole run (interrupted calls
     /// aside), nanoseconds.
     pub routine_ns: f64,
-    /// `routine_ns` over the plain median (at most 1).
+    /// The profiled run's own wall time: the routine's time and the run's
+    /// are measured together, at one speed of the shared host.
+    pub profiled_wall_s: f64,
+    /// `routine_ns` over `profiled_wall_s` (at most 1).
     pub share: f64,
     /// 1 / (1 - share): the speedup if the routine took no time at all.
     pub amdahl_bound: f64,
@@ -79,14 +82,16 @@ pub struct ProfileRequest<'a> {
     pub work: &'a Path,
 }
 
-/// A profiled run of the program: its report for `routine`.
+/// A profiled run of the program: its report for `routine`, and the
+/// run's wall time.
 pub fn profiled_run(
     program: &Program,
     shim: &Path,
     routine: &str,
     work: &Path,
-) -> Result<Report, AutotuneError> {
+) -> Result<(Report, f64), AutotuneError> {
     let out = toolchain::scratch_dir("tdg-autotune-profile")?;
+    let started = std::time::Instant::now();
     let outcome = session::run_profiled_with(
         &program.argv,
         Some(shim),
@@ -96,6 +101,7 @@ pub fn profiled_run(
             limit: program.timeout,
         },
     )?;
+    let wall_s = started.elapsed().as_secs_f64();
     if !outcome.status.success() {
         return Err(AutotuneError::ProgramFailed {
             program: program.name(),
@@ -117,7 +123,7 @@ pub fn profiled_run(
     )
     .map_err(|e| AutotuneError::Profile(e.to_string()))?;
     format::write(&outcome.profile, &work.join(format!("{routine}.tdgp")))?;
-    Ok(rep)
+    Ok((rep, wall_s))
 }
 
 /// Median time per call of each context of `report`, by the context's
@@ -152,7 +158,7 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     let shim_dir = req.work.join("shim");
     let shims = interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs)?;
     let routine = req.spec.routine.name.name.clone();
-    let rep = profiled_run(program, &shims.preload_shim, &routine, req.work)?;
+    let (rep, profiled_wall_s) = profiled_run(program, &shims.preload_shim, &routine, req.work)?;
     let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
     // Where the original sits in its page says nothing of where a
     // candidate's code will: the drivers place code as they would any.
@@ -175,13 +181,16 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
     let walls: Vec<f64> = plain.iter().map(|r| r.wall.as_secs_f64()).collect();
     let median = stats::Summary::of(&walls).expect("one run at least").median;
-    // Interrupted calls measure the scheduler, not the routine.
-    let share = (rep.uninterrupted_total_ns * 1e-9 / median).clamp(0.0, 1.0);
+    // Interrupted calls measure the scheduler, not the routine; the share
+    // is of the run the routine's time was measured in (the plain runs, at
+    // other moments of the host, give the program's time).
+    let share = (rep.uninterrupted_total_ns * 1e-9 / profiled_wall_s).clamp(0.0, 1.0);
     let summary = ProgramProfile {
         plain_runs_s: walls,
         plain_median_s: median,
         calls: rep.calls,
         routine_ns: rep.uninterrupted_total_ns,
+        profiled_wall_s,
         share,
         amdahl_bound: if share < 1.0 {
             1.0 / (1.0 - share)

@@ -231,7 +231,7 @@ fn judge_contexts(
         &req.rules,
         &ranks,
         || {
-            let rep = profiled_run(req.program, &req.profiled.shim, &routine, req.work)?;
+            let (rep, _) = profiled_run(req.program, &req.profiled.shim, &routine, req.work)?;
             Ok::<_, AutotuneError>(
                 medians_by_values(&rep)
                     .into_iter()
