@@ -9,7 +9,7 @@
 use crate::choose::{choose, Cover};
 use crate::deploy::{deploy, DeployRequest, VariantBuild, DEPLOY_DIR};
 use crate::fidelity::FidelityRules;
-use crate::profile::{profile, ProfileRequest, Profiled};
+use crate::profile::{profile, ProfileRequest, ProgramProfile};
 use crate::program::{Launch, Program};
 use crate::proof::{prove, ProofError, ProofRules, ProofVerdict, Side, Speedup};
 use crate::record::{
@@ -22,6 +22,7 @@ use config::Config;
 use driver_gen::RunOptions;
 use instrument::contexts::{ContextEntry, ContextsFile};
 use instrument::interpose::DispatchRoute;
+use serde::{Deserialize, Serialize};
 use spec_lang::CheckedSpec;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -91,10 +92,84 @@ pub struct AutotuneRequest {
     pub specialise: bool,
     /// Side-by-side re-timings deciding each context's configuration.
     pub retime_rounds: usize,
+    /// Reuse the profile and targets `dir` holds, resume each search's campaign.
+    pub resume: bool,
+    /// The words this run was started with (after `autotune`), stored for
+    /// `--resume`.
+    pub words: Vec<String>,
 }
 
 /// The steps, for progress.
 pub const STEPS: usize = 7;
+
+/// Steps 1 to 3 as a resumed run finds them: the program's profile, the
+/// contexts chosen and their targets, and the inputs they were measured
+/// with (`DIR/work/state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub version: u32,
+    /// SHA-256 of the spec, the candidate and its extra files and the
+    /// program's executable, as they were.
+    pub inputs: Vec<(String, PathBuf, String)>,
+    pub profile: ProgramProfile,
+    pub cover_reached: f64,
+    pub targets: Vec<ContextTarget>,
+}
+
+const MEASURED_FILE: &str = "state.json";
+const MEASURED_VERSION: u32 = 1;
+/// The words a run was started with, for `--resume`.
+pub const ARGS_FILE: &str = "autotune-args.json";
+
+/// What `--resume` reads back to run again as it was started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredArgs {
+    pub cwd: PathBuf,
+    pub words: Vec<String>,
+}
+
+impl StoredArgs {
+    pub fn load(dir: &Path) -> Result<StoredArgs, AutotuneError> {
+        let path = dir.join("work").join(ARGS_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            AutotuneError::Usage(format!(
+                "{}: {e}; --resume takes a directory `tdg autotune -o DIR` wrote",
+                path.display()
+            ))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            AutotuneError::Usage(format!(
+                "{}: not what tdg autotune stores ({e}); run tdg autotune again without --resume",
+                path.display()
+            ))
+        })
+    }
+}
+
+/// The files a run's measurements depend on, hashed as they are now.
+fn input_digests(req: &AutotuneRequest) -> Result<Vec<(String, PathBuf, String)>, AutotuneError> {
+    use sha2::Digest;
+    let program = req.program.executable();
+    let files = [
+        ("spec", req.spec_path.clone()),
+        ("implementation", req.implementation.clone()),
+    ]
+    .into_iter()
+    .chain(req.extra.iter().map(|e| ("extra", e.clone())))
+    .chain(program.map(|p| ("program", p)));
+    files
+        .map(|(role, path)| {
+            let bytes = std::fs::read(&path).map_err(|e| {
+                AutotuneError::Usage(format!("cannot read the {role} {}: {e}", path.display()))
+            })?;
+            Ok((
+                role.to_string(),
+                path,
+                format!("{:x}", sha2::Sha256::digest(&bytes)),
+            ))
+        })
+        .collect()
+}
 
 pub fn autotune(
     req: &AutotuneRequest,
@@ -105,79 +180,57 @@ pub fn autotune(
     let dir = fsguard::OwnedDir::open(&req.dir, DEPLOY_DIR)?;
     let work = fsguard::OwnedDir::open(&dir.path().join("work"), DEPLOY_DIR)?;
     let work = work.path();
-
-    progress.step(1, "profile the program");
-    let profiled = profile(&ProfileRequest {
-        program: &req.program,
-        spec: &req.spec,
-        spec_path: &req.spec_path,
-        include_dirs: req.include_dirs.clone(),
-        cc: req.cc.as_deref(),
-        plain_runs: req.plain_runs,
-        work,
-    })?;
-    let p = &profiled.summary;
-    progress.note(&format!(
-        "{} runs in {:.3} s (median of {}); {} calls of {} hold {:.1}% of it: no tuning of {} can make it more than {:.2}x faster",
-        req.program.name(),
-        p.plain_median_s,
-        p.plain_runs_s.len(),
-        p.calls,
-        req.spec.routine.name.name,
-        p.share * 100.0,
-        req.spec.routine.name.name,
-        p.amdahl_bound
-    ));
-    timer.lap("profile");
-
-    progress.step(2, "choose the contexts");
-    let choice = choose(&profiled.contexts, &req.cover);
-    for rank in &choice.ranks {
-        let c = context(&profiled, *rank);
-        progress.note(&format!(
-            "context {}: {} calls, {} per call, {:.1}% of the routine's time",
-            profiled.label(*rank),
-            c.calls,
-            stats::ns(c.in_app_median_ns),
-            100.0 * crate::choose::weight(c) / total_weight(&profiled.contexts)
-        ));
-    }
-    if choice.short_of_cover {
-        progress.note(&format!(
-            "the {} heaviest contexts hold {:.1}% of the routine's time, short of --cover {:.0}%: raise --max-contexts to tune more",
-            choice.ranks.len(),
-            choice.share * 100.0,
-            req.cover.share * 100.0
-        ));
-    }
-    timer.lap("choose");
-
-    progress.step(3, "a faithful target for each context");
-    let profiled_spec = spec_lang::load(&p.profiled_spec, &[])
-        .map_err(|d| AutotuneError::Profile(format!("the profiled spec does not load: {d}")))?;
-    let targets = find_targets(
-        &TargetRequest {
-            program: &req.program,
-            profiled: &profiled,
-            spec: &profiled_spec,
-            spec_path: &p.profiled_spec,
-            include_dirs: req.include_dirs.clone(),
-            base: req.driver.clone(),
-            rules: req.fidelity,
-            checkpoints: req.checkpoints,
-            work,
-        },
-        &choice.ranks,
-        &mut |line| progress.note(line),
-    )?;
+    let inputs = input_digests(req)?;
+    let state = work.join(MEASURED_FILE);
+    let measured = match (req.resume, std::fs::read_to_string(&state)) {
+        (true, Ok(text)) => {
+            let m: Measured = serde_json::from_str(&text)
+                .ok()
+                .filter(|m: &Measured| m.version == MEASURED_VERSION)
+                .ok_or_else(|| {
+                    AutotuneError::Usage(format!(
+                        "{} is damaged or from another tdg; run tdg autotune again without --resume",
+                        state.display()
+                    ))
+                })?;
+            if let Some((role, path, _)) = m.inputs.iter().find(|i| !inputs.contains(i)) {
+                return Err(AutotuneError::Usage(format!(
+                    "the {role} {} changed since the profile and the targets were measured; run tdg autotune again without --resume",
+                    path.display()
+                )));
+            }
+            progress.note(&format!(
+                "resuming {}: the profile and the targets measured before, each search from its campaign",
+                dir.path().display()
+            ));
+            m
+        }
+        _ => {
+            let stored = StoredArgs {
+                cwd: req.program.cwd.clone(),
+                words: req.words.clone(),
+            };
+            fsguard::write_atomic(
+                &work.join(ARGS_FILE),
+                serde_json::to_string_pretty(&stored)
+                    .expect("plain data")
+                    .as_bytes(),
+            )?;
+            let m = measure(req, work, inputs, progress, &mut timer)?;
+            fsguard::write_atomic(
+                &state,
+                serde_json::to_string_pretty(&m)
+                    .expect("plain data")
+                    .as_bytes(),
+            )?;
+            m
+        }
+    };
+    let contexts = ContextsFile::load(&measured.profile.contexts_file)
+        .map_err(|e| AutotuneError::Profile(e.to_string()))?;
+    let p = &measured.profile;
+    let targets = &measured.targets;
     let faithful: Vec<&ContextTarget> = targets.iter().filter(|t| t.target.is_some()).collect();
-    for t in targets.iter().filter(|t| t.target.is_none()) {
-        progress.note(&format!(
-            "context {} is left out of the tuning and the prediction: {}",
-            t.label,
-            t.rejected.join("; ")
-        ));
-    }
     if faithful.is_empty() {
         return Err(AutotuneError::NoFaithfulTarget(
             targets
@@ -188,8 +241,7 @@ pub fn autotune(
         ));
     }
     let all_file = work.join("targets.contexts.json");
-    write_contexts(&profiled.contexts, &faithful, &all_file)?;
-    timer.lap("targets");
+    write_contexts(&contexts, &faithful, &all_file, req.resume)?;
 
     progress.step(4, "tune on the program's time");
     let mut searches = vec![searcher.search(&SearchTask {
@@ -206,7 +258,7 @@ pub fn autotune(
     if req.specialise && faithful.len() > 1 {
         for (i, t) in faithful.iter().enumerate() {
             let file = work.join(format!("context-{}.contexts.json", t.rank));
-            write_contexts(&profiled.contexts, &[*t], &file)?;
+            write_contexts(&contexts, &[*t], &file, req.resume)?;
             let s = searcher.search(&SearchTask {
                 spec: &p.profiled_spec,
                 contexts_file: &file,
@@ -230,7 +282,7 @@ pub fn autotune(
         &own_best,
         progress,
     )?;
-    let prediction = predict(&profiled, &faithful, &choices);
+    let prediction = predict(p, &contexts, &faithful, &choices);
     progress.note(&format!(
         "predicted: {:.3} s, {:.3}x faster (Amdahl bound {:.2}x)",
         prediction.program_s, prediction.speedup, p.amdahl_bound
@@ -304,9 +356,9 @@ pub fn autotune(
         cwd: req.program.cwd.clone(),
         host: host_cpu(),
         date: formats::machine::date_now(),
-        profile: profiled.summary.clone(),
+        profile: measured.profile.clone(),
         cover_asked: req.cover.share,
-        cover_reached: choice.share,
+        cover_reached: measured.cover_reached,
         contexts: targets.clone(),
         searches,
         choices,
@@ -321,10 +373,98 @@ pub fn autotune(
     Ok(record)
 }
 
-fn context(profiled: &Profiled, rank: usize) -> &ContextEntry {
-    profiled
-        .contexts
-        .contexts
+/// Steps 1 to 3: the program profiled, its contexts chosen, a target found
+/// for each.
+fn measure(
+    req: &AutotuneRequest,
+    work: &Path,
+    inputs: Vec<(String, PathBuf, String)>,
+    progress: &mut dyn Progress,
+    timer: &mut StepTimer,
+) -> Result<Measured, AutotuneError> {
+    progress.step(1, "profile the program");
+    let profiled = profile(&ProfileRequest {
+        program: &req.program,
+        spec: &req.spec,
+        spec_path: &req.spec_path,
+        include_dirs: req.include_dirs.clone(),
+        cc: req.cc.as_deref(),
+        plain_runs: req.plain_runs,
+        work,
+    })?;
+    let p = &profiled.summary;
+    progress.note(&format!(
+        "{} runs in {:.3} s (median of {}); {} calls of {} hold {:.1}% of it: no tuning of {} can make it more than {:.2}x faster",
+        req.program.name(),
+        p.plain_median_s,
+        p.plain_runs_s.len(),
+        p.calls,
+        req.spec.routine.name.name,
+        p.share * 100.0,
+        req.spec.routine.name.name,
+        p.amdahl_bound
+    ));
+    timer.lap("profile");
+
+    progress.step(2, "choose the contexts");
+    let choice = choose(&profiled.contexts, &req.cover);
+    for rank in &choice.ranks {
+        let c = context(&profiled.contexts, *rank);
+        progress.note(&format!(
+            "context {}: {} calls, {} per call, {:.1}% of the routine's time",
+            profiled.label(*rank),
+            c.calls,
+            stats::ns(c.in_app_median_ns),
+            100.0 * crate::choose::weight(c) / total_weight(&profiled.contexts)
+        ));
+    }
+    if choice.short_of_cover {
+        progress.note(&format!(
+            "the {} heaviest contexts hold {:.1}% of the routine's time, short of --cover {:.0}%: raise --max-contexts to tune more",
+            choice.ranks.len(),
+            choice.share * 100.0,
+            req.cover.share * 100.0
+        ));
+    }
+    timer.lap("choose");
+
+    progress.step(3, "a faithful target for each context");
+    let profiled_spec = spec_lang::load(&p.profiled_spec, &[])
+        .map_err(|d| AutotuneError::Profile(format!("the profiled spec does not load: {d}")))?;
+    let targets = find_targets(
+        &TargetRequest {
+            program: &req.program,
+            profiled: &profiled,
+            spec: &profiled_spec,
+            spec_path: &p.profiled_spec,
+            include_dirs: req.include_dirs.clone(),
+            base: req.driver.clone(),
+            rules: req.fidelity,
+            checkpoints: req.checkpoints,
+            work,
+        },
+        &choice.ranks,
+        &mut |line| progress.note(line),
+    )?;
+    for t in targets.iter().filter(|t| t.target.is_none()) {
+        progress.note(&format!(
+            "context {} is left out of the tuning and the prediction: {}",
+            t.label,
+            t.rejected.join("; ")
+        ));
+    }
+    timer.lap("targets");
+    Ok(Measured {
+        version: MEASURED_VERSION,
+        inputs,
+        profile: profiled.summary.clone(),
+        cover_reached: choice.share,
+        targets,
+    })
+}
+
+fn context(file: &ContextsFile, rank: usize) -> &ContextEntry {
+    file.contexts
         .iter()
         .find(|c| c.rank == rank)
         .expect("a chosen rank is in the file")
@@ -338,12 +478,17 @@ fn total_weight(file: &ContextsFile) -> f64 {
         .max(f64::MIN_POSITIVE)
 }
 
-/// A contexts file of `chosen`, each with what it is tuned on.
+/// A contexts file of `chosen`, each with what it is tuned on; a resumed
+/// run keeps the one its searches' campaigns were started with.
 fn write_contexts(
     all: &ContextsFile,
     chosen: &[&ContextTarget],
     path: &Path,
+    resume: bool,
 ) -> Result<(), AutotuneError> {
+    if resume && path.is_file() {
+        return Ok(());
+    }
     let mut file = all.clone();
     file.contexts = chosen
         .iter()
@@ -456,11 +601,11 @@ fn decide(
 /// 1 / (1 - saved / that run), and the program's predicted time that
 /// speedup applied to the plain median.
 fn predict(
-    profiled: &Profiled,
+    p: &ProgramProfile,
+    contexts: &ContextsFile,
     faithful: &[&ContextTarget],
     choices: &[ContextChoice],
 ) -> Prediction {
-    let p = &profiled.summary;
     let saved_ns: f64 = faithful
         .iter()
         .zip(choices)
@@ -470,12 +615,12 @@ fn predict(
     let speedup = 1.0 / (1.0 - saved_share);
     let tuned: f64 = faithful
         .iter()
-        .map(|t| crate::choose::weight(context(profiled, t.rank)))
+        .map(|t| crate::choose::weight(context(contexts, t.rank)))
         .sum();
     Prediction {
         program_s: p.plain_median_s / speedup,
         speedup,
-        tuned_share: tuned / total_weight(&profiled.contexts),
+        tuned_share: tuned / total_weight(contexts),
     }
 }
 

@@ -101,6 +101,18 @@ impl Program {
             .unwrap_or_default()
     }
 
+    /// The file the program's first word runs: itself when it names a
+    /// path, else the first of that name on `PATH` (None: not found).
+    pub fn executable(&self) -> Option<PathBuf> {
+        let first = PathBuf::from(self.argv.first()?);
+        if first.components().count() > 1 {
+            return Some(self.cwd.join(first)).filter(|p| p.is_file());
+        }
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(&first))
+            .find(|p| p.is_file())
+    }
+
     /// Runs the program once, to its end or its time limit.
     pub fn run(&self, launch: &Launch) -> Result<ProgramRun, ProgramError> {
         let program = self.name();

@@ -217,16 +217,19 @@ struct TuneSearcher {
     implementation: PathBuf,
     words: Vec<String>,
     quiet: bool,
+    /// A search whose campaign exists goes on from it (`--resume`).
+    resume: bool,
 }
 
 impl TuneSearcher {
+    /// The words of a search and its arguments parsed from them.
     fn tune_args(
         &self,
         spec: &Path,
         contexts: &Path,
         top: usize,
         more: &[String],
-    ) -> anyhow::Result<super::tune::Args> {
+    ) -> anyhow::Result<(super::tune::Args, Vec<String>)> {
         let mut words: Vec<String> = vec![
             spec.display().to_string(),
             "--impl".into(),
@@ -238,12 +241,13 @@ impl TuneSearcher {
         ];
         words.extend(more.iter().cloned());
         words.extend(self.words.iter().cloned());
-        parse_args(&words).map_err(|e| {
+        let args = parse_args(&words).map_err(|e| {
             anyhow::anyhow!(
                 "the search options do not parse: {}",
                 e.to_string().lines().next().unwrap_or("")
             )
-        })
+        })?;
+        Ok((args, words))
     }
 }
 
@@ -269,11 +273,15 @@ impl Searcher for TuneSearcher {
             "--campaign".to_string(),
             task.campaign.display().to_string(),
         ];
-        let args = self
-            .tune_args(task.spec, task.contexts_file, task.contexts, &more)
-            .map_err(searched)?;
         let mut bar = tune::progress::Bar::new(0, !self.quiet);
-        let outcome = super::tune::tune_outcome(&args, None, &mut bar);
+        let outcome = if self.resume && task.campaign.exists() {
+            super::tune::resume_campaign(task.campaign, false).and_then(|(stored, resumed)| {
+                super::tune::tune_outcome(&stored, &[], Some(resumed), &mut bar)
+            })
+        } else {
+            self.tune_args(task.spec, task.contexts_file, task.contexts, &more)
+                .and_then(|(args, words)| super::tune::tune_outcome(&args, &words, None, &mut bar))
+        };
         bar.finish();
         let outcome = outcome.map_err(searched)?;
         Ok(SearchRecord {
@@ -296,7 +304,7 @@ impl Searcher for TuneSearcher {
     ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
         let file = instrument::contexts::ContextsFile::load(contexts_file)
             .map_err(|e| AutotuneError::Profile(e.to_string()))?;
-        let args = self
+        let (args, _) = self
             .tune_args(spec, contexts_file, file.contexts.len(), &[])
             .map_err(searched)?;
         let (spec, implementation, base) = objective_parts(&args).map_err(searched)?;
@@ -345,12 +353,51 @@ impl pipeline::Progress for Steps {
     }
 }
 
+/// `tdg autotune` arguments as a run stored them, parsed again for `--resume`.
+#[derive(clap::Parser)]
+#[command(name = "tdg autotune", no_binary_name = true)]
+struct Stored {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
 fn autotune(a: RunArgs) -> CmdResult {
-    if a.search.campaign.resume.is_some() {
-        anyhow::bail!(
-            "tdg autotune --resume is not supported yet: run tdg autotune again with the same -o DIR (each search's campaign is in DIR/work)"
-        );
+    if let Some(dir) = a.search.campaign.resume.clone() {
+        use clap::Parser;
+        let stored = autotune::pipeline::StoredArgs::load(&dir).map_err(autotune_error)?;
+        std::env::set_current_dir(&stored.cwd).with_context(|| {
+            format!(
+                "the run was started in {}, which is not reachable here",
+                stored.cwd.display()
+            )
+        })?;
+        let mut run = Stored::try_parse_from(&stored.words)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: the stored arguments do not parse ({}); run tdg autotune again without --resume",
+                    dir.display(),
+                    e.to_string().lines().next().unwrap_or("")
+                )
+            })?
+            .run;
+        run.output = a.output;
+        return run_autotune(run, stored.words, true);
     }
+    let words: Vec<String> = std::env::args()
+        .skip_while(|w| w != "autotune")
+        .skip(1)
+        .filter(|w| {
+            !matches!(
+                w.as_str(),
+                "-v" | "-vv" | "-vvv" | "--verbose" | "-q" | "--quiet"
+            )
+        })
+        .collect();
+    run_autotune(a, words, false)
+}
+
+/// A run of `a`, started with `words` (stored for `--resume`), resumed or not.
+fn run_autotune(a: RunArgs, words: Vec<String>, resume: bool) -> CmdResult {
     if a.search.campaign.task.is_some() {
         anyhow::bail!("--task runs one evaluation of a tdg tune campaign, not of autotune");
     }
@@ -380,11 +427,6 @@ fn autotune(a: RunArgs) -> CmdResult {
         )
         .into());
     }
-    // The search options are checked now, not after the profile.
-    let words: Vec<String> = std::env::args()
-        .skip_while(|w| w != "autotune")
-        .skip(1)
-        .collect();
     let searcher_words = search_words(&words);
     let cwd = std::env::current_dir()?;
     let implementation = cwd.join(&implementation);
@@ -392,6 +434,7 @@ fn autotune(a: RunArgs) -> CmdResult {
         implementation: implementation.clone(),
         words: searcher_words,
         quiet: a.output.is_json(),
+        resume,
     };
     // Checked now, not after the profile: the words each search will read.
     searcher.tune_args(&spec_path, Path::new("contexts.json"), 1, &[])?;
@@ -441,6 +484,8 @@ fn autotune(a: RunArgs) -> CmdResult {
         checkpoints: !a.no_checkpoint,
         specialise: !a.no_specialise,
         retime_rounds: 6,
+        resume,
+        words,
     };
     let mut steps = Steps {
         quiet: a.output.is_json(),

@@ -50,7 +50,11 @@ fn build_app(dir: &Path) -> PathBuf {
 
 fn autotune(dir: &Path, candidate: &str, extra: &[&str], program: &[&str]) -> Output {
     let spec = apps().join("scale.spec");
-    let candidate = apps().join(candidate);
+    // A candidate copied into the test's directory is used from there.
+    let candidate = match dir.join(candidate) {
+        copied if copied.exists() => copied,
+        _ => apps().join(candidate),
+    };
     let mut cmd = tdg_command();
     cmd.current_dir(dir)
         .arg("autotune")
@@ -78,6 +82,11 @@ fn the_program_is_made_faster_and_the_gain_is_proven_in_it() {
     let _serial = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let app = build_app(tmp.path());
+    std::fs::copy(
+        apps().join("scale_candidate.c"),
+        tmp.path().join("scale_candidate.c"),
+    )
+    .unwrap();
     let out = autotune(
         tmp.path(),
         "scale_candidate.c",
@@ -135,6 +144,44 @@ fn the_program_is_made_faster_and_the_gain_is_proven_in_it() {
     assert!(
         said.contains("with n=8192") && !said.contains("with n=7"),
         "the tuned contexts run the candidate, the untuned one the original: {said}"
+    );
+
+    // --resume reuses the profile and the targets, and each search's
+    // campaign: nothing is measured or evaluated again before the proof.
+    let resumed = tdg_command()
+        .current_dir(tmp.path())
+        .args(["autotune", "--resume", "deployed"])
+        .output()
+        .unwrap();
+    let said = stderr(&resumed);
+    assert!(resumed.status.success(), "{said}");
+    assert!(
+        said.contains("resuming") && !said.contains("[1/7]"),
+        "{said}"
+    );
+    assert!(
+        stdout(&resumed).contains("is faster with the tuned routine"),
+        "{}",
+        stdout(&resumed)
+    );
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("autotune.json")).unwrap()).unwrap();
+    assert_eq!(again["contexts"], record["contexts"]);
+    assert_eq!(again["searches"][0]["best"], record["searches"][0]["best"]);
+    // A changed candidate is not resumed with measurements of the old one.
+    let mut text = std::fs::read_to_string(tmp.path().join("scale_candidate.c")).unwrap();
+    text.push_str("/* edited */\n");
+    std::fs::write(tmp.path().join("scale_candidate.c"), text).unwrap();
+    let refused = tdg_command()
+        .current_dir(tmp.path())
+        .args(["autotune", "--resume", "deployed"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("changed since"),
+        "{}",
+        stderr(&refused)
     );
 }
 

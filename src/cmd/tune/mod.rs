@@ -161,40 +161,47 @@ pub fn run(args: Args) -> CmdResult {
         return replay(args, file);
     }
     if let Some(dir) = &args.search.campaign.resume {
-        // Locked first: a second resume must not see, or change, this one's
-        // inputs or results.
-        let (campaign, mut manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
-        std::env::set_current_dir(&manifest.cwd).with_context(|| {
-            format!(
-                "the campaign was started in {}, which is not reachable here",
-                manifest.cwd.display()
-            )
-        })?;
-        // Build options given now replace the stored ones; the check of
-        // the inputs then sees them as changed.
-        manifest.args = with_build_options(&manifest.args, &own_args());
-        let mut stored = stored_args(&manifest)?;
+        let (mut stored, resumed) = resume_campaign(dir, args.search.campaign.allow_changed)?;
         // How the output is shown is this run's choice, and a campaign
         // may be given a larger budget to go on.
         stored.output = args.output.clone();
         stored.report = args.report.clone();
         stored.search.budget = args.search.budget.or(stored.search.budget);
-        let resumed = Resumed {
-            campaign,
-            manifest,
-            allow_changed: args.search.campaign.allow_changed,
-            given: dir.clone(),
-        };
         return search(stored, Some(resumed));
     }
     search(args, None)
+}
+
+/// The campaign in `dir`, locked, with the arguments it was started with
+/// (build options given now replacing the stored ones: the check of the
+/// inputs then sees them as changed); the process moves to the directory
+/// it was started in.
+pub(crate) fn resume_campaign(dir: &Path, allow_changed: bool) -> anyhow::Result<(Args, Resumed)> {
+    // Locked first: a second resume must not see, or change, this one's
+    // inputs or results.
+    let (campaign, mut manifest) = tune::Campaign::open_exclusive(dir).map_err(tune_error)?;
+    std::env::set_current_dir(&manifest.cwd).with_context(|| {
+        format!(
+            "the campaign was started in {}, which is not reachable here",
+            manifest.cwd.display()
+        )
+    })?;
+    manifest.args = with_build_options(&manifest.args, &own_args());
+    let stored = stored_args(&manifest)?;
+    let resumed = Resumed {
+        campaign,
+        manifest,
+        allow_changed,
+        given: dir.to_path_buf(),
+    };
+    Ok((stored, resumed))
 }
 
 /// The search, in a new campaign or (`resumed`) an existing one, and its
 /// output.
 fn search(args: Args, resumed: Option<Resumed>) -> CmdResult {
     let mut bar = tune::progress::Bar::new(0, !quiet(&args));
-    let outcome = tune_outcome(&args, resumed, &mut bar);
+    let outcome = tune_outcome(&args, &own_args(), resumed, &mut bar);
     bar.finish();
     show(&args, outcome?)
 }
@@ -246,9 +253,12 @@ fn show(args: &Args, outcome: tune::TuneOutcome) -> CmdResult {
 }
 
 /// The search `args` describe, run to its outcome (`tdg tune`, and each
-/// search of `tdg autotune`); `progress` hears of every evaluation.
+/// search of `tdg autotune`); `words` are the arguments `args` were parsed
+/// from, which a new campaign stores for `--resume` and its tasks;
+/// `progress` hears of every evaluation.
 pub(crate) fn tune_outcome(
     args: &Args,
+    words: &[String],
     resumed: Option<Resumed>,
     progress: &mut dyn tune::Progress,
 ) -> anyhow::Result<tune::TuneOutcome> {
@@ -347,7 +357,7 @@ pub(crate) fn tune_outcome(
             dir,
             manifest: tune::Manifest::new(
                 std::env::current_dir()?,
-                own_args(),
+                words.to_vec(),
                 campaign_inputs(args, &spec, &implementation, &base, &space, &target)?,
             ),
         },
