@@ -9,7 +9,7 @@
 //! fast on small sizes and slow on the program's large ones loses here.
 
 use crate::measurement::{Measurement, TimeSplit};
-use crate::run::{CandidateSettings, Target, TargetObjective};
+use crate::objectives::{checkpoint_objective, driver_objective, CandidateSettings};
 use crate::search::Objective;
 use crate::TuneError;
 use config::Config;
@@ -96,7 +96,7 @@ struct Part<'s> {
     label: String,
     calls: u64,
     fidelity: f64,
-    objective: TargetObjective<'s>,
+    objective: Box<dyn Objective + 's>,
 }
 
 /// The program's predicted time in the routine over weighted contexts.
@@ -114,22 +114,25 @@ impl<'s> ContextsObjective<'s> {
     ) -> Result<ContextsObjective<'s>, TuneError> {
         let mut parts = Vec::new();
         for c in &contexts.contexts {
-            let (target, options) = match contexts.image(c) {
-                Some(image) => (Target::Checkpoint { image }, base.clone()),
-                None => (Target::Driver, driver_options(base, c, c.cache)),
+            let objective: Box<dyn Objective + 's> = match contexts.image(c) {
+                Some(image) => Box::new(checkpoint_objective(
+                    &image,
+                    implementation,
+                    base,
+                    candidate,
+                )?),
+                None => Box::new(driver_objective(
+                    spec,
+                    implementation,
+                    &driver_options(base, c, c.cache),
+                )),
             };
             let fidelity = c.fidelity.filter(|f| f.is_finite() && *f > 0.0);
             parts.push(Part {
                 label: c.label(),
                 calls: c.calls,
                 fidelity: fidelity.unwrap_or(1.0),
-                objective: TargetObjective::new(
-                    &target,
-                    spec,
-                    implementation,
-                    &options,
-                    candidate,
-                )?,
+                objective,
             });
         }
         if parts.is_empty() {
@@ -172,12 +175,12 @@ impl<'s> ContextsObjective<'s> {
     fn combine(
         &mut self,
         round: &[Config],
-        each: impl Fn(&mut TargetObjective<'s>, &[Config]) -> Vec<Result<Measurement, TuneError>>,
+        each: impl Fn(&mut dyn Objective, &[Config]) -> Vec<Result<Measurement, TuneError>>,
     ) -> Vec<Result<Measurement, TuneError>> {
         let per_part: Vec<Vec<Result<Measurement, TuneError>>> = self
             .parts
             .iter_mut()
-            .map(|p| each(&mut p.objective, round))
+            .map(|p| each(p.objective.as_mut(), round))
             .collect();
         (0..round.len())
             .map(|i| {

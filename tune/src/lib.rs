@@ -14,6 +14,7 @@ pub mod inputs;
 pub mod measurement;
 pub mod model;
 mod modelfree;
+pub mod objectives;
 pub mod outcome;
 pub mod progress;
 pub mod race;

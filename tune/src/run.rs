@@ -8,6 +8,8 @@ use crate::campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifes
 use crate::contexts::{ContextsObjective, WeightedContexts};
 use crate::measurement::Measurement;
 use crate::model::{MachineModel, Start};
+use crate::objectives::{checkpoint_objective, driver_objective};
+pub use crate::objectives::{CandidateSettings, CHECKPOINT_SAMPLES};
 use crate::roles::Roles;
 use crate::search::{Evaluation, Objective, Outcome, Placement, Progress, Tuner};
 use crate::slurm::SlurmExecutor;
@@ -67,22 +69,6 @@ impl Target {
     }
 }
 
-/// Restored copies per configuration when the request gives no sample
-/// count: each is one call on the application's data, so a median of 7 is
-/// steady.
-pub const CHECKPOINT_SAMPLES: u32 = 7;
-
-/// How a checkpoint target builds and checks each candidate.
-#[derive(Debug, Clone)]
-pub struct CandidateSettings {
-    /// More C files linked into every candidate.
-    pub extra: Vec<PathBuf>,
-    /// Compare each configuration's outputs with the original's first.
-    pub verify: bool,
-    /// Relative tolerance for floating-point outputs.
-    pub tolerance: f64,
-}
-
 /// The driver or the checkpoint: one objective for either target.
 // One value per run, so the variants' sizes do not matter.
 #[allow(clippy::large_enum_variant)]
@@ -104,35 +90,17 @@ impl<'s> TargetObjective<'s> {
         candidate: &CandidateSettings,
     ) -> Result<TargetObjective<'s>, TuneError> {
         match target {
-            Target::Driver => Ok(TargetObjective::Driver(DriverObjective {
+            Target::Driver => Ok(TargetObjective::Driver(driver_objective(
                 spec,
-                impl_c: implementation.to_path_buf(),
-                base: base.clone(),
-                kept: None,
-            })),
-            Target::Checkpoint { image } => {
-                let timer = checkpoint::ImageTimer::open(
-                    image,
-                    &checkpoint::TimeOptions {
-                        timeout: base.timeout,
-                        ..Default::default()
-                    },
-                )
-                .map_err(TuneError::Checkpoint)?;
-                Ok(TargetObjective::Checkpoint(CheckpointObjective::new(
-                    timer,
-                    checkpoint::CandidateSource {
-                        implementation: implementation.to_path_buf(),
-                        extra: candidate.extra.clone(),
-                        cflags: base.cflags.clone(),
-                        defines: base.defines.clone(),
-                        cc: base.cc.clone(),
-                    },
-                    base.timing.samples.unwrap_or(CHECKPOINT_SAMPLES) as usize,
-                    candidate.verify,
-                    candidate.tolerance,
-                )?))
-            }
+                implementation,
+                base,
+            ))),
+            Target::Checkpoint { image } => Ok(TargetObjective::Checkpoint(checkpoint_objective(
+                image,
+                implementation,
+                base,
+                candidate,
+            )?)),
             Target::Contexts(contexts) => Ok(TargetObjective::Contexts(ContextsObjective::new(
                 contexts,
                 spec,

@@ -216,7 +216,7 @@ pub(super) fn dispatcher(
     sig: &Signature,
     kind: InterposerKind,
     key: &[RecordedValue],
-    dispatch: &crate::interpose::Dispatch,
+    dispatch: &super::dispatch::Dispatch,
 ) -> String {
     let callee = match kind {
         InterposerKind::Preload => "tdg_fn_".to_string(),
