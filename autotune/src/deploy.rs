@@ -13,7 +13,7 @@
 use instrument::interpose::{
     self, Dispatch, DispatchRoute, DispatchVariant, InterposeError, InterposerKind,
 };
-use spec_lang::ast::Spec;
+use spec_lang::ast::{Spec, CODE_PAGE};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use toolchain::{CCompiler, CompileJob, ToolchainError};
@@ -30,6 +30,9 @@ pub const PRELOAD_LIBRARY: &str = "libtdg-autotune.so";
 /// The static form's archive.
 pub const WRAP_ARCHIVE: &str = "libtdg-autotune-wrap.a";
 
+/// The drivers' code placement section, reused as it is.
+const CODE_PLACEMENT_SOURCE: &str = include_str!("../../templates/tdg_code_place.S");
+
 /// The candidate at one configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariantBuild {
@@ -37,6 +40,9 @@ pub struct VariantBuild {
     pub label: String,
     /// `-D NAME=VALUE` of the configuration.
     pub defines: Vec<(String, String)>,
+    /// Bytes past a page where its code starts: where the drivers timed
+    /// it (the configuration's code offset, else the spec's, else 0).
+    pub code_offset: u32,
 }
 
 /// Everything a deployment is built from.
@@ -64,6 +70,30 @@ pub struct Deployed {
     pub symbol: String,
     /// The dispatcher's C, kept for reading.
     pub dispatcher_source: PathBuf,
+    /// Where each variant's code starts in the preload library, against
+    /// where the drivers timed it.
+    pub placements: Vec<Placement>,
+}
+
+/// A variant's code placement in the preload library. The drivers time a
+/// candidate with its code at the spec's `code_offset` past a page (0 by
+/// default); where a hot loop falls against 64-byte fetch blocks can move a
+/// kernel's speed by a quarter, so the deployment puts each variant's code
+/// at that same offset, or says where it could not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub label: String,
+    /// The offset the drivers timed the candidate at.
+    pub timed_at: u32,
+    /// Where the variant's code starts in the library (its address modulo
+    /// 4096); `None` when the library does not list it.
+    pub placed_at: Option<u32>,
+}
+
+impl Placement {
+    pub fn as_timed(&self) -> bool {
+        self.placed_at == Some(self.timed_at)
+    }
 }
 
 impl From<ToolchainError> for DeployError {
@@ -196,6 +226,20 @@ pub fn deploy(dir: &Path, request: &DeployRequest) -> Result<Deployed, DeployErr
             fsguard::copy_atomic(s, &src_dir.path().join(name))?;
         }
     }
+    let placements = request
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let address =
+                toolchain::symbol_address(&library_tmp, &interpose::variant_symbol(spec, i))?;
+            Ok(Placement {
+                label: v.label.clone(),
+                timed_at: v.code_offset,
+                placed_at: address.map(|a| (a % u64::from(CODE_PAGE)) as u32),
+            })
+        })
+        .collect::<Result<Vec<_>, DeployError>>()?;
     let preload_library = dir.path().join(PRELOAD_LIBRARY);
     let wrap_archive = dir.path().join(WRAP_ARCHIVE);
     fsguard::copy_atomic(&library_tmp, &preload_library)?;
@@ -205,6 +249,7 @@ pub fn deploy(dir: &Path, request: &DeployRequest) -> Result<Deployed, DeployErr
         wrap_archive,
         symbol,
         dispatcher_source: preload_c,
+        placements,
     })
 }
 
@@ -271,7 +316,48 @@ fn build_variant(
         .arg(format!("--keep-global-symbol={renamed}"))
         .arg(&combined);
     binutils(&mut objcopy, "objcopy", &variant.label)?;
-    Ok(combined)
+    place_variant(cc, work, index, &combined, &renamed, variant)
+}
+
+/// The variant's object behind a page-aligned padding section that puts
+/// `renamed` at the offset the drivers timed the candidate at: in the
+/// library the object's code then starts on a page (the padding section's
+/// alignment), the routine that many bytes past it, as
+/// templates/tdg_code_place.S places it in every driver. Unchanged when the
+/// routine is not in the object's `.text` (the compiler put it in a section
+/// of its own): [`Placement`] then says where it landed.
+fn place_variant(
+    cc: &CCompiler,
+    work: &Path,
+    index: usize,
+    combined: &Path,
+    renamed: &str,
+    variant: &VariantBuild,
+) -> Result<PathBuf, DeployError> {
+    let Some(within) = toolchain::offset_in_text(combined, renamed)? else {
+        return Ok(combined.to_path_buf());
+    };
+    let page = u64::from(CODE_PAGE);
+    let pad = (u64::from(variant.code_offset) + page - within % page) % page;
+    let source = work.join("tdg_code_place.S");
+    fsguard::write_atomic(&source, CODE_PLACEMENT_SOURCE.as_bytes())?;
+    let padding = work.join(format!("v{index}_place.o"));
+    cc.compile(&CompileJob {
+        sources: vec![source],
+        output: padding.clone(),
+        defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
+        object_only: true,
+        ..Default::default()
+    })?;
+    let placed = work.join(format!("v{index}_placed.o"));
+    let mut ld = Command::new("ld");
+    ld.arg("-r")
+        .arg("-o")
+        .arg(&placed)
+        .arg(&padding)
+        .arg(combined);
+    binutils(&mut ld, "ld", &variant.label)?;
+    Ok(placed)
 }
 
 /// Whether `object` defines `symbol` globally.

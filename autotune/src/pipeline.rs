@@ -90,6 +90,10 @@ pub struct AutotuneRequest {
     pub checkpoints: bool,
     /// Search each context on its own too.
     pub specialise: bool,
+    /// Re-time each chosen configuration with its code at the other
+    /// positions against 64-byte fetch blocks and deploy it where it is
+    /// proven fastest.
+    pub place: bool,
     /// Side-by-side re-timings deciding each context's configuration.
     pub retime_rounds: usize,
     /// Reuse the profile and targets `dir` holds, resume each search's campaign.
@@ -282,6 +286,19 @@ pub fn autotune(
         &own_best,
         progress,
     )?;
+    let choices = if req.place {
+        place(
+            req,
+            searcher,
+            &p.profiled_spec,
+            &all_file,
+            &faithful,
+            choices,
+            progress,
+        )?
+    } else {
+        choices
+    };
     let prediction = predict(p, &contexts, &faithful, &choices);
     progress.note(&format!(
         "predicted: {:.3} s, {:.3}x faster (Amdahl bound {:.2}x)",
@@ -297,6 +314,11 @@ pub fn autotune(
         deployment.variants.len(),
         dir.path().display()
     ));
+    for m in &deployment.misplaced {
+        progress.note(&format!(
+            "warning: {m}; the measured gain may differ from the predicted one"
+        ));
+    }
     timer.lap("deploy");
 
     progress.step(6, "prove it in the program");
@@ -657,6 +679,7 @@ fn deploy_choices(
             VariantBuild {
                 label: v.to_string(),
                 defines,
+                code_offset: deployed_offset(req, v),
             }
         })
         .collect();
@@ -673,12 +696,149 @@ fn deploy_choices(
             routes,
         },
     )?;
+    let misplaced = deployed
+        .placements
+        .iter()
+        .filter(|p| !p.as_timed())
+        .map(|p| match p.placed_at {
+            Some(at) => format!(
+                "{}: its code starts {at} bytes past a page, timed at {}",
+                p.label, p.timed_at
+            ),
+            None => format!("{}: not in the library's symbol table", p.label),
+        })
+        .collect();
     Ok(Deployment {
         dir: dir.to_path_buf(),
         preload_library: deployed.preload_library,
         wrap_archive: deployed.wrap_archive,
         symbol: deployed.symbol,
         variants,
+        misplaced,
+    })
+}
+
+/// The positions a routine's code is tried at: the four 16-byte steps of
+/// the 64-byte fetch block that `base` (the spec's code offset) is in;
+/// gcc and clang start functions on 16 bytes.
+fn placements(base: u32) -> Vec<u32> {
+    let block = base - base % 64;
+    (0..4)
+        .map(|k| block + 16 * k)
+        .filter(|o| *o != base)
+        .collect()
+}
+
+/// Each chosen configuration re-timed side by side with its code at the
+/// other positions of its fetch block ([`placements`]), in every context
+/// it was chosen for; a position is kept only where it is proven faster
+/// than the spec's (the interval of the rounds' summed time above 1), as
+/// the deployment will place the code where it was timed. Not tried when
+/// the search already searched `code_offset`, or when a target is a
+/// checkpoint (a restored copy's code is where its loader put it).
+#[allow(clippy::too_many_arguments)]
+fn place(
+    req: &AutotuneRequest,
+    searcher: &mut dyn Searcher,
+    spec: &Path,
+    all_file: &Path,
+    faithful: &[&ContextTarget],
+    mut choices: Vec<ContextChoice>,
+    progress: &mut dyn Progress,
+) -> Result<Vec<ContextChoice>, AutotuneError> {
+    if choices.iter().any(|c| c.config.code_offset().is_some()) {
+        return Ok(choices);
+    }
+    if faithful
+        .iter()
+        .any(|t| matches!(t.target, Some(Target::Checkpoint { .. })))
+    {
+        progress
+            .note("code placement: not tried (a restored copy's code is where its loader put it)");
+        return Ok(choices);
+    }
+    let base = deployed_offset(req, &Config::new());
+    let mut distinct: Vec<Config> = Vec::new();
+    for c in &choices {
+        if !distinct.contains(&c.config) {
+            distinct.push(c.config.clone());
+        }
+    }
+    let offsets = placements(base);
+    let mut configs = Vec::new();
+    for c in &distinct {
+        configs.push(c.clone());
+        for o in &offsets {
+            let mut placed = c.clone();
+            placed.set(
+                config::Setting::new(config::CODE_OFFSET, i64::from(*o))
+                    .expect("an offset within a page"),
+            );
+            configs.push(placed);
+        }
+    }
+    // rounds x configs x contexts
+    let times = searcher.retime(spec, all_file, &configs, req.retime_rounds.max(6))?;
+    let per = offsets.len() + 1;
+    for (d, c) in distinct.iter().enumerate() {
+        let users: Vec<usize> = (0..choices.len())
+            .filter(|k| choices[*k].config == *c)
+            .collect();
+        // The program's time in the contexts using `c`, per round.
+        let total = |i: usize| -> Vec<f64> {
+            times
+                .iter()
+                .map(|r| {
+                    users
+                        .iter()
+                        .map(|k| faithful[*k].calls as f64 * r[d * per + i][*k])
+                        .sum()
+                })
+                .collect()
+        };
+        let at_base = total(0);
+        let best = (1..per)
+            .filter_map(|i| {
+                let rounds: Vec<crate::proof::Round> = at_base
+                    .iter()
+                    .zip(total(i))
+                    .map(|(a, b)| crate::proof::Round {
+                        order: crate::proof::Order::PlainFirst,
+                        plain_s: *a,
+                        tuned_s: b,
+                    })
+                    .collect();
+                Speedup::of(&rounds, 0.95).map(|s| (i, s))
+            })
+            .max_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        let Some((i, s)) = best else { continue };
+        let kept = s.low > 1.0;
+        progress.note(&format!(
+            "code placement of {c}: at {} bytes past a page {} against {base}{}",
+            offsets[i - 1],
+            s.text(),
+            if kept { ", kept" } else { ", the spec's kept" }
+        ));
+        if kept {
+            let median = |v: Vec<f64>| stats::Summary::of(&v).map_or(f64::NAN, |s| s.median);
+            for k in users {
+                choices[k].config = configs[d * per + i].clone();
+                choices[k].chosen_ns = median(times.iter().map(|r| r[d * per + i][k]).collect());
+            }
+        }
+    }
+    Ok(choices)
+}
+
+/// Where a variant's code is placed: its configuration's code offset,
+/// else where the drivers placed the candidate (the spec's, else 0).
+fn deployed_offset(req: &AutotuneRequest, config: &Config) -> u32 {
+    config.code_offset().unwrap_or_else(|| {
+        req.spec
+            .timer
+            .as_ref()
+            .and_then(|t| t.code_offset)
+            .map_or(0, |o| o.get())
     })
 }
 
@@ -700,5 +860,17 @@ impl StepTimer {
         self.laps
             .push((step.to_string(), self.since.elapsed().as_secs_f64()));
         self.since = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::placements;
+
+    #[test]
+    fn code_is_tried_at_the_other_16_byte_steps_of_its_fetch_block() {
+        assert_eq!(placements(0), [16, 32, 48]);
+        assert_eq!(placements(1616), [1600, 1632, 1648]);
+        assert_eq!(placements(4080), [4032, 4048, 4064]);
     }
 }

@@ -67,6 +67,11 @@ pub struct Deployment {
     pub wrap_archive: PathBuf,
     pub symbol: String,
     pub variants: Vec<Config>,
+    /// Variants whose code the library could not start where the drivers
+    /// timed it (a fetch-block placement can move a kernel's speed, so
+    /// the prediction may not hold for them), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub misplaced: Vec<String>,
 }
 
 /// How it ended.

@@ -49,10 +49,12 @@ fn request(spec: &spec_lang::CheckedSpec) -> DeployRequest<'_> {
             VariantBuild {
                 label: "UNROLL=4".into(),
                 defines: vec![("UNROLL".into(), "4".into())],
+                code_offset: 0,
             },
             VariantBuild {
                 label: "UNROLL=2".into(),
                 defines: vec![("UNROLL".into(), "2".into())],
+                code_offset: 0,
             },
         ],
         routes: vec![route(8192, 1.0000001, 0), route(512, 0.9999999, 1)],
@@ -239,6 +241,32 @@ fn the_dispatcher_is_warning_free_under_gcc_and_clang() {
                 "{compiler} {kind:?}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+        }
+    }
+}
+
+/// Each variant's code starts in the library where the drivers timed the
+/// candidate (the spec's code_offset): the placement read back from the
+/// library's own symbol table, not from what deploy says.
+#[test]
+fn every_variant_starts_in_the_library_at_the_offset_it_was_timed_at() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec();
+    for offset in [0u32, 1616, 48] {
+        let out = tmp.path().join(format!("deployed{offset}"));
+        let mut placed = request(&spec);
+        for v in &mut placed.variants {
+            v.code_offset = offset;
+        }
+        let deployed = deploy(&out, &placed).unwrap();
+        assert_eq!(deployed.placements.len(), 2);
+        for (i, p) in deployed.placements.iter().enumerate() {
+            let symbol = instrument::interpose::variant_symbol(&spec, i);
+            let address = toolchain::symbol_address(&deployed.preload_library, &symbol)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{symbol} is not in the library"));
+            assert_eq!(address % 4096, u64::from(offset), "{p:?}");
+            assert!(p.as_timed(), "{p:?}");
         }
     }
 }

@@ -22,6 +22,12 @@ use std::fmt;
 /// searches the routine's team size.
 pub const THREADS: &str = "threads";
 
+/// The name of the parameter that places the candidate's code:
+/// `--param code_offset=0,16,32,48` searches where the routine starts
+/// against 64-byte fetch blocks (the spec's `code_offset=`, bytes past a
+/// page), which can move a tight loop's speed by half.
+pub const CODE_OFFSET: &str = "code_offset";
+
 /// How a parameter's value reaches the timed candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -33,15 +39,19 @@ pub enum Kind {
     /// `timer={ threads=N; }` sets it; never a macro. A checkpoint's team
     /// is the application's own, so no candidate on an image takes one.
     Threads,
+    /// Where the routine's code starts, bytes past a 4096-byte page: the
+    /// driver's `--code-offset V` (and where a deployment places it);
+    /// never a macro. A checkpoint's code is where its loader put it.
+    CodeOffset,
 }
 
 impl Kind {
     /// The kind a parameter's name gives it.
     pub fn of(name: &str) -> Kind {
-        if name == THREADS {
-            Kind::Threads
-        } else {
-            Kind::Macro
+        match name {
+            THREADS => Kind::Threads,
+            CODE_OFFSET => Kind::CodeOffset,
+            _ => Kind::Macro,
         }
     }
 
@@ -56,6 +66,17 @@ impl Kind {
                 } else {
                     Err(format!(
                         "a team size is 1 to {most} threads, e.g. threads=1:4"
+                    ))
+                }
+            }
+            Kind::CodeOffset => {
+                let page = i64::from(spec_lang::ast::CODE_PAGE);
+                if (0..page).contains(&value) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "a code offset is 0 to {} bytes past a page, e.g. code_offset=0,16,32,48",
+                        page - 1
                     ))
                 }
             }
@@ -205,7 +226,9 @@ impl Config {
     /// The configuration applied to a candidate's options, the one place
     /// each kind is given its way in: each macro replaces any `-D` of the
     /// same name in `defines` (appended after the others), the team size
-    /// replaces `threads`.
+    /// replaces `threads`. The code offset is not an option of the
+    /// candidate's build or run but of its placement: whoever places code
+    /// (a driver, a deployment) reads [`Config::code_offset`].
     pub fn apply(&self, defines: &mut Vec<(String, String)>, threads: &mut Option<u32>) {
         for s in &self.settings {
             match s.kind {
@@ -214,6 +237,7 @@ impl Config {
                     defines.push((s.name.clone(), s.value.to_string()));
                 }
                 Kind::Threads => *threads = u32::try_from(s.value).ok(),
+                Kind::CodeOffset => {}
             }
         }
     }
@@ -225,12 +249,18 @@ impl Config {
             .collect()
     }
 
-    /// The driver's options for the rest: `--threads 2`.
+    /// The driver's options for the rest: `--threads 2 --code-offset 32`.
     pub fn run_flags(&self) -> Vec<String> {
-        self.team_size()
-            .map(|n| format!("--threads {n}"))
-            .into_iter()
-            .collect()
+        let threads = self.team_size().map(|n| format!("--threads {n}"));
+        let placed = self.code_offset().map(|o| format!("--code-offset {o}"));
+        threads.into_iter().chain(placed).collect()
+    }
+
+    /// Where the configuration places the routine's code, if it says.
+    pub fn code_offset(&self) -> Option<u32> {
+        self.of_kind(Kind::CodeOffset)
+            .next()
+            .and_then(|s| u32::try_from(s.value).ok())
     }
 
     /// "NB=64_MU=4_NU=2": the name of the configuration's files (a
@@ -398,5 +428,19 @@ mod tests {
         assert_eq!(gemm().file_stem(), "NB=64_MU=4_threads=2");
         assert_eq!(Config::new().file_stem(), "default");
         assert!(!gemm().file_stem().contains('/'));
+    }
+
+    #[test]
+    fn a_code_offset_places_the_code_and_is_no_macro() {
+        let c = Config::from_pairs([("MU", 4), ("code_offset", 48)]).unwrap();
+        assert_eq!(c.code_offset(), Some(48));
+        assert_eq!(c.build_flags(), ["-DMU=4"]);
+        assert_eq!(c.run_flags(), ["--code-offset 48"]);
+        let mut defines = Vec::new();
+        let mut threads = None;
+        c.apply(&mut defines, &mut threads);
+        assert_eq!(defines, [("MU".to_string(), "4".to_string())]);
+        assert!(Setting::new("code_offset", 4096).is_err());
+        assert!(Setting::new("code_offset", -1).is_err());
     }
 }

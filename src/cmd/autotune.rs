@@ -96,6 +96,11 @@ pub struct RunArgs {
     #[arg(long)]
     #[arg(help_heading = "Autotune")]
     pub no_specialise: bool,
+    /// Deploy each configuration with its code where the spec places it:
+    /// no re-timing at the other positions against fetch blocks.
+    #[arg(long)]
+    #[arg(help_heading = "Autotune")]
+    pub no_placement: bool,
     /// Include directory for the spec's include= clauses [default: the spec's directory].
     #[arg(short = 'I', value_name = "DIR")]
     #[arg(help_heading = "Autotune")]
@@ -177,9 +182,10 @@ const OWN_WITH_VALUE: [&str; 13] = [
     "--out",
     "-I",
 ];
-const OWN_FLAGS: [&str; 5] = [
+const OWN_FLAGS: [&str; 6] = [
     "--no-checkpoint",
     "--no-specialise",
+    "--no-placement",
     "--json",
     "-q",
     "--quiet",
@@ -483,6 +489,7 @@ fn run_autotune(a: RunArgs, words: Vec<String>, resume: bool) -> CmdResult {
         proof,
         checkpoints: !a.no_checkpoint,
         specialise: !a.no_specialise,
+        place: !a.no_placement,
         retime_rounds: 6,
         resume,
         words,

@@ -387,7 +387,7 @@ fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
         .arg(examples.join("cblas_dgemm.spec"))
         .arg("--impl")
         .arg(examples.join("dgemm_blocked.c"))
-        .args(["--param", "MU=1,2", "--param", "NU=4,8", "--cflags", "-O2"])
+        .args(["--param", "MU=2,4", "--param", "NU=4,8", "--cflags", "-O2"])
         .args(["--no-model", "--no-checkpoint", "--no-specialise"])
         .args([
             "-o",
@@ -403,7 +403,12 @@ fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
         .arg("0.3")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        stderr(&out),
+        String::from_utf8_lossy(&out.stdout)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let record = &doc["autotune"];
     assert!(

@@ -417,3 +417,56 @@ fn a_kernel_that_does_not_compile_stops_the_search_with_the_compiler_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NB, MU and NU must be positive"), "{err}");
 }
+
+/// `code_offset` is a parameter of the candidate's placement, not a macro:
+/// each configuration's driver places the routine there, so an offset its
+/// 16-byte function alignment forbids fails with the driver's own
+/// placement error, and allowed ones are timed.
+#[test]
+fn a_code_offset_parameter_places_each_configurations_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let common = [
+        "--param",
+        "NB=32",
+        "--param",
+        "MU=2",
+        "--param",
+        "NU=2",
+        "--exhaustive",
+        "--json",
+        "-D",
+        "MS=64",
+        "-D",
+        "NS=64",
+        "-D",
+        "KS=64",
+        "--samples",
+        "3",
+    ];
+    let odd = tdg(
+        dir.path(),
+        &[&common[..], &["--param", "code_offset=1,3"]].concat(),
+    );
+    let text =
+        String::from_utf8_lossy(&odd.stdout).to_string() + &String::from_utf8_lossy(&odd.stderr);
+    assert!(!odd.status.success(), "{text}");
+    assert!(
+        text.contains("code_offset=1") && text.contains("cannot start at page offset 1"),
+        "{text}"
+    );
+    let placed = tdg(
+        dir.path(),
+        &[&common[..], &["--param", "code_offset=0,48"]].concat(),
+    );
+    assert!(
+        placed.status.success(),
+        "{}",
+        crate::support::stderr(&placed)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&placed.stdout).unwrap();
+    assert_eq!(
+        doc["best"]["code_offset"].as_i64().map(|o| o % 48),
+        Some(0),
+        "{doc:#}"
+    );
+}

@@ -118,6 +118,11 @@ impl CheckpointObjective {
                 "{described}: a checkpoint's team is the application's own, so a candidate on an image takes no team size; tune it with --default-driver"
             )));
         }
+        if config.code_offset().is_some() {
+            return Err(TuneError::Objective(format!(
+                "{described}: a candidate in a restored copy is placed where its loader puts it, so it takes no code offset; tune the placement with --default-driver"
+            )));
+        }
         self.built += 1;
         let candidate = checkpoint::build_candidate(
             &source,

@@ -28,10 +28,14 @@ pub struct DriverObjective<'s> {
 
 impl DriverObjective<'_> {
     /// The options of one configuration: the base with the configuration
-    /// applied (its macros as `-D`, its team size as `--threads`).
+    /// applied (its macros as `-D`, its team size as `--threads`, its
+    /// code offset as `--code-offset`).
     fn options(&self, config: &Config) -> RunOptions {
         let mut opts = self.base.clone();
         config.apply(&mut opts.defines, &mut opts.timing.threads);
+        if let Some(offset) = config.code_offset() {
+            opts.timing.code_offset = spec_lang::ast::CodeOffset::new(i64::from(offset));
+        }
         opts
     }
 }
