@@ -9,7 +9,7 @@ use checkpoint::fidelity::{CallState, Effect};
 use checkpoint::{capture, time_image, validate, Comparison, ValidateRequest};
 use common::*;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const CALL: u64 = 1500;
 const CALLS: &str = "1600";
@@ -18,12 +18,12 @@ fn probe(ws: &Workspace) -> PathBuf {
     ws.build_app(&["fidelity.c"], "fidelity", &[])
 }
 
-fn command(exe: &PathBuf, effects: &str, ws: &Workspace) -> Vec<OsString> {
-    os_args(&[exe, &effects, &CALLS, &ws.out_file()])
+fn command(exe: &Path, effects: &str, ws: &Workspace) -> Vec<OsString> {
+    os_args(&[&exe, &effects, &CALLS, &ws.out_file()])
 }
 
 /// The states of `n` samples of `image`.
-fn sample_states(image: &PathBuf, n: usize) -> Vec<CallState> {
+fn sample_states(image: &Path, n: usize) -> Vec<CallState> {
     let r = time_image(image, &opts(n)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.sampling, "fork", "{:?}", r.fallback);
     r.samples_state

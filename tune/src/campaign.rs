@@ -816,7 +816,7 @@ mod tests {
             if v.get("NB").unwrap() % 2 == 1 {
                 return Err(TuneError::Failed {
                     failure: failure::Failure::Compile,
-                    message: format!("{}: does not compile", v.to_string()),
+                    message: format!("{}: does not compile", v),
                 });
             }
             std::fs::create_dir_all(dir).unwrap();
