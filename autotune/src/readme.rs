@@ -105,13 +105,9 @@ fn view(r: &Record) -> View {
                     specialised: c.specialised,
                     original: stats::ns(c.original_ns),
                     chosen: stats::ns(c.chosen_ns),
-                    target: match t.and_then(|t| t.target.as_ref()) {
-                        Some(Target::Driver { state, .. }) => format!("{} driver", state.word()),
-                        Some(Target::Checkpoint { delay, .. }) => {
-                            format!("checkpoint, delay {delay}")
-                        }
-                        None => String::new(),
-                    },
+                    target: t
+                        .and_then(|t| t.target.as_ref())
+                        .map_or(String::new(), Target::described),
                 }
             })
             .collect(),

@@ -124,16 +124,21 @@ impl Record {
     pub fn parse(text: &str, path: &str) -> Result<Record, String> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| format!("{path}: not JSON ({e})"))?;
+        Record::from_value(value).map_err(|why| format!("{path}: {why}"))
+    }
+
+    /// A record from its JSON; its format and version checked.
+    pub fn from_value(value: serde_json::Value) -> Result<Record, String> {
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
-            return Err(format!("{path}: not a tdg autotune record"));
+            return Err("not a tdg autotune record".into());
         }
         let version = value.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version != u64::from(FORMAT_VERSION) {
             return Err(format!(
-                "{path}: autotune record version {version}; this tdg reads {FORMAT_VERSION}"
+                "autotune record version {version}; this tdg reads {FORMAT_VERSION}"
             ));
         }
-        serde_json::from_value(value).map_err(|e| format!("{path}: {e}"))
+        serde_json::from_value(value).map_err(|e| e.to_string())
     }
 }
 

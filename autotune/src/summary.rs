@@ -40,11 +40,9 @@ pub fn render(r: &Record) -> String {
     );
     for c in &r.choices {
         let t = r.contexts.iter().find(|t| t.rank == c.rank);
-        let target = match t.and_then(|t| t.target.as_ref()) {
-            Some(Target::Driver { state, .. }) => format!("{} driver", state.word()),
-            Some(Target::Checkpoint { delay, .. }) => format!("checkpoint (delay {delay})"),
-            None => "-".into(),
-        };
+        let target = t
+            .and_then(|t| t.target.as_ref())
+            .map_or("-".into(), Target::described);
         let _ = writeln!(
             s,
             "context      {}: {} {}, {} -> {} per call (on a {target})",

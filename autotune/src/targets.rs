@@ -79,6 +79,16 @@ pub struct ContextTarget {
     pub rejected: Vec<String>,
 }
 
+impl Target {
+    /// "warm driver", "checkpoint, delay 3": the target in a few words.
+    pub fn described(&self) -> String {
+        match self {
+            Target::Driver { state, .. } => format!("{} driver", state.word()),
+            Target::Checkpoint { delay, .. } => format!("checkpoint, delay {delay}"),
+        }
+    }
+}
+
 /// How the targets are found.
 pub struct TargetRequest<'a> {
     pub program: &'a Program,

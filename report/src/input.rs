@@ -16,6 +16,7 @@ pub enum Input {
     AutoDelay(Box<checkpoint::AutoDelayReport>),
     InApp(Box<checkpoint::InAppReport>),
     Runs(RunFile),
+    Autotune(Box<autotune::record::Record>),
 }
 
 /// A tuning campaign: its evaluations in the order they were made.
@@ -128,6 +129,10 @@ fn from_json(path: &Path, v: Value) -> Result<Input, InputError> {
             format!("looks like {what} but does not read as one ({e}); was it written by another tdg version?"),
         )
     };
+    if v.get("format").and_then(Value::as_str) == Some(autotune::record::FORMAT_NAME) {
+        let r = autotune::record::Record::from_value(v).map_err(|why| read_err(path, why))?;
+        return Ok(Input::Autotune(Box::new(r)));
+    }
     // A tune log of a single evaluation is one JSON object.
     if has("phase") && has("config") && has("n") {
         let e: tune::Evaluation = serde_json::from_value(v).map_err(|e| typed("a tune log", e))?;

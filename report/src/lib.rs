@@ -7,6 +7,7 @@
 //! crate's types) → [`html::Section`]s (tables and [`chart::Chart`]s, each
 //! described as data and drawn by plotters) → one page.
 
+pub mod autotune_section;
 pub mod campaign;
 pub mod chart;
 pub mod checkpoint_section;
@@ -59,6 +60,7 @@ pub fn sections(inputs: &[Input]) -> Result<Vec<Section>, ReportError> {
                 }
             }
             Input::Runs(_) => {}
+            Input::Autotune(r) => out.push(autotune_section::section(&next_id("autotune"), r)?),
         }
     }
     let timed = runs::timed_files(inputs);
@@ -79,6 +81,7 @@ pub fn title(inputs: &[Input]) -> String {
             Input::Probe(_) => "probe",
             Input::CheckpointTime(_) | Input::AutoDelay(_) | Input::InApp(_) => "checkpoint",
             Input::Runs(_) => "runs",
+            Input::Autotune(_) => "autotune",
         })
         .collect();
     kinds.dedup();

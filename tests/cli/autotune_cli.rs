@@ -126,6 +126,26 @@ fn the_program_is_made_faster_and_the_gain_is_proven_in_it() {
         "{readme}"
     );
 
+    // `tdg report` draws the record: every tuned context a row, every
+    // proof round a plain and a tuned point.
+    let page = tmp.path().join("autotune.html");
+    let report = tdg_command()
+        .arg("report")
+        .arg(dir.join("autotune.json"))
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for c in record["choices"].as_array().unwrap() {
+        assert!(html.contains(c["label"].as_str().unwrap()), "{c:#}");
+    }
+    let proof = &html[html.find("data-chart=\"proof\"").expect("the proof figure")..];
+    let proof = &proof[..proof.find("</figure>").unwrap()];
+    let rounds = record["proof"]["rounds"].as_array().unwrap().len();
+    assert!(proof.matches("<circle").count() >= 2 * rounds, "{proof}");
+
     // `exec` runs the program with the deployment: its own copies of the
     // candidate say which configurations ran, and the output is the
     // plain program's.
