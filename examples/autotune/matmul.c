@@ -1,7 +1,8 @@
 /* A program that multiplies matrices of three shapes through CBLAS, as
  * numpy's matmul does (examples/autotune/matmul.py is the same work in
  * Python), and prints a checksum rounded to 9 significant digits (a tuned
- * routine may add in another order). Usage: matmul [SCALE] */
+ * routine may add in another order).
+ * Usage: matmul [SCALE [MxKxN:REPS ...]] (other shapes instead of the three) */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,10 +12,20 @@ void cblas_dgemm(const int Order, const int TransA, const int TransB, const int 
 
 int main(int argc, char **argv) {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
-    static const int shapes[][4] = {{256, 256, 256, 6}, {96, 512, 96, 40}, {512, 64, 256, 12}};
+    int shapes[16][4] = {{256, 256, 256, 6}, {96, 512, 96, 40}, {512, 64, 256, 12}};
+    int count = 3;
+    if (argc > 2) {
+        for (count = 0; count < argc - 2 && count < 16; count++)
+            if (sscanf(argv[count + 2], "%dx%dx%d:%d", &shapes[count][0], &shapes[count][1],
+                       &shapes[count][2], &shapes[count][3]) != 4 ||
+                shapes[count][0] < 1 || shapes[count][1] < 1 || shapes[count][2] < 1) {
+                fprintf(stderr, "matmul: %s is not MxKxN:REPS\n", argv[count + 2]);
+                return 2;
+            }
+    }
     unsigned seed = 7;
     double total = 0;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < count; s++) {
         int m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
         int reps = (int)(shapes[s][3] * scale);
         double *a = malloc(sizeof *a * m * k), *b = malloc(sizeof *b * k * n),

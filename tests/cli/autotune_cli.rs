@@ -71,6 +71,16 @@ fn autotune(dir: &Path, candidate: &str, extra: &[&str], program: &[&str]) -> Ou
             "--fidelity-tolerance",
             "0.3",
         ])
+        // Short driver runs and no placement step keep the suite quick:
+        // the candidate is several times faster than the -O0 original,
+        // so neither changes what the tests assert.
+        .args([
+            "--no-placement",
+            "--min-time-ms",
+            "20",
+            "--max-time-ms",
+            "50",
+        ])
         .args(extra)
         .arg("--")
         .args(program);
@@ -409,6 +419,7 @@ fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
         .arg(examples.join("dgemm_blocked.c"))
         .args(["--param", "MU=2,4", "--param", "NU=4,8", "--cflags", "-O2"])
         .args(["--no-model", "--no-checkpoint", "--no-specialise"])
+        .args(["--min-time-ms", "30", "--max-time-ms", "80"])
         .args([
             "-o",
             "deployed",
@@ -437,6 +448,12 @@ fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
             .unwrap()
             .starts_with(blas.to_str().unwrap()),
         "{record:#}"
+    );
+    // Every deployed copy's code starts where its driver timed it.
+    assert!(
+        record["deployment"].get("misplaced").is_none(),
+        "{:#}",
+        record["deployment"]
     );
     let tuned: Vec<&serde_json::Value> = record["contexts"]
         .as_array()
