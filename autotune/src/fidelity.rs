@@ -71,6 +71,28 @@ impl DriverFidelity {
             .copied()
     }
 
+    /// Where no state matches: the state whose rounds, all of them run,
+    /// leave it undecided only by the host's noise (its interval holds 1
+    /// and its ratio lies within the tolerance), the likely one first. A
+    /// target the noise could not confirm is not one the rounds showed
+    /// off; leaving its context out would give up a share of the gain for
+    /// nothing. The caller says it is consistent, not matching.
+    pub fn consistent(&self, likely: CacheState, rules: &FidelityRules) -> Option<&StateFidelity> {
+        let fits = |s: &&StateFidelity| {
+            s.verdict == Verdict::Undecided
+                && s.ratios.len() >= rules.max_rounds
+                && s.estimate.as_ref().is_some_and(|e| {
+                    e.low <= 1.0 && e.high >= 1.0 && (e.ratio - 1.0).abs() <= rules.tolerance
+                })
+        };
+        let candidates: Vec<&StateFidelity> = self.states.iter().filter(fits).collect();
+        candidates
+            .iter()
+            .find(|s| s.state == likely)
+            .or(candidates.first())
+            .copied()
+    }
+
     /// Why no state matches, in words ("warm 0.55x (0.51-0.60), flushed
     /// 1.31x (1.20-1.44)").
     pub fn why_not(&self) -> String {
@@ -262,5 +284,53 @@ mod tests {
         .unwrap();
         assert_eq!(f[0].states[0].ratios.len(), 4);
         assert_eq!(f[0].states[0].verdict, Verdict::Undecided, "too few rounds");
+    }
+
+    fn state(state: CacheState, rounds: usize, ratio: f64, low: f64, high: f64) -> StateFidelity {
+        StateFidelity {
+            state,
+            ratios: vec![ratio; rounds],
+            estimate: Some(RatioEstimate {
+                ratio,
+                low,
+                high,
+                coverage: 0.95,
+            }),
+            verdict: Verdict::Undecided,
+        }
+    }
+
+    #[test]
+    fn an_undecided_state_is_consistent_only_after_every_round_with_1_in_its_interval() {
+        let rules = FidelityRules::default();
+        let noisy = DriverFidelity {
+            rank: 1,
+            states: vec![
+                state(CacheState::Warm, 20, 1.00, 0.93, 1.14),
+                state(CacheState::Flushed, 20, 0.90, 0.84, 1.01),
+            ],
+        };
+        assert_eq!(noisy.faithful(CacheState::Warm), None);
+        let c = noisy.consistent(CacheState::Flushed, &rules).unwrap();
+        // The likely state is preferred only when it qualifies: flushed
+        // holds 1 too, and lies within the tolerance.
+        assert_eq!(c.state, CacheState::Flushed);
+        assert_eq!(
+            noisy.consistent(CacheState::Warm, &rules).unwrap().state,
+            CacheState::Warm
+        );
+        // Rounds left to run, 1 outside the interval, or a ratio beyond
+        // the tolerance: not consistent.
+        for s in [
+            state(CacheState::Warm, 12, 1.00, 0.93, 1.14),
+            state(CacheState::Warm, 20, 1.08, 1.02, 1.20),
+            state(CacheState::Warm, 20, 1.15, 0.95, 1.40),
+        ] {
+            let one = DriverFidelity {
+                rank: 1,
+                states: vec![s],
+            };
+            assert_eq!(one.consistent(CacheState::Warm, &rules), None);
+        }
     }
 }

@@ -48,13 +48,16 @@ pub trait Searcher {
 
     /// `configs` timed again side by side in every context of
     /// `contexts_file`, `rounds` times over: per round, per configuration,
-    /// each context's predicted time per call. One objective serves every
-    /// round (a checkpoint's image is opened once).
+    /// each context's predicted time per call; with `original` (the C that
+    /// calls the program's own definition), the original routine on the
+    /// same targets in the same rounds, last in each round. One objective
+    /// serves every round (a checkpoint's image is opened once).
     fn retime(
         &mut self,
         spec: &Path,
         contexts_file: &Path,
         configs: &[Config],
+        original: Option<&Path>,
         rounds: usize,
     ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError>;
 }
@@ -105,6 +108,10 @@ pub struct AutotuneRequest {
 
 /// The steps, for progress.
 pub const STEPS: usize = 7;
+
+/// In the work directory: the C that calls the program's own definition
+/// of the routine, as the drivers time the original.
+pub const ORIGINAL_SOURCE: &str = "original.c";
 
 /// Steps 1 to 3 as a resumed run finds them: the program's profile, the
 /// contexts chosen and their targets, and the inputs they were measured
@@ -276,6 +283,9 @@ pub fn autotune(
             searches.push(s);
         }
     }
+    // The original as the drivers time it, beside every re-timed
+    // configuration (targets.rs writes it where a driver was tried).
+    let original = Some(work.join(ORIGINAL_SOURCE)).filter(|p| p.is_file());
     let choices = decide(
         req,
         searcher,
@@ -284,6 +294,7 @@ pub fn autotune(
         &faithful,
         &joint,
         &own_best,
+        original.as_deref(),
         progress,
     )?;
     let choices = if req.place {
@@ -294,6 +305,7 @@ pub fn autotune(
             &all_file,
             &faithful,
             choices,
+            original.as_deref(),
             progress,
         )?
     } else {
@@ -546,6 +558,7 @@ fn decide(
     faithful: &[&ContextTarget],
     joint: &Config,
     own_best: &[Config],
+    original: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
     let mut configs: Vec<Config> = vec![joint.clone()];
@@ -555,17 +568,16 @@ fn decide(
         }
     }
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
-    let rounds = if configs.len() > 1 {
+    let rounds = if configs.len() > 1 || original.is_some() {
         req.retime_rounds.max(6)
     } else {
         req.retime_rounds.max(1)
     };
-    // rounds x configs x contexts
-    let times = searcher.retime(spec, all_file, &configs, rounds)?;
+    // rounds x configs (and the original, last) x contexts
+    let times = searcher.retime(spec, all_file, &configs, original, rounds)?;
     let series = |config: usize, context: usize| -> Vec<f64> {
         times.iter().map(|r| r[config][context]).collect()
     };
-    let median = |v: &[f64]| stats::Summary::of(v).map_or(f64::NAN, |s| s.median);
     let mut choices = Vec::new();
     for (k, t) in faithful.iter().enumerate() {
         let j = series(0, k);
@@ -603,18 +615,47 @@ fn decide(
                 (joint.clone(), false, s)
             }
         };
-        let chosen = series(index(&config), k);
+        let chosen_ns = predicted_in_app(t, &times, index(&config), k, original.is_some());
         choices.push(ContextChoice {
             rank: t.rank,
             label: t.label.clone(),
             config,
             specialised,
             original_ns: t.in_app_ns,
-            chosen_ns: median(&chosen),
+            chosen_ns,
             specialised_over_joint: over_joint,
         });
     }
     Ok(choices)
+}
+
+/// The program's predicted time per call of context `k` (target `t`)
+/// with configuration `config` of `times` (rounds x configurations x
+/// contexts). With the original re-timed in the same rounds (last in each),
+/// the in-app time scaled by the median of the rounds' ratios, tuned over
+/// original side by side on the same target: the host's speed at the
+/// profile and during the re-timing drops out, as does the target's
+/// offset from the program. Without it, the re-timed time itself
+/// (already divided by the target's fidelity ratio).
+fn predicted_in_app(
+    t: &ContextTarget,
+    times: &[Vec<Vec<f64>>],
+    config: usize,
+    k: usize,
+    with_original: bool,
+) -> f64 {
+    let median = |v: Vec<f64>| stats::Summary::of(&v).map_or(f64::NAN, |s| s.median);
+    if with_original {
+        t.in_app_ns
+            * median(
+                times
+                    .iter()
+                    .map(|r| r[config][k] / r[r.len() - 1][k])
+                    .collect(),
+            )
+    } else {
+        median(times.iter().map(|r| r[config][k]).collect())
+    }
 }
 
 /// The program's time with each tuned context at its chosen time per call.
@@ -744,6 +785,7 @@ fn place(
     all_file: &Path,
     faithful: &[&ContextTarget],
     mut choices: Vec<ContextChoice>,
+    original: Option<&Path>,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
     if choices.iter().any(|c| c.config.code_offset().is_some()) {
@@ -778,7 +820,7 @@ fn place(
         }
     }
     // rounds x configs x contexts
-    let times = searcher.retime(spec, all_file, &configs, req.retime_rounds.max(6))?;
+    let times = searcher.retime(spec, all_file, &configs, original, req.retime_rounds.max(6))?;
     let per = offsets.len() + 1;
     for (d, c) in distinct.iter().enumerate() {
         let users: Vec<usize> = (0..choices.len())
@@ -820,10 +862,10 @@ fn place(
             if kept { ", kept" } else { ", the spec's kept" }
         ));
         if kept {
-            let median = |v: Vec<f64>| stats::Summary::of(&v).map_or(f64::NAN, |s| s.median);
             for k in users {
                 choices[k].config = configs[d * per + i].clone();
-                choices[k].chosen_ns = median(times.iter().map(|r| r[d * per + i][k]).collect());
+                choices[k].chosen_ns =
+                    predicted_in_app(faithful[k], &times, d * per + i, k, original.is_some());
             }
         }
     }

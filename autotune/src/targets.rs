@@ -149,7 +149,14 @@ pub fn find_targets(
                     .map_or(CacheState::Warm, |c| {
                         crate::fidelity::likely_state(&c.distinct_pointers, c.calls)
                     });
-                match j.faithful(likely) {
+                let (found_state, how) = match j.faithful(likely) {
+                    Some(s) => (Some(s), "matches the program"),
+                    None => (
+                        j.consistent(likely, &req.rules),
+                        "is consistent with the program (its interval holds 1 after every round; undecided only by the host's noise)",
+                    ),
+                };
+                match found_state {
                     Some(s) => {
                         let ctx = contexts.iter().find(|c| c.rank == t.rank).expect("chosen");
                         t.target = Some(Target::Driver {
@@ -158,7 +165,7 @@ pub fn find_targets(
                         });
                         t.fidelity = s.estimate.as_ref().map(|e| Fidelity::of(e, s.ratios.len()));
                         note(&format!(
-                            "context {}: the {} driver matches the program ({})",
+                            "context {}: the {} driver {how} ({})",
                             t.label,
                             s.state.word(),
                             j.why_not()
@@ -212,7 +219,7 @@ fn judge_contexts(
     contexts: &[&ContextEntry],
     note: &mut dyn FnMut(&str),
 ) -> Result<Vec<DriverFidelity>, AutotuneError> {
-    let original = req.work.join("original.c");
+    let original = req.work.join(crate::pipeline::ORIGINAL_SOURCE);
     fsguard::write_atomic(
         &original,
         instrument::interpose::generate_original(

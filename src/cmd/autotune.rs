@@ -306,6 +306,7 @@ impl Searcher for TuneSearcher {
         spec: &Path,
         contexts_file: &Path,
         configs: &[Config],
+        original: Option<&Path>,
         rounds: usize,
     ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
         let file = instrument::contexts::ContextsFile::load(contexts_file)
@@ -323,10 +324,21 @@ impl Searcher for TuneSearcher {
             &candidate_settings(&args),
         )
         .map_err(|e| searched(tune_error(e)))?;
+        // The original on the same targets: the C calling the program's
+        // own definition, built as a candidate with no configuration.
+        let mut original_objective = original
+            .map(|o| {
+                tune::ContextsObjective::new(&contexts, &spec, o, &base, &candidate_settings(&args))
+            })
+            .transpose()
+            .map_err(|e| searched(tune_error(e)))?;
+        let plain = [Config::new()];
         let mut round = || -> Result<Vec<Vec<f64>>, AutotuneError> {
-            objective
-                .retime_each(configs)
-                .into_iter()
+            let mut rows = objective.retime_each(configs);
+            if let Some(o) = original_objective.as_mut() {
+                rows.extend(o.retime_each(&plain));
+            }
+            rows.into_iter()
                 .map(|row| {
                     row.into_iter()
                         .collect::<Result<Vec<f64>, _>>()
