@@ -5,6 +5,7 @@
 //! configuration built and timed at most once and logged as JSON lines;
 //! evaluated here or, one job array per round, on a Slurm cluster.
 
+mod bayes;
 pub mod campaign;
 pub mod checkpoint;
 pub mod contexts;

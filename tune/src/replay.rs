@@ -255,7 +255,8 @@ impl Objective for ReplayObjective<'_> {
 /// What `tdg tune --replay` was asked.
 pub struct ReplayRequest {
     pub file: PathBuf,
-    /// `None`: by what the space offers, as a live search.
+    /// `None`: by what the space offers, as a live search without a
+    /// machine model (a replay has none).
     pub strategy: Option<Strategy>,
     pub budget: Option<u64>,
     pub seed: u64,
@@ -273,7 +274,7 @@ pub fn replay(
     let roles = Roles::resolve(space, &[], None, None)?;
     let strategy = request
         .strategy
-        .unwrap_or_else(|| Strategy::default_for(&roles));
+        .unwrap_or_else(|| Strategy::default_for(&roles, false));
     let size = space.allowed_size().unwrap_or_else(|| space.size());
     let budget = match request.budget {
         Some(b) => usize::try_from(b).unwrap_or(usize::MAX),

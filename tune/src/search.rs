@@ -243,6 +243,18 @@ impl<'a> Tuner<'a> {
         &self.evaluations
     }
 
+    /// Every point evaluated so far with its time (`None`: it failed), in
+    /// the space's order.
+    pub(crate) fn timed_points(&self) -> Vec<(Point, Option<f64>)> {
+        let mut all: Vec<(Point, Option<f64>)> = self
+            .seen
+            .iter()
+            .map(|(p, m)| (p.clone(), m.as_ref().map(|m| m.time_ns)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     pub(crate) fn exhausted(&self) -> bool {
         self.evaluations.len() >= self.budget
     }

@@ -75,13 +75,14 @@ pub struct SearchOptions {
     /// search; the default where a parameter has a role), hill
     /// (hill-climbing every parameter with growing strides), line (ATLAS's
     /// orthogonal line search), model (the model's own choice alone),
-    /// exhaustive, random, anneal (simulated annealing; the default where
-    /// no parameter has a role) or multistart (hill-climbs from random
-    /// starts).
+    /// exhaustive, random, anneal (simulated annealing), multistart
+    /// (hill-climbs from random starts) or bayes (a Gaussian-process
+    /// surrogate and expected improvement; the default where no parameter
+    /// has a role).
     #[arg(long, value_parser = strategy)]
     #[arg(help_heading = "Search")]
     pub strategy: Option<tune::Strategy>,
-    /// Seed of the random choices of random, anneal and multistart: the
+    /// Seed of the random choices of random, anneal, multistart and bayes: the
     /// same seed makes the same search.
     #[arg(long, default_value_t = 0)]
     #[arg(help_heading = "Search")]
