@@ -41,5 +41,6 @@ mod spec_cli;
 mod spec_load;
 mod tune_checkpoint_state;
 mod tune_cli;
+mod tune_replay;
 mod tune_slurm;
 mod tune_threads;
