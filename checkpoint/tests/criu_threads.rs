@@ -61,23 +61,24 @@ fn restore_per_sample(samples: usize) -> TimeOptions {
     }
 }
 
-/// Every sample ran with both threads of the team present, and every one
-/// after the first with both working in it. The first timed call after the
-/// restore may find the passive worker still asleep in the kernel: the
-/// calling thread can take most of the loop before it wakes.
+/// Every sample ran with both threads of the team present, and the two
+/// worked together in the timed calls. Which thread takes how much of one
+/// call is the scheduler's: a worker woken late (the first call after the
+/// restore finds it asleep in the kernel; on a loaded host any call can)
+/// leaves the loop to the calling thread, so a call may count one busy
+/// thread; at least half count both.
 fn assert_team_of_two(r: &TimingReport, what: &str) {
     let n = r.samples_ns.len();
     assert!(n >= 2, "{what}: {n} samples");
     assert_eq!(r.samples_threads, vec![2; n], "{what}: threads per sample");
+    let busy = &r.samples_busy_threads;
     assert!(
-        (1..=2).contains(&r.samples_busy_threads[0]),
-        "{what}: threads that worked in the first timed call: {:?}",
-        r.samples_busy_threads
+        busy.iter().all(|b| (1..=2).contains(b)),
+        "{what}: threads that worked in each timed call: {busy:?}"
     );
-    assert_eq!(
-        r.samples_busy_threads[1..],
-        vec![2; n - 1],
-        "{what}: threads that worked in each timed call after the first"
+    assert!(
+        busy.iter().filter(|b| **b == 2).count() * 2 >= n,
+        "{what}: both threads worked in at least half the timed calls: {busy:?}"
     );
 }
 
