@@ -440,6 +440,10 @@ fn a_code_offset_parameter_places_each_configurations_code() {
         "NS=64",
         "-D",
         "KS=64",
+        "--min-time-ms",
+        "10",
+        "--max-time-ms",
+        "30",
         "--samples",
         "3",
     ];
