@@ -25,6 +25,7 @@ pub mod run;
 pub mod search;
 pub mod slurm;
 pub mod space;
+pub mod ties;
 
 pub use campaign::{Campaign, CampaignObjective, Executor, LocalTasks, Manifest, Prebuild};
 pub use checkpoint::CheckpointObjective;

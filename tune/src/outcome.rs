@@ -18,10 +18,22 @@ impl TuneOutcome {
             ),
             None => write!(s, "time         {} per call", stats::ns(o.best_ns)),
         };
+        if let Some(u) = o.best_uncertainty_pct {
+            let _ = write!(s, " (+-{u:.1}%)");
+        }
         let _ = match o.best_mflops {
             Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
             None => writeln!(s),
         };
+        if !o.tied.is_empty() {
+            let names: Vec<String> = o.tied.iter().map(|c| c.to_string()).collect();
+            let _ = writeln!(
+                s,
+                "tied with    {} (not told apart at 95% confidence, noise {:.1}%)",
+                names.join("; "),
+                o.noise_pct.unwrap_or(0.0)
+            );
+        }
         let _ = writeln!(
             s,
             "evaluations  {} of {} configurations ({:.1}%, {} failed) in {:.1} s, strategy {}",

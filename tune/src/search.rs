@@ -115,6 +115,16 @@ pub struct Outcome {
     pub best: Config,
     pub best_description: String,
     pub best_ns: f64,
+    /// How sure `best_ns` is, per cent: the stated uncertainty, or the
+    /// half-width of its median's 95 % interval over the final re-timing.
+    pub best_uncertainty_pct: Option<f64>,
+    /// Configurations the final re-timing could not tell from the best at
+    /// 95 % confidence, or within the host's noise of it: any of them is
+    /// as good a choice.
+    pub tied: Vec<Config>,
+    /// The noise the finalists were judged against, per cent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise_pct: Option<f64>,
     pub best_mflops: Option<f64>,
     /// Configurations built and timed.
     pub evaluations: usize,
@@ -184,6 +194,10 @@ pub struct Tuner<'a> {
     seen: HashMap<Point, Option<Measurement>>,
     evaluations: Vec<Evaluation>,
     best: Option<(Point, Measurement)>,
+    /// Finalists the re-timing could not tell from the best.
+    tied: Vec<Point>,
+    /// The noise (per cent) the finalists were judged against.
+    noise_pct: Option<f64>,
     started: Instant,
     model_choice: Option<crate::model::Start>,
     /// Seeds the model-free strategies' random choices (`--seed`).
@@ -207,6 +221,8 @@ impl<'a> Tuner<'a> {
             seen: HashMap::new(),
             evaluations: Vec::new(),
             best: None,
+            tied: Vec::new(),
+            noise_pct: None,
             started: Instant::now(),
             model_choice: None,
             seed: 0,
@@ -632,11 +648,14 @@ impl<'a> Tuner<'a> {
         self.finish(vec![reference.reason.clone()])
     }
 
-    /// Re-times the [`FINALISTS`] best configurations side by side and
-    /// names the best of that timing: over a whole search the best time
-    /// comes from whichever moment was fastest, and rounds minutes apart
-    /// met different moments. The re-timing is logged (phase "final", not
-    /// counted as evaluations) and is what the outcome reports.
+    /// Re-times the [`FINALISTS`] best configurations side by side, in
+    /// rounds, until their order is decided at [`crate::ties::CONFIDENCE`]
+    /// or the others are tied with the leader within the host's noise
+    /// (at most [`crate::ties::MAX_ROUNDS`]): over a whole search the best
+    /// time comes from whichever moment was fastest, and rounds minutes
+    /// apart met different moments. The re-timing is logged (phase
+    /// "final", not counted as evaluations); the outcome reports the
+    /// leader, its pooled median and uncertainty, and the tied set.
     pub(crate) fn retime_finalists(&mut self) -> Result<(), TuneError> {
         let mut timed: Vec<(&Point, f64)> = self
             .seen
@@ -655,43 +674,90 @@ impl<'a> Tuner<'a> {
             .map(|(p, _)| (*p).clone())
             .collect();
         let values: Vec<Config> = finalists.iter().map(|p| self.space.config(p)).collect();
-        let results = self.objective.retime(&values);
-        let mut best: Option<(Point, Measurement)> = None;
-        for ((p, v), r) in finalists.iter().zip(&values).zip(results) {
-            let line = Evaluation {
-                n: self.evaluations.len(),
-                phase: "final".into(),
-                config: v.clone(),
-                time_ns: r.as_ref().ok().map(|m| m.time_ns),
-                mflops: r.as_ref().ok().and_then(|m| m.mflops),
-                error: r.as_ref().err().map(|e| e.to_string()),
-                failure: r.as_ref().err().and_then(|e| e.failure()),
-                samples_ns: Vec::new(),
-                uncertainty_pct: r.as_ref().ok().and_then(|m| m.uncertainty_pct),
-                elapsed_s: self.started.elapsed().as_secs_f64(),
-                best_ns: None,
-                node: None,
-                cpu: None,
-                stopped: Some("re-timed side by side with the other finalists".into()),
-                split: None,
-            };
-            if let Some(log) = self.log.as_mut() {
-                let text = serde_json::to_string(&line).expect("evaluations serialise");
-                writeln!(log, "{text}")
-                    .and_then(|_| log.flush())
-                    .map_err(TuneError::Log)?;
-            }
-            if let Ok(m) = r {
-                if m.time_ns.is_finite()
-                    && m.time_ns > 0.0
-                    && best.as_ref().is_none_or(|b| m.time_ns < b.1.time_ns)
-                {
-                    best = Some((p.clone(), m));
+        let mut pooled: Vec<Vec<f64>> = vec![Vec::new(); finalists.len()];
+        let mut last: Vec<Option<Measurement>> = vec![None; finalists.len()];
+        let mut verdict = None;
+        for round in 1..=crate::ties::MAX_ROUNDS {
+            let results = self.objective.retime(&values);
+            let mut stated: Option<f64> = None;
+            for (i, (v, r)) in values.iter().zip(results).enumerate() {
+                self.log_final(v, &r, round)?;
+                match r {
+                    Ok(m) if m.time_ns.is_finite() && m.time_ns > 0.0 => {
+                        if m.samples_ns.is_empty() {
+                            pooled[i].push(m.time_ns);
+                        } else {
+                            pooled[i].extend(&m.samples_ns);
+                        }
+                        stated = match (stated, m.uncertainty_pct) {
+                            (Some(a), Some(b)) => Some(a.max(b)),
+                            (a, b) => a.or(b),
+                        };
+                        last[i] = Some(m);
+                    }
+                    // A finalist that fails now is out of the decision.
+                    _ => pooled[i].clear(),
                 }
             }
+            verdict = crate::ties::judge(&pooled, stated);
+            // An objective that times many samples per evaluation gets 3
+            // rounds (each a whole timing of every finalist); one that gives
+            // a single time needs the rounds for an interval at all.
+            let sampled = last.iter().flatten().all(|m| m.samples_ns.len() > 1);
+            if verdict.as_ref().is_none_or(|v| v.open.is_empty())
+                || (sampled && round >= crate::ties::SAMPLED_ROUNDS)
+            {
+                break;
+            }
         }
-        if best.is_some() {
-            self.best = best;
+        if let Some(v) = verdict {
+            if let Some(mut m) = last[v.leader].take() {
+                m.time_ns = v.median;
+                m.uncertainty_pct = Some(m.uncertainty_pct.unwrap_or(0.0).max(v.uncertainty_pct));
+                self.best = Some((finalists[v.leader].clone(), m));
+                // Still open when the rounds ran out: not told apart.
+                self.tied = v
+                    .tied
+                    .iter()
+                    .chain(&v.open)
+                    .map(|&i| finalists[i].clone())
+                    .collect();
+                self.noise_pct = Some(v.noise_pct);
+            }
+        }
+        Ok(())
+    }
+
+    fn log_final(
+        &mut self,
+        v: &Config,
+        r: &Result<Measurement, TuneError>,
+        round: usize,
+    ) -> Result<(), TuneError> {
+        let line = Evaluation {
+            n: self.evaluations.len(),
+            phase: "final".into(),
+            config: v.clone(),
+            time_ns: r.as_ref().ok().map(|m| m.time_ns),
+            mflops: r.as_ref().ok().and_then(|m| m.mflops),
+            error: r.as_ref().err().map(|e| e.to_string()),
+            failure: r.as_ref().err().and_then(|e| e.failure()),
+            samples_ns: r.as_ref().map(|m| m.samples_ns.clone()).unwrap_or_default(),
+            uncertainty_pct: r.as_ref().ok().and_then(|m| m.uncertainty_pct),
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            best_ns: None,
+            node: None,
+            cpu: None,
+            stopped: Some(format!(
+                "re-timed side by side with the other finalists (round {round})"
+            )),
+            split: None,
+        };
+        if let Some(log) = self.log.as_mut() {
+            let text = serde_json::to_string(&line).expect("evaluations serialise");
+            writeln!(log, "{text}")
+                .and_then(|_| log.flush())
+                .map_err(TuneError::Log)?;
         }
         Ok(())
     }
@@ -763,6 +829,9 @@ impl<'a> Tuner<'a> {
             best: self.space.config(&p),
             best_description: self.space.describe(&p),
             best_ns: m.time_ns,
+            best_uncertainty_pct: m.uncertainty_pct,
+            tied: self.tied.iter().map(|p| self.space.config(p)).collect(),
+            noise_pct: self.noise_pct,
             best_mflops: m.mflops,
             evaluations: self.evaluations.len(),
             failed,
@@ -871,8 +940,14 @@ mod tests {
             .search(&[start])
             .unwrap();
         assert_eq!(out.evaluations, 25);
-        // The search's 25, then the finalists re-timed side by side.
-        assert_eq!(obj.calls.len(), 25 + FINALISTS);
+        // The search's 25, then the finalists re-timed side by side in
+        // rounds until decided.
+        let retimed = obj.calls.len() - 25;
+        assert!(
+            retimed % FINALISTS == 0
+                && (1..=crate::ties::MAX_ROUNDS).contains(&(retimed / FINALISTS)),
+            "{retimed}"
+        );
         let (search, finalists) = obj.calls.split_at(25);
         let mut uniq = search.to_vec();
         uniq.sort();
@@ -900,8 +975,9 @@ mod tests {
                 .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
                 .partition(|l| l["phase"] != "final");
         assert_eq!(lines.len(), out.evaluations);
-        // The finalists' re-timing names the best, and the log says so.
-        assert_eq!(finals.len(), FINALISTS);
+        // The finalists' re-timing (in rounds) names the best, and the log
+        // says so.
+        assert_eq!(finals.len() % FINALISTS, 0);
         let retimed_best = finals
             .iter()
             .map(|l| l["time_ns"].as_f64().unwrap())
@@ -1022,9 +1098,10 @@ mod tests {
                 "{:?}",
                 together.rounds
             );
-            // The last round is the finalists' re-timing.
+            // The last rounds are the finalists' re-timing.
+            let retimed = together.rounds.iter().sum::<usize>() - b.1;
+            assert_eq!(retimed % FINALISTS, 0);
             assert_eq!(together.rounds.last(), Some(&FINALISTS));
-            assert_eq!(together.rounds.iter().sum::<usize>(), b.1 + FINALISTS);
             let (mut x, mut y) = (one_by_one.calls.clone(), together.bowl.calls.clone());
             x.sort();
             y.sort();

@@ -1,0 +1,210 @@
+//! Which finalist is fastest, decided under noise: the finalists are
+//! re-timed side by side (interleaved by the objective) in rounds, each
+//! one's samples pooled over the rounds, and one is slower than the leader
+//! only when the confidence intervals of their medians
+//! ([`stats::median_interval`], distribution-free) do not overlap. Two
+//! whose medians differ by less than the host's noise are tied; a pair
+//! neither separated nor within the noise gets another round, and is tied
+//! when the rounds run out. The outcome then names the tied set rather than
+//! a single winner the noise chose.
+
+/// The confidence at which one finalist is declared slower than another.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// Re-timing rounds at most: enough for an objective of one time per
+/// evaluation (no samples) to reach the 6 values a 95 % interval needs.
+pub const MAX_ROUNDS: usize = 8;
+
+/// Rounds at most when every finalist's timing has samples of its own.
+pub const SAMPLED_ROUNDS: usize = 3;
+
+/// The smallest noise assumed: a host whose timings agree better than
+/// this still differs by it between runs of one binary.
+const NOISE_FLOOR: f64 = 0.005;
+
+/// What the rounds so far say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The finalist of least median.
+    pub leader: usize,
+    /// Finalists within the noise of the leader, or never separated.
+    pub tied: Vec<usize>,
+    /// Finalists neither separated nor within the noise yet.
+    pub open: Vec<usize>,
+    /// The leader's median and its interval's half-width, per cent of it.
+    pub median: f64,
+    pub uncertainty_pct: f64,
+    /// The noise the ties were judged against, per cent.
+    pub noise_pct: f64,
+}
+
+/// The verdict on finalists with these pooled samples (an empty list for
+/// one that failed), given the noise the objective stated (per cent, the
+/// largest of the finalists'). `None` when none has a sample.
+pub fn judge(samples: &[Vec<f64>], stated_noise_pct: Option<f64>) -> Option<Verdict> {
+    let medians: Vec<Option<f64>> = samples
+        .iter()
+        .map(|s| stats::Summary::of(s).map(|m| m.median))
+        .collect();
+    let leader = (0..samples.len())
+        .filter(|&i| medians[i].is_some())
+        .min_by(|&a, &b| medians[a].unwrap().total_cmp(&medians[b].unwrap()))?;
+    let median = medians[leader]?;
+    let interval = |i: usize| stats::median_interval(&samples[i], CONFIDENCE);
+    let lead = interval(leader);
+    let uncertainty = lead.map_or(0.0, |m| (m.high - m.low) / 2.0 / median);
+    let noise = (stated_noise_pct.unwrap_or(0.0) / 100.0)
+        .max(uncertainty)
+        .max(NOISE_FLOOR);
+    let mut tied = Vec::new();
+    let mut open = Vec::new();
+    for i in 0..samples.len() {
+        let Some(m) = medians[i].filter(|_| i != leader) else {
+            continue;
+        };
+        let separated = matches!((lead, interval(i)), (Some(l), Some(o)) if o.low > l.high);
+        if separated {
+            continue;
+        }
+        if m / median - 1.0 <= noise {
+            tied.push(i);
+        } else {
+            open.push(i);
+        }
+    }
+    Some(Verdict {
+        leader,
+        tied,
+        open,
+        median,
+        uncertainty_pct: 100.0 * uncertainty,
+        noise_pct: 100.0 * noise,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples around `ns`, spread +-`pct` per cent, deterministically.
+    fn around(ns: f64, pct: f64, n: usize, phase: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| ns * (1.0 + pct / 100.0 * (((i * 7 + phase * 3) % 11) as f64 / 5.0 - 1.0)))
+            .collect()
+    }
+
+    #[test]
+    fn equal_finalists_are_tied_and_a_clearly_slower_one_is_not() {
+        let v = judge(
+            &[
+                around(1000.0, 3.0, 15, 0),
+                around(1000.0, 3.0, 15, 1),
+                around(1200.0, 3.0, 15, 2),
+            ],
+            Some(1.0),
+        )
+        .unwrap();
+        assert_eq!(v.tied.len() + 1, 2, "{v:?}");
+        assert!(v.leader < 2 && v.tied[0] < 2 && v.open.is_empty(), "{v:?}");
+        let v = judge(
+            &[around(1000.0, 3.0, 15, 0), around(1300.0, 3.0, 15, 1)],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (v.leader, v.tied.clone(), v.open.clone()),
+            (0, vec![], vec![])
+        );
+    }
+
+    #[test]
+    fn too_few_samples_leave_a_difference_beyond_the_noise_open() {
+        // Three values each: no 95 % interval yet; 8 % apart is more than
+        // the stated 1 % noise, so another round is wanted.
+        let v = judge(
+            &[vec![1000.0, 1010.0, 990.0], vec![1080.0, 1085.0, 1075.0]],
+            Some(1.0),
+        )
+        .unwrap();
+        assert_eq!(v.open, vec![1]);
+        // A failed finalist is neither.
+        let v = judge(&[vec![], vec![1000.0; 6]], None).unwrap();
+        assert_eq!((v.leader, v.tied.len(), v.open.len()), (1, 0, 0));
+    }
+
+    /// A noisy objective: X=1..6, its true time 1000 ns at X=1 and at X=2
+    /// when `equal` (else 1300 ns there), 2000 ns elsewhere; each timing
+    /// is one value, off by up to +-5 % from a seeded generator.
+    struct Noisy {
+        equal: bool,
+        rng: u64,
+    }
+
+    impl crate::search::Objective for Noisy {
+        fn evaluate(
+            &mut self,
+            config: &config::Config,
+        ) -> Result<crate::Measurement, crate::TuneError> {
+            self.rng = self
+                .rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let jitter = ((self.rng >> 33) as f64 / (1u64 << 31) as f64) * 0.1 - 0.05;
+            let truth = match config.get("X") {
+                Some(1) => 1000.0,
+                Some(2) if self.equal => 1000.0,
+                Some(2) => 1300.0,
+                _ => 2000.0,
+            };
+            Ok(crate::Measurement {
+                time_ns: truth * (1.0 + jitter),
+                mflops: None,
+                samples_ns: Vec::new(),
+                uncertainty_pct: None,
+                split: None,
+                stopped: None,
+            })
+        }
+    }
+
+    fn searched(equal: bool, seed: u64) -> crate::search::Outcome {
+        let space =
+            crate::space::Space::new(vec![crate::space::parse_param("X=1:6").unwrap()]).unwrap();
+        let mut objective = Noisy { equal, rng: seed };
+        let mut log = Vec::new();
+        let out =
+            crate::search::Tuner::new(&space, &mut objective, &mut (), Some(Box::new(&mut log)), 6)
+                .exhaustive()
+                .unwrap();
+        let text = String::from_utf8(log).unwrap();
+        let finals = text.lines().filter(|l| l.contains("\"final\"")).count();
+        assert!(finals >= 3 && finals % 3 == 0, "{text}");
+        out
+    }
+
+    #[test]
+    fn two_equal_best_are_reported_tied_and_unequal_ones_decided() {
+        for seed in 0..10 {
+            let out = searched(true, seed);
+            let best = out.best.get("X").unwrap();
+            let tied: Vec<i64> = out.tied.iter().map(|c| c.get("X").unwrap()).collect();
+            assert!(
+                [1, 2].contains(&best) && tied == vec![3 - best],
+                "seed {seed}: best X={best}, tied {tied:?}"
+            );
+            let out = searched(false, seed);
+            assert_eq!(out.best.get("X"), Some(1), "seed {seed}");
+            assert!(out.tied.is_empty(), "seed {seed}: {:?}", out.tied);
+            // The best's time is the median of its re-timings, with its
+            // uncertainty.
+            assert!(
+                (out.best_ns / 1000.0 - 1.0).abs() <= 0.05,
+                "{}",
+                out.best_ns
+            );
+            assert!(out
+                .best_uncertainty_pct
+                .is_some_and(|u| u > 0.0 && u <= 5.0));
+        }
+    }
+}
