@@ -77,14 +77,17 @@ fn exhaustive_picks_the_register_blocked_variant() {
         .into_iter()
         .partition(|l| l["phase"] != "final");
     assert_eq!(lines.len(), 4);
-    // The three best re-timed side by side name the best.
-    assert_eq!(finals.len(), 3, "{finals:?}");
-    assert_eq!(
-        o["best_ns"].as_f64(),
+    // The three best re-timed side by side (in rounds until decided or
+    // tied) name the best: its time is one of its re-timings.
+    assert!(
+        finals.len() >= 3 && finals.len().is_multiple_of(3),
+        "{finals:?}"
+    );
+    assert!(
         finals
             .iter()
-            .filter_map(|l| l["time_ns"].as_f64())
-            .reduce(f64::min)
+            .any(|l| l["config"] == o["best"] && l["time_ns"] == o["best_ns"]),
+        "{o} {finals:?}"
     );
     // The outcome says where the evaluations' time went.
     assert_eq!(o["split_evaluations"], 4, "{o}");
@@ -174,12 +177,14 @@ fn search_starts_from_the_probe_model_and_never_repeats_a_configuration() {
         configs.len(),
         "a configuration was built twice: {configs:?}"
     );
-    // The best is the fastest of the finalists' side-by-side re-timing.
-    let fastest = finals
-        .iter()
-        .filter_map(|l| l["time_ns"].as_f64())
-        .fold(f64::INFINITY, f64::min);
-    assert_eq!(o["best_ns"].as_f64().unwrap(), fastest);
+    // The best is the leader of the finalists' side-by-side re-timing:
+    // its time is one of its re-timings.
+    assert!(
+        finals
+            .iter()
+            .any(|l| l["config"] == o["best"] && l["time_ns"] == o["best_ns"]),
+        "{o} {finals:?}"
+    );
 
     // A kernel whose parameters have other names, given roles by its
     // spec's tune clause: the model chooses every one of them (its reason

@@ -655,7 +655,7 @@ impl<'a> Tuner<'a> {
     /// time comes from whichever moment was fastest, and rounds minutes
     /// apart met different moments. The re-timing is logged (phase
     /// "final", not counted as evaluations); the outcome reports the
-    /// leader, its pooled median and uncertainty, and the tied set.
+    /// leader, its time and uncertainty, and the tied set.
     pub(crate) fn retime_finalists(&mut self) -> Result<(), TuneError> {
         let mut timed: Vec<(&Point, f64)> = self
             .seen
@@ -712,7 +712,9 @@ impl<'a> Tuner<'a> {
         }
         if let Some(v) = verdict {
             if let Some(mut m) = last[v.leader].take() {
-                m.time_ns = v.median;
+                // The leader's figure is its last side-by-side timing's (the
+                // driver's, as every other time of the search), with the
+                // larger of its stated uncertainty and its median's interval.
                 m.uncertainty_pct = Some(m.uncertainty_pct.unwrap_or(0.0).max(v.uncertainty_pct));
                 self.best = Some((finalists[v.leader].clone(), m));
                 // Still open when the rounds ran out: not told apart.
@@ -944,7 +946,7 @@ mod tests {
         // rounds until decided.
         let retimed = obj.calls.len() - 25;
         assert!(
-            retimed % FINALISTS == 0
+            retimed.is_multiple_of(FINALISTS)
                 && (1..=crate::ties::MAX_ROUNDS).contains(&(retimed / FINALISTS)),
             "{retimed}"
         );
@@ -977,7 +979,7 @@ mod tests {
         assert_eq!(lines.len(), out.evaluations);
         // The finalists' re-timing (in rounds) names the best, and the log
         // says so.
-        assert_eq!(finals.len() % FINALISTS, 0);
+        assert!(finals.len().is_multiple_of(FINALISTS));
         let retimed_best = finals
             .iter()
             .map(|l| l["time_ns"].as_f64().unwrap())
@@ -1100,7 +1102,7 @@ mod tests {
             );
             // The last rounds are the finalists' re-timing.
             let retimed = together.rounds.iter().sum::<usize>() - b.1;
-            assert_eq!(retimed % FINALISTS, 0);
+            assert!(retimed.is_multiple_of(FINALISTS));
             assert_eq!(together.rounds.last(), Some(&FINALISTS));
             let (mut x, mut y) = (one_by_one.calls.clone(), together.bowl.calls.clone());
             x.sort();
