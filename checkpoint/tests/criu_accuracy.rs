@@ -257,30 +257,21 @@ fn auto_delay_against_the_application_stops_at_the_first_delay_that_matches_it()
     let text = report.render_text();
     eprintln!("{text}");
     assert!(report.against_application);
-    let verdict = |k: u64| {
+    let against_app = |k: u64| {
         report
             .rows
             .iter()
             .find(|r| r.delay == k)
             .and_then(|r| r.against_application.as_ref())
-            .map(|v| v.verdict)
     };
+    let verdict = |k: u64| against_app(k).map(|v| v.verdict);
     assert_eq!(
         verdict(0),
         Some(checkpoint::Verdict::Slower),
         "the immediate checkpoint is cold: {text}"
     );
     assert!(report.chosen >= 1, "{text}");
-    let ratio = |k: u64| {
-        report
-            .rows
-            .iter()
-            .find(|r| r.delay == k)
-            .and_then(|r| r.against_application.as_ref())
-            .and_then(|v| v.estimate)
-            .map(|e| e.ratio)
-            .unwrap()
-    };
+    let ratio = |k: u64| against_app(k).and_then(|v| v.estimate).unwrap().ratio;
     assert!(
         (ratio(report.chosen) - 1.0).abs() < (ratio(0) - 1.0).abs(),
         "the chosen delay is nearer the application than the cold one: {text}"
