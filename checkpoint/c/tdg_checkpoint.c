@@ -899,87 +899,199 @@ static void *map_private(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* `schedule=0,1,2,0,1,2`: one sample per entry, each naming what it runs. */
-static void parse_schedule(const char *text)
-{
-    long n = 1;
-    for (const char *c = text; *c; c++)
-        n += *c == ',';
-    if (n > MAX_SAMPLES)
-        fail_copy("cannot take so many samples in one restore: ", text);
-    fork_plan.schedule = map_private((size_t)n * sizeof *fork_plan.schedule);
-    if (!fork_plan.schedule)
-        fail_copy("cannot allocate the sample schedule: ", strerror(errno));
-    fork_plan.n_samples = 0;
-    for (const char *c = text; *c;) {
-        char *end;
-        long k = strtol(c, &end, 10);
-        if (end == c || k < 0 || k > MAX_CANDIDATES)
-            fail_copy("bad sample schedule: ", text);
-        fork_plan.schedule[fork_plan.n_samples++] = (int)k;
-        c = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            fail_copy("bad sample schedule: ", text);
-    }
-}
+/* What tdg's control text asks of a restored copy, as read_control and
+ * parse_control find it; follow_control then acts on it. Reading and
+ * parsing do nothing else (no dlopen, no exit), so they can be fed any
+ * bytes: tdg's fuzz target for this reader (fuzz/src/control.rs) runs this
+ * very code with TDG_CONTROL_FUZZ defined. */
+struct control {
+    char *text;         /* the whole text, NUL-terminated, in a private mapping */
+    size_t cap;         /* the mapping's size */
+    char outputs[PATH_MAX];
+    const char *tsc_ghz; /* the rate's text, pointing into text */
+    const char *candidates[MAX_CANDIDATES]; /* paths, pointing into text */
+    int n_candidates;
+    int *schedule;      /* a private mapping of n_samples entries, or NULL */
+    size_t schedule_cap;
+    long n_samples;
+};
 
 /* The most control text a copy accepts: 64 candidate paths and a schedule
  * of MAX_SAMPLES entries (up to three characters each) fit with room. */
 #define MAX_CONTROL_BYTES ((size_t)(MAX_CANDIDATES * (PATH_MAX + 16) + 4 * MAX_SAMPLES + 4096))
 
-/* Restored copy: read tdg's instructions whole (until EOF, however long:
- * a schedule of thousands of samples is longer than any fixed buffer) into
- * a private mapping that grows, then act on them. A read error or a text
- * over MAX_CONTROL_BYTES ends the copy with one line instead of acting on
- * part of it. */
-static void follow_control(int fd)
+static void release_control(struct control *c)
 {
-    size_t cap = 1 << 16, used = 0;
-    char *text = map_private(cap), *line, *save = NULL;
+    if (c->text)
+        munmap(c->text, c->cap);
+    if (c->schedule)
+        munmap(c->schedule, c->schedule_cap);
+    c->text = NULL;
+    c->schedule = NULL;
+}
+
+/* Reads `fd` to EOF (however long: a schedule of thousands of samples is
+ * longer than any fixed buffer) into a private mapping that grows, up to
+ * MAX_CONTROL_BYTES. Returns NULL, or why it could not: the caller says so
+ * and ends, instead of acting on part of the text. */
+static const char *read_control(int fd, struct control *c)
+{
+    size_t used = 0;
     ssize_t n;
-    if (!text)
-        fail_copy("cannot allocate the control text: ", strerror(errno));
-    while ((n = read(fd, text + used, cap - 1 - used)) != 0) {
+    c->cap = 1 << 16;
+    c->text = map_private(c->cap);
+    if (!c->text)
+        return "cannot allocate the control text";
+    while ((n = read(fd, c->text + used, c->cap - 1 - used)) != 0) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            fail_copy("cannot read tdg's instructions: ", strerror(errno));
+            return "cannot read tdg's instructions";
         }
         used += (size_t)n;
-        if (used == cap - 1) {
-            if (cap >= MAX_CONTROL_BYTES)
-                fail_copy("cannot follow tdg's instructions: ", "longer than the copy accepts");
-            char *grown = mremap(text, cap, 2 * cap, MREMAP_MAYMOVE);
+        if (used == c->cap - 1) {
+            char *grown;
+            if (c->cap >= MAX_CONTROL_BYTES)
+                return "tdg's instructions are longer than the copy accepts";
+            grown = mremap(c->text, c->cap, 2 * c->cap, MREMAP_MAYMOVE);
             if (grown == MAP_FAILED)
-                fail_copy("cannot grow the control text: ", strerror(errno));
-            text = grown;
-            cap *= 2;
+                return "cannot grow the control text";
+            c->text = grown;
+            c->cap *= 2;
         }
     }
-    text[used] = '\0';
-    close(fd);
-    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (strncmp(line, "outputs=", 8) == 0) {
-            snprintf(g.outputs_path, sizeof g.outputs_path, "%s", line + 8);
-        } else if (strncmp(line, "tsc_ghz=", 8) == 0) {
-            g.tsc_ghz = tsc_ghz_if_usable(line + 8);
-        } else if (strncmp(line, "candidate=", 10) == 0) {
-            if (fork_plan.n_candidates == MAX_CANDIDATES)
-                fail_copy("cannot be loaded: ", "more than 64 candidates in one restore");
-            g.candidate = dlopen(line + 10, RTLD_NOW | RTLD_LOCAL);
-            if (!g.candidate) {
-                char which[48];
-                snprintf(which, sizeof which, "failed_candidate=%d\n", fork_plan.n_candidates + 1);
-                report_line(which);
-                fail_copy("cannot be loaded: ", dlerror());
-            }
-            fork_plan.candidates[fork_plan.n_candidates++] = g.candidate;
-        } else if (strncmp(line, "schedule=", 9) == 0) {
-            parse_schedule(line + 9);
-        }
-    }
-    munmap(text, cap);
+    c->text[used] = '\0';
+    return NULL;
 }
+
+/* `schedule=0,1,2,0,1,2`: one sample per entry, each naming what it runs
+ * (0 the application's code, k the k-th candidate). */
+static const char *parse_schedule(const char *text, struct control *c)
+{
+    long n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    if (n > MAX_SAMPLES)
+        return "cannot take so many samples in one restore";
+    if (c->schedule)
+        return "two schedules";
+    c->schedule_cap = (size_t)n * sizeof *c->schedule;
+    c->schedule = map_private(c->schedule_cap);
+    if (!c->schedule)
+        return "cannot allocate the sample schedule";
+    c->n_samples = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        long k;
+        if (*p < '0' || *p > '9')
+            return "bad sample schedule";
+        k = strtol(p, &end, 10);
+        if (k > MAX_CANDIDATES || (*end && *end != ','))
+            return "bad sample schedule";
+        c->schedule[c->n_samples++] = (int)k;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (c->n_samples == 0)
+        return "an empty sample schedule";
+    return NULL;
+}
+
+/* Splits the text into its lines and checks them whole: every line known,
+ * every schedule entry naming the application (0) or a candidate listed.
+ * Returns NULL, or why the text cannot be followed. */
+static const char *parse_control(struct control *c)
+{
+    char *line, *save = NULL;
+    const char *why;
+    for (line = strtok_r(c->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "outputs=", 8) == 0) {
+            if (strlen(line + 8) >= sizeof c->outputs)
+                return "the outputs path is too long";
+            memcpy(c->outputs, line + 8, strlen(line + 8) + 1);
+        } else if (strncmp(line, "tsc_ghz=", 8) == 0) {
+            c->tsc_ghz = line + 8;
+        } else if (strncmp(line, "candidate=", 10) == 0) {
+            if (c->n_candidates == MAX_CANDIDATES)
+                return "more than 64 candidates in one restore";
+            c->candidates[c->n_candidates++] = line + 10;
+        } else if (strncmp(line, "schedule=", 9) == 0) {
+            if ((why = parse_schedule(line + 9, c)) != NULL)
+                return why;
+        }
+        /* other lines are a later tdg's, which this library predates */
+    }
+    for (long i = 0; i < c->n_samples; i++)
+        if (c->schedule[i] > c->n_candidates)
+            return "the sample schedule names a candidate that is not listed";
+    return NULL;
+}
+
+/* Restored copy: read tdg's instructions whole and act on them: load each
+ * candidate and take the schedule. Text that cannot be read or followed
+ * ends the copy with one line instead of acting on part of it. */
+static void follow_control(int fd)
+{
+    struct control c;
+    const char *why;
+    memset(&c, 0, sizeof c);
+    why = read_control(fd, &c);
+    close(fd);
+    if (!why)
+        why = parse_control(&c);
+    if (why)
+        fail_copy("cannot follow tdg's instructions: ", why);
+    if (c.outputs[0])
+        memcpy(g.outputs_path, c.outputs, sizeof g.outputs_path);
+    if (c.tsc_ghz)
+        g.tsc_ghz = tsc_ghz_if_usable(c.tsc_ghz);
+    for (int i = 0; i < c.n_candidates; i++) {
+        g.candidate = dlopen(c.candidates[i], RTLD_NOW | RTLD_LOCAL);
+        if (!g.candidate) {
+            char which[48];
+            snprintf(which, sizeof which, "failed_candidate=%d\n", i + 1);
+            report_line(which);
+            fail_copy("cannot be loaded: ", dlerror());
+        }
+        fork_plan.candidates[fork_plan.n_candidates++] = g.candidate;
+    }
+    if (c.schedule) {
+        fork_plan.schedule = c.schedule;
+        fork_plan.n_samples = c.n_samples;
+        c.schedule = NULL; /* kept for the copy's life */
+    }
+    release_control(&c);
+}
+
+#ifdef TDG_CONTROL_FUZZ
+/* The reader on any bytes, read from a descriptor as a restored copy
+ * reads them: 0 if the text would be followed, 1 if refused. Never exits. */
+int tdg_control_fuzz(const unsigned char *data, size_t size);
+int tdg_control_fuzz(const unsigned char *data, size_t size)
+{
+    struct control c;
+    const char *why;
+    int verdict;
+    /* A temporary file stands in for the pipe tdg writes: the whole
+     * text, then EOF. */
+    FILE *w = tmpfile();
+    memset(&c, 0, sizeof c);
+    if (!w)
+        return 1;
+    if (size && fwrite(data, 1, size, w) != size) {
+        fclose(w);
+        return 1;
+    }
+    fflush(w);
+    rewind(w);
+    why = read_control(fileno(w), &c);
+    if (!why)
+        why = parse_control(&c);
+    verdict = why != NULL;
+    release_control(&c);
+    fclose(w);
+    return verdict;
+}
+#endif
 
 /* The mappings at the checkpoint. Kernel-provided ones that are not plain
  * memory ([vvar], [vsyscall]) are left out of everything below. */
@@ -1989,6 +2101,19 @@ static void wait_until_released(void)
         nanosleep(&nap, NULL);
     }
     munmap(tids, (size_t)cap * sizeof *tids);
+/* CRIU opens its dump log in the image directory with O_TRUNC, following
+ * links: create it here first, as a new regular file, or accept one only
+ * if it is a regular file already (an earlier dump's, in a directory only
+ * root may write). */
+static bool claim_dump_log(int dirfd)
+{
+    struct stat st;
+    int fd = openat(dirfd, DUMP_LOG, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    return errno == EEXIST && fstatat(dirfd, DUMP_LOG, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 static int checkpoint_here(const char *image, bool pair_api)
@@ -2001,13 +2126,20 @@ static int checkpoint_here(const char *image, bool pair_api)
     ssize_t n;
     FILE *info;
 
-    if (mkdir(image, 0755) < 0 && errno != EEXIST) {
+    /* Only root (who restores it) may write an image: CRIU writes its
+     * files there following links, and a restore runs what it holds. */
+    if (mkdir(image, 0700) < 0 && errno != EEXIST) {
         complain("cannot create the image directory %s", image);
         return TDG_CHECKPOINT_ERROR;
     }
-    dirfd_img = open(image, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    dirfd_img = open(image, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd_img < 0) {
-        complain("cannot open the image directory %s", image);
+        complain("cannot open the image directory %s (not a directory, or a symbolic link)", image);
+        return TDG_CHECKPOINT_ERROR;
+    }
+    if (!claim_dump_log(dirfd_img)) {
+        complain("%s/" DUMP_LOG " is a symbolic link or not a regular file; refusing to let CRIU write through it", image);
+        close(dirfd_img);
         return TDG_CHECKPOINT_ERROR;
     }
     if (!load_libcriu(&api)) {
@@ -2081,7 +2213,8 @@ static int checkpoint_here(const char *image, bool pair_api)
     /* The original process. */
     info = NULL;
     {
-        int ifd = openat(dirfd_img, CAPTURE_INFO, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* a new file, never through a link planted in the directory */
+        int ifd = openat(dirfd_img, CAPTURE_INFO, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (ifd >= 0)
             info = fdopen(ifd, "w");
     }
@@ -2135,7 +2268,8 @@ static void write_outputs(void)
     int fd;
     if (!g.outputs_path[0])
         return;
-    fd = open(g.outputs_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* a new file in tdg's private scratch: never through a link */
+    fd = open(g.outputs_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         fail_copy("could not write its outputs: ", strerror(errno));
     for (int i = 0; i < g.n_outputs; i++) {
@@ -2194,7 +2328,7 @@ static void finish_restored_copy(long long ns, long long cpu_ns, long faults)
 static void append_report(long long ns, long long cpu_ns, long faults)
 {
     char line[384], fields[256];
-    int len, fd = open(g.report, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int len, fd = open(g.report, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         complain("cannot open %s for the region report", g.report);
         return;
@@ -2326,8 +2460,11 @@ static void census_end(const char *site, const struct region_end *t)
 /* At exit: `site NAME` lines, then `call SITE_INDEX CALL NS` per call. */
 static void write_census(void)
 {
-    FILE *f = fopen(g.census, "w");
+    int fd = open(g.census, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
+        if (fd >= 0)
+            close(fd);
         complain("cannot write the site census to %s", g.census);
         return;
     }

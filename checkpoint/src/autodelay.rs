@@ -447,18 +447,16 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         None
     };
     let final_image = req.capture.image.clone();
-    let trial = |k: u64| {
-        let mut p = final_image.clone().into_os_string();
-        p.push(format!(".delay{k}"));
-        PathBuf::from(p)
-    };
+    // Trial images live in tdg's own private scratch, gone when the search
+    // ends however it ends; only the chosen delay is captured into `-o`.
+    let scratch = toolchain::scratch_dir("tdg-auto-delay")
+        .map_err(crate::error::io_err("cannot create a scratch directory"))?;
+    let trial = |k: u64| scratch.path().join(format!("delay{k}"));
     let mut measured: BTreeMap<u64, Summary> = BTreeMap::new();
-    let mut tried: Vec<u64> = Vec::new();
     let searched = search_delay(last, req.threshold, in_app_ns, &mut |k| {
         let mut c = req.capture.clone();
         c.delay = k;
         c.image = trial(k);
-        tried.push(k);
         capture(&c, criu)?;
         let mut t = req.time.clone();
         t.samples = req.samples;
@@ -467,17 +465,6 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         measured.insert(k, stats);
         Ok(stats.median)
     });
-    // Timed trial images go whether or not every trial worked, so a failed
-    // search does not leave an image per delay behind; the failing trial's
-    // directory stays, as the error names the CRIU log in it. CRIU reopens
-    // an image directory at its captured path, so a trial image cannot be
-    // renamed into place either: the chosen delay is captured once more.
-    let failing = searched.is_err().then(|| tried.last().copied()).flatten();
-    for &k in tried.iter().filter(|&&k| Some(k) != failing) {
-        // Only a trial this search captured (marked by the capture) goes;
-        // a user's directory of that name was refused by the capture.
-        let _ = fsguard::remove_owned_dir(&trial(k), crate::capture::IMAGE_DIR);
-    }
     let choice = searched?;
     let mut c = req.capture.clone();
     c.delay = choice.delay;

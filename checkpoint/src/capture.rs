@@ -101,13 +101,37 @@ pub const IMAGE_DIR: fsguard::Purpose = fsguard::Purpose {
     option: "-o",
 };
 
-/// Make `image` an empty directory tdg owns: created, an empty one adopted,
-/// or an earlier image emptied; anything else (a user's directory, even one
-/// holding a `dump.log`) is refused with one line and left as it was.
-pub fn prepare_image_dir(image: &Path) -> Result<PathBuf> {
-    fsguard::OwnedDir::fresh(image, IMAGE_DIR)
-        .map(|dir| dir.path().to_path_buf())
-        .map_err(guard_err)
+/// A capture in progress: the image is written into a directory staged
+/// beside the requested one and swapped in only once it is complete
+/// ([`StagedImage::install`]), so a capture that fails (a typo in the
+/// command, the application ending before the call) leaves the previous
+/// image as it was. The staged directory is private (0700, an unpredictable
+/// name, tdg's marker); dropped without being installed, it is removed.
+/// CRIU records the directory the image was written in, which a restore
+/// hands it back wherever the image is now (`RestorePlan`).
+pub struct StagedImage(fsguard::Staged);
+
+impl StagedImage {
+    /// Stages a new image for `image`, which must be missing, an empty
+    /// directory or an earlier image (owned by this user, writable by no one
+    /// else); anything else (a user's directory, even one holding a
+    /// `dump.log`) is refused with one line and left as it was.
+    pub fn beside(image: &Path) -> Result<StagedImage> {
+        let staged = fsguard::Staged::beside(image, IMAGE_DIR).map_err(guard_err)?;
+        Ok(StagedImage(staged))
+    }
+
+    /// Where the capture writes (absolute).
+    pub fn path(&self) -> PathBuf {
+        let p = self.0.path();
+        std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    }
+
+    /// The image in place of whatever was at its destination; returns the
+    /// destination, canonical.
+    pub fn install(self) -> Result<PathBuf> {
+        self.0.install().map_err(guard_err)
+    }
 }
 
 /// Copies the shim `shim` into `image`/[`PRELOAD_DIR`]: CRIU restores its
@@ -134,7 +158,36 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
         return Err(CheckpointError::NotRoot);
     }
     crate::criu::prepare_kdat_cache_dir()?;
-    let image = prepare_image_dir(&req.image)?;
+    let staged = StagedImage::beside(&req.image)?;
+    let previous = req.image.exists();
+    let outcome = capture_into(req, criu, &staged.path(), program, args).map_err(|e| match e {
+        CheckpointError::NotCaptured(why) if previous => CheckpointError::NotCaptured(format!(
+            "{why} (the image already at {} is unchanged)",
+            req.image.display()
+        )),
+        CheckpointError::InvalidRequest(why) if previous => {
+            CheckpointError::InvalidRequest(format!(
+                "{why} (the image already at {} is unchanged)",
+                req.image.display()
+            ))
+        }
+        e => e,
+    })?;
+    staged.install()?;
+    Ok(outcome)
+}
+
+/// [`capture`] into the (empty, private) directory `image`: run the
+/// application, read what its host library recorded, seal it with a
+/// manifest.
+pub(crate) fn capture_into(
+    req: &CaptureRequest,
+    criu: &Criu,
+    image: &Path,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<CaptureOutcome> {
+    let image = image.to_path_buf();
 
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -207,8 +260,9 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     })?;
     // The application leads its own session, hence its own process group:
     // a timeout ends everything it started that stayed in it.
-    let Some(status) = toolchain::wait_or_kill_group(&mut child, req.timeout)
-        .map_err(io_err("waiting for the application"))?
+    let Some(toolchain::Finished { status, leftovers }) =
+        toolchain::wait_or_kill_group(&mut child, req.timeout)
+            .map_err(io_err("waiting for the application"))?
     else {
         return Err(CheckpointError::NotCaptured(format!(
             "the application did not finish within {} and was killed with every process it started (its process group); raise --timeout",
@@ -216,6 +270,13 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
         )));
     };
     let run_time = started.elapsed();
+    if !leftovers.is_empty() {
+        tracing::warn!(
+            "the application exited and left {} running in its process group; tdg killed {}",
+            leftovers.join(", "),
+            if leftovers.len() == 1 { "it" } else { "them" }
+        );
+    }
 
     if !image.join(CAPTURE_INFO_FILE).exists() {
         let site = req.site.as_deref().unwrap_or("(first marked)");
@@ -233,6 +294,8 @@ pub fn capture(req: &CaptureRequest, criu: &Criu) -> Result<CaptureOutcome> {
     if !info.ok {
         let log = image.join(DUMP_LOG_FILE);
         let text = std::fs::read_to_string(&log).unwrap_or_default();
+        // The staged image goes with the error: the log is kept apart.
+        let log = fsguard::keep_copy(&log, "tdg-dump").unwrap_or(log);
         let cause = if text.is_empty() {
             info.error
                 .clone()

@@ -107,15 +107,14 @@ impl RestorePlan {
                 candidates.len()
             )));
         }
-        // Every sample and learning pass gets the per-restore time limit.
-        let passes = schedule.len() as u32 + candidates.len() as u32 + 2;
-        let timeout = self.timeout.saturating_mul(passes);
+        // The limit is each sample's (and each learning pass's): every line
+        // the copy reports starts it again.
         let RawRestore {
             outcome,
             wall,
             text,
             log,
-        } = self.run_restore(&render_schedule(candidates, schedule), timeout)?;
+        } = self.run_restore(&render_schedule(candidates, schedule), self.timeout)?;
         let mut forked = parse_forked(&text, schedule.len(), wall);
         if let Some((k, sample)) = failed_implementation(&text) {
             let instructions = CopyInstructions {
@@ -129,7 +128,7 @@ impl RestorePlan {
                     image: self.image.clone(),
                     sample,
                     detail: "ended without reporting its time".into(),
-                    log: log.clone(),
+                    log: Self::kept(&log),
                 });
             forked.failed = Some((k, error));
         }
@@ -148,7 +147,7 @@ impl RestorePlan {
                     forked.samples.len(),
                     schedule.len()
                 ),
-                log,
+                log: Self::kept(&log),
             },
         })
     }
@@ -157,7 +156,7 @@ impl RestorePlan {
 /// `sample_failed=<i> candidate=<k> status=<s>` (i = -1: a learning pass),
 /// or `failed_candidate=<k>` (it could not be loaded): the implementation
 /// and the 1-based sample.
-fn failed_implementation(text: &str) -> Option<(usize, usize)> {
+pub fn failed_implementation(text: &str) -> Option<(usize, usize)> {
     text.lines().find_map(|l| {
         if let Some(rest) = l.strip_prefix("sample_failed=") {
             let sample = rest
@@ -175,10 +174,11 @@ fn failed_implementation(text: &str) -> Option<(usize, usize)> {
     })
 }
 
-/// The samples a sampling copy reported, in order.
-fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
+/// The samples a sampling copy reported, in order (`expected`: how many
+/// the schedule asked for, a capacity hint only).
+pub fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestore {
     let mut forked = ForkedRestore {
-        samples: Vec::with_capacity(expected),
+        samples: Vec::with_capacity(expected.min(text.len() / 8 + 1)),
         fallback: None,
         failed: None,
         wall,

@@ -78,6 +78,29 @@ impl CapturedCall {
     }
 }
 
+/// Refuses an image directory, or a file in it, that anyone but this user
+/// could have changed (another owner, group- or world-writable, a link):
+/// restoring an image runs what it holds as root, and its manifest's
+/// checksums are no defence against whoever can rewrite both.
+pub fn refuse_untrusted(image: &Path) -> Result<()> {
+    fsguard::refuse_shared(image, crate::capture::IMAGE_DIR).map_err(guard_err)?;
+    let mut paths = Vec::new();
+    for dir in [image.to_path_buf(), image.join(crate::capture::PRELOAD_DIR)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        paths.extend(entries.flatten().map(|e| e.path()));
+    }
+    for path in paths {
+        let what = fsguard::Purpose {
+            what: "checkpoint image file",
+            option: "-o (recapture the image)",
+        };
+        fsguard::refuse_shared(&path, what).map_err(guard_err)?;
+    }
+    Ok(())
+}
+
 /// SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f =
@@ -172,13 +195,6 @@ impl Manifest {
             path: image.to_path_buf(),
             reason,
         };
-        let here = image.canonicalize().unwrap_or_else(|_| image.to_path_buf());
-        if !self.capture.image.as_os_str().is_empty() && here != self.capture.image {
-            return Err(bad(format!(
-                "it was captured as {} and CRIU reopens it there; move it back or recapture",
-                self.capture.image.display()
-            )));
-        }
         let now = checksum_image(image)?;
         for want in &self.files {
             match now.iter().find(|f| f.name == want.name) {

@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Restore logs are `restore.<tdg pid>.<n>.log` in the image directory, n
-/// counting this process's restores; kept only when the restore failed.
+/// Restore logs are `restore.<tdg pid>.<n>.log` in the plan's private work
+/// directory (never in the image: CRIU opens its files following links), n
+/// counting this process's restores; a failed restore's log is kept apart
+/// (`tdg-restore-XXXXXX.log` under `$TMPDIR`) and named in the error.
 pub const RESTORE_LOG_PREFIX: &str = "restore.";
 /// This process's restores so far. Each restore logs to a file of its own:
 /// with one name per process, the next restore of the same image (a search
@@ -162,6 +164,47 @@ pub struct RestorePlan {
     /// Keep the restore log after a good restore (for that breakdown;
     /// [`RestoredRun::kept_log`] names it).
     pub keep_log: bool,
+    /// CRIU's work directory (its log, `stats-restore`): private to tdg.
+    pub work: std::sync::Arc<fsguard::ScratchDir>,
+    /// Files CRIU reopens by the path they had at the capture, handed to it
+    /// from where they are now (`--inherit-fd`): the directory the image
+    /// was captured in, and the region shim inside it. An image is captured
+    /// into a staged directory and moved into place, and may move again.
+    pub relocated: Vec<Relocated>,
+}
+
+/// A file of the image CRIU knows by its captured path (`key`, without the
+/// leading `/`), opened from `now` for each restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relocated {
+    pub key: String,
+    pub now: PathBuf,
+}
+
+/// What a restore hands CRIU for the image's own files: the captured image
+/// directory and everything under its `preload/` (the shim a `--spec`
+/// capture maps), each by its captured path, from `image` where it is now.
+pub fn relocations(image: &Path, captured: &Path) -> Vec<Relocated> {
+    let key = |p: &Path| p.to_string_lossy().trim_start_matches('/').to_string();
+    if captured.as_os_str().is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![Relocated {
+        key: key(captured),
+        now: image.to_path_buf(),
+    }];
+    let preload = image.join(crate::capture::PRELOAD_DIR);
+    if let Ok(entries) = std::fs::read_dir(&preload) {
+        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            out.push(Relocated {
+                key: key(&captured.join(crate::capture::PRELOAD_DIR).join(&name)),
+                now: preload.join(&name),
+            });
+        }
+    }
+    out
 }
 
 /// util-linux's `unshare` or `setsid`, which every restore runs through.
@@ -201,18 +244,29 @@ impl RestorePlan {
             fork_samples: manifest.capture.fork_samples,
             log_level: 2,
             keep_log: false,
+            work: std::sync::Arc::new(
+                toolchain::scratch_dir("tdg-restore")
+                    .map_err(io_err("cannot create a scratch directory"))?,
+            ),
+            relocated: relocations(image, &manifest.capture.image),
         })
     }
 
     /// A name no other restore of this process uses, for CRIU's log (`-o`
-    /// names a file in the image directory).
+    /// names a file in the private work directory).
     pub fn new_log_name() -> String {
         let n = RESTORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         format!("{RESTORE_LOG_PREFIX}{}.{n}.log", std::process::id())
     }
 
+    /// A failed restore's `log` kept apart for the user (the work directory
+    /// goes when tdg ends): named in errors.
+    pub fn kept(log: &Path) -> PathBuf {
+        fsguard::keep_copy(log, "tdg-restore").unwrap_or_else(|_| log.to_path_buf())
+    }
+
     /// The restore command line (without the descriptor plumbing), CRIU
-    /// logging to `log_name` in the image directory.
+    /// logging to `log_name` in the private work directory.
     pub fn command(&self, log_name: &str) -> Command {
         let mut cmd = Command::new(&self.unshare);
         // --kill-child: if tdg kills unshare (timeout), criu, the namespace's
@@ -234,6 +288,8 @@ impl RestorePlan {
             .arg("-D")
             .arg(&self.image)
             .arg("--shell-job")
+            .arg("--work-dir")
+            .arg(self.work.path())
             .arg(format!("-v{}", self.log_level))
             .arg("-o")
             .arg(log_name)
@@ -244,9 +300,14 @@ impl RestorePlan {
                 .arg(format!("fd[{CONTROL_FD}]:{control}"));
         }
         let first = self.first_substitute_fd();
-        for (i, s) in self.substitutes.iter().enumerate() {
+        let keys = self
+            .substitutes
+            .iter()
+            .map(|s| &s.key)
+            .chain(self.relocated.iter().map(|r| &r.key));
+        for (i, key) in keys.enumerate() {
             cmd.arg("--inherit-fd")
-                .arg(format!("fd[{}]:{}", first + i as i32, s.key));
+                .arg(format!("fd[{}]:{key}", first + i as i32));
         }
         cmd
     }
@@ -274,7 +335,10 @@ impl RestorePlan {
 
     /// Restore once with `control` on the control pipe (when the image has
     /// one); the copy's result pipe is drained while it runs, so a copy that
-    /// takes many samples cannot fill it.
+    /// takes many samples cannot fill it. `timeout` bounds each step: the
+    /// restore up to the copy's first line, then each line to the next (a
+    /// learning pass, a sample), so a copy taking many samples is stopped
+    /// when one of them hangs, not after all of them could have run.
     pub(crate) fn run_restore(&self, control: &str, timeout: Duration) -> Result<RawRestore> {
         let (result_read, result_write) = pipe()?;
         let mut passed: Vec<OwnedFd> = vec![result_write];
@@ -284,12 +348,16 @@ impl RestorePlan {
                 .tsc_ghz
                 .map(|g| format!("tsc_ghz={g}\n"))
                 .unwrap_or_default();
+            tracing::trace!("what the restored copy is told:\n{tsc}{control}");
             let pipe = control_pipe(&format!("{tsc}{control}"))?;
             control_writer = pipe.writer;
             passed.push(pipe.read);
         }
         for s in &self.substitutes {
             passed.push(open_substitute(&s.substitute)?);
+        }
+        for r in &self.relocated {
+            passed.push(open_image_file(&r.now)?);
         }
         let terminal = if self.needs_terminal {
             Some(Terminal::open()?)
@@ -307,7 +375,7 @@ impl RestorePlan {
             moves.push((tty.as_raw_fd(), 0));
         }
         let log_name = Self::new_log_name();
-        let log = self.image.join(&log_name);
+        let log = self.work.path().join(&log_name);
         let mut cmd = self.command(&log_name);
         let mut parked = vec![-1; moves.len()];
         // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
@@ -315,15 +383,23 @@ impl RestorePlan {
             cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
         }
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The limit is per sample: every line the copy writes (a learning
+        // pass or a sample ended) starts it again.
+        let deadline = toolchain::Deadline::fixed(Some(timeout));
         let drain = {
             let done = done.clone();
+            let deadline = deadline.clone();
             // Woken only by data (poll), not by a timer: the restores of a
             // pinned comparison share one CPU with this thread.
             std::thread::spawn(move || {
                 let mut text = String::new();
                 loop {
                     let finished = done.load(std::sync::atomic::Ordering::Acquire);
-                    text.push_str(&read_available(&result_read));
+                    let more = read_available(&result_read);
+                    if !more.is_empty() {
+                        deadline.progressed();
+                    }
+                    text.push_str(&more);
                     if finished {
                         break text;
                     }
@@ -338,7 +414,7 @@ impl RestorePlan {
             })
         };
         let started = Instant::now();
-        let outcome = toolchain::run(&mut cmd, Some(timeout));
+        let outcome = toolchain::run_with_deadline(&mut cmd, &deadline);
         let wall = started.elapsed();
         drop(passed);
         // The restore is over: every read end is closed, so a writer still
@@ -350,6 +426,7 @@ impl RestorePlan {
         drop(terminal);
         done.store(true, std::sync::atomic::Ordering::Release);
         let text = drain.join().unwrap_or_default();
+        tracing::trace!("what the restored copy reported:\n{text}");
         Ok(RawRestore {
             outcome,
             wall,
@@ -375,7 +452,7 @@ impl RestorePlan {
             image: self.image.clone(),
             sample,
             detail,
-            log: log.clone(),
+            log: Self::kept(&log),
         };
         let report = CopyReport::parse(&text);
         if let Some(e) = self.reported_failure(&report, sample, instructions, &log) {
@@ -393,8 +470,6 @@ impl RestorePlan {
             kept_log: self.keep_log.then(|| log.clone()),
         };
         match outcome {
-            // The log is removed only after a good sample: a copy that ran
-            // but reported nothing still needs it for diagnosis.
             Ok(_) => match report.times {
                 Some(times) => {
                     if !self.keep_log {
@@ -422,7 +497,7 @@ impl RestorePlan {
         (text.contains("Error (") || stderr.contains("Error (")).then(|| CheckpointError::Criu {
             action: "restore",
             cause: diagnose_log(&format!("{text}\n{stderr}")),
-            log: log.to_path_buf(),
+            log: Self::kept(log),
         })
     }
 
@@ -438,7 +513,7 @@ impl RestorePlan {
             image: self.image.clone(),
             sample,
             detail,
-            log: log.to_path_buf(),
+            log: Self::kept(log),
         };
         match e {
             toolchain::ToolchainError::TimedOut { limit, .. } => failed(format!(
@@ -719,6 +794,18 @@ fn open_substitute(s: &Substitute) -> Result<OwnedFd> {
                 .or_else(|_| open_dev_null())
         }
     }
+}
+
+/// A file of the image (its directory, the shim), read-only and never
+/// through a link.
+fn open_image_file(path: &Path) -> Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io_err(format!("cannot open {}", path.display())))?;
+    Ok(f.into())
 }
 
 fn open_dev_null() -> Result<OwnedFd> {

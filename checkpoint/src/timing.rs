@@ -535,6 +535,9 @@ impl ImageTimer {
         if !running_as_root() {
             return Err(CheckpointError::NotRoot);
         }
+        if std::fs::symlink_metadata(image).is_ok() {
+            crate::manifest::refuse_untrusted(image)?;
+        }
         let manifest = Manifest::read(image)?;
         if opts.verify {
             manifest.verify(image)?;

@@ -218,6 +218,191 @@ fn inspect(path: &Path, purpose: Purpose) -> io::Result<Found> {
     )))
 }
 
+/// Refuses a directory that someone other than this user could change:
+/// one owned by another user, or writable by its group or by others. tdg
+/// runs as root what some directories hold (a checkpoint image is restored
+/// and run), so such a directory is trusted only when it is this user's
+/// alone. A link is refused as well. The refusal is one line naming the
+/// path, why, and the way out.
+pub fn refuse_shared(path: &Path, purpose: Purpose) -> io::Result<()> {
+    let shown = path.display();
+    let meta = std::fs::symlink_metadata(path).map_err(annotate("inspect", path))?;
+    if meta.file_type().is_symlink() {
+        return Err(refused(format!(
+            "{shown} is a symbolic link; tdg does not use a {} through a link: give the directory itself",
+            purpose.what
+        )));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(refused(format!(
+            "{shown} belongs to uid {}, not to this user (uid {me}), who would run what it holds; \
+             if you trust its contents, `chown -R {me} {shown}`; otherwise choose another {}",
+            meta.uid(),
+            purpose.option
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refused(format!(
+            "{shown} is writable by {} (mode {:o}), who could change what tdg runs from it as this user; \
+             if you trust its contents, `chmod go-w {shown}`; otherwise choose another {}",
+            match meta.mode() & 0o022 {
+                0o020 => "its group",
+                0o002 => "other users",
+                _ => "its group and other users",
+            },
+            meta.mode() & 0o7777,
+            purpose.option
+        )));
+    }
+    Ok(())
+}
+
+/// A directory built beside its destination and swapped in whole when it
+/// is complete ([`install`](Self::install)): what was at the destination
+/// (an earlier directory of the same purpose, or an empty one) stays
+/// intact until the new one exists, so a run that fails (a typo in the
+/// command being captured) costs nothing. The staged directory has an
+/// unpredictable name in the destination's parent (so the swap is a
+/// rename), mode 0700 and tdg's marker; dropped without being installed,
+/// it is removed.
+#[derive(Debug)]
+pub struct Staged {
+    path: Option<PathBuf>,
+    dest: PathBuf,
+    purpose: Purpose,
+}
+
+impl Staged {
+    /// Checks `dest` as [`OwnedDir::open`] would (a link, a file, a
+    /// directory of another kind or one tdg did not make is refused; an
+    /// existing one must also pass [`refuse_shared`]) and stages a new
+    /// directory beside it.
+    pub fn beside(dest: &Path, purpose: Purpose) -> io::Result<Staged> {
+        if !matches!(inspect(dest, purpose)?, Found::Missing) {
+            refuse_shared(dest, purpose)?;
+        }
+        let name = dest.file_name().ok_or_else(|| {
+            refused(format!(
+                "{} names no directory; choose another {}",
+                dest.display(),
+                purpose.option
+            ))
+        })?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        std::fs::create_dir_all(parent).map_err(annotate("create", parent))?;
+        let staged = tempfile::Builder::new()
+            .prefix(&format!(".{}.tdg-new-", name.to_string_lossy()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(parent)
+            .map_err(annotate("create a directory in", parent))?
+            .keep();
+        let staged = Staged {
+            path: Some(staged),
+            dest: dest.to_path_buf(),
+            purpose,
+        };
+        mark(staged.path(), purpose)?;
+        Ok(staged)
+    }
+
+    /// The staged directory (absolute when the destination was).
+    pub fn path(&self) -> &Path {
+        self.path
+            .as_deref()
+            .expect("present until installed or dropped")
+    }
+
+    /// Puts the staged directory at the destination: renamed there when
+    /// nothing is, exchanged with what is (judged again now, as
+    /// [`beside`](Self::beside) judged it), which is then removed. Returns
+    /// the destination, canonical.
+    pub fn install(mut self) -> io::Result<PathBuf> {
+        let staged = self
+            .path
+            .clone()
+            .expect("present until installed or dropped");
+        let dest = self.dest.clone();
+        let found = inspect(&dest, self.purpose)?;
+        if !matches!(found, Found::Missing) {
+            refuse_shared(&dest, self.purpose)?;
+        }
+        match found {
+            Found::Missing => match std::fs::rename(&staged, &dest) {
+                Ok(()) => {}
+                // Made by someone else meanwhile: judge it as found.
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EEXIST) | Some(libc::ENOTEMPTY)) =>
+                {
+                    return self.install()
+                }
+                Err(e) => return Err(annotate("rename into", &dest)(e)),
+            },
+            Found::Empty | Found::Owned => {
+                exchange(&staged, &dest)?;
+                // The old directory is at the staged name now.
+                let old = staged.clone();
+                self.path = None;
+                match found {
+                    Found::Empty => std::fs::remove_dir(&old).map_err(annotate("remove", &old))?,
+                    _ => remove_owned_dir(&old, self.purpose)?,
+                }
+                return dest.canonicalize().map_err(annotate("resolve", &dest));
+            }
+        }
+        self.path = None;
+        dest.canonicalize().map_err(annotate("resolve", &dest))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if let Some(p) = self.path.take() {
+            let _ = remove_owned_dir(&p, self.purpose);
+        }
+    }
+}
+
+/// Swaps two directories' names atomically (`renameat2` with
+/// `RENAME_EXCHANGE`); where the filesystem cannot, the destination is
+/// renamed aside first, so it is never gone without the other in its place
+/// for longer than two renames.
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+    };
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: two valid NUL-terminated paths.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
+        return Err(annotate("swap in", b)(e));
+    }
+    let aside = a.with_extension("tdg-old");
+    std::fs::rename(b, &aside).map_err(annotate("move aside", b))?;
+    if let Err(e) = std::fs::rename(a, b) {
+        let _ = std::fs::rename(&aside, b);
+        return Err(annotate("rename into", b)(e));
+    }
+    std::fs::rename(&aside, a).map_err(annotate("move", &aside))
+}
+
 /// The kind recorded in `dir`'s marker; `None` when there is no marker or
 /// it is not one tdg wrote (a link, not a regular file, too long, no
 /// `kind=` line).
@@ -447,6 +632,23 @@ fn umask() -> u32 {
         .unwrap_or(0o022)
 }
 
+/// Keeps a copy of `from` (a log tdg wrote into a directory about to be
+/// removed) as a new file with an unpredictable name `PREFIX-XXXXXX.log`
+/// under `$TMPDIR`, mode 0600, created exclusively; returns its path.
+pub fn keep_copy(from: &Path, prefix: &str) -> io::Result<PathBuf> {
+    let mut src = File::open(from).map_err(annotate("read", from))?;
+    let mut kept = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .suffix(".log")
+        .tempfile()
+        .map_err(annotate("keep a copy of", from))?;
+    io::copy(&mut src, kept.as_file_mut()).map_err(annotate("keep a copy of", from))?;
+    let (_, path) = kept
+        .keep()
+        .map_err(|e| annotate("keep a copy of", from)(e.error))?;
+    Ok(path)
+}
+
 /// A private scratch directory (mode 0700, unpredictable name
 /// `PREFIX-XXXXXX` under `$TMPDIR`) for generated sources and builds,
 /// removed when dropped; kept (and named on stderr) when `TDG_KEEP_TMP` is
@@ -472,6 +674,7 @@ pub fn scratch_dir(prefix: &str) -> io::Result<ScratchDir> {
     })
 }
 
+#[derive(Debug)]
 pub struct ScratchDir {
     dir: Option<tempfile::TempDir>,
     keep: bool,
@@ -669,6 +872,94 @@ mod tests {
         copy_atomic(&from, &t.path().join("copy")).unwrap();
         let m = std::fs::metadata(t.path().join("copy")).unwrap().mode();
         assert_eq!(m & 0o777, 0o755);
+    }
+
+    #[test]
+    fn a_staged_directory_replaces_its_destination_only_when_installed() {
+        let t = tempfile::tempdir().unwrap();
+        let dest = t.path().join("img");
+        // Nothing there: the staged directory is renamed into place.
+        let s = Staged::beside(&dest, IMAGE).unwrap();
+        std::fs::write(s.path().join("core.img"), "first").unwrap();
+        let staged_name = s.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(staged_name.starts_with(".img.tdg-new-"), "{staged_name}");
+        let m = std::fs::metadata(s.path()).unwrap().mode() & 0o777;
+        assert_eq!(m, 0o700);
+        s.install().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("core.img")).unwrap(),
+            "first"
+        );
+        assert!(is_owned(&dest, IMAGE));
+        // A second one dropped before installing leaves the first whole and
+        // nothing beside it.
+        let s = Staged::beside(&dest, IMAGE).unwrap();
+        std::fs::write(s.path().join("core.img"), "second").unwrap();
+        drop(s);
+        assert_eq!(
+            std::fs::read_to_string(dest.join("core.img")).unwrap(),
+            "first"
+        );
+        assert_eq!(names(t.path()), ["img"]);
+        // Installed, it replaces the first whole: no file of the old one stays.
+        std::fs::write(dest.join("old-only.img"), "x").unwrap();
+        let s = Staged::beside(&dest, IMAGE).unwrap();
+        std::fs::write(s.path().join("core.img"), "third").unwrap();
+        s.install().unwrap();
+        assert_eq!(names(&dest), [MARKER, "core.img"]);
+        assert_eq!(
+            std::fs::read_to_string(dest.join("core.img")).unwrap(),
+            "third"
+        );
+        assert_eq!(names(t.path()), ["img"]);
+    }
+
+    #[test]
+    fn a_staged_directory_refuses_what_open_refuses_and_a_shared_one() {
+        let t = tempfile::tempdir().unwrap();
+        let users = t.path().join("users");
+        std::fs::create_dir(&users).unwrap();
+        std::fs::write(users.join("thesis.tex"), "x").unwrap();
+        assert!(is_refusal(&Staged::beside(&users, IMAGE).unwrap_err()));
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&users, &link).unwrap();
+        assert!(is_refusal(&Staged::beside(&link, IMAGE).unwrap_err()));
+        // An earlier image that its group may write is not adopted.
+        let shared = t.path().join("shared");
+        OwnedDir::open(&shared, IMAGE).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let e = Staged::beside(&shared, IMAGE).unwrap_err();
+        assert!(
+            is_refusal(&e)
+                && e.to_string().contains("writable by its group")
+                && e.to_string().contains("chmod go-w"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains('\n'));
+        assert_eq!(names(t.path()), ["link", "shared", "users"]);
+        // Another user's, as root can make it.
+        if unsafe { libc::geteuid() } == 0 {
+            std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&shared, Some(4242), None).unwrap();
+            let e = refuse_shared(&shared, IMAGE).unwrap_err();
+            assert!(e.to_string().contains("belongs to uid 4242"), "{e}");
+        } else {
+            eprintln!("skipped: the foreign-owner case needs root to chown");
+        }
+    }
+
+    #[test]
+    fn a_kept_copy_is_a_new_private_file() {
+        let t = tempfile::tempdir().unwrap();
+        let log = t.path().join("dump.log");
+        std::fs::write(&log, "Error (criu/x.c:1): boom\n").unwrap();
+        let kept = keep_copy(&log, "tdg-test-dump").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "Error (criu/x.c:1): boom\n"
+        );
+        assert_eq!(std::fs::metadata(&kept).unwrap().mode() & 0o777, 0o600);
+        std::fs::remove_file(kept).unwrap();
     }
 
     #[test]

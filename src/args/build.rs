@@ -21,7 +21,7 @@ pub struct BuildArgs {
 #[derive(clap::Args, Clone, Debug)]
 pub struct TimeoutArgs {
     /// Stop a driver run (or one restore) after this many seconds.
-    #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 600)]
+    #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 600, value_parser = toolchain::time_limit_secs)]
     pub seconds: u64,
 }
 

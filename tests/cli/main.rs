@@ -14,6 +14,7 @@ mod support;
 mod tune_slurm_support;
 
 mod autotune_cli;
+mod bounded_waits;
 mod checkpoint_cli;
 mod cli_contract;
 mod cli_spec_errors;

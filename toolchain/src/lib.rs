@@ -5,18 +5,14 @@
 pub mod build_cache;
 mod compiler;
 mod error;
+mod process;
 
 pub use build_cache::{BuildCache, Compiled};
 pub use compiler::{render_command, CCompiler, CompileJob, CompilerKind};
 pub use error::{limit_text, ToolchainError};
 
 use std::ffi::OsString;
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
 
 /// The link-time address of the function or object `name` in the ELF file
 /// `path`, from its symbol table (`None`: no such defined symbol, or not an
@@ -57,182 +53,10 @@ pub fn offset_in_text(path: &Path, name: &str) -> Result<Option<u64>, ToolchainE
     Ok(in_text.then(|| symbol.address()))
 }
 
-/// What a finished program printed.
-#[derive(Debug, Clone)]
-pub struct RunOutput {
-    pub stdout: String,
-    pub stderr: String,
-    pub status: ExitStatus,
-    pub elapsed: Duration,
-}
-
-/// Runs `cmd` to completion with stdout/stderr captured and an optional time
-/// limit. A non-zero exit or a fatal signal becomes an error that says which.
-///
-/// The program leads a process group of its own, so that a limit ends
-/// everything it started (a shell's children, a restore's `unshare`), not
-/// just the process tdg forked; out of tdg's group the terminal's Ctrl-C no
-/// longer reaches it, so it is tied to tdg instead (killed if tdg dies).
-pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<RunOutput, ToolchainError> {
-    let program = cmd.get_program().to_string_lossy().to_string();
-    let started = Instant::now();
-    let tdg = std::process::id() as libc::pid_t;
-    cmd.process_group(0);
-    // SAFETY: prctl, getppid and raise are async-signal-safe; nothing else
-    // runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != tdg {
-                // tdg died before the death signal was armed.
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| ToolchainError::RunSpawn {
-            program: program.clone(),
-            source,
-        })?;
-    // Drain both pipes on threads so a chatty child cannot block on a full pipe.
-    let mut so = child.stdout.take().expect("piped");
-    let mut se = child.stderr.take().expect("piped");
-    let t_out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let Some(status) = wait_or_kill_group(&mut child, timeout)? else {
-        // The pipes close with the group; a process that left it (its own
-        // session) may hold them open, so the output is not waited for.
-        return Err(ToolchainError::TimedOut {
-            program,
-            limit: timeout.unwrap_or_default(),
-        });
-    };
-    let elapsed = started.elapsed();
-    let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).to_string();
-    let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).to_string();
-    check_status(&program, status, stdout, stderr, elapsed)
-}
-
-/// Waits for `child`, which leads its own process group, for at most
-/// `limit`; past it, kills the whole group with SIGKILL, reaps the child
-/// and returns `None`. The wait sleeps in the kernel (poll on a pidfd,
-/// readable when the child exits) rather than waking every few
-/// milliseconds: the timed program may share its CPU with tdg.
-pub fn wait_or_kill_group(
-    child: &mut Child,
-    limit: Option<Duration>,
-) -> std::io::Result<Option<ExitStatus>> {
-    if let Some(limit) = limit {
-        if !exits_within(child, limit)? {
-            let pid = child.id() as libc::pid_t;
-            // SAFETY: plain kill(2) calls. The child is not reaped yet, so
-            // its pid (and the group id it leads) cannot have been reused.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
-            }
-            child.wait()?;
-            return Ok(None);
-        }
-    }
-    child.wait().map(Some)
-}
-
-/// Whether `child` exits within `limit` (it is not reaped).
-fn exits_within(child: &mut Child, limit: Duration) -> std::io::Result<bool> {
-    let deadline = Instant::now() + limit;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
-    if raw < 0 {
-        // Kernels before 5.3 have no pidfd: poll the child, backing off.
-        let mut nap = Duration::from_millis(1);
-        loop {
-            if child.try_wait()?.is_some() {
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            std::thread::sleep(nap.min(deadline - now));
-            nap = (nap * 2).min(Duration::from_millis(50));
-        }
-    }
-    // SAFETY: pidfd_open returned a fresh descriptor we now own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-        let mut ready = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        match unsafe { libc::poll(&mut ready, 1, ms) } {
-            n if n > 0 => return Ok(true),
-            0 if Instant::now() >= deadline => return Ok(false),
-            0 => continue,
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
-fn check_status(
-    program: &str,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-) -> Result<RunOutput, ToolchainError> {
-    if let Some(signal) = status.signal() {
-        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        let context = last.map(|l| format!("; {}", l.trim())).unwrap_or_default();
-        return Err(ToolchainError::Crashed {
-            program: program.to_string(),
-            signal,
-            signal_name: signal_name(signal),
-            context,
-            stdout,
-            stderr,
-        });
-    }
-    match status.code() {
-        Some(0) => Ok(RunOutput {
-            stdout,
-            stderr,
-            status,
-            elapsed,
-        }),
-        Some(code) => Err(ToolchainError::Failed {
-            program: program.to_string(),
-            code,
-            stdout,
-            stderr,
-        }),
-        None => unreachable!("a process without an exit code was signalled"),
-    }
-}
+pub use process::{
+    run, run_with_deadline, time_limit_secs, wait_or_kill_group, Deadline, Finished, RunOutput,
+    MAX_TIME_LIMIT,
+};
 
 /// Conventional name of a signal number ("SIGSEGV").
 pub fn signal_name(signal: i32) -> &'static str {
@@ -281,6 +105,8 @@ pub fn os(s: impl Into<OsString>) -> OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
 
     fn cc() -> CCompiler {
         CCompiler::find(None).expect("a C compiler is installed")

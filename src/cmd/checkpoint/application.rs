@@ -6,7 +6,7 @@ use std::ffi::OsString;
 #[derive(clap::Args)]
 pub(super) struct ApplicationRun {
     /// Kill the application after this many seconds.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = toolchain::time_limit_secs)]
     pub(super) timeout: u64,
     #[command(flatten)]
     pub(super) report: TableOrJsonOutput,

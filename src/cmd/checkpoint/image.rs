@@ -22,10 +22,10 @@ pub(super) struct TimeArgs {
     #[arg(long, default_value_t = checkpoint::timing::StableRule::default().pct, conflicts_with = "samples")]
     stable_pct: f64,
     /// Without -r: stop sampling after this many seconds, stable or not.
-    #[arg(long, default_value_t = 10, conflicts_with = "samples")]
+    #[arg(long, default_value_t = 10, conflicts_with = "samples", value_parser = toolchain::time_limit_secs)]
     max_time: u64,
     /// Per-sample limit in seconds.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = toolchain::time_limit_secs)]
     timeout: u64,
     /// One CRIU restore per sample instead of one restore forking a child
     /// per sample (slower; for comparison, or to rule the fork path out).
@@ -72,7 +72,7 @@ pub(super) struct ValidateArgs {
     #[arg(long, default_value_t = 0.10)]
     within: f64,
     /// Limit in seconds for one plain run, and for one sample of the image.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = toolchain::time_limit_secs)]
     timeout: u64,
     /// One CRIU restore per image sample instead of a fork of one restore each.
     #[arg(long)]

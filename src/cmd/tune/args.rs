@@ -231,7 +231,7 @@ pub struct CampaignArgs {
     pub allow_changed: bool,
     /// Stop after the Slurm controller has not answered for this many
     /// seconds (the campaign stays resumable).
-    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120, value_parser = toolchain::time_limit_secs)]
     #[arg(help_heading = "Slurm")]
     pub controller_timeout: u64,
     /// Run one evaluation of a campaign round (what each Slurm task runs).
