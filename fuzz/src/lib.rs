@@ -20,14 +20,18 @@ use std::collections::BTreeMap;
 
 mod campaign;
 mod checkpoint_files;
+mod copies;
 mod driver_files;
 mod fixtures;
 mod profile_files;
+mod report_files;
 
 pub use campaign::{campaign_manifest, campaign_result, tune_log};
 pub use checkpoint_files::{capture_info, census, image_manifest};
+pub use copies::{control, copy_report, forked_report};
 pub use driver_files::{kept_driver, probe_cache};
 pub use profile_files::{contexts, profile};
+pub use report_files::report_input;
 
 /// A target: the bytes of one file in, whether its reader accepted them out.
 pub type Target = fn(&[u8]) -> bool;
@@ -45,6 +49,10 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("campaign_manifest", campaign_manifest),
     ("campaign_result", campaign_result),
     ("tune_log", tune_log),
+    ("copy_report", copy_report),
+    ("forked_report", forked_report),
+    ("control", control),
+    ("report_input", report_input),
 ];
 
 /// A spec file: parse, check, evaluate and format must not panic, every
