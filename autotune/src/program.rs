@@ -184,9 +184,13 @@ impl Program {
         let pgid = child.id() as libc::pid_t;
         // Whatever the program left running in its group would hold its
         // pipes open (and keep running as root): stop it, and say so.
-        let leftovers_stopped = stop_group(pgid);
+        let mut leftovers_stopped = stop_group(pgid);
         let status = match waited {
-            Ok(Some(status)) => status,
+            // toolchain stops what a normal exit left in the group itself.
+            Ok(Some(finished)) => {
+                leftovers_stopped |= !finished.leftovers.is_empty();
+                finished.status
+            }
             Ok(None) => {
                 return Err(ProgramError::TimedOut {
                     program,

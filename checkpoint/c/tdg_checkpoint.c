@@ -2101,6 +2101,8 @@ static void wait_until_released(void)
         nanosleep(&nap, NULL);
     }
     munmap(tids, (size_t)cap * sizeof *tids);
+}
+
 /* CRIU opens its dump log in the image directory with O_TRUNC, following
  * links: create it here first, as a new regular file, or accept one only
  * if it is a regular file already (an earlier dump's, in a directory only

@@ -277,7 +277,8 @@ pub fn run_profiled_with(
     };
     let mut child = cmd.spawn().map_err(spawn_error)?;
     let status = match toolchain::wait_or_kill_group(&mut child, limit).map_err(spawn_error)? {
-        Some(status) => status,
+        // What the program left in its group is killed already.
+        Some(finished) => finished.status,
         None => {
             return Err(SessionError::TimedOut {
                 program: program.to_string_lossy().into_owned(),
