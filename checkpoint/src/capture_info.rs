@@ -239,6 +239,33 @@ fn is_device(path: &str) -> bool {
     path.starts_with("/dev/")
 }
 
+/// The files the application writes that its copies write to /dev/null
+/// instead: none since rewritten files get a scratch file in their
+/// directory, unless that directory cannot hold one (pipes and terminals
+/// are not files the plain runs write either: `validate` sends their output
+/// to /dev/null too).
+pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
+    restore_substitutes(&manifest.capture)
+        .into_iter()
+        .filter_map(|s| match s.substitute {
+            Substitute::ScratchFile { dir } if !scratch_file_possible(&dir) => {
+                Some(format!("/{}", s.key))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn scratch_file_possible(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir)
+        .is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

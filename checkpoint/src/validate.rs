@@ -13,6 +13,7 @@
 use crate::candidate::build_candidate;
 use crate::candidate_run::CandidateRun;
 use crate::capture::PRELOAD_DIR;
+pub use crate::capture_info::discarded_outputs;
 use crate::clock::{ClockChoice, CPU_CLOCK_FROM_NS};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::fidelity::{CallState, Fidelity};
@@ -649,34 +650,6 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         wall_s: started.elapsed().as_secs_f64(),
         fidelity,
     })
-}
-
-/// The files the application writes that its copies write to /dev/null
-/// instead: none since rewritten files get a scratch file in their
-/// directory, unless that directory cannot hold one (pipes and terminals
-/// are not files the plain runs write either: `validate` sends their output
-/// to /dev/null too).
-pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
-    use crate::capture_info::Substitute;
-    crate::capture_info::restore_substitutes(&manifest.capture)
-        .into_iter()
-        .filter_map(|s| match s.substitute {
-            Substitute::ScratchFile { dir } if !scratch_file_possible(&dir) => {
-                Some(format!("/{}", s.key))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn scratch_file_possible(dir: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-        .open(dir)
-        .is_ok()
 }
 
 /// How validating an image with (or without) a candidate ended.
