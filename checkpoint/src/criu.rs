@@ -231,6 +231,9 @@ pub fn diagnose_log(log: &str) -> String {
              (restore it, or reopen it O_WRONLY|O_APPEND, or recapture)"
         );
     }
+    if find("Some file locks are hold by dumping tasks").is_some() {
+        return inherited_lock_error(&held_locks("/proc/self"));
+    }
     if find("is outside of its pid namespace").is_some() {
         return "the application's session leader is outside its PID namespace (a container or \
                 `unshare --pid` started without setsid), so CRIU cannot record its session; \
@@ -327,9 +330,97 @@ pub fn diagnose_log(log: &str) -> String {
     }
 }
 
+/// The one-line cause of CRIU's "Some file locks are hold by dumping
+/// tasks": the application holds a lock; when tdg holds it too it was
+/// inherited (typically `flock FILE tdg ...`), and `locks` names it.
+fn inherited_lock_error(locks: &[HeldLock]) -> String {
+    match locks.first() {
+        Some(lock) => format!(
+            "the application inherited descriptor {fd} ({path}) with a {kind} lock on it, which \
+             CRIU cannot checkpoint; close it before starting tdg (`{fd}>&-` in the shell), or take \
+             the lock with `flock -o`, which keeps it from the command",
+            fd = lock.fd,
+            path = lock.path.display(),
+            kind = lock.kind,
+        ),
+        None => "the application holds a file lock (flock, fcntl or lockf), which CRIU cannot \
+                 checkpoint; release it before the checkpoint (a lock inherited from \
+                 `flock FILE cmd`: use `flock -o`, which keeps it from the command)"
+            .into(),
+    }
+}
+
+/// A descriptor with a file lock on its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLock {
+    pub fd: i32,
+    pub path: PathBuf,
+    /// FLOCK, POSIX or OFDLCK, as the kernel names it.
+    pub kind: String,
+}
+
+/// The descriptors of process `proc_dir` (`/proc/self`, `/proc/PID`) that a
+/// program it starts inherits (no close-on-exec) and whose file carries a
+/// lock (the `lock:` lines of its fdinfo), lowest first.
+pub fn held_locks(proc_dir: &str) -> Vec<HeldLock> {
+    let Ok(entries) = std::fs::read_dir(format!("{proc_dir}/fdinfo")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<HeldLock> = entries
+        .flatten()
+        .filter_map(|e| {
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            let info = std::fs::read_to_string(e.path()).ok()?;
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| i64::from_str_radix(f.trim(), 8).ok())?;
+            if flags & libc::O_CLOEXEC as i64 != 0 {
+                return None;
+            }
+            let kind = info
+                .lines()
+                .find_map(|l| l.strip_prefix("lock:"))?
+                .split_whitespace()
+                .nth(1)?
+                .to_string();
+            let path = std::fs::read_link(format!("{proc_dir}/fd/{fd}")).ok()?;
+            Some(HeldLock { fd, path, kind })
+        })
+        .collect();
+    out.sort_by_key(|l| l.fd);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inherited_lock_is_named_with_the_way_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timing.lock");
+        let file = std::fs::File::create(&path).unwrap();
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // Rust opens close-on-exec: a program started would not inherit it.
+        assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
+        assert!(!held_locks("/proc/self").iter().any(|l| l.fd == fd));
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
+        let locks = held_locks("/proc/self");
+        let lock = locks
+            .iter()
+            .find(|l| l.fd == fd)
+            .expect("the lock is found");
+        assert_eq!(lock.path, path);
+        assert_eq!(lock.kind, "FLOCK");
+        let message = inherited_lock_error(std::slice::from_ref(lock));
+        assert!(message.contains(&format!("descriptor {fd} ({})", path.display())));
+        assert!(message.contains("flock -o") && message.contains(&format!("`{fd}>&-`")));
+        assert!(!message.contains('\n'));
+        let log = "(00.01) Error (criu/cr-dump.c:2050): Some file locks are hold by dumping tasks!";
+        assert!(diagnose_log(log).contains("flock -o"));
+    }
 
     #[test]
     fn criu_comes_from_tdg_criu_or_path_only() {
