@@ -33,9 +33,7 @@ pub struct CaptureRequest {
     pub preload: Option<PathBuf>,
 }
 
-/// Where a capture keeps its `preload` shim: inside the image, so the image
-/// stays restorable on its own.
-pub const PRELOAD_DIR: &str = "preload";
+pub use crate::manifest::{IMAGE_DIR, PRELOAD_DIR};
 
 #[derive(Debug, Clone)]
 pub struct CaptureOutcome {
@@ -93,13 +91,6 @@ pub fn validate_call_and_delay(call: u64, delay: u64) -> Result<()> {
     }
     Ok(())
 }
-
-/// What a checkpoint image directory is to the guard: tdg empties one only
-/// when an earlier capture made it.
-pub const IMAGE_DIR: fsguard::Purpose = fsguard::Purpose {
-    what: "checkpoint image",
-    option: "-o",
-};
 
 /// A capture in progress: the image is written into a directory staged
 /// beside the requested one and swapped in only once it is complete

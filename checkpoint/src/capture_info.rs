@@ -244,8 +244,8 @@ fn is_device(path: &str) -> bool {
 /// directory, unless that directory cannot hold one (pipes and terminals
 /// are not files the plain runs write either: `validate` sends their output
 /// to /dev/null too).
-pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
-    restore_substitutes(&manifest.capture)
+pub fn discarded_outputs(capture: &CaptureInfo) -> Vec<String> {
+    restore_substitutes(capture)
         .into_iter()
         .filter_map(|s| match s.substitute {
             Substitute::ScratchFile { dir } if !scratch_file_possible(&dir) => {

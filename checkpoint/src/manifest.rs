@@ -8,6 +8,17 @@ use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// Where a capture keeps its `preload` shim: inside the image, so the image
+/// stays restorable on its own.
+pub const PRELOAD_DIR: &str = "preload";
+
+/// What a checkpoint image directory is to the guard: tdg empties one only
+/// when an earlier capture made it.
+pub const IMAGE_DIR: fsguard::Purpose = fsguard::Purpose {
+    what: "checkpoint image",
+    option: "-o",
+};
+
 pub const MANIFEST_FILE: &str = "tdg-manifest.json";
 pub const MANIFEST_FORMAT: u32 = 1;
 
@@ -83,9 +94,9 @@ impl CapturedCall {
 /// restoring an image runs what it holds as root, and its manifest's
 /// checksums are no defence against whoever can rewrite both.
 pub fn refuse_untrusted(image: &Path) -> Result<()> {
-    fsguard::refuse_shared(image, crate::capture::IMAGE_DIR).map_err(guard_err)?;
+    fsguard::refuse_shared(image, IMAGE_DIR).map_err(guard_err)?;
     let mut paths = Vec::new();
-    for dir in [image.to_path_buf(), image.join(crate::capture::PRELOAD_DIR)] {
+    for dir in [image.to_path_buf(), image.join(PRELOAD_DIR)] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };

@@ -739,7 +739,7 @@ impl ImageTimer {
                     crate::fidelity::compare(
                         &[s],
                         &copies,
-                        &crate::capture_info::discarded_outputs(&self.manifest),
+                        &crate::capture_info::discarded_outputs(&self.manifest.capture),
                     )
                 }
                 _ => None,

@@ -13,7 +13,6 @@
 use crate::candidate::build_candidate;
 use crate::candidate_run::CandidateRun;
 use crate::capture::PRELOAD_DIR;
-pub use crate::capture_info::discarded_outputs;
 use crate::clock::{ClockChoice, CPU_CLOCK_FROM_NS};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::fidelity::{CallState, Fidelity};
@@ -650,6 +649,12 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         wall_s: started.elapsed().as_secs_f64(),
         fidelity,
     })
+}
+
+/// The files the application writes that its copies of `manifest`'s image
+/// write to /dev/null instead ([`crate::capture_info::discarded_outputs`]).
+pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
+    crate::capture_info::discarded_outputs(&manifest.capture)
 }
 
 /// How validating an image with (or without) a candidate ended.

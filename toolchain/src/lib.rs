@@ -54,33 +54,9 @@ pub fn offset_in_text(path: &Path, name: &str) -> Result<Option<u64>, ToolchainE
 }
 
 pub use process::{
-    run, run_with_deadline, time_limit_secs, wait_or_kill_group, Deadline, Finished, RunOutput,
-    MAX_TIME_LIMIT,
+    run, run_with_deadline, signal_name, time_limit_secs, wait_or_kill_group, Deadline, Finished,
+    RunOutput, MAX_TIME_LIMIT,
 };
-
-/// Conventional name of a signal number ("SIGSEGV").
-pub fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGSYS => "SIGSYS",
-        _ => "an unknown signal",
-    }
-}
 
 /// The `LD_PRELOAD` value that puts `shim` first, ahead of whatever this
 /// process's own `LD_PRELOAD` already holds (kept, not replaced).

@@ -5,7 +5,6 @@
 //! pipes open cannot make tdg wait for it.
 
 use crate::error::ToolchainError;
-use crate::signal_name;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -18,6 +17,30 @@ use std::time::{Duration, Instant};
 /// a week. Longer is a typo or a wish for no limit, and a limit past what
 /// the clock can represent would overflow where the deadline is computed.
 pub const MAX_TIME_LIMIT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Conventional name of a signal number ("SIGSEGV").
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGSYS => "SIGSYS",
+        _ => "an unknown signal",
+    }
+}
 
 /// A time limit in whole seconds as the command line gives it (clap's
 /// `value_parser`): at least 1, at most [`MAX_TIME_LIMIT`]; anything else is
@@ -176,7 +199,7 @@ pub fn run_with_deadline(
         tracing::warn!(
             "`{program}` exited but a process outside its process group still holds its output open; \
              its output after {} is not waited for",
-            crate::limit_text(&OUTPUT_GRACE)
+            crate::error::limit_text(&OUTPUT_GRACE)
         );
     }
     check_status(&program, finished, stdout, stderr, elapsed)
