@@ -84,7 +84,7 @@ pub struct RunArgs {
     #[arg(help_heading = "Autotune")]
     pub fidelity_tolerance: f64,
     /// Stop one run of the program after this many seconds.
-    #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=604800))]
+    #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = toolchain::time_limit_secs)]
     #[arg(help_heading = "Autotune")]
     pub program_timeout: u64,
     /// Where no driver reproduces a context, do not try a checkpoint of the
