@@ -109,10 +109,6 @@ pub struct AutotuneRequest {
 /// The steps, for progress.
 pub const STEPS: usize = 7;
 
-/// In the work directory: the C that calls the program's own definition
-/// of the routine, as the drivers time the original.
-pub const ORIGINAL_SOURCE: &str = "original.c";
-
 /// Steps 1 to 3 as a resumed run finds them: the program's profile, the
 /// contexts chosen and their targets, and the inputs they were measured
 /// with (`DIR/work/state.json`).
@@ -285,7 +281,7 @@ pub fn autotune(
     }
     // The original as the drivers time it, beside every re-timed
     // configuration (targets.rs writes it where a driver was tried).
-    let original = Some(work.join(ORIGINAL_SOURCE)).filter(|p| p.is_file());
+    let original = Some(work.join(crate::targets::ORIGINAL_SOURCE)).filter(|p| p.is_file());
     let choices = decide(
         req,
         searcher,

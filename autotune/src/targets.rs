@@ -89,6 +89,10 @@ impl Target {
     }
 }
 
+/// In the work directory: the C that calls the program's own definition
+/// of the routine, as the drivers time the original.
+pub const ORIGINAL_SOURCE: &str = "original.c";
+
 /// How the targets are found.
 pub struct TargetRequest<'a> {
     pub program: &'a Program,
@@ -219,7 +223,7 @@ fn judge_contexts(
     contexts: &[&ContextEntry],
     note: &mut dyn FnMut(&str),
 ) -> Result<Vec<DriverFidelity>, AutotuneError> {
-    let original = req.work.join(crate::pipeline::ORIGINAL_SOURCE);
+    let original = req.work.join(ORIGINAL_SOURCE);
     fsguard::write_atomic(
         &original,
         instrument::interpose::generate_original(

@@ -430,6 +430,8 @@ fn a_kernel_that_does_not_compile_stops_the_search_with_the_compiler_message() {
 #[test]
 fn a_code_offset_parameter_places_each_configurations_code() {
     let dir = tempfile::tempdir().unwrap();
+    // Its log in the test's own directory, not the working directory.
+    let log = dir.path().join("offsets.jsonl");
     let common = [
         "--param",
         "NB=32",
@@ -449,6 +451,8 @@ fn a_code_offset_parameter_places_each_configurations_code() {
         "10",
         "--max-time-ms",
         "30",
+        "--log",
+        log.to_str().unwrap(),
         "--samples",
         "3",
     ];
