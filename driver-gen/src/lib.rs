@@ -16,6 +16,8 @@ pub mod kept;
 mod keyword_json;
 pub mod model;
 pub mod record;
+#[cfg(test)]
+mod record_tests;
 pub mod render;
 pub mod report;
 pub mod run;
