@@ -18,20 +18,26 @@ fn apps() -> PathBuf {
 
 /// The program and its library (the original at -O0) in `dir`.
 fn build_app(dir: &Path) -> PathBuf {
-    let lib = dir.join("libscale.so");
-    let app = dir.join("app");
+    build_program(dir, "scale")
+}
+
+/// `apps/NAME_lib.c` built at -O0 into `dir/libNAME.so` and
+/// `apps/NAME_app.c` linked against it into `dir/NAME_app`.
+fn build_program(dir: &Path, name: &str) -> PathBuf {
+    let lib = dir.join(format!("lib{name}.so"));
+    let app = dir.join(format!("{name}_app"));
     for args in [
         vec![
             "-O0".into(),
             "-shared".into(),
             "-fPIC".into(),
-            apps().join("scale_lib.c").into_os_string(),
+            apps().join(format!("{name}_lib.c")).into_os_string(),
             "-o".into(),
             lib.clone().into_os_string(),
         ],
         vec![
             "-O2".into(),
-            apps().join("scale_app.c").into_os_string(),
+            apps().join(format!("{name}_app.c")).into_os_string(),
             lib.clone().into_os_string(),
             format!("-Wl,-rpath,{}", dir.display()).into(),
             "-o".into(),
@@ -321,34 +327,7 @@ fn bad_options_are_refused_before_the_program_runs() {
 
 /// The insertion sort's program and its library (the original at -O0).
 fn build_isort_app(dir: &Path) -> PathBuf {
-    let lib = dir.join("libisort.so");
-    let app = dir.join("isort_app");
-    for args in [
-        vec![
-            "-O0".into(),
-            "-shared".into(),
-            "-fPIC".into(),
-            apps().join("isort_lib.c").into_os_string(),
-            "-o".into(),
-            lib.clone().into_os_string(),
-        ],
-        vec![
-            "-O2".into(),
-            apps().join("isort_app.c").into_os_string(),
-            lib.clone().into_os_string(),
-            format!("-Wl,-rpath,{}", dir.display()).into(),
-            "-o".into(),
-            app.clone().into_os_string(),
-        ],
-    ] {
-        let out = Command::new("cc").args(&args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    app
+    build_program(dir, "isort")
 }
 
 /// The program keeps its array nearly sorted; the spec's driver fills it
