@@ -334,11 +334,11 @@ fn place_variant(
     renamed: &str,
     variant: &VariantBuild,
 ) -> Result<PathBuf, DeployError> {
-    let Some(within) = toolchain::offset_in_text(combined, renamed)? else {
+    // The drivers' own rule: the padding that puts the routine there, from
+    // its offset in the object's .text.
+    let Some(pad) = driver_gen::predicted_padding(combined, renamed, variant.code_offset) else {
         return Ok(combined.to_path_buf());
     };
-    let page = u64::from(CODE_PAGE);
-    let pad = (u64::from(variant.code_offset) + page - within % page) % page;
     let source = work.join("tdg_code_place.S");
     fsguard::write_atomic(&source, CODE_PLACEMENT_SOURCE.as_bytes())?;
     let padding = work.join(format!("v{index}_place.o"));

@@ -28,6 +28,6 @@ pub use explain::explain;
 pub use model::{DriverConfig, DriverModel, ModelError, TimingOverrides};
 pub use render::{render, GeneratedDriver, RenderError};
 pub use run::{
-    build_driver, default_build_cache, flush_sweep, run_driver, BuildStats, BuiltDriver, RunError,
-    RunOptions, RunReport, CODE_PAGE,
+    build_driver, default_build_cache, flush_sweep, predicted_padding, run_driver, BuildStats,
+    BuiltDriver, RunError, RunOptions, RunReport, CODE_PAGE,
 };

@@ -484,7 +484,7 @@ pub fn build_model(
 /// `.text` (another source defines it, or the compiler put it in a section
 /// the linker moves elsewhere); the link then shows where it went and one
 /// more link corrects it.
-fn predicted_padding(object: &Path, symbol: &str, offset: u32) -> Option<u32> {
+pub fn predicted_padding(object: &Path, symbol: &str, offset: u32) -> Option<u32> {
     let within = toolchain::offset_in_text(object, symbol).ok()??;
     let page = u64::from(CODE_PAGE);
     Some(((u64::from(offset) + page - within % page) % page) as u32)
