@@ -259,7 +259,17 @@ fn an_openmp_candidate_runs_with_its_threads_on_the_threaded_image() {
     assert!(taken.in_place.is_some() && taken.fallback.is_none());
     let runs: Vec<_> = taken.runs.iter().flatten().collect();
     assert_eq!(runs.len(), schedule.len());
-    assert!(runs.iter().all(|r| r
-        .team
-        .is_some_and(|t| t.threads == 2 && t.busy_threads == 2)));
+    // The same rule as `assert_team_of_two`: a team of two in every call,
+    // both at work in some (a loaded host may wake a worker late).
+    let teams: Vec<_> = runs.iter().map(|r| r.team).collect();
+    assert!(
+        teams
+            .iter()
+            .all(|t| t.is_some_and(|t| t.threads == 2 && (1..=2).contains(&t.busy_threads))),
+        "{teams:?}"
+    );
+    assert!(
+        teams.iter().any(|t| t.is_some_and(|t| t.busy_threads == 2)),
+        "{teams:?}"
+    );
 }
