@@ -949,10 +949,13 @@ static const char *read_control(int fd, struct control *c)
             return "cannot read tdg's instructions";
         }
         used += (size_t)n;
+        /* checked on every read, not only when the mapping is full: the
+         * mapping doubles past the bound, and a text between the two would
+         * otherwise be taken whole */
+        if (used > MAX_CONTROL_BYTES)
+            return "tdg's instructions are longer than the copy accepts";
         if (used == c->cap - 1) {
             char *grown;
-            if (c->cap >= MAX_CONTROL_BYTES)
-                return "tdg's instructions are longer than the copy accepts";
             grown = mremap(c->text, c->cap, 2 * c->cap, MREMAP_MAYMOVE);
             if (grown == MAP_FAILED)
                 return "cannot grow the control text";
