@@ -424,13 +424,14 @@ fn measure(
     })?;
     let p = &profiled.summary;
     progress.note(&format!(
-        "{} runs in {:.3} s (median of {}); {} calls of {} hold {:.1}% of it: no tuning of {} can make it more than {:.2}x faster",
+        "{} runs in {:.3} s (median of {}); {} calls of {} hold {:.1}% of a profiled run (median of {}): no tuning of {} can make it more than {:.2}x faster",
         req.program.name(),
         p.plain_median_s,
         p.plain_runs_s.len(),
         p.calls,
         req.spec.routine.name.name,
         p.share * 100.0,
+        p.profiled_shares.len().max(1),
         req.spec.routine.name.name,
         p.amdahl_bound
     ));

@@ -1,8 +1,8 @@
 //! Step 1: the program as it runs. Plain runs give its whole time (and
-//! show it succeeds and what it prints); one run under the spec's
-//! profiling shim gives the routine's calls, their contexts and their time
-//! inside the program. The routine's share of the whole run is the Amdahl
-//! bound on any gain from tuning it.
+//! show it succeeds and what it prints); as many runs under the spec's
+//! profiling shim, interleaved with them, give the routine's calls, their
+//! contexts and their time inside the program. The routine's share of the
+//! whole run is the Amdahl bound on any gain from tuning it.
 
 use crate::program::{Launch, Program, ProgramRun};
 use crate::AutotuneError;
@@ -28,8 +28,12 @@ pub struct ProgramProfile {
     /// The profiled run's own wall time: the routine's time and the run's
     /// are measured together, at one speed of the shared host.
     pub profiled_wall_s: f64,
-    /// `routine_ns` over `profiled_wall_s` (at most 1).
+    /// `routine_ns` over `profiled_wall_s` (at most 1): of the profiled
+    /// runs, the one whose share is the median is the profile.
     pub share: f64,
+    /// Every profiled run's share, in the order they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiled_shares: Vec<f64>,
     /// 1 / (1 - share): the speedup if the routine took no time at all.
     pub amdahl_bound: f64,
     /// The object whose definition the program calls.
@@ -82,14 +86,32 @@ pub struct ProfileRequest<'a> {
     pub work: &'a Path,
 }
 
-/// A profiled run of the program: its report for `routine`, and the
-/// run's wall time.
+/// One run of the program under the profiling shim.
+pub struct ProfiledRun {
+    /// The report for the routine.
+    pub report: Report,
+    /// What the shim recorded, as `tdg profile` writes it.
+    pub profile: instrument::format::Profile,
+    /// The run's wall time, seconds.
+    pub wall_s: f64,
+}
+
+impl ProfiledRun {
+    /// The routine's share of the run. Interrupted calls measure the
+    /// scheduler, not the routine, and are left out.
+    pub fn share(&self) -> f64 {
+        (self.report.uninterrupted_total_ns * 1e-9 / self.wall_s).clamp(0.0, 1.0)
+    }
+}
+
+/// A profiled run of the program: its report for `routine`, its profile
+/// and the run's wall time.
 pub fn profiled_run(
     program: &Program,
     shim: &Path,
     routine: &str,
     work: &Path,
-) -> Result<(Report, f64), AutotuneError> {
+) -> Result<ProfiledRun, AutotuneError> {
     let out = toolchain::scratch_dir("tdg-autotune-profile")?;
     let started = std::time::Instant::now();
     let outcome = session::run_profiled_with(
@@ -122,8 +144,11 @@ pub fn profiled_run(
         },
     )
     .map_err(|e| AutotuneError::Profile(e.to_string()))?;
-    format::write(&outcome.profile, &work.join(format!("{routine}.tdgp")))?;
-    Ok((rep, wall_s))
+    Ok(ProfiledRun {
+        report: rep,
+        profile: outcome.profile,
+        wall_s,
+    })
 }
 
 /// Median time per call of each context of `report`, by the context's
@@ -143,8 +168,7 @@ pub fn medians_by_values(report: &Report) -> BTreeMap<BTreeMap<String, i64>, f64
 
 pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     let program = req.program;
-    let mut plain = Vec::new();
-    for _ in 0..req.plain_runs.max(1) {
+    let plain_run = || -> Result<ProgramRun, AutotuneError> {
         let run = program.run(&Launch::default())?;
         if !run.succeeded() {
             return Err(AutotuneError::ProgramFailed {
@@ -152,13 +176,36 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
                 how: run.how_it_ended(),
             });
         }
-        plain.push(run);
-    }
+        Ok(run)
+    };
+    // The first plain run shows the program succeeds before a shim is built.
+    let mut plain = vec![plain_run()?];
     let cc = toolchain::CCompiler::find(req.cc)?;
     let shim_dir = req.work.join("shim");
     let shims = interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs)?;
     let routine = req.spec.routine.name.name.clone();
-    let (rep, profiled_wall_s) = profiled_run(program, &shims.preload_shim, &routine, req.work)?;
+    // A profiled run after each plain run, so that both see the host at
+    // the same moments; one run's share can be off by a slow start or a
+    // busy neighbour, the median run's is the profile.
+    let mut profiled = Vec::new();
+    for k in 0..req.plain_runs.max(1) {
+        if k > 0 {
+            plain.push(plain_run()?);
+        }
+        profiled.push(profiled_run(
+            program,
+            &shims.preload_shim,
+            &routine,
+            req.work,
+        )?);
+    }
+    let profiled_shares: Vec<f64> = profiled.iter().map(ProfiledRun::share).collect();
+    let mut by_share: Vec<usize> = (0..profiled.len()).collect();
+    by_share.sort_by(|a, b| profiled_shares[*a].total_cmp(&profiled_shares[*b]));
+    let chosen = profiled.swap_remove(by_share[by_share.len() / 2]);
+    let profile_file = req.work.join(format!("{routine}.tdgp"));
+    format::write(&chosen.profile, &profile_file)?;
+    let (rep, profiled_wall_s) = (chosen.report, chosen.wall_s);
     let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
     // Where the original sits in its page says nothing of where a
     // candidate's code will: the drivers place code as they would any.
@@ -181,10 +228,9 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
     let walls: Vec<f64> = plain.iter().map(|r| r.wall.as_secs_f64()).collect();
     let median = stats::Summary::of(&walls).expect("one run at least").median;
-    // Interrupted calls measure the scheduler, not the routine; the share
-    // is of the run the routine's time was measured in (the plain runs, at
-    // other moments of the host, give the program's time).
-    let share = (rep.uninterrupted_total_ns * 1e-9 / profiled_wall_s).clamp(0.0, 1.0);
+    // The share is of the run the routine's time was measured in (the
+    // plain runs give the program's time).
+    let share = profiled_shares[by_share[by_share.len() / 2]];
     let summary = ProgramProfile {
         plain_runs_s: walls,
         plain_median_s: median,
@@ -192,6 +238,7 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
         routine_ns: rep.uninterrupted_total_ns,
         profiled_wall_s,
         share,
+        profiled_shares,
         amdahl_bound: if share < 1.0 {
             1.0 / (1.0 - share)
         } else {
@@ -199,7 +246,7 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
         },
         defined_in: rep.defined_in.clone(),
         threads: rep.threads,
-        profile_file: req.work.join(format!("{routine}.tdgp")),
+        profile_file,
         profiled_spec,
         contexts_file,
     };

@@ -252,9 +252,9 @@ fn judge_contexts(
         &req.rules,
         &ranks,
         || {
-            let (rep, _) = profiled_run(req.program, &req.profiled.shim, &routine, req.work)?;
+            let run = profiled_run(req.program, &req.profiled.shim, &routine, req.work)?;
             Ok::<_, AutotuneError>(
-                medians_by_values(&rep)
+                medians_by_values(&run.report)
                     .into_iter()
                     .filter_map(|(values, median)| wanted.get(&values).map(|r| (*r, median)))
                     .collect(),

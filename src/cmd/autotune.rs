@@ -68,7 +68,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 8, value_name = "N")]
     #[arg(help_heading = "Autotune")]
     pub max_contexts: usize,
-    /// Plain runs of the program that give its time before tuning.
+    /// Plain runs of the program that give its time before tuning, each
+    /// followed by a run under the profiling shim (the run whose routine
+    /// share is the median is the profile).
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
     #[arg(help_heading = "Autotune")]
     pub plain_runs: u64,

@@ -286,6 +286,21 @@ fn a_routine_with_a_tiny_share_of_the_run_gives_no_measurable_gain() {
         bound < 1.01,
         "the routine is a tiny share of the run: {bound}"
     );
+    // A profiled run beside each plain one; the median share is the profile.
+    let profile = &record["profile"];
+    let mut shares: Vec<f64> = profile["profiled_shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        shares.len(),
+        profile["plain_runs_s"].as_array().unwrap().len(),
+        "{profile}"
+    );
+    shares.sort_by(f64::total_cmp);
+    assert_eq!(profile["share"].as_f64(), Some(shares[shares.len() / 2]));
 }
 
 #[test]
