@@ -295,13 +295,17 @@ pub fn autotune(
     )?;
     let choices = if req.place {
         place(
-            req,
+            &PlaceRequest {
+                spec: &p.profiled_spec,
+                contexts_file: &all_file,
+                original: original.as_deref(),
+                base: deployed_offset(req, &Config::new()),
+                rounds: req.retime_rounds,
+            },
             searcher,
-            &p.profiled_spec,
-            &all_file,
             &faithful,
             choices,
-            original.as_deref(),
+            &searches,
             progress,
         )?
     } else {
@@ -767,22 +771,33 @@ fn placements(base: u32) -> Vec<u32> {
         .collect()
 }
 
+/// What the placement step re-times on.
+struct PlaceRequest<'a> {
+    spec: &'a Path,
+    contexts_file: &'a Path,
+    /// The C calling the program's own definition, re-timed beside.
+    original: Option<&'a Path>,
+    /// Where the drivers placed the candidate's code during the search.
+    base: u32,
+    rounds: usize,
+}
+
 /// Each chosen configuration re-timed side by side with its code at the
-/// other positions of its fetch block ([`placements`]), in every context
-/// it was chosen for; a position is kept only where it is proven faster
-/// than the spec's (the interval of the rounds' summed time above 1), as
-/// the deployment will place the code where it was timed. Not tried when
-/// the search already searched `code_offset`, or when a target is a
+/// other positions of its fetch block ([`placements`]), together with the
+/// configurations its search could not tell from it (timed at one
+/// position they tie; where their code falls can part them), in every
+/// context it was chosen for. A (configuration, position) pair replaces
+/// the chosen one only where proven faster than it at the search's
+/// position (the interval of the rounds' summed time above 1): the
+/// deployment places the code where it was timed. Not tried when the
+/// search already searched `code_offset`, or when a target is a
 /// checkpoint (a restored copy's code is where its loader put it).
-#[allow(clippy::too_many_arguments)]
 fn place(
-    req: &AutotuneRequest,
+    req: &PlaceRequest,
     searcher: &mut dyn Searcher,
-    spec: &Path,
-    all_file: &Path,
     faithful: &[&ContextTarget],
     mut choices: Vec<ContextChoice>,
-    original: Option<&Path>,
+    searches: &[SearchRecord],
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
     if choices.iter().any(|c| c.config.code_offset().is_some()) {
@@ -796,30 +811,42 @@ fn place(
             .note("code placement: not tried (a restored copy's code is where its loader put it)");
         return Ok(choices);
     }
-    let base = deployed_offset(req, &Config::new());
     let mut distinct: Vec<Config> = Vec::new();
     for c in &choices {
         if !distinct.contains(&c.config) {
             distinct.push(c.config.clone());
         }
     }
-    let offsets = placements(base);
-    let mut configs = Vec::new();
+    // Per distinct configuration, the indices into `configs` of its
+    // contenders; the first is the configuration itself, unmoved.
+    let mut configs: Vec<Config> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
     for c in &distinct {
-        configs.push(c.clone());
-        for o in &offsets {
-            let mut placed = c.clone();
-            placed.set(
-                config::Setting::new(config::CODE_OFFSET, i64::from(*o))
-                    .expect("an offset within a page"),
-            );
-            configs.push(placed);
+        let mut group = Vec::new();
+        for contender in std::iter::once(c.clone()).chain(tied_with(c, searches)) {
+            group.push(configs.len());
+            configs.push(contender.clone());
+            for o in placements(req.base) {
+                let mut placed = contender.clone();
+                placed.set(
+                    config::Setting::new(config::CODE_OFFSET, i64::from(o))
+                        .expect("an offset within a page"),
+                );
+                group.push(configs.len());
+                configs.push(placed);
+            }
         }
+        groups.push(group);
     }
-    // rounds x configs x contexts
-    let times = searcher.retime(spec, all_file, &configs, original, req.retime_rounds.max(6))?;
-    let per = offsets.len() + 1;
-    for (d, c) in distinct.iter().enumerate() {
+    // rounds x configs (then the original) x contexts
+    let times = searcher.retime(
+        req.spec,
+        req.contexts_file,
+        &configs,
+        req.original,
+        req.rounds.max(6),
+    )?;
+    for (c, group) in distinct.iter().zip(&groups) {
         let users: Vec<usize> = (0..choices.len())
             .filter(|k| choices[*k].config == *c)
             .collect();
@@ -830,15 +857,16 @@ fn place(
                 .map(|r| {
                     users
                         .iter()
-                        .map(|k| faithful[*k].calls as f64 * r[d * per + i][*k])
+                        .map(|k| faithful[*k].calls as f64 * r[i][*k])
                         .sum()
                 })
                 .collect()
         };
-        let at_base = total(0);
-        let best = (1..per)
-            .filter_map(|i| {
-                let rounds: Vec<crate::proof::Round> = at_base
+        let as_chosen = total(group[0]);
+        let best = group[1..]
+            .iter()
+            .filter_map(|&i| {
+                let rounds: Vec<crate::proof::Round> = as_chosen
                     .iter()
                     .zip(total(i))
                     .map(|(a, b)| crate::proof::Round {
@@ -853,20 +881,43 @@ fn place(
         let Some((i, s)) = best else { continue };
         let kept = s.low > 1.0;
         progress.note(&format!(
-            "code placement of {c}: at {} bytes past a page {} against {base}{}",
-            offsets[i - 1],
+            "code placement of {c} (at {} bytes past a page): best of {} others tried, {}{}, {} against it{}",
+            req.base,
+            group.len() - 1,
+            configs[i],
+            if configs[i].code_offset().is_none() {
+                format!(" at {}", req.base)
+            } else {
+                String::new()
+            },
             s.text(),
-            if kept { ", kept" } else { ", the spec's kept" }
+            if kept { ", kept" } else { "; it is kept" }
         ));
         if kept {
             for k in users {
-                choices[k].config = configs[d * per + i].clone();
+                choices[k].config = configs[i].clone();
                 choices[k].chosen_ns =
-                    predicted_in_app(faithful[k], &times, d * per + i, k, original.is_some());
+                    predicted_in_app(faithful[k], &times, i, k, req.original.is_some());
             }
         }
     }
     Ok(choices)
+}
+
+/// The configurations the searches that chose `chosen` could not tell
+/// from it (at most two: each costs a re-timing at every position).
+fn tied_with(chosen: &Config, searches: &[SearchRecord]) -> Vec<Config> {
+    let mut tied: Vec<Config> = Vec::new();
+    for t in searches
+        .iter()
+        .filter(|s| s.best == *chosen)
+        .flat_map(|s| &s.tied)
+    {
+        if t != chosen && !tied.contains(t) && tied.len() < 2 {
+            tied.push(t.clone());
+        }
+    }
+    tied
 }
 
 /// Where a variant's code is placed: its configuration's code offset,
@@ -904,12 +955,229 @@ impl StepTimer {
 
 #[cfg(test)]
 mod tests {
-    use super::placements;
+    use super::*;
+    use crate::fidelity::CacheState;
+    use std::collections::BTreeMap;
 
     #[test]
     fn code_is_tried_at_the_other_16_byte_steps_of_its_fetch_block() {
         assert_eq!(placements(0), [16, 32, 48]);
         assert_eq!(placements(1616), [1600, 1632, 1648]);
         assert_eq!(placements(4080), [4032, 4048, 4064]);
+    }
+
+    const MEDIAN_DRIFT: f64 = 1.0 + 0.3;
+
+    /// Re-times each configuration at `time(config)` per call, every
+    /// configuration of a round moved alike by the round's drift.
+    struct Placed<F: Fn(&Config) -> f64> {
+        time: F,
+        asked: Vec<Config>,
+    }
+
+    impl<F: Fn(&Config) -> f64> Searcher for Placed<F> {
+        fn search(&mut self, _: &SearchTask) -> Result<SearchRecord, AutotuneError> {
+            unreachable!("placement only re-times")
+        }
+
+        fn retime(
+            &mut self,
+            _: &Path,
+            _: &Path,
+            configs: &[Config],
+            _: Option<&Path>,
+            rounds: usize,
+        ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
+            self.asked = configs.to_vec();
+            Ok((0..rounds)
+                .map(|r| {
+                    let drift = 1.0 + 0.3 * (r % 3) as f64;
+                    configs
+                        .iter()
+                        .map(|c| vec![drift * (self.time)(c); 2])
+                        .collect()
+                })
+                .collect())
+        }
+    }
+
+    struct Said(Vec<String>);
+
+    impl Progress for Said {
+        fn step(&mut self, _: usize, _: &str) {}
+        fn note(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
+    }
+
+    fn config(nu: i64, offset: Option<i64>) -> Config {
+        let mut c = Config::from_pairs([("NU", nu)]).unwrap();
+        if let Some(o) = offset {
+            c.set(config::Setting::new(config::CODE_OFFSET, o).unwrap());
+        }
+        c
+    }
+
+    fn target(rank: usize, kind: Target) -> ContextTarget {
+        ContextTarget {
+            rank,
+            label: format!("n={rank}"),
+            values: BTreeMap::from([("n".to_string(), rank as i64)]),
+            calls: 10,
+            in_app_ns: 1000.0,
+            share: 0.5,
+            target: Some(kind),
+            fidelity: None,
+            rejected: Vec::new(),
+        }
+    }
+
+    fn driver() -> Target {
+        Target::Driver {
+            state: CacheState::Warm,
+            defines: BTreeMap::new(),
+        }
+    }
+
+    fn chosen(rank: usize, config: &Config) -> ContextChoice {
+        ContextChoice {
+            rank,
+            label: format!("n={rank}"),
+            config: config.clone(),
+            specialised: false,
+            original_ns: 1000.0,
+            chosen_ns: 500.0,
+            specialised_over_joint: None,
+        }
+    }
+
+    fn searched(best: &Config, tied: &[Config]) -> SearchRecord {
+        SearchRecord {
+            over: "all contexts".into(),
+            best: best.clone(),
+            tied: tied.to_vec(),
+            best_ns: 500.0,
+            evaluations: 10,
+            seconds: 1.0,
+            log: PathBuf::from("all.tune.jsonl"),
+            campaign: None,
+        }
+    }
+
+    fn run_place<F: Fn(&Config) -> f64>(
+        time: F,
+        kinds: [Target; 2],
+        searches: &[SearchRecord],
+    ) -> (Vec<ContextChoice>, Vec<Config>, Vec<String>) {
+        let targets: Vec<ContextTarget> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(k, t)| target(k + 1, t))
+            .collect();
+        let faithful: Vec<&ContextTarget> = targets.iter().collect();
+        let joint = &searches[0].best;
+        let choices = vec![chosen(1, joint), chosen(2, joint)];
+        let mut searcher = Placed {
+            time,
+            asked: Vec::new(),
+        };
+        let mut said = Said(Vec::new());
+        let request = PlaceRequest {
+            spec: Path::new("r.spec"),
+            contexts_file: Path::new("targets.contexts.json"),
+            original: None,
+            base: 0,
+            rounds: 6,
+        };
+        let placed = place(
+            &request,
+            &mut searcher,
+            &faithful,
+            choices,
+            searches,
+            &mut said,
+        )
+        .unwrap();
+        (placed, searcher.asked, said.0)
+    }
+
+    #[test]
+    fn a_position_proven_faster_is_deployed_with_its_own_prediction() {
+        let chosen = config(8, None);
+        let (placed, asked, said) = run_place(
+            |c| {
+                if c.code_offset() == Some(32) {
+                    600.0
+                } else {
+                    1000.0
+                }
+            },
+            [driver(), driver()],
+            &[searched(&chosen, &[])],
+        );
+        // The chosen configuration and its three other positions.
+        assert_eq!(asked.len(), 4, "{asked:?}");
+        for c in &placed {
+            assert_eq!(c.config, config(8, Some(32)), "{said:?}");
+            // The median round's time (no original re-timed beside).
+            assert_eq!(c.chosen_ns, 600.0 * MEDIAN_DRIFT);
+        }
+        assert!(said[0].contains("kept"), "{said:?}");
+    }
+
+    #[test]
+    fn a_tied_configuration_placed_better_replaces_the_searchs_best() {
+        let (best, tied) = (config(8, None), config(16, None));
+        let (placed, asked, said) = run_place(
+            |c| match (c.get("NU"), c.code_offset()) {
+                (Some(16), Some(48)) => 400.0,
+                (Some(8), Some(32)) => 700.0,
+                _ => 1000.0,
+            },
+            [driver(), driver()],
+            &[searched(&best, std::slice::from_ref(&tied))],
+        );
+        assert_eq!(
+            asked.len(),
+            8,
+            "two contenders at four positions: {asked:?}"
+        );
+        assert!(
+            asked.contains(&tied),
+            "the tied one at the search's position too"
+        );
+        for c in &placed {
+            assert_eq!(c.config, config(16, Some(48)), "{said:?}");
+            assert_eq!(c.chosen_ns, 400.0 * MEDIAN_DRIFT);
+        }
+    }
+
+    #[test]
+    fn without_a_proven_gain_the_choice_is_left_as_searched() {
+        let chosen = config(8, None);
+        let (placed, _, said) = run_place(
+            |_| 1000.0,
+            [driver(), driver()],
+            &[searched(&chosen, &[config(4, None)])],
+        );
+        for c in &placed {
+            assert_eq!((&c.config, c.chosen_ns), (&chosen, 500.0), "{said:?}");
+        }
+        assert!(said[0].ends_with("it is kept"), "{said:?}");
+    }
+
+    #[test]
+    fn a_checkpoint_target_is_not_placed_and_says_so() {
+        let chosen = config(8, None);
+        let image = Target::Checkpoint {
+            image: PathBuf::from("img"),
+            call: 3,
+            delay: 1,
+        };
+        let (placed, asked, said) =
+            run_place(|_| 1.0, [driver(), image], &[searched(&chosen, &[])]);
+        assert!(asked.is_empty());
+        assert!(placed.iter().all(|c| c.config == chosen));
+        assert!(said[0].contains("not tried"), "{said:?}");
     }
 }

@@ -22,6 +22,9 @@ pub struct SearchRecord {
     /// "all contexts", or the one context it specialised for.
     pub over: String,
     pub best: Config,
+    /// Configurations its final re-timing could not tell from `best`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tied: Vec<Config>,
     /// The program's predicted time in the routine over `over`, ns.
     pub best_ns: f64,
     pub evaluations: usize,

@@ -295,6 +295,7 @@ impl Searcher for TuneSearcher {
         Ok(SearchRecord {
             over: task.over.clone(),
             best: outcome.search.best.clone(),
+            tied: outcome.search.tied.clone(),
             best_ns: outcome.search.best_ns,
             evaluations: outcome.search.evaluations,
             seconds: outcome.search.seconds,
