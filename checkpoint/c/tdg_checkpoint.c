@@ -193,13 +193,19 @@ struct saved_fd {
     int fd;
     bool seekable;  /* a regular file: its offset is put back after each sample */
     off_t offset;
-    /* a file with no name (tdg's scratch file for a rewritten output, or the
-     * application's deleted temporary): its size too, so each sample's
-     * writes extend it as the application's did */
+    /* a file with no name (tdg's private copy of a file the application
+     * writes, or the application's deleted temporary): its size too, so
+     * each sample's writes extend it as the application's did; what was cut
+     * off again is counted for tdg's report */
     bool unnamed;
     off_t size;
+    long long trimmed;
     bool queue;     /* a pipe or socket: its unread bytes must not change */
     int queued;
+    /* a regular file open for reading and writing, not appending: its
+     * content, which a fork shares and cannot put back, must not change */
+    bool rewritable;
+    struct timespec mtime;
     char what[96];
 };
 static struct {
@@ -766,6 +772,7 @@ static void write_descriptors(FILE *out, int skip1, int skip2, int skip3)
         FILE *fi;
         ssize_t n;
         unsigned long flags = 0;
+        long long pos = -1;
         char line[256];
         int fd;
         if (e->d_name[0] == '.')
@@ -783,18 +790,29 @@ static void write_descriptors(FILE *out, int skip1, int skip2, int skip3)
         snprintf(info, sizeof info, "/proc/self/fdinfo/%d", fd);
         fi = fopen(info, "r");
         if (fi) {
-            while (fgets(line, sizeof line, fi))
+            while (fgets(line, sizeof line, fi)) {
                 if (sscanf(line, "flags: %lo", &flags) == 1)
                     break;
+                (void)sscanf(line, "pos: %lld", &pos);
+            }
             fclose(fi);
         }
         fprintf(out, "fd=%d %lo %s\n", fd, flags, target);
+        /* where reads and writes go next: a restore that hands the copy a
+         * private copy of the file puts its offset there */
+        if (pos >= 0)
+            fprintf(out, "fdpos=%d %lld\n", fd, pos);
         {
             /* CRIU names a terminal by its device numbers (tty[rdev:dev]). */
             struct stat st;
-            if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && isatty(fd))
-                fprintf(out, "tty=%d %llx:%llx\n", fd, (unsigned long long)st.st_rdev,
-                        (unsigned long long)st.st_dev);
+            if (fstat(fd, &st) == 0) {
+                /* what it is (a regular file, a device, ...), for tdg's
+                 * restore policy */
+                fprintf(out, "fdmode=%d %o\n", fd, (unsigned)st.st_mode);
+                if (S_ISCHR(st.st_mode) && isatty(fd))
+                    fprintf(out, "tty=%d %llx:%llx\n", fd, (unsigned long long)st.st_rdev,
+                            (unsigned long long)st.st_dev);
+            }
         }
     }
     closedir(d);
@@ -1426,10 +1444,13 @@ static const char *save_descriptors(void)
         n = readlink(link, s->what, sizeof s->what - 1);
         s->what[n > 0 ? n : 0] = '\0';
         if (S_ISREG(st.st_mode)) {
+            int fl = fcntl(fd, F_GETFL);
             s->offset = lseek(fd, 0, SEEK_CUR);
             s->seekable = s->offset >= 0;
             s->unnamed = st.st_nlink == 0;
             s->size = st.st_size;
+            s->rewritable = fl >= 0 && (fl & O_ACCMODE) == O_RDWR && !(fl & O_APPEND);
+            s->mtime = st.st_mtim;
         } else {
             s->queue = ioctl(fd, FIONREAD, &s->queued) == 0;
         }
@@ -1446,9 +1467,23 @@ static void restore_offsets(void)
         if (!s->seekable)
             continue;
         lseek(s->fd, s->offset, SEEK_SET);
-        if (s->unnamed && fstat(s->fd, &st) == 0 && st.st_nlink == 0 && st.st_size > s->size)
-            (void)!ftruncate(s->fd, s->size);
+        if (s->unnamed && fstat(s->fd, &st) == 0 && st.st_nlink == 0 && st.st_size > s->size &&
+            ftruncate(s->fd, s->size) == 0)
+            fork_plan.fds[i].trimmed += (long long)(st.st_size - s->size);
     }
+}
+
+/* How much the samples wrote past the checkpoint's size of each file with
+ * no name and was cut off again, for tdg's report of what the copies did. */
+static void report_trimmed(void)
+{
+    char line[96];
+    for (int i = 0; i < fork_plan.n_fds; i++)
+        if (fork_plan.fds[i].trimmed > 0) {
+            snprintf(line, sizeof line, "file_trimmed fd=%d bytes=%lld\n", fork_plan.fds[i].fd,
+                     fork_plan.fds[i].trimmed);
+            report_line(line);
+        }
 }
 
 /* FNV-1a over a mapping the sampler shares with its children. */
@@ -1480,8 +1515,17 @@ static const char *unreplayable(const unsigned long long *shared_sums, char *why
     for (int i = 0; i < fork_plan.n_fds; i++) {
         const struct saved_fd *s = &fork_plan.fds[i];
         int now_queued;
+        struct stat st;
         if (s->queue && ioctl(s->fd, FIONREAD, &now_queued) == 0 && now_queued != s->queued) {
             snprintf(why, size, "the replay reads or writes descriptor %d (%s), whose data a fork cannot put back",
+                     s->fd, s->what);
+            return why;
+        }
+        if (s->rewritable && fstat(s->fd, &st) == 0 &&
+            (st.st_size != s->size || st.st_mtim.tv_sec != s->mtime.tv_sec ||
+             st.st_mtim.tv_nsec != s->mtime.tv_nsec)) {
+            snprintf(why, size,
+                     "the replay writes descriptor %d (%s), whose content every fork shares and cannot put back",
                      s->fd, s->what);
             return why;
         }
@@ -1758,6 +1802,7 @@ static void sample_by_fork(void)
     }
     if (prev > 0 && !child_ended(prev, prev_i, prev_k, prev_wall))
         _exit(0);
+    report_trimmed();
     report_line("fork_done\n");
     _exit(0);
 }
@@ -1951,6 +1996,7 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
     in_place.t_last = t;
     in_place.prepare_ns = 0;
     if (++in_place.sample == fork_plan.n_samples) {
+        report_trimmed();
         report_line("fork_done\n");
         _exit(0);
     }
@@ -2106,6 +2152,133 @@ static void wait_until_released(void)
     munmap(tids, (size_t)cap * sizeof *tids);
 }
 
+/* Every restored copy gets a private copy of each file the process can
+ * write (tdg_checkpoint's restore substitutes), so its writes never reach
+ * the user's file. Where the copy can also read the file (opened O_RDWR, or
+ * mapped shared and writable), its private copy must hold what the file held
+ * at the checkpoint, which the file itself no longer does once the original
+ * goes on writing: so right after the dump the original keeps that content
+ * in the image, one `tdg-seed-N` file each (at most SEED_MAX_BYTES in all),
+ * and records `seed=N PATH` (or `seed_skipped=PATH` past the budget). The
+ * file is read through a descriptor of its own, leaving the application's
+ * offsets alone; the seed is a new file, never written through a link. */
+#define SEED_MAX_BYTES (256LL << 20)
+#define SEED_MAX_FILES 64
+
+static bool copy_into(int from, int to)
+{
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(from, buf, sizeof buf)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(to, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return false;
+            done += w;
+        }
+    }
+    return true;
+}
+
+static void seed_file(FILE *out, int image_fd, const char *path, char seeded[][PATH_MAX], int *n_seeded,
+                      long long *budget)
+{
+    struct stat st;
+    char name[32];
+    int from, to;
+    for (int i = 0; i < *n_seeded; i++)
+        if (strcmp(seeded[i], path) == 0)
+            return;
+    if (*n_seeded == SEED_MAX_FILES || strchr(path, '\n'))
+        return;
+    from = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (from < 0)
+        return;
+    if (fstat(from, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(from);
+        return;
+    }
+    snprintf(seeded[*n_seeded], PATH_MAX, "%s", path);
+    if (st.st_size > *budget) {
+        fprintf(out, "seed_skipped=%s\n", path);
+        close(from);
+        (*n_seeded)++;
+        return;
+    }
+    snprintf(name, sizeof name, "tdg-seed-%d", *n_seeded);
+    to = openat(image_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (to >= 0 && copy_into(from, to)) {
+        fprintf(out, "seed=%d %s\n", *n_seeded, path);
+        *budget -= st.st_size;
+    }
+    if (to >= 0)
+        close(to);
+    close(from);
+    (*n_seeded)++;
+}
+
+/* The seeds, and `map=PATH` for each file mapped shared and writable
+ * (a restored copy's writes through it would reach the file). */
+static void write_file_seeds(FILE *out, int image_fd, int skip1, int skip2, int skip3)
+{
+    static char seeded[SEED_MAX_FILES][PATH_MAX];
+    int n_seeded = 0;
+    long long budget = SEED_MAX_BYTES;
+    char line[PATH_MAX + 128];
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    FILE *maps;
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            char link[64], target[PATH_MAX], info[64];
+            unsigned long flags = 0;
+            ssize_t n;
+            FILE *fi;
+            int fd = atoi(e->d_name);
+            if (e->d_name[0] == '.' || fd == dirfd(d) || fd == skip1 || fd == skip2 || fd == skip3)
+                continue;
+            snprintf(info, sizeof info, "/proc/self/fdinfo/%d", fd);
+            if ((fi = fopen(info, "r")) == NULL)
+                continue;
+            while (fgets(line, sizeof line, fi))
+                if (sscanf(line, "flags: %lo", &flags) == 1)
+                    break;
+            fclose(fi);
+            if ((flags & O_ACCMODE) != O_RDWR)
+                continue;
+            snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+            n = readlink(link, target, sizeof target - 1);
+            if (n <= 0 || target[0] != '/')
+                continue;
+            target[n] = '\0';
+            seed_file(out, image_fd, target, seeded, &n_seeded, &budget);
+        }
+        closedir(d);
+    }
+    maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        return;
+    while (fgets(line, sizeof line, maps)) {
+        char perms[8] = "", path[PATH_MAX] = "";
+        if (sscanf(line, "%*x-%*x %7s %*s %*s %*s %4095[^\n]", perms, path) < 2)
+            continue;
+        if (perms[1] != 'w' || perms[3] != 's' || path[0] != '/')
+            continue;
+        if (strncmp(path, "/dev/", 5) == 0 || strstr(path, " (deleted)"))
+            continue;
+        fprintf(out, "map=%s\n", path);
+        seed_file(out, image_fd, path, seeded, &n_seeded, &budget);
+    }
+    fclose(maps);
+}
+
 /* CRIU opens its dump log in the image directory with O_TRUNC, following
  * links: create it here first, as a new regular file, or accept one only
  * if it is a regular file already (an earlier dump's, in a directory only
@@ -2248,6 +2421,7 @@ static int checkpoint_here(const char *image, bool pair_api)
         /* this library takes many samples per restore (`schedule=`) */
         fprintf(info, "fork_samples=1\n");
         write_descriptors(info, dirfd_img, result_fd, control_fd);
+        write_file_seeds(info, dirfd_img, dirfd_img, result_fd, control_fd);
         fclose(info);
     }
     close(control_fd);

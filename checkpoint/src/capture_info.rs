@@ -18,6 +18,13 @@ pub struct OpenDescriptor {
     pub target: String,
     /// For a terminal, CRIU's name for it: `tty[rdev:dev]` (hex).
     pub tty_key: Option<String>,
+    /// The offset at the checkpoint (`fdpos=`; None: an older host library,
+    /// or not seekable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pos: Option<u64>,
+    /// `st_mode` (`fdmode=`; None: an older host library).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -53,7 +60,27 @@ pub struct CaptureInfo {
     #[serde(default)]
     pub fork_samples: bool,
     pub descriptors: Vec<OpenDescriptor>,
+    /// Files the process can read and write (O_RDWR, or mapped shared and
+    /// writable) whose content at the checkpoint the image keeps
+    /// (`seed=N PATH`: `tdg-seed-N`; `seed_skipped=PATH`: too large).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<Seed>,
+    /// Files mapped shared and writable (`map=PATH`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_maps: Vec<String>,
 }
+
+/// A file's content at the checkpoint, kept in the image.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Seed {
+    pub path: String,
+    /// The image's copy (`tdg-seed-N`); None: past the host library's
+    /// budget, so a restore copies the file as it is then.
+    pub file: Option<String>,
+}
+
+/// The prefix of the image's seed files.
+pub const SEED_PREFIX: &str = "tdg-seed-";
 
 impl CaptureInfo {
     pub fn read(image: &Path) -> Result<CaptureInfo> {
@@ -86,6 +113,8 @@ impl CaptureInfo {
             control_channel: None,
             fork_samples: false,
             descriptors: Vec::new(),
+            seeds: Vec::new(),
+            shared_maps: Vec::new(),
         };
         let num = |k: &str, v: &str| {
             v.parse::<u64>()
@@ -130,8 +159,36 @@ impl CaptureInfo {
                             .map_err(|_| format!("bad descriptor line {line:?}"))?,
                         target: target.to_string(),
                         tty_key: None,
+                        pos: None,
+                        mode: None,
                     });
                 }
+                "fdpos" | "fdmode" => {
+                    let bad = || format!("bad descriptor line {line:?}");
+                    let (fd, v) = value.split_once(' ').ok_or_else(bad)?;
+                    let fd: i32 = fd.parse().map_err(|_| bad())?;
+                    if let Some(d) = info.descriptors.iter_mut().find(|d| d.fd == fd) {
+                        if key == "fdpos" {
+                            d.pos = Some(v.parse().map_err(|_| bad())?);
+                        } else {
+                            d.mode = Some(u32::from_str_radix(v, 8).map_err(|_| bad())?);
+                        }
+                    }
+                }
+                "seed" => {
+                    let bad = || format!("bad seed line {line:?}");
+                    let (n, path) = value.split_once(' ').ok_or_else(bad)?;
+                    let n: u32 = n.parse().map_err(|_| bad())?;
+                    info.seeds.push(Seed {
+                        path: path.to_string(),
+                        file: Some(format!("{SEED_PREFIX}{n}")),
+                    });
+                }
+                "seed_skipped" => info.seeds.push(Seed {
+                    path: value.to_string(),
+                    file: None,
+                }),
+                "map" => info.shared_maps.push(value.to_string()),
                 "tty" => {
                     let (fd, devs) = value
                         .split_once(' ')
@@ -153,21 +210,47 @@ impl CaptureInfo {
     }
 }
 
-/// What a restore gives the copy in place of a descriptor whose other side
-/// no longer exists (pipes, terminals) or that would trip CRIU's checks (a
-/// file the application rewrites has changed size since the capture).
+/// What a restore gives a restored copy in place of what the application
+/// had, so that nothing a copy does reaches the user's world and CRIU's
+/// checks pass: `--inherit-fd fd[N]:KEY` hands CRIU one descriptor for
+/// every open file (and mapping) known by KEY.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Substitute {
-    /// The copy reads EOF and its writes vanish: a restored copy's output is
-    /// a replay, not something the user wants twice.
+    /// The copy reads EOF and its writes vanish: a pipe whose other end is
+    /// gone, a terminal of the user's session.
     DevNull,
-    /// A file the application rewrites: an unnamed file (`O_TMPFILE`) in
-    /// the same directory, so the copy's writes cost the kernel what the
-    /// application's do (on /dev/null they cost nothing, and a short call
-    /// after them ran faster in the copy: docs/checkpoint.md, "Fidelity of
-    /// short regions"); it has no name and goes with the copy. /dev/null
-    /// where the directory cannot hold one.
-    ScratchFile { dir: std::path::PathBuf },
+    /// A private file made for each restore, which the copies write
+    /// instead of the user's.
+    Private(PrivateFile),
+}
+
+/// How a restore makes a copy's private file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateFile {
+    /// The user's file, absolute.
+    pub path: String,
+    /// Opened for reading too (some descriptor of it read-write, or a
+    /// shared mapping): seeded with the content.
+    pub read: bool,
+    /// Every descriptor of it appends.
+    pub append: bool,
+    /// The offset a descriptor had at the checkpoint.
+    pub offset: u64,
+    pub seed: SeedFrom,
+}
+
+/// What a private file starts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeedFrom {
+    /// Nothing to read: as long as the file was (sparse), so offsets and
+    /// sizes the copy sees are the application's.
+    Size,
+    /// The content at the checkpoint, kept in the image (`tdg-seed-N`).
+    Image(String),
+    /// The file as it is at the restore: its content at the checkpoint
+    /// was past the host library's budget, or an older host library kept
+    /// none.
+    Current,
 }
 
 /// One `--inherit-fd fd[N]:KEY` the restore needs.
@@ -180,49 +263,129 @@ pub struct InheritedDescriptor {
     pub app_fds: Vec<i32>,
 }
 
-/// Decide how each captured descriptor is restored. Read-only files and
-/// append-only outputs are left to CRIU (their size check passes or does not
-/// apply); pipes, terminals and rewritten files are substituted.
+const S_IFMT: u32 = 0o170000;
+const S_IFREG: u32 = 0o100000;
+
+/// The memory devices a fresh open of is the same thing: kept as they are.
+pub fn is_memory_device(path: &str) -> bool {
+    matches!(
+        path,
+        "/dev/null" | "/dev/zero" | "/dev/full" | "/dev/random" | "/dev/urandom"
+    )
+}
+
+/// A path that names a regular file: by its mode when the host library
+/// recorded it, else by where it is (`/dev/` holds devices, except the
+/// tmpfs file systems mounted there).
+fn is_regular(d: &OpenDescriptor) -> bool {
+    match d.mode {
+        Some(mode) => mode & S_IFMT == S_IFREG,
+        None => {
+            d.target.starts_with('/')
+                && (!d.target.starts_with("/dev/")
+                    || d.target.starts_with("/dev/shm/")
+                    || d.target.starts_with("/dev/mqueue/"))
+        }
+    }
+}
+
+fn writes(d: &OpenDescriptor) -> bool {
+    d.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32
+}
+
+/// Decide how each captured descriptor (and shared file mapping) is
+/// restored: every regular file the application can write gets a private
+/// copy (appends and writes stay in it; one it can also read starts with
+/// its content at the checkpoint), pipes whose other end is gone and
+/// terminals get /dev/null (the terminal is replaced by a fresh one, see
+/// `RestorePlan`); read-only files, devices and pipes held whole are left
+/// to CRIU.
 pub fn restore_substitutes(info: &CaptureInfo) -> Vec<InheritedDescriptor> {
     let mut out: Vec<InheritedDescriptor> = Vec::new();
+    let mut add = |key: String, substitute: Substitute, fd: Option<i32>| match out
+        .iter_mut()
+        .find(|e| e.key == key)
+    {
+        Some(e) => e.app_fds.extend(fd),
+        None => out.push(InheritedDescriptor {
+            key,
+            substitute,
+            app_fds: fd.into_iter().collect(),
+        }),
+    };
     for d in &info.descriptors {
-        let access = d.flags & libc::O_ACCMODE as u32;
-        let appends = d.flags & libc::O_APPEND as u32 != 0;
-        let (key, substitute) = if let Some(tty) = &d.tty_key {
+        if let Some(tty) = &d.tty_key {
             // The terminal stays with the user's session; copies run without one.
-            (tty.clone(), Substitute::DevNull)
+            add(tty.clone(), Substitute::DevNull, Some(d.fd));
         } else if d.target.starts_with("pipe:[") {
-            if holds_both_ends(info, &d.target) {
-                // CRIU restores a pipe the process holds whole, data included.
-                continue;
+            // CRIU restores a pipe the process holds whole, data included.
+            if !holds_both_ends(info, &d.target) {
+                add(d.target.clone(), Substitute::DevNull, Some(d.fd));
             }
-            (d.target.clone(), Substitute::DevNull)
-        } else if d.target.starts_with('/')
-            && access != libc::O_RDONLY as u32
-            && !appends
-            && !is_device(&d.target)
-        {
-            if d.target.ends_with(" (deleted)") {
-                continue;
-            }
-            let dir = std::path::Path::new(&d.target)
-                .parent()
-                .unwrap_or(std::path::Path::new("/"))
-                .to_path_buf();
-            (d.target[1..].to_string(), Substitute::ScratchFile { dir })
-        } else {
-            continue;
-        };
-        match out.iter_mut().find(|e| e.key == key) {
-            Some(e) => e.app_fds.push(d.fd),
-            None => out.push(InheritedDescriptor {
-                key,
-                substitute,
-                app_fds: vec![d.fd],
-            }),
+        } else if is_regular(d) && !d.target.ends_with(" (deleted)") && written(info, &d.target) {
+            add(
+                d.target[1..].to_string(),
+                Substitute::Private(private_file(info, &d.target)),
+                Some(d.fd),
+            );
+        }
+    }
+    for path in &info.shared_maps {
+        if let Some(key) = path.strip_prefix('/') {
+            add(
+                key.to_string(),
+                Substitute::Private(private_file(info, path)),
+                None,
+            );
         }
     }
     out
+}
+
+/// Some descriptor of `path` writes, or the process maps it shared and
+/// writable: CRIU hands every descriptor of a path the same file, so all
+/// of them get the private copy.
+fn written(info: &CaptureInfo, path: &str) -> bool {
+    info.shared_maps.iter().any(|m| m == path)
+        || info
+            .descriptors
+            .iter()
+            .any(|d| d.target == path && writes(d))
+}
+
+fn private_file(info: &CaptureInfo, path: &str) -> PrivateFile {
+    let fds: Vec<&OpenDescriptor> = info
+        .descriptors
+        .iter()
+        .filter(|d| d.target == path)
+        .collect();
+    let mapped = info.shared_maps.iter().any(|m| m == path);
+    let read = mapped
+        || fds
+            .iter()
+            .any(|d| d.flags & libc::O_ACCMODE as u32 != libc::O_WRONLY as u32);
+    let append =
+        !mapped && !fds.is_empty() && fds.iter().all(|d| d.flags & libc::O_APPEND as u32 != 0);
+    let seed = if !read {
+        SeedFrom::Size
+    } else {
+        match info
+            .seeds
+            .iter()
+            .find(|s| s.path == path)
+            .and_then(|s| s.file.clone())
+        {
+            Some(file) => SeedFrom::Image(file),
+            None => SeedFrom::Current,
+        }
+    };
+    PrivateFile {
+        path: path.to_string(),
+        read,
+        append,
+        offset: fds.iter().find_map(|d| d.pos).unwrap_or(0),
+        seed,
+    }
 }
 
 /// The process holds a read end and a write end of this pipe.
@@ -235,21 +398,21 @@ fn holds_both_ends(info: &CaptureInfo, pipe: &str) -> bool {
     has(libc::O_RDONLY) && has(libc::O_WRONLY)
 }
 
-fn is_device(path: &str) -> bool {
-    path.starts_with("/dev/")
-}
-
-/// The files the application writes that its copies write to /dev/null
-/// instead: none since rewritten files get a scratch file in their
-/// directory, unless that directory cannot hold one (pipes and terminals
-/// are not files the plain runs write either: `validate` sends their output
-/// to /dev/null too).
+/// The files the application writes whose copies' private files cannot
+/// live beside them (their directory cannot hold an unnamed file), so the
+/// copies write them in tdg's work directory, on another file system (pipes
+/// and terminals are not files the plain runs write either: `validate`
+/// sends their output to /dev/null too).
 pub fn discarded_outputs(capture: &CaptureInfo) -> Vec<String> {
     restore_substitutes(capture)
         .into_iter()
         .filter_map(|s| match s.substitute {
-            Substitute::ScratchFile { dir } if !scratch_file_possible(&dir) => {
-                Some(format!("/{}", s.key))
+            Substitute::Private(p)
+                if !scratch_file_possible(
+                    Path::new(&p.path).parent().unwrap_or(Path::new("/")),
+                ) =>
+            {
+                Some(p.path)
             }
             _ => None,
         })
@@ -289,22 +452,49 @@ fd=6 2 /dev/pts/3\ntty=6 8803:18\n";
     }
 
     #[test]
-    fn substitutes_pipes_and_rewritten_outputs_only() {
+    fn every_file_the_application_writes_gets_a_private_copy() {
         let info = CaptureInfo::parse(SAMPLE).unwrap();
         let subs = restore_substitutes(&info);
-        // the shared pipe once (two fds), the truncating output; not the
-        // O_APPEND log, not the read-only input, not /dev/null
-        assert_eq!(subs.len(), 3, "{subs:?}");
-        assert_eq!(subs[0].key, "pipe:[20646]");
-        assert_eq!(subs[0].app_fds, vec![1, 5]);
-        assert_eq!(subs[1].key, "tmp/ck/out.txt");
+        // the shared pipe once (two fds), the O_APPEND log and the
+        // truncating output each a private file, the terminal; not the
+        // read-only input, not /dev/null
+        let keys: Vec<&str> = subs.iter().map(|s| s.key.as_str()).collect();
         assert_eq!(
-            subs[1].substitute,
-            Substitute::ScratchFile {
-                dir: "/tmp/ck".into()
-            }
+            keys,
+            [
+                "pipe:[20646]",
+                "tmp/log.txt",
+                "tmp/ck/out.txt",
+                "tty[8803:18]"
+            ],
+            "{subs:?}"
         );
-        assert_eq!(subs[0].substitute, Substitute::DevNull);
-        assert_eq!(subs[2].key, "tty[8803:18]");
+        assert_eq!(subs[0].app_fds, vec![1, 5]);
+        match &subs[1].substitute {
+            Substitute::Private(p) => {
+                assert!(p.append && !p.read && p.seed == SeedFrom::Size, "{p:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // A read-write file is seeded from the image when the host library
+        // kept its content, else from the file as it is.
+        let rw = CaptureInfo::parse(&format!(
+            "{SAMPLE}fd=7 100002 /tmp/db.bin\nfdpos=7 16\nseed=0 /tmp/db.bin\nfd=8 100002 /tmp/big.bin\nseed_skipped=/tmp/big.bin\n"
+        ))
+        .unwrap();
+        let private = |key: &str| {
+            restore_substitutes(&rw)
+                .into_iter()
+                .find(|s| s.key == key)
+                .and_then(|s| match s.substitute {
+                    Substitute::Private(p) => Some(p),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let db = private("tmp/db.bin");
+        assert!(db.read && !db.append && db.offset == 16, "{db:?}");
+        assert_eq!(db.seed, SeedFrom::Image("tdg-seed-0".into()));
+        assert_eq!(private("tmp/big.bin").seed, SeedFrom::Current);
     }
 }

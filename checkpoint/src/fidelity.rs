@@ -187,9 +187,9 @@ fn us(ns: f64) -> String {
 }
 
 /// What differs between the application's calls and the image's samples.
-/// `discarded`: what the copies write to /dev/null instead of where the
-/// application writes (the image's substituted descriptors), for the
-/// sentence on work between the calls.
+/// `discarded`: files the copies write elsewhere than beside the
+/// application's (validate::discarded_outputs), for the sentence on work
+/// between the calls.
 pub fn compare(app: &[CallState], image: &[CallState], discarded: &[String]) -> Option<Fidelity> {
     let a = StateSummary::of(app)?;
     let i = StateSummary::of(image)?;
@@ -224,7 +224,7 @@ pub fn compare(app: &[CallState], image: &[CallState], discarded: &[String]) -> 
         if hi - lo > WORK_FLOOR_NS && hi > WORK_FACTOR * lo {
             let why = if ca > ci && !discarded.is_empty() {
                 format!(
-                    " (the copy writes {} to /dev/null: the application's output costs it kernel work the copy skips)",
+                    " (the copy writes {} in tdg's work directory, on another file system than the application's)",
                     discarded.join(", ")
                 )
             } else {
@@ -435,7 +435,7 @@ mod tests {
         let f = compare(&paced, &same, &[]).unwrap();
         assert_eq!(f.findings[0].effect, Effect::WaitBeforeCall);
         assert!(f.render_causes().contains("the application waited"));
-        // It writes where the copy writes to /dev/null.
+        // It writes where the copy writes elsewhere.
         let writes = [state(8_000, 9_000, 0), state(8_500, 9_500, 0)];
         let f = compare(&writes, &same, &["out.txt".into()]).unwrap();
         assert_eq!(f.findings.len(), 1, "{f:?}");

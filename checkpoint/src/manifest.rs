@@ -134,8 +134,9 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         .collect())
 }
 
-/// The files that make up the image proper: CRIU's `*.img` plus the capture
-/// record (logs and the manifest itself are not part of it).
+/// The files that make up the image proper: CRIU's `*.img`, the capture
+/// record and the seeds of the files the copies get private copies of
+/// (logs and the manifest itself are not part of it).
 fn image_file_names(image: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in
@@ -143,7 +144,10 @@ fn image_file_names(image: &Path) -> Result<Vec<String>> {
     {
         let entry = entry.map_err(io_err(format!("cannot list {}", image.display())))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if name.ends_with(".img") || name == CAPTURE_INFO_FILE {
+        if name.ends_with(".img")
+            || name == CAPTURE_INFO_FILE
+            || name.starts_with(crate::capture_info::SEED_PREFIX)
+        {
             names.push(name);
         }
     }

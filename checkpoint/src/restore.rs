@@ -2,7 +2,9 @@
 //! its original PID without colliding with anything), substitutes for the
 //! descriptors whose other side is gone, and a pipe for the copy's time.
 
-use crate::capture_info::{restore_substitutes, InheritedDescriptor, Substitute};
+use crate::capture_info::{
+    restore_substitutes, InheritedDescriptor, PrivateFile, SeedFrom, Substitute,
+};
 use crate::criu::{diagnose_log, Criu};
 use crate::error::{io_err, CheckpointError, Result};
 use crate::manifest::Manifest;
@@ -171,8 +173,78 @@ pub struct RestorePlan {
     /// was captured in, and the region shim inside it. An image is captured
     /// into a staged directory and moved into place, and may move again.
     pub relocated: Vec<Relocated>,
+    /// What the copies did to each private file, by substitute (the ones
+    /// that are files), over every restore of this plan.
+    pub effects: std::sync::Arc<std::sync::Mutex<Vec<FileEffect>>>,
 }
 
+/// What restored copies did to one of the application's files, all in
+/// the private copies they were given (the file itself is untouched).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileEffect {
+    /// The application's file.
+    pub path: String,
+    /// Restores whose copies wrote to it, and restores in all.
+    pub restores_writing: u64,
+    pub restores: u64,
+    /// What its private copies grew by, in all.
+    pub bytes_added: u64,
+    /// The copies could only append to it.
+    pub appends: bool,
+    /// Its private copies were made in tdg's work directory (its own
+    /// directory cannot hold an unnamed file), on another file system.
+    #[serde(default)]
+    pub elsewhere: bool,
+}
+
+impl FileEffect {
+    /// One line for the timing report.
+    pub fn render_text(&self) -> String {
+        if self.restores_writing == 0 {
+            return format!(
+                "files: the copies did not write {} (given a private copy in each of {} restore(s))\n",
+                self.path, self.restores
+            );
+        }
+        format!(
+            "files: the copies {} {} in {} of {} restore(s), all into private copies; {} itself is untouched\n",
+            if self.appends { "appended" } else { "wrote" },
+            if self.bytes_added > 0 || self.appends {
+                format!("{} to {}", stats::bytes(self.bytes_added), self.path)
+            } else {
+                self.path.clone()
+            },
+            self.restores_writing,
+            self.restores,
+            self.path
+        )
+    }
+}
+
+/// A private file made for one restore, and how it was left for the copy.
+struct MadePrivate {
+    index: usize,
+    /// The file with no name (kept open to see what the copies did).
+    file: std::fs::File,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    /// Made in tdg's work directory: the file's own cannot hold one.
+    elsewhere: bool,
+}
+
+/// A regular file with no name in `dir` (`O_TMPFILE`): nothing appears or
+/// is replaced there, it goes with the last descriptor, and it lives on the
+/// application's file system, so the copies' writes cost the kernel what the
+/// application's do (docs/checkpoint.md, "Fidelity of short regions").
+fn unnamed_file(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(dir)
+}
 /// A file of the image CRIU knows by its captured path (`key`, without the
 /// leading `/`), opened from `now` for each restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,6 +321,7 @@ impl RestorePlan {
                     .map_err(io_err("cannot create a scratch directory"))?,
             ),
             relocated: relocations(image, &manifest.capture.image),
+            effects: Default::default(),
         })
     }
 
@@ -257,6 +330,122 @@ impl RestorePlan {
     pub fn new_log_name() -> String {
         let n = RESTORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         format!("{RESTORE_LOG_PREFIX}{}.{n}.log", std::process::id())
+    }
+
+    /// What the copies did to the application's files so far.
+    pub fn file_effects(&self) -> Vec<FileEffect> {
+        self.effects
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| !e.path.is_empty())
+            .cloned()
+            .collect()
+    }
+
+    /// The copy's private file for substitute `index`, made afresh for
+    /// this restore with no name in the file's own directory (tdg's work
+    /// directory where that cannot hold one): as long as the
+    /// application's file was at the checkpoint (write-only), or holding
+    /// its content (read-write: from the image, else the file now), opened
+    /// as the application had it, at its offset.
+    fn make_private(&self, index: usize, p: &PrivateFile) -> Result<(OwnedFd, MadePrivate)> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = |what: &str| {
+            io_err(format!(
+                "cannot {what} the copies' private file for {}",
+                p.path
+            ))
+        };
+        let dir = Path::new(&p.path).parent().unwrap_or(Path::new("/"));
+        let (mut file, elsewhere) = match unnamed_file(dir) {
+            Ok(f) => (f, false),
+            Err(_) => (unnamed_file(self.work.path()).map_err(err("create"))?, true),
+        };
+        match &p.seed {
+            SeedFrom::Size => file.set_len(p.offset).map_err(err("size"))?,
+            SeedFrom::Image(name) => {
+                let mut from = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(self.image.join(name))
+                    .map_err(err("seed"))?;
+                std::io::copy(&mut from, &mut file).map_err(err("seed"))?;
+            }
+            SeedFrom::Current => {
+                // read only, never through a link planted since the capture
+                let mut from = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+                    .open(&p.path)
+                    .map_err(err("seed"))?;
+                std::io::copy(&mut from, &mut file).map_err(err("seed"))?;
+            }
+        }
+        let meta = file.metadata().map_err(err("seed"))?;
+        // The copy's own open of it, as the application had the file:
+        // read-write or write-only, appending or not, at its offset.
+        let opened = std::fs::OpenOptions::new()
+            .read(p.read)
+            .write(true)
+            .append(p.append)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(err("open"))?;
+        {
+            use std::io::Seek;
+            (&opened)
+                .seek(std::io::SeekFrom::Start(p.offset))
+                .map_err(err("position"))?;
+        }
+        Ok((
+            opened.into(),
+            MadePrivate {
+                index,
+                file,
+                len: meta.len(),
+                modified: meta.modified().ok(),
+                elsewhere,
+            },
+        ))
+    }
+
+    /// After a restore: what its copies did to each private file.
+    fn account(&self, made: Vec<MadePrivate>, reported: &str) {
+        let mut effects = self.effects.lock().unwrap_or_else(|e| e.into_inner());
+        if effects.len() < self.substitutes.len() {
+            effects.resize(self.substitutes.len(), FileEffect::default());
+        }
+        for m in made {
+            let Substitute::Private(p) = &self.substitutes[m.index].substitute else {
+                continue;
+            };
+            let now = m.file.metadata().ok();
+            let len = now.as_ref().map_or(m.len, |n| n.len());
+            let wrote = now
+                .as_ref()
+                .is_some_and(|n| n.len() != m.len || n.modified().ok() != m.modified);
+            let e = &mut effects[m.index];
+            e.path.clone_from(&p.path);
+            e.appends = p.append;
+            e.restores += 1;
+            e.restores_writing += u64::from(wrote);
+            e.bytes_added += len.saturating_sub(m.len);
+            e.elsewhere |= m.elsewhere;
+            // What a sampling copy wrote past the checkpoint's size and cut
+            // off again after each sample (`file_trimmed`).
+            let fds = &self.substitutes[m.index].app_fds;
+            for line in reported.lines().filter(|l| l.starts_with("file_trimmed ")) {
+                if let (Some(fd), Some(bytes)) =
+                    (line_field(line, "fd="), line_field(line, "bytes="))
+                {
+                    if fds.iter().any(|&f| f as u64 == fd) {
+                        e.bytes_added += bytes;
+                        e.restores_writing += u64::from(!wrote && bytes > 0);
+                    }
+                }
+            }
+        }
     }
 
     /// A failed restore's `log` kept apart for the user (the work directory
@@ -353,8 +542,16 @@ impl RestorePlan {
             control_writer = pipe.writer;
             passed.push(pipe.read);
         }
-        for s in &self.substitutes {
-            passed.push(open_substitute(&s.substitute)?);
+        let mut made = Vec::new();
+        for (i, s) in self.substitutes.iter().enumerate() {
+            match &s.substitute {
+                Substitute::DevNull => passed.push(open_dev_null()?),
+                Substitute::Private(p) => {
+                    let (fd, m) = self.make_private(i, p)?;
+                    passed.push(fd);
+                    made.push(m);
+                }
+            }
         }
         for r in &self.relocated {
             passed.push(open_image_file(&r.now)?);
@@ -426,6 +623,7 @@ impl RestorePlan {
         drop(terminal);
         done.store(true, std::sync::atomic::Ordering::Release);
         let text = drain.join().unwrap_or_default();
+        self.account(made, &text);
         tracing::trace!("what the restored copy reported:\n{text}");
         Ok(RawRestore {
             outcome,
@@ -774,28 +972,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// What the copy gets in place of a descriptor (capture_info's rules).
-fn open_substitute(s: &Substitute) -> Result<OwnedFd> {
-    match s {
-        Substitute::DevNull => open_dev_null(),
-        Substitute::ScratchFile { dir } => {
-            use std::os::unix::fs::OpenOptionsExt;
-            // An unnamed inode: nothing appears in the directory, nothing
-            // there is replaced, and it is freed when the copy ends. A
-            // directory that is gone, read-only or on a filesystem without
-            // O_TMPFILE gets /dev/null, as before.
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
-                .mode(0o600)
-                .open(dir)
-                .map(OwnedFd::from)
-                .or_else(|_| open_dev_null())
-        }
-    }
-}
-
 /// A file of the image (its directory, the shim), read-only and never
 /// through a link.
 fn open_image_file(path: &Path) -> Result<OwnedFd> {
@@ -858,32 +1034,6 @@ fn read_available(fd: &OwnedFd) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A rewritten file's stand-in is a regular file with no name in its
-    /// directory (writes cost what the application's do; nothing appears
-    /// or is replaced there); a directory that cannot hold one gets
-    /// /dev/null.
-    #[test]
-    fn a_rewritten_file_gets_an_unnamed_file_in_its_directory() {
-        use std::io::Write;
-        let dir = tempfile::tempdir().unwrap();
-        let fd = open_substitute(&Substitute::ScratchFile {
-            dir: dir.path().to_path_buf(),
-        })
-        .unwrap();
-        let mut f = std::fs::File::from(fd);
-        f.write_all(&[7u8; 4096]).unwrap();
-        let m = f.metadata().unwrap();
-        assert!(m.is_file() && m.len() == 4096);
-        assert_eq!(std::os::unix::fs::MetadataExt::nlink(&m), 0);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let gone = open_substitute(&Substitute::ScratchFile {
-            dir: dir.path().join("no-such-dir"),
-        })
-        .unwrap();
-        let target = std::fs::read_link(format!("/proc/self/fd/{}", gone.as_raw_fd())).unwrap();
-        assert_eq!(target, Path::new("/dev/null"));
-    }
 
     /// Control text far past a pipe's buffer (a million-sample schedule is
     /// 2 MB) reaches the reader whole, then EOF; so does a short one.

@@ -140,6 +140,10 @@ pub struct TimingReport {
     /// application's run of it (None: a candidate ran, or no record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured_state: Option<crate::fidelity::Fidelity>,
+    /// What the copies did to the application's files (each in private
+    /// copies of them; the files themselves are untouched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::restore::FileEffect>,
     /// The region time's stated uncertainty (per cent of the median): how
     /// far the medians over the first and the second half of the samples
     /// differ, and never less than half a step of the timer (below). None:
@@ -409,6 +413,9 @@ impl TimingReport {
                 "page faults in the timed call: max {max} over the samples\n"
             ));
         }
+        for f in &self.files {
+            notes.push_str(&f.render_text());
+        }
         let mut captured = self
             .captured_call
             .map(|check| check.render_text(&self.image))
@@ -551,6 +558,10 @@ impl ImageTimer {
             .map_err(io_err(format!("cannot resolve {}", image.display())))?;
         crate::criu::prepare_kdat_cache_dir()?;
         let plan = RestorePlan::new(&image, &manifest, &criu, opts.timeout)?;
+        crate::substitution::warn_once(
+            &image,
+            &crate::substitution::substitutions(&manifest.capture),
+        );
         Ok(ImageTimer {
             image,
             manifest,
@@ -720,6 +731,7 @@ impl ImageTimer {
                 .iter()
                 .filter_map(|r| r.team.map(|t| t.cpu_ns))
                 .collect(),
+            files: self.plan.file_effects(),
             uncertainty_pct,
             stable: false,
             unstable_why: None,

@@ -652,7 +652,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
 }
 
 /// The files the application writes that its copies of `manifest`'s image
-/// write to /dev/null instead ([`crate::capture_info::discarded_outputs`]).
+/// write elsewhere than beside the application's ([`crate::capture_info::discarded_outputs`]).
 pub fn discarded_outputs(manifest: &crate::manifest::Manifest) -> Vec<String> {
     crate::capture_info::discarded_outputs(&manifest.capture)
 }

@@ -148,7 +148,12 @@ fn numpys_dgemm_candidates_are_verified_on_an_image_captured_through_the_shim() 
         )) && err.contains(", candidate "),
         "{err}"
     );
-    assert_eq!(err.lines().count(), 1, "{err}");
+    // one line of error (the image's substitutions are warned beside it)
+    assert_eq!(
+        err.lines().filter(|l| !l.contains("WARN")).count(),
+        1,
+        "{err}"
+    );
 
     // The image is untouched: the library's own code still restores and runs.
     let orig = json_of(&tdg(&["checkpoint", "time", "-r", "1", "--json", "img"], d));

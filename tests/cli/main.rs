@@ -16,6 +16,7 @@ mod tune_slurm_support;
 mod autotune_cli;
 mod bounded_waits;
 mod checkpoint_cli;
+mod checkpoint_files;
 mod cli_contract;
 mod cli_spec_errors;
 mod driver_errors;

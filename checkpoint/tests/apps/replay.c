@@ -10,8 +10,12 @@
  *             page is in the image): the timed call writes 256 pages that no
  *             delay call wrote.
  * MODE input: call i read()s the next 4 KiB of INPUT (kept open read-only)
- *             and appends its checksum and the file offset it read at to LOG
- *             (opened O_APPEND, so every restored copy or sample appends).
+ *             and appends its checksum and the file offset it read at to LOG,
+ *             opened for that line alone: a file the process holds open at
+ *             the checkpoint is replaced by a private copy in restored
+ *             copies, one it opens afterwards is theirs to write, so every
+ *             restored copy or sample appends its lines where the test
+ *             reads them.
  * MODE pipe:  a pipe the process holds both ends of, filled before the first
  *             call; call i reads the next 64 bytes from it. A fork cannot put
  *             consumed pipe data back.
@@ -33,7 +37,8 @@
 #define PIPE_CHUNK 64
 
 static unsigned char *buffer;
-static int input_fd = -1, log_fd = -1, pipe_fds[2] = {-1, -1};
+static int input_fd = -1, pipe_fds[2] = {-1, -1};
+static const char *log_path;
 
 static void write_pages(int call)
 {
@@ -52,8 +57,10 @@ static void read_input(void)
     for (ssize_t i = 0; i < n; i++)
         sum = sum * 31 + chunk[i];
     int len = snprintf(line, sizeof line, "offset=%lld bytes=%zd sum=%lu\n", (long long)at, n, sum);
-    if (write(log_fd, line, (size_t)len) != len)
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, line, (size_t)len) != len)
         exit(1);
+    close(fd);
 }
 
 static void read_pipe(void)
@@ -70,9 +77,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: replay pages|input|pipe|none LOG [INPUT]\n");
         return 2;
     }
-    log_fd = open(argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+    log_path = argv[2];
     buffer = malloc((size_t)CALLS * PART + PART);
-    if (log_fd < 0 || !buffer)
+    if (!buffer)
         return 1;
     memset(buffer, 1, (size_t)CALLS * PART + PART);
     if (strcmp(mode, "input") == 0) {

@@ -37,6 +37,20 @@ pub(super) struct TimeArgs {
     candidate: CandidateArgs,
 }
 
+#[derive(clap::Args)]
+pub(super) struct InfoArgs {
+    /// Image directory written by `tdg checkpoint capture`.
+    image: PathBuf,
+    #[command(flatten)]
+    report: TableOrJsonOutput,
+}
+
+pub(super) fn info(a: InfoArgs) -> CmdResult {
+    let info = checkpoint::image_info(&a.image)?;
+    a.report.write_report(&info, || info.render_text())?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(super) const VALIDATE_HELP: &str = "\
 Verdicts: matches (the whole interval within --within), slower or faster (the whole interval beyond it), \
 undecided (neither after --max-rounds). The interval is the sign test's for the median of the rounds' \

@@ -27,6 +27,9 @@ enum Action {
     Time(image::TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
     Inapp(app::InAppArgs),
+    /// What an image holds and what its restored copies get in place of
+    /// each file the application had open (a private copy, /dev/null, ...).
+    Info(image::InfoArgs),
     /// Compare an image with its application: plain runs (the call timed
     /// through the same markers or shim) and samples of the image alternate
     /// round by round; the ratio, its interval and a verdict.
@@ -44,6 +47,7 @@ pub fn run(args: Args) -> CmdResult {
         Action::Time(a) => image::time(a),
         Action::Inapp(a) => app::inapp(a),
         Action::Validate(a) => image::validate(a),
+        Action::Info(a) => image::info(a),
         Action::Lib(a) => app::lib(a),
         Action::Sites(a) => app::sites(a),
     }
