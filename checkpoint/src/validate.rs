@@ -294,6 +294,71 @@ pub struct ValidationReport {
     /// differs (None: an older host library on either side).
     #[serde(default)]
     pub fidelity: Option<Fidelity>,
+    /// How widely each side's figures spread over every round.
+    #[serde(default)]
+    pub spread: Option<Spread>,
+}
+
+/// How widely each side's figures spread over every round: half the
+/// interquartile range over the median. A side spreading wider than the
+/// tolerance keeps a comparison of a few dozen rounds undecided however
+/// faithful the copy is: the call is too short to time that steadily
+/// there, and the verdict names that side.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Spread {
+    pub in_app: f64,
+    pub image: f64,
+}
+
+/// Half the interquartile range over the median (None: fewer than four
+/// figures, or a zero median).
+fn relative_spread(values: impl Iterator<Item = u64>) -> Option<f64> {
+    let mut v: Vec<f64> = values.map(|n| n as f64).collect();
+    if v.len() < 4 {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    let median = at(0.5);
+    (median > 0.0).then(|| (at(0.75) - at(0.25)) / 2.0 / median)
+}
+
+impl Spread {
+    pub fn of(rounds: &[ValidationRound]) -> Option<Spread> {
+        let side = |f: &dyn Fn(&ValidationRound) -> &Vec<u64>| {
+            relative_spread(rounds.iter().flat_map(f).copied())
+        };
+        Some(Spread {
+            in_app: side(&|r| &r.in_app_ns)?,
+            image: side(&|r| &r.image_ns)?,
+        })
+    }
+
+    /// The line an undecided verdict gets: both spreads, and the side (if
+    /// any) whose spread alone is wider than the tolerance.
+    pub fn sentence(&self, tolerance: f64) -> String {
+        let pct = |f: f64| format!("{:.0}%", f * 100.0);
+        let cause = match (self.in_app > tolerance, self.image > tolerance) {
+            (true, true) => format!(
+                ": both wider than the {} tolerance, the call is too short to time this steadily on this host now (compare on a quieter host, or a longer region)",
+                pct(tolerance)
+            ),
+            (true, false) => format!(
+                ": the application's own calls spread wider than the {} tolerance from run to run, so no copy can be shown to match them here (a quieter host, or a longer region)",
+                pct(tolerance)
+            ),
+            (false, true) => format!(
+                ": the copy's samples spread wider than the {} tolerance, the application's calls do not",
+                pct(tolerance)
+            ),
+            (false, false) => String::new(),
+        };
+        format!(
+            "spread  the application's calls +-{} around their median, the copy's samples +-{} (half the interquartile range){cause}\n",
+            pct(self.in_app),
+            pct(self.image)
+        )
+    }
 }
 
 impl ValidationReport {
@@ -400,6 +465,9 @@ impl ValidationReport {
                     self.confidence * 100.0
                 );
             }
+        }
+        if let (Verdict::Undecided, Some(s)) = (self.verdict, &self.spread) {
+            t += &s.sentence(self.tolerance);
         }
         if let Some(f) = &self.fidelity {
             t += "\n";
@@ -623,6 +691,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         let v: Vec<f64> = rounds.iter().flat_map(f).map(|&n| n as f64).collect();
         Summary::of(&v).expect("at least one round")
     };
+    let spread = Spread::of(&rounds);
     Ok(ValidationReport {
         image: timer.image.clone(),
         site: manifest.site.clone(),
@@ -648,6 +717,7 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         verdict: decided,
         wall_s: started.elapsed().as_secs_f64(),
         fidelity,
+        spread,
     })
 }
 
@@ -697,6 +767,42 @@ pub fn validate_candidate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn round(in_app: &[u64], image: &[u64]) -> ValidationRound {
+        ValidationRound {
+            image_first: false,
+            in_app_ns: in_app.to_vec(),
+            image_ns: image.to_vec(),
+            ratio: 1.0,
+            in_app_other_ns: Vec::new(),
+            image_other_ns: Vec::new(),
+            in_app_states: Vec::new(),
+            image_states: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_side_whose_spread_exceeds_the_tolerance_is_named() {
+        // An application call reading 110 or 210 ns from run to run, a
+        // copy steady at 200 ns.
+        let rounds: Vec<ValidationRound> = [110, 210, 200, 120, 215, 205, 110, 200]
+            .iter()
+            .map(|&a| round(&[a], &[200, 202, 198]))
+            .collect();
+        let s = Spread::of(&rounds).unwrap();
+        assert!(s.in_app > 0.2 && s.image <= 0.01, "{s:?}");
+        let line = s.sentence(0.10);
+        assert!(
+            line.contains("the application's own calls spread wider than the 10% tolerance"),
+            "{line}"
+        );
+        // Both steady: the spreads are given, no side is blamed.
+        let steady: Vec<ValidationRound> =
+            (0..8).map(|_| round(&[200, 201], &[199, 202])).collect();
+        let line = Spread::of(&steady).unwrap().sentence(0.10);
+        assert!(!line.contains("wider"), "{line}");
+        assert!(Spread::of(&steady[..1]).is_none(), "too few figures");
+    }
 
     fn est(low: f64, high: f64) -> RatioEstimate {
         RatioEstimate {
