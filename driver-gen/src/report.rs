@@ -1,7 +1,7 @@
 //! Human and CSV renderings of run reports (JSON is serde's).
 
 use crate::model::Origin;
-use crate::run::{RunReport, SettingSources};
+use crate::run::{OperandReport, RunReport, SettingSources};
 use spec_lang::vocabulary::Keyword;
 use stats::ns;
 use std::fmt::Write;
@@ -73,81 +73,117 @@ fn timer_words(r: &RunReport) -> String {
     }
 }
 
-/// The default `tdg run` output: one block per run.
+/// The default `tdg run` output: one block per run, a labelled line per
+/// fact.
 pub fn format_table(r: &RunReport) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "routine      {}", r.routine);
-    let _ = writeln!(
-        s,
-        "timer        {}, overhead {} (subtracted), resolution {}",
-        timer_words(r),
-        ns(r.timer_overhead_ns),
-        ns(r.timer_resolution_ns)
-    );
-    let _ = writeln!(
-        s,
-        "method       {}, {} call(s) per sample, {} working set(s), min interval {} ({})",
-        r.mode,
-        r.reps_per_sample,
-        r.working_sets,
-        ns(r.min_interval_ns as f64),
-        r.min_interval_source
-    );
-    let _ = writeln!(s, "flush        {}", flush_line(r));
+    let mut rows: Vec<(&str, String)> = vec![
+        ("routine", r.routine.clone()),
+        (
+            "timer",
+            format!(
+                "{}, overhead {} (subtracted), resolution {}",
+                timer_words(r),
+                ns(r.timer_overhead_ns),
+                ns(r.timer_resolution_ns)
+            ),
+        ),
+        (
+            "method",
+            format!(
+                "{}, {} call(s) per sample, {} working set(s), min interval {} ({})",
+                r.mode,
+                r.reps_per_sample,
+                r.working_sets,
+                ns(r.min_interval_ns as f64),
+                r.min_interval_source
+            ),
+        ),
+        ("flush", flush_line(r)),
+    ];
     if r.team.threads_requested > 1 || r.team.threads > 1 {
-        let cpus = r
-            .team
-            .thread_cpus
-            .iter()
-            .map(i32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let _ = writeln!(
-            s,
-            "threads      {} ran (of {} asked for{}), pinned to CPUs {}, operand pages first touched by {}",
-            r.team.threads,
-            r.team.threads_requested,
-            if r.team.openmp { ", OpenMP" } else { "" },
-            if cpus.is_empty() { "none".into() } else { cpus },
-            if r.team.first_touch == "threads" {
-                "the threads"
-            } else {
-                "the main thread"
-            }
-        );
+        rows.push(("threads", team_line(r)));
     }
     if let Some(offset) = r.code_page_offset {
-        let _ = writeln!(
-            s,
-            "code         {}, {} at page offset {offset}{}",
-            r.code,
-            r.routine,
-            source(r, |s| &s.code_offset)
-        );
+        rows.push((
+            "code",
+            format!(
+                "{}, {} at page offset {offset}{}",
+                r.code,
+                r.routine,
+                source(r, |s| &s.code_offset)
+            ),
+        ));
     }
-    for op in &r.operands {
-        let _ = writeln!(
-            s,
-            "operand      {} {} bytes at 0x{:x} (align {}{}), {}{}",
-            op.name,
-            op.bytes,
-            op.address,
-            op.align,
-            if op.misalign > 0 {
-                format!(", never {}", op.misalign)
-            } else {
-                String::new()
-            },
-            op.cache,
-            if op.copies > 1 {
-                format!(", {} rotating copies", op.copies)
-            } else {
-                String::new()
-            }
-        );
+    rows.extend(r.operands.iter().map(|op| ("operand", operand_line(op))));
+    rows.push(("samples", samples_line(r)));
+    rows.push((
+        "per call",
+        format!("{}  stddev {}", r.stats.ns_line(), ns(r.stats.stddev)),
+    ));
+    rows.push((
+        "reported",
+        format!("{} ({})", ns(r.reported_ns), r.reported_why),
+    ));
+    rows.push(("uncertainty", uncertainty(r)));
+    if !r.stable {
+        rows.push(("UNSTABLE", r.unstable_reason.clone()));
     }
-    // Adaptive sampling can take thousands: show the first few and say how
-    // many, over how long (`--json` has every one).
+    if let (Some(b), Some(a)) = (r.mflops_best, r.mflops_avg) {
+        rows.push(("MFLOPS", format!("best {b:.1}, average {a:.1}")));
+    }
+    rows.push(("verification", verification_line(r)));
+    rows.extend(r.warnings.iter().map(|w| ("warning", w.clone())));
+    rows.iter()
+        .map(|(label, value)| format!("{label:<12} {value}\n"))
+        .collect()
+}
+
+fn team_line(r: &RunReport) -> String {
+    let cpus = r
+        .team
+        .thread_cpus
+        .iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    format!(
+        "{} ran (of {} asked for{}), pinned to CPUs {}, operand pages first touched by {}",
+        r.team.threads,
+        r.team.threads_requested,
+        if r.team.openmp { ", OpenMP" } else { "" },
+        if cpus.is_empty() { "none".into() } else { cpus },
+        if r.team.first_touch == "threads" {
+            "the threads"
+        } else {
+            "the main thread"
+        }
+    )
+}
+
+fn operand_line(op: &OperandReport) -> String {
+    format!(
+        "{} {} bytes at 0x{:x} (align {}{}), {}{}",
+        op.name,
+        op.bytes,
+        op.address,
+        op.align,
+        if op.misalign > 0 {
+            format!(", never {}", op.misalign)
+        } else {
+            String::new()
+        },
+        op.cache,
+        if op.copies > 1 {
+            format!(", {} rotating copies", op.copies)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Adaptive sampling can take thousands: the first few, and how many over
+/// how long (`--json` has every one).
+fn samples_line(r: &RunReport) -> String {
     const SHOWN: usize = 10;
     let shown = r
         .samples_ns
@@ -156,48 +192,23 @@ pub fn format_table(r: &RunReport) -> String {
         .map(|v| ns(*v))
         .collect::<Vec<_>>()
         .join("  ");
-    let _ = writeln!(
-        s,
-        "samples      {}{}",
-        shown,
-        if r.samples_ns.len() > SHOWN {
-            format!(
-                "  ... ({} samples over {:.0} ms)",
-                r.samples_ns.len(),
-                r.sampling.elapsed_ms
-            )
-        } else {
-            String::new()
-        }
-    );
-    let _ = writeln!(
-        s,
-        "per call     {}  stddev {}",
-        r.stats.ns_line(),
-        ns(r.stats.stddev)
-    );
-    let _ = writeln!(s, "reported     {} ({})", ns(r.reported_ns), r.reported_why);
-    let _ = writeln!(s, "uncertainty  {}", uncertainty(r));
-    if !r.stable {
-        let _ = writeln!(s, "UNSTABLE     {}", r.unstable_reason);
+    if r.samples_ns.len() > SHOWN {
+        format!(
+            "{shown}  ... ({} samples over {:.0} ms)",
+            r.samples_ns.len(),
+            r.sampling.elapsed_ms
+        )
+    } else {
+        shown
     }
-    if let (Some(b), Some(a)) = (r.mflops_best, r.mflops_avg) {
-        let _ = writeln!(s, "MFLOPS       best {b:.1}, average {a:.1}");
+}
+
+fn verification_line(r: &RunReport) -> String {
+    if r.verification.detail.is_empty() {
+        r.verification.status.clone()
+    } else {
+        format!("{}: {}", r.verification.status, r.verification.detail)
     }
-    let _ = writeln!(
-        s,
-        "verification {}{}",
-        r.verification.status,
-        if r.verification.detail.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", r.verification.detail)
-        }
-    );
-    for w in &r.warnings {
-        let _ = writeln!(s, "warning      {w}");
-    }
-    s
 }
 
 /// The run's stated uncertainty in words.
