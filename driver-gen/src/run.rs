@@ -272,199 +272,52 @@ pub fn build_model(
     impl_c: &Path,
     opts: &RunOptions,
 ) -> Result<BuiltDriver, RunError> {
-    if !impl_c.is_file() {
-        return Err(RunError::Io(std::io::Error::new(
+    let not_found = |what: &str, file: &Path, flag: &str| {
+        RunError::Io(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!(
-                "implementation {} not found; pass the C file that defines {} with --impl",
-                impl_c.display(),
+                "{what} {} not found; pass the C file that defines {} {flag}",
+                file.display(),
                 model.routine.symbol
             ),
-        )));
+        ))
+    };
+    if !impl_c.is_file() {
+        return Err(not_found("implementation", impl_c, "with --impl"));
+    }
+    if let Some(reference) = opts.reference.as_deref().filter(|r| !r.is_file()) {
+        return Err(not_found(
+            "reference implementation",
+            reference,
+            "to compare with as --reference",
+        ));
     }
     let started = std::time::Instant::now();
     let generated = render(&model, opts.templates_dir.as_deref())?;
     let dir = toolchain::scratch_dir("tdg-driver")?;
     generated.write_to(dir.path())?;
-    let cc = CCompiler::find(opts.cc.as_deref()).map_err(|e| RunError::Toolchain(e.to_string()))?;
-    let cache = opts.build_cache.as_deref().and_then(|d| {
-        BuildCache::open(d)
-            .map_err(|e| tracing::warn!("{e}; building without the cache"))
-            .ok()
-    });
-    let mut stats = BuildStats::default();
-    let compile = |job: &CompileJob, stats: &mut BuildStats| -> Result<(), ToolchainError> {
-        match cc.compile_object(job, cache.as_ref())? {
-            Compiled::Built => stats.compiled += 1,
-            Compiled::Reused => stats.reused += 1,
-        }
-        Ok(())
+    let b = Builder {
+        cc: CCompiler::find(opts.cc.as_deref()).map_err(|e| RunError::Toolchain(e.to_string()))?,
+        cache: opts.build_cache.as_deref().and_then(|d| {
+            BuildCache::open(d)
+                .map_err(|e| tracing::warn!("{e}; building without the cache"))
+                .ok()
+        }),
+        dir: dir.path(),
+        opts,
+        impl_c,
+        openmp: openmp_flag(&opts.cflags).map(str::to_string),
+        stats: std::cell::RefCell::new(BuildStats::default()),
     };
-    let defines: Vec<(String, Option<String>)> = opts
-        .defines
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    // The driver sees only the spec's macros, under its own prefixed names;
-    // the implementation gets every -D as written.
-    let driver_defines: Vec<(String, Option<String>)> = opts
-        .defines
-        .iter()
-        .filter(|(k, _)| model.macros.iter().any(|m| &m.name == k))
-        .map(|(k, v)| (crate::cexpr::macro_c_name(k), Some(v.clone())))
-        .collect();
-    let obj = |n: &str| dir.path().join(n);
-    let openmp = openmp_flag(&opts.cflags).map(str::to_string);
-    let driver_cflags: Vec<String> = DRIVER_CFLAGS
-        .iter()
-        .map(|s| s.to_string())
-        .chain(openmp.clone())
-        .collect();
-    for src in ["driver.c", "tdg_runtime.c"] {
-        let job = CompileJob {
-            sources: vec![dir.path().join(src)],
-            output: obj(&format!("{src}.o")),
-            cflags: driver_cflags.clone(),
-            defines: driver_defines.clone(),
-            // The spec's include= lines usually name headers that sit next
-            // to the implementation.
-            include_dirs: std::iter::once(dir.path().to_path_buf())
-                .chain(
-                    opts.header_dir
-                        .clone()
-                        .or_else(|| impl_c.parent().map(Path::to_path_buf)),
-                )
-                .collect(),
-            object_only: true,
-            ..Default::default()
-        };
-        compile(&job, &mut stats).map_err(|e| match e {
-            ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
-            other => RunError::Toolchain(other.to_string()),
-        })?;
-    }
-    let mut objects = vec![
-        obj("driver.c.o"),
-        obj("tdg_runtime.c.o"),
-        obj("tdg_code_place.o"),
-    ];
-    let mut user_sources = vec![impl_c.to_path_buf()];
-    user_sources.extend(opts.extra_sources.iter().cloned());
-    // A user's C file (implementation, extra source, reference) becomes an
-    // object with the user's flags, its own directory on the include path.
-    let user_object = |src: &Path,
-                       defines: Vec<(String, Option<String>)>,
-                       out: PathBuf,
-                       stats: &mut BuildStats|
-     -> Result<PathBuf, RunError> {
-        let job = CompileJob {
-            sources: vec![src.to_path_buf()],
-            output: out.clone(),
-            cflags: opts.cflags.clone(),
-            defines,
-            include_dirs: src
-                .parent()
-                .map(|p| vec![p.to_path_buf()])
-                .unwrap_or_default(),
-            object_only: true,
-            ..Default::default()
-        };
-        compile(&job, stats).map_err(|e| match e {
-            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
-                file: src.to_path_buf(),
-                stderr,
-            },
-            other => RunError::Toolchain(other.to_string()),
-        })?;
-        Ok(out)
-    };
-    for (i, src) in user_sources.iter().enumerate() {
-        objects.push(user_object(
-            src,
-            defines.clone(),
-            obj(&format!("impl{i}.o")),
-            &mut stats,
-        )?);
-    }
-    if let Some(reference) = &opts.reference {
-        if !reference.is_file() {
-            return Err(RunError::Io(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "reference implementation {} not found; pass the C file that defines {} to compare with as --reference",
-                    reference.display(),
-                    model.routine.symbol
-                ),
-            )));
-        }
-        // Its definition of the routine becomes tdg_reference, so both it
-        // and the implementation link into one driver.
-        let mut renamed = defines.clone();
-        renamed.push((model.routine.symbol.clone(), Some("tdg_reference".into())));
-        objects.push(user_object(
-            reference,
-            renamed,
-            obj("reference.o"),
-            &mut stats,
-        )?);
-    }
+    b.driver_objects(&model)?;
+    b.user_objects(&model.routine.symbol)?;
     let exe = dir.path().join("driver");
-    let stats = std::cell::RefCell::new(stats);
-    let link = |pad: u32| -> Result<(), RunError> {
-        // The placement object sits right before the implementation's: its
-        // section starts on a page and is `pad` bytes long.
-        compile(
-            &CompileJob {
-                sources: vec![dir.path().join("tdg_code_place.S")],
-                output: obj("tdg_code_place.o"),
-                defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
-                object_only: true,
-                ..Default::default()
-            },
-            &mut stats.borrow_mut(),
-        )
-        .map_err(|e| match e {
-            ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
-            other => RunError::Toolchain(other.to_string()),
-        })?;
-        stats.borrow_mut().links += 1;
-        cc.compile(&CompileJob {
-            sources: objects.clone(),
-            output: exe.clone(),
-            link_args: ["-lm", "-pthread"]
-                .into_iter()
-                .map(String::from)
-                .chain(openmp.clone())
-                .collect(),
-            ..Default::default()
-        })
-        .map_err(|e| match e {
-            ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
-                file: impl_c.to_path_buf(),
-                stderr,
-            },
-            other => RunError::Toolchain(other.to_string()),
-        })
-    };
-    let timing = &model.timing;
-    let symbol = &model.routine.symbol;
-    let predicted = predicted_padding(&obj("impl0.o"), symbol, timing.code_offset.value);
-    link(predicted.unwrap_or(0))?;
-    match place_routine(&exe, symbol, timing.code_offset.value, predicted, link) {
-        // Not asked for (a toolchain that places code itself): the driver
-        // still reports where the routine is.
-        Err(RunError::Placement(why)) if timing.code_offset.source == Source::Default => {
-            tracing::warn!("{why}")
-        }
-        other => other?,
-    }
-    let mut build = stats.into_inner();
+    b.place(&model, &exe)?;
+    let mut build = b.stats.into_inner();
     build.seconds = started.elapsed().as_secs_f64();
     Ok(BuiltDriver {
-        model,
-        exe,
         built_with: BuildRecord {
-            compiler: format!("{} ({})", cc.program, cc.version),
+            compiler: format!("{} ({})", b.cc.program, b.cc.version),
             impl_cflags: opts.cflags.clone(),
             defines: opts
                 .defines
@@ -472,9 +325,207 @@ pub fn build_model(
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect(),
         },
+        model,
+        exe,
         build,
         _dir: Some(dir),
     })
+}
+
+/// One build of a driver: its compiler and cache, the directory it is
+/// written in, and what the build took.
+struct Builder<'a> {
+    cc: CCompiler,
+    cache: Option<BuildCache>,
+    dir: &'a Path,
+    opts: &'a RunOptions,
+    impl_c: &'a Path,
+    /// The implementation's OpenMP flag, which the driver's sources and the
+    /// link then take too.
+    openmp: Option<String>,
+    stats: std::cell::RefCell<BuildStats>,
+}
+
+/// A compile failure in a user's file (implementation, extra, reference)
+/// or in tdg's own.
+fn user_build_error(file: &Path) -> impl FnOnce(ToolchainError) -> RunError + '_ {
+    move |e| match e {
+        ToolchainError::BuildFailed { stderr, .. } => RunError::ImplBuild {
+            file: file.to_path_buf(),
+            stderr,
+        },
+        other => RunError::Toolchain(other.to_string()),
+    }
+}
+
+fn driver_build_error(e: ToolchainError) -> RunError {
+    match e {
+        ToolchainError::BuildFailed { stderr, .. } => RunError::DriverBuild { stderr },
+        other => RunError::Toolchain(other.to_string()),
+    }
+}
+
+impl Builder<'_> {
+    fn obj(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Compiles one object through the build cache, counting it.
+    fn compile(&self, job: &CompileJob) -> Result<(), ToolchainError> {
+        match self.cc.compile_object(job, self.cache.as_ref())? {
+            Compiled::Built => self.stats.borrow_mut().compiled += 1,
+            Compiled::Reused => self.stats.borrow_mut().reused += 1,
+        }
+        Ok(())
+    }
+
+    /// Every -D as written, for the user's files.
+    fn defines(&self) -> Vec<(String, Option<String>)> {
+        self.opts
+            .defines
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect()
+    }
+
+    /// The driver's own sources, with its fixed flags. The driver sees only
+    /// the spec's macros, under its own prefixed names.
+    fn driver_objects(&self, model: &DriverModel) -> Result<(), RunError> {
+        let defines: Vec<(String, Option<String>)> = self
+            .opts
+            .defines
+            .iter()
+            .filter(|(k, _)| model.macros.iter().any(|m| &m.name == k))
+            .map(|(k, v)| (crate::cexpr::macro_c_name(k), Some(v.clone())))
+            .collect();
+        let cflags: Vec<String> = DRIVER_CFLAGS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.openmp.clone())
+            .collect();
+        // The spec's include= lines usually name headers that sit next to
+        // the implementation.
+        let include_dirs: Vec<PathBuf> = std::iter::once(self.dir.to_path_buf())
+            .chain(
+                self.opts
+                    .header_dir
+                    .clone()
+                    .or_else(|| self.impl_c.parent().map(Path::to_path_buf)),
+            )
+            .collect();
+        for src in ["driver.c", "tdg_runtime.c"] {
+            self.compile(&CompileJob {
+                sources: vec![self.dir.join(src)],
+                output: self.obj(&format!("{src}.o")),
+                cflags: cflags.clone(),
+                defines: defines.clone(),
+                include_dirs: include_dirs.clone(),
+                object_only: true,
+                ..Default::default()
+            })
+            .map_err(driver_build_error)?;
+        }
+        Ok(())
+    }
+
+    /// A user's C file becomes an object with the user's flags, its own
+    /// directory on the include path.
+    fn user_object(
+        &self,
+        src: &Path,
+        defines: Vec<(String, Option<String>)>,
+        out: &str,
+    ) -> Result<(), RunError> {
+        self.compile(&CompileJob {
+            sources: vec![src.to_path_buf()],
+            output: self.obj(out),
+            cflags: self.opts.cflags.clone(),
+            defines,
+            include_dirs: src
+                .parent()
+                .map(|p| vec![p.to_path_buf()])
+                .unwrap_or_default(),
+            object_only: true,
+            ..Default::default()
+        })
+        .map_err(user_build_error(src))
+    }
+
+    /// The implementation and extra sources, then the reference, whose
+    /// definition of the routine becomes tdg_reference so both link.
+    fn user_objects(&self, symbol: &str) -> Result<(), RunError> {
+        let sources = std::iter::once(self.impl_c)
+            .chain(self.opts.extra_sources.iter().map(PathBuf::as_path));
+        for (i, src) in sources.enumerate() {
+            self.user_object(src, self.defines(), &format!("impl{i}.o"))?;
+        }
+        if let Some(reference) = &self.opts.reference {
+            let mut renamed = self.defines();
+            renamed.push((symbol.to_string(), Some("tdg_reference".into())));
+            self.user_object(reference, renamed, "reference.o")?;
+        }
+        Ok(())
+    }
+
+    /// Every object, the placement object right before the implementation's.
+    fn objects(&self) -> Vec<PathBuf> {
+        let mut objects = vec![
+            self.obj("driver.c.o"),
+            self.obj("tdg_runtime.c.o"),
+            self.obj("tdg_code_place.o"),
+        ];
+        let users = 1 + self.opts.extra_sources.len();
+        objects.extend((0..users).map(|i| self.obj(&format!("impl{i}.o"))));
+        if self.opts.reference.is_some() {
+            objects.push(self.obj("reference.o"));
+        }
+        objects
+    }
+
+    /// Links the driver with a placement section `pad` bytes long (it
+    /// starts on a page).
+    fn link(&self, exe: &Path, pad: u32) -> Result<(), RunError> {
+        self.compile(&CompileJob {
+            sources: vec![self.dir.join("tdg_code_place.S")],
+            output: self.obj("tdg_code_place.o"),
+            defines: vec![("TDG_CODE_OFFSET".into(), Some(pad.to_string()))],
+            object_only: true,
+            ..Default::default()
+        })
+        .map_err(driver_build_error)?;
+        self.stats.borrow_mut().links += 1;
+        self.cc
+            .compile(&CompileJob {
+                sources: self.objects(),
+                output: exe.to_path_buf(),
+                link_args: ["-lm", "-pthread"]
+                    .into_iter()
+                    .map(String::from)
+                    .chain(self.openmp.clone())
+                    .collect(),
+                ..Default::default()
+            })
+            .map_err(user_build_error(self.impl_c))
+    }
+
+    /// Links the driver with the routine at the plan's code offset.
+    fn place(&self, model: &DriverModel, exe: &Path) -> Result<(), RunError> {
+        let timing = &model.timing;
+        let symbol = &model.routine.symbol;
+        let predicted = predicted_padding(&self.obj("impl0.o"), symbol, timing.code_offset.value);
+        self.link(exe, predicted.unwrap_or(0))?;
+        match place_routine(exe, symbol, timing.code_offset.value, predicted, |pad| {
+            self.link(exe, pad)
+        }) {
+            // Not asked for (a toolchain that places code itself): the
+            // driver still reports where the routine is.
+            Err(RunError::Placement(why)) if timing.code_offset.source == Source::Default => {
+                tracing::warn!("{why}");
+                Ok(())
+            }
+            other => other,
+        }
+    }
 }
 
 /// The placement padding that puts `symbol` at `offset` past a page, from
@@ -547,14 +598,23 @@ pub fn driver_args(
 ) -> Result<Vec<String>, RunError> {
     let (bf, bt) = (&built.flush, &built.timing);
     let (rf, rt) = (&run.flush, &run.timing);
-    let rebuild = |what: String| Err(RunError::Rebuild(what));
-    let mut a = vec![opt::JSON.switch()];
     if rt.code_offset.value != bt.code_offset.value {
-        return rebuild(format!(
+        return Err(RunError::Rebuild(format!(
             "the driver places the routine at page offset {} when it is linked, not {}",
             bt.code_offset.value, rt.code_offset.value
-        ));
+        )));
     }
+    let mut a = vec![opt::JSON.switch()];
+    a.extend(sampling_args(bt, rt));
+    a.extend(flush_args(bf, rf)?);
+    a.extend(interval_and_team_args(bt, rt)?);
+    a.extend(switch_args(built, opts));
+    Ok(a)
+}
+
+/// The timer, the statistic and the sampling budget, where they differ.
+fn sampling_args(bt: &TimingPlan, rt: &TimingPlan) -> Vec<String> {
+    let mut a = Vec::new();
     if rt.method.value != bt.method.value {
         a.push(opt::TIMER.with(rt.method.value.spelling()));
     }
@@ -571,37 +631,36 @@ pub fn driver_args(
         };
         a.push(option.with(rt.samples.value));
     }
-    let sampling = [
-        (
-            opt::MIN_TIME_MS,
-            rt.sampling.min_time_ms.value,
-            bt.sampling.min_time_ms.value,
-        ),
-        (
-            opt::MAX_TIME_MS,
-            rt.sampling.max_time_ms.value,
-            bt.sampling.max_time_ms.value,
-        ),
-    ];
-    for (option, ran, built) in sampling {
+    let (rs, bs) = (&rt.sampling, &bt.sampling);
+    for (option, ran, built) in [
+        (opt::MIN_TIME_MS, rs.min_time_ms.value, bs.min_time_ms.value),
+        (opt::MAX_TIME_MS, rs.max_time_ms.value, bs.max_time_ms.value),
+    ] {
         if ran != built {
             a.push(option.with(ran));
         }
     }
-    if rt.sampling.stable_pct.value != bt.sampling.stable_pct.value {
-        a.push(opt::STABLE_PCT.with(rt.sampling.stable_pct.value));
+    if rs.stable_pct.value != bs.stable_pct.value {
+        a.push(opt::STABLE_PCT.with(rs.stable_pct.value));
     }
+    a
+}
+
+/// The flush, its size and its CPUs, where they differ; a flush meant to
+/// reach memory is built in.
+fn flush_args(bf: &FlushPlan, rf: &FlushPlan) -> Result<Vec<String>, RunError> {
+    let mut a = Vec::new();
     if rf.method.value != bf.method.value {
         a.push(opt::FLUSH.with(rf.method.value.spelling()));
     }
     if (rf.kib.value, rf.to_memory) != (bf.kib.value, bf.to_memory) {
         if rf.to_memory {
-            return rebuild(format!(
+            return Err(RunError::Rebuild(format!(
                 "the driver reads a chosen {} KiB flush; a flush meant to reach memory ({} KiB, {}) is built in",
                 bf.kib.value,
                 rf.kib.value,
                 rf.kib.origin()
-            ));
+            )));
         }
         // A size given at run time is read as given, with no clflush first.
         a.push(opt::FLUSH_KIB.with(rf.kib.value));
@@ -611,13 +670,20 @@ pub fn driver_args(
         (false, true) => a.push(opt::NO_FLUSH_ALL_CPUS.switch()),
         _ => {}
     }
+    Ok(a)
+}
+
+/// The shortest interval, the pins and the team, where they differ; the
+/// machine's interval is built in.
+fn interval_and_team_args(bt: &TimingPlan, rt: &TimingPlan) -> Result<Vec<String>, RunError> {
+    let mut a = Vec::new();
     if rt.min_interval_ns != bt.min_interval_ns {
         if rt.min_interval_is_machine_default() {
-            return rebuild(format!(
+            return Err(RunError::Rebuild(format!(
                 "the driver times intervals of at least {} ns ({}), not the machine's",
                 bt.min_interval_ns.value,
                 bt.min_interval_ns.origin()
-            ));
+            )));
         }
         a.push(opt::MIN_INTERVAL_NS.with(rt.min_interval_ns.value));
     }
@@ -636,6 +702,13 @@ pub fn driver_args(
         };
         a.push(opt::FIRST_TOUCH.with(who));
     }
+    Ok(a)
+}
+
+/// The run-time switches of `opts` (`--reps`, `--cold-code`, `--no-verify`,
+/// ...) and a tolerance other than the build's.
+fn switch_args(built: &DriverModel, opts: &RunOptions) -> Vec<String> {
+    let mut a = Vec::new();
     if let Some(t) = opts.timing.tolerance {
         if built.verify.as_ref().map(|v| v.tolerance) != Some(t) {
             a.push(opt::TOLERANCE.with(format!("{t:e}")));
@@ -644,22 +717,18 @@ pub fn driver_args(
     if let Some(r) = opts.reps {
         a.push(opt::REPS.with(r));
     }
-    if opts.cold_code {
-        a.push(opt::COLD_CODE.switch());
+    for (on, switch) in [
+        (opts.cold_code, opt::COLD_CODE),
+        (!opts.touch_pages, opt::NO_TOUCH),
+        (!opts.dummy_call, opt::NO_DUMMY_CALL),
+        (!opts.overflow_guard, opt::NO_OVERFLOW_GUARD),
+        (!opts.verify, opt::NO_VERIFY),
+    ] {
+        if on {
+            a.push(switch.switch());
+        }
     }
-    if !opts.touch_pages {
-        a.push(opt::NO_TOUCH.switch());
-    }
-    if !opts.dummy_call {
-        a.push(opt::NO_DUMMY_CALL.switch());
-    }
-    if !opts.overflow_guard {
-        a.push(opt::NO_OVERFLOW_GUARD.switch());
-    }
-    if !opts.verify {
-        a.push(opt::NO_VERIFY.switch());
-    }
-    Ok(a)
+    a
 }
 
 impl BuiltDriver {

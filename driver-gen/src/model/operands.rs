@@ -246,41 +246,7 @@ pub(super) fn build_fill(
 ) -> Result<FillPlan, ModelError> {
     let checked = |e: &Expr| CheckedExpr::runtime(e, env);
     Ok(match fill {
-        Fill::Random(_) if kind == ElemKind::Opaque => FillPlan {
-            // Structs of doubles/complex (e.g. an SU(3) matrix) get mixed-sign
-            // doubles over their storage; other sizes get random bytes.
-            kind: "random_words",
-            value: None,
-            file: None,
-            text: format!(
-                "pseudo-random doubles in [-0.5, 0.5) over each {elem_c} (random bytes if its size is not a multiple of 8)"
-            ),
-        },
-        Fill::Random(_) => {
-            let v = match kind {
-                ElemKind::Real => FillValue::RandomReal,
-                ElemKind::Complex => FillValue::RandomComplex,
-                _ => {
-                    let (lo, hi) = match sign {
-                        Some(Signedness::Boolean) => (0, 1),
-                        Some(Signedness::Unsigned) => (0, 100),
-                        _ => (-50, 50),
-                    };
-                    FillValue::RandomInteger { lo, hi }
-                }
-            };
-            FillPlan {
-                kind: "random",
-                value: Some(v),
-                file: None,
-                text: match kind {
-                    ElemKind::Real | ElemKind::Complex => {
-                        "pseudo-random, uniform in [-0.5, 0.5) (mixed sign)".into()
-                    }
-                    _ => "pseudo-random small integers".into(),
-                },
-            }
-        }
+        Fill::Random(_) => random_fill(elem_c, kind, sign),
         Fill::RandomRange { lo, hi, .. } => {
             let over = match kind {
                 ElemKind::Integer | ElemKind::Complex => kind,
@@ -326,4 +292,46 @@ pub(super) fn build_fill(
             text: format!("raw bytes from {path}"),
         },
     })
+}
+
+/// A `RANDOM` fill for the element kind: mixed-sign reals or complex
+/// numbers, small integers in the type's sign, doubles over a struct.
+fn random_fill(elem_c: &str, kind: ElemKind, sign: Option<Signedness>) -> FillPlan {
+    match kind {
+        ElemKind::Opaque => FillPlan {
+            // Structs of doubles/complex (e.g. an SU(3) matrix) get mixed-sign
+            // doubles over their storage; other sizes get random bytes.
+            kind: "random_words",
+            value: None,
+            file: None,
+            text: format!(
+                "pseudo-random doubles in [-0.5, 0.5) over each {elem_c} (random bytes if its size is not a multiple of 8)"
+            ),
+        },
+        _ => {
+            let v = match kind {
+                ElemKind::Real => FillValue::RandomReal,
+                ElemKind::Complex => FillValue::RandomComplex,
+                _ => {
+                    let (lo, hi) = match sign {
+                        Some(Signedness::Boolean) => (0, 1),
+                        Some(Signedness::Unsigned) => (0, 100),
+                        _ => (-50, 50),
+                    };
+                    FillValue::RandomInteger { lo, hi }
+                }
+            };
+            FillPlan {
+                kind: "random",
+                value: Some(v),
+                file: None,
+                text: match kind {
+                    ElemKind::Real | ElemKind::Complex => {
+                        "pseudo-random, uniform in [-0.5, 0.5) (mixed sign)".into()
+                    }
+                    _ => "pseudo-random small integers".into(),
+                },
+            }
+        }
+    }
 }

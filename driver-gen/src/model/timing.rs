@@ -281,20 +281,54 @@ pub fn resolve(
     spec: &TimerClause,
     machine: &MachineDefaults,
 ) -> Result<(FlushPlan, TimingPlan), ModelError> {
-    fn default<T>(value: T) -> Sourced<T> {
-        Sourced::new(value, Source::Default)
-    }
-    let flush_method = Sourced::pick(cli.flush, spec.flush, || default(FlushMethod::Read));
-    let cli_size = cli
-        .flush_kib
-        .map(FlushSize::KiB)
-        .or(cli.flush_level.map(FlushSize::Level));
-    let size_request = match (cli_size, spec.flush_size) {
-        (Some(s), _) => Sourced::new(Some(s), Source::CommandLine),
-        (None, Some(s)) => Sourced::new(Some(s), Source::Spec),
-        (None, None) => Sourced::new(None, Source::Machine),
+    let Sampled {
+        method,
+        samples,
+        selection,
+        sampling,
+    } = resolve_sampling(cli, spec)?;
+    let min_interval_ns = Sourced::pick(cli.min_interval_ns, spec.min_interval_ns, || {
+        Sourced::new(machine.min_interval_ns, Source::Machine)
+            .with_detail(machine.min_interval_source.clone())
+    });
+    let code_offset = Sourced::pick(cli.code_offset, spec.code_offset, || {
+        default(CodeOffset::default())
+    });
+    let code_offset = Sourced {
+        value: code_offset.value.get(),
+        source: code_offset.source,
+        detail: code_offset.detail,
     };
-    let (kib, to_memory) = flush_size(machine, size_request)?;
+    let team = resolve_team(cli, spec, method.value)?;
+    let flush = resolve_flush(cli, spec, machine, team.threads.value)?;
+    let timing = TimingPlan {
+        samples_exact: samples.source == Source::CommandLine,
+        method,
+        samples,
+        selection,
+        min_interval_ns,
+        pin_cpus: team.pin_cpus,
+        threads: team.threads,
+        first_touch_threads: team.first_touch_threads,
+        sampling,
+        code_offset,
+    };
+    Ok((flush, timing))
+}
+
+fn default<T>(value: T) -> Sourced<T> {
+    Sourced::new(value, Source::Default)
+}
+
+/// The timer, the sample count, the statistic and the sampling budget.
+struct Sampled {
+    method: Sourced<TimerMethod>,
+    samples: Sourced<u32>,
+    selection: Sourced<Selection>,
+    sampling: SamplingPlan,
+}
+
+fn resolve_sampling(cli: &TimingOverrides, spec: &TimerClause) -> Result<Sampled, ModelError> {
     let method = Sourced::pick(cli.timer, spec.method, || default(TimerMethod::Cycle));
     let samples = Sourced::pick(cli.samples, spec.samples, || default(DEFAULT_SAMPLES));
     if samples.value == 0 {
@@ -331,22 +365,30 @@ pub fn resolve(
             max_from: sampling.max_time_ms.source,
         });
     }
-    let min_interval_ns = Sourced::pick(cli.min_interval_ns, spec.min_interval_ns, || {
-        Sourced::new(machine.min_interval_ns, Source::Machine)
-            .with_detail(machine.min_interval_source.clone())
-    });
-    let code_offset = Sourced::pick(cli.code_offset, spec.code_offset, || {
-        default(CodeOffset::default())
-    });
-    let code_offset = Sourced {
-        value: code_offset.value.get(),
-        source: code_offset.source,
-        detail: code_offset.detail,
-    };
+    Ok(Sampled {
+        method,
+        samples,
+        selection,
+        sampling,
+    })
+}
+
+/// The routine's team: its size, its pins and who first touches the pages.
+struct Team {
+    threads: Sourced<u32>,
+    pin_cpus: Sourced<Vec<u32>>,
+    first_touch_threads: Sourced<bool>,
+}
+
+fn resolve_team(
+    cli: &TimingOverrides,
+    spec: &TimerClause,
+    method: TimerMethod,
+) -> Result<Team, ModelError> {
     let threads = Sourced::pick(cli.threads, spec.threads, || default(1));
     // The ATLAS timing paper's rule: parallel code is timed in wall time;
     // CPU time sums the threads and shows every speedup as perfect.
-    if threads.value > 1 && method.value == TimerMethod::Cpu {
+    if threads.value > 1 && method == TimerMethod::Cpu {
         return Err(ModelError::CpuTimerThreads {
             threads: threads.value,
             threads_from: threads.source,
@@ -368,43 +410,54 @@ pub fn resolve(
             pins: pins.len(),
         });
     }
-    let pin_cpus = match pins.is_empty() {
-        true => default(Vec::new()),
-        false => Sourced::new(pins.clone(), Source::CommandLine),
+    Ok(Team {
+        pin_cpus: match pins.is_empty() {
+            true => default(Vec::new()),
+            false => Sourced::new(pins.clone(), Source::CommandLine),
+        },
+        first_touch_threads: match cli.first_touch_main {
+            true => Sourced::new(false, Source::CommandLine),
+            false => default(threads.value > 1),
+        },
+        threads,
+    })
+}
+
+/// The flush: its method, its size (and whether it must reach memory),
+/// its CPUs and the targeted eviction.
+fn resolve_flush(
+    cli: &TimingOverrides,
+    spec: &TimerClause,
+    machine: &MachineDefaults,
+    threads: u32,
+) -> Result<FlushPlan, ModelError> {
+    let method = Sourced::pick(cli.flush, spec.flush, || default(FlushMethod::Read));
+    let cli_size = cli
+        .flush_kib
+        .map(FlushSize::KiB)
+        .or(cli.flush_level.map(FlushSize::Level));
+    let size_request = match (cli_size, spec.flush_size) {
+        (Some(s), _) => Sourced::new(Some(s), Source::CommandLine),
+        (None, Some(s)) => Sourced::new(Some(s), Source::Spec),
+        (None, None) => Sourced::new(None, Source::Machine),
     };
-    let first_touch_threads = match cli.first_touch_main {
-        true => Sourced::new(false, Source::CommandLine),
-        false => default(threads.value > 1),
-    };
+    let (kib, to_memory) = flush_size(machine, size_request)?;
     // Operands a parallel routine used sit in every participating CPU's
     // private caches: the flush runs on all of them.
-    let all_cpus = match (cli.flush_all_cpus, threads.value > 1) {
+    let all_cpus = match (cli.flush_all_cpus, threads > 1) {
         (true, _) => Sourced::new(true, Source::CommandLine),
         (false, true) => {
             default(true).with_detail("a parallel routine's operands are in every CPU's caches")
         }
         (false, false) => default(false),
     };
-    let flush = FlushPlan {
-        eviction: (to_memory && flush_method.value == FlushMethod::Read && CAN_CLFLUSH)
+    Ok(FlushPlan {
+        eviction: (to_memory && method.value == FlushMethod::Read && CAN_CLFLUSH)
             .then(|| eviction(machine)),
-        method: flush_method,
+        method,
         kib,
         all_cpus,
         to_memory,
         any_operand_flushed: false,
-    };
-    let timing = TimingPlan {
-        samples_exact: samples.source == Source::CommandLine,
-        method,
-        samples,
-        selection,
-        min_interval_ns,
-        pin_cpus,
-        threads,
-        first_touch_threads,
-        sampling,
-        code_offset,
-    };
-    Ok((flush, timing))
+    })
 }
