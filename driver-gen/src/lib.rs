@@ -8,6 +8,7 @@ pub mod body;
 pub mod cexpr;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod contexts;
 pub mod defaults;
 pub mod driver_json;
 pub mod driver_options;

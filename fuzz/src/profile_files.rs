@@ -103,7 +103,7 @@ pub fn contexts(data: &[u8]) -> bool {
         ..Default::default()
     };
     for ctx in file.contexts.iter().take(8) {
-        let o = instrument::drive::options_for(&base, ctx);
+        let o = driver_gen::contexts::options_for(&base, ctx, None);
         if let Ok(spec) = crate::fixtures::dot_spec_under(&o.defines) {
             let _ = driver_gen::DriverModel::from_checked(&spec, &o.driver_config());
         }

@@ -10,10 +10,8 @@
 //! - [`contexts`]: the contexts file and the `--contexts` prediction.
 //! - [`specgen`]: a spec whose `Macro` defaults are the dominant context.
 //! - [`validate`]: in-app distribution vs warm and flushed driver timings.
-//! - [`drive`]: contexts timed with the generated driver (driver-gen).
 
 pub mod contexts;
-pub mod drive;
 pub mod format;
 pub mod interpose;
 pub mod report;

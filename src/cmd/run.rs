@@ -216,7 +216,7 @@ fn run_contexts(
     formats::table_or_json("tdg run --contexts", output_format(args), &(), String::new)?;
     let file = instrument::contexts::ContextsFile::load(path)?;
     let prediction =
-        instrument::drive::predict_with_driver(spec, implementation, o, &file, args.top)?;
+        driver_gen::contexts::predict_with_driver(spec, implementation, o, &file, args.top)?;
     let text = formats::table_or_json(
         "tdg run --contexts",
         output_format(args),

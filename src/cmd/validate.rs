@@ -3,7 +3,8 @@
 //! cache state the application actually runs the routine in.
 use super::CmdResult;
 use crate::args::output::TableOrJsonOutput;
-use instrument::{drive, format, report, specgen, validate};
+use driver_gen::contexts as drive;
+use instrument::{format, report, specgen, validate};
 use spec_lang::vocabulary::Keyword;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -5,7 +5,8 @@
 
 use crate::interpose_support::zlib_dir;
 use crate::support::TDG;
-use instrument::{contexts, drive, format, report};
+use driver_gen::contexts as drive;
+use instrument::{contexts, format, report};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use toolchain::{CCompiler, CompileJob};

@@ -14,8 +14,7 @@ use crate::search::Objective;
 use crate::TuneError;
 use config::Config;
 use driver_gen::RunOptions;
-use instrument::contexts::{CacheState, ContextEntry, ContextsFile};
-use spec_lang::ast::FlushMethod;
+use instrument::contexts::{ContextEntry, ContextsFile};
 use spec_lang::CheckedSpec;
 use std::path::{Path, PathBuf};
 
@@ -63,33 +62,10 @@ impl WeightedContexts {
     }
 }
 
-/// The driver options that time `ctx` in `cache`: the context's `-D`
-/// values (over the user's for the same macro: the context is the point),
-/// its threads unless the user chose a count, and the cache state's flush
-/// (`None`: the spec's own).
-pub fn driver_options(
-    base: &RunOptions,
-    ctx: &ContextEntry,
-    cache: Option<CacheState>,
-) -> RunOptions {
-    let mut o = base.clone();
-    if o.timing.threads.is_none() {
-        o.timing.threads = ctx.threads.map(u32::from);
-    }
-    o.defines.retain(|(k, _)| !ctx.defines.contains_key(k));
-    o.defines
-        .extend(ctx.defines.iter().map(|(k, v)| (k.clone(), v.clone())));
-    match cache {
-        None => {}
-        Some(CacheState::Warm) => o.timing.flush = Some(FlushMethod::None),
-        Some(CacheState::Flushed) => {
-            if matches!(o.timing.flush, None | Some(FlushMethod::None)) {
-                o.timing.flush = Some(FlushMethod::Read);
-            }
-        }
-    }
-    o
-}
+/// The driver options that time `ctx` in `cache` (`None`: the spec's
+/// own): the one rule, driver-gen's, that `tdg run --contexts` and `tdg
+/// validate` use too.
+pub use driver_gen::contexts::options_for as driver_options;
 
 /// One context's share of the score.
 struct Part<'s> {
@@ -244,6 +220,8 @@ impl Objective for ContextsObjective<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use instrument::contexts::CacheState;
+    use spec_lang::ast::FlushMethod;
     use std::collections::BTreeMap;
 
     fn entry(defines: &[(&str, &str)]) -> ContextEntry {

@@ -1,19 +1,22 @@
-//! The profile meets the timing driver: time a recorded call context with
-//! the spec's generated driver (its `-D` overrides select the context), for
-//! `tdg run --contexts` and `tdg validate`.
+//! The profile meets the timing driver: a call context recorded by
+//! `instrument` timed with the spec's generated driver (its `-D` overrides
+//! select the context), for `tdg run --contexts`, `tdg validate` and a
+//! search scored over the program's contexts (`tune`).
 
-use crate::contexts::{self, ContextEntry, ContextsFile, Prediction};
-use crate::report::Report;
-use crate::validate::{self, Validation};
-use driver_gen::{build_driver, RunError, RunOptions, RunReport};
+use crate::{build_driver, RunError, RunOptions, RunReport};
+use instrument::contexts::{self, CacheState, ContextEntry, ContextsFile, Prediction};
+use instrument::report::Report;
+use instrument::validate::{self, Validation};
 use spec_lang::ast::FlushMethod;
 use spec_lang::CheckedSpec;
 use std::path::Path;
 
-/// `base` with the context's `-D` overrides added (they win over any the
-/// user gave for the same macro: the context is the point), and the
-/// context's thread count unless the user chose one.
-pub fn options_for(base: &RunOptions, ctx: &ContextEntry) -> RunOptions {
+/// The driver options that time `ctx`: `base` with the context's `-D`
+/// values (over the user's for the same macro: the context is the point),
+/// its threads unless the user chose a count, and in `cache` (a warm
+/// context unflushed; a flushed one with the user's flush, else a read
+/// flush; `None`: the spec's own).
+pub fn options_for(base: &RunOptions, ctx: &ContextEntry, cache: Option<CacheState>) -> RunOptions {
     let mut o = base.clone();
     if o.timing.threads.is_none() {
         o.timing.threads = ctx.threads.map(u32::from);
@@ -21,6 +24,15 @@ pub fn options_for(base: &RunOptions, ctx: &ContextEntry) -> RunOptions {
     o.defines.retain(|(k, _)| !ctx.defines.contains_key(k));
     o.defines
         .extend(ctx.defines.iter().map(|(k, v)| (k.clone(), v.clone())));
+    match cache {
+        None => {}
+        Some(CacheState::Warm) => o.timing.flush = Some(FlushMethod::None),
+        Some(CacheState::Flushed) => {
+            if matches!(o.timing.flush, None | Some(FlushMethod::None)) {
+                o.timing.flush = Some(FlushMethod::Read);
+            }
+        }
+    }
     o
 }
 
@@ -31,7 +43,7 @@ pub fn time_context(
     base: &RunOptions,
     ctx: &ContextEntry,
 ) -> Result<RunReport, RunError> {
-    let o = options_for(base, ctx);
+    let o = options_for(base, ctx, None);
     build_driver(spec, impl_c, &o)?.run(&o)
 }
 
@@ -69,12 +81,8 @@ pub fn time_warm_and_flushed(
     base: &RunOptions,
     ctx: &ContextEntry,
 ) -> Result<WarmAndFlushed, RunError> {
-    let mut warm = options_for(base, ctx);
-    warm.timing.flush = Some(FlushMethod::None);
-    let mut flushed = options_for(base, ctx);
-    if matches!(flushed.timing.flush, None | Some(FlushMethod::None)) {
-        flushed.timing.flush = Some(FlushMethod::Read);
-    }
+    let warm = options_for(base, ctx, Some(CacheState::Warm));
+    let flushed = options_for(base, ctx, Some(CacheState::Flushed));
     Ok(WarmAndFlushed {
         warm: build_driver(spec, impl_c, &warm)?.run(&warm)?,
         flushed: build_driver(spec, impl_c, &flushed)?.run(&flushed)?,
