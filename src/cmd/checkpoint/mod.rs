@@ -1,12 +1,13 @@
 //! `tdg checkpoint`: capture CRIU images of a running application and time
 //! the region of interest by restoring them. The logic is the `checkpoint`
 //! crate's; these files parse arguments, call it and print. One file per
-//! group: capturing, the image (time, validate), the application (sites,
-//! inapp, lib), and the region shim `capture` and `inapp` share.
-mod app;
+//! group: capturing, the image (time, info, validate), the application's markers
+//! (sites, inapp, lib), and what `capture`, `sites` and `inapp` share: the
+//! application run and the region shim.
 mod application;
 mod capture;
 mod image;
+mod markers;
 mod shim;
 
 use super::CmdResult;
@@ -26,7 +27,7 @@ enum Action {
     #[command(after_help = checkpoint::IMAGES_ARE_TRUSTED)]
     Time(image::TimeArgs),
     /// Time call N of a region in plain runs of the application (the in-app reference).
-    Inapp(app::InAppArgs),
+    Inapp(markers::InAppArgs),
     /// What an image holds and what its restored copies get in place of
     /// each file the application had open (a private copy, /dev/null, ...).
     Info(image::InfoArgs),
@@ -36,19 +37,19 @@ enum Action {
     #[command(after_help = image::VALIDATE_HELP)]
     Validate(image::ValidateArgs),
     /// Write tdg_checkpoint.h, tdg_checkpoint.c and tdg_timing.h (the host library) into a directory.
-    Lib(app::LibArgs),
+    Lib(markers::LibArgs),
     /// Run the application once and list every marked site: calls and per-call times.
-    Sites(app::SitesArgs),
+    Sites(markers::SitesArgs),
 }
 
 pub fn run(args: Args) -> CmdResult {
     match args.action {
         Action::Capture(a) => capture::capture(a),
         Action::Time(a) => image::time(a),
-        Action::Inapp(a) => app::inapp(a),
+        Action::Inapp(a) => markers::inapp(a),
         Action::Validate(a) => image::validate(a),
         Action::Info(a) => image::info(a),
-        Action::Lib(a) => app::lib(a),
-        Action::Sites(a) => app::sites(a),
+        Action::Lib(a) => markers::lib(a),
+        Action::Sites(a) => markers::sites(a),
     }
 }

@@ -1,5 +1,6 @@
-//! The application itself: `sites` (every marked site in one plain run),
-//! `inapp` (the in-app reference) and `lib` (the host library to mark it with).
+//! The application's markers, no image involved: `sites` (every marked site
+//! in one plain run), `inapp` (a marked region timed in plain runs: the in-app
+//! reference) and `lib` (the host library that marks the application).
 use super::application::ApplicationRun;
 use super::shim::ShimArgs;
 use crate::cmd::CmdResult;
