@@ -93,6 +93,24 @@ pub struct CoreClock {
     pub documented_ghz: Documented<f64>,
 }
 
+impl CoreClock {
+    /// The measured clock beside the documented one: `3.000 GHz measured
+    /// (1.05 x the TSC rate); documented 2.900 GHz (cpuid)`.
+    pub fn described(&self) -> String {
+        format!(
+            "{:.3} GHz measured{}; documented {}",
+            self.measured_ghz,
+            self.per_tsc_tick
+                .map(|r| format!(" ({r:.2} x the TSC rate)"))
+                .unwrap_or_default(),
+            match self.documented_ghz.value {
+                Some(g) => format!("{g:.3} GHz ({})", self.documented_ghz.source),
+                None => self.documented_ghz.source.to_string(),
+            }
+        )
+    }
+}
+
 /// A double-precision operation whose timing is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -595,6 +595,8 @@ pub(crate) fn partners(first: u32, allowed: &[u32], sharing: &documented::Sharin
     picked
 }
 
+/// Which CPUs share a core or a cache with the first allowed one, and the
+/// memory bandwidth from one CPU and from all.
 fn measure_contexts(
     bench: &CpuBench,
     facts: &MemoryFacts<'_>,
@@ -615,91 +617,120 @@ fn measure_contexts(
             )
         })
         .collect();
-    let mut pairs = Vec::new();
-    for other in partners(first, &cpus, &sharing) {
-        let mut args = vec![
-            "pair".to_string(),
-            first.to_string(),
-            other.to_string(),
-            facts.line.to_string(),
-        ];
-        args.extend(levels.iter().map(|(_, b)| b.to_string()));
-        // A VM's two vCPUs may for a while be time-sliced on one physical
-        // core by the host: both then slow each other down as siblings
-        // would. Other tenants only ever make the pair slower together, so
-        // each figure is the best of a few rounds spread over time: a
-        // sibling slows the other down in every round, a passing placement
-        // in some.
-        let mut rows = Vec::new();
-        for _ in 0..PAIR_ROUNDS {
-            rows.extend(bench.run(&args)?);
-        }
-        let mut compute_ratio: Option<f64> = None;
-        let mut caches: Vec<SharedCache> = Vec::new();
-        for r in &rows {
-            match r.first().map(String::as_str) {
-                Some("compute") => {
-                    let alone: f64 = num("pair", r, 1)?;
-                    let together: f64 = num("pair", r, 2)?;
-                    let ratio = alone / together;
-                    compute_ratio = Some(compute_ratio.map_or(ratio, |best| best.max(ratio)));
-                }
-                Some("chase") => {
-                    let bytes: u64 = num("pair", r, 1)?;
-                    let alone: f64 = num("pair", r, 2)?;
-                    let together: f64 = num("pair", r, 3)?;
-                    let level = levels
-                        .iter()
-                        .find(|(_, b)| *b == bytes)
-                        .map_or(0, |(l, _)| *l);
-                    let slowdown = together / alone;
-                    if let Some(seen) = caches.iter_mut().find(|c| c.buffer_bytes == bytes) {
-                        if slowdown < seen.slowdown {
-                            seen.slowdown = slowdown;
-                            seen.shared = slowdown >= SHARED_CACHE_SLOWDOWN;
-                        }
-                        continue;
+    let pairs = partners(first, &cpus, &sharing)
+        .into_iter()
+        .map(|other| measure_pair(bench, facts.line, [first, other], &levels, &sharing))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bandwidth = measure_bandwidth(bench, facts, &cpus)?;
+    Ok(ExecutionContexts {
+        cpus,
+        pairs,
+        bandwidth,
+    })
+}
+
+/// Two CPUs computing, then chasing each level's buffer, alone and
+/// together: whether they share a core (compute slows down) and which
+/// caches (chasing slows down), beside what sysfs says.
+fn measure_pair(
+    bench: &CpuBench,
+    line: u64,
+    cpus: [u32; 2],
+    levels: &[(u32, u64)],
+    sharing: &documented::Sharing,
+) -> Result<CpuPair, ProbeError> {
+    let other = cpus[1];
+    let mut args = vec![
+        "pair".to_string(),
+        cpus[0].to_string(),
+        other.to_string(),
+        line.to_string(),
+    ];
+    args.extend(levels.iter().map(|(_, b)| b.to_string()));
+    // A VM's two vCPUs may for a while be time-sliced on one physical
+    // core by the host: both then slow each other down as siblings
+    // would. Other tenants only ever make the pair slower together, so
+    // each figure is the best of a few rounds spread over time: a
+    // sibling slows the other down in every round, a passing placement
+    // in some.
+    let mut rows = Vec::new();
+    for _ in 0..PAIR_ROUNDS {
+        rows.extend(bench.run(&args)?);
+    }
+    let mut compute_ratio: Option<f64> = None;
+    let mut caches: Vec<SharedCache> = Vec::new();
+    for r in &rows {
+        match r.first().map(String::as_str) {
+            Some("compute") => {
+                let alone: f64 = num("pair", r, 1)?;
+                let together: f64 = num("pair", r, 2)?;
+                let ratio = alone / together;
+                compute_ratio = Some(compute_ratio.map_or(ratio, |best| best.max(ratio)));
+            }
+            Some("chase") => {
+                let bytes: u64 = num("pair", r, 1)?;
+                let alone: f64 = num("pair", r, 2)?;
+                let together: f64 = num("pair", r, 3)?;
+                let slowdown = together / alone;
+                if let Some(seen) = caches.iter_mut().find(|c| c.buffer_bytes == bytes) {
+                    if slowdown < seen.slowdown {
+                        seen.slowdown = slowdown;
+                        seen.shared = slowdown >= SHARED_CACHE_SLOWDOWN;
                     }
-                    caches.push(SharedCache {
-                        level,
-                        buffer_bytes: bytes,
-                        slowdown,
-                        shared: slowdown >= SHARED_CACHE_SLOWDOWN,
-                        documented_shared: Documented::by(
-                            Source::Sysfs,
-                            sharing
-                                .caches
-                                .iter()
-                                .find(|(l, _)| *l == level)
-                                .map(|(_, list)| list.contains(&other)),
-                        ),
-                    });
+                    continue;
                 }
-                _ => {
-                    return Err(ProbeError::Output {
-                        mode: "pair".into(),
-                        line: r.join(" "),
-                    })
-                }
+                let level = levels
+                    .iter()
+                    .find(|(_, b)| *b == bytes)
+                    .map_or(0, |(l, _)| *l);
+                caches.push(SharedCache {
+                    level,
+                    buffer_bytes: bytes,
+                    slowdown,
+                    shared: slowdown >= SHARED_CACHE_SLOWDOWN,
+                    documented_shared: Documented::by(
+                        Source::Sysfs,
+                        sharing
+                            .caches
+                            .iter()
+                            .find(|(l, _)| *l == level)
+                            .map(|(_, list)| list.contains(&other)),
+                    ),
+                });
+            }
+            _ => {
+                return Err(ProbeError::Output {
+                    mode: "pair".into(),
+                    line: r.join(" "),
+                })
             }
         }
-        let Some(compute_ratio) = compute_ratio else {
-            return Err(ProbeError::Output {
-                mode: "pair".into(),
-                line: "no compute line".into(),
-            });
-        };
-        pairs.push(CpuPair {
-            cpus: [first, other],
-            compute_ratio,
-            shares_core: compute_ratio < SHARED_CORE_RATIO,
-            documented_shares_core: Documented::by(
-                Source::Sysfs,
-                sharing.core_siblings.as_ref().map(|s| s.contains(&other)),
-            ),
-            caches,
-        });
     }
+    let Some(compute_ratio) = compute_ratio else {
+        return Err(ProbeError::Output {
+            mode: "pair".into(),
+            line: "no compute line".into(),
+        });
+    };
+    Ok(CpuPair {
+        cpus,
+        compute_ratio,
+        shares_core: compute_ratio < SHARED_CORE_RATIO,
+        documented_shares_core: Documented::by(
+            Source::Sysfs,
+            sharing.core_siblings.as_ref().map(|s| s.contains(&other)),
+        ),
+        caches,
+    })
+}
+
+/// Reading a buffer well past the last-level cache from one CPU, then
+/// from all of them at once.
+fn measure_bandwidth(
+    bench: &CpuBench,
+    facts: &MemoryFacts<'_>,
+    cpus: &[u32],
+) -> Result<Option<Bandwidth>, ProbeError> {
     let llc = documented::data_caches(facts.documented)
         .last()
         .map(|c| c.size_bytes)
@@ -721,7 +752,7 @@ fn measure_contexts(
             _ => {}
         }
     }
-    let bandwidth = match (one, all) {
+    Ok(match (one, all) {
         (Some(one), Some(all)) => Some(Bandwidth {
             buffer_bytes: buffer,
             one_cpu_gb_s: one,
@@ -729,11 +760,6 @@ fn measure_contexts(
             cpus: readers.len() as u32,
         }),
         _ => None,
-    };
-    Ok(ExecutionContexts {
-        cpus,
-        pairs,
-        bandwidth,
     })
 }
 

@@ -1,12 +1,25 @@
 //! The CPU side of the probe as text: each measured value beside the
 //! documented one and where that came from.
 
-use crate::cpu::{yes_no, CpuParams, Width};
+use crate::cpu::{yes_no, CpuParams, ExecutionContexts, WaysMethod, Width};
 use std::fmt::Write as _;
 
-/// The CPU section of `tdg probe`'s table.
+/// The CPU section of `tdg probe`'s table: the processor and its clock,
+/// floating-point latencies and throughputs, FMA, registers, associativity
+/// and the execution contexts, each measured beside the documented value.
 pub fn cpu_table(c: &CpuParams) -> String {
     let mut s = String::new();
+    processor(&mut s, c);
+    floating_point(&mut s, c);
+    registers(&mut s, c);
+    associativity(&mut s, c);
+    if let Some(x) = &c.contexts {
+        contexts(&mut s, x);
+    }
+    s
+}
+
+fn processor(s: &mut String, c: &CpuParams) {
     let _ = writeln!(
         s,
         "\nCPU: {} ({} family {} model {}; this side of the probe took {:.1} s)",
@@ -19,19 +32,13 @@ pub fn cpu_table(c: &CpuParams) -> String {
         c.duration_s
     );
     if let Some(k) = &c.core_clock {
-        let _ = writeln!(
-            s,
-            "core clock {:.3} GHz measured{}, documented {}",
-            k.measured_ghz,
-            k.per_tsc_tick
-                .map(|r| format!(" ({r:.2} x the TSC rate)"))
-                .unwrap_or_default(),
-            match k.documented_ghz.value {
-                Some(g) => format!("{g:.3} GHz ({})", k.documented_ghz.source),
-                None => k.documented_ghz.source.to_string(),
-            }
-        );
+        let _ = writeln!(s, "core clock {}", k.described());
     }
+}
+
+/// Each operation's latency and reciprocal throughput, then whether FMA
+/// is fused.
+fn floating_point(s: &mut String, c: &CpuParams) {
     let _ = writeln!(
         s,
         "\n{:<24} {:>14} {:>16} {:>22}",
@@ -66,6 +73,9 @@ pub fn cpu_table(c: &CpuParams) -> String {
             |v| yes_no(v).to_string()
         )
     );
+}
+
+fn registers(s: &mut String, c: &CpuParams) {
     let _ = writeln!(
         s,
         "\n{:<36} {:>9} {:>16}",
@@ -84,6 +94,9 @@ pub fn cpu_table(c: &CpuParams) -> String {
             r.documented.to_string()
         );
     }
+}
+
+fn associativity(s: &mut String, c: &CpuParams) {
     let _ = writeln!(
         s,
         "\n{:<24} {:>9} {:>16}",
@@ -92,13 +105,13 @@ pub fn cpu_table(c: &CpuParams) -> String {
     for (name, a) in [("L1d", &c.l1d_ways), ("L2", &c.l2_ways)] {
         let Some(a) = a else { continue };
         let how = match &a.method {
-            crate::cpu::WaysMethod::ConflictStride { stride_bytes, .. } => {
+            WaysMethod::ConflictStride { stride_bytes, .. } => {
                 format!(
                     "conflicting addresses {} apart",
                     stats::bytes(*stride_bytes)
                 )
             }
-            crate::cpu::WaysMethod::EvictionSets {
+            WaysMethod::EvictionSets {
                 pool_lines, sizes, ..
             } => format!("minimal eviction sets {sizes:?} from {pool_lines} lines"),
         };
@@ -114,62 +127,61 @@ pub fn cpu_table(c: &CpuParams) -> String {
                 .unwrap_or_default()
         );
     }
-    if let Some(x) = &c.contexts {
-        let cpus: Vec<String> = x.cpus.iter().map(u32::to_string).collect();
-        let _ = writeln!(s, "\nexecution contexts: CPUs {}", cpus.join(","));
-        for p in &x.pairs {
-            let mut parts = vec![format!(
-                "core {} (x{:.2} compute each; sysfs: {})",
-                if p.shares_core {
-                    "SHARED"
-                } else {
-                    "not shared"
-                },
-                p.compute_ratio,
-                p.documented_shares_core
-                    .value
-                    .map_or("not documented", |v| if v {
-                        "shared"
-                    } else {
-                        "not shared"
-                    })
-            )];
-            for c in &p.caches {
-                parts.push(format!(
-                    "L{} {} (x{:.2} chasing {} each; sysfs: {})",
-                    c.level,
-                    if c.shared { "SHARED" } else { "not shared" },
-                    c.slowdown,
-                    stats::bytes(c.buffer_bytes),
-                    c.documented_shared
-                        .value
-                        .map_or("not documented", |v| if v {
-                            "shared"
-                        } else {
-                            "not shared"
-                        })
-                ));
-            }
-            let _ = writeln!(
-                s,
-                "  CPUs {}+{}: {}",
-                p.cpus[0],
-                p.cpus[1],
-                parts.join(", ")
-            );
+}
+
+/// Which pairs of CPUs share a core or a cache, measured and as sysfs says,
+/// and the memory bandwidth from one CPU and from all.
+fn contexts(s: &mut String, x: &ExecutionContexts) {
+    let cpus: Vec<String> = x.cpus.iter().map(u32::to_string).collect();
+    let _ = writeln!(s, "\nexecution contexts: CPUs {}", cpus.join(","));
+    for p in &x.pairs {
+        let mut parts = vec![format!(
+            "core {} (x{:.2} compute each; sysfs: {})",
+            if p.shares_core {
+                "SHARED"
+            } else {
+                "not shared"
+            },
+            p.compute_ratio,
+            documented_sharing(p.documented_shares_core.value)
+        )];
+        for c in &p.caches {
+            parts.push(format!(
+                "L{} {} (x{:.2} chasing {} each; sysfs: {})",
+                c.level,
+                if c.shared { "SHARED" } else { "not shared" },
+                c.slowdown,
+                stats::bytes(c.buffer_bytes),
+                documented_sharing(c.documented_shared.value)
+            ));
         }
-        if let Some(b) = &x.bandwidth {
-            let _ = writeln!(
-                s,
-                "memory read bandwidth: {:.1} GB/s from one CPU, {:.1} GB/s from {} at once ({} read)",
-                b.one_cpu_gb_s,
-                b.all_cpus_gb_s,
-                b.cpus,
-                stats::bytes(b.buffer_bytes)
-            );
-        }
+        let _ = writeln!(
+            s,
+            "  CPUs {}+{}: {}",
+            p.cpus[0],
+            p.cpus[1],
+            parts.join(", ")
+        );
     }
-    s
+    if let Some(b) = &x.bandwidth {
+        let _ = writeln!(
+            s,
+            "memory read bandwidth: {:.1} GB/s from one CPU, {:.1} GB/s from {} at once ({} read)",
+            b.one_cpu_gb_s,
+            b.all_cpus_gb_s,
+            b.cpus,
+            stats::bytes(b.buffer_bytes)
+        );
+    }
+}
+
+/// What sysfs says about a pair sharing a core or cache.
+fn documented_sharing(shared: Option<bool>) -> &'static str {
+    match shared {
+        Some(true) => "shared",
+        Some(false) => "not shared",
+        None => "not documented",
+    }
 }
 
 /// One line of the CPU values beside the documented ones, for `tdg doctor`.

@@ -43,20 +43,7 @@ fn processor_facts(c: &CpuParams) -> Vec<(&'static str, String)> {
         ),
     )];
     if let Some(k) = &c.core_clock {
-        facts.push((
-            "core clock",
-            format!(
-                "{:.3} GHz measured{}; documented {}",
-                k.measured_ghz,
-                k.per_tsc_tick
-                    .map(|r| format!(" ({r:.2} x the TSC rate)"))
-                    .unwrap_or_default(),
-                match k.documented_ghz.value {
-                    Some(g) => format!("{g:.3} GHz ({})", k.documented_ghz.source),
-                    None => k.documented_ghz.source.to_string(),
-                }
-            ),
-        ));
+        facts.push(("core clock", k.described()));
     }
     let f = &c.fma;
     facts.push((
