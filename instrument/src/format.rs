@@ -237,6 +237,12 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    fn corrupt(&self, what: String) -> FormatError {
+        FormatError::Corrupt {
+            path: self.path.to_string(),
+            what,
+        }
+    }
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], FormatError> {
         if self.buf.len() - self.pos < n {
             return Err(FormatError::Corrupt {
@@ -310,31 +316,9 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
         pos: header,
         path,
     };
-    let mut routines = Vec::with_capacity(nroutines.min(1024));
-    for i in 0..nroutines {
-        let name = cur.string("a routine name")?;
-        let params = cur.string("a routine's parameter list")?;
-        let values = RoutineInfo::parse_params(&params)
-            .map_err(|e| corrupt(format!("routine {i} ({name}): {e}")))?;
-        let defined_in = if version >= 2 {
-            cur.string("a routine's defining object")?
-        } else {
-            String::new()
-        };
-        let address = if version >= 3 {
-            Some(cur.u64("a routine's address")?).filter(|a| *a != 0)
-        } else {
-            None
-        };
-        let dropped = cur.u64("a routine's dropped count")?;
-        routines.push(RoutineInfo {
-            name,
-            values,
-            defined_in,
-            address,
-            dropped,
-        });
-    }
+    let routines = (0..nroutines)
+        .map(|i| routine_info(&mut cur, version, i))
+        .collect::<Result<Vec<_>, _>>()?;
     // Versions 1-3 count records of one line; version 4 counts lines.
     let rest = bytes.len() - cur.pos;
     let want = (nlines as u128) * record_size as u128;
@@ -343,63 +327,17 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
             "header announces {nlines} record lines ({want} bytes) but only {rest} bytes follow"
         )));
     }
+    let mut lines = Lines {
+        cur,
+        version,
+        record_size,
+        nlines,
+        nroutines,
+        line: 0,
+    };
     let mut records = Vec::with_capacity(nlines as usize);
-    let mut line = 0u64;
-    while line < nlines {
-        let r = cur.take(record_size, "a record")?;
-        line += 1;
-        let routine = le_u16(r, 16);
-        if usize::from(routine) >= nroutines {
-            return Err(corrupt(format!(
-                "a record names routine {routine}, the table has {nroutines}"
-            )));
-        }
-        let count = usize::from(r[20]);
-        let (count, threads) = if version >= 4 {
-            if r[21] & FLAG_VALID == 0 {
-                return Err(corrupt(format!(
-                    "record line {} is not the start of a record",
-                    line - 1
-                )));
-            }
-            if count > MAX_VALUES {
-                return Err(corrupt(format!(
-                    "a record claims {count} values, at most {MAX_VALUES} are recorded"
-                )));
-            }
-            (count, le_u16(r, 22))
-        } else {
-            (count.min(HEAD_VALUES), 0)
-        };
-        let mut values: Vec<i64> = (0..count.min(HEAD_VALUES))
-            .map(|i| le_u64(r, 24 + 8 * i) as i64)
-            .collect();
-        for k in 1..=extension_lines(count) {
-            if line >= nlines {
-                return Err(corrupt(format!(
-                    "a record of {count} values lacks its extension line {k}"
-                )));
-            }
-            let e = cur.take(record_size, "a record's extension line")?;
-            line += 1;
-            if e[21] != FLAG_EXTENSION || le_u16(e, 16) != routine || le_u16(e, 18) as usize != k {
-                return Err(corrupt(format!(
-                    "record line {} is not extension line {k} of the record before it",
-                    line - 1
-                )));
-            }
-            let line_values = [0, 8, 24, 32, 40, 48, 56].map(|at| le_u64(e, at) as i64);
-            let take = (count - values.len()).min(EXTENSION_VALUES);
-            values.extend_from_slice(&line_values[..take]);
-        }
-        records.push(Record {
-            start: le_u64(r, 0),
-            ticks: le_u64(r, 8),
-            routine,
-            thread: le_u16(r, 18),
-            threads,
-            values,
-        });
+    while lines.line < nlines {
+        records.push(lines.record()?);
     }
     Ok(Profile {
         ticks_per_sec: le_u64(bytes, 16),
@@ -413,6 +351,119 @@ pub fn parse(bytes: &[u8], path: &str) -> Result<Profile, FormatError> {
         routines,
         records,
     })
+}
+
+/// One entry of the routine table.
+fn routine_info(cur: &mut Cursor<'_>, version: u32, i: usize) -> Result<RoutineInfo, FormatError> {
+    let name = cur.string("a routine name")?;
+    let params = cur.string("a routine's parameter list")?;
+    let values = RoutineInfo::parse_params(&params)
+        .map_err(|e| cur.corrupt(format!("routine {i} ({name}): {e}")))?;
+    let defined_in = if version >= 2 {
+        cur.string("a routine's defining object")?
+    } else {
+        String::new()
+    };
+    let address = if version >= 3 {
+        Some(cur.u64("a routine's address")?).filter(|a| *a != 0)
+    } else {
+        None
+    };
+    let dropped = cur.u64("a routine's dropped count")?;
+    Ok(RoutineInfo {
+        name,
+        values,
+        defined_in,
+        address,
+        dropped,
+    })
+}
+
+/// The record lines of a profile, read one record (its first line and its
+/// extension lines) at a time.
+struct Lines<'a> {
+    cur: Cursor<'a>,
+    version: u32,
+    record_size: usize,
+    nlines: u64,
+    nroutines: usize,
+    /// Lines read so far.
+    line: u64,
+}
+
+impl Lines<'_> {
+    fn record(&mut self) -> Result<Record, FormatError> {
+        let r = self.cur.take(self.record_size, "a record")?;
+        self.line += 1;
+        let routine = le_u16(r, 16);
+        if usize::from(routine) >= self.nroutines {
+            return Err(self.cur.corrupt(format!(
+                "a record names routine {routine}, the table has {}",
+                self.nroutines
+            )));
+        }
+        let count = usize::from(r[20]);
+        let (count, threads) = if self.version >= 4 {
+            if r[21] & FLAG_VALID == 0 {
+                return Err(self.cur.corrupt(format!(
+                    "record line {} is not the start of a record",
+                    self.line - 1
+                )));
+            }
+            if count > MAX_VALUES {
+                return Err(self.cur.corrupt(format!(
+                    "a record claims {count} values, at most {MAX_VALUES} are recorded"
+                )));
+            }
+            (count, le_u16(r, 22))
+        } else {
+            (count.min(HEAD_VALUES), 0)
+        };
+        let mut values: Vec<i64> = (0..count.min(HEAD_VALUES))
+            .map(|i| le_u64(r, 24 + 8 * i) as i64)
+            .collect();
+        for k in 1..=extension_lines(count) {
+            self.extension(routine, count, k, &mut values)?;
+        }
+        Ok(Record {
+            start: le_u64(r, 0),
+            ticks: le_u64(r, 8),
+            routine,
+            thread: le_u16(r, 18),
+            threads,
+            values,
+        })
+    }
+
+    /// Extension line `k` of a record of `count` values: its values
+    /// appended to `values`.
+    fn extension(
+        &mut self,
+        routine: u16,
+        count: usize,
+        k: usize,
+        values: &mut Vec<i64>,
+    ) -> Result<(), FormatError> {
+        if self.line >= self.nlines {
+            return Err(self.cur.corrupt(format!(
+                "a record of {count} values lacks its extension line {k}"
+            )));
+        }
+        let e = self
+            .cur
+            .take(self.record_size, "a record's extension line")?;
+        self.line += 1;
+        if e[21] != FLAG_EXTENSION || le_u16(e, 16) != routine || le_u16(e, 18) as usize != k {
+            return Err(self.cur.corrupt(format!(
+                "record line {} is not extension line {k} of the record before it",
+                self.line - 1
+            )));
+        }
+        let line_values = [0, 8, 24, 32, 40, 48, 56].map(|at| le_u64(e, at) as i64);
+        let take = (count - values.len()).min(EXTENSION_VALUES);
+        values.extend_from_slice(&line_values[..take]);
+        Ok(())
+    }
 }
 
 /// The bytes of `profile` in format version 4 (a merged profile keeps only

@@ -3,7 +3,7 @@
 //! timeline, and the early/late split of seed 003 Figs. 8-9 (the first calls
 //! of a context run with cold caches, later ones warm).
 
-use crate::format::{Profile, ValueKind};
+use crate::format::{Profile, Record, RoutineInfo, ValueKind};
 use stats::Summary;
 use std::collections::{HashMap, HashSet};
 
@@ -51,166 +51,40 @@ pub const DATA_DISTINCT_FLOOR: usize = 32;
 pub const INTERRUPTED_FACTOR: f64 = 10.0;
 pub const INTERRUPTED_EXTRA_NS: f64 = 50_000.0;
 
-/// Builds the report for one routine of `profile`.
+/// Builds the report for one routine of `profile`: its calls grouped into
+/// contexts, ranked by time, each summarised.
 pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportError> {
-    let have = || {
-        profile
-            .routines
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let id = match &opts.routine {
-        Some(name) => profile
-            .routine_id(name)
-            .ok_or_else(|| ReportError::NoSuchRoutine {
-                name: name.clone(),
-                have: have(),
-            })?,
-        None => match profile.routines.len() {
-            0 => return Err(ReportError::Empty),
-            1 => 0,
-            n => {
-                return Err(ReportError::Ambiguous {
-                    count: n,
-                    have: have(),
-                })
-            }
-        },
-    };
+    let id = routine_id(profile, opts)?;
     let info = &profile.routines[id as usize];
-    let mut records: Vec<_> = profile.records.iter().filter(|r| r.routine == id).collect();
+    let mut records: Vec<&Record> = profile.records.iter().filter(|r| r.routine == id).collect();
     if records.is_empty() {
         return Err(ReportError::NoCalls(info.name.clone()));
     }
     records.sort_by_key(|r| r.start);
-
-    // A value that differs on (nearly) every call, like a running checksum,
-    // is data, not a problem size: keying contexts on it would make every
-    // call its own context.
-    let limit = DATA_DISTINCT_FLOOR.max(records.len() * 9 / 10);
-    let mut excluded = Vec::new();
-    let context_idx: Vec<usize> = info
-        .values
+    let columns = Columns::of(info, &records);
+    let groups = Groups::of(profile, &records, &columns);
+    let total_ns: f64 = groups.calls.iter().map(|c| c.0).sum();
+    let totals: Vec<f64> = groups
+        .contexts
         .iter()
-        .enumerate()
-        .filter(|(_, v)| v.kind.is_context())
-        .filter(|&(i, v)| {
-            let distinct: HashSet<i64> = records
-                .iter()
-                .map(|r| r.values().get(i).copied().unwrap_or(0))
-                .collect();
-            let keep = distinct.len() <= limit;
-            if !keep {
-                excluded.push((v.name.clone(), distinct.len()));
-            }
-            keep
-        })
-        .map(|(i, _)| i)
+        .map(|a| a.samples.iter().sum())
         .collect();
-    let pointer_idx: Vec<usize> = info
-        .values
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.kind == ValueKind::Pointer)
-        .map(|(i, _)| i)
-        .collect();
-
-    struct Acc {
-        key: Vec<i64>,
-        threads: Option<u16>,
-        callers: HashSet<u16>,
-        samples: Vec<f64>,
-        pointers: Vec<HashSet<i64>>,
-    }
-    // A call context includes the threads the process ran with: the same
-    // sizes on 1 and on 2 threads are different work for a parallel routine.
-    let mut by_key: HashMap<(Vec<i64>, Option<u16>), usize> = HashMap::new();
-    let mut accs: Vec<Acc> = Vec::new();
-    let mut call_ctx = Vec::with_capacity(records.len());
-    let mut threads = HashSet::new();
-    for r in &records {
-        let vals = r.values();
-        let key: Vec<i64> = context_idx
-            .iter()
-            .map(|&i| vals.get(i).copied().unwrap_or(0))
-            .collect();
-        let team = r.threads();
-        let next = accs.len();
-        let slot = *by_key.entry((key.clone(), team)).or_insert(next);
-        if slot == next {
-            accs.push(Acc {
-                key,
-                threads: team,
-                callers: HashSet::new(),
-                samples: Vec::new(),
-                pointers: vec![HashSet::new(); pointer_idx.len()],
-            });
-        }
-        accs[slot].callers.insert(r.thread);
-        // The empty begin/end cost is part of every recorded interval; the
-        // driver subtracts its own, so the profile does too.
-        let ns = profile.ticks_to_ns(r.ticks.saturating_sub(profile.timer_overhead_ticks));
-        accs[slot].samples.push(ns);
-        for (j, &pi) in pointer_idx.iter().enumerate() {
-            accs[slot].pointers[j].insert(vals.get(pi).copied().unwrap_or(0));
-        }
-        call_ctx.push((ns, slot));
-        threads.insert(r.thread);
-    }
-    let total_ns: f64 = call_ctx.iter().map(|c| c.0).sum();
-    let mut order: Vec<usize> = (0..accs.len()).collect();
-    let totals: Vec<f64> = accs.iter().map(|a| a.samples.iter().sum()).collect();
+    let mut order: Vec<usize> = (0..groups.contexts.len()).collect();
     order.sort_by(|&a, &b| totals[b].total_cmp(&totals[a]));
-    let mut rank_of = vec![0usize; accs.len()];
+    let mut rank_of = vec![0usize; groups.contexts.len()];
     for (rank0, &slot) in order.iter().enumerate() {
         rank_of[slot] = rank0 + 1;
     }
     let contexts: Vec<ContextStats> = order
         .iter()
-        .map(|&slot| {
-            let a = &accs[slot];
-            let split = opts.early_calls.min(a.samples.len());
-            let all = Summary::of(&a.samples).expect("non-empty");
-            let cutoff = (all.median * INTERRUPTED_FACTOR).max(all.median + INTERRUPTED_EXTRA_NS);
-            let (interrupted, uninterrupted_total_ns) = if a.samples.len() >= 3 {
-                let slow: Vec<f64> = a.samples.iter().copied().filter(|&t| t > cutoff).collect();
-                (slow.len() as u64, totals[slot] - slow.iter().sum::<f64>())
+        .map(|&slot| ContextStats {
+            rank: rank_of[slot],
+            share: if total_ns > 0.0 {
+                totals[slot] / total_ns
             } else {
-                (0, totals[slot])
-            };
-            ContextStats {
-                rank: rank_of[slot],
-                values: context_idx
-                    .iter()
-                    .zip(&a.key)
-                    .map(|(&i, &v)| ContextValue {
-                        name: info.values[i].name.clone(),
-                        value: v,
-                        display: info.values[i].kind.display(v),
-                    })
-                    .collect(),
-                threads: a.threads,
-                callers: a.callers.len(),
-                calls: a.samples.len() as u64,
-                total_ns: totals[slot],
-                share: if total_ns > 0.0 {
-                    totals[slot] / total_ns
-                } else {
-                    0.0
-                },
-                all,
-                interrupted,
-                uninterrupted_total_ns,
-                early: Summary::of(&a.samples[..split]),
-                late: Summary::of(&a.samples[split..]),
-                distinct_pointers: pointer_idx
-                    .iter()
-                    .zip(&a.pointers)
-                    .map(|(&i, set)| (info.values[i].name.clone(), set.len()))
-                    .collect(),
-            }
+                0.0
+            },
+            ..groups.contexts[slot].stats(info, &columns, opts.early_calls)
         })
         .collect();
     Ok(Report {
@@ -223,7 +97,7 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
             .map(|a| a % u64::from(spec_lang::ast::CODE_PAGE)),
         calls: records.len() as u64,
         dropped: info.dropped,
-        threads: threads.len(),
+        threads: groups.threads,
         processes: profile.pids.len(),
         total_ns,
         ticks_per_sec: profile.ticks_per_sec,
@@ -231,12 +105,202 @@ pub fn build(profile: &Profile, opts: &ReportOptions) -> Result<Report, ReportEr
         nontemporal: profile.nontemporal,
         early_calls: opts.early_calls,
         contexts,
-        data_values: excluded,
-        timeline: call_ctx
+        data_values: columns.data_values,
+        timeline: groups
+            .calls
             .into_iter()
             .map(|(ns, slot)| (ns, rank_of[slot]))
             .collect(),
     })
+}
+
+/// The routine the report is about: the one asked for, else the only one.
+fn routine_id(profile: &Profile, opts: &ReportOptions) -> Result<u16, ReportError> {
+    let have = || {
+        profile
+            .routines
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match &opts.routine {
+        Some(name) => profile
+            .routine_id(name)
+            .ok_or_else(|| ReportError::NoSuchRoutine {
+                name: name.clone(),
+                have: have(),
+            }),
+        None => match profile.routines.len() {
+            0 => Err(ReportError::Empty),
+            1 => Ok(0),
+            n => Err(ReportError::Ambiguous {
+                count: n,
+                have: have(),
+            }),
+        },
+    }
+}
+
+/// Which recorded values key a call context and which are pointers.
+struct Columns {
+    context: Vec<usize>,
+    pointer: Vec<usize>,
+    /// Context-kind values left out as data: name and distinct count.
+    data_values: Vec<(String, usize)>,
+}
+
+impl Columns {
+    fn of(info: &RoutineInfo, records: &[&Record]) -> Columns {
+        // A value that differs on (nearly) every call, like a running
+        // checksum, is data, not a problem size: keying contexts on it
+        // would make every call its own context.
+        let limit = DATA_DISTINCT_FLOOR.max(records.len() * 9 / 10);
+        let mut data_values = Vec::new();
+        let context = info
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.kind.is_context())
+            .filter(|&(i, v)| {
+                let distinct: HashSet<i64> = records.iter().map(|r| value(r, i)).collect();
+                let keep = distinct.len() <= limit;
+                if !keep {
+                    data_values.push((v.name.clone(), distinct.len()));
+                }
+                keep
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let pointer = info
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.kind == ValueKind::Pointer)
+            .map(|(i, _)| i)
+            .collect();
+        Columns {
+            context,
+            pointer,
+            data_values,
+        }
+    }
+}
+
+/// Recorded value `i` of a call (0 where the record holds fewer).
+fn value(r: &Record, i: usize) -> i64 {
+    r.values().get(i).copied().unwrap_or(0)
+}
+
+/// The calls grouped by context, in order of first appearance.
+struct Groups {
+    contexts: Vec<Context>,
+    /// Each call's time and the index of its context, in call order.
+    calls: Vec<(f64, usize)>,
+    /// Distinct threads that called the routine.
+    threads: usize,
+}
+
+/// One context's calls as they are gathered.
+struct Context {
+    key: Vec<i64>,
+    threads: Option<u16>,
+    callers: HashSet<u16>,
+    samples: Vec<f64>,
+    pointers: Vec<HashSet<i64>>,
+}
+
+impl Groups {
+    fn of(profile: &Profile, records: &[&Record], columns: &Columns) -> Groups {
+        // A call context includes the threads the process ran with: the
+        // same sizes on 1 and on 2 threads are different work for a
+        // parallel routine.
+        let mut by_key: HashMap<(Vec<i64>, Option<u16>), usize> = HashMap::new();
+        let mut contexts: Vec<Context> = Vec::new();
+        let mut calls = Vec::with_capacity(records.len());
+        let mut threads = HashSet::new();
+        for r in records {
+            let key: Vec<i64> = columns.context.iter().map(|&i| value(r, i)).collect();
+            let team = r.threads();
+            let next = contexts.len();
+            let slot = *by_key.entry((key.clone(), team)).or_insert(next);
+            if slot == next {
+                contexts.push(Context {
+                    key,
+                    threads: team,
+                    callers: HashSet::new(),
+                    samples: Vec::new(),
+                    pointers: vec![HashSet::new(); columns.pointer.len()],
+                });
+            }
+            let c = &mut contexts[slot];
+            c.callers.insert(r.thread);
+            // The empty begin/end cost is part of every recorded interval;
+            // the driver subtracts its own, so the profile does too.
+            let ns = profile.ticks_to_ns(r.ticks.saturating_sub(profile.timer_overhead_ticks));
+            c.samples.push(ns);
+            for (set, &pi) in c.pointers.iter_mut().zip(&columns.pointer) {
+                set.insert(value(r, pi));
+            }
+            calls.push((ns, slot));
+            threads.insert(r.thread);
+        }
+        Groups {
+            contexts,
+            calls,
+            threads: threads.len(),
+        }
+    }
+}
+
+impl Context {
+    /// The context's statistics; its rank and share are the caller's.
+    fn stats(&self, info: &RoutineInfo, columns: &Columns, early_calls: usize) -> ContextStats {
+        let total: f64 = self.samples.iter().sum();
+        let split = early_calls.min(self.samples.len());
+        let all = Summary::of(&self.samples).expect("a context has at least one call");
+        let cutoff = (all.median * INTERRUPTED_FACTOR).max(all.median + INTERRUPTED_EXTRA_NS);
+        let (interrupted, uninterrupted_total_ns) = if self.samples.len() >= 3 {
+            let slow: Vec<f64> = self
+                .samples
+                .iter()
+                .copied()
+                .filter(|&t| t > cutoff)
+                .collect();
+            (slow.len() as u64, total - slow.iter().sum::<f64>())
+        } else {
+            (0, total)
+        };
+        ContextStats {
+            rank: 0,
+            values: columns
+                .context
+                .iter()
+                .zip(&self.key)
+                .map(|(&i, &v)| ContextValue {
+                    name: info.values[i].name.clone(),
+                    value: v,
+                    display: info.values[i].kind.display(v),
+                })
+                .collect(),
+            threads: self.threads,
+            callers: self.callers.len(),
+            calls: self.samples.len() as u64,
+            total_ns: total,
+            share: 0.0,
+            all,
+            interrupted,
+            uninterrupted_total_ns,
+            early: Summary::of(&self.samples[..split]),
+            late: Summary::of(&self.samples[split..]),
+            distinct_pointers: columns
+                .pointer
+                .iter()
+                .zip(&self.pointers)
+                .map(|(&i, set)| (info.values[i].name.clone(), set.len()))
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,15 @@ use std::fmt::Write as _;
 /// the early/late split of the dominant contexts.
 pub fn render_table(report: &Report, top: usize) -> String {
     let mut o = String::new();
+    header(&mut o, report);
+    contexts(&mut o, report, top);
+    early_late(&mut o, report, top);
+    o
+}
+
+/// The routine, its calls and where it lives, the timer, and what was left
+/// out of the contexts.
+fn header(o: &mut String, report: &Report) {
     let _ = writeln!(
         o,
         "routine {}: {} calls in {} thread(s), {} process(es), {} in the routine; {} dropped",
@@ -56,6 +65,10 @@ pub fn render_table(report: &Report, top: usize) -> String {
             "{name}: {n} distinct values, treated as data rather than part of the call context"
         );
     }
+}
+
+/// The top `top` contexts ranked by time, and what the rest add up to.
+fn contexts(o: &mut String, report: &Report, top: usize) {
     let _ = writeln!(o);
     let label_w = report
         .contexts
@@ -93,6 +106,11 @@ pub fn render_table(report: &Report, top: usize) -> String {
             rest * 100.0
         );
     }
+}
+
+/// The dominant contexts' first calls against the rest (cold against warm
+/// caches), their buffers and threads.
+fn early_late(o: &mut String, report: &Report, top: usize) {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
@@ -138,5 +156,4 @@ pub fn render_table(report: &Report, top: usize) -> String {
             );
         }
     }
-    o
 }
