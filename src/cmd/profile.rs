@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use instrument::{format, interpose, report, session};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -94,22 +94,11 @@ fn run_profile(a: RunArgs) -> CmdResult {
         );
     }
     let work = toolchain::scratch_dir("tdg-profile").context("creating a scratch directory")?;
-    let mut name = PathBuf::from(&a.command[0])
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "profile".into());
-    let shim = match &a.spec {
-        Some(spec_path) => {
-            let spec = spec_lang::load(spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
-            let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
-            let incs = interpose::include_dirs_for(spec_path, &a.include);
-            let built = interpose::build_interposers(&cc, &spec, &work.path().join("shim"), &incs)
-                .context("building the LD_PRELOAD shim")?;
-            name = spec.routine.name.name.clone();
-            Some(built.preload_shim)
-        }
-        None => None,
-    };
+    let shim = a
+        .spec
+        .as_deref()
+        .map(|s| build_shim(&a, s, work.path()))
+        .transpose()?;
     let out_dir = work.path().join("out");
     std::fs::create_dir_all(&out_dir)?;
     let settings = session::RuntimeSettings {
@@ -117,7 +106,8 @@ fn run_profile(a: RunArgs) -> CmdResult {
         records: a.records,
         cached_stores: a.cached_stores,
     };
-    let outcome = match session::run_profiled(&a.command, shim.as_deref(), &settings, &out_dir) {
+    let preload = shim.as_ref().map(|(path, _)| path.as_path());
+    let outcome = match session::run_profiled(&a.command, preload, &settings, &out_dir) {
         // The spec names a routine the program does not have: every run
         // would end the same way.
         Err(e @ session::SessionError::Unresolved(_)) => {
@@ -125,61 +115,26 @@ fn run_profile(a: RunArgs) -> CmdResult {
         }
         other => other?,
     };
-    let output = a
-        .output
-        .unwrap_or_else(|| PathBuf::from(format!("{name}.tdgp")));
+    let output = a.output.clone().unwrap_or_else(|| {
+        let name = match &shim {
+            Some((_, routine)) => routine.clone(),
+            None => PathBuf::from(&a.command[0])
+                .file_name()
+                .map_or_else(|| "profile".into(), |n| n.to_string_lossy().into_owned()),
+        };
+        PathBuf::from(format!("{name}.tdgp"))
+    });
     format::write(&outcome.profile, &output)?;
     let p = &outcome.profile;
-    let routines: Vec<serde_json::Value> = p
-        .routines
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let n = p.records.iter().filter(|x| x.routine as usize == i).count();
-            serde_json::json!({ "name": r.name, "calls": n, "dropped": r.dropped })
-        })
-        .collect();
-    let per_routine: Vec<String> = routines
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {} calls ({} dropped)",
-                r["name"].as_str().unwrap_or(""),
-                r["calls"],
-                r["dropped"]
-            )
-        })
-        .collect();
+    let routines = recorded(p);
     let program = a.command[0].to_string_lossy();
-    let mut table = format!(
-        "tdg: `{program}` {}; recorded {} in {} process(es); wrote {}\n",
-        outcome.how_it_ended(),
-        per_routine.join(", "),
-        p.pids.len(),
-        output.display()
-    );
-    if outcome.unresolved {
-        table.push_str(&format!(
-            "tdg: {}\n",
-            session::unresolved_explanation(&program)
-        ));
-    }
     for lost in &outcome.lost {
         eprintln!(
             "tdg: warning: {lost}; its calls are missing from {} (free space there and run it again)",
             output.display()
         );
     }
-    if p.dropped > 0 {
-        table.push_str(&format!(
-            "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger\n",
-            p.dropped, p.capacity
-        ));
-    }
-    table.push_str(&format!(
-        "tdg: next: tdg profile report {}\n",
-        output.display()
-    ));
+    let table = ended(&outcome, &program, &routines, &output);
     let (code, signal) = (outcome.status.code(), outcome.status.signal());
     if a.report.is_json() || a.report.out.is_some() {
         a.report.write_report(
@@ -206,6 +161,76 @@ fn run_profile(a: RunArgs) -> CmdResult {
         Some(0) => ExitCode::SUCCESS,
         _ => ExitCode::from(formats::Failure::Crash.exit_code()),
     })
+}
+
+/// The spec's `LD_PRELOAD` shim, built in `work`, and the routine it
+/// interposes (the profile's default name).
+fn build_shim(a: &RunArgs, spec_path: &Path, work: &Path) -> anyhow::Result<(PathBuf, String)> {
+    let spec = spec_lang::load(spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
+    let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
+    let incs = interpose::include_dirs_for(spec_path, &a.include);
+    let built = interpose::build_interposers(&cc, &spec, &work.join("shim"), &incs)
+        .context("building the LD_PRELOAD shim")?;
+    Ok((built.preload_shim, spec.routine.name.name.clone()))
+}
+
+/// One routine's calls in a profile.
+#[derive(serde::Serialize)]
+struct RoutineCalls {
+    name: String,
+    calls: usize,
+    dropped: u64,
+}
+
+fn recorded(p: &format::Profile) -> Vec<RoutineCalls> {
+    p.routines
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RoutineCalls {
+            name: r.name.clone(),
+            calls: p.records.iter().filter(|x| x.routine as usize == i).count(),
+            dropped: r.dropped,
+        })
+        .collect()
+}
+
+/// What the run did and where its profile went, with the warnings that
+/// change what the profile can be trusted for and the next command.
+fn ended(
+    outcome: &session::SessionOutcome,
+    program: &str,
+    routines: &[RoutineCalls],
+    output: &Path,
+) -> String {
+    let p = &outcome.profile;
+    let per_routine: Vec<String> = routines
+        .iter()
+        .map(|r| format!("{} {} calls ({} dropped)", r.name, r.calls, r.dropped))
+        .collect();
+    let mut table = format!(
+        "tdg: `{program}` {}; recorded {} in {} process(es); wrote {}\n",
+        outcome.how_it_ended(),
+        per_routine.join(", "),
+        p.pids.len(),
+        output.display()
+    );
+    if outcome.unresolved {
+        table.push_str(&format!(
+            "tdg: {}\n",
+            session::unresolved_explanation(program)
+        ));
+    }
+    if p.dropped > 0 {
+        table.push_str(&format!(
+            "tdg: warning: {} calls were not recorded because the buffer ({} records) was full; rerun with --calls larger\n",
+            p.dropped, p.capacity
+        ));
+    }
+    table.push_str(&format!(
+        "tdg: next: tdg profile report {}\n",
+        output.display()
+    ));
+    table
 }
 
 fn run_report(a: ReportArgs) -> CmdResult {
