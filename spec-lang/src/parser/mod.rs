@@ -55,32 +55,34 @@ pub fn parse(src: &str, file: &str) -> Result<Spec, Diagnostics> {
 /// Parses one scalar expression (as written in a `-D NAME=expr` override or a
 /// flop formula). Spans are offsets into `src` plus `base`.
 pub fn parse_expr(src: &str, base: usize) -> Result<Expr, Diagnostic> {
-    if let Some(mut d) = nesting_too_deep(src) {
-        if let Some(s) = d.span.as_mut() {
-            s.start += base;
-            s.end += base;
-        }
-        return Err(d);
-    }
-    pest::set_error_detail(true);
-    let mut pairs = SpecParser::parse(Rule::flop_formula, src)
-        .map_err(|e| pest_error(&e, src, base, InputKind::Formula))?;
-    let formula = pairs.next().expect("grammar: flop_formula root");
-    let expr_pair = formula
-        .into_inner()
-        .next()
-        .expect("grammar: flop_formula has an expr");
-    let mut b = Builder {
-        base,
-        ..Builder::default()
-    };
-    b.expr(expr_pair, 0)
+    parse_formula(src, base, Rule::flop_formula, InputKind::Formula, |b, p| {
+        b.expr(p, 0)
+    })
 }
 
 /// Parses a search-space constraint (a `constraint="..."` of the `tune`
 /// clause, or `tdg tune --constraint`): comparisons of expressions joined
 /// by `&&` and `||`. Spans are offsets into `src` plus `base`.
 pub fn parse_condition(src: &str, base: usize) -> Result<Condition, Diagnostic> {
+    parse_formula(
+        src,
+        base,
+        Rule::condition_formula,
+        InputKind::Condition,
+        |b, p| b.condition(p, 0),
+    )
+}
+
+/// A formula on its own (`rule` wraps one item and the end of input):
+/// refused early when nested too deep for the parser's stack, else parsed
+/// and its one item built.
+fn parse_formula<T>(
+    src: &str,
+    base: usize,
+    rule: Rule,
+    kind: InputKind,
+    build: impl FnOnce(&mut Builder, Pair<Rule>) -> Built<T>,
+) -> Result<T, Diagnostic> {
     if let Some(mut d) = nesting_too_deep(src) {
         if let Some(s) = d.span.as_mut() {
             s.start += base;
@@ -89,18 +91,18 @@ pub fn parse_condition(src: &str, base: usize) -> Result<Condition, Diagnostic> 
         return Err(d);
     }
     pest::set_error_detail(true);
-    let mut pairs = SpecParser::parse(Rule::condition_formula, src)
-        .map_err(|e| pest_error(&e, src, base, InputKind::Condition))?;
-    let formula = pairs.next().expect("grammar: condition_formula root");
-    let condition = formula
+    let mut pairs = SpecParser::parse(rule, src).map_err(|e| pest_error(&e, src, base, kind))?;
+    let item = pairs
+        .next()
+        .expect("grammar: a formula's root")
         .into_inner()
         .next()
-        .expect("grammar: condition_formula has a condition");
+        .expect("grammar: a formula holds one item");
     let mut b = Builder {
         base,
         ..Builder::default()
     };
-    b.condition(condition, 0)
+    build(&mut b, item)
 }
 
 #[derive(Default)]
@@ -110,6 +112,22 @@ struct Builder {
     base: usize,
     /// Whole source, for line numbers in hints.
     src: String,
+}
+
+/// The clauses of a spec as they are read, each at most once (includes
+/// repeat).
+#[derive(Default)]
+struct Clauses {
+    includes: Vec<Include>,
+    lang: Option<Lang>,
+    routine: Option<Routine>,
+    init: Option<Vec<Init>>,
+    returns: Option<Vec<Output>>,
+    record: Option<RecordClause>,
+    flop: Option<Flop>,
+    timer: Option<TimerClause>,
+    checkpoint: Option<CheckpointClause>,
+    tune: Option<TuneClause>,
 }
 
 impl Builder {
@@ -122,140 +140,23 @@ impl Builder {
     }
 
     fn spec(&mut self, pair: Pair<Rule>) -> Option<Spec> {
-        let mut includes = Vec::new();
-        let mut lang: Option<(Lang, Span)> = None;
-        let mut routine: Option<Routine> = None;
-        let mut init: Option<(Vec<Init>, Span)> = None;
-        let mut returns: Option<(Vec<Output>, Span)> = None;
-        let mut record: Option<RecordClause> = None;
-        let mut flop: Option<Flop> = None;
-        let mut timer: Option<TimerClause> = None;
-        let mut checkpoint: Option<CheckpointClause> = None;
-        let mut tune: Option<TuneClause> = None;
+        let mut c = Clauses::default();
         let mut seen: Vec<(&'static str, Span)> = Vec::new();
-
         for clause in pair.into_inner() {
             let span = self.sp(&clause);
-            let key: &'static str = match clause.as_rule() {
-                Rule::include_clause => "include",
-                Rule::lang_clause => "lang",
-                Rule::routine_clause => "routine",
-                Rule::init_clause => "init",
-                Rule::returns_clause => "returns",
-                Rule::record_clause => "record",
-                Rule::flop_clause => "flop",
-                Rule::timer_clause => "timer",
-                Rule::checkpoint_clause => "checkpoint",
-                Rule::tune_clause => "tune",
-                Rule::unknown_clause => {
-                    let w = clause
-                        .into_inner()
-                        .next()
-                        .expect("grammar: unknown_clause word");
-                    let name = w.as_str();
-                    let d = Diagnostic::new(format!("unknown clause `{name}=`"), self.sp(&w))
-                        .with_hint(did_you_mean(name, CLAUSES.iter().copied()).unwrap_or_else(|| {
-                            "clauses are include=, lang=, routine=, init=, returns(...), record=, flop=, timer=, checkpoint=, tune=".into()
-                        }));
-                    self.err(d);
-                    continue;
-                }
-                Rule::EOI => continue,
-                r => unreachable!("grammar: unexpected clause rule {r:?}"),
+            let Some(key) = self.clause_key(&clause) else {
+                continue;
             };
             if key != "include" {
-                if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
-                    let first = *first;
-                    self.err(
-                        Diagnostic::new(
-                            format!("duplicate `{key}` clause"),
-                            Span::new(span.start, span.start + key.len()),
-                        )
-                        .with_hint(format!(
-                            "merge it with the first one (line {})",
-                            crate::diag::line_col(&self.src, first.start).0
-                        )),
-                    );
+                if let Some(&(_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                    self.duplicate_clause(key, span, first);
                     continue;
                 }
                 seen.push((key, span));
             }
-            match key {
-                "include" => {
-                    let s = clause.into_inner().next().expect("grammar: include string");
-                    includes.push(Include {
-                        text: unescape(inner_str(&s)),
-                        span,
-                    });
-                }
-                "lang" => {
-                    let w = clause.into_inner().next().expect("grammar: lang word");
-                    match w.as_str().to_ascii_lowercase().as_str() {
-                        "c" => lang = Some((Lang::C, span)),
-                        "fortran" => lang = Some((Lang::Fortran, span)),
-                        other => {
-                            let d =
-                                Diagnostic::new(format!("unknown language `{other}`"), self.sp(&w))
-                                    .with_hint("write `lang=c;` or `lang=fortran;`");
-                            self.err(d);
-                        }
-                    }
-                }
-                "routine" => match self.routine(clause) {
-                    Ok(r) => routine = Some(r),
-                    Err(d) => self.err(d),
-                },
-                "init" => {
-                    let mut entries = Vec::new();
-                    for e in clause.into_inner() {
-                        match self.init_entry(e) {
-                            Ok(i) => entries.push(i),
-                            Err(d) => self.err(d),
-                        }
-                    }
-                    init = Some((entries, span));
-                }
-                "returns" => {
-                    let mut outputs = Vec::new();
-                    for item in clause.into_inner() {
-                        match self.returns_item(item) {
-                            Ok(o) => outputs.push(o),
-                            Err(d) => self.err(d),
-                        }
-                    }
-                    returns = Some((outputs, span));
-                }
-                "record" => {
-                    let names = clause
-                        .into_inner()
-                        .map(|w| Ident {
-                            name: w.as_str().to_string(),
-                            span: self.sp(&w),
-                        })
-                        .collect();
-                    record = Some(RecordClause { names, span });
-                }
-                "flop" => match self.flop(clause) {
-                    Ok(f) => flop = Some(f),
-                    Err(d) => self.err(d),
-                },
-                "timer" => match self.timer(clause) {
-                    Ok(t) => timer = Some(t),
-                    Err(d) => self.err(d),
-                },
-                "checkpoint" => match self.checkpoint(clause) {
-                    Ok(c) => checkpoint = Some(c),
-                    Err(d) => self.err(d),
-                },
-                "tune" => match self.tune(clause) {
-                    Ok(t) => tune = Some(t),
-                    Err(d) => self.err(d),
-                },
-                _ => unreachable!(),
-            }
+            self.clause(key, clause, span, &mut c);
         }
-
-        let Some(routine) = routine else {
+        let Some(routine) = c.routine else {
             if !self.errors.is_empty() {
                 return None;
             }
@@ -266,17 +167,132 @@ impl Builder {
             return None;
         };
         Some(Spec {
-            includes,
-            lang: lang.map(|(l, _)| l).unwrap_or_default(),
+            includes: c.includes,
+            lang: c.lang.unwrap_or_default(),
             routine,
-            init: init.map(|(v, _)| v).unwrap_or_default(),
-            returns: returns.map(|(v, _)| v).unwrap_or_default(),
-            record,
-            flop,
-            timer,
-            checkpoint,
-            tune,
+            init: c.init.unwrap_or_default(),
+            returns: c.returns.unwrap_or_default(),
+            record: c.record,
+            flop: c.flop,
+            timer: c.timer,
+            checkpoint: c.checkpoint,
+            tune: c.tune,
         })
+    }
+
+    /// The clause's keyword; `None` for the end of input and for an unknown
+    /// clause (reported, with the nearest known one).
+    fn clause_key(&mut self, clause: &Pair<Rule>) -> Option<&'static str> {
+        Some(match clause.as_rule() {
+            Rule::include_clause => "include",
+            Rule::lang_clause => "lang",
+            Rule::routine_clause => "routine",
+            Rule::init_clause => "init",
+            Rule::returns_clause => "returns",
+            Rule::record_clause => "record",
+            Rule::flop_clause => "flop",
+            Rule::timer_clause => "timer",
+            Rule::checkpoint_clause => "checkpoint",
+            Rule::tune_clause => "tune",
+            Rule::unknown_clause => {
+                let w = clause
+                    .clone()
+                    .into_inner()
+                    .next()
+                    .expect("grammar: unknown_clause word");
+                let name = w.as_str();
+                let d = Diagnostic::new(format!("unknown clause `{name}=`"), self.sp(&w))
+                    .with_hint(did_you_mean(name, CLAUSES.iter().copied()).unwrap_or_else(|| {
+                        "clauses are include=, lang=, routine=, init=, returns(...), record=, flop=, timer=, checkpoint=, tune=".into()
+                    }));
+                self.err(d);
+                return None;
+            }
+            Rule::EOI => return None,
+            r => unreachable!("grammar: unexpected clause rule {r:?}"),
+        })
+    }
+
+    fn duplicate_clause(&mut self, key: &str, span: Span, first: Span) {
+        self.err(
+            Diagnostic::new(
+                format!("duplicate `{key}` clause"),
+                Span::new(span.start, span.start + key.len()),
+            )
+            .with_hint(format!(
+                "merge it with the first one (line {})",
+                crate::diag::line_col(&self.src, first.start).0
+            )),
+        );
+    }
+
+    /// A clause built into its place in `c`; its errors are collected.
+    fn clause(&mut self, key: &str, clause: Pair<Rule>, span: Span, c: &mut Clauses) {
+        match key {
+            "include" => {
+                let s = clause.into_inner().next().expect("grammar: include string");
+                c.includes.push(Include {
+                    text: unescape(inner_str(&s)),
+                    span,
+                });
+            }
+            "lang" => c.lang = self.lang(clause),
+            "routine" => c.routine = self.kept(|b| b.routine(clause)),
+            "init" => {
+                let mut entries = Vec::new();
+                for e in clause.into_inner() {
+                    entries.extend(self.kept(|b| b.init_entry(e)));
+                }
+                c.init = Some(entries);
+            }
+            "returns" => {
+                let mut outputs = Vec::new();
+                for item in clause.into_inner() {
+                    outputs.extend(self.kept(|b| b.returns_item(item)));
+                }
+                c.returns = Some(outputs);
+            }
+            "record" => {
+                let names = clause
+                    .into_inner()
+                    .map(|w| Ident {
+                        name: w.as_str().to_string(),
+                        span: self.sp(&w),
+                    })
+                    .collect();
+                c.record = Some(RecordClause { names, span });
+            }
+            "flop" => c.flop = self.kept(|b| b.flop(clause)),
+            "timer" => c.timer = self.kept(|b| b.timer(clause)),
+            "checkpoint" => c.checkpoint = self.kept(|b| b.checkpoint(clause)),
+            "tune" => c.tune = self.kept(|b| b.tune(clause)),
+            _ => unreachable!("clause_key names every clause"),
+        }
+    }
+
+    /// What `build` built, or `None` with its diagnostic collected.
+    fn kept<T>(&mut self, build: impl FnOnce(&mut Self) -> Built<T>) -> Option<T> {
+        match build(self) {
+            Ok(t) => Some(t),
+            Err(d) => {
+                self.err(d);
+                None
+            }
+        }
+    }
+
+    fn lang(&mut self, clause: Pair<Rule>) -> Option<Lang> {
+        let w = clause.into_inner().next().expect("grammar: lang word");
+        match w.as_str().to_ascii_lowercase().as_str() {
+            "c" => Some(Lang::C),
+            "fortran" => Some(Lang::Fortran),
+            other => {
+                let d = Diagnostic::new(format!("unknown language `{other}`"), self.sp(&w))
+                    .with_hint("write `lang=c;` or `lang=fortran;`");
+                self.err(d);
+                None
+            }
+        }
     }
 
     fn routine(&mut self, clause: Pair<Rule>) -> Built<Routine> {
@@ -784,112 +800,12 @@ impl Builder {
         let mut method_span = None;
         for (key, v) in self.settings(clause, TIMER_SETTINGS)? {
             let vspan = self.sp(&v);
-            let text = v.as_str();
-            fn keyword<K: Keyword>(text: &str, span: Span) -> Built<K> {
-                K::from_spelling(text).ok_or_else(|| {
-                    let choices = K::spellings();
-                    Diagnostic::new(format!("`{text}` is not a valid {}", K::FAMILY), span)
-                        .with_hint(
-                            did_you_mean(text, choices.iter().copied())
-                                .unwrap_or_else(|| format!("use one of: {}", choices.join(", "))),
-                        )
-                })
+            if key.name == "method" {
+                method_span = Some(vspan);
             }
-            match key.name.as_str() {
-                "method" => {
-                    t.method = Some(keyword(text, vspan)?);
-                    method_span = Some(vspan);
-                }
-                "samples" => {
-                    let n = match parse_int(text) {
-                        Some(n) if (1..=u32::MAX as i64).contains(&n) => n as u32,
-                        _ => {
-                            return Err(Diagnostic::new(
-                                format!("`{text}` is not a sample count"),
-                                vspan,
-                            )
-                            .with_hint("write a positive integer, e.g. samples=7"))
-                        }
-                    };
-                    t.samples = Some(n);
-                }
-                "select" => t.select = Some(keyword(text, vspan)?),
-                "flush" => t.flush = Some(keyword(text, vspan)?),
-                "flush_size" => {
-                    t.flush_size = Some(parse_flush_size(text).ok_or_else(|| {
-                        Diagnostic::new(format!("`{text}` is not a flush size"), vspan).with_hint(
-                            "write a cache level (L1, L2, L3, LLC) or a size with unit (512K, 4M)",
-                        )
-                    })?)
-                }
-                "min_interval" => {
-                    t.min_interval_ns = Some(parse_duration_ns(text).ok_or_else(|| {
-                        Diagnostic::new(format!("`{text}` is not a duration"), vspan)
-                            .with_hint("write a number with a unit: ns, us, ms or s (e.g. 1ms)")
-                    })?)
-                }
-                "code_offset" => {
-                    t.code_offset =
-                        Some(parse_int(text).and_then(CodeOffset::new).ok_or_else(|| {
-                            Diagnostic::new(
-                                format!("`{text}` is not an offset within a page"),
-                                vspan,
-                            )
-                            .with_hint(CodeOffset::HINT)
-                        })?)
-                }
-                "threads" => {
-                    t.threads = Some(match parse_int(text) {
-                        Some(n) if (1..=i64::from(MAX_THREADS)).contains(&n) => n as u32,
-                        _ => {
-                            return Err(Diagnostic::new(
-                                format!("`{text}` is not a thread count"),
-                                vspan,
-                            )
-                            .with_hint(format!("write how many threads the routine runs with, 1 to {MAX_THREADS}, e.g. threads=2")))
-                        }
-                    });
-                }
-                "min_time" => t.min_time_ms = Some(sampling_ms(text, vspan, 0)?),
-                "max_time" => t.max_time_ms = Some(sampling_ms(text, vspan, 1)?),
-                "stable" => {
-                    let pct = text
-                        .strip_suffix('%')
-                        .and_then(|v| v.parse::<f64>().ok())
-                        .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0);
-                    t.stable_pct = Some(pct.ok_or_else(|| {
-                        Diagnostic::new(format!("`{text}` is not a tolerance in per cent"), vspan)
-                            .with_hint("write a percentage above 0 and below 100, e.g. stable=0.5%")
-                    })?);
-                }
-                _ => unreachable!(),
-            }
+            timer_setting(&mut t, &key.name, v.as_str(), vspan)?;
         }
-        // CPU time sums what every thread spent, so a parallel routine would
-        // read as perfectly parallel (the ATLAS timing paper's rule: wall
-        // time for parallel code).
-        if let (Some(TimerMethod::Cpu), Some(n), Some(at)) = (t.method, t.threads, method_span) {
-            if n > 1 {
-                return Err(Diagnostic::new(
-                    format!("method=cpu cannot time a routine on {n} threads"),
-                    at,
-                )
-                .with_hint(
-                    "CPU time adds up the threads' time and hides their waiting; use method=cycle or method=wall",
-                ));
-            }
-        }
-        // The budget's two ends, when the spec sets both, are checked here
-        // where both are located; against the command line the model checks.
-        if let (Some(lo), Some(hi)) = (t.min_time_ms, t.max_time_ms) {
-            if hi < lo {
-                return Err(Diagnostic::new(
-                    format!("max_time ({hi} ms) is below min_time ({lo} ms)"),
-                    span,
-                )
-                .with_hint("sampling stops at max_time: make it at least min_time"));
-            }
-        }
+        timer_consistent(&t, method_span)?;
         Ok(t)
     }
 
@@ -1380,4 +1296,117 @@ impl Builder {
             )),
         }
     }
+}
+
+/// One `timer={...}` setting, checked and stored in `t`.
+fn timer_setting(t: &mut TimerClause, key: &str, text: &str, vspan: Span) -> Built<()> {
+    match key {
+        "method" => t.method = Some(keyword(text, vspan)?),
+        "samples" => {
+            t.samples = Some(count_in(text, vspan, u32::MAX, "a sample count", || {
+                "write a positive integer, e.g. samples=7".into()
+            })?)
+        }
+        "select" => t.select = Some(keyword(text, vspan)?),
+        "flush" => t.flush = Some(keyword(text, vspan)?),
+        "flush_size" => {
+            t.flush_size = Some(parse_flush_size(text).ok_or_else(|| {
+                Diagnostic::new(format!("`{text}` is not a flush size"), vspan).with_hint(
+                    "write a cache level (L1, L2, L3, LLC) or a size with unit (512K, 4M)",
+                )
+            })?)
+        }
+        "min_interval" => {
+            t.min_interval_ns = Some(parse_duration_ns(text).ok_or_else(|| {
+                Diagnostic::new(format!("`{text}` is not a duration"), vspan)
+                    .with_hint("write a number with a unit: ns, us, ms or s (e.g. 1ms)")
+            })?)
+        }
+        "code_offset" => {
+            t.code_offset = Some(parse_int(text).and_then(CodeOffset::new).ok_or_else(|| {
+                Diagnostic::new(format!("`{text}` is not an offset within a page"), vspan)
+                    .with_hint(CodeOffset::HINT)
+            })?)
+        }
+        "threads" => {
+            t.threads = Some(count_in(
+                text,
+                vspan,
+                MAX_THREADS,
+                "a thread count",
+                || {
+                    format!("write how many threads the routine runs with, 1 to {MAX_THREADS}, e.g. threads=2")
+                },
+            )?)
+        }
+        "min_time" => t.min_time_ms = Some(sampling_ms(text, vspan, 0)?),
+        "max_time" => t.max_time_ms = Some(sampling_ms(text, vspan, 1)?),
+        "stable" => {
+            let pct = text
+                .strip_suffix('%')
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|p| p.is_finite() && *p > 0.0 && *p < 100.0);
+            t.stable_pct = Some(pct.ok_or_else(|| {
+                Diagnostic::new(format!("`{text}` is not a tolerance in per cent"), vspan)
+                    .with_hint("write a percentage above 0 and below 100, e.g. stable=0.5%")
+            })?);
+        }
+        _ => unreachable!("settings() admits only TIMER_SETTINGS"),
+    }
+    Ok(())
+}
+
+/// A keyword of family `K` (a timer method, an estimator, a flush method).
+fn keyword<K: Keyword>(text: &str, span: Span) -> Built<K> {
+    K::from_spelling(text).ok_or_else(|| {
+        let choices = K::spellings();
+        Diagnostic::new(format!("`{text}` is not a valid {}", K::FAMILY), span).with_hint(
+            did_you_mean(text, choices.iter().copied())
+                .unwrap_or_else(|| format!("use one of: {}", choices.join(", "))),
+        )
+    })
+}
+
+/// A whole number from 1 to `max`, else `` `text` is not WHAT `` with the hint.
+fn count_in(
+    text: &str,
+    span: Span,
+    max: u32,
+    what: &str,
+    hint: impl FnOnce() -> String,
+) -> Built<u32> {
+    match parse_int(text) {
+        Some(n) if (1..=i64::from(max)).contains(&n) => Ok(n as u32),
+        _ => Err(Diagnostic::new(format!("`{text}` is not {what}"), span).with_hint(hint())),
+    }
+}
+
+/// The rules between a timer clause's settings.
+fn timer_consistent(t: &TimerClause, method_span: Option<Span>) -> Built<()> {
+    // CPU time sums what every thread spent, so a parallel routine would
+    // read as perfectly parallel (the ATLAS timing paper's rule: wall
+    // time for parallel code).
+    if let (Some(TimerMethod::Cpu), Some(n), Some(at)) = (t.method, t.threads, method_span) {
+        if n > 1 {
+            return Err(Diagnostic::new(
+                format!("method=cpu cannot time a routine on {n} threads"),
+                at,
+            )
+            .with_hint(
+                "CPU time adds up the threads' time and hides their waiting; use method=cycle or method=wall",
+            ));
+        }
+    }
+    // The budget's two ends, when the spec sets both, are checked here
+    // where both are located; against the command line the model checks.
+    if let (Some(lo), Some(hi)) = (t.min_time_ms, t.max_time_ms) {
+        if hi < lo {
+            return Err(Diagnostic::new(
+                format!("max_time ({hi} ms) is below min_time ({lo} ms)"),
+                t.span,
+            )
+            .with_hint("sampling stops at max_time: make it at least min_time"));
+        }
+    }
+    Ok(())
 }
