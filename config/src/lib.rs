@@ -9,9 +9,13 @@
 //! same type and turns it into compiler and driver options in one place:
 //! [`Config::apply`].
 //!
-//! On disk a configuration is a JSON object, `{"NB": 64, "MU": 4}`, in its
-//! parameters' order; the reader also takes the list of `[name, value]`
-//! pairs campaign results were stored as before this type existed.
+//! A value is an integer (`NB=64`) or a name (`ORDER=ikj`: a loop order, a
+//! pragma choice; a categorical parameter, whose values have no order).
+//!
+//! On disk a configuration is a JSON object, `{"NB": 64, "ORDER": "ikj"}`,
+//! in its parameters' order; the reader also takes the list of
+//! `[name, value]` pairs campaign results were stored as before this type
+//! existed.
 
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -56,7 +60,20 @@ impl Kind {
     }
 
     /// Whether a parameter of this kind may take `value`, and why not.
-    pub fn check(self, value: i64) -> Result<(), String> {
+    pub fn check(self, value: &Value) -> Result<(), String> {
+        let value = match (self, value) {
+            (Kind::Macro, _) => return Ok(()),
+            (_, Value::Int(v)) => *v,
+            (_, Value::Name(n)) => {
+                return Err(format!(
+                    "`{n}` is a name; {} takes integers",
+                    match self {
+                        Kind::Threads => THREADS,
+                        _ => CODE_OFFSET,
+                    }
+                ))
+            }
+        };
         match self {
             Kind::Macro => Ok(()),
             Kind::Threads => {
@@ -97,6 +114,102 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// One parameter's value: an integer, or a name (a categorical
+/// parameter's choice). Integers order before names; names have no order
+/// among themselves that means anything to a search (it is only there so
+/// configurations can be sorted and kept in sets).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    Int(i64),
+    Name(String),
+}
+
+impl Value {
+    /// A name value: a C identifier (it becomes a macro's value and part
+    /// of a macro name, `-DORDER=ikj -DORDER_ikj`, and of file names).
+    pub fn name(text: &str) -> Result<Value, String> {
+        check_name(text)
+            .map(|()| Value::Name(text.to_string()))
+            .map_err(|_| format!("`{text}` is neither an integer nor a C identifier"))
+    }
+
+    /// The value as `--param` and `--start` write it: an integer when it
+    /// reads as one, else a name.
+    pub fn parse(text: &str) -> Result<Value, String> {
+        let text = text.trim();
+        match text.parse::<i64>() {
+            Ok(v) => Ok(Value::Int(v)),
+            Err(_) => Value::name(text),
+        }
+    }
+
+    /// The integer, if the value is one.
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            Value::Name(_) => None,
+        }
+    }
+
+    pub fn is_name(&self) -> bool {
+        matches!(self, Value::Name(_))
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Int(v) => serializer.serialize_i64(*v),
+            Value::Name(n) => serializer.serialize_str(n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+impl Visitor<'_> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an integer or a C identifier")
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        i64::try_from(v)
+            .map(Value::Int)
+            .map_err(|_| E::custom(format!("{v} is past the largest integer value")))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Value::name(v).map_err(E::custom)
+    }
+}
+
 /// Why a configuration could not be made: one line naming the parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(String);
@@ -114,16 +227,17 @@ impl std::error::Error for ConfigError {}
 pub struct Setting {
     name: String,
     kind: Kind,
-    value: i64,
+    value: Value,
 }
 
 impl Setting {
     /// `name=value`, its kind given by the name; refused when the name is
     /// not a C identifier or the kind does not admit the value.
-    pub fn new(name: &str, value: i64) -> Result<Setting, ConfigError> {
+    pub fn new(name: &str, value: impl Into<Value>) -> Result<Setting, ConfigError> {
+        let value = value.into();
         check_name(name).map_err(ConfigError)?;
         let kind = Kind::of(name);
-        kind.check(value)
+        kind.check(&value)
             .map_err(|why| ConfigError(format!("{name}={value}: {why}")))?;
         Ok(Setting {
             name: name.to_string(),
@@ -140,8 +254,25 @@ impl Setting {
         self.kind
     }
 
-    pub fn value(&self) -> i64 {
-        self.value
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The value if it is an integer.
+    pub fn int(&self) -> Option<i64> {
+        self.value.int()
+    }
+}
+
+impl Setting {
+    /// The macros a macro parameter defines: `NB=64`; for a name,
+    /// `ORDER=ikj` and its selector `ORDER_ikj=1`.
+    fn macros(&self) -> Vec<(String, String)> {
+        let mut out = vec![(self.name.clone(), self.value.to_string())];
+        if let Value::Name(n) = &self.value {
+            out.push((format!("{}_{n}", self.name), "1".into()));
+        }
+        out
     }
 }
 
@@ -164,8 +295,8 @@ impl Config {
     }
 
     /// A configuration of `(name, value)` pairs in order.
-    pub fn from_pairs<N: AsRef<str>>(
-        pairs: impl IntoIterator<Item = (N, i64)>,
+    pub fn from_pairs<N: AsRef<str>, V: Into<Value>>(
+        pairs: impl IntoIterator<Item = (N, V)>,
     ) -> Result<Config, ConfigError> {
         let mut c = Config::new();
         for (name, value) in pairs {
@@ -191,7 +322,14 @@ impl Config {
         }
     }
 
+    /// The parameter's value when it is an integer (`None` for a name or
+    /// a parameter the configuration lacks: see [`Config::value`]).
     pub fn get(&self, name: &str) -> Option<i64> {
+        self.setting(name).and_then(Setting::int)
+    }
+
+    /// The parameter's value, integer or name.
+    pub fn value(&self, name: &str) -> Option<&Value> {
         self.setting(name).map(Setting::value)
     }
 
@@ -220,12 +358,14 @@ impl Config {
     pub fn team_size(&self) -> Option<u32> {
         self.of_kind(Kind::Threads)
             .next()
-            .and_then(|s| u32::try_from(s.value).ok())
+            .and_then(|s| u32::try_from(s.int()?).ok())
     }
 
     /// The configuration applied to a candidate's options, the one place
     /// each kind is given its way in: each macro replaces any `-D` of the
-    /// same name in `defines` (appended after the others), the team size
+    /// same name in `defines` (appended after the others); a name value
+    /// also defines its selector, `ORDER=ikj` is `-DORDER=ikj -DORDER_ikj=1`
+    /// (the value for token pasting, the selector for `#ifdef`); the team size
     /// replaces `threads`. The code offset is not an option of the
     /// candidate's build or run but of its placement: whoever places code
     /// (a driver, a deployment) reads [`Config::code_offset`].
@@ -233,10 +373,12 @@ impl Config {
         for s in &self.settings {
             match s.kind {
                 Kind::Macro => {
-                    defines.retain(|(k, _)| *k != s.name);
-                    defines.push((s.name.clone(), s.value.to_string()));
+                    for (name, value) in s.macros() {
+                        defines.retain(|(k, _)| *k != name);
+                        defines.push((name, value));
+                    }
                 }
-                Kind::Threads => *threads = u32::try_from(s.value).ok(),
+                Kind::Threads => *threads = s.int().and_then(|v| u32::try_from(v).ok()),
                 Kind::CodeOffset => {}
             }
         }
@@ -245,7 +387,8 @@ impl Config {
     /// The compiler's options for the macros: `-DNB=64 -DMU=4`.
     pub fn build_flags(&self) -> Vec<String> {
         self.of_kind(Kind::Macro)
-            .map(|s| format!("-D{}={}", s.name, s.value))
+            .flat_map(Setting::macros)
+            .map(|(name, value)| format!("-D{name}={value}"))
             .collect()
     }
 
@@ -260,7 +403,7 @@ impl Config {
     pub fn code_offset(&self) -> Option<u32> {
         self.of_kind(Kind::CodeOffset)
             .next()
-            .and_then(|s| u32::try_from(s.value).ok())
+            .and_then(|s| u32::try_from(s.int()?).ok())
     }
 
     /// "NB=64_MU=4_NU=2": the name of the configuration's files (a
@@ -321,12 +464,12 @@ impl<'de> Visitor<'de> for ConfigVisitor {
     type Value = Config;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a configuration: an object of parameter names and integer values")
+        f.write_str("a configuration: an object of parameter names and integer or name values")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Config, A::Error> {
         let mut c = Config::new();
-        while let Some((name, value)) = map.next_entry::<String, i64>()? {
+        while let Some((name, value)) = map.next_entry::<String, Value>()? {
             add(&mut c, &name, value)?;
         }
         Ok(c)
@@ -335,14 +478,14 @@ impl<'de> Visitor<'de> for ConfigVisitor {
     /// `[["NB", 64], ["MU", 4]]`: campaign results stored before this type.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Config, A::Error> {
         let mut c = Config::new();
-        while let Some((name, value)) = seq.next_element::<(String, i64)>()? {
+        while let Some((name, value)) = seq.next_element::<(String, Value)>()? {
             add(&mut c, &name, value)?;
         }
         Ok(c)
     }
 }
 
-fn add<E: de::Error>(c: &mut Config, name: &str, value: i64) -> Result<(), E> {
+fn add<E: de::Error>(c: &mut Config, name: &str, value: Value) -> Result<(), E> {
     Setting::new(name, value)
         .and_then(|s| c.push(s))
         .map_err(E::custom)
@@ -412,7 +555,8 @@ mod tests {
         assert_eq!(old, c);
         for bad in [
             r#"{"NB":1.5}"#,
-            r#"{"NB":"x"}"#,
+            r#"{"NB":"x y"}"#,
+            r#"{"threads":"two"}"#,
             r#"{"NB":1,"NB":2}"#,
             r#"{"a/b":1}"#,
             r#"[["NB"]]"#,
@@ -442,5 +586,42 @@ mod tests {
         assert_eq!(defines, [("MU".to_string(), "4".to_string())]);
         assert!(Setting::new("code_offset", 4096).is_err());
         assert!(Setting::new("code_offset", -1).is_err());
+    }
+
+    #[test]
+    fn a_name_value_reaches_the_candidate_as_its_macro_and_selector() {
+        let c = Config::from_pairs([
+            ("NB", Value::Int(64)),
+            ("ORDER", Value::name("ikj").unwrap()),
+        ])
+        .unwrap();
+        assert_eq!(c.to_string(), "NB=64 ORDER=ikj");
+        assert_eq!(c.build_flags(), ["-DNB=64", "-DORDER=ikj", "-DORDER_ikj=1"]);
+        assert_eq!(c.get("ORDER"), None);
+        assert_eq!(c.value("ORDER"), Some(&Value::Name("ikj".into())));
+        let mut defines = vec![("ORDER".to_string(), "ijk".to_string())];
+        let mut threads = None;
+        c.apply(&mut defines, &mut threads);
+        assert_eq!(
+            defines,
+            [
+                ("NB".to_string(), "64".to_string()),
+                ("ORDER".into(), "ikj".into()),
+                ("ORDER_ikj".into(), "1".into())
+            ]
+        );
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(text, r#"{"NB":64,"ORDER":"ikj"}"#);
+        assert_eq!(serde_json::from_str::<Config>(&text).unwrap(), c);
+        assert_eq!(c.file_stem(), "NB=64_ORDER=ikj");
+        for bad in ["a-b", "1x", ""] {
+            assert!(Value::name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Value::parse(" 12 "), Ok(Value::Int(12)));
+        let e = Setting::new("threads", Value::name("two").unwrap()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "threads=two: `two` is a name; threads takes integers"
+        );
     }
 }

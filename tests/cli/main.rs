@@ -41,6 +41,7 @@ mod run_contexts;
 mod setup_scripts;
 mod spec_cli;
 mod spec_load;
+mod tune_categorical;
 mod tune_checkpoint_state;
 mod tune_cli;
 mod tune_replay;

@@ -113,19 +113,30 @@ fn big_phi(z: f64) -> f64 {
     0.5 * libm::erfc(-z / std::f64::consts::SQRT_2)
 }
 
-/// A point's position in the unit cube: each parameter's value index over
-/// its last index (parameters are ordinal: their values are sorted).
+/// A point's position in the unit cube: an integer parameter's value index
+/// over its last index (its values are sorted); a categorical parameter
+/// one-hot, one coordinate per name at 1/sqrt(2), so any two of its names
+/// are the same distance apart (1, as an integer parameter's ends) and the
+/// surrogate sees no order among them.
 fn position(space: &Space, p: &Point) -> Vec<f64> {
-    p.0.iter()
-        .zip(&space.params)
-        .map(|(&i, q)| {
-            if q.values.len() > 1 {
-                i as f64 / (q.values.len() - 1) as f64
-            } else {
-                0.0
-            }
-        })
-        .collect()
+    let mut out = Vec::with_capacity(p.0.len());
+    for (&i, q) in p.0.iter().zip(&space.params) {
+        let n = q.values.len();
+        if q.categorical() {
+            out.extend((0..n).map(|j| {
+                if i == j {
+                    std::f64::consts::FRAC_1_SQRT_2
+                } else {
+                    0.0
+                }
+            }));
+        } else if n > 1 {
+            out.push(i as f64 / (n - 1) as f64);
+        } else {
+            out.push(0.0);
+        }
+    }
+    out
 }
 
 impl Tuner<'_> {
@@ -208,11 +219,9 @@ impl Tuner<'_> {
                 best.sort_by(|a, b| a.1.unwrap().total_cmp(&b.1.unwrap()).then(a.0.cmp(&b.0)));
                 for (p, _) in best.into_iter().take(3) {
                     for d in 0..space.params.len() {
-                        for delta in [-1, 1] {
-                            if let Some(q) = space.step(p, d, delta) {
-                                if space.allows(&q) && !self.seen(&q) && !c.contains(&q) {
-                                    c.push(q);
-                                }
+                        for q in space.neighbours(p, d) {
+                            if space.allows(&q) && !self.seen(&q) && !c.contains(&q) {
+                                c.push(q);
                             }
                         }
                     }

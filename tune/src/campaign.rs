@@ -768,6 +768,36 @@ mod tests {
     }
 
     #[test]
+    fn a_categorical_configuration_is_stored_and_served_on_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
+        let config = Config::from_pairs([
+            ("ORDER", config::Value::name("ikj").unwrap()),
+            ("NB", config::Value::Int(5)),
+        ])
+        .unwrap();
+        let mut inner = Fixed;
+        let mut local = LocalTasks {
+            objective: &mut inner,
+        };
+        let mut obj = CampaignObjective::new(&campaign, &mut local, false);
+        assert_eq!(obj.evaluate(&config).unwrap().time_ns, 1005.0);
+        let stored = std::fs::read_to_string(campaign.result_path(&config)).unwrap();
+        assert!(stored.contains(r#""ORDER": "ikj""#), "{stored}");
+        struct Never;
+        impl Executor for Never {
+            fn run(&mut self, _: &Campaign, c: &[Config]) -> Result<(), TuneError> {
+                panic!("evaluated again: {c:?}");
+            }
+        }
+        let (again, _) = Campaign::open(dir.path()).unwrap();
+        assert_eq!(again.result(&config).unwrap().config, config);
+        let mut never = Never;
+        let mut obj = CampaignObjective::new(&again, &mut never, false);
+        assert_eq!(obj.evaluate(&config).unwrap().time_ns, 1005.0);
+    }
+
+    #[test]
     fn a_campaign_is_locked_while_it_runs_and_results_from_other_inputs_are_stale() {
         let dir = tempfile::tempdir().unwrap();
         let impl_c = dir.path().join("k.c");

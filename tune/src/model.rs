@@ -8,7 +8,7 @@
 
 use crate::roles::{Role, Roles};
 use crate::space::{Point, Space};
-use config::{Config, Kind};
+use config::{Config, Kind, Value};
 use serde::Serialize;
 use spec_lang::ast::{InitValue, Spec, TuneLayout};
 
@@ -559,10 +559,10 @@ fn tile_dividing(
     let extent = |r: Role| roles.dim(r).map_or(1, |d| space.value(point, d).max(1));
     let (r, c) = (extent(Role::Rows), extent(Role::Cols));
     let step = r / gcd(r, c) * c;
-    let candidates = &space.params[dim].values;
-    (0..candidates.len())
+    let candidates = &space.params[dim];
+    (0..candidates.values.len())
         .filter(|&i| {
-            let v = candidates[i];
+            let v = candidates.int(i);
             v % step == 0 && v * 2 >= nb && v <= nb * 2
         })
         .map(|i| {
@@ -571,7 +571,7 @@ fn tile_dividing(
             q
         })
         .filter(|q| space.allows(q))
-        .min_by_key(|q| (candidates[q.0[dim]] - nb).abs())
+        .min_by_key(|q| (candidates.int(q.0[dim]) - nb).abs())
         .unwrap_or_else(|| point.clone())
 }
 
@@ -622,14 +622,14 @@ pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) ->
         for level in &levels {
             let nb = level.map(|c| cache_tile(c, tile, m.elem_bytes));
             let mut reasons = Vec::new();
-            let wanted: Vec<i64> = space
+            let wanted: Vec<Value> = space
                 .params
                 .iter()
                 .enumerate()
                 .map(|(dim, p)| {
-                    if let Some(v) = fixed.get(&p.name) {
+                    if let Some(v) = fixed.value(&p.name) {
                         reasons.push(format!("{}={v} given", p.name));
-                        return v;
+                        return v.clone();
                     }
                     if p.kind == Kind::Threads {
                         // One thread per CPU this process may use: more
@@ -637,23 +637,22 @@ pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) ->
                         let cpus =
                             std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
                         let v = p
-                            .values
-                            .iter()
-                            .copied()
+                            .int_values()
                             .filter(|v| *v <= cpus)
                             .max()
-                            .unwrap_or(p.values[0]);
+                            .unwrap_or(p.int(0));
                         reasons.push(format!("threads={v}: the CPUs tdg may use"));
-                        return v;
+                        return Value::Int(v);
                     }
-                    let mid = p.values[p.values.len() / 2];
-                    match roles.role_of(dim) {
+                    let mid = p.values[p.values.len() / 2].clone();
+                    let mid_int = p.int(p.values.len() / 2);
+                    let int = match roles.role_of(dim) {
                         Some(Role::Tile) => match &nb {
                             Some((v, rule)) => {
                                 reasons.push(format!("{}={v}: {rule}", p.name));
                                 *v
                             }
-                            None => mid,
+                            None => return mid,
                         },
                         Some(Role::Rows) => {
                             reasons.push(format!("{}={}", p.name, tile.rows));
@@ -664,12 +663,14 @@ pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) ->
                             tile.cols
                         }
                         Some(Role::KUnroll) => {
-                            let (ku, rule) = k_unroll(m, tile, nb.as_ref().map_or(mid, |n| n.0));
+                            let (ku, rule) =
+                                k_unroll(m, tile, nb.as_ref().map_or(mid_int, |n| n.0));
                             reasons.push(format!("{}={ku}: {rule}", p.name));
                             ku
                         }
-                        None => mid,
-                    }
+                        None => return mid,
+                    };
+                    Value::Int(int)
                 })
                 .collect();
             let mut point = space.nearest(&wanted);

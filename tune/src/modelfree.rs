@@ -66,7 +66,7 @@ impl Draws {
     }
 
     /// A random allowed neighbour of `p`: one parameter moved one or two
-    /// values up or down.
+    /// values up or down, or a categorical one to any other of its names.
     fn neighbour(&mut self, tuner: &Tuner<'_>, p: &Point) -> Option<Point> {
         let space = tuner.space();
         let movable: Vec<usize> = (0..space.params.len())
@@ -77,6 +77,11 @@ impl Draws {
         }
         (0..50).find_map(|_| {
             let dim = movable[self.rng.random_range(0..movable.len())];
+            if space.params[dim].categorical() {
+                let others = space.neighbours(p, dim);
+                let q = others[self.rng.random_range(0..others.len())].clone();
+                return space.allows(&q).then_some(q);
+            }
             let size = self.rng.random_range(1..=2i64) as isize;
             let delta = if self.rng.random_bool(0.5) {
                 size
@@ -155,7 +160,8 @@ impl Tuner<'_> {
 
     /// Multi-start local search: from `start`, then from random allowed
     /// configurations, climb to a local optimum (each configuration's
-    /// neighbours one value up or down as one round, moving to the best
+    /// neighbours one value up or down, or any other name of a categorical
+    /// parameter, as one round, moving to the best
     /// that improves), until the budget is spent.
     pub fn multistart(mut self, start: &crate::model::Start) -> Result<Outcome, TuneError> {
         let mut draws = Draws::new(&self);
@@ -166,8 +172,7 @@ impl Tuner<'_> {
             while !self.exhausted() {
                 let space = self.space();
                 let round: Vec<Point> = (0..space.params.len())
-                    .flat_map(|d| [-1isize, 1].map(|dir| (d, dir)))
-                    .filter_map(|(d, dir)| space.step(&at, d, dir))
+                    .flat_map(|d| space.neighbours(&at, d))
                     .filter(|q| space.allows(q))
                     .collect();
                 let scored = self.eval_round(&round, "local")?;

@@ -14,7 +14,7 @@ use crate::run::{search_with, Strategy, TuneOutcome, DEFAULT_BUDGET};
 use crate::search::{Evaluation, Objective, Progress, Tuner};
 use crate::space::{Param, Point, Space};
 use crate::TuneError;
-use config::Config;
+use config::{Config, Value};
 use failure::Failure;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -68,7 +68,7 @@ impl RecordedSpace {
             })
             .collect();
         for (config, _) in &entries {
-            if config.len() != names.len() || names.iter().any(|n| config.get(n).is_none()) {
+            if config.len() != names.len() || names.iter().any(|n| config.value(n).is_none()) {
                 return Err(bad(
                     path,
                     format!(
@@ -78,11 +78,25 @@ impl RecordedSpace {
                 ));
             }
             for p in &mut params {
-                let v = config.get(&p.name).expect("checked above");
-                if let Err(i) = p.values.binary_search(&v) {
-                    p.values.insert(i, v);
+                let v = config.value(&p.name).expect("checked above");
+                if let Err(i) = p.values.binary_search(v) {
+                    p.values.insert(i, v.clone());
                 }
             }
+        }
+        // Integers order before names, so a parameter is categorical when
+        // its first value is a name and mixed when its last is one too.
+        if let Some(p) = params
+            .iter()
+            .find(|p| !p.categorical() && p.values.last().is_some_and(Value::is_name))
+        {
+            return Err(bad(
+                path,
+                format!(
+                    "`{}` records integers and names; a parameter's values are all one or the other",
+                    p.name
+                ),
+            ));
         }
         let mut space = Space::new(params)?;
         let mut results = HashMap::new();
@@ -283,10 +297,10 @@ pub fn replay(
         }
         None => DEFAULT_BUDGET,
     };
-    let wanted: Vec<i64> = space
+    let wanted: Vec<Value> = space
         .params
         .iter()
-        .map(|p| p.values[p.values.len() / 2])
+        .map(|p| p.values[p.values.len() / 2].clone())
         .collect();
     let point = space.nearest(&wanted);
     let start = Start {

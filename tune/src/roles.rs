@@ -140,6 +140,14 @@ impl Roles {
                     },
                 });
             }
+            if space.params[dim].categorical() {
+                return Err(TuneError::BadRole {
+                    text: format!("{name}={}", role.spelling()),
+                    why: format!(
+                        "`{name}` takes names; a role is a size the machine model computes, so its parameter takes integers"
+                    ),
+                });
+            }
             assigned.push(Assigned {
                 dim,
                 name: space.params[dim].name.clone(),
@@ -162,7 +170,11 @@ impl Roles {
             let Some(dim) = space.index_of(&name) else {
                 continue;
             };
-            if assigned.iter().any(|a| a.role == role || a.dim == dim) {
+            // A parameter of names (`NB=small,big`) has no size to model:
+            // the search treats it as any categorical one.
+            if space.params[dim].categorical()
+                || assigned.iter().any(|a| a.role == role || a.dim == dim)
+            {
                 continue;
             }
             assigned.push(Assigned {

@@ -583,10 +583,15 @@ fn fixed_macros(spec: &CheckedSpec, base: &RunOptions) -> BTreeMap<String, i64> 
 
 /// The middle of every range, with the given start values.
 fn mid_range(space: &Space, fixed: &Config) -> Start {
-    let wanted: Vec<i64> = space
+    let wanted: Vec<config::Value> = space
         .params
         .iter()
-        .map(|p| fixed.get(&p.name).unwrap_or(p.values[p.values.len() / 2]))
+        .map(|p| {
+            fixed
+                .value(&p.name)
+                .unwrap_or(&p.values[p.values.len() / 2])
+                .clone()
+        })
         .collect();
     let point = space.nearest(&wanted);
     Start {

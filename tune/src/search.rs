@@ -5,7 +5,7 @@
 use crate::measurement::{Measurement, TimeSplit};
 use crate::space::{Point, Space};
 use crate::TuneError;
-use config::Config;
+use config::{Config, Value};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
@@ -153,7 +153,7 @@ pub struct ModelChoice {
     /// The best's time over the model choice's (below 1: the search gained).
     pub best_over_model: Option<f64>,
     /// Each parameter the best changed: name, the model's value, the best's.
-    pub moved: Vec<(String, i64, i64)>,
+    pub moved: Vec<(String, Value, Value)>,
     /// Value steps from the model's choice to the best, over all parameters.
     pub steps: usize,
 }
@@ -412,7 +412,9 @@ impl<'a> Tuner<'a> {
     /// improving neighbour and keep going in that direction while it
     /// improves. At a local optimum, widen the stride (2, 4, ... steps) so a
     /// noisy or rugged neighbourhood does not stop the search early; stop
-    /// when no stride improves or the budget is spent.
+    /// when no stride improves or the budget is spent. A categorical
+    /// parameter's neighbours are all its other names, tried at stride 1
+    /// (it has no direction to follow or stride to widen).
     pub fn search(mut self, starts: &[crate::model::Start]) -> Result<Outcome, TuneError> {
         let start_points: Vec<Point> = starts.iter().map(|s| s.point.clone()).collect();
         self.eval_round(&start_points, "model")?;
@@ -431,7 +433,7 @@ impl<'a> Tuner<'a> {
             };
             let before = self.best_ns();
             // The neighbourhood is one round: its members are independent.
-            let neighbours: Vec<(Point, usize, isize)> = (0..dims)
+            let mut neighbours: Vec<(Point, usize, isize)> = (0..dims)
                 .flat_map(|dim| [-1isize, 1].map(|dir| (dim, dir * stride)))
                 .filter_map(|(dim, delta)| {
                     self.space
@@ -439,6 +441,16 @@ impl<'a> Tuner<'a> {
                         .map(|q| (q, dim, delta))
                 })
                 .collect();
+            if stride == 1 {
+                for dim in (0..dims).filter(|&d| self.space.params[d].categorical()) {
+                    neighbours.extend(
+                        self.space
+                            .neighbours(&current, dim)
+                            .into_iter()
+                            .map(|q| (q, dim, 0)),
+                    );
+                }
+            }
             let points: Vec<Point> = neighbours.iter().map(|n| n.0.clone()).collect();
             let scored = self.eval_round(&points, "local")?;
             let mut moved: Option<(usize, isize)> = None;
@@ -448,7 +460,8 @@ impl<'a> Tuner<'a> {
                 }
             }
             if let Some((dim, delta)) = moved {
-                // Follow the improving direction while it keeps improving.
+                // Follow the improving direction while it keeps improving
+                // (a name has none: `step` does not move it).
                 let mut at = self.best.clone().expect("moved").0;
                 while let Some(q) = self.space.step(&at, dim, delta) {
                     let prev = self.best_ns();
@@ -541,9 +554,9 @@ impl<'a> Tuner<'a> {
         let reach = lcm(extent(Role::Rows), extent(Role::Cols));
         let nb = self.space.value(&current, dim);
         let at = current.0[dim];
-        let candidates = &self.space.params[dim].values;
-        let round: Vec<Point> = (0..candidates.len())
-            .filter(|&i| (candidates[i] - nb).abs() <= reach || i.abs_diff(at) == 1)
+        let candidates = &self.space.params[dim];
+        let round: Vec<Point> = (0..candidates.values.len())
+            .filter(|&i| (candidates.int(i) - nb).abs() <= reach || i.abs_diff(at) == 1)
             .filter(|&i| i != at)
             .map(|i| {
                 let mut q = current.clone();
@@ -555,8 +568,9 @@ impl<'a> Tuner<'a> {
         Ok(())
     }
 
-    /// Hill-climbing over `dims`: each +-1 value from the best point as one
-    /// round, moving to the best improvement until none improves.
+    /// Hill-climbing over `dims`: each +-1 value (any other name of a
+    /// categorical parameter) from the best point as one round, moving to
+    /// the best improvement until none improves.
     fn climb(&mut self, dims: &[usize]) -> Result<(), TuneError> {
         while !self.exhausted() {
             let Some((current, _)) = self.best.clone() else {
@@ -565,8 +579,7 @@ impl<'a> Tuner<'a> {
             let before = self.best_ns();
             let round: Vec<Point> = dims
                 .iter()
-                .flat_map(|&d| [-1isize, 1].map(|dir| (d, dir)))
-                .filter_map(|(d, dir)| self.space.step(&current, d, dir))
+                .flat_map(|&d| self.space.neighbours(&current, d))
                 .collect();
             self.eval_round(&round, "local")?;
             if self.best_ns() >= before {
@@ -634,12 +647,8 @@ impl<'a> Tuner<'a> {
             }
             if group.len() == 2 {
                 if let (Some(r), Some(c)) = (rows, cols) {
-                    round.retain(|p| {
-                        fits_registers(
-                            self.space.params[r].values[p.0[r]],
-                            self.space.params[c].values[p.0[c]],
-                        )
-                    });
+                    round
+                        .retain(|p| fits_registers(self.space.value(p, r), self.space.value(p, c)));
                 }
             }
             self.eval_round(&round, "line")?;
@@ -815,15 +824,9 @@ impl<'a> Tuner<'a> {
                     .iter()
                     .zip(&to)
                     .filter(|(a, b)| a.value() != b.value())
-                    .map(|(a, b)| (a.name().to_string(), a.value(), b.value()))
+                    .map(|(a, b)| (a.name().to_string(), a.value().clone(), b.value().clone()))
                     .collect(),
-                steps: c
-                    .point
-                    .0
-                    .iter()
-                    .zip(&p.0)
-                    .map(|(a, b)| a.abs_diff(*b))
-                    .sum(),
+                steps: self.space.steps(&c.point, &p),
             }
         });
         Ok(Outcome {
@@ -1232,7 +1235,10 @@ mod tests {
         assert!(m.best_over_model.unwrap() < 1.0);
         assert_eq!(
             m.moved,
-            [("NB".to_string(), 64, 96), ("MU".to_string(), 3, 4)]
+            [
+                ("NB".to_string(), Value::Int(64), Value::Int(96)),
+                ("MU".to_string(), Value::Int(3), Value::Int(4))
+            ]
         );
         assert_eq!(m.steps, 3);
     }

@@ -1,28 +1,64 @@
-//! The search space: named integer parameters (macros the kernel is
-//! compiled with, or the routine's team size), each with an explicit list
-//! of values, and the constraints every configuration must meet (checked
+//! The search space: named parameters (macros the kernel is compiled
+//! with, or the routine's team size), each with an explicit list of
+//! values, integers (ordered) or names (categorical: a loop order, a
+//! pragma choice; no order, no distance but "same or not"), and the
+//! constraints every configuration must meet (checked
 //! before anything is built: a configuration that violates one is never
 //! compiled).
 
 use crate::TuneError;
-use config::{Config, Kind, Setting};
+use config::{Config, Kind, Setting, Value};
 use serde::Serialize;
 use spec_lang::ast::Constraint;
-use spec_lang::eval::Value;
+use spec_lang::eval::Value as Number;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// One tunable parameter and the values it may take, ascending.
+/// One tunable parameter and the values it may take: integers ascending,
+/// or names (a categorical parameter) in the order given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Param {
     pub name: String,
     /// How its value reaches the candidate (by its name: `threads` is the
     /// team size, anything else a macro).
     pub kind: Kind,
-    pub values: Vec<i64>,
+    pub values: Vec<Value>,
 }
 
-/// A parameter by `NAME=LO:HI[:STEP]` or `NAME=V1,V2,...`.
+impl Param {
+    /// A parameter of integer values (sorted, each once).
+    pub fn ints(name: &str, values: impl IntoIterator<Item = i64>) -> Param {
+        let mut values: Vec<i64> = values.into_iter().collect();
+        values.sort_unstable();
+        values.dedup();
+        Param {
+            name: name.to_string(),
+            kind: Kind::of(name),
+            values: values.into_iter().map(Value::Int).collect(),
+        }
+    }
+
+    /// Whether its values are names: no order, no distance between them
+    /// (a search moves to any other name, never to a "next" one).
+    pub fn categorical(&self) -> bool {
+        self.values.first().is_some_and(Value::is_name)
+    }
+
+    /// Its `i`th value as an integer; 0 for a name (only parameters with
+    /// roles or kinds are read as numbers, and those are integers).
+    pub fn int(&self, i: usize) -> i64 {
+        self.values[i].int().unwrap_or(0)
+    }
+
+    /// Its integer values.
+    pub fn int_values(&self) -> impl Iterator<Item = i64> + '_ {
+        self.values.iter().filter_map(Value::int)
+    }
+}
+
+/// A parameter by `NAME=LO:HI[:STEP]` or `NAME=V1,V2,...`, where the
+/// values of a list are all integers or all names (C identifiers:
+/// `ORDER=ijk,ikj,jik` is categorical).
 pub fn parse_param(text: &str) -> Result<Param, TuneError> {
     let bad = |why: String| TuneError::BadParam {
         text: text.to_string(),
@@ -59,16 +95,41 @@ pub fn parse_param(text: &str) -> Result<Param, TuneError> {
         }
         (0..count as i64).map(|i| lo + i * step).collect()
     } else {
-        range.split(',').map(int).collect::<Result<_, _>>()?
+        let items: Vec<Value> = range
+            .split(',')
+            .map(|v| Value::parse(v).map_err(&bad))
+            .collect::<Result<_, _>>()?;
+        if items.iter().any(Value::is_name) {
+            return categorical(name, items).map_err(bad);
+        }
+        items.iter().filter_map(Value::int).collect()
     };
     values.sort_unstable();
     values.dedup();
     if values.is_empty() {
         return Err(bad("no values".into()));
     }
+    let param = Param::ints(name, values);
+    for v in [&param.values[0], &param.values[param.values.len() - 1]] {
+        param.kind.check(v).map_err(bad)?;
+    }
+    Ok(param)
+}
+
+/// A categorical parameter: names only, each once, in the order given.
+fn categorical(name: &str, items: Vec<Value>) -> Result<Param, String> {
+    if let Some(i) = items.iter().find(|v| !v.is_name()) {
+        return Err(format!(
+            "`{i}` is an integer among names; a parameter's values are all integers or all names"
+        ));
+    }
     let kind = Kind::of(name);
-    for v in [values[0], values[values.len() - 1]] {
-        kind.check(v).map_err(bad)?;
+    kind.check(&items[0])?;
+    let mut values: Vec<Value> = Vec::with_capacity(items.len());
+    for v in items {
+        if !values.contains(&v) {
+            values.push(v);
+        }
     }
     Ok(Param {
         name: name.to_string(),
@@ -175,7 +236,10 @@ impl Space {
     ) -> Result<Space, TuneError> {
         for c in &constraints {
             for name in c.constraint.condition.names() {
-                if self.index_of(&name.name).is_none() && !fixed.contains_key(&name.name) {
+                if self.index_of(&name.name).is_none()
+                    && !fixed.contains_key(&name.name)
+                    && self.choice_number(&name.name).is_none()
+                {
                     let tuned: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
                     return Err(TuneError::BadConstraint {
                         text: c.text.clone(),
@@ -221,13 +285,20 @@ impl Space {
         if self.constraints.is_empty() {
             return true;
         }
-        let mut env: BTreeMap<String, Value> = self
-            .fixed
+        // A categorical parameter reads as its value's position and each
+        // of its names as theirs, so `ORDER == ikj` and `ORDER != ijk`
+        // mean what they say; a parameter or macro of the same name wins.
+        let mut env: BTreeMap<String, Number> = self
+            .params
             .iter()
-            .map(|(k, v)| (k.clone(), Value::Int(*v)))
+            .filter(|q| q.categorical())
+            .flat_map(|q| q.values.iter().enumerate())
+            .map(|(i, v)| (v.to_string(), Number::Int(i as i64)))
             .collect();
+        env.extend(self.fixed.iter().map(|(k, v)| (k.clone(), Number::Int(*v))));
         for (param, &i) in self.params.iter().zip(&p.0) {
-            env.insert(param.name.clone(), Value::Int(param.values[i]));
+            let number = param.values[i].int().unwrap_or(i as i64);
+            env.insert(param.name.clone(), Number::Int(number));
         }
         self.constraints.iter().all(|c| {
             spec_lang::eval::eval_condition(&c.constraint.condition, &env).unwrap_or(false)
@@ -251,6 +322,14 @@ impl Space {
         self.params.iter().map(|p| p.values.len() as u128).product()
     }
 
+    /// The position of a categorical parameter's value named `name`.
+    fn choice_number(&self, name: &str) -> Option<usize> {
+        self.params
+            .iter()
+            .filter(|q| q.categorical())
+            .find_map(|q| q.values.iter().position(|v| v.to_string() == name))
+    }
+
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.params
             .iter()
@@ -263,14 +342,15 @@ impl Space {
             self.params
                 .iter()
                 .zip(&p.0)
-                .map(|(param, &i)| (param.name.as_str(), param.values[i])),
+                .map(|(param, &i)| (param.name.as_str(), param.values[i].clone())),
         )
         .expect("a space's parameters are distinct identifiers with values their kind admits")
     }
 
-    /// The value of parameter `dim` at a point.
+    /// The value of parameter `dim` at a point, as an integer (0 for a
+    /// name: read only for parameters with roles, which are integers).
     pub fn value(&self, p: &Point, dim: usize) -> i64 {
-        self.params[dim].values[p.0[dim]]
+        self.params[dim].int(p.0[dim])
     }
 
     /// The point of a configuration of this space's parameters (any order),
@@ -282,8 +362,8 @@ impl Space {
         self.params
             .iter()
             .map(|p| {
-                let v = config.get(&p.name)?;
-                p.values.iter().position(|x| *x == v)
+                let v = config.value(&p.name)?;
+                p.values.iter().position(|x| x == v)
             })
             .collect::<Option<Vec<usize>>>()
             .map(Point)
@@ -291,8 +371,9 @@ impl Space {
 
     /// The allowed point nearest to `wanted`: by parameter when that one
     /// meets the constraints, else the allowed point fewest value steps
-    /// away from it (ties: the earlier parameters move least).
-    pub fn nearest(&self, wanted: &[i64]) -> Point {
+    /// away from it (ties: the earlier parameters move least). A name is
+    /// one step from every other name of its parameter.
+    pub fn nearest<V: Clone + Into<Value>>(&self, wanted: &[V]) -> Point {
         let unconstrained = self.nearest_unconstrained(wanted);
         if self.allows(&unconstrained)
             || (self.recorded.is_none() && self.size() > ENUMERATION_LIMIT)
@@ -301,32 +382,77 @@ impl Space {
         }
         self.all_points()
             .min_by_key(|q| {
-                let steps: Vec<usize> =
-                    q.0.iter()
-                        .zip(&unconstrained.0)
-                        .map(|(a, b)| a.abs_diff(*b))
-                        .collect();
+                let steps = self.steps_by_dim(q, &unconstrained);
                 (steps.iter().sum::<usize>(), steps)
             })
             .unwrap_or(unconstrained)
     }
 
-    fn nearest_unconstrained(&self, wanted: &[i64]) -> Point {
+    /// Value steps between two points, by parameter: indices apart for
+    /// integers, 0 or 1 for names (any other name is one step away).
+    pub fn steps_by_dim(&self, a: &Point, b: &Point) -> Vec<usize> {
+        (0..a.0.len())
+            .map(|d| {
+                let (x, y) = (a.0[d], b.0[d]);
+                if self.params[d].categorical() {
+                    usize::from(x != y)
+                } else {
+                    x.abs_diff(y)
+                }
+            })
+            .collect()
+    }
+
+    /// Value steps between two points, over all parameters.
+    pub fn steps(&self, a: &Point, b: &Point) -> usize {
+        self.steps_by_dim(a, b).iter().sum()
+    }
+
+    fn nearest_unconstrained<V: Clone + Into<Value>>(&self, wanted: &[V]) -> Point {
         Point(
             self.params
                 .iter()
                 .zip(wanted)
-                .map(|(p, &w)| {
-                    (0..p.values.len())
-                        .min_by_key(|&i| (p.values[i].abs_diff(w), p.values[i]))
-                        .expect("parameters have values")
+                .map(|(p, w)| match w.clone().into() {
+                    Value::Int(w) => (0..p.values.len())
+                        .min_by_key(|&i| match &p.values[i] {
+                            Value::Int(v) => (v.abs_diff(w), *v),
+                            Value::Name(_) => (u64::MAX, 0),
+                        })
+                        .expect("parameters have values"),
+                    name => p.values.iter().position(|v| *v == name).unwrap_or(0),
                 })
                 .collect(),
         )
     }
 
-    /// Moves dimension `dim` by `delta` indices; `None` off the edge.
+    /// The neighbours of `p` along `dim`, allowed or not: the values one
+    /// step below and above for integers; every other value for names (a
+    /// categorical parameter has no "next" value: each is one move away).
+    pub fn neighbours(&self, p: &Point, dim: usize) -> Vec<Point> {
+        if self.params[dim].categorical() {
+            return (0..self.params[dim].values.len())
+                .filter(|&i| i != p.0[dim])
+                .map(|i| {
+                    let mut q = p.clone();
+                    q.0[dim] = i;
+                    q
+                })
+                .collect();
+        }
+        [-1, 1]
+            .into_iter()
+            .filter_map(|delta| self.step(p, dim, delta))
+            .collect()
+    }
+
+    /// Moves dimension `dim` by `delta` indices; `None` off the edge, and
+    /// for a categorical parameter, whose values have no order to step
+    /// along (see [`Space::neighbours`]).
     pub fn step(&self, p: &Point, dim: usize, delta: isize) -> Option<Point> {
+        if self.params[dim].categorical() {
+            return None;
+        }
         let i = p.0[dim] as isize + delta;
         if i < 0 || i as usize >= self.params[dim].values.len() {
             return None;
@@ -376,13 +502,18 @@ impl fmt::Display for Space {
             .params
             .iter()
             .map(|p| {
-                format!(
-                    "{} ({} values {}..{})",
-                    p.name,
-                    p.values.len(),
-                    p.values[0],
-                    p.values[p.values.len() - 1]
-                )
+                if p.categorical() {
+                    let names: Vec<String> = p.values.iter().map(Value::to_string).collect();
+                    format!("{} ({})", p.name, names.join("|"))
+                } else {
+                    format!(
+                        "{} ({} values {}..{})",
+                        p.name,
+                        p.values.len(),
+                        p.values[0],
+                        p.values[p.values.len() - 1]
+                    )
+                }
             })
             .collect();
         write!(f, "{}", parts.join(" x "))
@@ -399,14 +530,30 @@ pub fn parse_start(text: &str, space: &Space) -> Result<Setting, TuneError> {
     let (name, value) = text
         .split_once('=')
         .ok_or_else(|| bad("expected NAME=VALUE".into()))?;
-    let value: i64 = value
-        .trim()
-        .parse()
-        .map_err(|_| bad(format!("`{value}` is not an integer")))?;
     let dim = space
         .index_of(name.trim())
         .ok_or_else(|| bad(format!("`{name}` is not one of the --param names")))?;
-    Setting::new(&space.params[dim].name, value).map_err(|e| bad(e.to_string()))
+    let param = &space.params[dim];
+    let value = if param.categorical() {
+        let v = Value::parse(value).map_err(&bad)?;
+        if !param.values.contains(&v) {
+            let names: Vec<String> = param.values.iter().map(Value::to_string).collect();
+            return Err(bad(format!(
+                "`{v}` is not one of {}'s values ({})",
+                param.name,
+                names.join(", ")
+            )));
+        }
+        v
+    } else {
+        Value::Int(
+            value
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("`{value}` is not an integer")))?,
+        )
+    };
+    Setting::new(&param.name, value).map_err(|e| bad(e.to_string()))
 }
 
 #[cfg(test)]
@@ -433,7 +580,13 @@ mod tests {
 
     #[test]
     fn a_team_size_is_at_least_one_thread() {
-        assert_eq!(parse_param("threads=1:4").unwrap().values, vec![1, 2, 3, 4]);
+        assert_eq!(
+            parse_param("threads=1:4")
+                .unwrap()
+                .int_values()
+                .collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
         for bad in ["threads=0:2", "threads=2,2000"] {
             let e = parse_param(bad).unwrap_err().to_string();
             assert!(e.contains("a team size is 1 to 1024 threads"), "{bad}: {e}");
@@ -443,17 +596,39 @@ mod tests {
     #[test]
     fn parses_ranges_steps_and_lists() {
         assert_eq!(
-            parse_param("NB=16:64:16").unwrap().values,
+            parse_param("NB=16:64:16")
+                .unwrap()
+                .int_values()
+                .collect::<Vec<_>>(),
             vec![16, 32, 48, 64]
         );
-        assert_eq!(parse_param("MU=1:4").unwrap().values, vec![1, 2, 3, 4]);
-        assert_eq!(parse_param("NB=16:60:16").unwrap().values, vec![16, 32, 48]);
-        assert_eq!(parse_param("X=8,2,4,2").unwrap().values, vec![2, 4, 8]);
+        assert_eq!(
+            parse_param("MU=1:4")
+                .unwrap()
+                .int_values()
+                .collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(
+            parse_param("NB=16:60:16")
+                .unwrap()
+                .int_values()
+                .collect::<Vec<_>>(),
+            vec![16, 32, 48]
+        );
+        assert_eq!(
+            parse_param("X=8,2,4,2")
+                .unwrap()
+                .int_values()
+                .collect::<Vec<_>>(),
+            vec![2, 4, 8]
+        );
         // A range ending near i64::MAX stops at HI instead of wrapping.
         assert_eq!(
             parse_param("N=9223372036854775800:9223372036854775807:5")
                 .unwrap()
-                .values,
+                .int_values()
+                .collect::<Vec<_>>(),
             vec![9223372036854775800, 9223372036854775805]
         );
     }
@@ -502,5 +677,62 @@ mod tests {
         assert_eq!(s.describe(&p), "NB=32 MU=3");
         assert_eq!(s.step(&p, 1, 1), None);
         assert_eq!(s.describe(&s.step(&p, 0, 2).unwrap()), "NB=64 MU=3");
+    }
+
+    #[test]
+    fn names_make_a_categorical_parameter_in_their_order() {
+        let order = parse_param("ORDER=ikj,ijk,jik,ijk").unwrap();
+        assert!(order.categorical());
+        let names: Vec<String> = order.values.iter().map(Value::to_string).collect();
+        assert_eq!(names, ["ikj", "ijk", "jik"]);
+        for (text, why) in [
+            ("ORDER=ijk,2", "`2` is an integer among names"),
+            (
+                "ORDER=ijk,a-b",
+                "`a-b` is neither an integer nor a C identifier",
+            ),
+            ("threads=one,two", "`one` is a name; threads takes integers"),
+            ("ORDER=ijk:ikj", "`ijk` is not an integer"),
+        ] {
+            let e = parse_param(text).unwrap_err().to_string();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        let space = Space::new(vec![order, parse_param("NB=16,32").unwrap()])
+            .unwrap()
+            .constrained(
+                vec![parse_constraint("ORDER != jik || NB == 32").unwrap()],
+                BTreeMap::new(),
+            )
+            .unwrap();
+        let all: Vec<String> = space.all_points().map(|p| space.describe(&p)).collect();
+        assert_eq!(
+            all,
+            [
+                "ORDER=ikj NB=16",
+                "ORDER=ikj NB=32",
+                "ORDER=ijk NB=16",
+                "ORDER=ijk NB=32",
+                "ORDER=jik NB=32"
+            ]
+        );
+        // Wanted `jik` with NB=16 is ruled out: the nearest allowed point
+        // changes one thing, and a name is one step from any other.
+        let p = space.nearest(&[Value::name("jik").unwrap(), Value::Int(16)]);
+        assert_eq!(space.describe(&p), "ORDER=jik NB=32");
+        assert_eq!(
+            parse_start("ORDER=ijk", &space).unwrap(),
+            Setting::new("ORDER", Value::name("ijk").unwrap()).unwrap()
+        );
+        let e = parse_start("ORDER=kji", &space).unwrap_err().to_string();
+        assert!(
+            e.contains("`kji` is not one of ORDER's values (ikj, ijk, jik)"),
+            "{e}"
+        );
+        assert_eq!(
+            space.to_string(),
+            "ORDER (ikj|ijk|jik) x NB (2 values 16..32)"
+        );
+        let c = space.config(&p);
+        assert_eq!(space.point_of(&c), Some(p));
     }
 }

@@ -57,7 +57,9 @@ pub struct Args {
 /// the campaign; `tdg autotune` takes the same options.
 #[derive(clap::Args)]
 pub struct SearchOptions {
-    /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... (repeatable).
+    /// A macro to tune: NAME=LO:HI[:STEP] or NAME=V1,V2,... of integers, or
+    /// NAME=a,b,c of names (a categorical choice: `-DNAME=a -DNAME_a=1`)
+    /// (repeatable).
     #[arg(long = "param", value_name = "NAME=RANGE", required_unless_present_any = ["resume", "task", "replay"])]
     #[arg(help_heading = "Search")]
     pub params: Vec<String>,
