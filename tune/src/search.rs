@@ -684,6 +684,7 @@ impl<'a> Tuner<'a> {
             .collect();
         let values: Vec<Config> = finalists.iter().map(|p| self.space.config(p)).collect();
         let mut pooled: Vec<Vec<f64>> = vec![Vec::new(); finalists.len()];
+        let mut reported: Vec<Vec<f64>> = vec![Vec::new(); finalists.len()];
         let mut last: Vec<Option<Measurement>> = vec![None; finalists.len()];
         let mut verdict = None;
         for round in 1..=crate::ties::MAX_ROUNDS {
@@ -698,6 +699,7 @@ impl<'a> Tuner<'a> {
                         } else {
                             pooled[i].extend(&m.samples_ns);
                         }
+                        reported[i].push(m.time_ns);
                         stated = match (stated, m.uncertainty_pct) {
                             (Some(a), Some(b)) => Some(a.max(b)),
                             (a, b) => a.or(b),
@@ -705,10 +707,13 @@ impl<'a> Tuner<'a> {
                         last[i] = Some(m);
                     }
                     // A finalist that fails now is out of the decision.
-                    _ => pooled[i].clear(),
+                    _ => {
+                        pooled[i].clear();
+                        reported[i].clear();
+                    }
                 }
             }
-            verdict = crate::ties::judge(&pooled, stated);
+            verdict = crate::ties::judge(&pooled, &reported, stated);
             // An objective that times many samples per evaluation gets 3
             // rounds (each a whole timing of every finalist); one that gives
             // a single time needs the rounds for an interval at all.
