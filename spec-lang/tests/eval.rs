@@ -183,3 +183,40 @@ fn helpers_find_params_inits_and_attributes() {
     let f = spec("lang=fortran;\nroutine=void DAXPY(const int N, double* X);\ninit={N=1; X=Vector(double, SEQ, _, N);};");
     assert_eq!(f.symbol(), "daxpy_");
 }
+
+/// However deep a formula nests (parentheses, signs, operator chains), it
+/// parses or is refused with a located error; the parser's recursion never
+/// runs out of a small thread's stack.
+#[test]
+fn any_nesting_depth_parses_or_is_refused_on_a_small_stack() {
+    let deep = |n: usize| {
+        vec![
+            format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+            format!("{}1", "-".repeat(n)),
+            format!("1{}", " + 1".repeat(n)),
+            format!("{}N{}", "(-".repeat(n), ")".repeat(n)),
+        ]
+    };
+    let outcome = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let mut refused = 0;
+            for n in [1, 10, 50, 100, 199, 200, 201, 400, 5000] {
+                for src in deep(n) {
+                    let refusals = [
+                        spec_lang::parse_expr(&src, 0).err(),
+                        spec_lang::parse_condition(&format!("{src} < 2"), 0).err(),
+                    ];
+                    for d in refusals.into_iter().flatten() {
+                        assert!(d.span.is_some(), "{src}: {}", d.message);
+                        refused += 1;
+                    }
+                }
+            }
+            refused
+        })
+        .unwrap()
+        .join()
+        .expect("no stack overflow or panic");
+    assert!(outcome > 0, "the deepest formulas are refused");
+}

@@ -916,102 +916,118 @@ impl Builder {
             };
             let v = it.next().expect("grammar: setting value");
             let v = v.into_inner().next().expect("grammar: setting_value inner");
-            let vspan = self.sp(&v);
             if key.name == "layout" {
-                let layout = match v.as_rule() {
-                    Rule::word => TuneLayout::from_spelling(v.as_str()),
-                    _ => None,
-                };
-                let Some(layout) = layout else {
-                    let text = v.as_str();
-                    return Err(Diagnostic::new(
-                        format!("`{text}` is not a {}", TuneLayout::FAMILY),
-                        vspan,
-                    )
-                    .with_hint(
-                        did_you_mean(text, TuneLayout::spellings()).unwrap_or_else(|| {
-                            "write layout=col_major; or layout=row_major;".into()
-                        }),
-                    ));
-                };
+                let layout = self.tune_layout(&v)?;
                 if t.layout.is_some() {
                     return Err(Diagnostic::new("setting `layout` given twice", key.span)
                         .with_hint("keep one"));
                 }
                 t.layout = Some(layout);
-                continue;
+            } else if TUNE_SETTINGS.contains(&key.name.as_str()) {
+                t.constraints.push(self.constraint(&v)?);
+            } else {
+                // Anything else names a macro and gives its role.
+                let role = self.tune_role(&key, &v, &t.roles)?;
+                t.roles.push((key, role));
             }
-            if TUNE_SETTINGS.contains(&key.name.as_str()) {
-                if v.as_rule() != Rule::string {
-                    return Err(
-                        Diagnostic::new("a constraint is a condition in quotes", vspan)
-                            .with_hint("write e.g. constraint=\"NB % MU == 0\";"),
-                    );
-                }
-                let inner = v.clone().into_inner().next().expect("grammar: str_inner");
-                let text = inner.as_str().to_string();
-                if text.trim().is_empty() {
-                    return Err(Diagnostic::new("empty constraint", vspan).with_hint(
-                        "write a condition on the tuned macros, e.g. constraint=\"NB % MU == 0\"; or drop the setting",
-                    ));
-                }
-                let condition =
-                    parse_condition(&text, self.sp(&inner).start).map_err(|mut d| {
-                        d.message = format!("constraint does not parse: {}", d.message);
-                        d
-                    })?;
-                t.constraints.push(Constraint { text, condition });
-                continue;
-            }
-            // Anything else names a macro and gives its role.
-            let role = match v.as_rule() {
-                Rule::word => TuneRole::from_spelling(v.as_str()),
-                _ => None,
-            };
-            let Some(role) = role else {
-                let text = v.as_str();
-                return Err(Diagnostic::new(
-                    format!("`{text}` is not a tuning role of `{}`", key.name),
-                    vspan,
-                )
-                .with_hint(
-                    did_you_mean(text, TuneRole::spellings()).unwrap_or_else(|| {
-                        format!(
-                            "roles are {}; or write constraint=\"...\";",
-                            TuneRole::spellings().join(", ")
-                        )
-                    }),
-                ));
-            };
-            if let Some((first, _)) = t.roles.iter().find(|(n, _)| n.name == key.name) {
-                return Err(Diagnostic::new(
-                    format!("`{}` is given a role twice", key.name),
-                    key.span,
-                )
-                .with_hint(format!(
-                    "keep one (the first is on line {})",
-                    crate::diag::line_col(&self.src, first.span.start).0
-                )));
-            }
-            if let Some((other, _)) = t.roles.iter().find(|(_, r)| *r == role) {
-                return Err(Diagnostic::new(
-                    format!(
-                        "`{}` and `{}` both have the role {}",
-                        other.name,
-                        key.name,
-                        role.spelling()
-                    ),
-                    key.span,
-                )
-                .with_hint(format!(
-                    "a kernel has one {}: give `{}` another role or none",
-                    role.help(),
-                    key.name
-                )));
-            }
-            t.roles.push((key, role));
         }
         Ok(t)
+    }
+
+    fn tune_layout(&self, v: &Pair<Rule>) -> Built<TuneLayout> {
+        let layout = match v.as_rule() {
+            Rule::word => TuneLayout::from_spelling(v.as_str()),
+            _ => None,
+        };
+        layout.ok_or_else(|| {
+            let text = v.as_str();
+            Diagnostic::new(
+                format!("`{text}` is not a {}", TuneLayout::FAMILY),
+                self.sp(v),
+            )
+            .with_hint(
+                did_you_mean(text, TuneLayout::spellings())
+                    .unwrap_or_else(|| "write layout=col_major; or layout=row_major;".into()),
+            )
+        })
+    }
+
+    /// `constraint="..."`: a condition on the tuned macros, in quotes.
+    fn constraint(&self, v: &Pair<Rule>) -> Built<Constraint> {
+        let vspan = self.sp(v);
+        if v.as_rule() != Rule::string {
+            return Err(
+                Diagnostic::new("a constraint is a condition in quotes", vspan)
+                    .with_hint("write e.g. constraint=\"NB % MU == 0\";"),
+            );
+        }
+        let inner = v.clone().into_inner().next().expect("grammar: str_inner");
+        let text = inner.as_str().to_string();
+        if text.trim().is_empty() {
+            return Err(Diagnostic::new("empty constraint", vspan).with_hint(
+                "write a condition on the tuned macros, e.g. constraint=\"NB % MU == 0\"; or drop the setting",
+            ));
+        }
+        let condition = parse_condition(&text, self.sp(&inner).start).map_err(|mut d| {
+            d.message = format!("constraint does not parse: {}", d.message);
+            d
+        })?;
+        Ok(Constraint { text, condition })
+    }
+
+    /// The role `key = v` gives a macro: a known role, and neither the
+    /// macro nor the role given before.
+    fn tune_role(
+        &self,
+        key: &Ident,
+        v: &Pair<Rule>,
+        roles: &[(Ident, TuneRole)],
+    ) -> Built<TuneRole> {
+        let role = match v.as_rule() {
+            Rule::word => TuneRole::from_spelling(v.as_str()),
+            _ => None,
+        };
+        let Some(role) = role else {
+            let text = v.as_str();
+            return Err(Diagnostic::new(
+                format!("`{text}` is not a tuning role of `{}`", key.name),
+                self.sp(v),
+            )
+            .with_hint(
+                did_you_mean(text, TuneRole::spellings()).unwrap_or_else(|| {
+                    format!(
+                        "roles are {}; or write constraint=\"...\";",
+                        TuneRole::spellings().join(", ")
+                    )
+                }),
+            ));
+        };
+        if let Some((first, _)) = roles.iter().find(|(n, _)| n.name == key.name) {
+            return Err(
+                Diagnostic::new(format!("`{}` is given a role twice", key.name), key.span)
+                    .with_hint(format!(
+                        "keep one (the first is on line {})",
+                        crate::diag::line_col(&self.src, first.span.start).0
+                    )),
+            );
+        }
+        if let Some((other, _)) = roles.iter().find(|(_, r)| *r == role) {
+            return Err(Diagnostic::new(
+                format!(
+                    "`{}` and `{}` both have the role {}",
+                    other.name,
+                    key.name,
+                    role.spelling()
+                ),
+                key.span,
+            )
+            .with_hint(format!(
+                "a kernel has one {}: give `{}` another role or none",
+                role.help(),
+                key.name
+            )));
+        }
+        Ok(role)
     }
 
     /// `a < b && (c == d || e != f)`.
@@ -1113,65 +1129,8 @@ impl Builder {
             .with_hint("split it up"));
         }
         match p.as_rule() {
-            Rule::expr | Rule::term => {
-                let mut it = p.into_inner();
-                let first = it.next().expect("grammar: expr has an operand");
-                let mut lhs = self.expr(first, depth + 1)?;
-                let mut chain = 0;
-                while let Some(op) = it.next() {
-                    chain += 1;
-                    if depth + chain > MAX_DEPTH {
-                        return Err(Diagnostic::new(
-                            format!("expression has more than {MAX_DEPTH} operators in a row"),
-                            span,
-                        )
-                        .with_hint("split it up"));
-                    }
-                    let rhs_pair = it.next().expect("grammar: operator has an operand");
-                    let rhs = self.expr(rhs_pair, depth + 1)?;
-                    let op = match op.as_str() {
-                        "+" => BinOp::Add,
-                        "-" => BinOp::Sub,
-                        "*" => BinOp::Mul,
-                        "/" => BinOp::Div,
-                        "%" => BinOp::Mod,
-                        o => unreachable!("grammar: operator {o}"),
-                    };
-                    let s = Span::new(lhs.span().start, rhs.span().end);
-                    lhs = Expr::Binary {
-                        op,
-                        lhs: Box::new(lhs),
-                        rhs: Box::new(rhs),
-                        span: s,
-                    };
-                }
-                Ok(lhs)
-            }
-            Rule::unary => {
-                let mut negs = Vec::new();
-                let mut operand = None;
-                for q in p.into_inner() {
-                    if q.as_rule() == Rule::neg {
-                        negs.push(self.sp(&q));
-                    } else {
-                        operand = Some(q);
-                    }
-                }
-                if negs.len() + depth > MAX_DEPTH {
-                    return Err(Diagnostic::new("too many `-` signs in a row", span)
-                        .with_hint("remove them in pairs"));
-                }
-                let mut e = self.expr(operand.expect("grammar: unary operand"), depth + 1)?;
-                for n in negs.into_iter().rev() {
-                    let s = Span::new(n.start, e.span().end);
-                    e = Expr::Unary {
-                        op: UnaryOp::Neg,
-                        operand: Box::new(e),
-                        span: s,
-                    };
-                }
-                Ok(e)
-            }
+            Rule::expr | Rule::term => self.binary_chain(p, depth),
+            Rule::unary => self.negations(p, depth),
             Rule::int => match parse_int(p.as_str()) {
                 Some(v) => Ok(Expr::Int(v, span)),
                 None => Err(Diagnostic::new(
@@ -1226,6 +1185,71 @@ impl Builder {
             }
             r => unreachable!("grammar: unexpected expression rule {r:?}"),
         }
+    }
+
+    /// `a + b - c` (or `a * b / c % d`): operands joined left to right.
+    fn binary_chain(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
+        let span = self.sp(&p);
+        let mut it = p.into_inner();
+        let first = it.next().expect("grammar: expr has an operand");
+        let mut lhs = self.expr(first, depth + 1)?;
+        let mut chain = 0;
+        while let Some(op) = it.next() {
+            chain += 1;
+            if depth + chain > MAX_DEPTH {
+                return Err(Diagnostic::new(
+                    format!("expression has more than {MAX_DEPTH} operators in a row"),
+                    span,
+                )
+                .with_hint("split it up"));
+            }
+            let rhs_pair = it.next().expect("grammar: operator has an operand");
+            let rhs = self.expr(rhs_pair, depth + 1)?;
+            let op = match op.as_str() {
+                "+" => BinOp::Add,
+                "-" => BinOp::Sub,
+                "*" => BinOp::Mul,
+                "/" => BinOp::Div,
+                "%" => BinOp::Mod,
+                o => unreachable!("grammar: operator {o}"),
+            };
+            let s = Span::new(lhs.span().start, rhs.span().end);
+            lhs = Expr::Binary {
+                op,
+                lhs: Box::new(lhs),
+                rhs: Box::new(rhs),
+                span: s,
+            };
+        }
+        Ok(lhs)
+    }
+
+    /// `- - x`: the operand under each leading minus, innermost first.
+    fn negations(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
+        let span = self.sp(&p);
+        let mut negs = Vec::new();
+        let mut operand = None;
+        for q in p.into_inner() {
+            if q.as_rule() == Rule::neg {
+                negs.push(self.sp(&q));
+            } else {
+                operand = Some(q);
+            }
+        }
+        if negs.len() + depth > MAX_DEPTH {
+            return Err(Diagnostic::new("too many `-` signs in a row", span)
+                .with_hint("remove them in pairs"));
+        }
+        let mut e = self.expr(operand.expect("grammar: unary operand"), depth + 1)?;
+        for n in negs.into_iter().rev() {
+            let s = Span::new(n.start, e.span().end);
+            e = Expr::Unary {
+                op: UnaryOp::Neg,
+                operand: Box::new(e),
+                span: s,
+            };
+        }
+        Ok(e)
     }
 
     fn call(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
