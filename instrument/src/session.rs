@@ -243,23 +243,12 @@ pub fn run_profiled_with(
 ) -> Result<SessionOutcome, SessionError> {
     let (program, args) = command.split_first().ok_or(SessionError::NoCommand)?;
     settings.check(mem_total_bytes())?;
-    let pattern = work_dir.join("profile.%p.tdgp");
     let mut cmd = Command::new(program);
-    cmd.args(args).env("TDG_PROFILE_OUT", &pattern);
+    cmd.args(args)
+        .env("TDG_PROFILE_OUT", work_dir.join("profile.%p.tdgp"));
     let status_pipe = StatusPipe::new()?;
     status_pipe.pass_to(&mut cmd);
-    if let Some(shim) = preload {
-        cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
-    }
-    if let Some(c) = settings.calls {
-        cmd.env("TDG_PROFILE_CALLS", c.to_string());
-    }
-    if let Some(r) = settings.records {
-        cmd.env("TDG_PROFILE_RECORDS", r.to_string());
-    }
-    if settings.cached_stores {
-        cmd.env("TDG_PROFILE_STORES", "cached");
-    }
+    settings.pass_to(&mut cmd, preload);
     let limit = match output {
         ProgramOutput::Inherit => None,
         ProgramOutput::Discard { limit } => {
@@ -289,33 +278,15 @@ pub fn run_profiled_with(
     let lost = status_pipe.reports();
     let profile_files = collect_files(work_dir)?;
     let unresolved = preload.is_some() && status.code() == Some(runtime::exit_unresolved());
-    if profile_files.is_empty() && unresolved {
-        return Err(SessionError::Unresolved(
-            program.to_string_lossy().into_owned(),
-        ));
-    }
-    if profile_files.is_empty() && !lost.is_empty() {
-        let all: Vec<String> = lost.iter().map(|l| l.to_string()).collect();
-        return Err(SessionError::NoProfile(format!(
-            "`{}` recorded calls, but {}; free space there (tdg profile writes under TMPDIR) and run it again",
-            program.to_string_lossy(),
-            all.join("; ")
-        )));
-    }
     if profile_files.is_empty() {
-        let how = match status.signal() {
-            Some(s) => format!(" (it was killed by {})", toolchain::signal_name(s)),
-            None => String::new(),
-        };
-        let hint = if preload.is_some() {
-            "check that the program calls the routine through a shared library (`nm -D` on the library lists it; a static link needs the --wrap object from `tdg instrument`)"
-        } else {
-            "without --spec the program itself must use the TDG_PROFILE markers and link libtdg_instrument (see `tdg instrument --runtime-only`)"
-        };
-        return Err(SessionError::NoProfile(format!(
-            "`{}` recorded no profiled call{how}: {hint}",
-            program.to_string_lossy()
-        )));
+        let program = program.to_string_lossy();
+        return Err(no_profile(
+            &program,
+            status,
+            preload.is_some(),
+            unresolved,
+            &lost,
+        ));
     }
     let mut parts = Vec::new();
     for f in &profile_files {
@@ -331,6 +302,57 @@ pub fn run_profiled_with(
         files: profile_files,
         lost,
     })
+}
+
+impl RuntimeSettings {
+    /// The shim and the runtime's settings, in the program's environment.
+    fn pass_to(&self, cmd: &mut Command, preload: Option<&Path>) {
+        if let Some(shim) = preload {
+            cmd.env("LD_PRELOAD", toolchain::ld_preload_with(shim));
+        }
+        if let Some(c) = self.calls {
+            cmd.env("TDG_PROFILE_CALLS", c.to_string());
+        }
+        if let Some(r) = self.records {
+            cmd.env("TDG_PROFILE_RECORDS", r.to_string());
+        }
+        if self.cached_stores {
+            cmd.env("TDG_PROFILE_STORES", "cached");
+        }
+    }
+}
+
+/// Why a run left no profile file: the shim found no routine, the files
+/// could not be written, or no call was recorded (with what to check).
+fn no_profile(
+    program: &str,
+    status: ExitStatus,
+    shimmed: bool,
+    unresolved: bool,
+    lost: &[LostProfile],
+) -> SessionError {
+    if unresolved {
+        return SessionError::Unresolved(program.to_string());
+    }
+    if !lost.is_empty() {
+        let all: Vec<String> = lost.iter().map(|l| l.to_string()).collect();
+        return SessionError::NoProfile(format!(
+            "`{program}` recorded calls, but {}; free space there (tdg profile writes under TMPDIR) and run it again",
+            all.join("; ")
+        ));
+    }
+    let how = match status.signal() {
+        Some(s) => format!(" (it was killed by {})", toolchain::signal_name(s)),
+        None => String::new(),
+    };
+    let hint = if shimmed {
+        "check that the program calls the routine through a shared library (`nm -D` on the library lists it; a static link needs the --wrap object from `tdg instrument`)"
+    } else {
+        "without --spec the program itself must use the TDG_PROFILE markers and link libtdg_instrument (see `tdg instrument --runtime-only`)"
+    };
+    SessionError::NoProfile(format!(
+        "`{program}` recorded no profiled call{how}: {hint}"
+    ))
 }
 
 fn collect_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
