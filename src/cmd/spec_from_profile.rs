@@ -4,7 +4,7 @@ use super::CmdResult;
 use crate::args::output::TableOrJsonOutput;
 use anyhow::Context as _;
 use instrument::{format, report, specgen};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -91,28 +91,39 @@ pub fn run(a: Args) -> CmdResult {
         "notes": edit.notes,
     });
     a.report.write_report(&document, || {
-        let mut s = format!(
-            "context {} ({} of {} calls, {:.1}% of the time) is the default in {}\n",
-            chosen.label(),
-            chosen.calls,
-            rep.calls,
-            chosen.share * 100.0,
-            out.display()
-        );
-        for (p, m) in &edit.macros {
-            s.push_str(&format!("  {p} <- Macro {m}\n"));
-        }
-        for n in &edit.notes {
-            s.push_str(&format!("note: {n}\n"));
-        }
-        s.push_str(&format!(
-            "{} contexts written to {}; time them with `tdg run {} --contexts {}`\n",
-            file.contexts.len(),
-            ctx_path.display(),
-            out.display(),
-            ctx_path.display()
-        ));
-        s
+        written(chosen, rep.calls, &out, &derived, &ctx_path)
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What was written, for people: the default context, the macros that now
+/// default to it, the notes, and how to time every context.
+fn written(
+    chosen: &report::ContextStats,
+    of_calls: u64,
+    out: &Path,
+    derived: &specgen::Derived,
+    ctx_path: &Path,
+) -> String {
+    let mut s = format!(
+        "context {} ({} of {of_calls} calls, {:.1}% of the time) is the default in {}\n",
+        chosen.label(),
+        chosen.calls,
+        chosen.share * 100.0,
+        out.display()
+    );
+    for (p, m) in &derived.edit.macros {
+        s.push_str(&format!("  {p} <- Macro {m}\n"));
+    }
+    for n in &derived.edit.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s.push_str(&format!(
+        "{} contexts written to {}; time them with `tdg run {} --contexts {}`\n",
+        derived.contexts.contexts.len(),
+        ctx_path.display(),
+        out.display(),
+        ctx_path.display()
+    ));
+    s
 }
