@@ -91,7 +91,7 @@ pub(super) fn pest_error(
     base: usize,
     kind: InputKind,
 ) -> Diagnostic {
-    use pest::error::{ErrorVariant, InputLocation};
+    use pest::error::InputLocation;
     let attempts = e.parse_attempts();
     let loc = match e.location {
         InputLocation::Pos(p) => p,
@@ -113,60 +113,17 @@ pub(super) fn pest_error(
         return d;
     }
 
-    let mut expected: Vec<String> = Vec::new();
-    if let Some(attempts) = &attempts {
-        for tok in attempts.expected_tokens() {
-            // The token type is not exported; its Display is the literal text
-            // (ranges print as `a..z`, filtered out as noise below).
-            let token = tok.to_string();
-            let t = token.as_str();
-            let noise = t.is_empty()
-                || t.chars()
-                    .next()
-                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
-                || matches!(
-                    t,
-                    "//" | "/*"
-                        | " "
-                        | "\t"
-                        | "\r"
-                        | "\n"
-                        | "\u{0C}"
-                        | "\u{FEFF}"
-                        | "."
-                        | "\\"
-                        | "\""
-                        | "'"
-                )
-                || (t.len() > 2 && t.contains(".."));
-            if !noise {
-                push_unique(&mut expected, format!("`{t}`"));
-            }
-        }
-    }
-    // pest's rule list belongs to its own location; it only describes the
-    // furthest position when the two coincide.
-    if let (ErrorVariant::ParsingError { positives, .. }, true) = (&e.variant, pos == loc) {
-        for r in positives {
-            if let Some(n) = rule_name(*r) {
-                push_unique(&mut expected, n.to_string());
-            }
-        }
-    }
-    // Collapse what a more general entry already says.
-    let has = |x: &str, v: &Vec<String>| v.iter().any(|e| e == x);
-    if has("an operator", &expected) {
-        expected.retain(|e| !matches!(e.as_str(), "`+`" | "`-`" | "`*`" | "`/`" | "`%`"));
-    }
-    if has("an expression", &expected) {
-        expected.retain(|e| !matches!(e.as_str(), "`(`" | "`-`" | "a name" | "a quoted string"));
-    }
-    if has(CLAUSE_NAME, &expected) {
-        expected.retain(|e| e != "a name");
-    }
+    // A token's type is not exported; its Display is the literal text.
+    let tokens: Vec<String> = attempts.as_ref().map_or_else(Vec::new, |a| {
+        a.expected_tokens()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    });
+    let mut expected = expected_at(e, &tokens, pos == loc);
     expected.truncate(6);
     // Asked before the list is joined into the message (which pops its last entry).
-    let expects_semicolon = has("`;`", &expected);
+    let expects_semicolon = expected.iter().any(|e| e == "`;`");
     let found = describe_at(src, pos, kind);
     let message = match expected.len() {
         0 => format!("unexpected {found}"),
@@ -187,23 +144,87 @@ pub(super) fn pest_error(
         .with_hint("every clause and init entry ends with `;`");
     }
     let end = pos + token_len_at(src, pos);
-    let hint = if expects_semicolon {
-        "every clause and init entry ends with `;`"
-    } else {
-        match kind {
-            InputKind::Formula => {
-                "a flop formula is arithmetic (`+ - * / %`, parentheses) on parameters, macros and numbers, e.g. \"2*M*N*K + M*N\""
-            }
-            InputKind::Condition => {
-                "a constraint compares arithmetic on the tuned macros with == != < <= > >=, joined by && and ||, e.g. \"NB % MU == 0 && MU*NU <= 16\""
-            }
-            InputKind::File if message.contains(CLAUSE_NAME) => {
-                "each clause reads `name=value;`, e.g. `flop=\"2*N\";`; docs/spec-language.md lists them"
-            }
-            InputKind::File => "docs/spec-language.md shows the syntax of each clause and value",
-        }
-    };
+    let hint = syntax_hint(kind, &message, expects_semicolon);
     Diagnostic::new(message, Span::new(base + pos, base + end)).with_hint(hint)
+}
+
+/// What the parser would have accepted at the furthest position, in
+/// words, each once, what a general entry covers left out: literal tokens
+/// that are not noise and, when pest's own location is that position
+/// (`at_location`), its rules' names.
+fn expected_at(e: &pest::error::Error<Rule>, tokens: &[String], at_location: bool) -> Vec<String> {
+    let mut expected: Vec<String> = Vec::new();
+    for token in tokens.iter().filter(|t| !is_noise(t)) {
+        push_unique(&mut expected, format!("`{token}`"));
+    }
+    // pest's rule list belongs to its own location; it only describes the
+    // furthest position when the two coincide.
+    if let (pest::error::ErrorVariant::ParsingError { positives, .. }, true) =
+        (&e.variant, at_location)
+    {
+        for r in positives {
+            if let Some(n) = rule_name(*r) {
+                push_unique(&mut expected, n.to_string());
+            }
+        }
+    }
+    // Collapse what a more general entry already says.
+    let has = |x: &str, v: &Vec<String>| v.iter().any(|e| e == x);
+    if has("an operator", &expected) {
+        expected.retain(|e| !matches!(e.as_str(), "`+`" | "`-`" | "`*`" | "`/`" | "`%`"));
+    }
+    if has("an expression", &expected) {
+        expected.retain(|e| !matches!(e.as_str(), "`(`" | "`-`" | "a name" | "a quoted string"));
+    }
+    if has(CLAUSE_NAME, &expected) {
+        expected.retain(|e| e != "a name");
+    }
+    expected
+}
+
+/// A token not worth naming: whitespace, a comment's start, a word
+/// character (the rule's name says it better), an escape or quote, a range
+/// (printed as `a..z`).
+fn is_noise(t: &str) -> bool {
+    t.is_empty()
+        || t.chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        || matches!(
+            t,
+            "//" | "/*"
+                | " "
+                | "\t"
+                | "\r"
+                | "\n"
+                | "\u{0C}"
+                | "\u{FEFF}"
+                | "."
+                | "\\"
+                | "\""
+                | "'"
+        )
+        || (t.len() > 2 && t.contains(".."))
+}
+
+/// The hint of a syntax error: the `;` rule, else the syntax of what was
+/// being read.
+fn syntax_hint(kind: InputKind, message: &str, expects_semicolon: bool) -> &'static str {
+    if expects_semicolon {
+        return "every clause and init entry ends with `;`";
+    }
+    match kind {
+        InputKind::Formula => {
+            "a flop formula is arithmetic (`+ - * / %`, parentheses) on parameters, macros and numbers, e.g. \"2*M*N*K + M*N\""
+        }
+        InputKind::Condition => {
+            "a constraint compares arithmetic on the tuned macros with == != < <= > >=, joined by && and ||, e.g. \"NB % MU == 0 && MU*NU <= 16\""
+        }
+        InputKind::File if message.contains(CLAUSE_NAME) => {
+            "each clause reads `name=value;`, e.g. `flop=\"2*N\";`; docs/spec-language.md lists them"
+        }
+        InputKind::File => "docs/spec-language.md shows the syntax of each clause and value",
+    }
 }
 
 pub(super) fn push_unique(v: &mut Vec<String>, s: String) {
