@@ -110,6 +110,13 @@
 /* Back-to-back TSC read pairs whose minimum is the empty-region cost. */
 #define OVERHEAD_PAIRS 101
 
+/* tdg's own state that changes while a sample runs lives in a section of its
+ * own, so the hidden-write check of samples replayed in place (below) can
+ * tell its writes from the application's, byte for byte. */
+#define TDG_STATE __attribute__((section("tdg_state")))
+extern char __start_tdg_state[] __attribute__((weak, visibility("hidden")));
+extern char __stop_tdg_state[] __attribute__((weak, visibility("hidden")));
+
 /* libcriu entry points (signatures from criu.h, stable since CRIU 2.x). */
 struct criu_api {
     int (*init_opts)(void);
@@ -153,7 +160,7 @@ static struct {
     int n_outputs;
     bool outputs_stale; /* the region ended since they were registered */
     const char *census; /* `tdg checkpoint sites`: write every call's time here at exit */
-} g = {.result_fd = -1};
+} g TDG_STATE = {.result_fd = -1};
 
 /* The census of every marked site (one plain run under `tdg checkpoint
  * sites`): each call's time, written out at exit. */
@@ -243,7 +250,7 @@ static struct {
     long long fork_ns, prepare_ns, flush_ns, delay_ns;
     long prepare_faults;
     long minflt0;
-} fork_plan = {.link = -1};
+} fork_plan TDG_STATE = {.link = -1};
 
 /* A copy with more than one thread cannot take its samples by fork (fork
  * copies only the calling thread), so it replays the timed call in place:
@@ -269,7 +276,7 @@ static struct {
     bool hashed[MAX_CANDIDATES + 1];
     struct timespec t_last; /* the previous sample's end (or the arming) */
     long long prepare_ns;   /* putting back the outputs, the stack and the offsets */
-} in_place;
+} in_place TDG_STATE;
 
 /* Per-thread CPU clocks over the timed call, in a copy with threads: how
  * many threads the process ran and how many of them worked in the call. */
@@ -278,7 +285,8 @@ static struct {
     int n;
     pid_t tid[TEAM_MAX];
     long long cpu_ns[TEAM_MAX];
-} team;
+    int busy_last; /* busy threads in the call that just ended */
+} team TDG_STATE;
 struct team_use {
     int threads;        /* threads in the process at the call's end */
     int busy;           /* of them, those that ran at least a quarter of the busiest one's time */
@@ -544,8 +552,8 @@ static pid_t own_tid(pid_t listed)
 {
     static struct {
         pid_t listed, own;
-    } known[TEAM_MAX];
-    static int n_known;
+    } known[TEAM_MAX] TDG_STATE;
+    static int n_known TDG_STATE;
     char path[64], buf[1024];
     const char *ns;
     pid_t own = listed;
@@ -1870,6 +1878,453 @@ static void in_place_fallback(const char *why)
     _exit(0);
 }
 
+/* Hidden writes of samples replayed in place.
+ *
+ * A call can write memory besides its declared outputs and its stack that a
+ * later call reads: a table or a cache it builds on its first call, a flag it
+ * sets once. The application's next call then runs differently, and so would
+ * every sample after the first one replayed in place, while its outputs stay
+ * the same (so the output hash above cannot see it). Before the schedule, each
+ * implementation therefore runs twice (check runs, not reported as samples)
+ * with every page of the checkpoint's private writable mappings outside the
+ * outputs, the calling thread's stack and tdg's own state write-protected
+ * through userfaultfd in its asynchronous mode (the kernel only marks a
+ * written page, Linux >= 6.7; soft-dirty bits would do the same, but this
+ * kernel family is often built without them), and reads which pages each run
+ * wrote with PAGEMAP_SCAN. Pages the first run wrote that the second did not
+ * are state a later call reads instead of rebuilding: the copy ends with
+ * `fallback=` naming them, and tdg restores once per sample, where every
+ * sample is a first call as in the application. Pages every run writes (a
+ * workspace, the thread runtime's bookkeeping: barrier generations, the team)
+ * are left as each call leaves them: putting a runtime's state back under
+ * the threads that wait on it would deadlock them. The pages tdg's state
+ * shares with the application's data are compared byte for byte instead.
+ * Where the kernel offers no such tracking, the copy falls back to one
+ * restore per sample too: a hidden write could not be ruled out. */
+#ifndef UFFD_API
+#define UFFD_API ((unsigned long long)0xAA)
+#endif
+#define TDG_UFFD_FEATURE_WP_UNPOPULATED (1ULL << 13)
+#define TDG_UFFD_FEATURE_WP_ASYNC (1ULL << 15)
+#define TDG_UFFDIO_REGISTER_MODE_WP (1ULL << 1)
+#define TDG_UFFDIO_WRITEPROTECT_MODE_WP (1ULL << 0)
+struct tdg_uffdio_api {
+    unsigned long long api, features, ioctls;
+};
+struct tdg_uffdio_range {
+    unsigned long long start, len;
+};
+struct tdg_uffdio_register {
+    struct tdg_uffdio_range range;
+    unsigned long long mode, ioctls;
+};
+struct tdg_uffdio_writeprotect {
+    struct tdg_uffdio_range range;
+    unsigned long long mode;
+};
+#define TDG_UFFDIO_API _IOWR(0xAA, 0x3F, struct tdg_uffdio_api)
+#define TDG_UFFDIO_REGISTER _IOWR(0xAA, 0x00, struct tdg_uffdio_register)
+#define TDG_UFFDIO_UNREGISTER _IOR(0xAA, 0x01, struct tdg_uffdio_range)
+#define TDG_UFFDIO_WRITEPROTECT _IOWR(0xAA, 0x06, struct tdg_uffdio_writeprotect)
+#define TDG_PAGE_IS_WRITTEN (1ULL << 1)
+struct tdg_page_region {
+    unsigned long long start, end, categories;
+};
+struct tdg_pm_scan_arg {
+    unsigned long long size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted,
+        category_mask, category_anyof_mask, return_mask;
+};
+#define TDG_PAGEMAP_SCAN _IOWR('f', 16, struct tdg_pm_scan_arg)
+
+#define HIDDEN_MAX_EXCLUDED 64
+struct hw_range {
+    unsigned long start, end;
+};
+static struct {
+    int uffd, pm;
+    struct hw_range *registered, *tracked;
+    int n_registered, n_tracked;
+    unsigned long *written[2]; /* pages the check runs wrote, ascending */
+    size_t n_written[2], cap;
+    /* pages compared byte for byte instead: those tdg's state or a global
+     * offset table (which lazy binding writes once) shares with other data,
+     * each with the byte ranges not compared */
+    struct watched {
+        unsigned long page;
+        int n_skip;
+        struct hw_range skip[4];
+    } *watched;
+    int n_watched;
+    unsigned char *watched_saved;
+    int checks[2 * (MAX_CANDIDATES + 1)]; /* implementations of the check runs */
+    int n_checks, check_i;
+    /* The threads busy in the first check run; second runs with another
+     * count are run again (up to HIDDEN_RETRIES), and a second run that
+     * leaves pages of the first unwritten is confirmed by up to
+     * HIDDEN_CONFIRMS more, whose pages join its own: what a pool thread
+     * writes depends on whether the scheduler let it take part, and only a
+     * page no later run writes again is state left for later calls. */
+    int busy_first, retries, confirms;
+} hidden TDG_STATE = {.uffd = -1, .pm = -1};
+
+static bool hidden_checking(void)
+{
+    return hidden.check_i < hidden.n_checks;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    unsigned long x = ((const struct hw_range *)a)->start, y = ((const struct hw_range *)b)->start;
+    return (x > y) - (x < y);
+}
+
+#define HIDDEN_MAX_WATCHED 256
+#define HIDDEN_RETRIES 8
+#define HIDDEN_CONFIRMS 2
+
+/* Pages [lo, hi) spans are compared byte for byte, except [lo, hi) itself. */
+static void watch(unsigned long lo, unsigned long hi, unsigned long page)
+{
+    for (unsigned long p = lo & ~(page - 1); p < hi; p += page) {
+        struct watched *w = NULL;
+        for (int i = 0; i < hidden.n_watched && !w; i++)
+            if (hidden.watched[i].page == p)
+                w = &hidden.watched[i];
+        if (!w) {
+            if (hidden.n_watched == HIDDEN_MAX_WATCHED)
+                return;
+            w = &hidden.watched[hidden.n_watched++];
+            w->page = p;
+            w->n_skip = 0;
+        }
+        if (w->n_skip < 4)
+            w->skip[w->n_skip++] = (struct hw_range){lo, hi};
+    }
+}
+
+/* The global offset table of each loaded object (`.got.plt`: DT_PLTGOT, three
+ * reserved entries and one per PLT relocation), which lazy binding writes the
+ * first time a function is called: the dynamic linker's bookkeeping, not
+ * state the call reads back. */
+static int note_got(struct dl_phdr_info *info, size_t size, void *data)
+{
+    unsigned long page = *(unsigned long *)data;
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Dyn) *d;
+        unsigned long got = 0, relsz = 0;
+        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+            continue;
+        d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        for (; d->d_tag != DT_NULL; d++) {
+            if (d->d_tag == DT_PLTGOT)
+                got = d->d_un.d_ptr;
+            else if (d->d_tag == DT_PLTRELSZ)
+                relsz = d->d_un.d_val;
+        }
+        if (got == 0)
+            continue;
+        if (got < info->dlpi_addr) /* not relocated in place */
+            got += info->dlpi_addr;
+        watch(got, got + 8 * (3 + relsz / sizeof(ElfW(Rela))), page);
+    }
+    return 0;
+}
+
+/* The dynamic linker's own path as /proc/self/maps names it (the main
+ * program's PT_INTERP, links resolved): its writable data is its
+ * bookkeeping (locks, lookup caches), excluded. */
+static int find_interpreter(struct dl_phdr_info *info, size_t size, void *data)
+{
+    char *out = data;
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_INTERP) {
+            if (!realpath((const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), out))
+                out[0] = '\0';
+            return 1;
+        }
+    return 0;
+}
+
+static const char *mapping_of(unsigned long a)
+{
+    for (int i = 0; i < fork_plan.n_ranges; i++)
+        if (a >= fork_plan.ranges[i].start && a < fork_plan.ranges[i].end)
+            return fork_plan.ranges[i].name;
+    return "no mapping";
+}
+
+#define HIDDEN_MAX_STACKS 256
+
+/* The stack pointers of the process's threads, as /proc/self/task/TID/syscall
+ * shows them for a thread blocked in the kernel (`NR args... SP PC`, or `-1
+ * SP PC`): an idle pool thread waits there. A thread's stack is its own
+ * frames, not state a later call reads, and how deep a pool thread's frames
+ * go in one call depends on the scheduler (whether it took part at all, a
+ * wake-up path, a signal), so its pages are not tracked. A thread running
+ * (`running`) is asked again for a while; one that never blocks is not
+ * found. Returns how many were found. */
+static int thread_stack_pointers(unsigned long *sps, int max)
+{
+    pid_t tids[HIDDEN_MAX_STACKS];
+    int n = list_threads(tids, HIDDEN_MAX_STACKS), found = 0;
+    struct timespec nap = {0, 1000000};
+    n = n < HIDDEN_MAX_STACKS ? n : HIDDEN_MAX_STACKS;
+    for (int i = 0; i < n && found < max; i++) {
+        for (int tries = 0; tries < 20; tries++) {
+            char path[64], buf[512], *f[16];
+            int fd, k = 0;
+            ssize_t len;
+            snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tids[i]);
+            if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+                break; /* gone */
+            len = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            buf[len > 0 ? len : 0] = '\0';
+            if (strncmp(buf, "running", 7) == 0) {
+                nanosleep(&nap, NULL);
+                continue;
+            }
+            for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w && k < 16; w = strtok_r(NULL, " \n", &save))
+                f[k++] = w;
+            if (k >= 3)
+                sps[found++] = strtoul(f[k - 2], NULL, 16);
+            break;
+        }
+    }
+    return found;
+}
+
+/* Sets up the tracking at the timed call's first start; NULL, or why it
+ * cannot be done here. */
+static const char *hidden_arm(unsigned long rsp)
+{
+    unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE), pages = 0;
+    struct hw_range excluded[HIDDEN_MAX_EXCLUDED + MAX_OUTPUTS + HIDDEN_MAX_WATCHED];
+    int n_excluded = 0;
+    char interpreter[PATH_MAX] = "";
+    unsigned long sps[HIDDEN_MAX_STACKS];
+    int n_sps;
+    struct tdg_uffdio_api api = {UFFD_API, TDG_UFFD_FEATURE_WP_ASYNC | TDG_UFFD_FEATURE_WP_UNPOPULATED, 0};
+    long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return "userfaultfd is not available";
+    hidden.uffd = (int)fd;
+    if (ioctl(hidden.uffd, TDG_UFFDIO_API, &api) < 0 || !(api.features & TDG_UFFD_FEATURE_WP_ASYNC))
+        return "the kernel's userfaultfd has no asynchronous write-protection (Linux 6.7 or later)";
+    hidden.pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (hidden.pm < 0)
+        return "cannot read /proc/self/pagemap";
+    /* What is not tracked: the outputs (put back), tdg's state (compared byte
+     * for byte on the pages it shares) and tdg's own tables. */
+#define EXCLUDE(a, b)                                                                                  \
+    do {                                                                                               \
+        unsigned long lo_ = (unsigned long)(a) & ~(page - 1), hi_ = ((unsigned long)(b) + page - 1) & ~(page - 1); \
+        if (hi_ > lo_ && n_excluded < (int)(sizeof excluded / sizeof excluded[0]))                    \
+            excluded[n_excluded++] = (struct hw_range){lo_, hi_};                                      \
+    } while (0)
+    for (int i = 0; i < g.n_outputs; i++)
+        EXCLUDE(g.outputs[i].data, (const char *)g.outputs[i].data + g.outputs[i].count * g.outputs[i].elem_size);
+    EXCLUDE(fork_plan.ranges, fork_plan.ranges + MAX_RANGES);
+    if (fork_plan.fds)
+        EXCLUDE(fork_plan.fds, fork_plan.fds + MAX_SAVED_FDS);
+    hidden.watched = map_private(HIDDEN_MAX_WATCHED * sizeof *hidden.watched);
+    hidden.watched_saved = map_private(HIDDEN_MAX_WATCHED * page);
+    if (!hidden.watched || !hidden.watched_saved)
+        return "cannot allocate the tables of written pages";
+    if (__start_tdg_state && (unsigned long)__stop_tdg_state > (unsigned long)__start_tdg_state)
+        watch((unsigned long)__start_tdg_state, (unsigned long)__stop_tdg_state, page);
+    dl_iterate_phdr(note_got, &page);
+    dl_iterate_phdr(find_interpreter, interpreter);
+    for (int i = 0; i < hidden.n_watched; i++) {
+        /* the dynamic linker's own pages are not the application's state */
+        if (interpreter[0] &&
+            strncmp(mapping_of(hidden.watched[i].page), interpreter, sizeof fork_plan.ranges[0].name - 1) == 0) {
+            hidden.watched[i--] = hidden.watched[--hidden.n_watched];
+            continue;
+        }
+        EXCLUDE(hidden.watched[i].page, hidden.watched[i].page + page);
+    }
+#undef EXCLUDE
+    qsort(excluded, (size_t)n_excluded, sizeof excluded[0], by_start);
+    hidden.registered = map_private((size_t)fork_plan.n_ranges * sizeof *hidden.registered);
+    hidden.tracked =
+        map_private(((size_t)fork_plan.n_ranges + (size_t)n_excluded + 1) * sizeof *hidden.tracked);
+    if (!hidden.registered || !hidden.tracked)
+        return "cannot allocate the tables of written pages";
+    n_sps = thread_stack_pointers(sps, HIDDEN_MAX_STACKS);
+    for (int i = 0; i < fork_plan.n_ranges; i++) {
+        const struct mem_range *r = &fork_plan.ranges[i];
+        struct tdg_uffdio_register reg;
+        unsigned long at;
+        bool a_stack = strcmp(r->name, "[stack]") == 0 || (rsp >= r->start && rsp < r->end);
+        for (int t = 0; t < n_sps && !a_stack; t++)
+            a_stack = sps[t] >= r->start && sps[t] < r->end;
+        if (!r->private_writable || a_stack ||
+            (interpreter[0] && strncmp(r->name, interpreter, sizeof r->name - 1) == 0))
+            continue;
+        reg = (struct tdg_uffdio_register){{r->start, r->end - r->start}, TDG_UFFDIO_REGISTER_MODE_WP, 0};
+        if (ioctl(hidden.uffd, TDG_UFFDIO_REGISTER, &reg) < 0)
+            continue; /* a mapping userfaultfd cannot take (device memory): not tracked */
+        hidden.registered[hidden.n_registered++] = (struct hw_range){r->start, r->end};
+        at = r->start;
+        for (int e = 0; e < n_excluded && at < r->end; e++) {
+            if (excluded[e].end <= at || excluded[e].start >= r->end)
+                continue;
+            if (excluded[e].start > at)
+                hidden.tracked[hidden.n_tracked++] = (struct hw_range){at, excluded[e].start};
+            at = excluded[e].end;
+        }
+        if (at < r->end)
+            hidden.tracked[hidden.n_tracked++] = (struct hw_range){at, r->end};
+    }
+    for (int i = 0; i < hidden.n_tracked; i++)
+        pages += (hidden.tracked[i].end - hidden.tracked[i].start) / page;
+    hidden.cap = pages + (size_t)hidden.n_watched;
+    hidden.written[0] = map_private(hidden.cap * sizeof(unsigned long));
+    hidden.written[1] = map_private((HIDDEN_CONFIRMS + 1) * hidden.cap * sizeof(unsigned long));
+    if (!hidden.written[0] || !hidden.written[1])
+        return "cannot allocate the tables of written pages";
+    /* Each implementation of the schedule, twice in a row, in the order
+     * the schedule first runs them. */
+    for (long i = 0; i < fork_plan.n_samples; i++) {
+        int k = fork_plan.schedule[i];
+        bool seen = false;
+        for (int j = 0; j < hidden.n_checks && !seen; j += 2)
+            seen = hidden.checks[j] == k;
+        if (!seen) {
+            hidden.checks[hidden.n_checks++] = k;
+            hidden.checks[hidden.n_checks++] = k;
+        }
+    }
+    return NULL;
+}
+
+/* Before a check run, last thing before its window: every tracked page
+ * write-protected again, the shared pages' bytes saved. */
+static void hidden_reset(void)
+{
+    unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < hidden.n_tracked; i++) {
+        struct tdg_uffdio_writeprotect wp = {
+            {hidden.tracked[i].start, hidden.tracked[i].end - hidden.tracked[i].start},
+            TDG_UFFDIO_WRITEPROTECT_MODE_WP};
+        (void)ioctl(hidden.uffd, TDG_UFFDIO_WRITEPROTECT, &wp);
+    }
+    for (int w = 0; w < hidden.n_watched; w++)
+        memcpy(hidden.watched_saved + (size_t)w * page, (const void *)hidden.watched[w].page, page);
+}
+
+static void hidden_note(int run, unsigned long page)
+{
+    if (hidden.n_written[run] < (run == 0 ? 1 : HIDDEN_CONFIRMS + 1) * hidden.cap)
+        hidden.written[run][hidden.n_written[run]++] = page;
+}
+
+/* After a check run: the pages it wrote, into written[run], ascending
+ * (added to those already there with `keep`). */
+static void hidden_collect(int run, bool keep)
+{
+    unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE);
+    struct tdg_page_region vec[256];
+    if (!keep)
+        hidden.n_written[run] = 0;
+    for (int w = 0; w < hidden.n_watched; w++) {
+        const struct watched *wp = &hidden.watched[w];
+        const unsigned char *now = (const unsigned char *)wp->page, *was = hidden.watched_saved + (size_t)w * page;
+        for (unsigned long b = 0; b < page; b++) {
+            unsigned long a = wp->page + b;
+            bool skipped = false;
+            if (now[b] == was[b])
+                continue;
+            for (int k = 0; k < wp->n_skip && !skipped; k++)
+                skipped = a >= wp->skip[k].start && a < wp->skip[k].end;
+            if (!skipped) {
+                hidden_note(run, wp->page);
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < hidden.n_tracked; i++) {
+        unsigned long long at = hidden.tracked[i].start;
+        while (at < hidden.tracked[i].end) {
+            struct tdg_pm_scan_arg arg = {sizeof arg, 0, at, hidden.tracked[i].end, 0,
+                                          (unsigned long long)(unsigned long)vec, 256, 0, 0,
+                                          TDG_PAGE_IS_WRITTEN, 0, TDG_PAGE_IS_WRITTEN};
+            long n = ioctl(hidden.pm, TDG_PAGEMAP_SCAN, &arg);
+            if (n < 0)
+                break;
+            for (long r = 0; r < n; r++)
+                for (unsigned long long p = vec[r].start; p < vec[r].end; p += page)
+                    hidden_note(run, (unsigned long)p);
+            if (arg.walk_end <= at)
+                break;
+            at = arg.walk_end;
+        }
+    }
+    qsort(hidden.written[run], hidden.n_written[run], sizeof(unsigned long), by_address);
+}
+
+
+/* Pages the first check run wrote that no later one did; the first of
+ * them in `first`. */
+static size_t hidden_left(unsigned long *first)
+{
+    size_t once = 0, j = 0;
+    for (size_t i = 0; i < hidden.n_written[0]; i++) {
+        unsigned long p = hidden.written[0][i];
+        while (j < hidden.n_written[1] && hidden.written[1][j] < p)
+            j++;
+        if (j < hidden.n_written[1] && hidden.written[1][j] == p)
+            continue;
+        if (once++ == 0)
+            *first = p;
+    }
+    return once;
+}
+
+/* After the last check run of implementation k: pages the first run
+ * wrote and no later one did mean state the first call left for later
+ * ones; the copy falls back (no return). Otherwise one line says how many
+ * pages every run rewrites. */
+static void hidden_compare(int k)
+{
+    char line[PATH_MAX + 512];
+    unsigned long first = 0;
+    size_t once = hidden_left(&first);
+    if (once > 0) {
+        char who[48];
+        if (k > 0)
+            snprintf(who, sizeof who, "candidate %d's timed call", k);
+        else
+            snprintf(who, sizeof who, "the timed call");
+        snprintf(line, sizeof line,
+                 "%s wrote %zu page(s) besides its declared outputs and the stack on its first run that its "
+                 "%d later run(s) did not write again (the first at %#lx, in %s): state a later call reads instead of "
+                 "rebuilding (a table or a cache built once, a flag set once), which every sample replayed in "
+                 "place after the first would find",
+                 who, once, hidden.confirms + 1, first, mapping_of(first));
+        in_place_fallback(line);
+    }
+    snprintf(line, sizeof line, "hidden_check candidate=%d written=%zu rewritten=%zu\n", k, hidden.n_written[0],
+             hidden.n_written[1]);
+    report_line(line);
+}
+
+/* After the last check run: tracking off (no write is trapped again). */
+static void hidden_stop(void)
+{
+    for (int i = 0; i < hidden.n_registered; i++) {
+        struct tdg_uffdio_range r = {hidden.registered[i].start,
+                                     hidden.registered[i].end - hidden.registered[i].start};
+        (void)ioctl(hidden.uffd, TDG_UFFDIO_UNREGISTER, &r);
+    }
+    close(hidden.uffd);
+    close(hidden.pm);
+    hidden.uffd = hidden.pm = -1;
+}
+
 /* The first time at the timed call's start: save the stack and the outputs. */
 static void in_place_arm(void)
 {
@@ -1919,6 +2374,14 @@ static void in_place_arm(void)
     for (int i = 0, k = 0; i < fork_plan.n_ranges; i++)
         if (fork_plan.ranges[i].shared_writable)
             in_place.shared_sums[k++] = checksum(&fork_plan.ranges[i]);
+    if ((problem = hidden_arm(rsp)) != NULL) {
+        char why[512];
+        snprintf(why, sizeof why,
+                 "the pages a call writes cannot be found here (%s), so a call that leaves state for the next "
+                 "could not be ruled out for samples replayed in place",
+                 problem);
+        in_place_fallback(why);
+    }
     in_place.armed = true;
     snprintf(line, sizeof line, "in_place stack_bytes=%lu output_bytes=%zu threads=%d\n", top - rsp,
              in_place.output_bytes, count_threads());
@@ -1944,11 +2407,13 @@ static __attribute__((noinline)) void in_place_sample_starts(void)
         }
         restore_offsets();
     }
-    in_place.k = fork_plan.schedule[in_place.sample];
+    in_place.k = hidden_checking() ? hidden.checks[hidden.check_i] : fork_plan.schedule[in_place.sample];
     g.candidate = in_place.k > 0 ? fork_plan.candidates[in_place.k - 1] : NULL;
     g.candidate_ran = false;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     in_place.prepare_ns += elapsed_ns(&t0, &t1);
+    if (hidden_checking())
+        hidden_reset(); /* last: the check run's window starts here */
 }
 
 /* Runs on the private stack: the calling thread's stack back as it was at
@@ -1965,6 +2430,8 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
     char line[512];
     unsigned long long h;
     struct timespec t;
+    if (hidden_checking())
+        hidden_collect(hidden.check_i % 2, hidden.check_i % 2 == 1 && hidden.confirms > 0); /* first: the window ends here */
     if (g.candidate && !g.candidate_ran)
         fail_copy("was never called: ", "the region makes no TDG_ROUTINE call for its site, so the copy ran "
                   "the application's own code; route the call through TDG_ROUTINE(\"site\", function)");
@@ -1977,7 +2444,7 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
                  "sample %ld replayed in place wrote other outputs than the first sample of the same code: the "
                  "timed call reads memory it writes besides its declared outputs, or its result depends on its "
                  "threads' timing",
-                 in_place.sample + 1);
+                 in_place.sample + hidden.check_i + 1);
         in_place_fallback(line);
     }
     if (in_place.sample == 0) {
@@ -1985,6 +2452,29 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
         const char *problem = unreplayable(in_place.shared_sums, why, sizeof why);
         if (problem)
             in_place_fallback(problem);
+    }
+    if (hidden_checking()) {
+        /* a check run: not a sample */
+        unsigned long first;
+        bool again = false;
+        if (hidden.check_i % 2 == 0) {
+            hidden.busy_first = team.busy_last;
+            hidden.retries = hidden.confirms = 0;
+        } else if (team.busy_last != hidden.busy_first && hidden.confirms == 0 &&
+                   hidden.retries < HIDDEN_RETRIES) {
+            hidden.retries++; /* not comparable: another team took part */
+            again = true;
+        } else if (hidden_left(&first) > 0 && hidden.confirms < HIDDEN_CONFIRMS) {
+            hidden.confirms++;
+            again = true;
+        } else {
+            hidden_compare(in_place.k);
+        }
+        if (!again && ++hidden.check_i == hidden.n_checks)
+            hidden_stop();
+        clock_gettime(CLOCK_MONOTONIC, &in_place.t_last);
+        in_place.prepare_ns = 0;
+        goto rewind;
     }
     clock_gettime(CLOCK_MONOTONIC, &t);
     snprintf(line, sizeof line,
@@ -2000,6 +2490,7 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
         report_line("fork_done\n");
         _exit(0);
     }
+rewind:
     g.timing_depth = 0;
     getcontext(&in_place.rewind);
     in_place.rewind.uc_stack.ss_sp = in_place.alt;
@@ -2573,6 +3064,7 @@ static void region_finished(const struct region_end *t)
         if (team.on) {
             struct team_use use = team_end();
             char line[128];
+            team.busy_last = use.busy;
             snprintf(line, sizeof line, "team threads=%d busy_threads=%d team_cpu_ns=%lld\n", use.threads,
                      use.busy, use.cpu_ns);
             report_line(line);
@@ -2747,8 +3239,8 @@ void tdg_region_end(const char *site)
 
 void *tdg_redirect(const char *site, const char *symbol, void *original)
 {
-    static const char *cached_symbol;
-    static void *cached, *cached_from;
+    static const char *cached_symbol TDG_STATE;
+    static void *cached TDG_STATE, *cached_from TDG_STATE;
     void *found;
     if (!g.candidate)
         return original;

@@ -57,6 +57,14 @@ pub struct InPlace {
     pub output_bytes: u64,
     /// Threads in the copy at the timed call's first start.
     pub threads: u64,
+    /// Implementations whose two check runs found no state left for a
+    /// later call (tdg_checkpoint.c, "Hidden writes"), and the most pages
+    /// outside the outputs and the stack one of them rewrites on every
+    /// call (a workspace, the thread runtime's state).
+    #[serde(default)]
+    pub checked: u64,
+    #[serde(default)]
+    pub rewritten_pages: u64,
 }
 
 /// The pages of a checkpoint as the learning passes found them.
@@ -203,7 +211,16 @@ pub fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestor
                 stack_bytes: line_field(rest, "stack_bytes=").unwrap_or(0),
                 output_bytes: line_field(rest, "output_bytes=").unwrap_or(0),
                 threads: line_field(rest, "threads=").unwrap_or(0),
+                checked: 0,
+                rewritten_pages: 0,
             });
+        } else if let Some(rest) = line.strip_prefix("hidden_check ") {
+            if let Some(p) = forked.in_place.as_mut() {
+                p.checked += 1;
+                p.rewritten_pages = p
+                    .rewritten_pages
+                    .max(line_field(rest, "rewritten=").unwrap_or(0));
+            }
         } else if let Some(t) = TeamUse::parse(line) {
             team = Some(t);
         } else if line.starts_with("ns=") {
@@ -280,7 +297,9 @@ mod tests {
             Some(InPlace {
                 stack_bytes: 12000,
                 output_bytes: 2097152,
-                threads: 2
+                threads: 2,
+                checked: 0,
+                rewritten_pages: 0,
             })
         );
         assert_eq!(

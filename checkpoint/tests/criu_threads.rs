@@ -255,7 +255,7 @@ fn an_openmp_candidate_runs_with_its_threads_on_the_threaded_image() {
         .take_samples(std::slice::from_ref(&candidate), &schedule, false)
         .unwrap();
     assert!(taken.failures.is_empty(), "{:?}", taken.failures);
-    assert_eq!(taken.restores, 1);
+    assert_eq!(taken.restores, 1, "{:?}", taken.fallback);
     assert!(taken.in_place.is_some() && taken.fallback.is_none());
     let runs: Vec<_> = taken.runs.iter().flatten().collect();
     assert_eq!(runs.len(), schedule.len());
