@@ -17,6 +17,8 @@ pub enum Input {
     InApp(Box<checkpoint::InAppReport>),
     Runs(RunFile),
     Autotune(Box<autotune::record::Record>),
+    /// `scripts/bench-search --json`: strategy curves on recorded spaces.
+    StrategyCurves(Box<crate::strategy_section::StrategyCurves>),
 }
 
 /// A tuning campaign: its evaluations in the order they were made.
@@ -132,6 +134,11 @@ fn from_json(path: &Path, v: Value) -> Result<Input, InputError> {
     if v.get("format").and_then(Value::as_str) == Some(autotune::record::FORMAT_NAME) {
         let r = autotune::record::Record::from_value(v).map_err(|why| read_err(path, why))?;
         return Ok(Input::Autotune(Box::new(r)));
+    }
+    if v.get("kind").and_then(Value::as_str) == Some(crate::strategy_section::KIND) {
+        let c = crate::strategy_section::StrategyCurves::from_value(v)
+            .map_err(|why| read_err(path, why))?;
+        return Ok(Input::StrategyCurves(Box::new(c)));
     }
     // A tune log of a single evaluation is one JSON object.
     if has("phase") && has("config") && has("n") {

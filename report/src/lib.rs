@@ -18,6 +18,7 @@ pub mod input;
 pub mod probe_section;
 pub mod profile_section;
 pub mod runs;
+pub mod strategy_section;
 
 pub use html::{PageOptions, Section};
 pub use input::{load, Input, InputError};
@@ -61,6 +62,9 @@ pub fn sections(inputs: &[Input]) -> Result<Vec<Section>, ReportError> {
             }
             Input::Runs(_) => {}
             Input::Autotune(r) => out.push(autotune_section::section(&next_id("autotune"), r)?),
+            Input::StrategyCurves(c) => {
+                out.push(strategy_section::section(&next_id("strategies"), c)?)
+            }
         }
     }
     let timed = runs::timed_files(inputs);
@@ -82,6 +86,7 @@ pub fn title(inputs: &[Input]) -> String {
             Input::CheckpointTime(_) | Input::AutoDelay(_) | Input::InApp(_) => "checkpoint",
             Input::Runs(_) => "runs",
             Input::Autotune(_) => "autotune",
+            Input::StrategyCurves(_) => "search strategies",
         })
         .collect();
     kinds.dedup();
