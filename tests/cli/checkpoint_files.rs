@@ -211,3 +211,79 @@ fn info_lists_every_substitution_and_time_validate_tune_warn_once_each() {
     untouched("tune", None);
     let _ = std::fs::remove_dir_all(&img);
 }
+/// The checkpoint commands' counts past what they can do (a vector of
+/// u64::MAX samples, runs or rounds) are usage errors naming the range,
+/// not a panic allocating for them.
+#[test]
+fn counts_past_their_range_are_usage_errors_not_panics() {
+    // Refused as the command line is read: nothing needs to exist.
+    let dir = tempfile::tempdir().unwrap();
+    let (img, data) = (dir.path().join("img"), dir.path().join("data.bin"));
+    let exe = dir.path().join("logcalls");
+    let max = "18446744073709551615";
+    let app = |cmd: &mut Vec<std::ffi::OsString>| {
+        cmd.push("--".into());
+        cmd.push(exe.clone().into());
+        cmd.push("12".into());
+        cmd.push(dir.path().join("run.log").into());
+        cmd.push(data.clone().into());
+    };
+    let mut cases: Vec<Vec<std::ffi::OsString>> = Vec::new();
+    cases.push(vec![
+        "checkpoint".into(),
+        "time".into(),
+        img.clone().into(),
+        "-r".into(),
+        max.into(),
+    ]);
+    for opt in ["-r", "--runs", "--min-rounds", "--max-rounds"] {
+        cases.push(vec![
+            "checkpoint".into(),
+            "validate".into(),
+            img.clone().into(),
+            opt.into(),
+            max.into(),
+        ]);
+    }
+    let mut inapp: Vec<std::ffi::OsString> = [
+        "checkpoint",
+        "inapp",
+        "--site",
+        "step",
+        "--call",
+        "2",
+        "--runs",
+        max,
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    app(&mut inapp);
+    cases.push(inapp);
+    for opt in ["--samples", "--max-rounds", "--inapp-runs"] {
+        let mut c: Vec<std::ffi::OsString> = [
+            "checkpoint",
+            "capture",
+            "--site",
+            "step",
+            "--call",
+            "5",
+            "--auto-delay",
+            opt,
+            max,
+            "-o",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        c.push(dir.path().join("auto").into());
+        app(&mut c);
+        cases.push(c);
+    }
+    for args in cases {
+        let o = tdg_command().args(&args).output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("is not in 1..="), "{args:?}: {err}");
+    }
+}

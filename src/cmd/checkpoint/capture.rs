@@ -49,17 +49,17 @@ pub(super) struct CaptureArgs {
     /// Time the call in this many plain runs first and choose the smallest
     /// delay that reproduces the in-app median (not interleaved; --reference
     /// app compares side by side).
-    #[arg(long, requires = "auto_delay", conflicts_with = "reference")]
+    #[arg(long, requires = "auto_delay", conflicts_with = "reference", value_parser = super::count(super::MAX_RUNS))]
     #[arg(help_heading = "Auto delay")]
     inapp_runs: Option<usize>,
     /// With --reference app: rounds after which a delay's comparison ends
     /// undecided (6 at least; a verdict ends it sooner).
-    #[arg(long, default_value_t = 20, requires = "auto_delay")]
+    #[arg(long, default_value_t = 20, requires = "auto_delay", value_parser = super::count(super::MAX_RUNS))]
     #[arg(help_heading = "Auto delay")]
     max_rounds: usize,
     /// Restores per delay for --auto-delay (with --reference app: samples
     /// of the image per round).
-    #[arg(long, requires = "auto_delay")]
+    #[arg(long, requires = "auto_delay", value_parser = super::count(super::MAX_SAMPLES))]
     #[arg(help_heading = "Auto delay")]
     samples: Option<usize>,
     #[command(flatten)]

@@ -16,7 +16,7 @@ pub(super) struct TimeArgs {
     /// Exactly this many samples (one timed region each). Without it: 20,
     /// then more until the medians over the first and the second half of
     /// the samples agree within --stable-pct, or --max-time runs out.
-    #[arg(short = 'r', long)]
+    #[arg(short = 'r', long, value_parser = super::count(super::MAX_SAMPLES))]
     samples: Option<usize>,
     /// Without -r: sample until the halves' medians agree within this many per cent.
     #[arg(long, default_value_t = checkpoint::timing::StableRule::default().pct, conflicts_with = "samples")]
@@ -71,16 +71,16 @@ pub(super) struct ValidateArgs {
     /// Image directory written by `tdg checkpoint capture`.
     image: PathBuf,
     /// Rounds before a verdict may end the comparison.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = super::count(super::MAX_RUNS))]
     min_rounds: usize,
     /// Rounds after which an undecided comparison ends.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::count(super::MAX_RUNS))]
     max_rounds: usize,
     /// Plain runs of the application per round.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::count(super::MAX_RUNS))]
     runs: usize,
     /// Samples of the image per round (one restore, a fork of it each).
-    #[arg(short = 'r', long, default_value_t = 3)]
+    #[arg(short = 'r', long, default_value_t = 3, value_parser = super::count(super::MAX_SAMPLES))]
     samples: usize,
     /// The image matches when its time is within this fraction of the application's.
     #[arg(long, default_value_t = 0.10)]

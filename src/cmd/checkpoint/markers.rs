@@ -25,7 +25,7 @@ pub(super) struct InAppArgs {
     #[arg(long, default_value_t = 1)]
     call: u64,
     /// Number of plain runs of the application.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = super::count(super::MAX_RUNS))]
     runs: usize,
     #[command(flatten)]
     app: ApplicationRun,

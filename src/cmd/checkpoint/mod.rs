@@ -12,6 +12,17 @@ mod shim;
 
 use super::CmdResult;
 
+/// Samples one restored copy can take (MAX_SAMPLES in tdg_checkpoint.c).
+const MAX_SAMPLES: u64 = 1_000_000;
+/// Plain runs, rounds and restores: far past any comparison's need, and
+/// small enough to allocate for.
+const MAX_RUNS: u64 = 100_000;
+
+/// A count option: 1 to `max`, anything else a usage error naming the range.
+fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=max)
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
