@@ -2055,6 +2055,20 @@ static const char *mapping_of(unsigned long a)
     return "no mapping";
 }
 
+/* The named mapping an anonymous one follows directly (a library's or the
+ * executable's zero-filled data), or "" when it follows none. */
+static const char *named_below(unsigned long a)
+{
+    for (int i = 1; i < fork_plan.n_ranges; i++)
+        if (a >= fork_plan.ranges[i].start && a < fork_plan.ranges[i].end)
+            return fork_plan.ranges[i - 1].end == fork_plan.ranges[i].start &&
+                           strcmp(fork_plan.ranges[i].name, "anonymous") == 0 &&
+                           strcmp(fork_plan.ranges[i - 1].name, "anonymous") != 0
+                       ? fork_plan.ranges[i - 1].name
+                       : "";
+    return "";
+}
+
 #define HIDDEN_MAX_STACKS 256
 
 /* The stack pointers of the process's threads, as /proc/self/task/TID/syscall
@@ -2063,8 +2077,9 @@ static const char *mapping_of(unsigned long a)
  * frames, not state a later call reads, and how deep a pool thread's frames
  * go in one call depends on the scheduler (whether it took part at all, a
  * wake-up path, a signal), so its pages are not tracked. A thread running
- * (`running`) is asked again for a while; one that never blocks is not
- * found. Returns how many were found. */
+ * (`running`) is asked again for a while; one that never blocks (a pool
+ * thread spinning for work) is not found here, and its stack is known by
+ * its guard page instead (is_thread_stack). Returns how many were found. */
 static int thread_stack_pointers(unsigned long *sps, int max)
 {
     pid_t tids[HIDDEN_MAX_STACKS];
@@ -2094,6 +2109,17 @@ static int thread_stack_pointers(unsigned long *sps, int max)
         }
     }
     return found;
+}
+
+/* A thread stack as glibc (and most thread libraries) map one: anonymous,
+ * writable, right above an inaccessible anonymous guard page. Found so for
+ * the threads whose stack pointer cannot be read (thread_stack_pointers). */
+static bool is_thread_stack(int i)
+{
+    const struct mem_range *r = &fork_plan.ranges[i], *below = i > 0 ? &fork_plan.ranges[i - 1] : NULL;
+    return below && below->end == r->start && strcmp(r->name, "anonymous") == 0 &&
+           strcmp(below->name, "anonymous") == 0 && !below->readable && !below->private_writable &&
+           !below->shared_writable;
 }
 
 /* Sets up the tracking at the timed call's first start; NULL, or why it
@@ -2158,7 +2184,8 @@ static const char *hidden_arm(unsigned long rsp)
         const struct mem_range *r = &fork_plan.ranges[i];
         struct tdg_uffdio_register reg;
         unsigned long at;
-        bool a_stack = strcmp(r->name, "[stack]") == 0 || (rsp >= r->start && rsp < r->end);
+        bool a_stack =
+            strcmp(r->name, "[stack]") == 0 || (rsp >= r->start && rsp < r->end) || is_thread_stack(i);
         for (int t = 0; t < n_sps && !a_stack; t++)
             a_stack = sps[t] >= r->start && sps[t] < r->end;
         if (!r->private_writable || a_stack ||
@@ -2301,10 +2328,11 @@ static void hidden_compare(int k)
             snprintf(who, sizeof who, "the timed call");
         snprintf(line, sizeof line,
                  "%s wrote %zu page(s) besides its declared outputs and the stack on its first run that its "
-                 "%d later run(s) did not write again (the first at %#lx, in %s): state a later call reads instead of "
+                 "%d later run(s) did not write again (the first at %#lx, in %s%s%s): state a later call reads instead of "
                  "rebuilding (a table or a cache built once, a flag set once), which every sample replayed in "
                  "place after the first would find",
-                 who, once, hidden.confirms + 1, first, mapping_of(first));
+                 who, once, hidden.confirms + 1, first, mapping_of(first), named_below(first)[0] ? " memory after " : "",
+                 named_below(first));
         in_place_fallback(line);
     }
     snprintf(line, sizeof line, "hidden_check candidate=%d written=%zu rewritten=%zu\n", k, hidden.n_written[0],
