@@ -466,8 +466,14 @@ impl ValidationReport {
                 );
             }
         }
-        if let (Verdict::Undecided, Some(s)) = (self.verdict, &self.spread) {
-            t += &s.sentence(self.tolerance);
+        // Undecided, or told apart while a side spreads wider than the
+        // tolerance (a loaded host slows the application's single calls
+        // more than the copy's many samples): the spreads say so.
+        if let Some(s) = &self.spread {
+            let wide = s.in_app > self.tolerance || s.image > self.tolerance;
+            if self.verdict == Verdict::Undecided || (self.verdict != Verdict::Matches && wide) {
+                t += &s.sentence(self.tolerance);
+            }
         }
         if let Some(f) = &self.fidelity {
             t += "\n";
