@@ -7,7 +7,7 @@
 use sha2::Digest;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -124,26 +124,10 @@ impl Program {
         for (k, v) in &launch.env {
             cmd.env(k, v);
         }
-        cmd.process_group(0)
+        toolchain::tie_to_tdg(&mut cmd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let tdg = std::process::id() as libc::pid_t;
-        // SAFETY: prctl, getppid and raise are async-signal-safe; nothing
-        // else runs between fork and exec. The program is tied to tdg: it
-        // leads its own group (so a limit stops all it started) and dies
-        // with tdg instead of running on as root unwatched.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != tdg {
-                    libc::raise(libc::SIGKILL);
-                }
-                Ok(())
-            });
-        }
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(|source| ProgramError::Spawn {
             program: program.clone(),

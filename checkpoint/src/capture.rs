@@ -232,14 +232,7 @@ pub(crate) fn capture_into(
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != tdg_pid {
-                // tdg died before the death signal was armed.
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
+            toolchain::die_with_tdg(tdg_pid)
         });
     }
     let started = Instant::now();

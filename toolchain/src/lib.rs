@@ -54,8 +54,8 @@ pub fn offset_in_text(path: &Path, name: &str) -> Result<Option<u64>, ToolchainE
 }
 
 pub use process::{
-    run, run_with_deadline, signal_name, time_limit_secs, wait_or_kill_group, Deadline, Finished,
-    RunOutput, MAX_TIME_LIMIT,
+    die_with_tdg, run, run_with_deadline, signal_name, tie_to_tdg, time_limit_secs,
+    wait_or_kill_group, Deadline, Finished, RunOutput, MAX_TIME_LIMIT,
 };
 
 /// The `LD_PRELOAD` value that puts `shim` first, ahead of whatever this

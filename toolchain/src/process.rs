@@ -140,6 +140,33 @@ pub fn run(cmd: &mut Command, timeout: Option<Duration>) -> Result<RunOutput, To
 /// session of its own) can still hold the pipes open, and it is not waited for.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
+/// Between fork and exec, in the child: it is killed when tdg dies
+/// (`PR_SET_PDEATHSIG`), and at once if tdg died before that was armed, so
+/// nothing tdg started runs on as root unwatched. `tdg` is tdg's pid, read
+/// before the fork. Only async-signal-safe calls (prctl, getppid, raise).
+pub fn die_with_tdg(tdg: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: plain system calls on this process, no memory handed over.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != tdg {
+            libc::raise(libc::SIGKILL);
+        }
+    }
+    Ok(())
+}
+
+/// `cmd`'s program leads a process group of its own (so a time limit stops
+/// all it started) and dies with tdg ([`die_with_tdg`]).
+pub fn tie_to_tdg(cmd: &mut Command) -> &mut Command {
+    let tdg = std::process::id() as libc::pid_t;
+    cmd.process_group(0);
+    // SAFETY: die_with_tdg makes only async-signal-safe calls; nothing else
+    // runs between fork and exec.
+    unsafe { cmd.pre_exec(move || die_with_tdg(tdg)) }
+}
+
 /// [`run`] with a deadline the caller may push back while the program
 /// shows progress ([`Deadline::progressed`]).
 pub fn run_with_deadline(
@@ -148,22 +175,7 @@ pub fn run_with_deadline(
 ) -> Result<RunOutput, ToolchainError> {
     let program = cmd.get_program().to_string_lossy().to_string();
     let started = Instant::now();
-    let tdg = std::process::id() as libc::pid_t;
-    cmd.process_group(0);
-    // SAFETY: prctl, getppid and raise are async-signal-safe; nothing else
-    // runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != tdg {
-                // tdg died before the death signal was armed.
-                libc::raise(libc::SIGKILL);
-            }
-            Ok(())
-        });
-    }
+    tie_to_tdg(cmd);
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
