@@ -103,6 +103,16 @@ pub fn pin_to_one_cpu() {
     }
 }
 
+/// Whether process `pid` still runs: its /proc entry is there and it is not
+/// a zombie (a zombie is dead; only its parent's wait is missing).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::repo;

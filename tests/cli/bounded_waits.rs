@@ -101,14 +101,6 @@ fn every_time_limit_refuses_a_value_past_its_cap_in_one_usage_line() {
     }
 }
 
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// `checkpoint inapp --timeout 5 -- sh -c './app; sleep 1000 &'`: the runs
 /// end when the application does (the leftover holds the output pipes),
 /// and the leftover is killed and named, not left running as root.
@@ -184,5 +176,5 @@ fn inapp_returns_when_the_application_exits_and_kills_its_leftover() {
         .trim()
         .parse()
         .unwrap();
-    assert!(!alive(pid), "the leftover {pid} is still running");
+    assert!(!testkit::alive(pid), "the leftover {pid} is still running");
 }

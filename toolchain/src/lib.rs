@@ -148,15 +148,6 @@ mod tests {
         assert!(matches!(err, ToolchainError::TimedOut { .. }));
     }
 
-    fn alive(pid: i32) -> bool {
-        // A zombie is dead: only its parent's wait is missing.
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-        })
-    }
-
     /// A program that started others (a shell's background job, here) is
     /// killed with all of them, and the message says so with the limit.
     #[test]
@@ -187,11 +178,11 @@ mod tests {
             .parse()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
-        while alive(grandchild) && Instant::now() < deadline {
+        while testkit::alive(grandchild) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(
-            !alive(grandchild),
+            !testkit::alive(grandchild),
             "the shell's child {grandchild} outlived the timeout"
         );
     }

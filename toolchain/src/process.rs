@@ -512,17 +512,7 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()
-                    .map(|r| r.trim_start().chars().next().unwrap_or('?'))
-            });
-        assert!(
-            matches!(state, None | Some('Z') | Some('X')),
-            "the leftover {pid} is still running: {state:?}"
-        );
+        assert!(!testkit::alive(pid), "the leftover {pid} is still running");
         // A program that leaves nothing has nothing named.
         let out = run(Command::new("true").arg("x"), Some(Duration::from_secs(60))).unwrap();
         assert!(out.leftovers.is_empty());
