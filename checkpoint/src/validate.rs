@@ -363,6 +363,35 @@ impl Spread {
 
 impl ValidationReport {
     pub fn render_text(&self) -> String {
+        let mut t = self.render_setup();
+        t += &self.render_rounds();
+        t += &format!(
+            "\nin-app  {}\nimage   {}\n",
+            self.in_app_ns.ns_line(),
+            self.image_ns.ns_line()
+        );
+        t += &self.render_verdict();
+        // Undecided, or told apart while a side spreads wider than the
+        // tolerance (a loaded host slows the application's single calls
+        // more than the copy's many samples): the spreads say so.
+        if let Some(s) = &self.spread {
+            let wide = s.in_app > self.tolerance || s.image > self.tolerance;
+            if self.verdict == Verdict::Undecided || (self.verdict != Verdict::Matches && wide) {
+                t += &s.sentence(self.tolerance);
+            }
+        }
+        if let Some(f) = &self.fidelity {
+            t += "\n";
+            t += &f.render_table();
+            if self.verdict != Verdict::Matches {
+                t += &f.render_causes();
+            }
+        }
+        t
+    }
+
+    /// What was compared, how, and with which clock.
+    fn render_setup(&self) -> String {
         let what = match (&self.site, self.call, self.delay) {
             (Some(s), Some(c), Some(0)) => format!("region {s}, call {c}, immediate checkpoint"),
             (Some(s), Some(c), Some(d)) => format!("region {s}, call {c}, delayed by {d} call(s)"),
@@ -395,94 +424,76 @@ impl ValidationReport {
             ClockChoice::Cpu => "clock   the call's CPU time (robust to the host's other tenants; --clock wall for wall time)\n\n",
             _ => "clock   the call's wall time (TSC)\n\n",
         };
-        t += "round  first   in-app median   image median   image/in-app\n";
+        t
+    }
+
+    /// One line a round: who went first, both medians, the ratio.
+    fn render_rounds(&self) -> String {
+        let mut t = "round  first   in-app median   image median   image/in-app\n".to_string();
         for (i, r) in self.rounds.iter().enumerate() {
-            let med = |v: &[u64]| {
-                Summary::of(&v.iter().map(|&n| n as f64).collect::<Vec<_>>())
-                    .map_or(f64::NAN, |s| s.median)
-            };
             t += &format!(
                 "{:>5}  {:<6}  {:>14}  {:>13}  {:>12.3}\n",
                 i + 1,
                 if r.image_first { "image" } else { "app" },
-                stats::ns(med(&r.in_app_ns)),
-                stats::ns(med(&r.image_ns)),
+                stats::ns(median_of(&r.in_app_ns)),
+                stats::ns(median_of(&r.image_ns)),
                 r.ratio
             );
         }
-        t += &format!(
-            "\nin-app  {}\nimage   {}\n",
-            self.in_app_ns.ns_line(),
-            self.image_ns.ns_line()
-        );
-        let tol = self.tolerance * 100.0;
-        match &self.estimate {
-            Some(e) => {
-                t += &format!(
-                    "ratio   image/in-app {:.3} (median of the rounds), {:.0}% interval {:.3}-{:.3}\n",
-                    e.ratio,
-                    e.coverage * 100.0,
-                    e.low,
-                    e.high
-                );
-                t += &format!(
-                    "verdict {}: {}\n",
-                    self.verdict.word(),
-                    match self.verdict {
-                        Verdict::Matches => format!(
-                            "the image reproduces the application within {tol:.0}% (the whole interval is inside it)"
-                        ),
-                        Verdict::Slower => format!(
-                            "the image runs the call slower than the application, by more than {tol:.0}% over the whole interval"
-                        ),
-                        Verdict::Faster => format!(
-                            "the image runs the call faster than the application, by more than {tol:.0}% over the whole interval"
-                        ),
-                        Verdict::Undecided => format!(
-                            "the interval straddles the {tol:.0}% tolerance after {} rounds{}; {}",
-                            self.rounds.len(),
-                            if self.stopped_hopeless {
-                                " (stopped before --max-rounds: at this spread it would not decide either)"
-                            } else {
-                                ""
-                            },
-                            match self.rounds_to_decide {
-                                Some(n) => format!(
-                                    "at the spread of these rounds about {n} would decide (--max-rounds {n}), or compare on a quieter host"
-                                ),
-                                None => format!(
-                                    "at this spread not even {ROUNDS_PROJECTION_CAP} rounds would (the median ratio sits near the tolerance's edge, or the host is too noisy): compare on a quieter host"
-                                ),
-                            }
-                        ),
-                    }
-                );
-            }
-            None => {
-                t += &format!(
-                    "verdict undecided: {} rounds are too few for a {:.0}% interval (6 at least); raise --min-rounds\n",
-                    self.rounds.len(),
-                    self.confidence * 100.0
-                );
-            }
-        }
-        // Undecided, or told apart while a side spreads wider than the
-        // tolerance (a loaded host slows the application's single calls
-        // more than the copy's many samples): the spreads say so.
-        if let Some(s) = &self.spread {
-            let wide = s.in_app > self.tolerance || s.image > self.tolerance;
-            if self.verdict == Verdict::Undecided || (self.verdict != Verdict::Matches && wide) {
-                t += &s.sentence(self.tolerance);
-            }
-        }
-        if let Some(f) = &self.fidelity {
-            t += "\n";
-            t += &f.render_table();
-            if self.verdict != Verdict::Matches {
-                t += &f.render_causes();
-            }
-        }
         t
+    }
+
+    /// The ratio's line and the verdict's, with what an undecided one needs.
+    fn render_verdict(&self) -> String {
+        let Some(e) = &self.estimate else {
+            return format!(
+                "verdict undecided: {} rounds are too few for a {:.0}% interval (6 at least); raise --min-rounds\n",
+                self.rounds.len(),
+                self.confidence * 100.0
+            );
+        };
+        let tol = self.tolerance * 100.0;
+        let reason = match self.verdict {
+            Verdict::Matches => format!(
+                "the image reproduces the application within {tol:.0}% (the whole interval is inside it)"
+            ),
+            Verdict::Slower => format!(
+                "the image runs the call slower than the application, by more than {tol:.0}% over the whole interval"
+            ),
+            Verdict::Faster => format!(
+                "the image runs the call faster than the application, by more than {tol:.0}% over the whole interval"
+            ),
+            Verdict::Undecided => format!(
+                "the interval straddles the {tol:.0}% tolerance after {} rounds{}; {}",
+                self.rounds.len(),
+                if self.stopped_hopeless {
+                    " (stopped before --max-rounds: at this spread it would not decide either)"
+                } else {
+                    ""
+                },
+                self.rounds_needed_advice()
+            ),
+        };
+        format!(
+            "ratio   image/in-app {:.3} (median of the rounds), {:.0}% interval {:.3}-{:.3}\nverdict {}: {reason}\n",
+            e.ratio,
+            e.coverage * 100.0,
+            e.low,
+            e.high,
+            self.verdict.word(),
+        )
+    }
+
+    /// What would decide an undecided comparison.
+    fn rounds_needed_advice(&self) -> String {
+        match self.rounds_to_decide {
+            Some(n) => format!(
+                "at the spread of these rounds about {n} would decide (--max-rounds {n}), or compare on a quieter host"
+            ),
+            None => format!(
+                "at this spread not even {ROUNDS_PROJECTION_CAP} rounds would (the median ratio sits near the tolerance's edge, or the host is too noisy): compare on a quieter host"
+            ),
+        }
     }
 }
 
@@ -537,6 +548,253 @@ fn median_of(v: &[u64]) -> f64 {
     Summary::of(&v.iter().map(|&n| n as f64).collect::<Vec<_>>()).map_or(f64::NAN, |s| s.median)
 }
 
+/// What one side gave in a round: each call's wall time, CPU time and the
+/// state it ran in.
+struct SideFigures {
+    wall_ns: Vec<u64>,
+    cpu_ns: Vec<u64>,
+    states: Vec<CallState>,
+}
+
+/// The two sides of a comparison, ready to be run round by round: the
+/// image's samples (a restore, a fork each) and the application's plain
+/// runs.
+struct Sides<'a> {
+    timer: &'a ImageTimer,
+    candidates: Vec<Candidate>,
+    /// The implementation each of a round's samples runs.
+    schedule: Vec<usize>,
+    restore_per_sample: bool,
+    in_app: InAppRequest,
+    /// Where the plain runs run (None: here).
+    cwd: Option<PathBuf>,
+}
+
+impl Sides<'_> {
+    /// The two sides of `req` on `timer`'s image, checked before any round:
+    /// the captured command (in its directory) unless `req` names one.
+    fn of<'a>(req: &ValidateRequest, timer: &'a ImageTimer) -> Result<Sides<'a>> {
+        let manifest = &timer.manifest;
+        let Some(call) = manifest.call else {
+            return Err(CheckpointError::InvalidRequest(format!(
+                "{} was captured with tdg_enter_checkpoint/tdg_stop_checkpoint, which plain runs do not time; \
+                 validate images captured at a marked site or through a spec's shim",
+                req.image.display()
+            )));
+        };
+        let shim = image_shim(&timer.image)?;
+        let (command, cwd): (Vec<OsString>, Option<PathBuf>) = match &req.command {
+            Some(c) if !c.is_empty() => (c.clone(), None),
+            _ => (
+                manifest.command.iter().map(OsString::from).collect(),
+                Some(manifest.cwd.clone()),
+            ),
+        };
+        let in_app = InAppRequest {
+            command,
+            site: manifest.site.clone(),
+            call,
+            runs: req.comparison.runs_per_round,
+            timeout: req.app_timeout,
+            preload: shim,
+        };
+        let candidates: Vec<Candidate> = req.time.candidate.iter().cloned().collect();
+        timer.check(&CopyInstructions {
+            candidate: req.time.candidate.clone(),
+            outputs: None,
+        })?;
+        Ok(Sides {
+            timer,
+            schedule: vec![candidates.len(); req.comparison.samples_per_round],
+            candidates,
+            restore_per_sample: req.time.restore_per_sample,
+            in_app,
+            cwd,
+        })
+    }
+
+    fn sample_image(&self) -> Result<SideFigures> {
+        let mut taken =
+            self.timer
+                .take_samples(&self.candidates, &self.schedule, self.restore_per_sample)?;
+        if let Some((_, e)) = taken.failures.pop() {
+            return Err(e);
+        }
+        let runs: Vec<_> = taken.runs.iter().flatten().collect();
+        Ok(SideFigures {
+            wall_ns: runs.iter().map(|r| r.region_ns).collect(),
+            cpu_ns: runs.iter().map(|r| r.region_cpu_ns).collect(),
+            states: runs.iter().filter_map(|r| r.state).collect(),
+        })
+    }
+
+    fn run_app(&self) -> Result<SideFigures> {
+        let r = measure_in_app_in(&self.in_app, self.cwd.as_deref())?;
+        Ok(SideFigures {
+            wall_ns: r.samples_ns,
+            cpu_ns: r.samples_cpu_ns,
+            states: r.states,
+        })
+    }
+
+    /// Both sides of one round, the image first or last.
+    fn run_round(&self, image_first: bool) -> Result<(SideFigures, SideFigures)> {
+        if image_first {
+            let image = self.sample_image()?;
+            Ok((self.run_app()?, image))
+        } else {
+            let app = self.run_app()?;
+            Ok((app, self.sample_image()?))
+        }
+    }
+
+    /// A sub-microsecond call read once scatters by 2x (an interrupt, the
+    /// timer's 10 ns steps), so one plain run against three samples gives
+    /// rounds too noisy to decide: from the second round on such a call is
+    /// read at least SHORT_CALL_RUNS times a side per round.
+    fn read_short_call_more(&mut self) {
+        self.in_app.runs = self.in_app.runs.max(SHORT_CALL_RUNS);
+        let len = self.schedule.len().max(SHORT_CALL_SAMPLES);
+        self.schedule.resize(len, self.candidates.len());
+    }
+}
+
+/// How the rounds read their figures, settled by the first round: the
+/// clock compared, and whether the call is short enough to be centred by
+/// its middle half.
+struct Reading {
+    clock: ClockChoice,
+    short_call: bool,
+}
+
+impl Reading {
+    /// What the first round's plain runs decide: the clock (when told
+    /// `Auto`) and whether the call is short.
+    fn settled(clock: ClockChoice, first_app_wall_ns: &[u64]) -> Reading {
+        let median = median_of(first_app_wall_ns);
+        Reading {
+            clock: match clock {
+                ClockChoice::Auto if median >= CPU_CLOCK_FROM_NS => ClockChoice::Cpu,
+                ClockChoice::Auto => ClockChoice::Wall,
+                told => told,
+            },
+            short_call: median < SHORT_CALL_NS,
+        }
+    }
+
+    fn center(&self, v: &[u64]) -> f64 {
+        if self.short_call {
+            interquartile_mean(v)
+        } else {
+            median_of(v)
+        }
+    }
+
+    /// One round's record: the compared clock's figures first, their ratio.
+    fn round(&self, image_first: bool, app: SideFigures, image: SideFigures) -> ValidationRound {
+        let ((in_app_ns, in_app_other_ns), (image_ns, image_other_ns)) =
+            if self.clock == ClockChoice::Cpu {
+                ((app.cpu_ns, app.wall_ns), (image.cpu_ns, image.wall_ns))
+            } else {
+                ((app.wall_ns, app.cpu_ns), (image.wall_ns, image.cpu_ns))
+            };
+        let a = self.center(&in_app_ns);
+        let ratio = if a > 0.0 {
+            self.center(&image_ns) / a
+        } else {
+            f64::INFINITY
+        };
+        ValidationRound {
+            image_first,
+            in_app_ns,
+            image_ns,
+            ratio,
+            in_app_other_ns,
+            image_other_ns,
+            in_app_states: app.states,
+            image_states: image.states,
+        }
+    }
+}
+
+/// What the rounds came to.
+struct RoundsOutcome {
+    rounds: Vec<ValidationRound>,
+    clock: ClockChoice,
+    estimate: Option<RatioEstimate>,
+    verdict: Verdict,
+    stopped_hopeless: bool,
+}
+
+/// After `rounds` (at least `min_rounds`): the estimate and verdict so far,
+/// and whether to stop (decided, or hopeless before `max_rounds`).
+fn judge(cmp: &Comparison, rounds: &[ValidationRound]) -> (Option<RatioEstimate>, Verdict, Stop) {
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+    let estimate = ratio_estimate(&ratios, cmp.confidence);
+    let decided = verdict(estimate.as_ref(), cmp.tolerance);
+    if decided != Verdict::Undecided {
+        return (estimate, decided, Stop::Decided);
+    }
+    // Rounds are spent only where they can decide: once twice the minimum
+    // are in (enough to judge the spread), stop when even the last round
+    // allowed would leave the verdict open.
+    let hopeless = rounds.len() >= 2 * cmp.min_rounds
+        && rounds.len() < cmp.max_rounds
+        && rounds_to_decide(&ratios, cmp.tolerance, cmp.confidence, cmp.max_rounds).is_none();
+    let stop = if hopeless { Stop::Hopeless } else { Stop::GoOn };
+    (estimate, decided, stop)
+}
+
+#[derive(PartialEq)]
+enum Stop {
+    GoOn,
+    Decided,
+    Hopeless,
+}
+
+/// Rounds until the ratio is decided (after `min_rounds`), hopeless, or
+/// `max_rounds` are done.
+fn run_rounds(sides: &mut Sides, cmp: &Comparison) -> Result<RoundsOutcome> {
+    let mut reading = Reading {
+        clock: cmp.clock,
+        short_call: false,
+    };
+    let mut out = RoundsOutcome {
+        rounds: Vec::new(),
+        clock: cmp.clock,
+        estimate: None,
+        verdict: Verdict::Undecided,
+        stopped_hopeless: false,
+    };
+    while out.rounds.len() < cmp.max_rounds {
+        let image_first = out.rounds.len() % 2 == 1;
+        let (app, image) = sides.run_round(image_first)?;
+        if out.rounds.is_empty() {
+            reading = Reading::settled(cmp.clock, &app.wall_ns);
+            if reading.short_call {
+                sides.read_short_call_more();
+            }
+        }
+        let round = reading.round(image_first, app, image);
+        tracing::info!(
+            round = out.rounds.len() + 1,
+            ratio = round.ratio,
+            "validate"
+        );
+        out.rounds.push(round);
+        if out.rounds.len() >= cmp.min_rounds {
+            let (estimate, verdict, stop) = judge(cmp, &out.rounds);
+            (out.estimate, out.verdict) = (estimate, verdict);
+            out.stopped_hopeless = stop == Stop::Hopeless;
+            if stop != Stop::GoOn {
+                break;
+            }
+        }
+    }
+    out.clock = reading.clock;
+    Ok(out)
+}
+
 /// Alternate plain runs of the application and samples of the image, round
 /// by round, until the rounds' ratio is decided (after `min_rounds`) or
 /// `max_rounds` are done.
@@ -544,139 +802,26 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
     let cmp = &req.comparison;
     cmp.check()?;
     let timer = ImageTimer::open(&req.image, &req.time)?;
-    let manifest = &timer.manifest;
-    let Some(call) = manifest.call else {
-        return Err(CheckpointError::InvalidRequest(format!(
-            "{} was captured with tdg_enter_checkpoint/tdg_stop_checkpoint, which plain runs do not time; \
-             validate images captured at a marked site or through a spec's shim",
-            req.image.display()
-        )));
-    };
-    let shim = image_shim(&timer.image)?;
-    let (command, cwd): (Vec<OsString>, Option<PathBuf>) = match &req.command {
-        Some(c) if !c.is_empty() => (c.clone(), None),
-        _ => (
-            manifest.command.iter().map(OsString::from).collect(),
-            Some(manifest.cwd.clone()),
-        ),
-    };
-    let mut in_app = InAppRequest {
-        command: command.clone(),
-        site: manifest.site.clone(),
-        call,
-        runs: cmp.runs_per_round,
-        timeout: req.app_timeout,
-        preload: shim.clone(),
-    };
-    let candidates: Vec<Candidate> = req.time.candidate.iter().cloned().collect();
-    timer.check(&CopyInstructions {
-        candidate: req.time.candidate.clone(),
-        outputs: None,
-    })?;
-    let mut schedule = vec![candidates.len(); cmp.samples_per_round];
-    // (wall, cpu, state) of each sample
-    let sample_image = |schedule: &[usize]| -> Result<(Vec<u64>, Vec<u64>, Vec<CallState>)> {
-        let mut taken = timer.take_samples(&candidates, schedule, req.time.restore_per_sample)?;
-        if let Some((_, e)) = taken.failures.pop() {
-            return Err(e);
-        }
-        let runs: Vec<_> = taken.runs.iter().flatten().collect();
-        Ok((
-            runs.iter().map(|r| r.region_ns).collect(),
-            runs.iter().map(|r| r.region_cpu_ns).collect(),
-            runs.iter().filter_map(|r| r.state).collect(),
-        ))
-    };
-    let run_app = |in_app: &InAppRequest| -> Result<(Vec<u64>, Vec<u64>, Vec<CallState>)> {
-        let r = measure_in_app_in(in_app, cwd.as_deref())?;
-        Ok((r.samples_ns, r.samples_cpu_ns, r.states))
-    };
-    let mut clock = cmp.clock;
-    let mut short_call = false;
+    let mut sides = Sides::of(req, &timer)?;
     let started = Instant::now();
-    let mut rounds: Vec<ValidationRound> = Vec::new();
-    let mut estimate = None;
-    let mut decided = Verdict::Undecided;
-    let mut stopped_hopeless = false;
-    while rounds.len() < cmp.max_rounds {
-        let image_first = rounds.len() % 2 == 1;
-        let (app, image) = if image_first {
-            let i = sample_image(&schedule)?;
-            (run_app(&in_app)?, i)
-        } else {
-            let a = run_app(&in_app)?;
-            (a, sample_image(&schedule)?)
-        };
-        // A sub-microsecond call read once scatters by 2x (an interrupt, the
-        // timer's 10 ns steps), so one plain run against three samples gives
-        // rounds too noisy to decide: from the second round on such a call
-        // is read at least SHORT_CALL_RUNS times a side per round.
-        if rounds.is_empty() && median_of(&app.0) < SHORT_CALL_NS {
-            in_app.runs = in_app.runs.max(SHORT_CALL_RUNS);
-            schedule.resize(schedule.len().max(SHORT_CALL_SAMPLES), candidates.len());
-            short_call = true;
-        }
-        if clock == ClockChoice::Auto {
-            clock = if median_of(&app.0) >= CPU_CLOCK_FROM_NS {
-                ClockChoice::Cpu
-            } else {
-                ClockChoice::Wall
-            };
-        }
-        let (in_app_states, image_states) = (app.2, image.2);
-        let ((in_app_ns, in_app_other_ns), (image_ns, image_other_ns)) =
-            if clock == ClockChoice::Cpu {
-                ((app.1, app.0), (image.1, image.0))
-            } else {
-                ((app.0, app.1), (image.0, image.1))
-            };
-        let center = |v: &[u64]| {
-            if short_call {
-                interquartile_mean(v)
-            } else {
-                median_of(v)
-            }
-        };
-        let a = center(&in_app_ns);
-        let ratio = if a > 0.0 {
-            center(&image_ns) / a
-        } else {
-            f64::INFINITY
-        };
-        tracing::info!(round = rounds.len() + 1, ratio, "validate");
-        rounds.push(ValidationRound {
-            image_first,
-            in_app_ns,
-            image_ns,
-            ratio,
-            in_app_other_ns,
-            image_other_ns,
-            in_app_states,
-            image_states,
-        });
-        if rounds.len() >= cmp.min_rounds {
-            let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
-            estimate = ratio_estimate(&ratios, cmp.confidence);
-            decided = verdict(estimate.as_ref(), cmp.tolerance);
-            if decided != Verdict::Undecided {
-                break;
-            }
-            // Rounds are spent only where they can decide: once twice the
-            // minimum are in (enough to judge the spread), stop when even
-            // the last round allowed would leave the verdict open.
-            if rounds.len() >= 2 * cmp.min_rounds
-                && rounds.len() < cmp.max_rounds
-                && rounds_to_decide(&ratios, cmp.tolerance, cmp.confidence, cmp.max_rounds)
-                    .is_none()
-            {
-                stopped_hopeless = true;
-                break;
-            }
-        }
-    }
-    let rounds_needed = (decided == Verdict::Undecided)
+    let out = run_rounds(&mut sides, cmp)?;
+    Ok(report(req, &timer, sides, out, started))
+}
+
+/// The report of a comparison's rounds.
+fn report(
+    req: &ValidateRequest,
+    timer: &ImageTimer,
+    sides: Sides,
+    out: RoundsOutcome,
+    started: Instant,
+) -> ValidationReport {
+    let cmp = &req.comparison;
+    let manifest = &timer.manifest;
+    let rounds = out.rounds;
+    let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
+    let rounds_needed = (out.verdict == Verdict::Undecided)
         .then(|| {
-            let ratios: Vec<f64> = rounds.iter().map(|r| r.ratio).collect();
             rounds_to_decide(
                 &ratios,
                 cmp.tolerance,
@@ -697,34 +842,35 @@ pub fn validate(req: &ValidateRequest) -> Result<ValidationReport> {
         let v: Vec<f64> = rounds.iter().flat_map(f).map(|&n| n as f64).collect();
         Summary::of(&v).expect("at least one round")
     };
-    let spread = Spread::of(&rounds);
-    Ok(ValidationReport {
+    ValidationReport {
         image: timer.image.clone(),
         site: manifest.site.clone(),
         call: manifest.call,
         delay: manifest.delay,
         candidate: req.time.candidate.as_ref().map(|c| c.source.clone()),
-        command: command
+        command: sides
+            .in_app
+            .command
             .iter()
             .map(|a| a.to_string_lossy().to_string())
             .collect(),
-        cwd,
-        shim,
-        clock,
+        cwd: sides.cwd,
+        shim: sides.in_app.preload,
+        clock: out.clock,
         in_app_ns: all(&|r| &r.in_app_ns),
         image_ns: all(&|r| &r.image_ns),
-        decided_early: decided != Verdict::Undecided && rounds.len() < cmp.max_rounds,
+        decided_early: out.verdict != Verdict::Undecided && rounds.len() < cmp.max_rounds,
         rounds_to_decide: rounds_needed,
-        stopped_hopeless,
+        stopped_hopeless: out.stopped_hopeless,
+        spread: Spread::of(&rounds),
         rounds,
-        estimate,
+        estimate: out.estimate,
         confidence: cmp.confidence,
         tolerance: cmp.tolerance,
-        verdict: decided,
+        verdict: out.verdict,
         wall_s: started.elapsed().as_secs_f64(),
         fidelity,
-        spread,
-    })
+    }
 }
 
 /// The files the application writes that its copies of `manifest`'s image
