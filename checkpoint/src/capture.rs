@@ -178,11 +178,30 @@ pub(crate) fn capture_into(
     program: &OsString,
     args: &[OsString],
 ) -> Result<CaptureOutcome> {
-    let image = image.to_path_buf();
+    let mut cmd = armed_command(req, criu, image, program, args)?;
+    let (status, run_time) = run_application(&mut cmd, req, program)?;
+    let info = dumped(req, image, status)?;
+    let manifest = seal(req, criu, image, info)?;
+    Ok(CaptureOutcome {
+        manifest,
+        run_time,
+        exit_code: status.code(),
+    })
+}
 
+/// The application's command with the host library armed: where to write
+/// the image, which call to checkpoint, the shim (kept in the image) first
+/// in `LD_PRELOAD`, and a session of its own tied to tdg.
+fn armed_command(
+    req: &CaptureRequest,
+    criu: &Criu,
+    image: &Path,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Command> {
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .env(env::IMAGE, &image)
+        .env(env::IMAGE, image)
         .env(env::CRIU, &criu.path)
         .env(env::CALL, req.call.to_string())
         .env(env::DELAY, req.delay.to_string())
@@ -203,22 +222,27 @@ pub(crate) fn capture_into(
     if let Some(shim) = &req.preload {
         cmd.env(
             "LD_PRELOAD",
-            toolchain::ld_preload_with(&keep_preload(shim, &image)?),
+            toolchain::ld_preload_with(&keep_preload(shim, image)?),
         );
     }
     if req.quiet {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
     }
-    // The application gets a session of its own. CRIU refuses to dump a
-    // process whose session leader it cannot see ("session leader ... is
-    // outside of its pid namespace"), which is every process of a container
-    // started without setsid — CI runners among them — if it inherits tdg's
-    // session. As its own session leader the application's sid is its pid,
-    // which the restore gives back in its fresh PID namespace.
-    // Out of tdg's process group the terminal's Ctrl-C no longer reaches the
-    // application, so it is tied to tdg instead: it is killed when tdg dies.
-    // (A restored copy inherits the setting, harmlessly: its parent is the
-    // restoring criu, which outlives it.)
+    own_session_tied_to_tdg(&mut cmd);
+    Ok(cmd)
+}
+
+/// The application gets a session of its own. CRIU refuses to dump a
+/// process whose session leader it cannot see ("session leader ... is
+/// outside of its pid namespace"), which is every process of a container
+/// started without setsid — CI runners among them — if it inherits tdg's
+/// session. As its own session leader the application's sid is its pid,
+/// which the restore gives back in its fresh PID namespace.
+/// Out of tdg's process group the terminal's Ctrl-C no longer reaches the
+/// application, so it is tied to tdg instead: it is killed when tdg dies.
+/// (A restored copy inherits the setting, harmlessly: its parent is the
+/// restoring criu, which outlives it.)
+fn own_session_tied_to_tdg(cmd: &mut Command) {
     let tdg_pid = std::process::id() as libc::pid_t;
     let reopen = crate::inherited::foreign_memory_devices();
     if !reopen.is_empty() {
@@ -235,6 +259,15 @@ pub(crate) fn capture_into(
             toolchain::die_with_tdg(tdg_pid)
         });
     }
+}
+
+/// Runs the application to its end (or its time limit): its exit status
+/// and how long it ran, checkpoint included.
+fn run_application(
+    cmd: &mut Command,
+    req: &CaptureRequest,
+    program: &OsString,
+) -> Result<(std::process::ExitStatus, Duration)> {
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| {
         CheckpointError::InvalidRequest(format!(
@@ -261,7 +294,16 @@ pub(crate) fn capture_into(
             if leftovers.len() == 1 { "it" } else { "them" }
         );
     }
+    Ok((status, run_time))
+}
 
+/// What the host library recorded of the dump in `image`: an error naming
+/// the cause when the application never reached the call, or CRIU failed.
+fn dumped(
+    req: &CaptureRequest,
+    image: &Path,
+    status: std::process::ExitStatus,
+) -> Result<CaptureInfo> {
     if !image.join(CAPTURE_INFO_FILE).exists() {
         let site = req.site.as_deref().unwrap_or("(first marked)");
         let check = if req.preload.is_some() {
@@ -274,25 +316,31 @@ pub(crate) fn capture_into(
             req.call - req.delay
         )));
     }
-    let info = CaptureInfo::read(&image)?;
-    if !info.ok {
-        let log = image.join(DUMP_LOG_FILE);
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        // The staged image goes with the error: the log is kept apart.
-        let log = fsguard::keep_copy(&log, "tdg-dump").unwrap_or(log);
-        let cause = if text.is_empty() {
-            info.error
-                .clone()
-                .unwrap_or_else(|| "no dump log was written".into())
-        } else {
-            diagnose_log(&text)
-        };
-        return Err(CheckpointError::Criu {
-            action: "dump",
-            cause,
-            log,
-        });
+    let info = CaptureInfo::read(image)?;
+    if info.ok {
+        return Ok(info);
     }
+    let log = image.join(DUMP_LOG_FILE);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    // The staged image goes with the error: the log is kept apart.
+    let log = fsguard::keep_copy(&log, "tdg-dump").unwrap_or(log);
+    let cause = if text.is_empty() {
+        info.error
+            .clone()
+            .unwrap_or_else(|| "no dump log was written".into())
+    } else {
+        diagnose_log(&text)
+    };
+    Err(CheckpointError::Criu {
+        action: "dump",
+        cause,
+        log,
+    })
+}
+
+/// The manifest of the dumped `image`, written into it: what was captured,
+/// from which binary, by which tdg and CRIU, with each file's checksum.
+fn seal(req: &CaptureRequest, criu: &Criu, image: &Path, info: CaptureInfo) -> Result<Manifest> {
     let exe_size = std::fs::metadata(&info.exe).map(|m| m.len()).unwrap_or(0);
     let manifest = Manifest {
         format: MANIFEST_FORMAT,
@@ -314,14 +362,10 @@ pub(crate) fn capture_into(
         call: info.call,
         delay: info.delay,
         criu_version: criu.version.to_string(),
-        files: checksum_image(&image)?,
-        captured_call: crate::manifest::CapturedCall::read(&image),
+        files: checksum_image(image)?,
+        captured_call: crate::manifest::CapturedCall::read(image),
         capture: info,
     };
-    manifest.write(&image)?;
-    Ok(CaptureOutcome {
-        manifest,
-        run_time,
-        exit_code: status.code(),
-    })
+    manifest.write(image)?;
+    Ok(manifest)
 }
