@@ -92,24 +92,6 @@ fn access_text(d: &OpenDescriptor) -> &'static str {
 pub fn substitutions(info: &CaptureInfo) -> Vec<Substitution> {
     let inherited = restore_substitutes(info);
     let mut out: Vec<Substitution> = Vec::new();
-    let push = |out: &mut Vec<Substitution>,
-                fd: Option<i32>,
-                target: &str,
-                treatment: Treatment,
-                says: String| {
-        match out
-            .iter_mut()
-            .find(|s| s.target == target && s.treatment == treatment)
-        {
-            Some(s) => s.fds.extend(fd),
-            None => out.push(Substitution {
-                fds: fd.into_iter().collect(),
-                target: target.to_string(),
-                treatment,
-                says,
-            }),
-        }
-    };
     for d in &info.descriptors {
         let key = d
             .tty_key
@@ -119,88 +101,17 @@ pub fn substitutions(info: &CaptureInfo) -> Vec<Substitution> {
             .iter()
             .find(|i| i.key == key || i.key == d.target)
             .map(|i| &i.substitute);
-        let writes = d.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32;
         let (treatment, says) = match substitute {
-            Some(Substitute::DevNull) if d.tty_key.is_some() => (
-                Treatment::TerminalReplaced,
-                "a terminal: the copies get a fresh pseudo-terminal of their own (their output \
-                 is discarded; a read waits)"
-                    .to_string(),
-            ),
-            Some(Substitute::DevNull) => (
-                Treatment::PipeClosed,
-                "a pipe whose other end is gone: the copies get /dev/null in its place (their \
-                 writes vanish, a read sees end of file)"
-                    .to_string(),
-            ),
-            Some(Substitute::Private(p)) if p.read => (
-                Treatment::ReadWriteReplaced,
-                format!(
-                    "{}: each restore gives the copies a private copy holding {} (reads see that, \
-                     writes stay in the copy; the file itself is never written)",
-                    access_text(d),
-                    match &p.seed {
-                        SeedFrom::Image(_) => "its content at the checkpoint, kept in the image",
-                        _ =>
-                            "its content at the restore (the image keeps no copy: larger than \
-                              256 MiB, or an older host library), which may differ from the \
-                              checkpoint's",
-                    }
-                ),
-            ),
-            Some(Substitute::Private(_)) => (
-                Treatment::PrivateCopy,
-                format!(
-                    "{}: each restore gives the copies a private file of its size at the \
-                     checkpoint, which takes their writes (the file itself is never written)",
-                    access_text(d)
-                ),
-            ),
-            None if d.target.starts_with("pipe:[") => (
-                Treatment::PipeRestored,
-                "a pipe the process holds both ends of: restored with the data in it".to_string(),
-            ),
-            None if d.target.starts_with("socket:[") => (
-                Treatment::SocketRestored,
-                "a socket within the process: restored by CRIU as the application had it (a \
-                 connection to another process or host stops the capture)"
-                    .to_string(),
-            ),
-            None if d.target.starts_with("/dev/") && !is_memory_device(&d.target) && writes => (
-                Treatment::DeviceKept,
-                format!(
-                    "a device, {}: kept, so the copies reach the device itself",
-                    access_text(d)
-                ),
-            ),
-            None if is_memory_device(&d.target) => {
-                (Treatment::Kept, "a memory device: kept".to_string())
-            }
-            None if d.target.ends_with(" (deleted)") => (
-                Treatment::Kept,
-                "deleted before the checkpoint: CRIU restores the copies' own copy of it from \
-                 the image"
-                    .to_string(),
-            ),
-            None if d.target.starts_with('/') => (
-                Treatment::Kept,
-                format!(
-                    "{}: restored as it is (CRIU refuses a file whose size changed)",
-                    access_text(d)
-                ),
-            ),
-            None => (
-                Treatment::Kept,
-                "kernel state CRIU restores as the application had it".to_string(),
-            ),
+            Some(s) => substituted(d, s),
+            None => restored(d),
         };
-        push(&mut out, Some(d.fd), &d.target, treatment, says);
+        add(&mut out, Some(d.fd), &d.target, treatment, says);
     }
     for path in &info.shared_maps {
         if out.iter().any(|s| &s.target == path) {
             continue;
         }
-        push(
+        add(
             &mut out,
             None,
             path,
@@ -211,6 +122,114 @@ pub fn substitutions(info: &CaptureInfo) -> Vec<Substitution> {
         );
     }
     out
+}
+
+/// `fd` (None: a mapping) joins the entry of the same file treated the same
+/// way, or starts one.
+fn add(
+    out: &mut Vec<Substitution>,
+    fd: Option<i32>,
+    target: &str,
+    treatment: Treatment,
+    says: String,
+) {
+    match out
+        .iter_mut()
+        .find(|s| s.target == target && s.treatment == treatment)
+    {
+        Some(s) => s.fds.extend(fd),
+        None => out.push(Substitution {
+            fds: fd.into_iter().collect(),
+            target: target.to_string(),
+            treatment,
+            says,
+        }),
+    }
+}
+
+/// What the copies get for descriptor `d`, which the restore replaces with
+/// `substitute`, in words.
+fn substituted(d: &OpenDescriptor, substitute: &Substitute) -> (Treatment, String) {
+    match substitute {
+        Substitute::DevNull if d.tty_key.is_some() => (
+            Treatment::TerminalReplaced,
+            "a terminal: the copies get a fresh pseudo-terminal of their own (their output \
+             is discarded; a read waits)"
+                .to_string(),
+        ),
+        Substitute::DevNull => (
+            Treatment::PipeClosed,
+            "a pipe whose other end is gone: the copies get /dev/null in its place (their \
+             writes vanish, a read sees end of file)"
+                .to_string(),
+        ),
+        Substitute::Private(p) if p.read => (
+            Treatment::ReadWriteReplaced,
+            format!(
+                "{}: each restore gives the copies a private copy holding {} (reads see that, \
+                 writes stay in the copy; the file itself is never written)",
+                access_text(d),
+                match &p.seed {
+                    SeedFrom::Image(_) => "its content at the checkpoint, kept in the image",
+                    _ =>
+                        "its content at the restore (the image keeps no copy: larger than \
+                          256 MiB, or an older host library), which may differ from the \
+                          checkpoint's",
+                }
+            ),
+        ),
+        Substitute::Private(_) => (
+            Treatment::PrivateCopy,
+            format!(
+                "{}: each restore gives the copies a private file of its size at the \
+                 checkpoint, which takes their writes (the file itself is never written)",
+                access_text(d)
+            ),
+        ),
+    }
+}
+
+/// What the copies get for descriptor `d`, which CRIU restores as it was,
+/// in words.
+fn restored(d: &OpenDescriptor) -> (Treatment, String) {
+    let writes = d.flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32;
+    match d.target.as_str() {
+        t if t.starts_with("pipe:[") => (
+            Treatment::PipeRestored,
+            "a pipe the process holds both ends of: restored with the data in it".to_string(),
+        ),
+        t if t.starts_with("socket:[") => (
+            Treatment::SocketRestored,
+            "a socket within the process: restored by CRIU as the application had it (a \
+             connection to another process or host stops the capture)"
+                .to_string(),
+        ),
+        t if t.starts_with("/dev/") && !is_memory_device(t) && writes => (
+            Treatment::DeviceKept,
+            format!(
+                "a device, {}: kept, so the copies reach the device itself",
+                access_text(d)
+            ),
+        ),
+        t if is_memory_device(t) => (Treatment::Kept, "a memory device: kept".to_string()),
+        t if t.ends_with(" (deleted)") => (
+            Treatment::Kept,
+            "deleted before the checkpoint: CRIU restores the copies' own copy of it from \
+             the image"
+                .to_string(),
+        ),
+        t if t.starts_with('/') => (
+            Treatment::Kept,
+            format!(
+                "{}: restored as it is (CRIU refuses a file whose size changed)",
+                access_text(d)
+            ),
+        ),
+        _ => (
+            Treatment::Kept,
+            "kernel state CRIU restores as the application had it".to_string(),
+        ),
+    }
 }
 
 /// Warns (tracing, in one line, once per image in this process: a search
