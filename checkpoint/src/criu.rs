@@ -210,7 +210,8 @@ pub fn running_as_root() -> bool {
 }
 
 /// Turn a CRIU log into the most telling cause, as one line. Known failures
-/// get a plain explanation and a way out; otherwise the first error line.
+/// ([`KNOWN_FAILURES`]) get a plain explanation and a way out; otherwise the
+/// first error line.
 pub fn diagnose_log(log: &str) -> String {
     // CRIU complains about raising its own descriptor limit even when all
     // goes well; that line is never the cause.
@@ -219,115 +220,192 @@ pub fn diagnose_log(log: &str) -> String {
         .filter(|l| l.contains("Error (") || l.contains("Error:"))
         .filter(|l| !l.contains("RLIMIT_NOFILE"))
         .collect();
-    let find = |needle: &str| log.lines().find(|l| l.contains(needle));
-    if let Some(line) = find("has bad size") {
-        let path = line
-            .split("File ")
-            .nth(1)
-            .and_then(|r| r.split(" has bad size").next())
-            .unwrap_or("?");
-        return format!(
-            "a file the application had open changed size since the capture: /{path} \
-             (restore it, or reopen it O_WRONLY|O_APPEND, or recapture)"
-        );
-    }
-    if find("Some file locks are hold by dumping tasks").is_some() {
-        return inherited_lock_error(&held_locks("/proc/self"));
-    }
-    if find("is outside of its pid namespace").is_some() {
-        return "the application's session leader is outside its PID namespace (a container or \
-                `unshare --pid` started without setsid), so CRIU cannot record its session; \
-                start it through `tdg checkpoint capture`, which gives it a session of its own, \
-                or under `setsid`"
-            .into();
-    }
-    if let Some(line) = find("Can't lookup mount=") {
-        let fd = line
-            .split("for fd=")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or("?");
-        let path = line.split("path=").nth(1).unwrap_or("?").trim();
-        return format!(
-            "the application holds descriptor {fd} ({path}) opened in another mount namespace, \
-             which CRIU cannot record; close it before starting tdg (e.g. `{fd}<&-` in the shell) \
-             or start tdg in the namespace that opened it"
-        );
-    }
-    if find("Connected TCP socket").is_some() {
-        return "the application holds an established TCP connection, which CRIU cannot \
-                checkpoint here; checkpoint before it connects or close the connection first"
-            .into();
-    }
-    if let Some(line) = errors
-        .iter()
-        .find(|l| l.contains("criu/sockets.c") || l.contains("criu/sk-inet.c"))
-    {
-        let text = line
-            .split_once("): ")
-            .map(|(_, r)| r)
-            .unwrap_or(line)
-            .trim();
-        return format!(
-            "the application holds a network (TCP/UDP) socket that CRIU cannot checkpoint here ({text}); \
-             checkpoint before the socket is opened, or close it first"
-        );
-    }
-    if find("External socket").is_some() {
-        return "the application holds a UNIX socket connected to a process outside it; \
-                close it before the checkpoint"
-            .into();
-    }
-    if let Some(line) = find("Can't fork for").or_else(|| find("do not match expected")) {
-        let pid = line
-            .split_whitespace()
-            .find_map(|w| w.trim_end_matches(':').parse::<u32>().ok())
-            .map(|p| format!(" {p}"))
-            .unwrap_or_default();
-        return format!(
-            "PID{pid} is already in use, so CRIU cannot give the restored process its original PID \
-             (restore in a fresh PID namespace, or wait for that process to exit)"
-        );
-    }
-    if let Some(line) = find("Unable to detach").filter(|l| l.contains("No such process")) {
-        let thread = line
-            .split("Unable to detach ")
-            .nth(1)
-            .and_then(|r| r.split(':').next())
-            .unwrap_or("?");
-        return format!(
-            "the restored copy ended while CRIU was still letting go of its thread {thread}, so CRIU \
-             failed the restore (CRIU issue 2072); the host library in this image predates the copy's \
-             wait for CRIU: recapture (a capture with --spec builds its own; otherwise rebuild the \
-             application with `tdg checkpoint lib` first)"
-        );
-    }
-    if find("Unexpected rt vDSO area bounds").is_some() {
-        return "this CRIU is too old for the kernel's vDSO layout; use CRIU >= 4.1 (`scripts/setup`)"
-            .into();
-    }
-    if let Some(line) = find("Can't open file") {
-        let what = line.split("Can't open file").nth(1).unwrap_or("").trim();
-        return format!(
-            "a file the application had open can no longer be opened: {what} (put it back, or recapture)"
-        );
+    for known in KNOWN_FAILURES {
+        let shows = |l: &&str| known.any_of.iter().any(|n| l.contains(n));
+        let line = if known.errors_only {
+            errors.iter().copied().find(shows)
+        } else {
+            log.lines().find(shows)
+        };
+        if let Some(cause) = line.and_then(known.cause) {
+            return cause;
+        }
     }
     if !running_as_root()
-        && (find("CAP_SYS_ADMIN").is_some() || find("Operation not permitted").is_some())
+        && (log.contains("CAP_SYS_ADMIN") || log.contains("Operation not permitted"))
     {
         return "CRIU lacks privileges; run as root".into();
     }
     match errors.first() {
-        Some(line) => {
-            let text = line
-                .split_once("): ")
-                .map(|(_, rest)| rest)
-                .unwrap_or(line)
-                .trim();
-            format!("CRIU reported: {text}")
-        }
+        Some(line) => format!("CRIU reported: {}", after_location(line)),
         None => "CRIU failed without an error line in its log".into(),
     }
+}
+
+/// A CRIU failure tdg knows: the log line that shows it, and the cause read
+/// from that line (None: the line does not show it after all).
+struct KnownFailure {
+    /// Only error lines show it (else any line of the log).
+    errors_only: bool,
+    /// The first line holding one of these shows it.
+    any_of: &'static [&'static str],
+    cause: fn(&str) -> Option<String>,
+}
+
+/// The known failures, the most telling first.
+const KNOWN_FAILURES: &[KnownFailure] = &[
+    KnownFailure {
+        errors_only: false,
+        any_of: &["has bad size"],
+        cause: file_size_changed,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Some file locks are hold by dumping tasks"],
+        cause: |_| Some(inherited_lock_error(&held_locks("/proc/self"))),
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["is outside of its pid namespace"],
+        cause: |_| Some(SESSION_OUTSIDE_NAMESPACE.into()),
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Can't lookup mount="],
+        cause: foreign_mount,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Connected TCP socket"],
+        cause: |_| Some(TCP_CONNECTION.into()),
+    },
+    KnownFailure {
+        errors_only: true,
+        any_of: &["criu/sockets.c", "criu/sk-inet.c"],
+        cause: network_socket,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["External socket"],
+        cause: |_| Some(EXTERNAL_UNIX_SOCKET.into()),
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Can't fork for"],
+        cause: pid_in_use,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["do not match expected"],
+        cause: pid_in_use,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Unable to detach"],
+        cause: copy_ended_during_detach,
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Unexpected rt vDSO area bounds"],
+        cause: |_| Some(CRIU_TOO_OLD.into()),
+    },
+    KnownFailure {
+        errors_only: false,
+        any_of: &["Can't open file"],
+        cause: file_cannot_open,
+    },
+];
+
+const SESSION_OUTSIDE_NAMESPACE: &str =
+    "the application's session leader is outside its PID namespace (a container or \
+     `unshare --pid` started without setsid), so CRIU cannot record its session; \
+     start it through `tdg checkpoint capture`, which gives it a session of its own, \
+     or under `setsid`";
+const TCP_CONNECTION: &str =
+    "the application holds an established TCP connection, which CRIU cannot \
+     checkpoint here; checkpoint before it connects or close the connection first";
+const EXTERNAL_UNIX_SOCKET: &str =
+    "the application holds a UNIX socket connected to a process outside it; \
+     close it before the checkpoint";
+const CRIU_TOO_OLD: &str =
+    "this CRIU is too old for the kernel's vDSO layout; use CRIU >= 4.1 (`scripts/setup`)";
+
+/// An error line's text after CRIU's `(file:line): ` location.
+fn after_location(line: &str) -> &str {
+    line.split_once("): ")
+        .map(|(_, r)| r)
+        .unwrap_or(line)
+        .trim()
+}
+
+fn file_size_changed(line: &str) -> Option<String> {
+    let path = line
+        .split("File ")
+        .nth(1)
+        .and_then(|r| r.split(" has bad size").next())
+        .unwrap_or("?");
+    Some(format!(
+        "a file the application had open changed size since the capture: /{path} \
+         (restore it, or reopen it O_WRONLY|O_APPEND, or recapture)"
+    ))
+}
+
+fn foreign_mount(line: &str) -> Option<String> {
+    let fd = line
+        .split("for fd=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("?");
+    let path = line.split("path=").nth(1).unwrap_or("?").trim();
+    Some(format!(
+        "the application holds descriptor {fd} ({path}) opened in another mount namespace, \
+         which CRIU cannot record; close it before starting tdg (e.g. `{fd}<&-` in the shell) \
+         or start tdg in the namespace that opened it"
+    ))
+}
+
+fn network_socket(line: &str) -> Option<String> {
+    Some(format!(
+        "the application holds a network (TCP/UDP) socket that CRIU cannot checkpoint here ({}); \
+         checkpoint before the socket is opened, or close it first",
+        after_location(line)
+    ))
+}
+
+fn pid_in_use(line: &str) -> Option<String> {
+    let pid = line
+        .split_whitespace()
+        .find_map(|w| w.trim_end_matches(':').parse::<u32>().ok())
+        .map(|p| format!(" {p}"))
+        .unwrap_or_default();
+    Some(format!(
+        "PID{pid} is already in use, so CRIU cannot give the restored process its original PID \
+         (restore in a fresh PID namespace, or wait for that process to exit)"
+    ))
+}
+
+fn copy_ended_during_detach(line: &str) -> Option<String> {
+    if !line.contains("No such process") {
+        return None;
+    }
+    let thread = line
+        .split("Unable to detach ")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .unwrap_or("?");
+    Some(format!(
+        "the restored copy ended while CRIU was still letting go of its thread {thread}, so CRIU \
+         failed the restore (CRIU issue 2072); the host library in this image predates the copy's \
+         wait for CRIU: recapture (a capture with --spec builds its own; otherwise rebuild the \
+         application with `tdg checkpoint lib` first)"
+    ))
+}
+
+fn file_cannot_open(line: &str) -> Option<String> {
+    let what = line.split("Can't open file").nth(1).unwrap_or("").trim();
+    Some(format!(
+        "a file the application had open can no longer be opened: {what} (put it back, or recapture)"
+    ))
 }
 
 /// The one-line cause of CRIU's "Some file locks are hold by dumping
