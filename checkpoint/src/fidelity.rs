@@ -193,117 +193,133 @@ fn us(ns: f64) -> String {
 pub fn compare(app: &[CallState], image: &[CallState], discarded: &[String]) -> Option<Fidelity> {
     let a = StateSummary::of(app)?;
     let i = StateSummary::of(image)?;
-    let mut findings = Vec::new();
-    if let (Some(wa), Some(wi)) = (a.waited_ns, i.waited_ns) {
-        let (hi, lo) = (wa.max(wi), wa.min(wi).max(WAIT_FLOOR_NS / 2.0));
-        if hi > WAIT_FLOOR_NS && hi > 2.0 * lo {
-            let (who, other) = if wa > wi {
-                ("the application", "the copy")
-            } else {
-                ("the copy", "the application")
-            };
-            findings.push(Finding {
-                effect: Effect::WaitBeforeCall,
-                app: wa,
-                image: wi,
-                text: format!(
-                    "{who} waited {} before the call (asleep or blocked; {} voluntary switch(es)), {other} {}: \
-                     a call after a wait meets caches, TLB and predictors that other work has cooled; \
-                     a loop paced against CLOCK_MONOTONIC or CLOCK_REALTIME finds its deadlines past in a \
-                     copy, whose clocks moved on since the capture",
-                    us(hi),
-                    if wa > wi { a.voluntary_switches } else { i.voluntary_switches }
-                        .map_or("?".into(), |v| format!("{v:.0}")),
-                    us(wa.min(wi))
-                ),
-            });
-        }
-    }
-    if let (Some(ca), Some(ci)) = (a.gap_cpu_ns, i.gap_cpu_ns) {
-        let (hi, lo) = (ca.max(ci), ca.min(ci));
-        if hi - lo > WORK_FLOOR_NS && hi > WORK_FACTOR * lo {
-            let why = if ca > ci && !discarded.is_empty() {
-                format!(
-                    " (the copy writes {} in tdg's work directory, on another file system than the application's)",
-                    discarded.join(", ")
-                )
-            } else {
-                String::new()
-            };
-            findings.push(Finding {
-                effect: Effect::WorkBeforeCall,
-                app: ca,
-                image: ci,
-                text: format!(
-                    "between the previous call and this one the application ran {} of CPU time, the copy {}{why}",
-                    us(ca),
-                    us(ci)
-                ),
-            });
-        }
-    }
-    if let (Some(ha), Some(hi)) = (a.anon_huge_kb, i.anon_huge_kb) {
-        if (ha - hi).abs() >= HUGE_PAGE_KB {
-            findings.push(Finding {
-                effect: Effect::PageSizes,
-                app: ha,
-                image: hi,
-                text: format!(
-                    "the application had {} of anonymous memory in huge pages, the copy {}: \
-                     TLB reach differs (transparent huge pages: /sys/kernel/mm/transparent_hugepage/enabled)",
-                    stats::bytes((ha * 1024.0) as u64),
-                    stats::bytes((hi * 1024.0) as u64)
-                ),
-            });
-        }
-    }
-    if let (Some(fa), Some(fi)) = (a.minor_faults, i.minor_faults) {
-        if (fa - fi).abs() >= 1.0 {
-            findings.push(Finding {
-                effect: Effect::FaultsInCall,
-                app: fa,
-                image: fi,
-                text: format!(
-                    "the call took {fa:.0} minor page fault(s) in the application and {fi:.0} in the copy (median): \
-                     each costs microseconds"
-                ),
-            });
-        }
-    }
-    if let (Some(sa), Some(si)) = (a.speed_ns, i.speed_ns) {
-        if sa > 0.0 && (si / sa - 1.0).abs() > SPEED_FRACTION {
-            findings.push(Finding {
-                effect: Effect::CoreSpeed,
-                app: sa,
-                image: si,
-                text: format!(
-                    "a fixed chain of dependent adds after the call took {} in the application and {} in the copy: \
-                     the core ran at another speed ({:.2}x)",
-                    us(sa),
-                    us(si),
-                    si / sa
-                ),
-            });
-        }
-    }
-    if let (Some(oa), Some(oi)) = (a.overhead_ns, i.overhead_ns) {
-        if (oa - oi).abs() > OVERHEAD_NS {
-            findings.push(Finding {
-                effect: Effect::TimerOverhead,
-                app: oa,
-                image: oi,
-                text: format!(
-                    "the empty-region cost subtracted was {} in the application and {} in the copy",
-                    us(oa),
-                    us(oi)
-                ),
-            });
-        }
-    }
+    let findings = [
+        wait_before_call(&a, &i),
+        work_before_call(&a, &i, discarded),
+        page_sizes(&a, &i),
+        faults_in_call(&a, &i),
+        core_speed(&a, &i),
+        timer_overhead(&a, &i),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Some(Fidelity {
         app: a,
         image: i,
         findings,
+    })
+}
+
+fn wait_before_call(a: &StateSummary, i: &StateSummary) -> Option<Finding> {
+    let (wa, wi) = (a.waited_ns?, i.waited_ns?);
+    let (hi, lo) = (wa.max(wi), wa.min(wi).max(WAIT_FLOOR_NS / 2.0));
+    if !(hi > WAIT_FLOOR_NS && hi > 2.0 * lo) {
+        return None;
+    }
+    let (who, other) = if wa > wi {
+        ("the application", "the copy")
+    } else {
+        ("the copy", "the application")
+    };
+    Some(Finding {
+        effect: Effect::WaitBeforeCall,
+        app: wa,
+        image: wi,
+        text: format!(
+            "{who} waited {} before the call (asleep or blocked; {} voluntary switch(es)), {other} {}: \
+             a call after a wait meets caches, TLB and predictors that other work has cooled; \
+             a loop paced against CLOCK_MONOTONIC or CLOCK_REALTIME finds its deadlines past in a \
+             copy, whose clocks moved on since the capture",
+            us(hi),
+            if wa > wi { a.voluntary_switches } else { i.voluntary_switches }
+                .map_or("?".into(), |v| format!("{v:.0}")),
+            us(wa.min(wi))
+        ),
+    })
+}
+
+fn work_before_call(a: &StateSummary, i: &StateSummary, discarded: &[String]) -> Option<Finding> {
+    let (ca, ci) = (a.gap_cpu_ns?, i.gap_cpu_ns?);
+    let (hi, lo) = (ca.max(ci), ca.min(ci));
+    if !(hi - lo > WORK_FLOOR_NS && hi > WORK_FACTOR * lo) {
+        return None;
+    }
+    let why = if ca > ci && !discarded.is_empty() {
+        format!(
+            " (the copy writes {} in tdg's work directory, on another file system than the application's)",
+            discarded.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    Some(Finding {
+        effect: Effect::WorkBeforeCall,
+        app: ca,
+        image: ci,
+        text: format!(
+            "between the previous call and this one the application ran {} of CPU time, the copy {}{why}",
+            us(ca),
+            us(ci)
+        ),
+    })
+}
+
+fn page_sizes(a: &StateSummary, i: &StateSummary) -> Option<Finding> {
+    let (ha, hi) = (a.anon_huge_kb?, i.anon_huge_kb?);
+    ((ha - hi).abs() >= HUGE_PAGE_KB).then(|| Finding {
+        effect: Effect::PageSizes,
+        app: ha,
+        image: hi,
+        text: format!(
+            "the application had {} of anonymous memory in huge pages, the copy {}: \
+             TLB reach differs (transparent huge pages: /sys/kernel/mm/transparent_hugepage/enabled)",
+            stats::bytes((ha * 1024.0) as u64),
+            stats::bytes((hi * 1024.0) as u64)
+        ),
+    })
+}
+
+fn faults_in_call(a: &StateSummary, i: &StateSummary) -> Option<Finding> {
+    let (fa, fi) = (a.minor_faults?, i.minor_faults?);
+    ((fa - fi).abs() >= 1.0).then(|| Finding {
+        effect: Effect::FaultsInCall,
+        app: fa,
+        image: fi,
+        text: format!(
+            "the call took {fa:.0} minor page fault(s) in the application and {fi:.0} in the copy (median): \
+             each costs microseconds"
+        ),
+    })
+}
+
+fn core_speed(a: &StateSummary, i: &StateSummary) -> Option<Finding> {
+    let (sa, si) = (a.speed_ns?, i.speed_ns?);
+    (sa > 0.0 && (si / sa - 1.0).abs() > SPEED_FRACTION).then(|| Finding {
+        effect: Effect::CoreSpeed,
+        app: sa,
+        image: si,
+        text: format!(
+            "a fixed chain of dependent adds after the call took {} in the application and {} in the copy: \
+             the core ran at another speed ({:.2}x)",
+            us(sa),
+            us(si),
+            si / sa
+        ),
+    })
+}
+
+fn timer_overhead(a: &StateSummary, i: &StateSummary) -> Option<Finding> {
+    let (oa, oi) = (a.overhead_ns?, i.overhead_ns?);
+    ((oa - oi).abs() > OVERHEAD_NS).then(|| Finding {
+        effect: Effect::TimerOverhead,
+        app: oa,
+        image: oi,
+        text: format!(
+            "the empty-region cost subtracted was {} in the application and {} in the copy",
+            us(oa),
+            us(oi)
+        ),
     })
 }
 
