@@ -1,6 +1,6 @@
 //! `tdg checkpoint capture`: one image at a given delay, or `--auto-delay`.
 use super::application::ApplicationRun;
-use super::shim::ShimArgs;
+use super::shim::RegionArgs;
 use crate::cmd::CmdResult;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,14 +12,8 @@ pub(super) struct CaptureArgs {
     /// Image directory to create (keep it on tmpfs, e.g. /dev/shm, for fast restores).
     #[arg(short, long)]
     output: PathBuf,
-    /// Region site (the string passed to tdg_region_begin); default: the first one marked.
-    #[arg(long, conflicts_with = "spec")]
-    site: Option<String>,
     #[command(flatten)]
-    shim: ShimArgs,
-    /// Which call of the region to time (1-based).
-    #[arg(long, default_value_t = 1)]
-    call: u64,
+    region: RegionArgs,
     /// Checkpoint this many calls before the timed one (0: immediate).
     #[arg(long, default_value_t = 0, conflicts_with = "auto_delay")]
     delay: u64,
@@ -79,13 +73,13 @@ pub(super) fn capture(a: CaptureArgs) -> CmdResult {
     let criu = checkpoint::find_criu()?;
     // Kept until the capture ends: the capture copies the shim into the image.
     let scratch = toolchain::scratch_dir("tdg-capture-shim")?;
-    let (site, preload) = a.shim.region(a.site, scratch.path())?;
+    let (site, preload) = a.region.region(scratch.path())?;
     let req = checkpoint::CaptureRequest {
         command: a.app.command,
         image: a.output,
         site,
         preload,
-        call: a.call,
+        call: a.region.call,
         delay: a.delay,
         timeout: Some(Duration::from_secs(a.app.timeout)),
         quiet: a.auto_delay,

@@ -2,7 +2,7 @@
 //! in one plain run), `inapp` (a marked region timed in plain runs: the in-app
 //! reference) and `lib` (the host library that marks the application).
 use super::application::ApplicationRun;
-use super::shim::ShimArgs;
+use super::shim::RegionArgs;
 use crate::cmd::CmdResult;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,12 +18,8 @@ pub(super) struct SitesArgs {
 #[derive(clap::Args)]
 #[command(next_help_heading = "In-app runs")]
 pub(super) struct InAppArgs {
-    #[arg(long, conflicts_with = "spec")]
-    site: Option<String>,
     #[command(flatten)]
-    shim: ShimArgs,
-    #[arg(long, default_value_t = 1)]
-    call: u64,
+    region: RegionArgs,
     /// Number of plain runs of the application.
     #[arg(long, default_value_t = 10, value_parser = super::count(super::MAX_RUNS))]
     runs: usize,
@@ -48,11 +44,11 @@ pub(super) fn sites(a: SitesArgs) -> CmdResult {
 
 pub(super) fn inapp(a: InAppArgs) -> CmdResult {
     let scratch = toolchain::scratch_dir("tdg-inapp-shim")?;
-    let (site, preload) = a.shim.region(a.site, scratch.path())?;
+    let (site, preload) = a.region.region(scratch.path())?;
     let report = checkpoint::measure_in_app(&checkpoint::InAppRequest {
         command: a.app.command,
         site,
-        call: a.call,
+        call: a.region.call,
         runs: a.runs,
         timeout: Some(Duration::from_secs(a.app.timeout)),
         preload,

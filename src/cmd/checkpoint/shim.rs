@@ -1,11 +1,36 @@
-//! `--spec` for `capture` and `inapp`: the region as a routine of an
-//! unmodified application, marked by an LD_PRELOAD shim.
+//! The region `capture` and `inapp` act on: a marked site, or with `--spec`
+//! a routine of an unmodified application, marked by an LD_PRELOAD shim;
+//! and the call of it.
 use std::path::PathBuf;
+
+/// The region and its call (capture, inapp).
+#[derive(clap::Args)]
+pub(super) struct RegionArgs {
+    /// Region site (the string passed to tdg_region_begin); default: the first one marked.
+    #[arg(long, conflicts_with = "spec")]
+    site: Option<String>,
+    #[command(flatten)]
+    shim: ShimArgs,
+    /// Which call of the region to time (1-based).
+    #[arg(long, default_value_t = 1)]
+    pub(super) call: u64,
+}
+
+impl RegionArgs {
+    /// The site (with --spec: the routine's name) and the region shim, built
+    /// in `scratch` (None without --spec).
+    pub(super) fn region(
+        &self,
+        scratch: &std::path::Path,
+    ) -> anyhow::Result<(Option<String>, Option<PathBuf>)> {
+        self.shim.region(self.site.clone(), scratch)
+    }
+}
 
 /// The region as a routine of an unmodified application (capture, inapp).
 #[derive(clap::Args)]
 #[command(next_help_heading = "Region shim")]
-pub(super) struct ShimArgs {
+struct ShimArgs {
     /// Spec of a routine the unmodified application calls through a shared
     /// library: an LD_PRELOAD shim makes each call of it the region (no
     /// markers, no rebuild); the site is the routine's name.
