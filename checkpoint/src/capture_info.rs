@@ -98,7 +98,22 @@ impl CaptureInfo {
     }
 
     pub fn parse(text: &str) -> std::result::Result<CaptureInfo, String> {
-        let mut info = CaptureInfo {
+        let mut info = CaptureInfo::unread();
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            info.read_line(key, value, line)?;
+        }
+        if info.pid == 0 || !info.result_channel.starts_with("pipe:[") {
+            return Err(format!("{CAPTURE_INFO_FILE} is incomplete"));
+        }
+        Ok(info)
+    }
+
+    /// Before the first line: nothing known.
+    fn unread() -> CaptureInfo {
+        CaptureInfo {
             ok: false,
             error: None,
             pid: 0,
@@ -115,99 +130,99 @@ impl CaptureInfo {
             descriptors: Vec::new(),
             seeds: Vec::new(),
             shared_maps: Vec::new(),
-        };
+        }
+    }
+
+    /// One `key=value` line (an unknown key is passed over).
+    fn read_line(&mut self, key: &str, value: &str, line: &str) -> std::result::Result<(), String> {
         let num = |k: &str, v: &str| {
             v.parse::<u64>()
                 .map_err(|_| format!("bad {k}={v:?} in {CAPTURE_INFO_FILE}"))
         };
-        for line in text.lines() {
-            let Some((key, value)) = line.split_once('=') else {
-                continue;
-            };
-            match key {
-                "status" => info.ok = value == "ok",
-                "error" => info.error = Some(value.to_string()),
-                "pid" => info.pid = num(key, value)? as u32,
-                "exe" => info.exe = PathBuf::from(value),
-                "image" => info.image = PathBuf::from(value),
-                "api" => {
-                    info.api = if value == "pair" {
-                        MarkerApi::Pair
-                    } else {
-                        MarkerApi::Markers
-                    }
+        match key {
+            "status" => self.ok = value == "ok",
+            "error" => self.error = Some(value.to_string()),
+            "pid" => self.pid = num(key, value)? as u32,
+            "exe" => self.exe = PathBuf::from(value),
+            "image" => self.image = PathBuf::from(value),
+            "api" => {
+                self.api = if value == "pair" {
+                    MarkerApi::Pair
+                } else {
+                    MarkerApi::Markers
                 }
-                "site" => info.site = Some(value.to_string()),
-                "call" => info.call = Some(num(key, value)?),
-                "delay" => info.delay = Some(num(key, value)?),
-                "result_fd" => info.result_fd = num(key, value)? as i32,
-                "result_channel" => info.result_channel = value.to_string(),
-                "control_channel" => info.control_channel = Some(value.to_string()),
-                "fork_samples" => info.fork_samples = value == "1",
-                "fd" => {
-                    let mut parts = value.splitn(3, ' ');
-                    let (Some(fd), Some(flags), Some(target)) =
-                        (parts.next(), parts.next(), parts.next())
-                    else {
-                        return Err(format!("bad descriptor line {line:?}"));
-                    };
-                    info.descriptors.push(OpenDescriptor {
-                        fd: fd
-                            .parse()
-                            .map_err(|_| format!("bad descriptor line {line:?}"))?,
-                        flags: u32::from_str_radix(flags, 8)
-                            .map_err(|_| format!("bad descriptor line {line:?}"))?,
-                        target: target.to_string(),
-                        tty_key: None,
-                        pos: None,
-                        mode: None,
-                    });
-                }
-                "fdpos" | "fdmode" => {
-                    let bad = || format!("bad descriptor line {line:?}");
-                    let (fd, v) = value.split_once(' ').ok_or_else(bad)?;
-                    let fd: i32 = fd.parse().map_err(|_| bad())?;
-                    if let Some(d) = info.descriptors.iter_mut().find(|d| d.fd == fd) {
-                        if key == "fdpos" {
-                            d.pos = Some(v.parse().map_err(|_| bad())?);
-                        } else {
-                            d.mode = Some(u32::from_str_radix(v, 8).map_err(|_| bad())?);
-                        }
-                    }
-                }
-                "seed" => {
-                    let bad = || format!("bad seed line {line:?}");
-                    let (n, path) = value.split_once(' ').ok_or_else(bad)?;
-                    let n: u32 = n.parse().map_err(|_| bad())?;
-                    info.seeds.push(Seed {
-                        path: path.to_string(),
-                        file: Some(format!("{SEED_PREFIX}{n}")),
-                    });
-                }
-                "seed_skipped" => info.seeds.push(Seed {
-                    path: value.to_string(),
-                    file: None,
-                }),
-                "map" => info.shared_maps.push(value.to_string()),
-                "tty" => {
-                    let (fd, devs) = value
-                        .split_once(' ')
-                        .ok_or_else(|| format!("bad terminal line {line:?}"))?;
-                    let fd: i32 = fd
-                        .parse()
-                        .map_err(|_| format!("bad terminal line {line:?}"))?;
-                    if let Some(d) = info.descriptors.iter_mut().find(|d| d.fd == fd) {
-                        d.tty_key = Some(format!("tty[{devs}]"));
-                    }
-                }
-                _ => {}
             }
+            "site" => self.site = Some(value.to_string()),
+            "call" => self.call = Some(num(key, value)?),
+            "delay" => self.delay = Some(num(key, value)?),
+            "result_fd" => self.result_fd = num(key, value)? as i32,
+            "result_channel" => self.result_channel = value.to_string(),
+            "control_channel" => self.control_channel = Some(value.to_string()),
+            "fork_samples" => self.fork_samples = value == "1",
+            "fd" => self.descriptors.push(descriptor(value, line)?),
+            "fdpos" | "fdmode" | "tty" => self.read_descriptor_detail(key, value, line)?,
+            "seed" => {
+                let bad = || format!("bad seed line {line:?}");
+                let (n, path) = value.split_once(' ').ok_or_else(bad)?;
+                let n: u32 = n.parse().map_err(|_| bad())?;
+                self.seeds.push(Seed {
+                    path: path.to_string(),
+                    file: Some(format!("{SEED_PREFIX}{n}")),
+                });
+            }
+            "seed_skipped" => self.seeds.push(Seed {
+                path: value.to_string(),
+                file: None,
+            }),
+            "map" => self.shared_maps.push(value.to_string()),
+            _ => {}
         }
-        if info.pid == 0 || !info.result_channel.starts_with("pipe:[") {
-            return Err(format!("{CAPTURE_INFO_FILE} is incomplete"));
-        }
-        Ok(info)
+        Ok(())
     }
+
+    /// `fdpos=FD POS`, `fdmode=FD MODE` (octal) or `tty=FD DEVS` on a
+    /// descriptor an `fd=` line named before (another is passed over).
+    fn read_descriptor_detail(
+        &mut self,
+        key: &str,
+        value: &str,
+        line: &str,
+    ) -> std::result::Result<(), String> {
+        let what = if key == "tty" {
+            "terminal"
+        } else {
+            "descriptor"
+        };
+        let bad = || format!("bad {what} line {line:?}");
+        let (fd, v) = value.split_once(' ').ok_or_else(bad)?;
+        let fd: i32 = fd.parse().map_err(|_| bad())?;
+        let Some(d) = self.descriptors.iter_mut().find(|d| d.fd == fd) else {
+            return Ok(());
+        };
+        match key {
+            "fdpos" => d.pos = Some(v.parse().map_err(|_| bad())?),
+            "fdmode" => d.mode = Some(u32::from_str_radix(v, 8).map_err(|_| bad())?),
+            _ => d.tty_key = Some(format!("tty[{v}]")),
+        }
+        Ok(())
+    }
+}
+
+/// An `fd=FD FLAGS TARGET` line's descriptor (flags in octal).
+fn descriptor(value: &str, line: &str) -> std::result::Result<OpenDescriptor, String> {
+    let bad = || format!("bad descriptor line {line:?}");
+    let mut parts = value.splitn(3, ' ');
+    let (Some(fd), Some(flags), Some(target)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    Ok(OpenDescriptor {
+        fd: fd.parse().map_err(|_| bad())?,
+        flags: u32::from_str_radix(flags, 8).map_err(|_| bad())?,
+        target: target.to_string(),
+        tty_key: None,
+        pos: None,
+        mode: None,
+    })
 }
 
 /// What a restore gives a restored copy in place of what the application
