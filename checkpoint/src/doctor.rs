@@ -72,7 +72,27 @@ pub fn run_doctor() -> DoctorReport {
         // Before `criu check`, so its kernel probe lands in the cache.
         let _ = crate::criu::prepare_kdat_cache_dir();
     }
-    f.push(if root {
+    f.push(root_check(root));
+    f.extend(criu_checks(root));
+    f.push(pid_namespace_check(root));
+    if root {
+        f.push(kdat_cache_check());
+    }
+    f.push(kernel_check());
+    f.push(compiler_check());
+    f.push(tsc_check());
+    f.push(perf_counter_check());
+    let can_checkpoint = !f
+        .iter()
+        .any(|x| x.area == "checkpoint" && x.status == Status::Fail);
+    DoctorReport {
+        findings: f,
+        can_checkpoint,
+    }
+}
+
+fn root_check(root: bool) -> Finding {
+    if root {
         finding("checkpoint", Status::Ok, "running as root", None)
     } else {
         finding(
@@ -81,51 +101,53 @@ pub fn run_doctor() -> DoctorReport {
             "not root: CRIU needs CAP_SYS_ADMIN and CAP_SYS_PTRACE",
             Some("run tdg as root or with sudo"),
         )
-    });
-    match find_criu() {
-        Ok(criu) => {
-            f.push(finding(
-                "checkpoint",
-                Status::Ok,
-                format!("criu {} at {}", criu.version, criu.path.display()),
-                None,
-            ));
-            match &criu.libcriu {
-                Some(l) => f.push(finding(
-                    "checkpoint",
-                    Status::Ok,
-                    format!("libcriu at {}", l.display()),
-                    None,
-                )),
-                None => f.push(finding(
-                    "checkpoint",
-                    Status::Fail,
-                    "libcriu not found next to criu (the host library loads it for the self-dump)",
-                    Some("run scripts/setup, or set TDG_LIBCRIU=/path/to/libcriu.so"),
-                )),
-            }
-            if root {
-                f.push(criu_check(&criu.path));
-                if let Some(lib) = &criu.libcriu {
-                    f.push(libcriu_rpc_check(lib, &criu.path));
-                }
-            }
-        }
+    }
+}
+
+/// CRIU and libcriu found; as root, both working (`criu check`, the RPC).
+fn criu_checks(root: bool) -> Vec<Finding> {
+    let criu = match find_criu() {
+        Ok(criu) => criu,
         Err(e) => {
-            f.push(finding(
+            return vec![finding(
                 "checkpoint",
                 Status::Fail,
                 e.to_string(),
                 Some("scripts/setup builds CRIU >= 4.1 from Debian's source into .deps/bin (about a minute); put that directory on PATH, or set TDG_CRIU=/path/to/criu"),
-            ));
+            )];
+        }
+    };
+    let mut f = vec![finding(
+        "checkpoint",
+        Status::Ok,
+        format!("criu {} at {}", criu.version, criu.path.display()),
+        None,
+    )];
+    f.push(match &criu.libcriu {
+        Some(l) => finding(
+            "checkpoint",
+            Status::Ok,
+            format!("libcriu at {}", l.display()),
+            None,
+        ),
+        None => finding(
+            "checkpoint",
+            Status::Fail,
+            "libcriu not found next to criu (the host library loads it for the self-dump)",
+            Some("run scripts/setup, or set TDG_LIBCRIU=/path/to/libcriu.so"),
+        ),
+    });
+    if root {
+        f.push(criu_check(&criu.path));
+        if let Some(lib) = &criu.libcriu {
+            f.push(libcriu_rpc_check(lib, &criu.path));
         }
     }
-    f.push(pid_namespace_check(root));
-    if root {
-        f.push(kdat_cache_check());
-    }
-    f.push(kernel_check());
-    f.push(match toolchain::CCompiler::find(None) {
+    f
+}
+
+fn compiler_check() -> Finding {
+    match toolchain::CCompiler::find(None) {
         Ok(cc) => finding(
             "timing",
             Status::Ok,
@@ -138,15 +160,6 @@ pub fn run_doctor() -> DoctorReport {
             e.to_string(),
             Some("apt-get install gcc"),
         ),
-    });
-    f.push(tsc_check());
-    f.push(perf_counter_check());
-    let can_checkpoint = !f
-        .iter()
-        .any(|x| x.area == "checkpoint" && x.status == Status::Fail);
-    DoctorReport {
-        findings: f,
-        can_checkpoint,
     }
 }
 
