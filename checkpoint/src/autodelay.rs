@@ -428,24 +428,39 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
         let limit = req.capture.call.saturating_sub(1);
         return against_application(req, comparison, last, limit, criu);
     }
-    let in_app_ns = if let DelayReference::InAppMedian { runs } = req.reference {
-        if runs == 0 {
-            return Err(CheckpointError::InvalidRequest(
-                "--inapp-runs counts from 1".into(),
-            ));
-        }
-        let r = measure_in_app(&InAppRequest {
-            command: req.capture.command.clone(),
-            site: req.capture.site.clone(),
-            call: req.capture.call,
-            runs,
-            timeout: req.capture.timeout,
-            preload: req.capture.preload.clone(),
-        })?;
-        Some(r.region_ns.median)
-    } else {
-        None
+    let in_app_ns = in_app_median(req)?;
+    against_delays(req, last, in_app_ns, criu)
+}
+
+/// With `--inapp-runs`: the call's median in that many plain runs.
+fn in_app_median(req: &AutoDelayRequest) -> Result<Option<f64>> {
+    let DelayReference::InAppMedian { runs } = req.reference else {
+        return Ok(None);
     };
+    if runs == 0 {
+        return Err(CheckpointError::InvalidRequest(
+            "--inapp-runs counts from 1".into(),
+        ));
+    }
+    let r = measure_in_app(&InAppRequest {
+        command: req.capture.command.clone(),
+        site: req.capture.site.clone(),
+        call: req.capture.call,
+        runs,
+        timeout: req.capture.timeout,
+        preload: req.capture.preload.clone(),
+    })?;
+    Ok(Some(r.region_ns.median))
+}
+
+/// [`auto_delay`] against the next delays (or the in-app median): each
+/// delay a trial image, timed; the chosen one captured into `-o`.
+fn against_delays(
+    req: &AutoDelayRequest,
+    last: u64,
+    in_app_ns: Option<f64>,
+    criu: &Criu,
+) -> Result<AutoDelayReport> {
     let final_image = req.capture.image.clone();
     // Trial images live in tdg's own private scratch, gone when the search
     // ends however it ends; only the chosen delay is captured into `-o`.
@@ -469,8 +484,23 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
     let mut c = req.capture.clone();
     c.delay = choice.delay;
     capture(&c, criu)?;
+    Ok(AutoDelayReport {
+        rows: delay_rows(measured, in_app_ns),
+        chosen: choice.delay,
+        converged: choice.converged,
+        confirmed_by: choice.confirmed_by,
+        in_app_ns,
+        threshold: req.threshold,
+        against_application: false,
+        image: final_image,
+    })
+}
+
+/// One row a delay tried, in delay order: its median's change from the
+/// previous delay's and its gap to the in-app median.
+fn delay_rows(measured: BTreeMap<u64, Summary>, in_app_ns: Option<f64>) -> Vec<DelayRow> {
     let mut previous: Option<f64> = None;
-    let rows = measured
+    measured
         .into_iter()
         .map(|(delay, region_ns)| {
             let row = DelayRow {
@@ -483,17 +513,7 @@ pub fn auto_delay(req: &AutoDelayRequest, criu: &Criu) -> Result<AutoDelayReport
             previous = Some(region_ns.median);
             row
         })
-        .collect();
-    Ok(AutoDelayReport {
-        rows,
-        chosen: choice.delay,
-        converged: choice.converged,
-        confirmed_by: choice.confirmed_by,
-        in_app_ns,
-        threshold: req.threshold,
-        against_application: false,
-        image: final_image,
-    })
+        .collect()
 }
 
 /// [`auto_delay`] with the application as the reference: each delay is
