@@ -224,6 +224,39 @@ pub enum BaseType {
 }
 
 impl BaseType {
+    /// Every type C or its standard headers define, in declaration order:
+    /// all but a struct's or a typedef's name.
+    pub const BUILTIN: &'static [BaseType] = &[
+        BaseType::Void,
+        BaseType::Char,
+        BaseType::SignedChar,
+        BaseType::UnsignedChar,
+        BaseType::Short,
+        BaseType::UnsignedShort,
+        BaseType::Int,
+        BaseType::UnsignedInt,
+        BaseType::Long,
+        BaseType::UnsignedLong,
+        BaseType::LongLong,
+        BaseType::UnsignedLongLong,
+        BaseType::Float,
+        BaseType::Double,
+        BaseType::LongDouble,
+        BaseType::FloatComplex,
+        BaseType::DoubleComplex,
+        BaseType::SizeT,
+        BaseType::PtrdiffT,
+        BaseType::Int8,
+        BaseType::Int16,
+        BaseType::Int32,
+        BaseType::Int64,
+        BaseType::UInt8,
+        BaseType::UInt16,
+        BaseType::UInt32,
+        BaseType::UInt64,
+        BaseType::Bool,
+    ];
+
     /// The C spelling, e.g. `unsigned long`, `double _Complex`, `struct node`.
     pub fn c_name(&self) -> String {
         use BaseType::*;
@@ -275,31 +308,7 @@ impl BaseType {
     }
 
     pub fn is_integral(&self) -> bool {
-        use BaseType::*;
-        matches!(
-            self,
-            Char | SignedChar
-                | UnsignedChar
-                | Short
-                | UnsignedShort
-                | Int
-                | UnsignedInt
-                | Long
-                | UnsignedLong
-                | LongLong
-                | UnsignedLongLong
-                | SizeT
-                | PtrdiffT
-                | Int8
-                | Int16
-                | Int32
-                | Int64
-                | UInt8
-                | UInt16
-                | UInt32
-                | UInt64
-                | Bool
-        )
+        self.signedness().is_some()
     }
 
     pub fn is_floating(&self) -> bool {

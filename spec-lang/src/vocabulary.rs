@@ -190,6 +190,44 @@ impl Keyword for TuneRole {
     }
 }
 
+/// The words of C's built-in types and their qualifiers in a parameter's
+/// declaration (`const unsigned long* restrict`): none is a typedef's name.
+pub const C_TYPE_WORDS: &[&str] = &[
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "_Complex",
+    "complex",
+    "_Bool",
+    "bool",
+    "const",
+    "volatile",
+    "restrict",
+    "__restrict",
+    "__restrict__",
+    "struct",
+    "size_t",
+    "ptrdiff_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+];
+
+/// The other C keywords a declaration may hold: `register` (ignored),
+/// `union` and `enum` (refused with a way out).
+pub const C_DECLARATION_KEYWORDS: &[&str] = &["register", "union", "enum"];
+
 /// Values of `lang=`.
 pub const LANGS: &[&str] = &["c", "fortran"];
 

@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use spec_lang::ast::*;
+use spec_lang::vocabulary;
 
 fn sp() -> Span {
     Span::default()
@@ -23,81 +24,27 @@ fn ident() -> impl Strategy<Value = Ident> {
 
 /// Words that mean something else where a name can stand.
 fn is_reserved(s: &str) -> bool {
-    matches!(
-        s,
-        "RANDOM"
-            | "Macro"
-            | "Range"
-            | "_"
-            | "void"
-            | "char"
-            | "short"
-            | "int"
-            | "long"
-            | "float"
-            | "double"
-            | "signed"
-            | "unsigned"
-            | "_Complex"
-            | "complex"
-            | "_Bool"
-            | "bool"
-            | "const"
-            | "volatile"
-            | "restrict"
-            | "__restrict"
-            | "__restrict__"
-            | "register"
-            | "struct"
-            | "union"
-            | "enum"
-            | "size_t"
-            | "ptrdiff_t"
-            | "int8_t"
-            | "int16_t"
-            | "int32_t"
-            | "int64_t"
-            | "uint8_t"
-            | "uint16_t"
-            | "uint32_t"
-            | "uint64_t"
-    )
+    s == "_"
+        || [
+            vocabulary::SCALAR_FUNCTIONS,
+            vocabulary::C_TYPE_WORDS,
+            vocabulary::C_DECLARATION_KEYWORDS,
+        ]
+        .iter()
+        .any(|words| words.contains(&s))
 }
 
 fn base_type() -> impl Strategy<Value = BaseType> {
-    use BaseType::*;
+    let builtin: Vec<BaseType> = BaseType::BUILTIN
+        .iter()
+        .filter(|b| **b != BaseType::Void)
+        .cloned()
+        .collect();
     prop_oneof![
-        prop::sample::select(vec![
-            Char,
-            SignedChar,
-            UnsignedChar,
-            Short,
-            UnsignedShort,
-            Int,
-            UnsignedInt,
-            Long,
-            UnsignedLong,
-            LongLong,
-            UnsignedLongLong,
-            Float,
-            Double,
-            LongDouble,
-            FloatComplex,
-            DoubleComplex,
-            SizeT,
-            PtrdiffT,
-            Int8,
-            Int16,
-            Int32,
-            Int64,
-            UInt8,
-            UInt16,
-            UInt32,
-            UInt64,
-            Bool,
-        ]),
-        prop::sample::select(vec!["node", "su3_matrix", "s_2"]).prop_map(|n| Struct(n.into())),
-        prop::sample::select(vec!["su3_matrix", "real_t"]).prop_map(|n| Named(n.into())),
+        prop::sample::select(builtin),
+        prop::sample::select(vec!["node", "su3_matrix", "s_2"])
+            .prop_map(|n| BaseType::Struct(n.into())),
+        prop::sample::select(vec!["su3_matrix", "real_t"]).prop_map(|n| BaseType::Named(n.into())),
     ]
 }
 

@@ -3,6 +3,8 @@
 use super::grammar::Built;
 use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic};
+use crate::vocabulary::C_TYPE_WORDS;
+use std::collections::BTreeMap;
 
 /// One token of a C declaration: a word or a `*`.
 pub(super) struct DeclToken {
@@ -10,39 +12,9 @@ pub(super) struct DeclToken {
     pub(super) span: Span,
 }
 
+/// A word of a built-in C type or a qualifier: never a typedef's name.
 pub(super) fn is_type_word(w: &str) -> bool {
-    matches!(
-        w,
-        "void"
-            | "char"
-            | "short"
-            | "int"
-            | "long"
-            | "float"
-            | "double"
-            | "signed"
-            | "unsigned"
-            | "_Complex"
-            | "complex"
-            | "_Bool"
-            | "bool"
-            | "const"
-            | "volatile"
-            | "restrict"
-            | "__restrict"
-            | "__restrict__"
-            | "struct"
-            | "size_t"
-            | "ptrdiff_t"
-            | "int8_t"
-            | "int16_t"
-            | "int32_t"
-            | "int64_t"
-            | "uint8_t"
-            | "uint16_t"
-            | "uint32_t"
-            | "uint64_t"
-    )
+    C_TYPE_WORDS.contains(&w)
 }
 
 /// Builds a [`CType`] from declaration words and stars (`const double *`).
@@ -128,116 +100,124 @@ pub(super) fn ctype_from_tokens(toks: &[DeclToken]) -> Built<CType> {
 }
 
 pub(super) fn base_from_words(words: &[&DeclToken], span: Span) -> Built<BaseType> {
-    use BaseType::*;
-    if words.is_empty() {
+    let [first, ..] = words else {
         return Err(Diagnostic::new("missing type", span).with_hint("write e.g. `double*`"));
-    }
+    };
     if words.len() == 1 {
-        let w = words[0].text.as_str();
-        let named = match w {
-            "size_t" => Some(SizeT),
-            "ptrdiff_t" => Some(PtrdiffT),
-            "int8_t" => Some(Int8),
-            "int16_t" => Some(Int16),
-            "int32_t" => Some(Int32),
-            "int64_t" => Some(Int64),
-            "uint8_t" => Some(UInt8),
-            "uint16_t" => Some(UInt16),
-            "uint32_t" => Some(UInt32),
-            "uint64_t" => Some(UInt64),
-            "_Bool" | "bool" => Some(Bool),
-            _ => None,
-        };
-        if let Some(b) = named {
+        if let Some(b) = one_word_type(&first.text) {
             return Ok(b);
         }
-        if !is_type_word(w) {
-            return Ok(Named(w.to_string()));
-        }
     }
-    let mut count = std::collections::BTreeMap::<&str, usize>::new();
-    for w in words {
-        let key = match w.text.as_str() {
-            "complex" => "_Complex",
-            k @ ("void" | "char" | "short" | "int" | "long" | "float" | "double" | "signed"
-            | "unsigned" | "_Complex") => k,
-            other => {
-                return Err(Diagnostic::new(
-                    format!("`{other}` cannot be combined with other type words"),
-                    w.span,
-                )
-                .with_hint(
-                    did_you_mean(
-                        other,
-                        [
-                            "void", "char", "short", "int", "long", "float", "double", "unsigned",
-                        ],
+    TypeWords::count(words)?
+        .arithmetic()
+        .ok_or_else(|| not_a_c_type(words, span))
+}
+
+/// The type one word names on its own: a built-in type spelt in one word
+/// (`double`, `size_t`, `uint8_t`, `_Bool` or `bool`) or a typedef's name.
+/// `None` for a word that needs others (`unsigned`, `_Complex`).
+fn one_word_type(w: &str) -> Option<BaseType> {
+    if w == "bool" {
+        return Some(BaseType::Bool);
+    }
+    if let Some(b) = BaseType::BUILTIN.iter().find(|b| b.c_name() == w) {
+        return Some(b.clone());
+    }
+    (!is_type_word(w)).then(|| BaseType::Named(w.to_string()))
+}
+
+fn not_a_c_type(words: &[&DeclToken], span: Span) -> Diagnostic {
+    let text: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+    Diagnostic::new(format!("`{}` is not a C type", text.join(" ")), span)
+        .with_hint("supported: void, char, short, int, long, long long (signed/unsigned), float, double, long double, float/double _Complex, size_t, int64_t, ...")
+}
+
+/// How often each word of C's arithmetic types stands in a declaration, in
+/// any order (`long unsigned long int`: unsigned 1, long 2, int 1).
+struct TypeWords<'w>(BTreeMap<&'w str, usize>);
+
+impl<'w> TypeWords<'w> {
+    /// Refuses a word that cannot be combined with others (`size_t`, a
+    /// typedef's name).
+    fn count(words: &[&'w DeclToken]) -> Built<Self> {
+        let mut count = BTreeMap::<&str, usize>::new();
+        for w in words {
+            let key = match w.text.as_str() {
+                "complex" => "_Complex",
+                k @ ("void" | "char" | "short" | "int" | "long" | "float" | "double" | "signed"
+                | "unsigned" | "_Complex") => k,
+                other => {
+                    return Err(Diagnostic::new(
+                        format!("`{other}` cannot be combined with other type words"),
+                        w.span,
                     )
-                    .unwrap_or_else(|| "a typedef name must be the only word of its type".into()),
-                ))
+                    .with_hint(
+                        did_you_mean(
+                            other,
+                            [
+                                "void", "char", "short", "int", "long", "float", "double",
+                                "unsigned",
+                            ],
+                        )
+                        .unwrap_or_else(|| {
+                            "a typedef name must be the only word of its type".into()
+                        }),
+                    ))
+                }
+            };
+            *count.entry(key).or_default() += 1;
+        }
+        Ok(TypeWords(count))
+    }
+
+    fn n(&self, word: &str) -> usize {
+        self.0.get(word).copied().unwrap_or(0)
+    }
+
+    /// The arithmetic type the words spell, `None` when they spell none
+    /// (`signed unsigned`, `long float`).
+    fn arithmetic(&self) -> Option<BaseType> {
+        use BaseType::*;
+        let n = |k: &str| self.n(k);
+        let total: usize = self.0.values().sum();
+        let unsigned = n("unsigned") > 0;
+        let signed = n("signed") > 0;
+        if n("unsigned") > 1 || n("signed") > 1 || (unsigned && signed) {
+            return None;
+        }
+        let sign_words = n("unsigned") + n("signed");
+        // `short`, `long` and `long long` may be followed by `int`, as may a
+        // sign alone.
+        let with_int = |words: usize| total == words + sign_words + n("int") && n("int") <= 1;
+        let pick = |u: BaseType, s: BaseType| if unsigned { u } else { s };
+        Some(if n("void") == 1 && total == 1 {
+            Void
+        } else if n("float") == 1 && total == 1 {
+            Float
+        } else if n("double") == 1 && total == 1 {
+            Double
+        } else if n("double") == 1 && n("long") == 1 && total == 2 {
+            LongDouble
+        } else if n("_Complex") == 1 && n("float") == 1 && total == 2 {
+            FloatComplex
+        } else if n("_Complex") == 1 && n("double") == 1 && total == 2 {
+            DoubleComplex
+        } else if n("char") == 1 && total == 1 + sign_words {
+            if signed {
+                SignedChar
+            } else {
+                pick(UnsignedChar, Char)
             }
-        };
-        *count.entry(key).or_default() += 1;
+        } else if n("short") == 1 && with_int(1) {
+            pick(UnsignedShort, Short)
+        } else if n("long") == 1 && with_int(1) {
+            pick(UnsignedLong, Long)
+        } else if n("long") == 2 && with_int(2) {
+            pick(UnsignedLongLong, LongLong)
+        } else if n("int") <= 1 && total == n("int") + sign_words && total >= 1 {
+            pick(UnsignedInt, Int)
+        } else {
+            return None;
+        })
     }
-    let n = |k: &str| count.get(k).copied().unwrap_or(0);
-    let total: usize = count.values().sum();
-    let unsigned = n("unsigned") > 0;
-    let signed = n("signed") > 0;
-    let bad = || {
-        let text: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
-        Diagnostic::new(format!("`{}` is not a C type", text.join(" ")), span)
-            .with_hint("supported: void, char, short, int, long, long long (signed/unsigned), float, double, long double, float/double _Complex, size_t, int64_t, ...")
-    };
-    if n("unsigned") > 1 || n("signed") > 1 || (unsigned && signed) {
-        return Err(bad());
-    }
-    let sign_words = n("unsigned") + n("signed");
-    let b = if n("void") == 1 && total == 1 {
-        Void
-    } else if n("float") == 1 && total == 1 {
-        Float
-    } else if n("double") == 1 && total == 1 {
-        Double
-    } else if n("double") == 1 && n("long") == 1 && total == 2 {
-        LongDouble
-    } else if n("_Complex") == 1 && n("float") == 1 && total == 2 {
-        FloatComplex
-    } else if n("_Complex") == 1 && n("double") == 1 && total == 2 {
-        DoubleComplex
-    } else if n("char") == 1 && total == 1 + sign_words {
-        if unsigned {
-            UnsignedChar
-        } else if signed {
-            SignedChar
-        } else {
-            Char
-        }
-    } else if n("short") == 1 && total == 1 + sign_words + n("int") && n("int") <= 1 {
-        if unsigned {
-            UnsignedShort
-        } else {
-            Short
-        }
-    } else if n("long") == 1 && total == 1 + sign_words + n("int") && n("int") <= 1 {
-        if unsigned {
-            UnsignedLong
-        } else {
-            Long
-        }
-    } else if n("long") == 2 && total == 2 + sign_words + n("int") && n("int") <= 1 {
-        if unsigned {
-            UnsignedLongLong
-        } else {
-            LongLong
-        }
-    } else if n("int") <= 1 && total == n("int") + sign_words && total >= 1 {
-        if unsigned {
-            UnsignedInt
-        } else {
-            Int
-        }
-    } else {
-        return Err(bad());
-    };
-    Ok(b)
 }
