@@ -492,107 +492,125 @@ impl<'a> Checker<'a> {
             };
             let name = &init.name.name;
             if let Some(p) = self.spec.param(name) {
-                let want_ptrs = match a.kind {
-                    ArrayKind::Array2D => 2,
-                    _ => 1,
-                };
-                let pointee_ptrs = p.ty.pointers.saturating_sub(want_ptrs);
-                if p.ty.pointers < want_ptrs {
-                    let what = if p.ty.pointers == 0 {
-                        "not a pointer"
-                    } else {
-                        "a single pointer"
-                    };
-                    let hint = if want_ptrs == 2 {
-                        format!(
-                            "Array2D passes a pointer to row pointers: declare `{}** {name}`",
-                            a.elem.base.c_name()
-                        )
-                    } else {
-                        format!(
-                            "give it a scalar value (`{name}=...;`) or declare it `{}* {name}`",
-                            p.ty.base.c_name()
-                        )
-                    };
-                    self.out.push(
-                        Diagnostic::new(
-                            format!(
-                                "`{name}` is {what} (`{}`) but is initialised as an array",
-                                p.ty.text()
-                            ),
-                            a.span,
-                        )
-                        .with_hint(hint),
-                    );
-                } else if p.ty.base != a.elem.base || pointee_ptrs != a.elem.pointers {
-                    let want = CType {
-                        is_const: false,
-                        base: p.ty.base.clone(),
-                        pointers: pointee_ptrs,
-                        span: Span::default(),
-                    };
-                    self.out.push(
-                        Diagnostic::new(
-                            format!(
-                                "element type `{}` does not match parameter `{name}` (`{}`)",
-                                a.elem.text(),
-                                p.ty.text()
-                            ),
-                            a.elem.span,
-                        )
-                        .with_hint(format!("write `{}` as the element type", want.text())),
-                    );
-                }
+                self.array_fits_param(name, &p.ty, a);
             }
-            if a.elem.base == BaseType::Void && a.elem.pointers == 0 {
-                self.out.push(
-                    Diagnostic::new("cannot allocate elements of type `void`", a.elem.span)
-                        .with_hint("use `unsigned char` for raw bytes"),
-                );
-            }
-            if matches!(a.elem.base, BaseType::Struct(_))
-                && a.elem.pointers == 0
-                && !matches!(a.fill, Fill::Zero(_) | Fill::File(..))
-            {
-                self.out.push(
-                    Diagnostic::new(
-                        format!(
-                            "`{}` elements can only be filled with ZERO or FILE(...)",
-                            a.elem.text()
-                        ),
-                        a.fill_span(),
-                    )
-                    .with_hint("the driver does not know the struct's fields"),
-                );
-            }
+            self.elements_allocatable(a);
             self.fill_fits_storage(a);
             self.attrs(a);
             for d in &a.dims {
                 self.integral_size(d, name);
                 self.fixed_size(d, name);
             }
-            let fill_values: Vec<&Expr> = match &a.fill {
-                Fill::RandomRange { lo, hi, .. } => vec![lo, hi],
-                Fill::Const(e, _) => vec![e],
-                _ => vec![],
+            self.fill_values(a);
+        }
+    }
+
+    /// Whether parameter `name` of type `ty` can be passed the array `a`:
+    /// pointers enough (two for `Array2D`'s row pointers), and the
+    /// elements' type what they point to.
+    fn array_fits_param(&mut self, name: &str, ty: &CType, a: &ArrayInit) {
+        let want_ptrs = match a.kind {
+            ArrayKind::Array2D => 2,
+            _ => 1,
+        };
+        let pointee_ptrs = ty.pointers.saturating_sub(want_ptrs);
+        if ty.pointers < want_ptrs {
+            let what = if ty.pointers == 0 {
+                "not a pointer"
+            } else {
+                "a single pointer"
             };
-            for e in fill_values {
-                e.walk(&mut |x| {
-                    if let Expr::Str(_, s) = x {
-                        self.out.push(
-                            Diagnostic::new("a fill value must be a number, not a string", *s)
-                                .with_hint("use FILE(\"path\") to fill from recorded bytes"),
-                        );
-                    }
-                });
-            }
-            if let Fill::File(path, span) = &a.fill {
-                if path.is_empty() {
+            let hint = if want_ptrs == 2 {
+                format!(
+                    "Array2D passes a pointer to row pointers: declare `{}** {name}`",
+                    a.elem.base.c_name()
+                )
+            } else {
+                format!(
+                    "give it a scalar value (`{name}=...;`) or declare it `{}* {name}`",
+                    ty.base.c_name()
+                )
+            };
+            self.out.push(
+                Diagnostic::new(
+                    format!(
+                        "`{name}` is {what} (`{}`) but is initialised as an array",
+                        ty.text()
+                    ),
+                    a.span,
+                )
+                .with_hint(hint),
+            );
+        } else if ty.base != a.elem.base || pointee_ptrs != a.elem.pointers {
+            let want = CType {
+                is_const: false,
+                base: ty.base.clone(),
+                pointers: pointee_ptrs,
+                span: Span::default(),
+            };
+            self.out.push(
+                Diagnostic::new(
+                    format!(
+                        "element type `{}` does not match parameter `{name}` (`{}`)",
+                        a.elem.text(),
+                        ty.text()
+                    ),
+                    a.elem.span,
+                )
+                .with_hint(format!("write `{}` as the element type", want.text())),
+            );
+        }
+    }
+
+    /// Elements the driver can allocate and fill: not `void`, and a
+    /// struct's only with zeros or recorded bytes.
+    fn elements_allocatable(&mut self, a: &ArrayInit) {
+        if a.elem.base == BaseType::Void && a.elem.pointers == 0 {
+            self.out.push(
+                Diagnostic::new("cannot allocate elements of type `void`", a.elem.span)
+                    .with_hint("use `unsigned char` for raw bytes"),
+            );
+        }
+        if matches!(a.elem.base, BaseType::Struct(_))
+            && a.elem.pointers == 0
+            && !matches!(a.fill, Fill::Zero(_) | Fill::File(..))
+        {
+            self.out.push(
+                Diagnostic::new(
+                    format!(
+                        "`{}` elements can only be filled with ZERO or FILE(...)",
+                        a.elem.text()
+                    ),
+                    a.fill_span(),
+                )
+                .with_hint("the driver does not know the struct's fields"),
+            );
+        }
+    }
+
+    /// A fill's values are numbers, and a `FILE(...)` names a file.
+    fn fill_values(&mut self, a: &ArrayInit) {
+        let fill_values: Vec<&Expr> = match &a.fill {
+            Fill::RandomRange { lo, hi, .. } => vec![lo, hi],
+            Fill::Const(e, _) => vec![e],
+            _ => vec![],
+        };
+        for e in fill_values {
+            e.walk(&mut |x| {
+                if let Expr::Str(_, s) = x {
                     self.out.push(
-                        Diagnostic::new("FILE(\"\") names no file", *span)
-                            .with_hint("give the path of the recorded bytes"),
+                        Diagnostic::new("a fill value must be a number, not a string", *s)
+                            .with_hint("use FILE(\"path\") to fill from recorded bytes"),
                     );
                 }
+            });
+        }
+        if let Fill::File(path, span) = &a.fill {
+            if path.is_empty() {
+                self.out.push(
+                    Diagnostic::new("FILE(\"\") names no file", *span)
+                        .with_hint("give the path of the recorded bytes"),
+                );
             }
         }
     }
