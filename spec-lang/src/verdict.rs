@@ -69,67 +69,17 @@ pub fn verdict(
     let file = file.to_string();
     let spec = match loaded {
         Ok(s) => s,
-        Err(d) => {
-            return FileVerdict {
-                file,
-                ok: false,
-                summary: None,
-                uses: Use::ALL
-                    .iter()
-                    .map(|&u| UseVerdict {
-                        for_use: u,
-                        ok: false,
-                        asked: asked.is_empty() || asked.contains(&u),
-                        diagnostics: d.items.clone(),
-                    })
-                    .collect(),
-                diagnostics: d.items.clone(),
-                shown: Some(d),
-                warnings: None,
-            }
-        }
+        Err(d) => return FileVerdict::unparsed(file, d, asked),
     };
     let driver = if overrides.is_empty() {
         spec.require(Use::Driver).map(|()| spec.clone())
     } else {
         spec.under(overrides)
     };
-    let mut uses: Vec<UseVerdict> = Use::ALL
-        .iter()
-        .map(|&u| {
-            let outcome = match u {
-                Use::Driver => driver.as_ref().map(|_| ()).map_err(|d| d.items.clone()),
-                other => spec.require(other).map_err(|d| d.items),
-            };
-            UseVerdict {
-                for_use: u,
-                ok: outcome.is_ok(),
-                asked: false,
-                diagnostics: outcome.err().unwrap_or_default(),
-            }
-        })
-        .collect();
+    let uses = use_verdicts(&spec, &driver, overrides, asked);
     let served_any = uses.iter().any(|u| u.ok);
-    for u in &mut uses {
-        u.asked = if asked.is_empty() {
-            u.ok || !served_any || (u.for_use == Use::Driver && !overrides.is_empty())
-        } else {
-            asked.contains(&u.for_use)
-        };
-    }
     let ok = uses.iter().all(|u| u.ok || !u.asked);
-    // The asked uses' errors, each once (the uses share most checks).
-    let mut errors: Vec<Diagnostic> = Vec::new();
-    for u in uses.iter().filter(|u| u.asked && !u.ok) {
-        for d in &u.diagnostics {
-            if !errors
-                .iter()
-                .any(|e| e.message == d.message && e.span == d.span)
-            {
-                errors.push(d.clone());
-            }
-        }
-    }
+    let errors = asked_errors(&uses);
     let warnings = driver
         .as_ref()
         .ok()
@@ -158,7 +108,79 @@ pub fn verdict(
     }
 }
 
+/// Whether the spec serves each use (the driver's under the overrides
+/// already applied: `driver`), and which were asked for.
+fn use_verdicts(
+    spec: &CheckedSpec,
+    driver: &Result<CheckedSpec, Diagnostics>,
+    overrides: &BTreeMap<String, f64>,
+    asked: &[Use],
+) -> Vec<UseVerdict> {
+    let mut uses: Vec<UseVerdict> = Use::ALL
+        .iter()
+        .map(|&u| {
+            let outcome = match u {
+                Use::Driver => driver.as_ref().map(|_| ()).map_err(|d| d.items.clone()),
+                other => spec.require(other).map_err(|d| d.items),
+            };
+            UseVerdict {
+                for_use: u,
+                ok: outcome.is_ok(),
+                asked: false,
+                diagnostics: outcome.err().unwrap_or_default(),
+            }
+        })
+        .collect();
+    let served_any = uses.iter().any(|u| u.ok);
+    for u in &mut uses {
+        u.asked = if asked.is_empty() {
+            u.ok || !served_any || (u.for_use == Use::Driver && !overrides.is_empty())
+        } else {
+            asked.contains(&u.for_use)
+        };
+    }
+    uses
+}
+
+/// The errors of the failing uses asked for, each once (the uses share
+/// most checks).
+fn asked_errors(uses: &[UseVerdict]) -> Vec<Diagnostic> {
+    let mut errors: Vec<Diagnostic> = Vec::new();
+    for u in uses.iter().filter(|u| u.asked && !u.ok) {
+        for d in &u.diagnostics {
+            if !errors
+                .iter()
+                .any(|e| e.message == d.message && e.span == d.span)
+            {
+                errors.push(d.clone());
+            }
+        }
+    }
+    errors
+}
+
 impl FileVerdict {
+    /// A file that does not parse: every use fails with its errors.
+    fn unparsed(file: String, d: Diagnostics, asked: &[Use]) -> FileVerdict {
+        FileVerdict {
+            file,
+            ok: false,
+            summary: None,
+            uses: Use::ALL
+                .iter()
+                .map(|&u| UseVerdict {
+                    for_use: u,
+                    ok: false,
+                    asked: asked.is_empty() || asked.contains(&u),
+                    diagnostics: d.items.clone(),
+                })
+                .collect(),
+            diagnostics: d.items.clone(),
+            shown: Some(d),
+            warnings: None,
+        }
+    }
+
     /// `f.spec: ok for profile, checkpoint (routine f, 2 parameters)`, then
     /// a line for each use the spec does not serve and was not asked for.
     /// Empty when the spec serves no use (its errors say it all).
