@@ -536,159 +536,103 @@ impl Builder {
         };
         let pspan = self.sp(&prim);
         match prim.as_rule() {
-            Rule::name => {
-                let w = prim.as_str();
-                match w {
-                    "RANDOM" => Ok(Fill::Random(pspan)),
-                    "ZERO" => Ok(Fill::Zero(pspan)),
-                    "SEQ" => Ok(Fill::Seq(pspan)),
-                    "CONST" | "FILE" => Err(Diagnostic::new(
-                        format!("`{w}` needs an argument"),
-                        pspan,
-                    )
-                    .with_hint(if w == "CONST" {
-                        "write CONST(1.0)"
-                    } else {
-                        "write FILE(\"operand.bin\")"
-                    })),
-                    _ => Err(bad(&format!("`{w}`"))
-                        .with_hint_opt(did_you_mean(w, FILLS.iter().copied()))),
-                }
-            }
-            Rule::call => {
-                let mut it = prim.into_inner();
-                let f = it.next().expect("grammar: call name");
-                let fname = f.as_str().to_string();
-                let args: Vec<Pair<Rule>> = it.collect();
-                match (fname.as_str(), args.len()) {
-                    ("RANDOM", 2) => {
-                        let lo = self.expr(args[0].clone(), 0)?;
-                        let hi = self.expr(args[1].clone(), 0)?;
-                        Ok(Fill::RandomRange {
-                            lo,
-                            hi,
-                            span: pspan,
-                        })
-                    }
-                    ("CONST", 1) => Ok(Fill::Const(self.expr(args[0].clone(), 0)?, pspan)),
-                    ("FILE", 1) => match sole_primary(args[0].clone()) {
-                        Some(s) if s.as_rule() == Rule::string => {
-                            Ok(Fill::File(unescape(inner_str(&s)), pspan))
-                        }
-                        _ => Err(
-                            Diagnostic::new("FILE takes a quoted path", self.sp(&args[0]))
-                                .with_hint("write FILE(\"operand.bin\")"),
-                        ),
-                    },
-                    ("RANDOM", n) | ("CONST", n) | ("FILE", n) => {
-                        let want = match fname.as_str() {
-                            "RANDOM" => "RANDOM(lo, hi)",
-                            "CONST" => "CONST(value)",
-                            _ => "FILE(\"path\")",
-                        };
-                        Err(
-                            Diagnostic::new(format!("`{fname}` given {n} arguments"), pspan)
-                                .with_hint(format!("write {want}")),
-                        )
-                    }
-                    _ => Err(bad(&format!("`{fname}(...)`"))
-                        .with_hint_opt(did_you_mean(&fname, FILLS.iter().copied()))),
-                }
-            }
+            Rule::name => fill_word(prim.as_str(), pspan, &bad),
+            Rule::call => self.fill_call(prim, pspan, &bad),
             _ => Err(bad(&format!("`{}`", prim.as_str()))),
+        }
+    }
+
+    /// A fill with arguments: `RANDOM(lo, hi)`, `CONST(v)`, `FILE("path")`.
+    fn fill_call(
+        &mut self,
+        prim: Pair<Rule>,
+        pspan: Span,
+        bad: &dyn Fn(&str) -> Diagnostic,
+    ) -> Built<Fill> {
+        let (f, args) = call_parts(prim);
+        let fname = f.as_str();
+        match (fname, args.len()) {
+            ("RANDOM", 2) => {
+                let (lo, hi) = self.two_args(&args, 0)?;
+                Ok(Fill::RandomRange {
+                    lo: *lo,
+                    hi: *hi,
+                    span: pspan,
+                })
+            }
+            ("CONST", 1) => Ok(Fill::Const(self.expr(args[0].clone(), 0)?, pspan)),
+            ("FILE", 1) => match sole_primary(args[0].clone()) {
+                Some(s) if s.as_rule() == Rule::string => {
+                    Ok(Fill::File(unescape(inner_str(&s)), pspan))
+                }
+                _ => Err(
+                    Diagnostic::new("FILE takes a quoted path", self.sp(&args[0]))
+                        .with_hint("write FILE(\"operand.bin\")"),
+                ),
+            },
+            ("RANDOM", n) | ("CONST", n) | ("FILE", n) => {
+                let want = match fname {
+                    "RANDOM" => "RANDOM(lo, hi)",
+                    "CONST" => "CONST(value)",
+                    _ => "FILE(\"path\")",
+                };
+                Err(
+                    Diagnostic::new(format!("`{fname}` given {n} arguments"), pspan)
+                        .with_hint(format!("write {want}")),
+                )
+            }
+            _ => Err(bad(&format!("`{fname}(...)`"))
+                .with_hint_opt(did_you_mean(fname, FILLS.iter().copied()))),
         }
     }
 
     fn attrs(&mut self, arg: Pair<Rule>) -> Built<Vec<Attr>> {
         let exprs: Vec<Pair<Rule>> = arg.into_inner().collect();
-        let mut out = Vec::new();
         if exprs.len() == 1 && exprs[0].as_str().trim() == "_" {
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        for e in exprs {
-            let espan = self.sp(&e);
-            let Some(prim) = sole_primary(e.clone()) else {
-                return Err(Diagnostic::new(
-                    format!("expected an attribute, found `{}`", e.as_str()),
-                    espan,
+        exprs.into_iter().map(|e| self.attr(e)).collect()
+    }
+
+    /// One attribute of an array initialiser (`flush`, `align(16)`).
+    fn attr(&mut self, e: Pair<Rule>) -> Built<Attr> {
+        let espan = self.sp(&e);
+        let not_an_attribute = |found: &str| {
+            Diagnostic::new(format!("expected an attribute, found `{found}`"), espan).with_hint(
+                "attributes are flush, warm, touch, align(n), misalign(m), joined with `|`",
+            )
+        };
+        let Some(prim) = sole_primary(e.clone()) else {
+            return Err(not_an_attribute(e.as_str()));
+        };
+        match prim.as_rule() {
+            Rule::name => attr_word(prim.as_str(), espan),
+            Rule::call => self.attr_call(prim, espan),
+            _ => Err(not_an_attribute(prim.as_str())),
+        }
+    }
+
+    /// `align(n)` or `misalign(m)`.
+    fn attr_call(&mut self, prim: Pair<Rule>, espan: Span) -> Built<Attr> {
+        let (f, args) = call_parts(prim);
+        let fname = f.as_str();
+        if fname != "align" && fname != "misalign" {
+            return Err(unknown_attribute(fname, &format!("{fname}(...)"), espan));
+        }
+        let n = match args.as_slice() {
+            [a] => self.byte_count(a.clone())?,
+            _ => {
+                return Err(
+                    Diagnostic::new(format!("`{fname}` takes one byte count"), espan)
+                        .with_hint(format!("write {fname}(16)")),
                 )
-                .with_hint(
-                    "attributes are flush, warm, touch, align(n), misalign(m), joined with `|`",
-                ));
-            };
-            match prim.as_rule() {
-                Rule::name => match prim.as_str() {
-                    "flush" => out.push(Attr::Flush(espan)),
-                    "warm" => out.push(Attr::Warm(espan)),
-                    "touch" => out.push(Attr::Touch(espan)),
-                    "_" => {
-                        return Err(Diagnostic::new(
-                            "`_` (no attributes) cannot be combined with attributes",
-                            espan,
-                        )
-                        .with_hint("drop the `_`"))
-                    }
-                    "align" | "misalign" => {
-                        return Err(Diagnostic::new(
-                            format!("`{}` needs a byte count", prim.as_str()),
-                            espan,
-                        )
-                        .with_hint(format!("write {}(16)", prim.as_str())))
-                    }
-                    w => {
-                        return Err(Diagnostic::new(format!("unknown attribute `{w}`"), espan)
-                            .with_hint(
-                                did_you_mean(w, ATTRIBUTES.iter().copied()).unwrap_or_else(|| {
-                                    "attributes are flush, warm, touch, align(n), misalign(m)"
-                                        .into()
-                                }),
-                            ))
-                    }
-                },
-                Rule::call => {
-                    let mut it = prim.into_inner();
-                    let f = it.next().expect("grammar: call name");
-                    let fname = f.as_str().to_string();
-                    let args: Vec<Pair<Rule>> = it.collect();
-                    if fname != "align" && fname != "misalign" {
-                        return Err(Diagnostic::new(
-                            format!("unknown attribute `{fname}(...)`"),
-                            espan,
-                        )
-                        .with_hint(
-                            did_you_mean(&fname, ATTRIBUTES.iter().copied()).unwrap_or_else(|| {
-                                "attributes are flush, warm, touch, align(n), misalign(m)".into()
-                            }),
-                        ));
-                    }
-                    let n = match args.as_slice() {
-                        [a] => self.byte_count(a.clone())?,
-                        _ => {
-                            return Err(Diagnostic::new(
-                                format!("`{fname}` takes one byte count"),
-                                espan,
-                            )
-                            .with_hint(format!("write {fname}(16)")))
-                        }
-                    };
-                    out.push(if fname == "align" {
-                        Attr::Align(n, espan)
-                    } else {
-                        Attr::Misalign(n, espan)
-                    });
-                }
-                _ => {
-                    return Err(Diagnostic::new(
-                        format!("expected an attribute, found `{}`", prim.as_str()),
-                        espan,
-                    )
-                    .with_hint(
-                        "attributes are flush, warm, touch, align(n), misalign(m), joined with `|`",
-                    ))
-                }
             }
-        }
-        Ok(out)
+        };
+        Ok(if fname == "align" {
+            Attr::Align(n, espan)
+        } else {
+            Attr::Misalign(n, espan)
+        })
     }
 
     /// A positive power-of-two integer literal (alignment in bytes).
@@ -834,57 +778,7 @@ impl Builder {
                     }
                     image = Some(unescape(inner_str(&v)));
                 }
-                "mode" => {
-                    mode = match (v.as_rule(), v.as_str()) {
-                        (Rule::word, "immediate") => CheckpointMode::Immediate,
-                        (Rule::call, _) => {
-                            let mut it = v.clone().into_inner();
-                            let f = it.next().expect("grammar: call name");
-                            let args: Vec<Pair<Rule>> = it.collect();
-                            let k = match args.as_slice() {
-                                [a] => sole_primary(a.clone())
-                                    .filter(|p| p.as_rule() == Rule::int)
-                                    .and_then(|p| parse_int(p.as_str())),
-                                _ => None,
-                            };
-                            match (f.as_str(), k) {
-                                ("delayed", Some(k)) if (1..=u32::MAX as i64).contains(&k) => {
-                                    CheckpointMode::Delayed(k as u32)
-                                }
-                                ("delayed", _) => {
-                                    return Err(Diagnostic::new(
-                                        "delayed(k) needs a positive integer k",
-                                        vspan,
-                                    )
-                                    .with_hint(
-                                        "k is how many calls before the timed one, e.g. delayed(2)",
-                                    ))
-                                }
-                                _ => {
-                                    return Err(Diagnostic::new(
-                                        format!("`{}` is not a checkpoint mode", v.as_str()),
-                                        vspan,
-                                    )
-                                    .with_hint("use `immediate` or `delayed(k)`"))
-                                }
-                            }
-                        }
-                        (_, "delayed") => {
-                            return Err(Diagnostic::new("delayed needs a call count", vspan)
-                                .with_hint("write delayed(k), e.g. delayed(2)"))
-                        }
-                        (_, other) => {
-                            return Err(Diagnostic::new(
-                                format!("`{other}` is not a checkpoint mode"),
-                                vspan,
-                            )
-                            .with_hint(
-                                did_you_mean(other, CHECKPOINT_MODES.iter().copied())
-                                    .unwrap_or_else(|| "use `immediate` or `delayed(k)`".into()),
-                            ))
-                        }
-                    }
-                }
+                "mode" => mode = checkpoint_mode(&v, vspan)?,
                 _ => unreachable!(),
             }
         }
@@ -1254,10 +1148,8 @@ impl Builder {
 
     fn call(&mut self, p: Pair<Rule>, depth: usize) -> Built<Expr> {
         let span = self.sp(&p);
-        let mut it = p.into_inner();
-        let f = it.next().expect("grammar: call name");
+        let (f, args) = call_parts(p);
         let fname = f.as_str().to_string();
-        let args: Vec<Pair<Rule>> = it.collect();
         let arity = |want: usize, sig: &str| -> Built<()> {
             if args.len() == want {
                 Ok(())
@@ -1291,23 +1183,13 @@ impl Builder {
             }
             "Range" => {
                 arity(2, "Range(begin, incr)")?;
-                let begin = self.expr(args[0].clone(), depth + 1)?;
-                let incr = self.expr(args[1].clone(), depth + 1)?;
-                Ok(Expr::Range {
-                    begin: Box::new(begin),
-                    incr: Box::new(incr),
-                    span,
-                })
+                let (begin, incr) = self.two_args(&args, depth + 1)?;
+                Ok(Expr::Range { begin, incr, span })
             }
             "RANDOM" => {
                 arity(2, "RANDOM(lo, hi)")?;
-                let lo = self.expr(args[0].clone(), depth + 1)?;
-                let hi = self.expr(args[1].clone(), depth + 1)?;
-                Ok(Expr::RandomRange {
-                    lo: Box::new(lo),
-                    hi: Box::new(hi),
-                    span,
-                })
+                let (lo, hi) = self.two_args(&args, depth + 1)?;
+                Ok(Expr::RandomRange { lo, hi, span })
             }
             "Vector" | "Matrix" | "SVector" | "SMatrix" | "Array2D" => Err(Diagnostic::new(
                 format!("`{fname}(...)` is an array and can only be the whole value of an init entry"),
@@ -1319,6 +1201,101 @@ impl Builder {
                     .unwrap_or_else(|| "expressions may call Macro(NAME, default), Range(begin, incr) and RANDOM(lo, hi)".into()),
             )),
         }
+    }
+
+    /// The two arguments of `Range(begin, incr)` or `RANDOM(lo, hi)`.
+    fn two_args(&mut self, args: &[Pair<Rule>], depth: usize) -> Built<(Box<Expr>, Box<Expr>)> {
+        let first = self.expr(args[0].clone(), depth)?;
+        let second = self.expr(args[1].clone(), depth)?;
+        Ok((Box::new(first), Box::new(second)))
+    }
+}
+
+/// A call's name and its arguments.
+fn call_parts(p: Pair<'_, Rule>) -> (Pair<'_, Rule>, Vec<Pair<'_, Rule>>) {
+    let mut it = p.into_inner();
+    let f = it.next().expect("grammar: call name");
+    (f, it.collect())
+}
+
+/// A fill without arguments: `RANDOM`, `ZERO`, `SEQ`.
+fn fill_word(w: &str, pspan: Span, bad: &dyn Fn(&str) -> Diagnostic) -> Built<Fill> {
+    match w {
+        "RANDOM" => Ok(Fill::Random(pspan)),
+        "ZERO" => Ok(Fill::Zero(pspan)),
+        "SEQ" => Ok(Fill::Seq(pspan)),
+        "CONST" | "FILE" => Err(Diagnostic::new(format!("`{w}` needs an argument"), pspan)
+            .with_hint(if w == "CONST" {
+                "write CONST(1.0)"
+            } else {
+                "write FILE(\"operand.bin\")"
+            })),
+        _ => Err(bad(&format!("`{w}`")).with_hint_opt(did_you_mean(w, FILLS.iter().copied()))),
+    }
+}
+
+/// An attribute without arguments: `flush`, `warm`, `touch`.
+fn attr_word(w: &str, espan: Span) -> Built<Attr> {
+    match w {
+        "flush" => Ok(Attr::Flush(espan)),
+        "warm" => Ok(Attr::Warm(espan)),
+        "touch" => Ok(Attr::Touch(espan)),
+        "_" => Err(Diagnostic::new(
+            "`_` (no attributes) cannot be combined with attributes",
+            espan,
+        )
+        .with_hint("drop the `_`")),
+        "align" | "misalign" => Err(Diagnostic::new(format!("`{w}` needs a byte count"), espan)
+            .with_hint(format!("write {w}(16)"))),
+        w => Err(unknown_attribute(w, w, espan)),
+    }
+}
+
+/// `name` is no attribute (written `shown`: `name` or `name(...)`).
+fn unknown_attribute(name: &str, shown: &str, espan: Span) -> Diagnostic {
+    Diagnostic::new(format!("unknown attribute `{shown}`"), espan).with_hint(
+        did_you_mean(name, ATTRIBUTES.iter().copied())
+            .unwrap_or_else(|| "attributes are flush, warm, touch, align(n), misalign(m)".into()),
+    )
+}
+
+/// `mode=` of `checkpoint={...}`: `immediate` or `delayed(k)`.
+fn checkpoint_mode(v: &Pair<Rule>, vspan: Span) -> Built<CheckpointMode> {
+    match (v.as_rule(), v.as_str()) {
+        (Rule::word, "immediate") => Ok(CheckpointMode::Immediate),
+        (Rule::call, _) => delayed_mode(v, vspan),
+        (_, "delayed") => Err(Diagnostic::new("delayed needs a call count", vspan)
+            .with_hint("write delayed(k), e.g. delayed(2)")),
+        (_, other) => Err(
+            Diagnostic::new(format!("`{other}` is not a checkpoint mode"), vspan).with_hint(
+                did_you_mean(other, CHECKPOINT_MODES.iter().copied())
+                    .unwrap_or_else(|| "use `immediate` or `delayed(k)`".into()),
+            ),
+        ),
+    }
+}
+
+/// `delayed(k)`: the checkpoint `k` calls before the timed one.
+fn delayed_mode(v: &Pair<Rule>, vspan: Span) -> Built<CheckpointMode> {
+    let (f, args) = call_parts(v.clone());
+    let k = match args.as_slice() {
+        [a] => sole_primary(a.clone())
+            .filter(|p| p.as_rule() == Rule::int)
+            .and_then(|p| parse_int(p.as_str())),
+        _ => None,
+    };
+    match (f.as_str(), k) {
+        ("delayed", Some(k)) if (1..=u32::MAX as i64).contains(&k) => {
+            Ok(CheckpointMode::Delayed(k as u32))
+        }
+        ("delayed", _) => Err(
+            Diagnostic::new("delayed(k) needs a positive integer k", vspan)
+                .with_hint("k is how many calls before the timed one, e.g. delayed(2)"),
+        ),
+        _ => Err(
+            Diagnostic::new(format!("`{}` is not a checkpoint mode", v.as_str()), vspan)
+                .with_hint("use `immediate` or `delayed(k)`"),
+        ),
     }
 }
 
