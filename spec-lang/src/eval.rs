@@ -299,31 +299,11 @@ pub fn typed_env(
     overrides: &BTreeMap<String, f64>,
 ) -> Result<BTreeMap<String, Value>, EvalError> {
     let macros = spec.macros();
-    for k in overrides.keys() {
-        let known = macros.iter().any(|(n, _)| n.name == *k) || spec.scalar_for(k).is_some();
-        if !known {
-            let candidates: Vec<&str> = macros
-                .iter()
-                .map(|(n, _)| n.name.as_str())
-                .chain(
-                    spec.init
-                        .iter()
-                        .filter(|i| matches!(i.value, InitValue::Scalar(_)))
-                        .map(|i| i.name.name.as_str()),
-                )
-                .collect();
-            return Err(EvalError {
-                message: format!("`-D {k}=...` names no macro or scalar of this spec"),
-                span: None,
-                hint: did_you_mean(k, candidates.iter().copied()).or_else(|| {
-                    Some(if candidates.is_empty() {
-                        "this spec has no macros".into()
-                    } else {
-                        format!("known: {}", candidates.join(", "))
-                    })
-                }),
-            });
-        }
+    if let Some(k) = overrides
+        .keys()
+        .find(|k| !macros.iter().any(|(n, _)| n.name == **k) && spec.scalar_for(k).is_none())
+    {
+        return Err(unknown_override(spec, &macros, k));
     }
     let mut env: BTreeMap<String, Value> = BTreeMap::new();
     for (k, v) in overrides {
@@ -336,11 +316,47 @@ pub fn typed_env(
         })?;
         env.insert(k.clone(), v);
     }
-    // Fixed-point over the scalar definitions so that order in the file does
-    // not matter (`lda=M;` may come before `M=Macro(MS,72);`). Each pass
-    // settles at least one name or stops; cycles are a check error.
-    let mut pending: Vec<(&str, &Expr, Option<&CType>)> = Vec::new();
-    for (name, default) in &macros {
+    let pending = definitions(spec, &macros, &env);
+    settle(pending, env)
+}
+
+/// `-D k=...` names neither a macro nor a scalar of `spec`.
+fn unknown_override(spec: &Spec, macros: &[(&Ident, &Expr)], k: &str) -> EvalError {
+    let candidates: Vec<&str> = macros
+        .iter()
+        .map(|(n, _)| n.name.as_str())
+        .chain(
+            spec.init
+                .iter()
+                .filter(|i| matches!(i.value, InitValue::Scalar(_)))
+                .map(|i| i.name.name.as_str()),
+        )
+        .collect();
+    EvalError {
+        message: format!("`-D {k}=...` names no macro or scalar of this spec"),
+        span: None,
+        hint: did_you_mean(k, candidates.iter().copied()).or_else(|| {
+            Some(if candidates.is_empty() {
+                "this spec has no macros".into()
+            } else {
+                format!("known: {}", candidates.join(", "))
+            })
+        }),
+    }
+}
+
+/// A name to settle, its definition and the parameter type it converts to.
+type Definition<'s> = (&'s str, &'s Expr, Option<&'s CType>);
+
+/// The macros' defaults and the scalar inits with a single value that
+/// `env` does not already hold.
+fn definitions<'s>(
+    spec: &'s Spec,
+    macros: &[(&'s Ident, &'s Expr)],
+    env: &BTreeMap<String, Value>,
+) -> Vec<Definition<'s>> {
+    let mut pending: Vec<Definition> = Vec::new();
+    for (name, default) in macros {
         if !env.contains_key(&name.name) {
             pending.push((name.name.as_str(), default, None));
         }
@@ -360,6 +376,17 @@ pub fn typed_env(
             pending.push((init.name.name.as_str(), e, ty));
         }
     }
+    pending
+}
+
+/// Evaluates the `pending` definitions into `env` to a fixed point, so that
+/// order in the file does not matter (`lda=M;` may come before
+/// `M=Macro(MS,72);`). Each pass settles at least one name or stops; cycles
+/// are a check error.
+fn settle(
+    mut pending: Vec<Definition>,
+    mut env: BTreeMap<String, Value>,
+) -> Result<BTreeMap<String, Value>, EvalError> {
     loop {
         let before = pending.len();
         let mut last_err = None;
