@@ -191,25 +191,7 @@ impl Printer {
         if spec.lang == Lang::Fortran {
             self.out.push_str("lang=fortran;\n");
         }
-        let routine = self.routine(&spec.routine);
-        if spec.routine.body.is_some() {
-            // Nothing may follow a body on its last line: the body is C text
-            // kept verbatim, and an unbalanced quote in it could pair with a
-            // quote in the comment. Its trailing comments go above it instead.
-            for l in c.leading_for(spec.routine.span.start) {
-                for line in l.lines() {
-                    let _ = writeln!(self.out, "{}", line.trim_start());
-                }
-            }
-            if let Some(t) = c.trailing_for(spec.routine.span.start) {
-                self.out.push_str(&t);
-                self.out.push('\n');
-            }
-            self.out.push_str(&routine);
-            self.out.push('\n');
-        } else {
-            self.item(c, spec.routine.span.start, "", &routine);
-        }
+        self.routine_item(&spec.routine, c);
         if !spec.init.is_empty() {
             self.out.push_str("init={\n");
             for i in &spec.init {
@@ -219,20 +201,7 @@ impl Printer {
             self.out.push_str("};\n");
         }
         if let Some(first) = spec.returns.first() {
-            let names: Vec<String> = spec
-                .returns
-                .iter()
-                .map(|r| match &r.count {
-                    Some(count) => format!("{}[{}]", r.text(), expr(count)),
-                    None => r.text(),
-                })
-                .collect();
-            self.item(
-                c,
-                first.span.start,
-                "",
-                &format!("returns({});", names.join(", ")),
-            );
+            self.item(c, first.span.start, "", &returns(&spec.returns));
         }
         if let Some(r) = &spec.record {
             let names: Vec<&str> = r.names.iter().map(|n| n.name.as_str()).collect();
@@ -250,16 +219,7 @@ impl Printer {
             self.item(c, t.span.start, "", &timer(t));
         }
         if let Some(cp) = &spec.checkpoint {
-            let text = match cp.mode {
-                CheckpointMode::Immediate => format!("checkpoint={};", quote(&cp.image)),
-                CheckpointMode::Delayed(k) => {
-                    format!(
-                        "checkpoint={{ image={}; mode=delayed({k}); }};",
-                        quote(&cp.image)
-                    )
-                }
-            };
-            self.item(c, cp.span.start, "", &text);
+            self.item(c, cp.span.start, "", &checkpoint(cp));
         }
         if let Some(t) = &spec.tune {
             self.item(c, t.span.start, "", &tune(t));
@@ -271,13 +231,28 @@ impl Printer {
         self.out
     }
 
+    /// The routine's prototype, and its body when it has one.
+    fn routine_item(&mut self, r: &Routine, c: &Comments) {
+        let routine = self.routine(r);
+        if r.body.is_none() {
+            self.item(c, r.span.start, "", &routine);
+            return;
+        }
+        // Nothing may follow a body on its last line: the body is C text
+        // kept verbatim, and an unbalanced quote in it could pair with a
+        // quote in the comment. Its trailing comments go above it instead.
+        self.leading(c, r.span.start, "");
+        if let Some(t) = c.trailing_for(r.span.start) {
+            self.out.push_str(&t);
+            self.out.push('\n');
+        }
+        self.out.push_str(&routine);
+        self.out.push('\n');
+    }
+
     /// Writes leading comments, the (possibly multi-line) text, and a trailing comment.
     fn item(&mut self, c: &Comments, anchor: usize, indent: &str, text: &str) {
-        for l in c.leading_for(anchor) {
-            for line in l.lines() {
-                let _ = writeln!(self.out, "{indent}{}", line.trim_start());
-            }
-        }
+        self.leading(c, anchor, indent);
         self.out.push_str(indent);
         self.out.push_str(text);
         if let Some(t) = c.trailing_for(anchor) {
@@ -285,6 +260,15 @@ impl Printer {
             self.out.push_str(&t);
         }
         self.out.push('\n');
+    }
+
+    /// The comments on the lines above `anchor`, at `indent`.
+    fn leading(&mut self, c: &Comments, anchor: usize, indent: &str) {
+        for l in c.leading_for(anchor) {
+            for line in l.lines() {
+                let _ = writeln!(self.out, "{indent}{}", line.trim_start());
+            }
+        }
     }
 
     fn routine(&self, r: &Routine) -> String {
@@ -391,6 +375,29 @@ fn attrs(a: &[Attr]) -> String {
         })
         .collect::<Vec<_>>()
         .join("|")
+}
+
+/// `returns(X, Y[n]);`
+fn returns(list: &[Output]) -> String {
+    let names: Vec<String> = list
+        .iter()
+        .map(|r| match &r.count {
+            Some(count) => format!("{}[{}]", r.text(), expr(count)),
+            None => r.text(),
+        })
+        .collect();
+    format!("returns({});", names.join(", "))
+}
+
+/// `checkpoint="image";`, or with its mode spelt out when delayed.
+fn checkpoint(cp: &CheckpointClause) -> String {
+    match cp.mode {
+        CheckpointMode::Immediate => format!("checkpoint={};", quote(&cp.image)),
+        CheckpointMode::Delayed(k) => format!(
+            "checkpoint={{ image={}; mode=delayed({k}); }};",
+            quote(&cp.image)
+        ),
+    }
 }
 
 fn tune(t: &TuneClause) -> String {
