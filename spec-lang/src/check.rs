@@ -117,6 +117,26 @@ impl CheckedSpec {
 }
 
 /// The array whose size expression holds the failing span, for messages.
+/// Whether `name` is listed in `clause` for the first time; a second
+/// listing is an error.
+fn listed_once(
+    seen: &mut BTreeSet<String>,
+    name: String,
+    clause: &str,
+    span: Span,
+    out: &mut Vec<Diagnostic>,
+) -> bool {
+    let first = !seen.contains(&name);
+    if !first {
+        out.push(
+            Diagnostic::new(format!("`{name}` is listed twice in {clause}"), span)
+                .with_hint("list it once"),
+        );
+    }
+    seen.insert(name);
+    first
+}
+
 fn failing_array<'s>(spec: &'s Spec, e: &eval::EvalError) -> Option<&'s str> {
     let at = e.span?;
     spec.init.iter().find_map(|i| match &i.value {
@@ -840,34 +860,19 @@ impl<'a> Checker<'a> {
     }
 
     fn returns(&mut self) {
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
         let r = &self.spec.routine;
-        let mut seen_paths: BTreeSet<String> = BTreeSet::new();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         for id in &self.spec.returns {
+            if !listed_once(&mut seen, id.text(), "returns", id.span, &mut self.out) {
+                continue;
+            }
             if !id.path.is_empty() {
-                let text = id.text();
-                if !seen_paths.insert(text.clone()) {
-                    self.out.push(
-                        Diagnostic::new(format!("`{text}` is listed twice in returns"), id.span)
-                            .with_hint("list it once"),
-                    );
-                    continue;
-                }
                 let root = Ident {
                     name: id.name.clone(),
                     span: id.span,
                 };
                 self.out.extend(self.member_path_problem(&root, &id.path));
-                continue;
-            }
-            if !seen.insert(&id.name) {
-                self.out.push(
-                    Diagnostic::new(format!("`{}` is listed twice in returns", id.name), id.span)
-                        .with_hint("list it once"),
-                );
-                continue;
-            }
-            if id.name == r.name.name {
+            } else if id.name == r.name.name {
                 if r.ret.base == BaseType::Void && r.ret.pointers == 0 {
                     self.out.push(
                         Diagnostic::new(
@@ -880,31 +885,44 @@ impl<'a> Checker<'a> {
                         .with_hint("list the output arrays instead"),
                     );
                 }
-                continue;
-            }
-            match self.spec.param(&id.name) {
-                None => {
-                    let mut cands: Vec<&str> = r.params.iter().map(|p| p.name.name.as_str()).collect();
-                    cands.push(&r.name.name);
-                    self.out.push(
-                        Diagnostic::new(format!("returns names `{}`, which is not a parameter", id.name), id.span).with_hint(
-                            did_you_mean(&id.name, cands.iter().copied()).unwrap_or_else(|| {
-                                format!("list output parameters, or `{}` for the return value", r.name.name)
-                            }),
-                        ),
-                    );
-                }
-                Some(p) if !p.ty.is_pointer() => self.out.push(
-                    Diagnostic::new(format!("`{}` is passed by value: the routine cannot change it", id.name), id.span)
-                        .with_hint("only pointer parameters (or the routine's name, for its return value) are outputs"),
-                ),
-                Some(p) if p.ty.is_const && p.ty.pointers == 1 => self.out.push(
-                    Diagnostic::new(format!("`{}` is `{}`: the routine cannot write it", id.name, p.ty.text()), id.span)
-                        .with_hint("drop it from returns, or the `const` if the routine writes it"),
-                ),
-                Some(_) => {}
+            } else {
+                self.output_param(id);
             }
         }
+        self.return_counts();
+    }
+
+    /// A parameter listed in returns: one the routine can write.
+    fn output_param(&mut self, id: &Output) {
+        let r = &self.spec.routine;
+        match self.spec.param(&id.name) {
+            None => {
+                let mut cands: Vec<&str> = r.params.iter().map(|p| p.name.name.as_str()).collect();
+                cands.push(&r.name.name);
+                self.out.push(
+                    Diagnostic::new(format!("returns names `{}`, which is not a parameter", id.name), id.span).with_hint(
+                        did_you_mean(&id.name, cands.iter().copied()).unwrap_or_else(|| {
+                            format!("list output parameters, or `{}` for the return value", r.name.name)
+                        }),
+                    ),
+                );
+            }
+            Some(p) if !p.ty.is_pointer() => self.out.push(
+                Diagnostic::new(format!("`{}` is passed by value: the routine cannot change it", id.name), id.span)
+                    .with_hint("only pointer parameters (or the routine's name, for its return value) are outputs"),
+            ),
+            Some(p) if p.ty.is_const && p.ty.pointers == 1 => self.out.push(
+                Diagnostic::new(format!("`{}` is `{}`: the routine cannot write it", id.name, p.ty.text()), id.span)
+                    .with_hint("drop it from returns, or the `const` if the routine writes it"),
+            ),
+            Some(_) => {}
+        }
+    }
+
+    /// The counts of returns' `X[n]`: integer parameters, and none on the
+    /// return value.
+    fn return_counts(&mut self) {
+        let r = &self.spec.routine;
         for out in &self.spec.returns {
             if let Some(count) = &out.count {
                 if out.name == r.name.name && out.path.is_empty() {
@@ -1032,7 +1050,7 @@ impl<'a> Checker<'a> {
         let Some(clause) = &self.spec.record else {
             return;
         };
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         let params = || {
             self.spec
                 .routine
@@ -1058,11 +1076,13 @@ impl<'a> Checker<'a> {
                 );
                 continue;
             };
-            if !seen.insert(&id.name) {
-                self.out.push(
-                    Diagnostic::new(format!("`{}` is listed twice in record=", id.name), id.span)
-                        .with_hint("list it once"),
-                );
+            if !listed_once(
+                &mut seen,
+                id.name.clone(),
+                "record=",
+                id.span,
+                &mut self.out,
+            ) {
                 continue;
             }
             let number =
