@@ -60,83 +60,113 @@ pub struct RanAs {
 /// `ran.code_offset` and runs on `ran.threads` threads, unless the spec
 /// already says otherwise (then a note says what the application did).
 pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam], ran: RanAs) -> SpecEdit {
-    let mut edits: Vec<(usize, usize, String)> = Vec::new();
-    let mut macros = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut new_init: Vec<String> = Vec::new();
+    let mut plan = EditPlan::default();
     for cp in context {
-        if !spec.routine.params.iter().any(|p| p.name.name == cp.name) {
-            notes.push(format!(
-                "`{}` is recorded in the profile but is not a parameter of `{}`; left out",
-                cp.name, spec.routine.name.name
-            ));
-            continue;
-        }
-        match spec.init.iter().find(|i| i.name.name == cp.name) {
-            Some(init) => match &init.value {
-                InitValue::Scalar(Expr::Macro { name, default, .. }) => {
-                    let s = default.span();
-                    edits.push((s.start, s.end, cp.value.clone()));
-                    macros.insert(cp.name.clone(), name.name.clone());
-                }
-                InitValue::Scalar(e @ (Expr::Int(..) | Expr::Float(..))) => {
-                    let s = e.span();
-                    let m = macro_name_for(&cp.name);
-                    edits.push((s.start, s.end, format!("Macro({m}, {})", cp.value)));
-                    macros.insert(cp.name.clone(), m);
-                }
-                _ => {
-                    let s = init.span;
-                    let text = src.get(s.start..s.end).unwrap_or("").trim();
-                    notes.push(format!(
-                        "`{text}` is derived from other values, not set from the profile (the profile saw {}={})",
-                        cp.name, cp.value
-                    ));
-                }
-            },
-            None => {
-                let m = macro_name_for(&cp.name);
-                let entry = format!("{}=Macro({m}, {});", cp.name, cp.value);
-                match spec.init.first() {
-                    Some(first) => {
-                        let at = first.span.start;
-                        edits.push((at, at, format!("{entry} ")));
-                    }
-                    None => new_init.push(entry),
-                }
-                macros.insert(cp.name.clone(), m);
-            }
-        }
+        plan.param(spec, src, cp);
     }
     // A prototype-only spec gets an init clause of what the profile knows.
-    if !new_init.is_empty() {
+    if !plan.new_init.is_empty() {
         let sep = break_before_appending(src);
-        let body = new_init
+        let body = plan
+            .new_init
             .iter()
             .map(|e| format!("  {e}\n"))
             .collect::<String>();
-        edits.push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
+        plan.edits
+            .push((src.len(), src.len(), format!("{sep}init={{\n{body}}};\n")));
     }
     let (timer, timer_notes) = timer_edit(spec, src, ran);
-    edits.extend(timer);
-    notes.extend(timer_notes);
-    let unset: Vec<&str> = spec
+    plan.edits.extend(timer);
+    plan.notes.extend(timer_notes);
+    plan.notes.extend(unset_note(spec, context));
+    SpecEdit {
+        text: apply_edits(src, plan.edits),
+        macros: plan.macros,
+        notes: plan.notes,
+    }
+}
+
+/// The edits [`apply_context`] makes to the spec's text, gathered before
+/// any is applied (their spans are the parsed text's).
+#[derive(Default)]
+struct EditPlan {
+    /// Byte range of the source and its replacement.
+    edits: Vec<(usize, usize, String)>,
+    macros: BTreeMap<String, String>,
+    notes: Vec<String>,
+    /// Entries of an init clause the spec lacks.
+    new_init: Vec<String>,
+}
+
+impl EditPlan {
+    /// Makes parameter `cp` default to its profiled value: a `Macro`'s
+    /// default replaced, a literal made a `Macro`, a missing entry added; a
+    /// derived value is left alone with a note.
+    fn param(&mut self, spec: &Spec, src: &str, cp: &ContextParam) {
+        if !spec.routine.params.iter().any(|p| p.name.name == cp.name) {
+            self.notes.push(format!(
+                "`{}` is recorded in the profile but is not a parameter of `{}`; left out",
+                cp.name, spec.routine.name.name
+            ));
+            return;
+        }
+        let Some(init) = spec.init.iter().find(|i| i.name.name == cp.name) else {
+            let m = macro_name_for(&cp.name);
+            let entry = format!("{}=Macro({m}, {});", cp.name, cp.value);
+            match spec.init.first() {
+                Some(first) => {
+                    let at = first.span.start;
+                    self.edits.push((at, at, format!("{entry} ")));
+                }
+                None => self.new_init.push(entry),
+            }
+            self.macros.insert(cp.name.clone(), m);
+            return;
+        };
+        match &init.value {
+            InitValue::Scalar(Expr::Macro { name, default, .. }) => {
+                let s = default.span();
+                self.edits.push((s.start, s.end, cp.value.clone()));
+                self.macros.insert(cp.name.clone(), name.name.clone());
+            }
+            InitValue::Scalar(e @ (Expr::Int(..) | Expr::Float(..))) => {
+                let s = e.span();
+                let m = macro_name_for(&cp.name);
+                self.edits
+                    .push((s.start, s.end, format!("Macro({m}, {})", cp.value)));
+                self.macros.insert(cp.name.clone(), m);
+            }
+            _ => {
+                let s = init.span;
+                let text = src.get(s.start..s.end).unwrap_or("").trim();
+                self.notes.push(format!(
+                    "`{text}` is derived from other values, not set from the profile (the profile saw {}={})",
+                    cp.name, cp.value
+                ));
+            }
+        }
+    }
+}
+
+/// The note naming the parameters neither the spec nor the profile gives.
+fn unset_note(spec: &Spec, context: &[ContextParam]) -> Option<String> {
+    let unset: Vec<String> = spec
         .routine
         .params
         .iter()
         .map(|p| p.name.name.as_str())
         .filter(|n| spec.init_for(n).is_none() && !context.iter().any(|c| c.name == *n))
+        .map(|n| format!("`{n}`"))
         .collect();
-    if !unset.is_empty() {
-        notes.push(format!(
-            "the profile does not give {}: add them to init before building a driver (`tdg check` lists what is missing)",
-            unset
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
+    (!unset.is_empty()).then(|| format!(
+        "the profile does not give {}: add them to init before building a driver (`tdg check` lists what is missing)",
+        unset.join(", ")
+    ))
+}
+
+/// `src` with the `edits` applied, the last first so earlier spans stay
+/// valid.
+fn apply_edits(src: &str, mut edits: Vec<(usize, usize, String)>) -> String {
     edits.sort_by_key(|e| std::cmp::Reverse(e.0));
     let mut text = src.to_string();
     for (start, end, new) in edits {
@@ -144,11 +174,7 @@ pub fn apply_context(spec: &Spec, src: &str, context: &[ContextParam], ran: RanA
             text.replace_range(start..end, &new);
         }
     }
-    SpecEdit {
-        text,
-        macros,
-        notes,
-    }
+    text
 }
 
 /// What goes before a clause appended to `src`, so it starts a line.
