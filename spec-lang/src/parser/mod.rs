@@ -697,22 +697,15 @@ impl Builder {
         }
     }
 
+    /// A clause's `key=value;` settings, each key one of `known` and given
+    /// once.
     fn settings<'i>(
         &mut self,
         clause: Pair<'i, Rule>,
         known: &[&str],
     ) -> Built<Vec<(Ident, Pair<'i, Rule>)>> {
         let mut out: Vec<(Ident, Pair<'i, Rule>)> = Vec::new();
-        for s in clause.into_inner() {
-            if s.as_rule() != Rule::setting {
-                continue;
-            }
-            let mut it = s.into_inner();
-            let k = it.next().expect("grammar: setting key");
-            let key = Ident {
-                name: k.as_str().to_string(),
-                span: self.sp(&k),
-            };
+        for (key, value) in self.setting_parts(clause) {
             if !known.contains(&key.name.as_str()) {
                 return Err(
                     Diagnostic::new(format!("unknown setting `{}`", key.name), key.span).with_hint(
@@ -728,11 +721,29 @@ impl Builder {
                 )
                 .with_hint("keep one"));
             }
-            let v = it.next().expect("grammar: setting value");
-            let inner = v.into_inner().next().expect("grammar: setting_value inner");
-            out.push((key, inner));
+            out.push((key, value));
         }
         Ok(out)
+    }
+
+    /// Every `key=value;` of a clause as written: the key and the value's
+    /// expression.
+    fn setting_parts<'i>(&mut self, clause: Pair<'i, Rule>) -> Vec<(Ident, Pair<'i, Rule>)> {
+        clause
+            .into_inner()
+            .filter(|s| s.as_rule() == Rule::setting)
+            .map(|s| {
+                let mut it = s.into_inner();
+                let k = it.next().expect("grammar: setting key");
+                let key = Ident {
+                    name: k.as_str().to_string(),
+                    span: self.sp(&k),
+                };
+                let v = it.next().expect("grammar: setting value");
+                let inner = v.into_inner().next().expect("grammar: setting_value inner");
+                (key, inner)
+            })
+            .collect()
     }
 
     fn timer(&mut self, clause: Pair<Rule>) -> Built<TimerClause> {
@@ -798,18 +809,7 @@ impl Builder {
             constraints: Vec::new(),
             span,
         };
-        for s in clause.into_inner() {
-            if s.as_rule() != Rule::setting {
-                continue;
-            }
-            let mut it = s.into_inner();
-            let k = it.next().expect("grammar: setting key");
-            let key = Ident {
-                name: k.as_str().to_string(),
-                span: self.sp(&k),
-            };
-            let v = it.next().expect("grammar: setting value");
-            let v = v.into_inner().next().expect("grammar: setting_value inner");
+        for (key, v) in self.setting_parts(clause) {
             if key.name == "layout" {
                 let layout = self.tune_layout(&v)?;
                 if t.layout.is_some() {
