@@ -143,6 +143,13 @@ pub struct Routine {
     pub span: Span,
 }
 
+impl Routine {
+    /// The parameters' names, in order.
+    pub fn param_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.params.iter().map(|p| p.name.name.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Body {
     pub text: String,

@@ -6,6 +6,7 @@ use crate::ast::*;
 use crate::checked::{resolve, spec_overrides, CheckedSpec, Use};
 use crate::diag::{did_you_mean, line_col, Diagnostic, Diagnostics};
 use crate::eval;
+use crate::vocabulary::C_TYPE_NAMES;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Values a profile records per call at most: the profiling runtime's
@@ -43,11 +44,7 @@ pub(crate) fn with_uses(
     // A region shim also declares each output it hands back from the call's
     // arguments, so each needs a count.
     let mut checkpoint = profile.clone();
-    let mut c = Checker {
-        spec: &spec,
-        src,
-        out: Vec::new(),
-    };
+    let mut c = Checker::new(&spec, src);
     c.outputs_have_counts();
     checkpoint.extend(c.out);
     let located = |items: Vec<Diagnostic>| Diagnostics::new(file, src, items).items;
@@ -150,11 +147,7 @@ fn failing_array<'s>(spec: &'s Spec, e: &eval::EvalError) -> Option<&'s str> {
 /// What a driver additionally needs: a value for every parameter (pointers
 /// an allocation), since the driver makes the arguments itself.
 fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
-    let mut c = Checker {
-        spec,
-        src,
-        out: Vec::new(),
-    };
+    let mut c = Checker::new(spec, src);
     c.missing_values();
     if spec.checkpoint.is_none() {
         c.member_paths_need_an_application();
@@ -165,11 +158,7 @@ fn driver_problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
 /// The checks' findings without packaging (empty when the spec is sound as
 /// a signature with its init; [`driver_problems`] adds the driver's needs).
 fn problems(spec: &Spec, src: &str) -> Vec<Diagnostic> {
-    let mut c = Checker {
-        spec,
-        src,
-        out: Vec::new(),
-    };
+    let mut c = Checker::new(spec, src);
     c.duplicate_params();
     c.types();
     c.macros();
@@ -196,6 +185,14 @@ struct Checker<'a> {
 }
 
 impl<'a> Checker<'a> {
+    fn new(spec: &'a Spec, src: &'a str) -> Checker<'a> {
+        Checker {
+            spec,
+            src,
+            out: Vec::new(),
+        }
+    }
+
     fn line(&self, span: Span) -> usize {
         line_col(self.src, span.start).0
     }
@@ -301,13 +298,7 @@ impl<'a> Checker<'a> {
 
     fn init_entries(&mut self) {
         let mut seen: BTreeMap<&str, Span> = BTreeMap::new();
-        let params: Vec<&str> = self
-            .spec
-            .routine
-            .params
-            .iter()
-            .map(|p| p.name.name.as_str())
-            .collect();
+        let params: Vec<&str> = self.spec.routine.param_names().collect();
         for init in &self.spec.init {
             let name = init.name.name.as_str();
             if let Some(first) = seen.get(name) {
@@ -345,13 +336,7 @@ impl<'a> Checker<'a> {
 
     /// Names visible in expressions: parameters and macro names.
     fn known_names(&self) -> BTreeSet<&'a str> {
-        let mut k: BTreeSet<&str> = self
-            .spec
-            .routine
-            .params
-            .iter()
-            .map(|p| p.name.name.as_str())
-            .collect();
+        let mut k: BTreeSet<&str> = self.spec.routine.param_names().collect();
         for (m, _) in self.spec.macros() {
             k.insert(&m.name);
         }
@@ -897,7 +882,7 @@ impl<'a> Checker<'a> {
         let r = &self.spec.routine;
         match self.spec.param(&id.name) {
             None => {
-                let mut cands: Vec<&str> = r.params.iter().map(|p| p.name.name.as_str()).collect();
+                let mut cands: Vec<&str> = r.param_names().collect();
                 cands.push(&r.name.name);
                 self.out.push(
                     Diagnostic::new(format!("returns names `{}`, which is not a parameter", id.name), id.span).with_hint(
@@ -952,7 +937,7 @@ impl<'a> Checker<'a> {
         let text = member_path_text(&root.name, path);
         let first = path.first()?;
         let Some(p) = self.spec.param(&root.name) else {
-            let cands = r.params.iter().map(|p| p.name.name.as_str());
+            let cands = r.param_names();
             return Some(
                 Diagnostic::new(
                     format!(
@@ -1051,13 +1036,7 @@ impl<'a> Checker<'a> {
             return;
         };
         let mut seen: BTreeSet<String> = BTreeSet::new();
-        let params = || {
-            self.spec
-                .routine
-                .params
-                .iter()
-                .map(|p| p.name.name.as_str())
-        };
+        let params = || self.spec.routine.param_names();
         for id in &clause.names {
             let Some(p) = self.spec.param(&id.name) else {
                 let hint = did_you_mean(&id.name, params()).unwrap_or_else(|| {
@@ -1184,7 +1163,7 @@ impl<'a> Checker<'a> {
                             format!("the count of `{name}` names `{}`, which is not a parameter of {}", id.name, r.name.name),
                             id.span,
                         )
-                        .with_hint_opt(did_you_mean(&id.name, r.params.iter().map(|p| p.name.name.as_str()))),
+                        .with_hint_opt(did_you_mean(&id.name, r.param_names())),
                     ),
                     Some(p) if p.ty.is_pointer() || !p.ty.base.is_integral() => Some(Diagnostic::new(
                         format!(
@@ -1402,31 +1381,6 @@ impl ArrayInit {
         }
     }
 }
-
-const C_TYPE_NAMES: &[&str] = &[
-    "void",
-    "char",
-    "short",
-    "int",
-    "long",
-    "float",
-    "double",
-    "size_t",
-    "ptrdiff_t",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "uint8_t",
-    "uint16_t",
-    "uint32_t",
-    "uint64_t",
-    "unsigned",
-    "signed",
-    "_Bool",
-    "bool",
-    "_Complex",
-];
 
 fn contains_word(hay: &str, word: &str) -> bool {
     hay.match_indices(word).any(|(i, _)| {

@@ -190,9 +190,9 @@ impl Keyword for TuneRole {
     }
 }
 
-/// The words of C's built-in types and their qualifiers in a parameter's
-/// declaration (`const unsigned long* restrict`): none is a typedef's name.
-pub const C_TYPE_WORDS: &[&str] = &[
+/// The words of C's built-in type names (`unsigned long`, `size_t`): what
+/// an unknown type may have been meant as.
+pub const C_TYPE_NAMES: &[&str] = &[
     "void",
     "char",
     "short",
@@ -200,18 +200,6 @@ pub const C_TYPE_WORDS: &[&str] = &[
     "long",
     "float",
     "double",
-    "signed",
-    "unsigned",
-    "_Complex",
-    "complex",
-    "_Bool",
-    "bool",
-    "const",
-    "volatile",
-    "restrict",
-    "__restrict",
-    "__restrict__",
-    "struct",
     "size_t",
     "ptrdiff_t",
     "int8_t",
@@ -222,6 +210,24 @@ pub const C_TYPE_WORDS: &[&str] = &[
     "uint16_t",
     "uint32_t",
     "uint64_t",
+    "unsigned",
+    "signed",
+    "_Bool",
+    "bool",
+    "_Complex",
+];
+
+/// The other words a type may hold in a parameter's declaration (`const
+/// struct s* restrict`, `double complex`): with [`C_TYPE_NAMES`], the words
+/// that are never a typedef's name.
+pub const C_TYPE_QUALIFIERS: &[&str] = &[
+    "complex",
+    "const",
+    "volatile",
+    "restrict",
+    "__restrict",
+    "__restrict__",
+    "struct",
 ];
 
 /// The other C keywords a declaration may hold: `register` (ignored),

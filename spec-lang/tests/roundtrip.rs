@@ -27,7 +27,8 @@ fn is_reserved(s: &str) -> bool {
     s == "_"
         || [
             vocabulary::SCALAR_FUNCTIONS,
-            vocabulary::C_TYPE_WORDS,
+            vocabulary::C_TYPE_NAMES,
+            vocabulary::C_TYPE_QUALIFIERS,
             vocabulary::C_DECLARATION_KEYWORDS,
         ]
         .iter()

@@ -3,7 +3,7 @@
 use super::grammar::Built;
 use crate::ast::*;
 use crate::diag::{did_you_mean, Diagnostic};
-use crate::vocabulary::C_TYPE_WORDS;
+use crate::vocabulary::{C_TYPE_NAMES, C_TYPE_QUALIFIERS};
 use std::collections::BTreeMap;
 
 /// One token of a C declaration: a word or a `*`.
@@ -14,7 +14,7 @@ pub(super) struct DeclToken {
 
 /// A word of a built-in C type or a qualifier: never a typedef's name.
 pub(super) fn is_type_word(w: &str) -> bool {
-    C_TYPE_WORDS.contains(&w)
+    C_TYPE_NAMES.contains(&w) || C_TYPE_QUALIFIERS.contains(&w)
 }
 
 /// Builds a [`CType`] from declaration words and stars (`const double *`).
