@@ -93,101 +93,16 @@ struct Row {
 }
 
 fn main() {
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
-    let per_round: usize = std::env::var("BENCH_PER_ROUND")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let rounds = env_count("BENCH_ROUNDS", 4);
+    let per_round = env_count("BENCH_PER_ROUND", 5);
     let criu = checkpoint::find_criu().unwrap_or_else(|e| fail(&e.to_string()));
     let work = tempfile::tempdir().expect("temp dir");
     let images = PathBuf::from(format!("/dev/shm/tdg-bench-ckpt-{}", std::process::id()));
     std::fs::create_dir_all(&images).expect("image dir on /dev/shm");
     let _ = IMAGES.set(images.clone());
 
-    let datasens = build_datasens(work.path());
-    let out = work.path().join("out.txt");
-    let mut cases = vec![
-        Case {
-            name: "datasens search (pointer chase)",
-            command: vec![datasens.clone().into(), "search".into(), out.clone().into()],
-            site: "search",
-            call: 8,
-            delay: 3,
-            default_driver: None,
-            candidate: None,
-        },
-        Case {
-            name: "datasens sort (nearly sorted)",
-            command: vec![datasens.clone().into(), "sort".into(), out.clone().into()],
-            site: "sort",
-            call: 8,
-            delay: 3,
-            default_driver: Some((
-                Path::new(APPS).join("isort.spec"),
-                Path::new(APPS).join("isort.c"),
-            )),
-            candidate: Some(CandidateSource {
-                implementation: Path::new(APPS).join("isort.c"),
-                cflags: vec!["-O2".into()],
-                ..Default::default()
-            }),
-        },
-    ];
-    // Region-timing overhead: an empty region and a ~200 ns one, plain runs
-    // against restored copies (each copy measures and subtracts its own
-    // empty-region cost).
-    for (name, site) in [
-        ("datasens empty region", "empty"),
-        ("datasens ~200 ns region", "short"),
-    ] {
-        cases.push(Case {
-            name,
-            command: vec![datasens.clone().into(), "tiny".into(), out.clone().into()],
-            site,
-            call: 8,
-            delay: 3,
-            default_driver: None,
-            candidate: None,
-        });
-    }
-    let deps = std::env::var_os("TDG_DEPS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));
-    let bz = deps.join("bzip2-ckpt");
-    if bz.join("bzip2").is_file() {
-        let input = work.path().join("manual.ps");
-        std::fs::copy(bz.join("manual.ps"), &input).expect("copy manual.ps");
-        // Delay 3 is the cheap sample; three calls do not rebuild the L3
-        // state the sort's ~6 MiB of arrays keep across calls, which forty
-        // do (criu_bzip2.rs, DELAY): the two rows show what accuracy costs.
-        for (name, delay) in [
-            ("bzip2 mainQSort3 #550, delay 3", 3),
-            ("bzip2 mainQSort3 #550, delay 40", 40),
-        ] {
-            cases.push(Case {
-                name,
-                command: vec![bz.join("bzip2").into(), "-kf9".into(), input.clone().into()],
-                site: "mainQSort3",
-                call: 550,
-                delay,
-                default_driver: None,
-                candidate: Some(CandidateSource {
-                    implementation: Path::new(env!("CARGO_MANIFEST_DIR"))
-                        .join("apps/bzip2-mainQSort3-candidate.c"),
-                    cflags: vec!["-O2".into(), format!("-I{}", bz.join("src").display())],
-                    ..Default::default()
-                }),
-            });
-        }
-    } else {
-        eprintln!(
-            "bench: {} missing (run scripts/setup); skipping bzip2",
-            bz.display()
-        );
-    }
+    let mut cases = datasens_cases(work.path());
+    cases.extend(bzip2_cases(work.path()));
 
     let mut rows = Vec::new();
     for case in &cases {
@@ -204,6 +119,124 @@ fn main() {
     let _ = std::fs::remove_dir_all(&images);
 }
 
+/// A count from the environment, `default` when unset or not a number.
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+impl Case {
+    /// `site`'s `call` captured `delay` calls early, no driver, no candidate.
+    fn plain(
+        name: &'static str,
+        command: Vec<OsString>,
+        site: &'static str,
+        call: u64,
+        delay: u64,
+    ) -> Case {
+        Case {
+            name,
+            command,
+            site,
+            call,
+            delay,
+            default_driver: None,
+            candidate: None,
+        }
+    }
+}
+
+/// The datasens program (built in `work`): its search and sort, and the
+/// region-timing overhead of an empty and a ~200 ns region.
+fn datasens_cases(work: &Path) -> Vec<Case> {
+    let datasens = build_datasens(work);
+    let out = work.join("out.txt");
+    let command = |mode: &str| -> Vec<OsString> {
+        vec![datasens.clone().into(), mode.into(), out.clone().into()]
+    };
+    let mut cases = vec![
+        Case::plain(
+            "datasens search (pointer chase)",
+            command("search"),
+            "search",
+            8,
+            3,
+        ),
+        Case {
+            default_driver: Some((
+                Path::new(APPS).join("isort.spec"),
+                Path::new(APPS).join("isort.c"),
+            )),
+            candidate: Some(CandidateSource {
+                implementation: Path::new(APPS).join("isort.c"),
+                cflags: vec!["-O2".into()],
+                ..Default::default()
+            }),
+            ..Case::plain(
+                "datasens sort (nearly sorted)",
+                command("sort"),
+                "sort",
+                8,
+                3,
+            )
+        },
+    ];
+    // Region-timing overhead: an empty region and a ~200 ns one, plain runs
+    // against restored copies (each copy measures and subtracts its own
+    // empty-region cost).
+    for (name, site) in [
+        ("datasens empty region", "empty"),
+        ("datasens ~200 ns region", "short"),
+    ] {
+        cases.push(Case::plain(name, command("tiny"), site, 8, 3));
+    }
+    cases
+}
+
+/// bzip2's mainQSort3 call 550 at delays 3 and 40, with a candidate (none
+/// when scripts/setup has not built bzip2).
+fn bzip2_cases(work: &Path) -> Vec<Case> {
+    let deps = std::env::var_os("TDG_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.deps")));
+    let bz = deps.join("bzip2-ckpt");
+    if !bz.join("bzip2").is_file() {
+        eprintln!(
+            "bench: {} missing (run scripts/setup); skipping bzip2",
+            bz.display()
+        );
+        return Vec::new();
+    }
+    let input = work.join("manual.ps");
+    std::fs::copy(bz.join("manual.ps"), &input).expect("copy manual.ps");
+    // Delay 3 is the cheap sample; three calls do not rebuild the L3
+    // state the sort's ~6 MiB of arrays keep across calls, which forty
+    // do (criu_bzip2.rs, DELAY): the two rows show what accuracy costs.
+    [
+        ("bzip2 mainQSort3 #550, delay 3", 3),
+        ("bzip2 mainQSort3 #550, delay 40", 40),
+    ]
+    .into_iter()
+    .map(|(name, delay)| Case {
+        candidate: Some(CandidateSource {
+            implementation: Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("apps/bzip2-mainQSort3-candidate.c"),
+            cflags: vec!["-O2".into(), format!("-I{}", bz.join("src").display())],
+            ..Default::default()
+        }),
+        ..Case::plain(
+            name,
+            vec![bz.join("bzip2").into(), "-kf9".into(), input.clone().into()],
+            "mainQSort3",
+            550,
+            delay,
+        )
+    })
+    .collect()
+}
+
 /// Seed 003 Fig. 11(b): several distinct calls of the routine, each captured
 /// (delayed and immediate) and timed, against the in-app time of that call.
 fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usize) {
@@ -216,15 +249,7 @@ fn call_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path, samples: usiz
         "call", "in-app", "delayed (ratio)", "immediate (ratio)"
     );
     for call in [300u64, 450, 500, 548, 550, 552, 600] {
-        let c = Case {
-            name: case.name,
-            command: case.command.clone(),
-            site: case.site,
-            call,
-            delay: case.delay,
-            default_driver: None,
-            candidate: None,
-        };
+        let c = Case::plain(case.name, case.command.clone(), case.site, call, case.delay);
         let row = bench_case(&c, criu, images, 1, samples);
         let base = Column::med(&row.in_app.region_wall);
         let cell = |col: &Column| {
@@ -350,18 +375,47 @@ fn delay_sweep(case: &Case, criu: &checkpoint::Criu, images: &Path) {
     println!();
 }
 
-fn bench_case(
+/// How each column's samples are taken: one restore each, forked from one
+/// restore, and forked running the candidate (if the case has one).
+struct ColumnOptions {
+    restore: TimeOptions,
+    fork: TimeOptions,
+    candidate: Option<TimeOptions>,
+}
+
+impl ColumnOptions {
+    fn new(case: &Case, criu: &checkpoint::Criu, images: &Path, per_round: usize) -> Self {
+        let restore = TimeOptions {
+            samples: per_round,
+            criu: Some(criu.clone()),
+            restore_per_sample: true,
+            ..Default::default()
+        };
+        let fork = TimeOptions {
+            restore_per_sample: false,
+            ..restore.clone()
+        };
+        let candidate = case.candidate.as_ref().map(|source| TimeOptions {
+            candidate: Some(
+                build_candidate(source, images, case.site).unwrap_or_else(|e| fail(&e.to_string())),
+            ),
+            ..fork.clone()
+        });
+        ColumnOptions {
+            restore,
+            fork,
+            candidate,
+        }
+    }
+}
+
+/// The case's default driver (if it has one), built to take `per_round`
+/// samples a run, and the options it runs with.
+fn default_driver(
     case: &Case,
-    criu: &checkpoint::Criu,
-    images: &Path,
-    rounds: usize,
     per_round: usize,
-) -> Row {
-    let capture_at = |delay: u64, name: &str| capture_image(case, criu, &images.join(name), delay);
-    let (delayed_img, capture_ms, image_mib) =
-        capture_at(case.delay, &format!("{}-delayed", case.site));
-    let (immediate_img, _, _) = capture_at(0, &format!("{}-immediate", case.site));
-    let built = case.default_driver.as_ref().map(|(spec, imp)| {
+) -> Option<(driver_gen::BuiltDriver, driver_gen::RunOptions)> {
+    case.default_driver.as_ref().map(|(spec, imp)| {
         let spec = spec_lang::load(spec, &[])
             .and_then(|c| c.for_use(spec_lang::Use::Driver))
             .unwrap_or_else(|e| fail(&e.to_string()));
@@ -375,23 +429,29 @@ fn bench_case(
         let b =
             driver_gen::build_driver(&spec, imp, &opts).unwrap_or_else(|e| fail(&e.to_string()));
         (b, opts)
-    });
-    let opts = TimeOptions {
-        samples: per_round,
-        criu: Some(criu.clone()),
-        restore_per_sample: true,
-        ..Default::default()
-    };
-    let fork_opts = TimeOptions {
-        restore_per_sample: false,
-        ..opts.clone()
-    };
-    let candidate_opts = case.candidate.as_ref().map(|source| TimeOptions {
-        candidate: Some(
-            build_candidate(source, images, case.site).unwrap_or_else(|e| fail(&e.to_string())),
-        ),
-        ..fork_opts.clone()
-    });
+    })
+}
+
+/// The two images of a case: delayed and immediate.
+struct Images {
+    delayed: PathBuf,
+    immediate: PathBuf,
+}
+
+fn bench_case(
+    case: &Case,
+    criu: &checkpoint::Criu,
+    images: &Path,
+    rounds: usize,
+    per_round: usize,
+) -> Row {
+    let capture_at = |delay: u64, name: &str| capture_image(case, criu, &images.join(name), delay);
+    let (delayed, capture_ms, image_mib) =
+        capture_at(case.delay, &format!("{}-delayed", case.site));
+    let (immediate, _, _) = capture_at(0, &format!("{}-immediate", case.site));
+    let imgs = Images { delayed, immediate };
+    let built = default_driver(case, per_round);
+    let opts = ColumnOptions::new(case, criu, images, per_round);
     let mut row = Row {
         name: case.name,
         in_app: Column::default(),
@@ -401,55 +461,17 @@ fn bench_case(
         immediate_fork: Column::default(),
         breakdown: Vec::new(),
         driver: built.as_ref().map(|_| Column::default()),
-        candidate: candidate_opts.as_ref().map(|_| Column::default()),
+        candidate: opts.candidate.as_ref().map(|_| Column::default()),
         capture_ms,
         image_mib,
     };
     for _ in 0..rounds {
-        let r = measure_in_app(&InAppRequest {
-            command: case.command.clone(),
-            site: Some(case.site.into()),
-            call: case.call,
-            runs: per_round,
-            timeout: Some(Duration::from_secs(600)),
-            preload: None,
-        })
-        .unwrap_or_else(|e| fail(&e.to_string()));
-        row.in_app
-            .region_wall
-            .extend(r.samples_ns.iter().map(|&n| n as f64));
-        row.in_app
-            .region_cpu
-            .extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
-        row.in_app.cost_ms.push(r.run_wall_ms.median);
-        for (img, col, o, forked) in [
-            (&delayed_img, &mut row.delayed, &opts, false),
-            (&delayed_img, &mut row.delayed_fork, &fork_opts, true),
-            (&immediate_img, &mut row.immediate, &opts, false),
-            (&immediate_img, &mut row.immediate_fork, &fork_opts, true),
-        ] {
-            let t = time_image(img, o).unwrap_or_else(|e| fail(&e.to_string()));
-            col.add(&t, forked);
-        }
-        if let (Some(o), Some(col)) = (&candidate_opts, row.candidate.as_mut()) {
-            let t = time_image(&delayed_img, o).unwrap_or_else(|e| fail(&e.to_string()));
-            col.add(&t, true);
-        }
-        if let (Some((b, o)), Some(col)) = (&built, row.driver.as_mut()) {
-            let started = Instant::now();
-            let rep = b.run(o).unwrap_or_else(|e| fail(&e.to_string()));
-            col.cost_ms
-                .push(started.elapsed().as_secs_f64() * 1e3 / per_round as f64);
-            col.region_wall.extend(rep.samples_ns.iter().copied());
-        }
+        bench_round(case, &imgs, &opts, built.as_ref(), per_round, &mut row);
     }
     if rounds > 1 {
         // As many samples per restore as a tuning run takes per image.
-        let samples = std::env::var("BENCH_BREAKDOWN_SAMPLES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(200);
-        row.breakdown = breakdown(&delayed_img, &fork_opts, samples);
+        let samples = env_count("BENCH_BREAKDOWN_SAMPLES", 200);
+        row.breakdown = breakdown(&imgs.delayed, &opts.fork, samples);
         let whole = Column::med(&row.in_app.cost_ms);
         if let Some((_, cost)) = row.breakdown.last() {
             row.breakdown.push((
@@ -461,12 +483,59 @@ fn bench_case(
     row
 }
 
+/// One round of every column, in the same order each round: plain runs,
+/// the four image columns, the candidate, the default driver.
+fn bench_round(
+    case: &Case,
+    imgs: &Images,
+    opts: &ColumnOptions,
+    built: Option<&(driver_gen::BuiltDriver, driver_gen::RunOptions)>,
+    per_round: usize,
+    row: &mut Row,
+) {
+    let r = measure_in_app(&InAppRequest {
+        command: case.command.clone(),
+        site: Some(case.site.into()),
+        call: case.call,
+        runs: per_round,
+        timeout: Some(Duration::from_secs(600)),
+        preload: None,
+    })
+    .unwrap_or_else(|e| fail(&e.to_string()));
+    row.in_app
+        .region_wall
+        .extend(r.samples_ns.iter().map(|&n| n as f64));
+    row.in_app
+        .region_cpu
+        .extend(r.samples_cpu_ns.iter().map(|&n| n as f64));
+    row.in_app.cost_ms.push(r.run_wall_ms.median);
+    for (img, col, o, forked) in [
+        (&imgs.delayed, &mut row.delayed, &opts.restore, false),
+        (&imgs.delayed, &mut row.delayed_fork, &opts.fork, true),
+        (&imgs.immediate, &mut row.immediate, &opts.restore, false),
+        (&imgs.immediate, &mut row.immediate_fork, &opts.fork, true),
+    ] {
+        let t = time_image(img, o).unwrap_or_else(|e| fail(&e.to_string()));
+        col.add(&t, forked);
+    }
+    if let (Some(o), Some(col)) = (&opts.candidate, row.candidate.as_mut()) {
+        let t = time_image(&imgs.delayed, o).unwrap_or_else(|e| fail(&e.to_string()));
+        col.add(&t, true);
+    }
+    if let (Some((b, o)), Some(col)) = (built, row.driver.as_mut()) {
+        let started = Instant::now();
+        let rep = b.run(o).unwrap_or_else(|e| fail(&e.to_string()));
+        col.cost_ms
+            .push(started.elapsed().as_secs_f64() * 1e3 / per_round as f64);
+        col.region_wall.extend(rep.samples_ns.iter().copied());
+    }
+}
+
 /// Where one sample's time goes on each path (milliseconds), measured on the
 /// delayed image: a restore with CRIU's log at level 4 (its phases from the
 /// log's timestamps), an empty PID namespace for what unshare and setsid
 /// cost, and one forked run of `samples` for the forked phases.
 fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
     let mut timer = ImageTimer::open(image, fork_opts).unwrap_or_else(|e| fail(&e.to_string()));
     timer.plan_mut().log_level = 4;
     timer.plan_mut().keep_log = true;
@@ -480,7 +549,6 @@ fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(Stri
     let log = std::fs::read_to_string(&kept).unwrap_or_default();
     let _ = std::fs::remove_file(&kept);
     let phases = criu_restore_phases(&log);
-    let criu_ms: f64 = phases.iter().map(|p| p.ms).sum();
     let namespace_ms = empty_namespace_ms(timer.plan_mut());
     let forked = time_image(
         image,
@@ -493,18 +561,38 @@ fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(Stri
     let p = forked
         .phases_median
         .unwrap_or_else(|| fail("no forked phases"));
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let copy_ms = ms(p.delay_ns) + forked.region_ns.median / 1e6;
     let wall = run.wall.as_secs_f64() * 1e3;
-    out.push((
-        "restore path: whole sample (restore, replay, exit), CRIU log at level 4".into(),
-        wall,
-    ));
-    out.push((
-        "  unshare + setsid + exec (an empty PID namespace)".into(),
-        namespace_ms,
-    ));
-    for ph in &phases {
+    let mut out = restore_path(wall, namespace_ms, &phases, &forked, &p);
+    out.extend(fork_path(&forked, &p));
+    out
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The restore path's lines: the whole sample (`wall` ms), the namespace,
+/// CRIU's phases, the copy's replay and timed call, and the rest.
+fn restore_path(
+    wall: f64,
+    namespace_ms: f64,
+    phases: &[checkpoint::breakdown::Phase],
+    forked: &TimingReport,
+    p: &checkpoint::SamplePhases,
+) -> Vec<(String, f64)> {
+    let criu_ms: f64 = phases.iter().map(|p| p.ms).sum();
+    let copy_ms = ms(p.delay_ns) + forked.region_ns.median / 1e6;
+    let mut out = vec![
+        (
+            "restore path: whole sample (restore, replay, exit), CRIU log at level 4".into(),
+            wall,
+        ),
+        (
+            "  unshare + setsid + exec (an empty PID namespace)".into(),
+            namespace_ms,
+        ),
+    ];
+    for ph in phases {
         out.push((format!("  criu: {}", ph.name), ph.ms));
     }
     out.push((
@@ -515,53 +603,60 @@ fn breakdown(image: &Path, fork_opts: &TimeOptions, samples: usize) -> Vec<(Stri
         "  rest: copy exit, namespace teardown, tdg's wait".into(),
         wall - namespace_ms - criu_ms - copy_ms,
     ));
-    let marginal = forked.restore_wall_ms.median;
-    out.push((
-        format!(
-            "fork path: one sample, end of the previous one to its own (median of {})",
-            forked.samples_ns.len()
-        ),
-        marginal,
-    ));
-    out.push((
-        "  fork() until the child runs (the previous child exits meanwhile)".into(),
-        ms(p.fork_ns),
-    ));
-    out.push((
-        format!(
-            "  pre-fault {} learned pages ({} faults) + file pages",
-            forked.pages.map_or(0, |p| p.written),
-            p.prepare_faults,
-        ),
-        ms(p.prepare_ns - p.flush_ns.min(p.prepare_ns)),
-    ));
-    out.push((
-        format!(
-            "  flush the pages a replay touches ({} of {} present)",
-            forked.pages.map_or(0, |p| p.flushed),
-            forked.pages.map_or(0, |p| p.present)
-        ),
-        ms(p.flush_ns),
-    ));
-    out.push(("  replayed delay calls".into(), ms(p.delay_ns)));
-    out.push(("  timed call".into(), forked.region_ns.median / 1e6));
-    out.push((
-        "  rest: hand-offs, reap, offsets put back, the exit the fork did not hide".into(),
-        marginal
-            - ms(p.fork_ns)
-            - ms(p.prepare_ns)
-            - ms(p.delay_ns)
-            - forked.region_ns.median / 1e6,
-    ));
-    out.push((
-        format!(
-            "  per sample over {} samples: the restore and learning pass shared",
-            forked.samples_ns.len()
-        ),
-        forked.cost_per_sample_ms - marginal,
-    ));
-    out.push(("  = cost per sample".into(), forked.cost_per_sample_ms));
     out
+}
+
+/// The fork path's lines: one sample's own cost by phase, and what the
+/// shared restore adds per sample.
+fn fork_path(forked: &TimingReport, p: &checkpoint::SamplePhases) -> Vec<(String, f64)> {
+    let marginal = forked.restore_wall_ms.median;
+    vec![
+        (
+            format!(
+                "fork path: one sample, end of the previous one to its own (median of {})",
+                forked.samples_ns.len()
+            ),
+            marginal,
+        ),
+        (
+            "  fork() until the child runs (the previous child exits meanwhile)".into(),
+            ms(p.fork_ns),
+        ),
+        (
+            format!(
+                "  pre-fault {} learned pages ({} faults) + file pages",
+                forked.pages.map_or(0, |p| p.written),
+                p.prepare_faults,
+            ),
+            ms(p.prepare_ns - p.flush_ns.min(p.prepare_ns)),
+        ),
+        (
+            format!(
+                "  flush the pages a replay touches ({} of {} present)",
+                forked.pages.map_or(0, |p| p.flushed),
+                forked.pages.map_or(0, |p| p.present)
+            ),
+            ms(p.flush_ns),
+        ),
+        ("  replayed delay calls".into(), ms(p.delay_ns)),
+        ("  timed call".into(), forked.region_ns.median / 1e6),
+        (
+            "  rest: hand-offs, reap, offsets put back, the exit the fork did not hide".into(),
+            marginal
+                - ms(p.fork_ns)
+                - ms(p.prepare_ns)
+                - ms(p.delay_ns)
+                - forked.region_ns.median / 1e6,
+        ),
+        (
+            format!(
+                "  per sample over {} samples: the restore and learning pass shared",
+                forked.samples_ns.len()
+            ),
+            forked.cost_per_sample_ms - marginal,
+        ),
+        ("  = cost per sample".into(), forked.cost_per_sample_ms),
+    ]
 }
 
 /// Median wall time of an empty restore namespace: the same unshare and
@@ -599,6 +694,35 @@ fn print_tables(rows: &[Row], n: usize) {
             .join(" ")
     );
     println!();
+    print_cost_table(rows);
+    println!("Minor page faults inside the timed call (largest over all samples)");
+    for r in rows {
+        println!(
+            "{:<32} delayed: restore {}, fork {}; immediate: restore {}, fork {}",
+            r.name,
+            r.delayed.max_faults,
+            r.delayed_fork.max_faults,
+            r.immediate.max_faults,
+            r.immediate_fork.max_faults
+        );
+    }
+    println!();
+    print_region_table(rows, "wall", |c| &c.region_wall);
+    print_region_table(rows, "CPU", |c| &c.region_cpu);
+    for r in rows.iter().filter(|r| !r.breakdown.is_empty()) {
+        println!(
+            "Where one sample's time goes: {} (delayed image, ms)",
+            r.name
+        );
+        for (what, ms) in &r.breakdown {
+            println!("  {what:<78} {ms:>8.3}");
+        }
+        println!();
+    }
+}
+
+/// The cost of one timing sample on each path, a row a case.
+fn print_cost_table(rows: &[Row]) {
     println!("Cost of one timing sample (wall time, median), as in seed 003 Table 1");
     println!(
         "  restore: one CRIU restore per sample; fork: one restore per round of {} samples, a fork of the copy each",
@@ -658,75 +782,51 @@ fn print_tables(rows: &[Row], n: usize) {
         );
     }
     println!();
-    println!("Minor page faults inside the timed call (largest over all samples)");
+}
+
+/// Region times on `clock` (`figures` picks its samples), each with its
+/// ratio to the in-app median; the default driver has wall times only.
+fn print_region_table(rows: &[Row], clock: &str, figures: fn(&Column) -> &Vec<f64>) {
+    println!("Region time, {clock} clock (median; ratio to the in-app median in parentheses)");
+    println!(
+        "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
+        "routine",
+        "in-app",
+        "delayed:restore",
+        "delayed:fork",
+        "immediate:restore",
+        "immediate:fork",
+        "candidate:fork",
+        "default driver"
+    );
+    let wall = clock == "wall";
     for r in rows {
+        let get = |c: &Column| Column::med(figures(c));
+        let base = get(&r.in_app);
+        let cell = |v: f64| format!("{} ({:.2}x)", human_ns(v), v / base);
+        let d = match (&r.driver, wall) {
+            (Some(c), true) => cell(Column::med(&c.region_wall)),
+            (Some(_), false) => "(wall only)".into(),
+            (None, _) => "n/a".into(),
+        };
+        let c = r
+            .candidate
+            .as_ref()
+            .map(|c| cell(get(c)))
+            .unwrap_or_else(|| "n/a".into());
         println!(
-            "{:<32} delayed: restore {}, fork {}; immediate: restore {}, fork {}",
+            "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
             r.name,
-            r.delayed.max_faults,
-            r.delayed_fork.max_faults,
-            r.immediate.max_faults,
-            r.immediate_fork.max_faults
+            human_ns(base),
+            cell(get(&r.delayed)),
+            cell(get(&r.delayed_fork)),
+            cell(get(&r.immediate)),
+            cell(get(&r.immediate_fork)),
+            c,
+            d
         );
     }
     println!();
-    for (clock, pick) in [("wall", 0usize), ("CPU", 1usize)] {
-        println!("Region time, {clock} clock (median; ratio to the in-app median in parentheses)");
-        println!(
-            "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
-            "routine",
-            "in-app",
-            "delayed:restore",
-            "delayed:fork",
-            "immediate:restore",
-            "immediate:fork",
-            "candidate:fork",
-            "default driver"
-        );
-        for r in rows {
-            let get = |c: &Column| {
-                Column::med(if pick == 0 {
-                    &c.region_wall
-                } else {
-                    &c.region_cpu
-                })
-            };
-            let base = get(&r.in_app);
-            let cell = |v: f64| format!("{} ({:.2}x)", human_ns(v), v / base);
-            let d = match (&r.driver, pick) {
-                (Some(c), 0) => cell(Column::med(&c.region_wall)),
-                (Some(_), _) => "(wall only)".into(),
-                (None, _) => "n/a".into(),
-            };
-            let c = r
-                .candidate
-                .as_ref()
-                .map(|c| cell(get(c)))
-                .unwrap_or_else(|| "n/a".into());
-            println!(
-                "{:<32} {:>11} {:>20} {:>20} {:>20} {:>20} {:>20} {:>22}",
-                r.name,
-                human_ns(base),
-                cell(get(&r.delayed)),
-                cell(get(&r.delayed_fork)),
-                cell(get(&r.immediate)),
-                cell(get(&r.immediate_fork)),
-                c,
-                d
-            );
-        }
-        println!();
-    }
-    for r in rows.iter().filter(|r| !r.breakdown.is_empty()) {
-        println!(
-            "Where one sample's time goes: {} (delayed image, ms)",
-            r.name
-        );
-        for (what, ms) in &r.breakdown {
-            println!("  {what:<78} {ms:>8.3}");
-        }
-        println!();
-    }
 }
 
 fn build_datasens(dir: &Path) -> PathBuf {

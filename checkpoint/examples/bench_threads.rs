@@ -93,58 +93,15 @@ fn main() {
     let tdg = tdg_binary();
     let work = PathBuf::from(format!("/dev/shm/tdg-bench-threads-{}", std::process::id()));
     std::fs::create_dir_all(&work).unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps");
-
-    // omp_region built with the host library, as the tests build it.
-    run(Command::new(&tdg)
-        .args(["checkpoint", "lib", "-o"])
-        .arg(work.join("lib")));
-    let exe = work.join("omp_region");
-    run(Command::new("cc")
-        .args(["-O2", "-fopenmp", "-rdynamic", "-I"])
-        .arg(work.join("lib"))
-        .arg(apps.join("omp_region.c"))
-        .arg(work.join("lib/tdg_checkpoint.c"))
-        .arg("-o")
-        .arg(&exe));
-    let omp = work.join("omp-img");
-    run(Command::new(&tdg)
-        .args(["checkpoint", "capture", "--site", "update", "--call", "6"])
-        .args(["--delay", "2", "-o"])
-        .arg(&omp)
-        .arg("--")
-        .arg(&exe)
-        .args(["8", "262144"])
-        .env("OMP_NUM_THREADS", "2"));
-
-    std::fs::write(
-        work.join("mm.py"),
-        "import numpy as np\nrng = np.random.default_rng(7)\n\
-         a, b = rng.random((400, 300)), rng.random((300, 350))\n\
-         x = sum((a @ b).sum() for _ in range(5))\nprint(f\"checksum {x:.6f}\")\n",
-    )
-    .unwrap();
-    let numpy = work.join("numpy-img");
-    run(Command::new(&tdg)
-        .args(["checkpoint", "capture", "--spec"])
-        .arg(repo.join("instrument/examples/blas/cblas_dgemm.spec"))
-        .args(["--call", "3", "--delay", "1", "-o"])
-        .arg(&numpy)
-        .args(["--", "/usr/bin/python3"])
-        .arg(work.join("mm.py"))
-        .current_dir(&work)
-        .env("OPENBLAS_NUM_THREADS", "2"));
-
     let cases = [
         Case {
             name: "OpenMP update, 2 x 2 MiB (omp_region)",
-            image: omp,
+            image: capture_omp_region(&tdg, &work),
             env: vec![("OMP_NUM_THREADS", "2")],
         },
         Case {
             name: "numpy dgemm 400x350x300, OpenBLAS",
-            image: numpy,
+            image: capture_numpy_dgemm(&tdg, &work),
             env: vec![("OPENBLAS_NUM_THREADS", "2")],
         },
     ];
@@ -153,22 +110,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|");
     for case in &cases {
-        let (mut in_place, mut restored) = (Side::default(), Side::default());
-        let time = |extra: &[&str]| -> Value {
-            let out = run(Command::new(&tdg)
-                .args(["checkpoint", "time", "--json"])
-                .args(extra)
-                .arg(&case.image)
-                .envs(case.env.iter().copied()));
-            serde_json::from_slice(&out.stdout).unwrap()
-        };
-        for _ in 0..rounds {
-            let r = time(&["-r", &in_place_samples.to_string()]);
-            assert_eq!(r["sampling"], "in-place", "{r}");
-            in_place.add(&r);
-            let r = time(&["-r", &restores.to_string(), "--restore-per-sample"]);
-            restored.add(&r);
-        }
+        let (in_place, restored) = bench_case(&tdg, case, rounds, in_place_samples, restores);
         let (c_in, c_re) = (median(in_place.cost_ms.clone()), median(restored.cost_ms));
         println!(
             "| {} | {:.2} ms | {:.1} ms | {:.1}x | {} | {} | {:.0} of {:.0} |",
@@ -183,4 +125,83 @@ fn main() {
         );
     }
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// omp_region built with the host library, as the tests build it, and
+/// captured at call 6 with delay 2 on two threads into `work`/omp-img.
+fn capture_omp_region(tdg: &Path, work: &Path) -> PathBuf {
+    let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps");
+    run(Command::new(tdg)
+        .args(["checkpoint", "lib", "-o"])
+        .arg(work.join("lib")));
+    let exe = work.join("omp_region");
+    run(Command::new("cc")
+        .args(["-O2", "-fopenmp", "-rdynamic", "-I"])
+        .arg(work.join("lib"))
+        .arg(apps.join("omp_region.c"))
+        .arg(work.join("lib/tdg_checkpoint.c"))
+        .arg("-o")
+        .arg(&exe));
+    let omp = work.join("omp-img");
+    run(Command::new(tdg)
+        .args(["checkpoint", "capture", "--site", "update", "--call", "6"])
+        .args(["--delay", "2", "-o"])
+        .arg(&omp)
+        .arg("--")
+        .arg(&exe)
+        .args(["8", "262144"])
+        .env("OMP_NUM_THREADS", "2"));
+    omp
+}
+
+/// python3 + numpy's cblas_dgemm on two OpenBLAS threads, captured through
+/// the shim at call 3 with delay 1 into `work`/numpy-img.
+fn capture_numpy_dgemm(tdg: &Path, work: &Path) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    std::fs::write(
+        work.join("mm.py"),
+        "import numpy as np\nrng = np.random.default_rng(7)\n\
+         a, b = rng.random((400, 300)), rng.random((300, 350))\n\
+         x = sum((a @ b).sum() for _ in range(5))\nprint(f\"checksum {x:.6f}\")\n",
+    )
+    .unwrap();
+    let numpy = work.join("numpy-img");
+    run(Command::new(tdg)
+        .args(["checkpoint", "capture", "--spec"])
+        .arg(repo.join("instrument/examples/blas/cblas_dgemm.spec"))
+        .args(["--call", "3", "--delay", "1", "-o"])
+        .arg(&numpy)
+        .args(["--", "/usr/bin/python3"])
+        .arg(work.join("mm.py"))
+        .current_dir(work)
+        .env("OPENBLAS_NUM_THREADS", "2"));
+    numpy
+}
+
+/// `rounds` rounds of one restore taking `in_place_samples` samples in
+/// place, then `restores` restores of one sample each: both paths' figures.
+fn bench_case(
+    tdg: &Path,
+    case: &Case,
+    rounds: usize,
+    in_place_samples: usize,
+    restores: usize,
+) -> (Side, Side) {
+    let (mut in_place, mut restored) = (Side::default(), Side::default());
+    let time = |extra: &[&str]| -> Value {
+        let out = run(Command::new(tdg)
+            .args(["checkpoint", "time", "--json"])
+            .args(extra)
+            .arg(&case.image)
+            .envs(case.env.iter().copied()));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    for _ in 0..rounds {
+        let r = time(&["-r", &in_place_samples.to_string()]);
+        assert_eq!(r["sampling"], "in-place", "{r}");
+        in_place.add(&r);
+        let r = time(&["-r", &restores.to_string(), "--restore-per-sample"]);
+        restored.add(&r);
+    }
+    (in_place, restored)
 }
