@@ -15,7 +15,12 @@ pub(super) struct CaptureArgs {
     #[command(flatten)]
     region: RegionArgs,
     /// Checkpoint this many calls before the timed one (0: immediate).
-    #[arg(long, default_value_t = 0, conflicts_with = "auto_delay")]
+    #[arg(
+        long,
+        default_value_t = 0,
+        conflicts_with = "auto_delay",
+        help_heading = "Capture"
+    )]
     delay: u64,
     /// Try delays 0, 1, 2, 4, 8, ... until two successive medians agree within
     /// --threshold and a much larger delay confirms it; with --reference app,
@@ -56,7 +61,7 @@ pub(super) struct CaptureArgs {
     #[arg(long, requires = "auto_delay", value_parser = super::count(super::MAX_SAMPLES))]
     #[arg(help_heading = "Auto delay")]
     samples: Option<usize>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Capture")]
     app: ApplicationRun,
 }
 

@@ -21,9 +21,9 @@ pub(super) struct InAppArgs {
     #[command(flatten)]
     region: RegionArgs,
     /// Number of plain runs of the application.
-    #[arg(long, default_value_t = 10, value_parser = super::count(super::MAX_RUNS))]
+    #[arg(long, default_value_t = 10, value_parser = super::count(super::MAX_RUNS), help_heading = "In-app runs")]
     runs: usize,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "In-app runs")]
     app: ApplicationRun,
 }
 

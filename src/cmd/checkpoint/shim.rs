@@ -9,11 +9,13 @@ pub(super) struct RegionArgs {
     /// Region site (the string passed to tdg_region_begin); default: the first one marked.
     #[arg(long, conflicts_with = "spec")]
     site: Option<String>,
-    #[command(flatten)]
-    shim: ShimArgs,
     /// Which call of the region to time (1-based).
     #[arg(long, default_value_t = 1)]
     pub(super) call: u64,
+    // Last: its heading holds for the arguments after it (clap does not
+    // restore the one before a flatten), which the commands set again.
+    #[command(flatten)]
+    shim: ShimArgs,
 }
 
 impl RegionArgs {
