@@ -461,9 +461,10 @@ impl Campaign {
 /// Takes the campaign's lock, or says in one line who holds it. The file
 /// is the campaign's own (made here, in a directory tdg made), opened
 /// without following a symlink; its content, the holder's pid, is only
-/// ever shown, never trusted.
+/// shown, and read to wait a moment for a holder that has ended
+/// ([`try_lock_after_a_dead_holder`]), never trusted.
 fn lock(dir: &Path) -> Result<std::fs::File, TuneError> {
-    use std::io::{Read, Seek, Write};
+    use std::io::{Seek, Write};
     use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOCK);
     let mut file = std::fs::OpenOptions::new()
@@ -478,17 +479,10 @@ fn lock(dir: &Path) -> Result<std::fs::File, TuneError> {
             "cannot open the campaign lock {}",
             path.display()
         )))?;
-    match file.try_lock() {
+    match try_lock_after_a_dead_holder(&file) {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder: String = holder
-                .trim()
-                .chars()
-                .filter(char::is_ascii_digit)
-                .take(10)
-                .collect();
+            let holder = holder_pid(&mut file);
             return Err(TuneError::CampaignInUse(format!(
                 "the campaign {} is in use by another tdg tune{}; wait for it to end (or stop it), then `tdg tune --resume {}`",
                 dir.display(),
@@ -509,6 +503,66 @@ fn lock(dir: &Path) -> Result<std::fs::File, TuneError> {
         .and_then(|_| file.rewind())
         .and_then(|_| write!(file, "{}", std::process::id()));
     Ok(file)
+}
+
+/// How long a lock whose recorded holder has exited may stay taken before
+/// it is refused like a live one.
+const DEAD_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `try_lock`, waiting while the recorded holder no longer runs. The flock
+/// belongs to the open file, and a child tdg forked is given a copy of the
+/// descriptor until it execs (close-on-exec): a tdg killed at that moment
+/// leaves the lock held by its dying child for a few milliseconds, or
+/// longer on a loaded host, and a resume right after the kill would be
+/// refused "in use" by a process that has ended. A live holder, this
+/// process included, is refused at once; the pid is only a hint (a holder
+/// on another node of a shared filesystem reads as gone here, and is
+/// refused after the grace).
+fn try_lock_after_a_dead_holder(file: &std::fs::File) -> Result<(), std::fs::TryLockError> {
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock)
+                if started.elapsed() < DEAD_HOLDER_GRACE && holder_has_ended(file) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn holder_has_ended(file: &std::fs::File) -> bool {
+    let pid = holder_pid(file);
+    !pid.is_empty() && !running(&pid)
+}
+
+/// The pid the lock's holder wrote (digits only, at most ten), or empty.
+fn holder_pid(mut file: impl std::io::Read + std::io::Seek) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let _ = file
+        .rewind()
+        .and_then(|_| file.by_ref().take(64).read_to_string(&mut text));
+    text.trim()
+        .chars()
+        .filter(char::is_ascii_digit)
+        .take(10)
+        .collect()
+}
+
+/// Whether a process with this pid exists here (signal 0 checks without
+/// sending; EPERM means it exists under another owner).
+fn running(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<libc::pid_t>() else {
+        return true;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: kill with signal 0 sends nothing.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Runs a round's configurations with local tasks: one after another in
@@ -795,6 +849,48 @@ mod tests {
         let mut never = Never;
         let mut obj = CampaignObjective::new(&again, &mut never, false);
         assert_eq!(obj.evaluate(&config).unwrap().time_ns, 1005.0);
+    }
+
+    #[test]
+    fn a_lock_left_to_an_ended_holders_child_is_taken_once_the_child_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        // The recorded holder: a process that has ended and been reaped.
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        ended.wait().unwrap();
+        std::fs::write(dir.path().join(LOCK), ended.id().to_string()).unwrap();
+        // Its child, still holding the flock for a moment.
+        let mut child = std::process::Command::new("flock")
+            .arg(dir.path().join(LOCK))
+            .args(["sleep", "0.5"])
+            .spawn()
+            .unwrap();
+        let lock_file = dir.path().join(LOCK);
+        let started = Instant::now();
+        while std::process::Command::new("flock")
+            .args(["-n", "-E", "9"])
+            .arg(&lock_file)
+            .arg("true")
+            .status()
+            .unwrap()
+            .code()
+            != Some(9)
+        {
+            assert!(
+                started.elapsed().as_secs() < 20,
+                "flock never took the lock"
+            );
+        }
+        let held = lock(dir.path()).expect("taken once the ended holder's child lets go");
+        assert!(
+            child.try_wait().unwrap().is_some(),
+            "the lock was taken while the child still held it"
+        );
+        child.wait().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOCK)).unwrap(),
+            std::process::id().to_string()
+        );
+        drop(held);
     }
 
     #[test]
