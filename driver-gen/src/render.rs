@@ -576,43 +576,52 @@ struct DriverFile {
     templated: bool,
 }
 
+impl DriverFile {
+    /// A handlebars template, written out as `output`.
+    const fn template(source: &'static str, output: &'static str, embedded: &'static str) -> Self {
+        DriverFile {
+            source,
+            output,
+            embedded,
+            templated: true,
+        }
+    }
+
+    /// Plain C, copied under its own name.
+    const fn copied(name: &'static str, embedded: &'static str) -> Self {
+        DriverFile {
+            source: name,
+            output: name,
+            embedded,
+            templated: false,
+        }
+    }
+}
+
 const DRIVER_FILES: &[DriverFile] = &[
-    DriverFile {
-        source: "driver.c.hbs",
-        output: "driver.c",
-        embedded: include_str!("../../templates/driver.c.hbs"),
-        templated: true,
-    },
-    DriverFile {
-        source: "tdg_runtime.h",
-        output: "tdg_runtime.h",
-        embedded: include_str!("../../templates/tdg_runtime.h"),
-        templated: false,
-    },
-    DriverFile {
-        source: "tdg_timing.h",
-        output: "tdg_timing.h",
-        embedded: c_timing::HEADER,
-        templated: false,
-    },
-    DriverFile {
-        source: "tdg_runtime.c",
-        output: "tdg_runtime.c",
-        embedded: include_str!("../../templates/tdg_runtime.c"),
-        templated: false,
-    },
-    DriverFile {
-        source: "tdg_code_place.S",
-        output: "tdg_code_place.S",
-        embedded: include_str!("../../templates/tdg_code_place.S"),
-        templated: false,
-    },
-    DriverFile {
-        source: "Makefile.hbs",
-        output: "Makefile",
-        embedded: include_str!("../../templates/Makefile.hbs"),
-        templated: true,
-    },
+    DriverFile::template(
+        "driver.c.hbs",
+        "driver.c",
+        include_str!("../../templates/driver.c.hbs"),
+    ),
+    DriverFile::copied(
+        "tdg_runtime.h",
+        include_str!("../../templates/tdg_runtime.h"),
+    ),
+    DriverFile::copied("tdg_timing.h", c_timing::HEADER),
+    DriverFile::copied(
+        "tdg_runtime.c",
+        include_str!("../../templates/tdg_runtime.c"),
+    ),
+    DriverFile::copied(
+        "tdg_code_place.S",
+        include_str!("../../templates/tdg_code_place.S"),
+    ),
+    DriverFile::template(
+        "Makefile.hbs",
+        "Makefile",
+        include_str!("../../templates/Makefile.hbs"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
