@@ -315,83 +315,181 @@ pub struct TuneOutcome {
     pub started: std::time::SystemTime,
 }
 
-/// Runs the search `request` describes; `progress` hears of every
-/// evaluation and of what the run decided before it began (the starts,
-/// the campaign), as one-line notes.
-pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutcome, TuneError> {
-    let TuneRequest {
-        spec,
-        name,
-        implementation,
-        target,
-        base,
-        candidate,
-        space,
-        roles,
-        layout,
-        constraints,
-        fixed,
-        start,
-        strategy,
-        seed,
-        budget,
-        mut runner,
-        campaign,
-        build_once,
-        allow_mixed_cpus,
-        log,
-    } = request;
-    let unconstrained_size = space.size();
-    let space = space.constrained(
-        spec.tune
-            .iter()
-            .flat_map(|t| &t.constraints)
-            .map(|c| SpaceConstraint {
-                text: c.text.clone(),
-                origin: ConstraintOrigin::Spec,
-                constraint: c.clone(),
-            })
-            .chain(constraints)
-            .collect(),
-        fixed_macros(spec, &base),
-    )?;
-    let roles = Roles::resolve(&space, &roles, layout, spec.tune.as_ref())?;
-    let strategy = strategy
-        .unwrap_or_else(|| Strategy::default_for(&roles, matches!(start, StartFrom::Model(_))));
-    let size = space.allowed_size().unwrap_or(unconstrained_size);
-    let budget = match budget {
-        Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
-        None if strategy == Strategy::Exhaustive || size <= DEFAULT_BUDGET as u128 => {
-            usize::try_from(size).unwrap_or(usize::MAX)
-        }
-        None => DEFAULT_BUDGET,
-    };
-    let machine = match &start {
-        StartFrom::Model(m) => Some(m.as_ref().clone()),
-        StartFrom::MidRange => None,
-    };
-    let starts = match &machine {
-        Some(m) => crate::model::starts(&space, &roles, m, &fixed),
-        None => vec![mid_range(&space, &fixed)],
-    };
-    if starts.is_empty() {
-        return Err(TuneError::BadConstraint {
-            text: space
-                .constraints
+/// What the search will do, decided from the request before anything is
+/// built or measured: the constrained space, the parameters' roles, the
+/// strategy, the budget and where the search starts.
+struct SearchPlan {
+    space: Space,
+    /// The configurations before the constraints ruled some out.
+    unconstrained_size: u128,
+    /// The configurations the constraints allow (where known).
+    size: u128,
+    roles: Roles,
+    strategy: Strategy,
+    budget: usize,
+    /// The model the starts came from (absent with --no-model).
+    machine: Option<MachineModel>,
+    starts: Vec<Start>,
+}
+
+impl SearchPlan {
+    /// The plan for `request`: the spec's constraints and the command
+    /// line's over its space, the roles, the strategy (by what the space
+    /// offers when none is given), the budget and the starts.
+    fn of(request: &TuneRequest) -> Result<SearchPlan, TuneError> {
+        let unconstrained_size = request.space.size();
+        let space = request.space.clone().constrained(
+            request
+                .spec
+                .tune
                 .iter()
-                .map(|c| c.text.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-            why: "no configuration near the model's choice meets them; widen a --param range"
-                .into(),
+                .flat_map(|t| &t.constraints)
+                .map(|c| SpaceConstraint {
+                    text: c.text.clone(),
+                    origin: ConstraintOrigin::Spec,
+                    constraint: c.clone(),
+                })
+                .chain(request.constraints.iter().cloned())
+                .collect(),
+            fixed_macros(request.spec, &request.base),
+        )?;
+        let roles = Roles::resolve(
+            &space,
+            &request.roles,
+            request.layout,
+            request.spec.tune.as_ref(),
+        )?;
+        let strategy = request.strategy.unwrap_or_else(|| {
+            Strategy::default_for(&roles, matches!(request.start, StartFrom::Model(_)))
         });
+        let size = space.allowed_size().unwrap_or(unconstrained_size);
+        let budget = match request.budget {
+            Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
+            None if strategy == Strategy::Exhaustive || size <= DEFAULT_BUDGET as u128 => {
+                usize::try_from(size).unwrap_or(usize::MAX)
+            }
+            None => DEFAULT_BUDGET,
+        };
+        let machine = match &request.start {
+            StartFrom::Model(m) => Some(m.as_ref().clone()),
+            StartFrom::MidRange => None,
+        };
+        let starts = match &machine {
+            Some(m) => crate::model::starts(&space, &roles, m, &request.fixed),
+            None => vec![mid_range(&space, &request.fixed)],
+        };
+        if starts.is_empty() {
+            return Err(TuneError::BadConstraint {
+                text: space
+                    .constraints
+                    .iter()
+                    .map(|c| c.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                why: "no configuration near the model's choice meets them; widen a --param range"
+                    .into(),
+            });
+        }
+        Ok(SearchPlan {
+            space,
+            unconstrained_size,
+            size,
+            roles,
+            strategy,
+            budget,
+            machine,
+            starts,
+        })
     }
-    let on_checkpoint = match &target {
+
+    /// What the run decided before it began, as one-line notes: the space
+    /// and its constraints, the roles, the starts and the target.
+    fn announce(&self, target: &Target, progress: &mut dyn Progress) {
+        let constrained = if self.space.constraints.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} before the constraints {})",
+                self.unconstrained_size,
+                self.space
+                    .constraints
+                    .iter()
+                    .map(|c| format!("`{}`", c.text))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        progress.note(&format!(
+            "{}: {} configurations{constrained}, budget {}, strategy {}",
+            self.space,
+            self.size,
+            self.budget,
+            self.strategy.spelling()
+        ));
+        if !self.roles.assigned.is_empty() {
+            progress.note(&format!("roles {}", self.roles.describe()));
+        }
+        if self.strategy != Strategy::Exhaustive {
+            for s in &self.starts {
+                progress.note(&format!("start {}", s.reason));
+            }
+        }
+        if let Target::Checkpoint { image } = target {
+            progress.note(&format!(
+                "every configuration runs in restored copies of {} (--default-driver for random data instead)",
+                image.display()
+            ));
+        }
+        if let Target::Contexts(c) = target {
+            progress.note(&format!(
+                "every configuration is timed in {} context(s) and scored by the program's time in the routine, calls x time per call",
+                c.contexts.len()
+            ));
+        }
+    }
+
+    /// The run's outcome: the search's, with what the plan decided.
+    fn outcome(
+        self,
+        search: Outcome,
+        log: PathBuf,
+        campaign: Option<Campaign>,
+        target: &Target,
+        started: std::time::SystemTime,
+    ) -> TuneOutcome {
+        TuneOutcome {
+            search,
+            log,
+            campaign: campaign.map(|c| c.dir),
+            strategy: self.strategy,
+            roles: self.roles,
+            constraints: self.space.constraints,
+            unconstrained_size: self.unconstrained_size,
+            machine: self.machine,
+            contexts: match target {
+                Target::Contexts(c) => Some(c.contexts.len()),
+                _ => None,
+            },
+            started,
+        }
+    }
+}
+
+/// Refuses a target the runner or the run's options cannot serve: a
+/// checkpoint on Slurm or with a threads parameter, `--build-once` but on
+/// a generated driver.
+fn refuse_unserved(
+    target: &Target,
+    runner: &Runner,
+    space: &Space,
+    build_once: bool,
+) -> Result<(), TuneError> {
+    let on_checkpoint = match target {
         Target::Driver => false,
         Target::Checkpoint { .. } => true,
         Target::Contexts(c) => c.any_checkpoint(),
     };
-    if let (true, Runner::Slurm(_)) = (on_checkpoint, &runner) {
+    if let (true, Runner::Slurm(_)) = (on_checkpoint, runner) {
         return Err(TuneError::Objective(
             "a checkpoint image restores only on the machine that captured it, so checkpoint tuning runs with --executor local; add --default-driver to tune on a Slurm cluster with generated drivers".into(),
         ));
@@ -401,73 +499,93 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
             "--param threads sets a generated driver's team size; a checkpoint's threads are the application's. Add --default-driver to search it".into(),
         ));
     }
-    if build_once && target != Target::Driver {
+    if build_once && *target != Target::Driver {
         return Err(TuneError::Objective(
             "--build-once builds one generated driver per configuration; a checkpoint's candidates are built where they are restored, and --contexts builds one per context".into(),
         ));
     }
-    let campaign = match campaign {
-        CampaignChoice::Resume(c) => Some(c),
-        CampaignChoice::New { dir, manifest } => Some(Campaign::create(&dir, &manifest)?),
-        CampaignChoice::None if matches!(runner, Runner::Slurm(_)) => {
-            return Err(TuneError::Objective(
-                "a Slurm run keeps its results in a campaign directory the nodes share; give one with --campaign DIR".into(),
-            ))
-        }
-        CampaignChoice::None => None,
-    };
-    let log_path = log.unwrap_or_else(|| match &campaign {
+    Ok(())
+}
+
+/// The campaign the results are kept in: the resumed one, a new one made
+/// now, or none (refused for Slurm, whose nodes share the directory).
+fn open_campaign(choice: CampaignChoice, runner: &Runner) -> Result<Option<Campaign>, TuneError> {
+    match choice {
+        CampaignChoice::Resume(c) => Ok(Some(c)),
+        CampaignChoice::New { dir, manifest } => Ok(Some(Campaign::create(&dir, &manifest)?)),
+        CampaignChoice::None if matches!(runner, Runner::Slurm(_)) => Err(TuneError::Objective(
+            "a Slurm run keeps its results in a campaign directory the nodes share; give one with --campaign DIR".into(),
+        )),
+        CampaignChoice::None => Ok(None),
+    }
+}
+
+/// The evaluation log, created: `--log`, else the campaign's `tune.jsonl`,
+/// else `<name>.tune.jsonl`.
+fn open_log(
+    log: Option<PathBuf>,
+    campaign: Option<&Campaign>,
+    name: &str,
+) -> Result<(PathBuf, Box<dyn Write>), TuneError> {
+    let path = log.unwrap_or_else(|| match campaign {
         Some(c) => c.dir.join("tune.jsonl"),
         None => PathBuf::from(format!("{name}.tune.jsonl")),
     });
     // A link planted at the log's name is refused, not followed.
-    let log_file = fsguard::create_file(&log_path).map_err(|e| {
+    let file = fsguard::create_file(&path).map_err(|e| {
         TuneError::Objective(if fsguard::is_refusal(&e) {
             format!("{e} (--log)")
         } else {
             format!("{e}; pass --log FILE in a writable directory")
         })
     })?;
-    let log_writer: Box<dyn Write> = Box::new(std::io::BufWriter::new(log_file));
+    Ok((path, Box::new(std::io::BufWriter::new(file))))
+}
 
+/// Readies a Slurm executor for `campaign`: where each node keeps its
+/// probe, and no task of an earlier run still writing into it.
+fn ready_slurm(
+    slurm: &mut SlurmExecutor,
+    campaign: &Campaign,
+    progress: &mut dyn Progress,
+) -> Result<(), TuneError> {
+    // A cache directory the user chose is theirs (and exported to the
+    // tasks); otherwise each node's probe is kept with the campaign.
+    if std::env::var_os("TDG_CACHE_DIR").is_none() {
+        slurm.probe_dir = Some(campaign.dir.join("probe"));
+    }
     progress.note(&format!(
-        "{space}: {size} configurations{}, budget {budget}, strategy {}",
-        if space.constraints.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " ({} before the constraints {})",
-                unconstrained_size,
-                space
-                    .constraints
-                    .iter()
-                    .map(|c| format!("`{}`", c.text))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        },
-        strategy.spelling()
+        "each round one Slurm job array; campaign {}",
+        campaign.dir.display()
     ));
-    if !roles.assigned.is_empty() {
-        progress.note(&format!("roles {}", roles.describe()));
-    }
-    if strategy != Strategy::Exhaustive {
-        for s in &starts {
-            progress.note(&format!("start {}", s.reason));
-        }
-    }
-    if let Target::Checkpoint { image } = &target {
-        progress.note(&format!(
-            "every configuration runs in restored copies of {} (--default-driver for random data instead)",
-            image.display()
-        ));
-    }
-    if let Target::Contexts(c) = &target {
-        progress.note(&format!(
-            "every configuration is timed in {} context(s) and scored by the program's time in the routine, calls x time per call",
-            c.contexts.len()
-        ));
-    }
+    slurm.wait_for_leftovers(campaign)?;
+    Ok(())
+}
+
+/// Runs the search `request` describes; `progress` hears of every
+/// evaluation and of what the run decided before it began (the starts,
+/// the campaign), as one-line notes.
+pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutcome, TuneError> {
+    let plan = SearchPlan::of(&request)?;
+    let TuneRequest {
+        spec,
+        name,
+        implementation,
+        target,
+        base,
+        candidate,
+        seed,
+        mut runner,
+        campaign,
+        build_once,
+        allow_mixed_cpus,
+        log,
+        ..
+    } = request;
+    refuse_unserved(&target, &runner, &plan.space, build_once)?;
+    let campaign = open_campaign(campaign, &runner)?;
+    let (log_path, log_writer) = open_log(log, campaign.as_ref(), &name)?;
+    plan.announce(&target, progress);
     let mut target_objective =
         TargetObjective::new(&target, spec, &implementation, &base, &candidate)?;
     let prebuilder: Option<DriverObjective> = match (&target_objective, build_once) {
@@ -487,17 +605,7 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
                     &mut local
                 }
                 Runner::Slurm(slurm) => {
-                    // A cache directory the user chose is theirs (and
-                    // exported to the tasks); otherwise each node's probe
-                    // is kept with the campaign.
-                    if std::env::var_os("TDG_CACHE_DIR").is_none() {
-                        slurm.probe_dir = Some(campaign.dir.join("probe"));
-                    }
-                    progress.note(&format!(
-                        "each round one Slurm job array; campaign {}",
-                        campaign.dir.display()
-                    ));
-                    slurm.wait_for_leftovers(campaign)?;
+                    ready_slurm(slurm, campaign, progress)?;
                     slurm.as_mut()
                 }
             };
@@ -507,25 +615,27 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         }
     };
     let started = std::time::SystemTime::now();
-    let tuner = Tuner::new(&space, objective, progress, Some(log_writer), budget)
-        .with_model_choice(machine.as_ref().and_then(|_| starts.first().cloned()))
-        .with_seed(seed);
-    let search = search_with(tuner, strategy, &starts, &roles, machine.as_ref())?;
-    Ok(TuneOutcome {
-        search,
-        log: log_path,
-        campaign: campaign.map(|c| c.dir),
-        strategy,
-        roles,
-        constraints: space.constraints.clone(),
-        unconstrained_size,
-        machine,
-        contexts: match &target {
-            Target::Contexts(c) => Some(c.contexts.len()),
-            _ => None,
-        },
-        started,
-    })
+    let tuner = Tuner::new(
+        &plan.space,
+        objective,
+        progress,
+        Some(log_writer),
+        plan.budget,
+    )
+    .with_model_choice(
+        plan.machine
+            .as_ref()
+            .and_then(|_| plan.starts.first().cloned()),
+    )
+    .with_seed(seed);
+    let search = search_with(
+        tuner,
+        plan.strategy,
+        &plan.starts,
+        &plan.roles,
+        plan.machine.as_ref(),
+    )?;
+    Ok(plan.outcome(search, log_path, campaign, &target, started))
 }
 
 /// Runs `strategy` from `starts` (the first is where a single-start

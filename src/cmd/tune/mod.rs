@@ -210,11 +210,7 @@ fn search(args: Args, resumed: Option<Resumed>) -> CmdResult {
 fn replay(args: Args, file: PathBuf) -> CmdResult {
     let request = tune::replay::ReplayRequest {
         file,
-        strategy: if args.search.exhaustive {
-            Some(tune::Strategy::Exhaustive)
-        } else {
-            args.search.strategy
-        },
+        strategy: chosen_strategy(&args),
         budget: args.search.budget,
         seed: args.search.seed,
         log: args.log.clone(),
@@ -264,60 +260,19 @@ pub(crate) fn tune_outcome(
 ) -> anyhow::Result<tune::TuneOutcome> {
     // The space and the start are checked before the objective, whose
     // machine defaults may start a probe: a typo costs no measurement.
-    let space = tune::Space::new(
-        args.search
-            .params
-            .iter()
-            .map(|p| tune::parse_param(p))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(tune_error)?,
-    )
-    .map_err(tune_error)?;
-    let mut fixed = config::Config::new();
-    for text in &args.search.start {
-        // A later --start of the same parameter wins, as a later flag does.
-        fixed.set(tune::parse_start(text, &space).map_err(tune_error)?);
-    }
+    let (space, fixed) = space_and_fixed(args)?;
     let (spec, implementation, base) = objective_parts(args)?;
     let spec_path = args.spec.clone().expect("checked by objective_parts");
     let target = target_of(args, &spec, &spec_path)?;
+    let inputs = || campaign_inputs(args, &spec, &implementation, &base, &space, &target);
     // A resumed campaign's inputs are judged before anything is measured.
     let resumed = match resumed {
-        Some(mut r) => {
-            let now = campaign_inputs(args, &spec, &implementation, &base, &space, &target)?;
-            let changed = r
-                .campaign
-                .accept_inputs(&r.manifest, now, r.allow_changed, &r.given)
-                .map_err(tune_error)?;
-            if !changed.is_empty() {
-                eprintln!(
-                    "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
-                    changed.join("; ")
-                );
-            }
-            Some(r.campaign)
-        }
+        Some(r) => Some(judge_inputs(r, inputs()?)?),
         None => None,
     };
-    let strategy = if args.search.exhaustive {
-        Some(tune::Strategy::Exhaustive)
-    } else {
-        args.search.strategy
-    };
-    let roles = args
-        .search
-        .roles
-        .iter()
-        .map(|r| tune::parse_role(r))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(tune_error)?;
-    let constraints = args
-        .search
-        .constraints
-        .iter()
-        .map(|c| tune::parse_constraint(c))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(tune_error)?;
+    let strategy = chosen_strategy(args);
+    let roles = parse_each(&args.search.roles, tune::parse_role)?;
+    let constraints = parse_each(&args.search.constraints, tune::parse_constraint)?;
     let start = if args.search.no_model || strategy == Some(tune::Strategy::Exhaustive) {
         tune::StartFrom::MidRange
     } else {
@@ -328,38 +283,12 @@ pub(crate) fn tune_outcome(
         .map_or("tune".into(), |s| s.to_string_lossy().to_string());
     // Slurm is checked before a campaign directory is made, so a cluster
     // that does not answer leaves nothing behind.
-    let runner = match args.search.campaign.executor {
-        ExecutorKind::Slurm => {
-            tune::Runner::Slurm(Box::new(slurm_executor(&args.search.campaign)?))
-        }
-        ExecutorKind::Local => {
-            if let Some(flag) = args.search.campaign.slurm_only_flag() {
-                anyhow::bail!(
-                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
-                );
-            }
-            tune::Runner::Local
-        }
-    };
-    // A Slurm campaign needs a directory the nodes share; a local search
-    // keeps one only when asked.
-    let new_dir = match (
-        &args.search.campaign.campaign,
-        args.search.campaign.executor,
-    ) {
-        (Some(d), _) => Some(d.clone()),
-        (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{name}.campaign"))),
-        (None, ExecutorKind::Local) => None,
-    };
-    let campaign = match (resumed, new_dir) {
+    let runner = runner_of(&args.search.campaign)?;
+    let campaign = match (resumed, new_campaign_dir(&args.search.campaign, &name)) {
         (Some(c), _) => tune::CampaignChoice::Resume(c),
         (None, Some(dir)) => tune::CampaignChoice::New {
             dir,
-            manifest: tune::Manifest::new(
-                std::env::current_dir()?,
-                words.to_vec(),
-                campaign_inputs(args, &spec, &implementation, &base, &space, &target)?,
-            ),
+            manifest: tune::Manifest::new(std::env::current_dir()?, words.to_vec(), inputs()?),
         },
         (None, None) => tune::CampaignChoice::None,
     };
@@ -386,6 +315,86 @@ pub(crate) fn tune_outcome(
         log: args.log.clone(),
     };
     tune::run(request, progress).map_err(tune_error)
+}
+
+/// Each of `texts` (one flag's occurrences) read by `parse`.
+fn parse_each<T>(
+    texts: &[String],
+    parse: impl Fn(&str) -> Result<T, tune::TuneError>,
+) -> anyhow::Result<Vec<T>> {
+    texts
+        .iter()
+        .map(|t| parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(tune_error)
+}
+
+/// The space of `--param` and the start values of `--start`.
+fn space_and_fixed(args: &Args) -> anyhow::Result<(tune::Space, config::Config)> {
+    let space = tune::Space::new(parse_each(&args.search.params, tune::parse_param)?)
+        .map_err(tune_error)?;
+    let mut fixed = config::Config::new();
+    for text in &args.search.start {
+        // A later --start of the same parameter wins, as a later flag does.
+        fixed.set(tune::parse_start(text, &space).map_err(tune_error)?);
+    }
+    Ok((space, fixed))
+}
+
+/// The resumed campaign, once its inputs as they are `now` are accepted
+/// (changed ones only with `--allow-changed`, said on stderr).
+fn judge_inputs(
+    mut r: Resumed,
+    now: Vec<tune::campaign::InputFile>,
+) -> anyhow::Result<tune::Campaign> {
+    let changed = r
+        .campaign
+        .accept_inputs(&r.manifest, now, r.allow_changed, &r.given)
+        .map_err(tune_error)?;
+    if !changed.is_empty() {
+        eprintln!(
+            "tdg tune: {} (--allow-changed): every configuration the search reaches is evaluated again",
+            changed.join("; ")
+        );
+    }
+    Ok(r.campaign)
+}
+
+/// `--strategy`, or exhaustive for `--exhaustive`; `None`: by what the
+/// space offers.
+fn chosen_strategy(args: &Args) -> Option<tune::Strategy> {
+    if args.search.exhaustive {
+        Some(tune::Strategy::Exhaustive)
+    } else {
+        args.search.strategy
+    }
+}
+
+/// Where the evaluations run; a Slurm-only flag without `--executor slurm`
+/// is refused.
+fn runner_of(a: &CampaignArgs) -> anyhow::Result<tune::Runner> {
+    match a.executor {
+        ExecutorKind::Slurm => Ok(tune::Runner::Slurm(Box::new(slurm_executor(a)?))),
+        ExecutorKind::Local => {
+            if let Some(flag) = a.slurm_only_flag() {
+                anyhow::bail!(
+                    "{flag} is for --executor slurm; add --executor slurm or drop {flag}"
+                );
+            }
+            Ok(tune::Runner::Local)
+        }
+    }
+}
+
+/// The directory of a new campaign: `--campaign`, else `NAME.campaign` for
+/// Slurm, whose nodes need a directory they share; a local search keeps
+/// one only when asked.
+fn new_campaign_dir(a: &CampaignArgs, name: &str) -> Option<PathBuf> {
+    match (&a.campaign, a.executor) {
+        (Some(d), _) => Some(d.clone()),
+        (None, ExecutorKind::Slurm) => Some(PathBuf::from(format!("{name}.campaign"))),
+        (None, ExecutorKind::Local) => None,
+    }
 }
 
 /// Machine-readable output keeps stderr to errors.
