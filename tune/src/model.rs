@@ -7,7 +7,7 @@
 //! fallback), and every choice says which rule made it.
 
 use crate::roles::{Role, Roles};
-use crate::space::{Point, Space};
+use crate::space::{Param, Point, Space};
 use config::{Config, Kind, Value};
 use serde::Serialize;
 use spec_lang::ast::{InitValue, Spec, TuneLayout};
@@ -242,86 +242,15 @@ impl MachineModel {
         cpu: &CpuFacts,
         elem_bytes: u64,
     ) -> MachineModel {
-        let documented = |level: u32| {
-            probe
-                .documented_caches
-                .iter()
-                .find(|d| d.level == level && d.kind != "Instruction")
-        };
-        let caches = probe
-            .caches
-            .iter()
-            .map(|c| CacheLevel {
-                level: c.level,
-                bytes: c.effective_bytes,
-                line_bytes: probe.line.bytes.max(1),
-                ways: match c.level {
-                    1 => cpu.l1d_ways,
-                    2 => cpu.l2_ways,
-                    _ => None,
-                }
-                .or_else(|| documented(c.level).and_then(|d| d.ways).map(|w| w as u32)),
-            })
-            .collect();
-        let icache = probe
-            .documented_caches
-            .iter()
-            .find(|d| d.level == 1 && d.kind == "Instruction")
-            .map(|d| Fact::new(d.size_bytes, "sysfs"))
-            .unwrap_or(Fact::new(
-                FALLBACK_ICACHE_BYTES,
-                "not documented: 32 KiB assumed",
-            ));
         let src = if cpu.source.is_empty() {
             "tdg probe".to_string()
         } else {
             cpu.source.clone()
         };
-        let measured = |v: Option<f64>, fallback: f64, what: &str| match v {
-            Some(v) => Fact::new(v, src.clone()),
-            None => Fact::new(
-                fallback,
-                format!("not measured: {fallback} cycles assumed ({what})"),
-            ),
-        };
-        // The compiled code fuses only when the ISA has FMA and the CPU's
-        // instruction really is fused.
-        let fma = isa.fma && cpu.fma_fused != Some(false);
-        let fma_fact = Fact::new(
-            fma,
-            match (isa.fma, cpu.fma_fused) {
-                (false, _) => "the kernel's flags do not enable FMA (e.g. -mfma, -march=native)",
-                (true, Some(false)) => "the probe found the CPU's FMA not fused",
-                (true, _) => "the kernel's flags enable FMA",
-            },
-        );
-        let mul = measured(
-            if fma {
-                cpu.fma_latency_cycles
-            } else {
-                cpu.mul_latency_cycles
-            },
-            FALLBACK_LATENCY_CYCLES,
-            if fma { "FMA" } else { "multiply" },
-        );
-        let acc = if fma {
-            mul.clone()
-        } else {
-            measured(cpu.add_latency_cycles, FALLBACK_ADD_LATENCY_CYCLES, "add")
-        };
-        let lanes = if isa.vectorises {
-            Fact::new(
-                (u64::from(isa.vector_bytes) / elem_bytes.max(1)).max(1) as u32,
-                format!(
-                    "{}-byte vectors of {elem_bytes}-byte elements, vectorised at these flags",
-                    isa.vector_bytes
-                ),
-            )
-        } else {
-            Fact::new(1, "the compiler does not vectorise at these flags")
-        };
+        let fma = fma_fact(isa, cpu);
+        let (multiply_latency, accumulate_latency) = latencies(cpu, fma.value, &src);
         MachineModel {
-            caches,
+            caches: data_caches(probe, cpu),
             fp_registers: match cpu.fp_registers {
                 // The probe counts the baseline ISA's registers; a kernel
                 // compiled for a wider register file has the ISA's count.
@@ -330,16 +259,16 @@ impl MachineModel {
                 }
                 _ => Fact::new(isa.fp_registers, "the compiled ISA (cc -dM -E)"),
             },
-            lanes,
-            fma: fma_fact,
-            multiply_latency: mul,
-            accumulate_latency: acc,
+            lanes: lanes(isa, elem_bytes),
+            fma,
+            multiply_latency,
+            accumulate_latency,
             fp_pipes: match cpu.fp_pipes {
                 Some(p) => Fact::new(p.max(1), src.clone()),
                 None => Fact::new(FALLBACK_PIPES, "not measured: 2 pipes assumed"),
             },
             out_of_order: true,
-            icache_bytes: icache,
+            icache_bytes: icache(probe),
             elem_bytes: elem_bytes.max(1),
         }
     }
@@ -348,6 +277,102 @@ impl MachineModel {
     /// its multiply, ceil(L_h * |ALU_FP| / 2) + 1.
     pub fn skew(&self) -> u32 {
         (self.multiply_latency.value * f64::from(self.fp_pipes.value) / 2.0).ceil() as u32 + 1
+    }
+}
+
+/// The probe's data caches, innermost first, with their ways: the CPU's
+/// measured L1d/L2 ways, else the documented ones.
+fn data_caches(probe: &probe::ProbeResult, cpu: &CpuFacts) -> Vec<CacheLevel> {
+    let documented = |level: u32| {
+        probe
+            .documented_caches
+            .iter()
+            .find(|d| d.level == level && d.kind != "Instruction")
+    };
+    probe
+        .caches
+        .iter()
+        .map(|c| CacheLevel {
+            level: c.level,
+            bytes: c.effective_bytes,
+            line_bytes: probe.line.bytes.max(1),
+            ways: match c.level {
+                1 => cpu.l1d_ways,
+                2 => cpu.l2_ways,
+                _ => None,
+            }
+            .or_else(|| documented(c.level).and_then(|d| d.ways).map(|w| w as u32)),
+        })
+        .collect()
+}
+
+/// The L1 instruction cache sysfs documents, else an assumed 32 KiB.
+fn icache(probe: &probe::ProbeResult) -> Fact<u64> {
+    probe
+        .documented_caches
+        .iter()
+        .find(|d| d.level == 1 && d.kind == "Instruction")
+        .map(|d| Fact::new(d.size_bytes, "sysfs"))
+        .unwrap_or(Fact::new(
+            FALLBACK_ICACHE_BYTES,
+            "not documented: 32 KiB assumed",
+        ))
+}
+
+/// Whether the kernel's multiply-adds are fused: the compiled code fuses
+/// only when the ISA has FMA and the CPU's instruction really is fused.
+fn fma_fact(isa: &CompiledIsa, cpu: &CpuFacts) -> Fact<bool> {
+    Fact::new(
+        isa.fma && cpu.fma_fused != Some(false),
+        match (isa.fma, cpu.fma_fused) {
+            (false, _) => "the kernel's flags do not enable FMA (e.g. -mfma, -march=native)",
+            (true, Some(false)) => "the probe found the CPU's FMA not fused",
+            (true, _) => "the kernel's flags enable FMA",
+        },
+    )
+}
+
+/// The multiply's latency (the FMA's when fused) and one accumulation
+/// step's (the FMA's when fused, else the add's): measured (`src` says
+/// where), else an assumed number of cycles.
+fn latencies(cpu: &CpuFacts, fma: bool, src: &str) -> (Fact<f64>, Fact<f64>) {
+    let measured = |v: Option<f64>, fallback: f64, what: &str| match v {
+        Some(v) => Fact::new(v, src.to_string()),
+        None => Fact::new(
+            fallback,
+            format!("not measured: {fallback} cycles assumed ({what})"),
+        ),
+    };
+    let mul = measured(
+        if fma {
+            cpu.fma_latency_cycles
+        } else {
+            cpu.mul_latency_cycles
+        },
+        FALLBACK_LATENCY_CYCLES,
+        if fma { "FMA" } else { "multiply" },
+    );
+    let acc = if fma {
+        mul.clone()
+    } else {
+        measured(cpu.add_latency_cycles, FALLBACK_ADD_LATENCY_CYCLES, "add")
+    };
+    (mul, acc)
+}
+
+/// Elements per vector register as compiled: 1 when the compiler does not
+/// vectorise at the kernel's flags.
+fn lanes(isa: &CompiledIsa, elem_bytes: u64) -> Fact<u32> {
+    if isa.vectorises {
+        Fact::new(
+            (u64::from(isa.vector_bytes) / elem_bytes.max(1)).max(1) as u32,
+            format!(
+                "{}-byte vectors of {elem_bytes}-byte elements, vectorised at these flags",
+                isa.vector_bytes
+            ),
+        )
+    } else {
+        Fact::new(1, "the compiler does not vectorise at these flags")
     }
 }
 
@@ -598,19 +623,12 @@ pub struct Start {
 /// tile is not square, the transposed tile. Parameters without a role
 /// start mid-range; `fixed` (`--start`) overrides any.
 pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) -> Vec<Start> {
-    let layout = roles.layout.unwrap_or(TuneLayout::ColMajor);
-    let tile = register_tile(m, layout);
-    let mut tiles = vec![(tile.clone(), false)];
-    if roles.layout.is_none() && tile.rows != tile.cols {
-        tiles.push((
-            RegisterTile {
-                rows: tile.cols,
-                cols: tile.rows,
-                rule: format!("{} (transposed: the layout is not given)", tile.rule),
-            },
-            true,
-        ));
-    }
+    let starter = Starter {
+        space,
+        roles,
+        m,
+        fixed,
+    };
     let has_tile = roles.dim(Role::Tile).is_some();
     let levels: Vec<Option<&CacheLevel>> = if has_tile && !m.caches.is_empty() {
         m.caches.iter().take(3).map(Some).collect()
@@ -618,65 +636,10 @@ pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) ->
         vec![None]
     };
     let mut out: Vec<Start> = Vec::new();
-    for (tile, transposed) in &tiles {
+    for (tile, transposed) in &register_tiles(m, roles) {
         for level in &levels {
             let nb = level.map(|c| cache_tile(c, tile, m.elem_bytes));
-            let mut reasons = Vec::new();
-            let wanted: Vec<Value> = space
-                .params
-                .iter()
-                .enumerate()
-                .map(|(dim, p)| {
-                    if let Some(v) = fixed.value(&p.name) {
-                        reasons.push(format!("{}={v} given", p.name));
-                        return v.clone();
-                    }
-                    if p.kind == Kind::Threads {
-                        // One thread per CPU this process may use: more
-                        // would share CPUs, which the driver refuses.
-                        let cpus =
-                            std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
-                        let v = p
-                            .int_values()
-                            .filter(|v| *v <= cpus)
-                            .max()
-                            .unwrap_or(p.int(0));
-                        reasons.push(format!("threads={v}: the CPUs tdg may use"));
-                        return Value::Int(v);
-                    }
-                    let mid = p.values[p.values.len() / 2].clone();
-                    let mid_int = p.int(p.values.len() / 2);
-                    let int = match roles.role_of(dim) {
-                        Some(Role::Tile) => match &nb {
-                            Some((v, rule)) => {
-                                reasons.push(format!("{}={v}: {rule}", p.name));
-                                *v
-                            }
-                            None => return mid,
-                        },
-                        Some(Role::Rows) => {
-                            reasons.push(format!("{}={}", p.name, tile.rows));
-                            tile.rows
-                        }
-                        Some(Role::Cols) => {
-                            reasons.push(format!("{}={}: {}", p.name, tile.cols, tile.rule));
-                            tile.cols
-                        }
-                        Some(Role::KUnroll) => {
-                            let (ku, rule) =
-                                k_unroll(m, tile, nb.as_ref().map_or(mid_int, |n| n.0));
-                            reasons.push(format!("{}={ku}: {rule}", p.name));
-                            ku
-                        }
-                        None => return mid,
-                    };
-                    Value::Int(int)
-                })
-                .collect();
-            let mut point = space.nearest(&wanted);
-            if let (Some(dim), Some((nb, _))) = (roles.dim(Role::Tile), &nb) {
-                point = tile_dividing(space, roles, &point, dim, *nb, fixed);
-            }
+            let (point, reasons) = starter.point(tile, nb.as_ref());
             if out.iter().all(|s| s.point != point) && space.allows(&point) {
                 let what = match (level, transposed) {
                     (Some(c), false) => format!("tile for L{}", c.level),
@@ -699,6 +662,109 @@ pub fn starts(space: &Space, roles: &Roles, m: &MachineModel, fixed: &Config) ->
         }
     }
     out
+}
+
+/// The register tiles the starts use: the model's, and, when the layout
+/// is not given and the tile is not square, its transpose (marked `true`).
+fn register_tiles(m: &MachineModel, roles: &Roles) -> Vec<(RegisterTile, bool)> {
+    let tile = register_tile(m, roles.layout.unwrap_or(TuneLayout::ColMajor));
+    let mut tiles = vec![(tile.clone(), false)];
+    if roles.layout.is_none() && tile.rows != tile.cols {
+        tiles.push((
+            RegisterTile {
+                rows: tile.cols,
+                cols: tile.rows,
+                rule: format!("{} (transposed: the layout is not given)", tile.rule),
+            },
+            true,
+        ));
+    }
+    tiles
+}
+
+/// What a start is computed from: the space, its roles, the machine model
+/// and the values `--start` fixed.
+struct Starter<'a> {
+    space: &'a Space,
+    roles: &'a Roles,
+    m: &'a MachineModel,
+    fixed: &'a Config,
+}
+
+impl Starter<'_> {
+    /// The start for one register tile and cache tile (`nb`, with its
+    /// rule; `None` without a cache level), with the reason of each value
+    /// the model chose.
+    fn point(&self, tile: &RegisterTile, nb: Option<&(i64, String)>) -> (Point, Vec<String>) {
+        let mut reasons = Vec::new();
+        let wanted: Vec<Value> = self
+            .space
+            .params
+            .iter()
+            .enumerate()
+            .map(|(dim, p)| self.value(dim, p, tile, nb, &mut reasons))
+            .collect();
+        let mut point = self.space.nearest(&wanted);
+        if let (Some(dim), Some((nb, _))) = (self.roles.dim(Role::Tile), nb) {
+            point = tile_dividing(self.space, self.roles, &point, dim, *nb, self.fixed);
+        }
+        (point, reasons)
+    }
+
+    /// The value the parameter at `dim` starts at: the given one, the
+    /// team's size for threads, the model's for a role, else mid-range;
+    /// why is pushed onto `reasons`.
+    fn value(
+        &self,
+        dim: usize,
+        p: &Param,
+        tile: &RegisterTile,
+        nb: Option<&(i64, String)>,
+        reasons: &mut Vec<String>,
+    ) -> Value {
+        if let Some(v) = self.fixed.value(&p.name) {
+            reasons.push(format!("{}={v} given", p.name));
+            return v.clone();
+        }
+        if p.kind == Kind::Threads {
+            // One thread per CPU this process may use: more would share
+            // CPUs, which the driver refuses.
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
+            let v = p
+                .int_values()
+                .filter(|v| *v <= cpus)
+                .max()
+                .unwrap_or(p.int(0));
+            reasons.push(format!("threads={v}: the CPUs tdg may use"));
+            return Value::Int(v);
+        }
+        let mid = p.values[p.values.len() / 2].clone();
+        let mid_int = p.int(p.values.len() / 2);
+        let int = match self.roles.role_of(dim) {
+            Some(Role::Tile) => match nb {
+                Some((v, rule)) => {
+                    reasons.push(format!("{}={v}: {rule}", p.name));
+                    *v
+                }
+                None => return mid,
+            },
+            Some(Role::Rows) => {
+                reasons.push(format!("{}={}", p.name, tile.rows));
+                tile.rows
+            }
+            Some(Role::Cols) => {
+                reasons.push(format!("{}={}: {}", p.name, tile.cols, tile.rule));
+                tile.cols
+            }
+            Some(Role::KUnroll) => {
+                let (ku, rule) = k_unroll(self.m, tile, nb.map_or(mid_int, |n| n.0));
+                reasons.push(format!("{}={ku}: {rule}", p.name));
+                ku
+            }
+            None => return mid,
+        };
+        Value::Int(int)
+    }
 }
 
 impl MachineModel {
