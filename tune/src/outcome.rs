@@ -1,103 +1,138 @@
 //! A finished search as people read it: the table `tdg tune` prints.
 
 use crate::run::TuneOutcome;
+use crate::search::{ModelChoice, Outcome};
+use std::fmt;
 
 impl TuneOutcome {
     /// The default output: the best configuration and how it was found.
     pub fn render_text(&self) -> String {
-        let outcome = self;
-        use std::fmt::Write;
-        let o = &outcome.search;
-        let mut s = String::new();
-        let _ = writeln!(s, "best         {}", o.best_description);
-        let _ = match outcome.contexts {
+        OutcomeText(self).to_string()
+    }
+}
+
+/// The table of [`TuneOutcome::render_text`], one block a method: the
+/// best, the search's effort, the model's choice, where the results are
+/// and how to use the best.
+struct OutcomeText<'a>(&'a TuneOutcome);
+
+impl fmt::Display for OutcomeText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.0.search;
+        self.best(f, o)?;
+        self.effort(f, o)?;
+        if let Some(m) = &o.model {
+            model(f, m)?;
+        }
+        self.results(f, o)
+    }
+}
+
+impl OutcomeText<'_> {
+    /// The best configuration, its time and what it is tied with.
+    fn best(&self, f: &mut fmt::Formatter<'_>, o: &Outcome) -> fmt::Result {
+        writeln!(f, "best         {}", o.best_description)?;
+        match self.0.contexts {
             Some(n) => write!(
-                s,
+                f,
                 "time         {} in the routine over the program's {n} context(s)",
                 stats::ns(o.best_ns)
-            ),
-            None => write!(s, "time         {} per call", stats::ns(o.best_ns)),
-        };
-        if let Some(u) = o.best_uncertainty_pct {
-            let _ = write!(s, " (+-{u:.1}%)");
+            )?,
+            None => write!(f, "time         {} per call", stats::ns(o.best_ns))?,
         }
-        let _ = match o.best_mflops {
-            Some(m) => writeln!(s, ", {m:.1} MFLOPS"),
-            None => writeln!(s),
-        };
+        if let Some(u) = o.best_uncertainty_pct {
+            write!(f, " (+-{u:.1}%)")?;
+        }
+        match o.best_mflops {
+            Some(m) => writeln!(f, ", {m:.1} MFLOPS")?,
+            None => writeln!(f)?,
+        }
         if !o.tied.is_empty() {
             let names: Vec<String> = o.tied.iter().map(|c| c.to_string()).collect();
-            let _ = writeln!(
-                s,
+            writeln!(
+                f,
                 "tied with    {} (not told apart at 95% confidence, noise {:.1}%)",
                 names.join("; "),
                 o.noise_pct.unwrap_or(0.0)
-            );
+            )?;
         }
-        let _ = writeln!(
-            s,
+        Ok(())
+    }
+
+    /// How much of the space was evaluated, and where an evaluation's time
+    /// went.
+    fn effort(&self, f: &mut fmt::Formatter<'_>, o: &Outcome) -> fmt::Result {
+        writeln!(
+            f,
             "evaluations  {} of {} configurations ({:.1}%, {} failed) in {:.1} s, strategy {}",
             o.evaluations,
             o.space_size,
             100.0 * o.evaluations as f64 / o.space_size.max(1) as f64,
             o.failed,
             o.seconds,
-            outcome.strategy.spelling()
-        );
+            self.0.strategy.spelling()
+        )?;
         if o.split_evaluations > 0 {
             let t = &o.time_split;
             let per = |x: f64| x / o.split_evaluations as f64;
-            let _ = writeln!(
-            s,
-            "per eval     {:.3} s: build {:.3} s, sampling {:.3} s (flush {:.3} s of it), other {:.3} s",
-            per(t.total_s),
-            per(t.build_s),
-            per(t.sampling_s),
-            per(t.flush_s),
-            per(t.other_s())
-        );
+            writeln!(
+                f,
+                "per eval     {:.3} s: build {:.3} s, sampling {:.3} s (flush {:.3} s of it), other {:.3} s",
+                per(t.total_s),
+                per(t.build_s),
+                per(t.sampling_s),
+                per(t.flush_s),
+                per(t.other_s())
+            )?;
         }
-        if let Some(m) = &o.model {
-            let _ = writeln!(
-                s,
-                "model        {} (its choice, 0 evaluations)",
-                m.configuration
-            );
-            let _ = match (m.time_ns, m.best_over_model) {
-            (Some(t), Some(r)) if m.moved.is_empty() => writeln!(
-                s,
-                "             {} per call once timed; the search kept it (best/model {r:.3})",
-                stats::ns(t)
-            ),
-            (Some(t), Some(r)) => writeln!(
-                s,
-                "             {} per call once timed; the search moved {} ({} value steps; best/model {r:.3})",
-                stats::ns(t),
-                m.moved
-                    .iter()
-                    .map(|(n, a, b)| format!("{n} {a}->{b}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                m.steps
-            ),
-            _ => writeln!(s, "             not timed by this search"),
-        };
-        }
-        let _ = writeln!(s, "log          {}", outcome.log.display());
-        if let Some(dir) = &outcome.campaign {
-            let _ = writeln!(
-                s,
+        Ok(())
+    }
+
+    /// The log, the campaign, and the flags that build and run the best.
+    fn results(&self, f: &mut fmt::Formatter<'_>, o: &Outcome) -> fmt::Result {
+        writeln!(f, "log          {}", self.0.log.display())?;
+        if let Some(dir) = &self.0.campaign {
+            writeln!(
+                f,
                 "campaign     {} (tdg tune --resume continues it)",
                 dir.display()
-            );
+            )?;
         }
         let build = o.best.build_flags();
         if !build.is_empty() {
-            let _ = writeln!(s, "build with   {}", build.join(" "));
+            writeln!(f, "build with   {}", build.join(" "))?;
         }
         for flag in o.best.run_flags() {
-            let _ = writeln!(s, "run with     {flag}");
+            writeln!(f, "run with     {flag}")?;
         }
-        s
+        Ok(())
+    }
+}
+
+/// The model's own choice and how the search's best compares.
+fn model(f: &mut fmt::Formatter<'_>, m: &ModelChoice) -> fmt::Result {
+    writeln!(
+        f,
+        "model        {} (its choice, 0 evaluations)",
+        m.configuration
+    )?;
+    match (m.time_ns, m.best_over_model) {
+        (Some(t), Some(r)) if m.moved.is_empty() => writeln!(
+            f,
+            "             {} per call once timed; the search kept it (best/model {r:.3})",
+            stats::ns(t)
+        ),
+        (Some(t), Some(r)) => writeln!(
+            f,
+            "             {} per call once timed; the search moved {} ({} value steps; best/model {r:.3})",
+            stats::ns(t),
+            m.moved
+                .iter()
+                .map(|(n, a, b)| format!("{n} {a}->{b}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            m.steps
+        ),
+        _ => writeln!(f, "             not timed by this search"),
     }
 }
