@@ -303,61 +303,33 @@ fn usable_nodes(sinfo: &str) -> Vec<String> {
 impl Executor for SlurmExecutor {
     fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), TuneError> {
         let mut pending: Vec<Config> = configs.to_vec();
-        let mut history: Vec<Vec<String>> = vec![Vec::new(); configs.len()];
-        let mut exclude: Vec<String> = Vec::new();
+        let mut attempts = Attempts {
+            history: vec![Vec::new(); configs.len()],
+            exclude: Vec::new(),
+        };
         for attempt in 1..=2 {
             if self.interrupted.load(Ordering::SeqCst) {
                 break;
             }
-            let (job, round) = self.submit(campaign, &pending, &exclude)?;
+            let (job, round) = self.submit(campaign, &pending, &attempts.exclude)?;
             self.wait(&job, campaign)?;
-            let ends = task_ends(&job);
-            let mut still = Vec::new();
-            for (i, config) in pending.iter().enumerate() {
-                if campaign.result(config).is_some() {
-                    continue;
-                }
-                let end = ends.get(&i).cloned().unwrap_or(TaskEnd {
-                    state: "ENDED".into(),
-                    node: None,
-                });
-                let slot = configs
-                    .iter()
-                    .position(|c| c == config)
-                    .expect("from configs");
-                let output = round.join(format!("slurm-{job}_{i}.out"));
-                history[slot].push(format!(
-                    "task {job}_{i} {} on {}{}",
-                    end.state,
-                    end.node.as_deref().unwrap_or("an unknown node"),
-                    last_line(&output)
-                        .map(|l| format!(" ({l})"))
-                        .unwrap_or_default()
-                ));
-                if let Some(n) = end.node {
-                    if !exclude.contains(&n) {
-                        exclude.push(n);
-                    }
-                }
-                still.push(config.clone());
-            }
-            pending = still;
+            pending = attempts.unfinished(campaign, configs, &pending, &job, &round);
             if pending.is_empty() {
                 return Ok(());
             }
             if attempt == 1 {
                 // Retry elsewhere when the partition has another usable
                 // node; on a one-node partition, on the same node.
-                if self.other_nodes(&exclude).is_empty() {
-                    exclude.clear();
+                if self.other_nodes(&attempts.exclude).is_empty() {
+                    attempts.exclude.clear();
                 }
                 eprintln!(
                     "tdg tune: {} task(s) of job {job} ended without a result; retrying once{}",
                     pending.len(),
-                    if exclude.is_empty() {
+                    if attempts.exclude.is_empty() {
                         String::new()
                     } else {
-                        format!(" away from {}", exclude.join(","))
+                        format!(" away from {}", attempts.exclude.join(","))
                     }
                 );
             }
@@ -368,12 +340,69 @@ impl Executor for SlurmExecutor {
                 campaign.dir.display()
             )));
         }
-        for config in &pending {
-            let slot = configs
-                .iter()
-                .position(|c| c == config)
-                .expect("from configs");
-            let tries = history[slot].join("; ");
+        attempts.store_failures(campaign, configs, &pending)
+    }
+}
+
+/// What the job arrays of one round did so far: each configuration's
+/// tasks that ended without a result, and the nodes they ended on.
+struct Attempts {
+    /// Per configuration of the round (in its order): one line a task.
+    history: Vec<Vec<String>>,
+    /// Nodes a retry avoids.
+    exclude: Vec<String>,
+}
+
+impl Attempts {
+    /// The configurations of `pending` that job `job` (its files in
+    /// `round`) left without a result, each task's end recorded.
+    fn unfinished(
+        &mut self,
+        campaign: &Campaign,
+        configs: &[Config],
+        pending: &[Config],
+        job: &str,
+        round: &Path,
+    ) -> Vec<Config> {
+        let ends = task_ends(job);
+        let mut still = Vec::new();
+        for (i, config) in pending.iter().enumerate() {
+            if campaign.result(config).is_some() {
+                continue;
+            }
+            let end = ends.get(&i).cloned().unwrap_or(TaskEnd {
+                state: "ENDED".into(),
+                node: None,
+            });
+            let output = round.join(format!("slurm-{job}_{i}.out"));
+            self.history[slot(configs, config)].push(format!(
+                "task {job}_{i} {} on {}{}",
+                end.state,
+                end.node.as_deref().unwrap_or("an unknown node"),
+                last_line(&output)
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ));
+            if let Some(n) = end.node {
+                if !self.exclude.contains(&n) {
+                    self.exclude.push(n);
+                }
+            }
+            still.push(config.clone());
+        }
+        still
+    }
+
+    /// Stores each configuration still `pending` as failed, with its tasks'
+    /// ends.
+    fn store_failures(
+        &self,
+        campaign: &Campaign,
+        configs: &[Config],
+        pending: &[Config],
+    ) -> Result<(), TuneError> {
+        for config in pending {
+            let tries = self.history[slot(configs, config)].join("; ");
             // The task died without saying why (time limit, node failure):
             // T4 calls that a run-time failure.
             campaign.store(&TaskResult::failed(
@@ -386,6 +415,14 @@ impl Executor for SlurmExecutor {
         }
         Ok(())
     }
+}
+
+/// The index of `config` in the round's `configs`.
+fn slot(configs: &[Config], config: &Config) -> usize {
+    configs
+        .iter()
+        .position(|c| c == config)
+        .expect("from configs")
 }
 
 /// Runs a Slurm client command; a missing command is the one error that
