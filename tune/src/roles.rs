@@ -98,6 +98,55 @@ fn atlas_name(role: Role) -> &'static str {
     }
 }
 
+/// `--role NAME=ROLE` checked against `space` and the roles the command
+/// line gave before it (`assigned`): the parameter is tuned, takes
+/// integers, and neither it nor the role is taken.
+fn command_line_role(
+    space: &Space,
+    assigned: &[Assigned],
+    name: &str,
+    role: Role,
+) -> Result<Assigned, TuneError> {
+    let bad = |why: String| TuneError::BadRole {
+        text: format!("{name}={}", role.spelling()),
+        why,
+    };
+    let dim = space.index_of(name).ok_or_else(|| {
+        bad(format!(
+            "`{name}` is not one of the --param names ({})",
+            space
+                .params
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    if let Some(other) = assigned.iter().find(|a| a.role == role || a.dim == dim) {
+        return Err(bad(if other.dim == dim {
+            format!("`{name}` already has the role {}", other.role.spelling())
+        } else {
+            format!(
+                "`{}` already has the role {}; a kernel has one {}",
+                other.name,
+                role.spelling(),
+                role.help()
+            )
+        }));
+    }
+    if space.params[dim].categorical() {
+        return Err(bad(format!(
+            "`{name}` takes names; a role is a size the machine model computes, so its parameter takes integers"
+        )));
+    }
+    Ok(Assigned {
+        dim,
+        name: space.params[dim].name.clone(),
+        role,
+        source: RoleSource::CommandLine,
+    })
+}
+
 impl Roles {
     /// Roles for `space`: `given` (the command line) first, then the
     /// spec's clause, then ATLAS's names. A role given on the command line
@@ -113,47 +162,8 @@ impl Roles {
     ) -> Result<Roles, TuneError> {
         let mut assigned: Vec<Assigned> = Vec::new();
         for (name, role) in given {
-            let dim = space.index_of(name).ok_or_else(|| TuneError::BadRole {
-                text: format!("{name}={}", role.spelling()),
-                why: format!(
-                    "`{name}` is not one of the --param names ({})",
-                    space
-                        .params
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })?;
-            if let Some(other) = assigned.iter().find(|a| a.role == *role || a.dim == dim) {
-                return Err(TuneError::BadRole {
-                    text: format!("{name}={}", role.spelling()),
-                    why: if other.dim == dim {
-                        format!("`{name}` already has the role {}", other.role.spelling())
-                    } else {
-                        format!(
-                            "`{}` already has the role {}; a kernel has one {}",
-                            other.name,
-                            role.spelling(),
-                            role.help()
-                        )
-                    },
-                });
-            }
-            if space.params[dim].categorical() {
-                return Err(TuneError::BadRole {
-                    text: format!("{name}={}", role.spelling()),
-                    why: format!(
-                        "`{name}` takes names; a role is a size the machine model computes, so its parameter takes integers"
-                    ),
-                });
-            }
-            assigned.push(Assigned {
-                dim,
-                name: space.params[dim].name.clone(),
-                role: *role,
-                source: RoleSource::CommandLine,
-            });
+            let a = command_line_role(space, &assigned, name, *role)?;
+            assigned.push(a);
         }
         let from_spec = spec
             .map(|t| {
