@@ -144,38 +144,12 @@ fn mflops(r: &RunReport, ns: f64) -> Option<f64> {
 
 /// The repetitions and aggregates of one timed configuration.
 fn entries(r: &RunReport, family: usize, name: &str) -> Vec<Value> {
-    let n = r.samples_ns.len();
-    // The timer measures one clock; Google Benchmark's cpu_time gets the
-    // same figure (`tdg_timer` in the context says which clock it is).
-    let timed = |name: String, ns: f64, iterations: u64| {
-        let mut e = json!({
-            "name": name,
-            "family_index": family,
-            "per_family_instance_index": 0,
-            "repetitions": n,
-            "threads": 1,
-            "iterations": iterations,
-            "real_time": ns,
-            "cpu_time": ns,
-            "time_unit": "ns",
-        });
-        if let Some(m) = mflops(r, ns) {
-            e["MFLOPS"] = m.into();
-        }
-        e
-    };
+    let entry = Entry { r, family, name };
     let mut out: Vec<Value> = r
         .samples_ns
         .iter()
         .enumerate()
-        .map(|(i, &ns)| {
-            let mut e = timed(name.to_string(), ns, r.reps_per_sample);
-            e["run_name"] = name.into();
-            e["run_type"] = "iteration".into();
-            e["repetition_index"] = i.into();
-            e["tdg_cpu"] = json!(r.sample_cpus.get(i));
-            e
-        })
+        .map(|(i, &ns)| entry.iteration(i, ns))
         .collect();
     let cv = if r.stats.mean > 0.0 {
         r.stats.stddev / r.stats.mean
@@ -190,8 +164,60 @@ fn entries(r: &RunReport, family: usize, name: &str) -> Vec<Value> {
         ("cv", cv, "percentage"),
     ];
     for (stat, value, unit) in aggregates {
-        let mut e = timed(format!("{name}_{stat}"), value, n as u64);
-        e["run_name"] = name.into();
+        out.push(entry.aggregate(stat, value, unit));
+    }
+    out
+}
+
+/// The entries of one configuration's run, `name` in benchmark `family`.
+struct Entry<'a> {
+    r: &'a RunReport,
+    family: usize,
+    name: &'a str,
+}
+
+impl Entry<'_> {
+    /// The fields every entry has: `name`'s time `ns` over `iterations`
+    /// calls, and its MFLOPS where the spec counts flops.
+    fn timed(&self, name: String, ns: f64, iterations: u64) -> Value {
+        // The timer measures one clock; Google Benchmark's cpu_time gets the
+        // same figure (`tdg_timer` in the context says which clock it is).
+        let mut e = json!({
+            "name": name,
+            "family_index": self.family,
+            "per_family_instance_index": 0,
+            "repetitions": self.r.samples_ns.len(),
+            "threads": 1,
+            "iterations": iterations,
+            "real_time": ns,
+            "cpu_time": ns,
+            "time_unit": "ns",
+            "run_name": self.name,
+        });
+        if let Some(m) = mflops(self.r, ns) {
+            e["MFLOPS"] = m.into();
+        }
+        e
+    }
+
+    /// Sample `i`, timed at `ns` per call.
+    fn iteration(&self, i: usize, ns: f64) -> Value {
+        let mut e = self.timed(self.name.to_string(), ns, self.r.reps_per_sample);
+        e["run_type"] = "iteration".into();
+        e["repetition_index"] = i.into();
+        e["tdg_cpu"] = json!(self.r.sample_cpus.get(i));
+        e
+    }
+
+    /// The aggregate `stat` of the samples; the one the run reports carries
+    /// tdg's account of the run.
+    fn aggregate(&self, stat: &str, value: f64, unit: &str) -> Value {
+        let r = self.r;
+        let mut e = self.timed(
+            format!("{}_{stat}", self.name),
+            value,
+            r.samples_ns.len() as u64,
+        );
         e["run_type"] = "aggregate".into();
         e["aggregate_name"] = stat.into();
         e["aggregate_unit"] = unit.into();
@@ -222,7 +248,6 @@ fn entries(r: &RunReport, family: usize, name: &str) -> Vec<Value> {
                 e["tdg_warnings"] = json!(r.warnings);
             }
         }
-        out.push(e);
+        e
     }
-    out
 }
