@@ -308,6 +308,14 @@ fn a_configuration_that_violates_a_constraint_is_never_compiled() {
         .unwrap();
     let o: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    // The best's parameters in the order --param gave them (NB, MU, NU),
+    // as the log has them, not sorted by name.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let best = &text[text.find("\"best\": {").expect("a best")..];
+    assert!(
+        best.find("\"NB\"").unwrap() < best.find("\"MU\"").unwrap(),
+        "{text}"
+    );
     // MU=1, 2 and 5 are allowed; 3 and 4 never reach the compiler.
     assert_eq!(o["evaluations"], 3, "{o}");
     assert_eq!(o["failed"], 0, "{o}");

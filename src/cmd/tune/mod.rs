@@ -241,7 +241,7 @@ fn show(args: &Args, outcome: tune::TuneOutcome) -> CmdResult {
             let tried = formats::t4::from_evaluations(evaluations, started_unix_s);
             serde_json::to_string_pretty(&formats::t4::document(&tried))? + "\n"
         }
-        TuneFormat::Json => formats::json_document("outcome", &outcome)?,
+        TuneFormat::Json => formats::tune_outcome_document(&outcome)?,
         TuneFormat::Table => outcome.render_text(),
     };
     args.output.write(&text)?;
