@@ -109,6 +109,28 @@ impl DriverObjective<'_> {
             None => PASSES,
         }
     }
+
+    /// A round timed side by side in passes, `racing` or not; a single
+    /// configuration, or a campaign's kept drivers, one by one (as a
+    /// campaign's tasks are).
+    fn side_by_side(
+        &mut self,
+        round: &[Config],
+        racing: bool,
+    ) -> Vec<Result<Measurement, TuneError>> {
+        match (&self.kept, round) {
+            (Some(_), _) | (None, [_]) => {
+                round.iter().map(|config| self.evaluate(config)).collect()
+            }
+            (None, _) => self.time_round(
+                round,
+                RacePlan {
+                    passes: self.passes(),
+                    racing,
+                },
+            ),
+        }
+    }
 }
 
 /// One pass's options: its share of the sampling budget (or of a fixed
@@ -186,34 +208,12 @@ impl Objective for DriverObjective<'_> {
     /// The round's configurations timed side by side in passes, and raced
     /// (a campaign's kept drivers are timed one by one, as its tasks are).
     fn evaluate_round(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
-        match (&self.kept, round) {
-            (Some(_), _) | (None, [_]) => {
-                round.iter().map(|config| self.evaluate(config)).collect()
-            }
-            (None, _) => self.time_round(
-                round,
-                RacePlan {
-                    passes: self.passes(),
-                    racing: true,
-                },
-            ),
-        }
+        self.side_by_side(round, true)
     }
 
     /// The finalists side by side, every pass, no racing.
     fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
-        match (&self.kept, round) {
-            (Some(_), _) | (None, [_]) => {
-                round.iter().map(|config| self.evaluate(config)).collect()
-            }
-            (None, _) => self.time_round(
-                round,
-                RacePlan {
-                    passes: self.passes(),
-                    racing: false,
-                },
-            ),
-        }
+        self.side_by_side(round, false)
     }
 
     fn placement(&self, _config: &Config) -> Option<Placement> {
