@@ -247,6 +247,35 @@ mod tests {
         }
     }
 
+    /// Whether racing stopped configuration `i` before its last pass.
+    fn stopped_early(raced: &[Result<Measurement, TuneError>], i: usize) -> bool {
+        raced[i]
+            .as_ref()
+            .unwrap()
+            .stopped
+            .as_deref()
+            .unwrap()
+            .starts_with("stopped")
+    }
+
+    /// Asserts that racing (`raced`) kept running the configuration that
+    /// won when all were re-timed, every pass (`retimed`).
+    fn assert_winner_kept(
+        seed: u64,
+        raced: &[Result<Measurement, TuneError>],
+        retimed: &[Result<Measurement, TuneError>],
+    ) {
+        let t = |i: usize| retimed[i].as_ref().unwrap().time_ns;
+        let winner = (0..retimed.len())
+            .min_by(|&a, &b| t(a).total_cmp(&t(b)))
+            .unwrap();
+        assert!(
+            !stopped_early(raced, winner),
+            "seed {seed}: racing dropped configuration {winner}, which won the re-timing: {:?}",
+            raced[winner]
+        );
+    }
+
     #[test]
     fn a_round_in_passes_chooses_what_one_after_another_chooses_on_a_deterministic_cost() {
         let cost = [530.0, 410.0, 415.0, 990.0, 411.0];
@@ -331,27 +360,10 @@ mod tests {
                 },
                 |i, k| pass(i, k, &mut rng),
             );
-            let winner = (0..truth.len())
-                .min_by(|&a, &b| {
-                    let t = |i: usize| retimed[i].as_ref().unwrap().time_ns;
-                    t(a).total_cmp(&t(b))
-                })
-                .unwrap();
-            let stopped = |i: usize| {
-                raced[i]
-                    .as_ref()
-                    .unwrap()
-                    .stopped
-                    .as_deref()
-                    .unwrap()
-                    .starts_with("stopped")
-            };
-            assert!(
-                !stopped(winner),
-                "seed {seed}: racing dropped configuration {winner}, which won the re-timing: {:?}",
-                raced[winner]
-            );
-            dropped_something += (0..truth.len()).filter(|&i| stopped(i)).count();
+            assert_winner_kept(seed, &raced, &retimed);
+            dropped_something += (0..truth.len())
+                .filter(|&i| stopped_early(&raced, i))
+                .count();
         }
         // And it does race: the clearly slower ones stop early.
         assert!(dropped_something > 2000, "only {dropped_something} stopped");
@@ -391,27 +403,10 @@ mod tests {
             };
             let raced = race(truth.len(), plan(true), |i, _| pass(i, &mut rng));
             let retimed = race(truth.len(), plan(false), |i, _| pass(i, &mut rng));
-            let t = |i: usize| retimed[i].as_ref().unwrap().time_ns;
-            let winner = (0..truth.len())
-                .min_by(|&a, &b| t(a).total_cmp(&t(b)))
-                .unwrap();
-            let stopped = |i: usize| {
-                raced[i]
-                    .as_ref()
-                    .unwrap()
-                    .stopped
-                    .as_deref()
-                    .unwrap()
-                    .starts_with("stopped")
-            };
-            assert!(
-                !stopped(winner),
-                "seed {seed}: racing dropped configuration {winner}, which won the re-timing: {:?}",
-                raced[winner]
-            );
+            assert_winner_kept(seed, &raced, &retimed);
             for i in (0..truth.len()).filter(|&i| truth[i] > 1.5 * truth[0]) {
                 clearly_slow += 1;
-                stopped_slow += usize::from(stopped(i));
+                stopped_slow += usize::from(stopped_early(&raced, i));
             }
         }
         // The largest spread of a round this size is almost always a stall;

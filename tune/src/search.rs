@@ -914,6 +914,14 @@ mod tests {
         .unwrap()
     }
 
+    /// A start at the configuration of `space` nearest `values`.
+    fn start_at(space: &Space, values: [i64; 3], reason: &str) -> Start {
+        Start {
+            point: space.nearest(&values),
+            reason: reason.into(),
+        }
+    }
+
     fn bowl() -> Bowl {
         Bowl {
             calls: Vec::new(),
@@ -925,10 +933,7 @@ mod tests {
     fn local_search_reaches_the_optimum_from_a_model_start() {
         let space = space();
         let mut obj = bowl();
-        let start = Start {
-            point: space.nearest(&[32, 3, 3]),
-            reason: "test".into(),
-        };
+        let start = start_at(&space, [32, 3, 3], "test");
         let out = Tuner::new(&space, &mut obj, &mut (), None, 200)
             .search(&[start])
             .unwrap();
@@ -942,10 +947,7 @@ mod tests {
     fn no_configuration_is_timed_twice_and_the_budget_holds() {
         let space = space();
         let mut obj = bowl();
-        let start = Start {
-            point: space.nearest(&[256, 1, 8]),
-            reason: "far".into(),
-        };
+        let start = start_at(&space, [256, 1, 8], "far");
         let out = Tuner::new(&space, &mut obj, &mut (), None, 25)
             .search(&[start])
             .unwrap();
@@ -971,10 +973,7 @@ mod tests {
         let space = space();
         let mut obj = bowl();
         let mut buf: Vec<u8> = Vec::new();
-        let start = Start {
-            point: space.nearest(&[32, 3, 3]),
-            reason: "test".into(),
-        };
+        let start = start_at(&space, [32, 3, 3], "test");
         let out = Tuner::new(&space, &mut obj, &mut (), Some(Box::new(&mut buf)), 200)
             .search(&[start])
             .unwrap();
@@ -1017,10 +1016,7 @@ mod tests {
         let space = space();
         let mut obj = bowl();
         obj.fail_when = Some(config::Setting::new("MU", 4).unwrap());
-        let start = Start {
-            point: space.nearest(&[96, 3, 3]),
-            reason: "t".into(),
-        };
+        let start = start_at(&space, [96, 3, 3], "t");
         let out = Tuner::new(&space, &mut obj, &mut (), None, 100)
             .search(&[start])
             .unwrap();
@@ -1033,10 +1029,7 @@ mod tests {
 
         let mut obj = bowl();
         obj.fail_when = Some(config::Setting::new("MU", 3).unwrap());
-        let start = Start {
-            point: space.nearest(&[96, 3, 3]),
-            reason: "t".into(),
-        };
+        let start = start_at(&space, [96, 3, 3], "t");
         let err = Tuner::new(&space, &mut obj, &mut (), None, 100)
             .search(&[start])
             .unwrap_err();
@@ -1066,14 +1059,8 @@ mod tests {
     fn rounds_evaluated_together_log_and_count_as_one_after_another() {
         let space = space();
         let starts = [
-            Start {
-                point: space.nearest(&[32, 1, 8]),
-                reason: "a".into(),
-            },
-            Start {
-                point: space.nearest(&[256, 8, 1]),
-                reason: "b".into(),
-            },
+            start_at(&space, [32, 1, 8], "a"),
+            start_at(&space, [256, 8, 1], "b"),
         ];
         let run = |obj: &mut dyn Objective, budget| {
             let mut buf: Vec<u8> = Vec::new();
@@ -1147,10 +1134,7 @@ mod tests {
     #[test]
     fn interleaved_raced_rounds_choose_what_sequential_ones_choose() {
         let space = space();
-        let start = Start {
-            point: space.nearest(&[32, 1, 8]),
-            reason: "far".into(),
-        };
+        let start = start_at(&space, [32, 1, 8], "far");
         let mut sequential = bowl();
         let a = Tuner::new(&space, &mut sequential, &mut (), None, 200)
             .search(std::slice::from_ref(&start))
@@ -1189,14 +1173,8 @@ mod tests {
             b.evaluations
         );
         let starts = [
-            Start {
-                point: space.nearest(&[64, 3, 3]),
-                reason: "L1".into(),
-            },
-            Start {
-                point: space.nearest(&[208, 3, 3]),
-                reason: "L2".into(),
-            },
+            start_at(&space, [64, 3, 3], "L1"),
+            start_at(&space, [208, 3, 3], "L2"),
         ];
         let mut sequential = bowl();
         let a = Tuner::new(&space, &mut sequential, &mut (), None, 200)
@@ -1219,14 +1197,8 @@ mod tests {
         let space = space();
         let mut obj = bowl();
         let starts = [
-            Start {
-                point: space.nearest(&[64, 3, 3]),
-                reason: "L1".into(),
-            },
-            Start {
-                point: space.nearest(&[208, 3, 3]),
-                reason: "L2".into(),
-            },
+            start_at(&space, [64, 3, 3], "L1"),
+            start_at(&space, [208, 3, 3], "L2"),
         ];
         let out = Tuner::new(&space, &mut obj, &mut (), None, 200)
             .with_model_choice(Some(starts[0].clone()))
@@ -1252,10 +1224,7 @@ mod tests {
     fn line_search_sweeps_one_group_at_a_time_from_the_reference() {
         let space = space();
         let mut obj = bowl();
-        let start = Start {
-            point: space.nearest(&[32, 2, 2]),
-            reason: "model".into(),
-        };
+        let start = start_at(&space, [32, 2, 2], "model");
         let fits = |mu: i64, nu: i64| mu * nu + mu + nu <= 16;
         let out = Tuner::new(&space, &mut obj, &mut (), None, 500)
             .line(&start, &roles(&space), &fits)
@@ -1281,10 +1250,7 @@ mod tests {
     fn the_model_alone_is_one_evaluation() {
         let space = space();
         let mut obj = bowl();
-        let start = Start {
-            point: space.nearest(&[64, 3, 3]),
-            reason: "model".into(),
-        };
+        let start = start_at(&space, [64, 3, 3], "model");
         let out = Tuner::new(&space, &mut obj, &mut (), None, 50)
             .with_model_choice(Some(start.clone()))
             .model_only(std::slice::from_ref(&start))
@@ -1310,10 +1276,7 @@ mod tests {
             let g = |n: &str| v.get(n).unwrap();
             g("MU") == 4 || (g("NB") % (g("MU") * g("NU")) != 0 && g("NU") != 1)
         };
-        let start = Start {
-            point: space.nearest(&[96, 4, 3]),
-            reason: "m".into(),
-        };
+        let start = start_at(&space, [96, 4, 3], "m");
         assert!(
             space.allows(&start.point),
             "the start is snapped to an allowed point"
