@@ -15,6 +15,34 @@ pub trait ReportFormat: clap::ValueEnum + Clone + Copy + PartialEq + Send + Sync
     const JSON: Self;
 }
 
+/// Declares a command's `--format` values: a clap value enum whose first
+/// variant is for people and whose second is tdg's JSON (each variant's
+/// doc comment is its `--help` line), and its [`ReportFormat`].
+macro_rules! report_format {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $(#[$people_doc:meta])* $people:ident,
+            $(#[$json_doc:meta])* $json:ident,
+            $($(#[$other_doc:meta])* $other:ident,)*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+        $vis enum $name {
+            $(#[$people_doc])* $people,
+            $(#[$json_doc])* $json,
+            $($(#[$other_doc])* $other,)*
+        }
+
+        impl $crate::args::output::ReportFormat for $name {
+            const FOR_PEOPLE: Self = $name::$people;
+            const JSON: Self = $name::$json;
+        }
+    };
+}
+pub(crate) use report_format;
+
 /// `--format`, `--out` and the hidden `--json` of a command whose formats
 /// are `F`.
 #[derive(clap::Args, Clone, Debug)]
@@ -65,18 +93,14 @@ impl<F: ReportFormat> OutputArgs<F> {
     }
 }
 
-/// The formats of a command that writes a table for people or tdg's JSON.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TableOrJson {
-    /// For people.
-    Table,
-    /// tdg's JSON, with a top-level "version" (docs/integration.md).
-    Json,
-}
-
-impl ReportFormat for TableOrJson {
-    const FOR_PEOPLE: Self = TableOrJson::Table;
-    const JSON: Self = TableOrJson::Json;
+report_format! {
+    /// The formats of a command that writes a table for people or tdg's JSON.
+    pub enum TableOrJson {
+        /// For people.
+        Table,
+        /// tdg's JSON, with a top-level "version" (docs/integration.md).
+        Json,
+    }
 }
 
 /// `--format table|json` and `--out`.

@@ -8,7 +8,7 @@
 use super::CmdResult;
 use crate::args::build::{BuildArgs, TimeoutArgs};
 use crate::args::defines::with_env_params;
-use crate::args::output::{OutputArgs, ReportFormat};
+use crate::args::output::{report_format, OutputArgs};
 use crate::args::spec::load_spec;
 use crate::args::timing::TimingArgs;
 use driver_gen::{build_driver, flush_sweep, RunOptions};
@@ -98,22 +98,18 @@ pub struct Args {
     pub cost_only: bool,
 }
 
-/// What `tdg run` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RunFormat {
-    /// For people.
-    Table,
-    /// tdg's JSON, with a top-level "version" (docs/integration.md).
-    Json,
-    /// One row per report.
-    Csv,
-    /// Google Benchmark JSON (`compare.py` and dashboards read it).
-    Gbench,
-}
-
-impl ReportFormat for RunFormat {
-    const FOR_PEOPLE: Self = RunFormat::Table;
-    const JSON: Self = RunFormat::Json;
+report_format! {
+    /// What `tdg run` writes.
+    pub enum RunFormat {
+        /// For people.
+        Table,
+        /// tdg's JSON, with a top-level "version" (docs/integration.md).
+        Json,
+        /// One row per report.
+        Csv,
+        /// Google Benchmark JSON (`compare.py` and dashboards read it).
+        Gbench,
+    }
 }
 
 pub fn run(args: Args) -> CmdResult {

@@ -3,7 +3,7 @@
 //! form a campaign keeps for `--resume` and its tasks.
 
 use crate::args::build::{BuildArgs, TimeoutArgs};
-use crate::args::output::{OutputArgs, ReportFormat};
+use crate::args::output::{report_format, OutputArgs};
 use crate::args::timing::TimingArgs;
 use driver_gen::cli::keyword;
 use std::path::PathBuf;
@@ -138,20 +138,16 @@ pub struct SearchOptions {
     pub campaign: CampaignArgs,
 }
 
-/// What `tdg tune` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TuneFormat {
-    /// For people.
-    Table,
-    /// tdg's JSON outcome, with a top-level "version" (docs/integration.md).
-    Json,
-    /// Every evaluation as T4 tuning results (Kernel Tuner's schema).
-    T4,
-}
-
-impl ReportFormat for TuneFormat {
-    const FOR_PEOPLE: Self = TuneFormat::Table;
-    const JSON: Self = TuneFormat::Json;
+report_format! {
+    /// What `tdg tune` writes.
+    pub enum TuneFormat {
+        /// For people.
+        Table,
+        /// tdg's JSON outcome, with a top-level "version" (docs/integration.md).
+        Json,
+        /// Every evaluation as T4 tuning results (Kernel Tuner's schema).
+        T4,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
