@@ -40,6 +40,33 @@ fn build_app(dir: &Path, cutoff: i64) -> PathBuf {
     exe
 }
 
+/// A fresh directory in /dev/shm for this test's images, `what` and the
+/// process id in its name.
+fn image_dir(what: &str) -> PathBuf {
+    let images = PathBuf::from(format!("/dev/shm/tdg-tune-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&images);
+    std::fs::create_dir_all(&images).unwrap();
+    images
+}
+
+/// Captures `app` into `image` before its call [`CALL`] to `hsort`.
+fn capture_before_call(app: &Path, image: &Path, criu: &checkpoint::Criu) {
+    capture(
+        &CaptureRequest {
+            command: vec![app.as_os_str().to_owned()],
+            image: image.to_path_buf(),
+            site: Some("hsort".into()),
+            call: CALL,
+            delay: DELAY,
+            timeout: Some(Duration::from_secs(120)),
+            quiet: true,
+            preload: None,
+        },
+        criu,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 fn best_cutoff(space: &Space, objective: &mut dyn Objective) -> i64 {
     let outcome = Tuner::new(space, objective, &mut (), None, 4)
         .exhaustive()
@@ -50,28 +77,13 @@ fn best_cutoff(space: &Space, objective: &mut dyn Objective) -> i64 {
 #[test]
 fn random_data_misleads_the_checkpoint_does_not() {
     let dir = tempfile::tempdir().unwrap();
-    let images = PathBuf::from(format!("/dev/shm/tdg-tune-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&images);
-    std::fs::create_dir_all(&images).unwrap();
+    let images = image_dir("test");
     let image = images.join("img");
 
     // The application as shipped (CUTOFF=16), captured before call 8.
     let shipped = build_app(dir.path(), 16);
     let criu = checkpoint::find_criu().unwrap_or_else(|e| panic!("{e}"));
-    capture(
-        &CaptureRequest {
-            command: vec![shipped.into_os_string()],
-            image: image.clone(),
-            site: Some("hsort".into()),
-            call: CALL,
-            delay: DELAY,
-            timeout: Some(Duration::from_secs(120)),
-            quiet: true,
-            preload: None,
-        },
-        &criu,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    capture_before_call(&shipped, &image, &criu);
     let spec_path = dir.path().join("hsort.spec");
     std::fs::write(
         &spec_path,
@@ -198,28 +210,11 @@ fn random_data_misleads_the_checkpoint_does_not() {
 #[test]
 fn a_recaptured_image_or_a_rebuilt_application_is_a_changed_input() {
     let dir = tempfile::tempdir().unwrap();
-    let images = PathBuf::from(format!("/dev/shm/tdg-tune-inputs-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&images);
-    std::fs::create_dir_all(&images).unwrap();
+    let images = image_dir("inputs");
     let image = images.join("img");
     let app = build_app(dir.path(), 16);
     let criu = checkpoint::find_criu().unwrap_or_else(|e| panic!("{e}"));
-    let capture_app = || {
-        capture(
-            &CaptureRequest {
-                command: vec![app.clone().into_os_string()],
-                image: image.clone(),
-                site: Some("hsort".into()),
-                call: CALL,
-                delay: DELAY,
-                timeout: Some(Duration::from_secs(120)),
-                quiet: true,
-                preload: None,
-            },
-            &criu,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    };
+    let capture_app = || capture_before_call(&app, &image, &criu);
     capture_app();
     let spec_path = dir.path().join("hsort.spec");
     std::fs::write(
