@@ -229,10 +229,20 @@ fn a_candidate_that_changes_the_output_is_refused_and_its_deployment_removed() {
     let _serial = testkit::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let app = build_app(tmp.path());
+    // The proof's first round finds the wrong output: the steps before it
+    // only have to reach it, so they run at their smallest (one plain run,
+    // one search, five samples per driver run).
     let out = autotune(
         tmp.path(),
         "scale_wrong.c",
-        &["--no-placement"],
+        &[
+            "--no-placement",
+            "--no-specialise",
+            "--plain-runs",
+            "1",
+            "--samples",
+            "5",
+        ],
         &[app.to_str().unwrap(), "2000"],
     );
     assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
@@ -272,7 +282,16 @@ fn a_routine_with_a_tiny_share_of_the_run_gives_no_measurable_gain() {
     let out = autotune(
         tmp.path(),
         "scale_candidate.c",
-        &["--max-rounds", "8", "--no-specialise", "--no-placement"],
+        // The verdict is the proof's and the share the profile's: the
+        // drivers' five samples only choose the configuration.
+        &[
+            "--max-rounds",
+            "8",
+            "--no-specialise",
+            "--no-placement",
+            "--samples",
+            "5",
+        ],
         &[app.to_str().unwrap(), "20", "2000"],
     );
     assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
@@ -421,6 +440,9 @@ fn numpy_over_the_reference_blas_is_made_faster_with_a_users_dgemm() {
             "--no-specialise",
             "--no-placement",
         ])
+        // One plain and one profiled run of the program: the median-share
+        // profile is the tiny-share test's; here the proof decides.
+        .args(["--plain-runs", "1"])
         .args(["--min-time-ms", "30", "--max-time-ms", "80"])
         .args([
             "-o",
