@@ -151,6 +151,29 @@ fn sysfs_cpu_root(opts: &ProbeOptions) -> PathBuf {
     )
 }
 
+/// The cache sweep's largest buffer: `--max-buffer-mib`, or twice the
+/// documented last-level cache within 16..256 MiB.
+fn sweep_limit(opts: &ProbeOptions, doc_data: &[DocumentedCache]) -> u64 {
+    opts.max_buffer_bytes.unwrap_or_else(|| {
+        doc_data
+            .last()
+            .map_or(128 << 20, |c| (2 * c.size_bytes).clamp(16 << 20, 256 << 20))
+    })
+}
+
+/// The CPU probe's run, its duration counting the seconds its build took.
+fn timed_cpu(
+    bench: &CpuBench,
+    build_s: f64,
+    facts: &MemoryFacts<'_>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<crate::cpu::CpuParams, ProbeError> {
+    let started = Instant::now();
+    let mut cpu = measure_cpu(bench, facts, progress)?;
+    cpu.duration_s = build_s + started.elapsed().as_secs_f64();
+    Ok(cpu)
+}
+
 /// Runs every micro-benchmark and analyses the curves. `progress` hears one
 /// line per stage.
 pub fn measure_with(
@@ -174,16 +197,11 @@ pub fn measure_with(
     let line = measure_line(bench, &doc_data)?;
 
     progress("cache levels (pointer chase, random order within pages)");
-    let max_bytes = opts.max_buffer_bytes.unwrap_or_else(|| {
-        doc_data
-            .last()
-            .map_or(128 << 20, |c| (2 * c.size_bytes).clamp(16 << 20, 256 << 20))
-    });
     let (caches, memory_latency_ns, cache_curve, huge) = measure_caches(
         bench,
         line.bytes,
         page,
-        max_bytes,
+        sweep_limit(opts, &doc_data),
         opts.points_per_octave,
         &doc_data,
     )?;
@@ -194,23 +212,19 @@ pub fn measure_with(
     progress("flush size that evicts a warm operand");
     let flush = measure_flush(bench, page, line.bytes, &caches, &doc_data)?;
 
-    let cpu = match &benches.cpu {
-        Some((cpu_bench, build_s)) => {
-            let started = Instant::now();
-            let root = sysfs_cpu_root(opts);
-            let facts = MemoryFacts {
-                line: line.bytes,
-                caches: &caches,
-                documented: &documented_caches,
-                tsc_ghz: tsc.as_ref().map(|t| t.measured_ghz),
-                sysfs_cpu_root: &root,
-            };
-            let mut cpu = measure_cpu(cpu_bench, &facts, progress)?;
-            cpu.duration_s = build_s + started.elapsed().as_secs_f64();
-            Some(cpu)
-        }
-        None => None,
+    let root = sysfs_cpu_root(opts);
+    let facts = MemoryFacts {
+        line: line.bytes,
+        caches: &caches,
+        documented: &documented_caches,
+        tsc_ghz: tsc.as_ref().map(|t| t.measured_ghz),
+        sysfs_cpu_root: &root,
     };
+    let cpu = benches
+        .cpu
+        .as_ref()
+        .map(|(cpu_bench, build_s)| timed_cpu(cpu_bench, *build_s, &facts, progress))
+        .transpose()?;
 
     Ok(ProbeResult {
         version: RESULT_VERSION,
@@ -404,7 +418,7 @@ fn chase(
     stride: u64,
     page: u64,
     sizes: &[u64],
-) -> Result<Vec<(u64, f64, bool)>, ProbeError> {
+) -> Result<Vec<ChasePoint>, ProbeError> {
     let mut args = vec!["chase".to_string(), stride.to_string(), page.to_string()];
     args.extend(sizes.iter().map(u64::to_string));
     let mut best: std::collections::BTreeMap<u64, (f64, bool)> = std::collections::BTreeMap::new();
@@ -485,6 +499,112 @@ fn cache_plateaus(
     (levels, memory_latency)
 }
 
+/// `sizes`, then each cheap one (up to [`REPEAT_BELOW`]) `repeats` times
+/// more, in passes over the whole list.
+fn with_cheap_repeats(sizes: &[u64], repeats: usize) -> Vec<u64> {
+    let cheap: Vec<u64> = sizes
+        .iter()
+        .copied()
+        .filter(|&s| s <= REPEAT_BELOW)
+        .collect();
+    let mut runs = sizes.to_vec();
+    for _ in 0..repeats {
+        runs.extend_from_slice(&cheap);
+    }
+    runs
+}
+
+/// One chased size: bytes, least ns per access, whether huge pages backed it.
+type ChasePoint = (u64, f64, bool);
+
+/// The sizes probed past each level's last coarse point: `sizes[spans[i]]`
+/// lie between level `i`'s last point and the next one (an empty span
+/// when the curve ends there).
+struct EdgeProbes {
+    sizes: Vec<u64>,
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+/// The coarse grid puts a level's edge up to a quarter octave below the
+/// truth: [`REFINE_POINTS`] geometric sizes between each level's last point
+/// and the next one.
+fn edge_probes(levels: &[Plateau], raw: &[ChasePoint], line: u64) -> EdgeProbes {
+    let mut sizes = Vec::new();
+    let mut spans = Vec::new();
+    for lvl in levels {
+        let last = *lvl.points.last().expect("plateaus are non-empty");
+        let Some(&next) = raw.get(last + 1).map(|p| &p.0) else {
+            spans.push(0..0);
+            continue;
+        };
+        let from = sizes.len();
+        let lo = raw[last].0 as f64;
+        let steps = f64::from(REFINE_POINTS + 1);
+        for k in 1..=REFINE_POINTS {
+            let v = lo * (next as f64 / lo).powf(f64::from(k) / steps);
+            sizes.push(((v / line as f64).round() as u64).max(1) * line);
+        }
+        spans.push(from..sizes.len());
+    }
+    EdgeProbes { sizes, spans }
+}
+
+/// The edge probes chased (the cheap ones three times), in the order the
+/// spans index.
+fn chase_edges(
+    bench: &Microbench,
+    line: u64,
+    page: u64,
+    sizes: &[u64],
+) -> Result<Vec<ChasePoint>, ProbeError> {
+    if sizes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let measured = chase(bench, line, page, &with_cheap_repeats(sizes, 2))?;
+    Ok(sizes
+        .iter()
+        .map(|s| {
+            *measured
+                .iter()
+                .find(|m| m.0 == *s)
+                .expect("every size was measured")
+        })
+        .collect())
+}
+
+/// Level `i` of the curve: its latency, and its edge moved out over the
+/// fine points past it that still pass the level's quality threshold.
+fn cache_level(
+    i: usize,
+    lvl: &Plateau,
+    mono: &[f64],
+    fine: &[ChasePoint],
+    doc: &[DocumentedCache],
+) -> CacheLevel {
+    let mut members: Vec<f64> = lvl.points.iter().map(|&p| mono[p]).collect();
+    let mut edge = lvl.max_x as u64;
+    let next_y = mono
+        .get(*lvl.points.last().unwrap() + 1)
+        .copied()
+        .unwrap_or(f64::INFINITY);
+    let mut fine_ys: Vec<f64> = fine.iter().map(|p| p.1).collect();
+    fine_ys.push(next_y);
+    let fine_mono = enforce_monotonic(&fine_ys);
+    for (p, y) in fine.iter().zip(fine_mono) {
+        members.push(y);
+        if !fits_quality_threshold(&members, crate::stats::QT_RELATIVE_DIAMETER) {
+            break;
+        }
+        edge = p.0;
+    }
+    CacheLevel {
+        level: i as u32 + 1,
+        effective_bytes: edge,
+        latency_ns: lvl.min_y,
+        documented_bytes: doc.get(i).map(|c| c.size_bytes),
+    }
+}
+
 fn measure_caches(
     bench: &Microbench,
     line: u64,
@@ -493,14 +613,8 @@ fn measure_caches(
     per_octave: u32,
     doc: &[DocumentedCache],
 ) -> Result<CacheCurve, ProbeError> {
-    let mut sizes = geometric_sweep(4096, max_bytes, per_octave.max(2), line);
-    let again: Vec<u64> = sizes
-        .iter()
-        .copied()
-        .filter(|&s| s <= REPEAT_BELOW)
-        .collect();
-    sizes.extend(again);
-    let raw = chase(bench, line, page, &sizes)?;
+    let sizes = geometric_sweep(4096, max_bytes, per_octave.max(2), line);
+    let raw = chase(bench, line, page, &with_cheap_repeats(&sizes, 1))?;
     let huge = raw.iter().any(|p| p.2);
     let xs: Vec<f64> = raw.iter().map(|p| p.0 as f64).collect();
     let ys: Vec<f64> = raw.iter().map(|p| p.1).collect();
@@ -512,76 +626,16 @@ fn measure_caches(
     let Some(memory_latency) = memory_latency.filter(|_| !levels.is_empty()) else {
         return Err(ProbeError::NoCacheLevels { points: xs.len() });
     };
-
-    // The coarse grid puts a level's edge up to a quarter octave below the
-    // truth; probe a few sizes between its last point and the next one and
-    // keep those that still pass the level's quality threshold.
-    let mut fine_sizes = Vec::new();
-    let mut spans = Vec::new();
-    for lvl in &levels {
-        let last = *lvl.points.last().expect("plateaus are non-empty");
-        let Some(&next) = raw.get(last + 1).map(|p| &p.0) else {
-            spans.push(0..0);
-            continue;
-        };
-        let from = fine_sizes.len();
-        let lo = raw[last].0 as f64;
-        let steps = f64::from(REFINE_POINTS + 1);
-        for k in 1..=REFINE_POINTS {
-            let v = lo * (next as f64 / lo).powf(f64::from(k) / steps);
-            fine_sizes.push(((v / line as f64).round() as u64).max(1) * line);
-        }
-        spans.push(from..fine_sizes.len());
-    }
-    let fine = if fine_sizes.is_empty() {
-        Vec::new()
-    } else {
-        let mut runs = fine_sizes.clone();
-        let cheap: Vec<u64> = fine_sizes
-            .iter()
-            .copied()
-            .filter(|&s| s <= REPEAT_BELOW)
-            .collect();
-        runs.extend_from_slice(&cheap);
-        runs.extend_from_slice(&cheap);
-        let measured = chase(bench, line, page, &runs)?;
-        // Back into the order the spans index.
-        fine_sizes
-            .iter()
-            .map(|s| {
-                *measured
-                    .iter()
-                    .find(|m| m.0 == *s)
-                    .expect("every size was measured")
-            })
-            .collect()
-    };
-
-    let mut caches = Vec::new();
-    for (i, (lvl, span)) in levels.iter().zip(spans).enumerate() {
-        let mut members: Vec<f64> = lvl.points.iter().map(|&p| mono[p]).collect();
-        let mut edge = lvl.max_x as u64;
-        let next_y = mono
-            .get(*lvl.points.last().unwrap() + 1)
-            .copied()
-            .unwrap_or(f64::INFINITY);
-        let mut fine_ys: Vec<f64> = fine[span.clone()].iter().map(|p| p.1).collect();
-        fine_ys.push(next_y);
-        let fine_mono = enforce_monotonic(&fine_ys);
-        for (p, y) in fine[span].iter().zip(fine_mono) {
-            members.push(y);
-            if !fits_quality_threshold(&members, crate::stats::QT_RELATIVE_DIAMETER) {
-                break;
-            }
-            edge = p.0;
-        }
-        caches.push(CacheLevel {
-            level: i as u32 + 1,
-            effective_bytes: edge,
-            latency_ns: lvl.min_y,
-            documented_bytes: doc.get(i).map(|c| c.size_bytes),
-        });
-    }
+    // Probe a few sizes past each level's last point and keep those that
+    // still pass the level's quality threshold.
+    let probes = edge_probes(&levels, &raw, line);
+    let fine = chase_edges(bench, line, page, &probes.sizes)?;
+    let caches = levels
+        .iter()
+        .zip(probes.spans)
+        .enumerate()
+        .map(|(i, (lvl, span))| cache_level(i, lvl, &mono, &fine[span], doc))
+        .collect();
     let curve = curve_points(raw.iter().map(|p| (p.0, p.1)), &mono);
     Ok((caches, memory_latency, curve, huge))
 }

@@ -629,6 +629,52 @@ fn measure_contexts(
     })
 }
 
+/// What a pair's rounds measured: the best compute ratio (alone over
+/// together) and each buffer's least slowdown (together over alone), in
+/// the order the buffers first appear.
+struct PairFigures {
+    compute_ratio: Option<f64>,
+    slowdowns: Vec<(u64, f64)>,
+}
+
+/// Reads the `pair` mode's rows: `compute ALONE TOGETHER` and
+/// `chase BYTES ALONE TOGETHER`, keeping the best of the rounds.
+fn pair_figures(rows: &[Vec<String>]) -> Result<PairFigures, ProbeError> {
+    let mut compute_ratio: Option<f64> = None;
+    let mut slowdowns: Vec<(u64, f64)> = Vec::new();
+    for r in rows {
+        match r.first().map(String::as_str) {
+            Some("compute") => {
+                let alone: f64 = num("pair", r, 1)?;
+                let together: f64 = num("pair", r, 2)?;
+                let ratio = alone / together;
+                compute_ratio = Some(compute_ratio.map_or(ratio, |best| best.max(ratio)));
+            }
+            Some("chase") => {
+                let bytes: u64 = num("pair", r, 1)?;
+                let alone: f64 = num("pair", r, 2)?;
+                let together: f64 = num("pair", r, 3)?;
+                let slowdown = together / alone;
+                match slowdowns.iter_mut().find(|(b, _)| *b == bytes) {
+                    Some(seen) if slowdown < seen.1 => seen.1 = slowdown,
+                    Some(_) => {}
+                    None => slowdowns.push((bytes, slowdown)),
+                }
+            }
+            _ => {
+                return Err(ProbeError::Output {
+                    mode: "pair".into(),
+                    line: r.join(" "),
+                })
+            }
+        }
+    }
+    Ok(PairFigures {
+        compute_ratio,
+        slowdowns,
+    })
+}
+
 /// Two CPUs computing, then chasing each level's buffer, alone and
 /// together: whether they share a core (compute slows down) and which
 /// caches (chasing slows down), beside what sysfs says.
@@ -657,61 +703,37 @@ fn measure_pair(
     for _ in 0..PAIR_ROUNDS {
         rows.extend(bench.run(&args)?);
     }
-    let mut compute_ratio: Option<f64> = None;
-    let mut caches: Vec<SharedCache> = Vec::new();
-    for r in &rows {
-        match r.first().map(String::as_str) {
-            Some("compute") => {
-                let alone: f64 = num("pair", r, 1)?;
-                let together: f64 = num("pair", r, 2)?;
-                let ratio = alone / together;
-                compute_ratio = Some(compute_ratio.map_or(ratio, |best| best.max(ratio)));
-            }
-            Some("chase") => {
-                let bytes: u64 = num("pair", r, 1)?;
-                let alone: f64 = num("pair", r, 2)?;
-                let together: f64 = num("pair", r, 3)?;
-                let slowdown = together / alone;
-                if let Some(seen) = caches.iter_mut().find(|c| c.buffer_bytes == bytes) {
-                    if slowdown < seen.slowdown {
-                        seen.slowdown = slowdown;
-                        seen.shared = slowdown >= SHARED_CACHE_SLOWDOWN;
-                    }
-                    continue;
-                }
-                let level = levels
-                    .iter()
-                    .find(|(_, b)| *b == bytes)
-                    .map_or(0, |(l, _)| *l);
-                caches.push(SharedCache {
-                    level,
-                    buffer_bytes: bytes,
-                    slowdown,
-                    shared: slowdown >= SHARED_CACHE_SLOWDOWN,
-                    documented_shared: Documented::by(
-                        Source::Sysfs,
-                        sharing
-                            .caches
-                            .iter()
-                            .find(|(l, _)| *l == level)
-                            .map(|(_, list)| list.contains(&other)),
-                    ),
-                });
-            }
-            _ => {
-                return Err(ProbeError::Output {
-                    mode: "pair".into(),
-                    line: r.join(" "),
-                })
-            }
-        }
-    }
-    let Some(compute_ratio) = compute_ratio else {
+    let figures = pair_figures(&rows)?;
+    let Some(compute_ratio) = figures.compute_ratio else {
         return Err(ProbeError::Output {
             mode: "pair".into(),
             line: "no compute line".into(),
         });
     };
+    let caches = figures
+        .slowdowns
+        .into_iter()
+        .map(|(bytes, slowdown)| {
+            let level = levels
+                .iter()
+                .find(|(_, b)| *b == bytes)
+                .map_or(0, |(l, _)| *l);
+            SharedCache {
+                level,
+                buffer_bytes: bytes,
+                slowdown,
+                shared: slowdown >= SHARED_CACHE_SLOWDOWN,
+                documented_shared: Documented::by(
+                    Source::Sysfs,
+                    sharing
+                        .caches
+                        .iter()
+                        .find(|(l, _)| *l == level)
+                        .map(|(_, list)| list.contains(&other)),
+                ),
+            }
+        })
+        .collect();
     Ok(CpuPair {
         cpus,
         compute_ratio,
@@ -870,6 +892,34 @@ mod tests {
         ];
         let refs: Vec<&FpPoint> = pts.iter().collect();
         assert_eq!(timing_of(&refs), Some((3.0, 0.5, 6)));
+    }
+
+    #[test]
+    fn a_pair_keeps_each_figures_best_round_and_refuses_other_lines() {
+        let rows = |lines: &[&str]| -> Vec<Vec<String>> {
+            lines
+                .iter()
+                .map(|l| l.split(' ').map(String::from).collect())
+                .collect()
+        };
+        let f = pair_figures(&rows(&[
+            "compute 1.0 2.0",
+            "chase 4096 10.0 30.0",
+            "chase 8192 10.0 12.0",
+            "compute 1.0 1.25",
+            "chase 4096 10.0 15.0",
+            "chase 8192 10.0 20.0",
+        ]))
+        .unwrap();
+        assert_eq!(f.compute_ratio, Some(0.8));
+        assert_eq!(f.slowdowns, vec![(4096, 1.5), (8192, 1.2)]);
+        assert!(pair_figures(&rows(&["compute 1.0 2.0", "spin 1"])).is_err());
+        assert_eq!(
+            pair_figures(&rows(&["chase 64 1 2"]))
+                .unwrap()
+                .compute_ratio,
+            None
+        );
     }
 
     #[test]
