@@ -105,6 +105,28 @@ pub struct Rule {
     pub dashed: bool,
 }
 
+impl Rule {
+    /// A measured value's mark: dashed.
+    pub fn measured(x: f64, label: impl Into<String>, color: RGBColor) -> Rule {
+        Rule {
+            x,
+            label: label.into(),
+            color,
+            dashed: true,
+        }
+    }
+
+    /// A documented value's mark: solid.
+    pub fn documented(x: f64, label: impl Into<String>, color: RGBColor) -> Rule {
+        Rule {
+            x,
+            label: label.into(),
+            color,
+            dashed: false,
+        }
+    }
+}
+
 /// An axis: its label says the quantity and its unit.
 #[derive(Debug, Clone)]
 pub struct Axis {
@@ -267,6 +289,19 @@ impl Chart {
         }
     }
 
+    /// `points` joined by a line and marked at each point, under one
+    /// legend entry.
+    pub fn line_with_dots(
+        &mut self,
+        name: impl Into<String>,
+        color: RGBColor,
+        points: Vec<(f64, f64)>,
+    ) {
+        self.series
+            .push(Series::new(name, Mark::Line, color, points.clone()));
+        self.series.push(Series::new("", Mark::Dots, color, points));
+    }
+
     /// The points that can be drawn on these axes (finite; positive on a
     /// log axis).
     fn drawable(&self, (x, y): (f64, f64)) -> bool {
@@ -363,14 +398,13 @@ impl Chart {
         X::CoordDescType: ValueFormatter<f64>,
         Y::CoordDescType: ValueFormatter<f64>,
     {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         let mut chart = ChartBuilder::on(area)
             .caption(&self.title, (FONT, 20))
             .margin(12)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x, y)
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
         let xf = |v: &f64| self.x.format(*v);
         let yf = |v: &f64| self.y.format(*v);
         chart
@@ -387,7 +421,7 @@ impl Chart {
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(215, 215, 215))
             .draw()
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
         let (ylo, yhi) = {
             let r = chart.y_range();
             (r.start, r.end)
@@ -410,7 +444,6 @@ impl Chart {
         X: Ranged<ValueType = f64>,
         Y: Ranged<ValueType = f64>,
     {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         for rule in &self.rules {
             if !self.drawable((rule.x, 1.0)) {
                 continue;
@@ -428,7 +461,7 @@ impl Chart {
             } else {
                 chart.draw_series(LineSeries::new(line, style)).map(|_| ())
             };
-            drawn.map_err(|e| err(&e))?;
+            drawn.map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -439,7 +472,6 @@ impl Chart {
         X: Ranged<ValueType = f64>,
         Y: Ranged<ValueType = f64>,
     {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         let pts: Vec<(f64, f64)> = s
             .points
             .iter()
@@ -467,7 +499,7 @@ impl Chart {
                                 stroke_width: 1,
                             },
                         )))
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| e.to_string())?;
                 }
             }
         }
@@ -497,7 +529,7 @@ impl Chart {
                     .map(|_| ())
             }
         }
-        .map_err(|e| err(&e))?;
+        .map_err(|e| e.to_string())?;
         Ok(())
     }
 
@@ -508,7 +540,6 @@ impl Chart {
         X: Ranged<ValueType = f64>,
         Y: Ranged<ValueType = f64>,
     {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         let (plot_x0, plot_x1) = {
             let r = chart.plotting_area().get_pixel_range();
             (r.0.start, r.0.end)
@@ -538,7 +569,7 @@ impl Chart {
                     EmptyElement::at((rule.x, yhi))
                         + Text::new(rule.label.clone(), (dx, 4 + 15 * k as i32), style),
                 ))
-                .map_err(|e| err(&e))?;
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
@@ -554,7 +585,6 @@ fn draw_legend(
     area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
     named: &[&Series],
 ) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
     for (i, s) in named.iter().enumerate() {
         let y = 48 + 22 * i as i32;
         let key: Box<dyn Fn() -> Result<(), String>> = match s.mark {
@@ -567,7 +597,7 @@ fn draw_legend(
                         stroke_width: 2,
                     },
                 ))
-                .map_err(|e| err(&e))
+                .map_err(|e| e.to_string())
             }),
             Mark::DashedLine => Box::new(move || {
                 for seg in 0..3 {
@@ -575,13 +605,13 @@ fn draw_legend(
                         [(2 + 7 * seg, y - 1), (6 + 7 * seg, y + 1)],
                         s.color.filled(),
                     ))
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| e.to_string())?;
                 }
                 Ok(())
             }),
             _ => Box::new(move || {
                 area.draw(&Rectangle::new([(2, y - 1), (20, y + 1)], s.color.filled()))
-                    .map_err(|e| err(&e))
+                    .map_err(|e| e.to_string())
             }),
         };
         key()?;
@@ -591,7 +621,7 @@ fn draw_legend(
                 plotters::style::text_anchor::VPos::Center,
             ));
         area.draw(&Text::new(shortened(&s.name, 27), (26, y), style))
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -742,16 +772,15 @@ impl Heatmap {
         let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let mut buf = String::new();
         let drawn = (|| -> Result<(), String> {
-            let err = |e: &dyn std::fmt::Display| e.to_string();
             let root = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
-            root.fill(&WHITE).map_err(|e| err(&e))?;
+            root.fill(&WHITE).map_err(|e| e.to_string())?;
             let mut chart = ChartBuilder::on(&root)
                 .caption(&self.title, (FONT, 18))
                 .margin(12)
                 .x_label_area_size(48)
                 .y_label_area_size(72)
                 .build_cartesian_2d((0..nx - 1).into_segmented(), (0..ny - 1).into_segmented())
-                .map_err(|e| err(&e))?;
+                .map_err(|e| e.to_string())?;
             let label = |vals: &[String], v: &SegmentValue<i32>| match v {
                 SegmentValue::CenterOf(i) => vals.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
@@ -770,13 +799,13 @@ impl Heatmap {
                 .axis_desc_style((FONT, 15))
                 .label_style((FONT, 13))
                 .draw()
-                .map_err(|e| err(&e))?;
+                .map_err(|e| e.to_string())?;
             for (yi, row) in self.cells.iter().enumerate() {
                 for (xi, cell) in row.iter().enumerate() {
                     self.draw_cell(&mut chart, (xi, yi), *cell, (lo, hi))?;
                 }
             }
-            root.present().map_err(|e| err(&e))?;
+            root.present().map_err(|e| e.to_string())?;
             Ok(())
         })();
         drawn.map_err(|why| ChartError {
@@ -795,7 +824,6 @@ impl Heatmap {
         cell: Option<f64>,
         (lo, hi): (f64, f64),
     ) -> Result<(), String> {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         let (xi, yi) = (xi as i32, yi as i32);
         let corners = [
             (SegmentValue::Exact(xi), SegmentValue::Exact(yi + 1)),
@@ -819,7 +847,7 @@ impl Heatmap {
                 corners.clone(),
                 fill.filled(),
             )))
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
         chart
             .draw_series(std::iter::once(Rectangle::new(
                 corners,
@@ -829,7 +857,7 @@ impl Heatmap {
                     stroke_width: 1,
                 },
             )))
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
         let text_color = if fill.0 as u32 + fill.1 as u32 + fill.2 as u32 > 400 {
             BLACK
         } else {
@@ -847,7 +875,7 @@ impl Heatmap {
                         plotters::style::text_anchor::VPos::Center,
                     )),
             )))
-            .map_err(|e| err(&e))?;
+            .map_err(|e| e.to_string())?;
         Ok(())
     }
 }

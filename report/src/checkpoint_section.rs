@@ -6,28 +6,35 @@ use crate::chart::{Axis, Chart, ChartError, Mark, Rule, Scale, Series, PALETTE};
 use crate::html::{self, Block, Cell, Section};
 use crate::input::Input;
 
+/// The checkpoint reports among the inputs, by kind, in command-line order.
+#[derive(Default)]
+struct CheckpointInputs<'a> {
+    times: Vec<&'a checkpoint::TimingReport>,
+    in_app: Vec<&'a checkpoint::InAppReport>,
+    sweeps: Vec<&'a checkpoint::AutoDelayReport>,
+}
+
+impl<'a> CheckpointInputs<'a> {
+    fn of(inputs: &'a [Input]) -> Self {
+        let mut found = CheckpointInputs::default();
+        for input in inputs {
+            match input {
+                Input::CheckpointTime(t) => found.times.push(t),
+                Input::InApp(a) => found.in_app.push(a),
+                Input::AutoDelay(s) => found.sweeps.push(s),
+                _ => {}
+            }
+        }
+        found
+    }
+}
+
 pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
-    let times: Vec<&checkpoint::TimingReport> = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::CheckpointTime(t) => Some(t.as_ref()),
-            _ => None,
-        })
-        .collect();
-    let in_app: Vec<&checkpoint::InAppReport> = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::InApp(t) => Some(t.as_ref()),
-            _ => None,
-        })
-        .collect();
-    let sweeps: Vec<&checkpoint::AutoDelayReport> = inputs
-        .iter()
-        .filter_map(|i| match i {
-            Input::AutoDelay(t) => Some(t.as_ref()),
-            _ => None,
-        })
-        .collect();
+    let CheckpointInputs {
+        times,
+        in_app,
+        sweeps,
+    } = CheckpointInputs::of(inputs);
     let mut body: Vec<Block> = Vec::new();
     if !times.is_empty() || !in_app.is_empty() {
         body.push(html::heading("Samples against the application"));
@@ -240,12 +247,11 @@ fn sweep_figure(id: &str, si: usize, s: &checkpoint::AutoDelayReport) -> Result<
             vec![(x0, a), (x1, a)],
         ));
     }
-    ch.rules.push(Rule {
-        x: s.chosen as f64,
-        label: format!("chosen: {}", s.chosen),
-        color: PALETTE[2],
-        dashed: true,
-    });
+    ch.rules.push(Rule::measured(
+        s.chosen as f64,
+        format!("chosen: {}", s.chosen),
+        PALETTE[2],
+    ));
     ch.description = format!(
         "{} delays captured and timed; delay {} chosen{}.",
         s.rows.len(),

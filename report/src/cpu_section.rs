@@ -235,37 +235,25 @@ fn register_figure(id: &str, r: &RegisterCount) -> Result<Option<Block>, ChartEr
         Axis::integer("independent accumulators kept live"),
         Axis::linear("core cycles per operation"),
     );
-    ch.series.push(Series::new(
+    ch.line_with_dots(
         "measured",
-        Mark::Line,
         PALETTE[0],
         r.cycles_per_op
             .iter()
             .map(|(n, c)| (f64::from(*n), *c))
             .collect(),
+    );
+    ch.rules.push(Rule::measured(
+        f64::from(r.measured),
+        format!("spills past {}", r.measured),
+        PALETTE[1],
     ));
-    ch.series.push(Series::new(
-        "",
-        Mark::Dots,
-        PALETTE[0],
-        r.cycles_per_op
-            .iter()
-            .map(|(n, c)| (f64::from(*n), *c))
-            .collect(),
-    ));
-    ch.rules.push(Rule {
-        x: f64::from(r.measured),
-        label: format!("spills past {}", r.measured),
-        color: PALETTE[1],
-        dashed: true,
-    });
     if let Some(d) = r.documented.value {
-        ch.rules.push(Rule {
-            x: f64::from(d),
-            label: format!("documented {d}"),
-            color: PALETTE[2],
-            dashed: false,
-        });
+        ch.rules.push(Rule::documented(
+            f64::from(d),
+            format!("documented {d}"),
+            PALETTE[2],
+        ));
     }
     ch.width = 640;
     ch.height = 300;
@@ -304,33 +292,21 @@ fn ways_figure(
         Axis::integer(format!("lines {} apart", stats::bytes(*stride_bytes))),
         Axis::linear("time per access (ns)"),
     );
-    ch.series.push(Series::new(
+    ch.line_with_dots(
         "measured",
-        Mark::Line,
         PALETTE[0],
         curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
-    ));
-    ch.series.push(Series::new(
-        "",
-        Mark::Dots,
-        PALETTE[0],
-        curve.iter().map(|(n, t)| (f64::from(*n), *t)).collect(),
-    ));
+    );
     if let Some(m) = w.measured {
-        ch.rules.push(Rule {
-            x: f64::from(m),
-            label: format!("{m} ways"),
-            color: PALETTE[1],
-            dashed: true,
-        });
+        ch.rules.push(Rule::measured(
+            f64::from(m),
+            format!("{m} ways"),
+            PALETTE[1],
+        ));
     }
     if let Some(d) = w.documented.value {
-        ch.rules.push(Rule {
-            x: f64::from(d),
-            label: String::new(),
-            color: PALETTE[2],
-            dashed: false,
-        });
+        ch.rules
+            .push(Rule::documented(f64::from(d), String::new(), PALETTE[2]));
     }
     ch.width = 640;
     ch.height = 300;

@@ -24,34 +24,25 @@ pub fn latency_chart(r: &ProbeResult) -> Chart {
     let n = mono.len();
     ch.series
         .push(Series::new("as measured", Mark::DashedLine, GREY, raw));
-    ch.series.push(Series::new(
-        "monotonic",
-        Mark::Line,
-        PALETTE[0],
-        mono.clone(),
-    ));
-    ch.series
-        .push(Series::new("", Mark::Dots, PALETTE[0], mono));
+    ch.line_with_dots("monotonic", PALETTE[0], mono);
     for (i, c) in r.caches.iter().enumerate() {
         let color = PALETTE[(i + 1) % PALETTE.len()];
-        ch.rules.push(Rule {
-            x: c.effective_bytes as f64,
-            label: format!(
+        ch.rules.push(Rule::measured(
+            c.effective_bytes as f64,
+            format!(
                 "L{} {} @ {}",
                 c.level,
                 stats::bytes(c.effective_bytes),
                 stats::ns(c.latency_ns)
             ),
             color,
-            dashed: true,
-        });
+        ));
         if let Some(d) = c.documented_bytes {
-            ch.rules.push(Rule {
-                x: d as f64,
-                label: String::new(),
-                color: color.mix_to_rgb(0.45),
-                dashed: false,
-            });
+            ch.rules.push(Rule::documented(
+                d as f64,
+                String::new(),
+                color.mix_to_rgb(0.45),
+            ));
         }
     }
     ch.height = 460;
@@ -236,19 +227,17 @@ fn tlb_figure(id: &str, r: &ProbeResult) -> Result<Block, ChartError> {
         .push(Series::new("monotonic", Mark::Line, PALETTE[0], pts));
     for (i, l) in r.tlb.iter().enumerate() {
         let color = PALETTE[(i + 1) % PALETTE.len()];
-        t.rules.push(Rule {
-            x: l.entries as f64,
-            label: format!("L{} dTLB {} entries", l.level, l.entries),
+        t.rules.push(Rule::measured(
+            l.entries as f64,
+            format!("L{} dTLB {} entries", l.level, l.entries),
             color,
-            dashed: true,
-        });
+        ));
         if let Some(d) = l.documented_entries {
-            t.rules.push(Rule {
-                x: d as f64,
-                label: String::new(),
-                color: color.mix_to_rgb(0.45),
-                dashed: false,
-            });
+            t.rules.push(Rule::documented(
+                d as f64,
+                String::new(),
+                color.mix_to_rgb(0.45),
+            ));
         }
     }
     t.height = 360;
@@ -310,31 +299,20 @@ fn flush_figure(id: &str, f: &probe::FlushProbe) -> Result<Option<Block>, ChartE
         Axis::bytes("read-flush size (bytes, log scale)"),
         Axis::linear("time per access (ns)"),
     );
-    fc.series.push(Series::new(
+    fc.line_with_dots(
         "after the flush",
-        Mark::Line,
         PALETTE[0],
         f.curve
             .iter()
             .map(|p| (p.x as f64, p.ns_monotonic))
             .collect(),
-    ));
-    fc.series.push(Series::new(
-        "",
-        Mark::Dots,
-        PALETTE[0],
-        f.curve
-            .iter()
-            .map(|p| (p.x as f64, p.ns_monotonic))
-            .collect(),
-    ));
+    );
     if let Some(s) = f.sufficient_bytes {
-        fc.rules.push(Rule {
-            x: s as f64,
-            label: format!("sufficient: {}", stats::bytes(s)),
-            color: PALETTE[1],
-            dashed: true,
-        });
+        fc.rules.push(Rule::measured(
+            s as f64,
+            format!("sufficient: {}", stats::bytes(s)),
+            PALETTE[1],
+        ));
     }
     fc.height = 340;
     fc.description = format!(

@@ -5,7 +5,8 @@
 use crate::chart::{Axis, Chart, ChartError, Mark, Scale, Series, GREY, PALETTE};
 use crate::html::{self, Block, Cell, Section};
 use crate::input::Profile;
-use instrument::report::Report;
+use instrument::report::{ContextStats, Report};
+use stats::Summary;
 
 /// Contexts drawn in their own colour (and given their own timeline); the
 /// rest are grey.
@@ -329,7 +330,7 @@ fn context_figure(
 
 /// Early against late medians of the leading contexts.
 fn early_late_figure(id: &str, r: &Report) -> Result<Option<Block>, ChartError> {
-    let shown: Vec<&instrument::report::ContextStats> = r
+    let shown: Vec<&ContextStats> = r
         .contexts
         .iter()
         .take(12)
@@ -338,24 +339,20 @@ fn early_late_figure(id: &str, r: &Report) -> Result<Option<Block>, ChartError> 
     if shown.is_empty() {
         return Ok(None);
     }
-    let early: Vec<(f64, f64)> = shown
-        .iter()
-        .map(|c| {
-            (
-                c.rank as f64,
-                c.early.as_ref().map_or(f64::NAN, |s| s.median),
-            )
-        })
-        .collect();
-    let late: Vec<(f64, f64)> = shown
-        .iter()
-        .map(|c| {
-            (
-                c.rank as f64,
-                c.late.as_ref().map_or(f64::NAN, |s| s.median),
-            )
-        })
-        .collect();
+    // Each shown context's rank against the median of one of its halves.
+    let medians = |half: fn(&ContextStats) -> &Option<Summary>| -> Vec<(f64, f64)> {
+        shown
+            .iter()
+            .map(|c| {
+                (
+                    c.rank as f64,
+                    half(c).as_ref().map_or(f64::NAN, |s| s.median),
+                )
+            })
+            .collect()
+    };
+    let early = medians(|c| &c.early);
+    let late = medians(|c| &c.late);
     let all: Vec<f64> = early
         .iter()
         .chain(&late)
