@@ -14,6 +14,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use testkit::entry_names;
 
 const CALL: u64 = 8;
 const DELAY: u64 = 2;
@@ -33,15 +34,6 @@ fn capture_req(exe: &Path, image: &Path) -> CaptureRequest {
         quiet: true,
         preload: None,
     }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A capture that fails (the command mistyped, the application ending
@@ -73,7 +65,7 @@ fn a_failing_capture_leaves_the_previous_image_intact() {
         manifest
     );
     assert_eq!(
-        names(&ws.images),
+        entry_names(&ws.images),
         ["img"],
         "nothing staged is left beside it"
     );

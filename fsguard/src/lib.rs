@@ -699,6 +699,7 @@ impl Drop for ScratchDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testkit::entry_names;
 
     const IMAGE: Purpose = Purpose {
         what: "checkpoint image",
@@ -708,15 +709,6 @@ mod tests {
         what: "tuning campaign",
         option: "--campaign",
     };
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
 
     #[test]
     fn a_users_directory_is_refused_and_left_whole() {
@@ -733,7 +725,7 @@ mod tests {
             "{msg}"
         );
         assert!(!msg.contains('\n'), "{msg}");
-        assert_eq!(names(&d), ["dump.log", "thesis.tex"]);
+        assert_eq!(entry_names(&d), ["dump.log", "thesis.tex"]);
     }
 
     #[test]
@@ -745,12 +737,12 @@ mod tests {
         std::fs::create_dir(owned.path().join("preload")).unwrap();
         std::fs::write(owned.path().join("preload/shim.so"), "x").unwrap();
         let again = OwnedDir::fresh(&d, IMAGE).unwrap();
-        assert_eq!(names(again.path()), [MARKER]);
+        assert_eq!(entry_names(again.path()), [MARKER]);
         // An empty directory is adopted.
         let e = t.path().join("empty");
         std::fs::create_dir(&e).unwrap();
         OwnedDir::fresh(&e, IMAGE).unwrap();
-        assert_eq!(names(&e), [MARKER]);
+        assert_eq!(entry_names(&e), [MARKER]);
     }
 
     #[test]
@@ -834,7 +826,7 @@ mod tests {
         write_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
         assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o640);
-        assert_eq!(names(t.path()), ["r.json"]);
+        assert_eq!(entry_names(t.path()), ["r.json"]);
         write_atomic_mode(&t.path().join("private"), b"x", 0o600).unwrap();
         let m = std::fs::metadata(t.path().join("private")).unwrap().mode();
         assert_eq!(m & 0o777, 0o600);
@@ -900,18 +892,18 @@ mod tests {
             std::fs::read_to_string(dest.join("core.img")).unwrap(),
             "first"
         );
-        assert_eq!(names(t.path()), ["img"]);
+        assert_eq!(entry_names(t.path()), ["img"]);
         // Installed, it replaces the first whole: no file of the old one stays.
         std::fs::write(dest.join("old-only.img"), "x").unwrap();
         let s = Staged::beside(&dest, IMAGE).unwrap();
         std::fs::write(s.path().join("core.img"), "third").unwrap();
         s.install().unwrap();
-        assert_eq!(names(&dest), [MARKER, "core.img"]);
+        assert_eq!(entry_names(&dest), [MARKER, "core.img"]);
         assert_eq!(
             std::fs::read_to_string(dest.join("core.img")).unwrap(),
             "third"
         );
-        assert_eq!(names(t.path()), ["img"]);
+        assert_eq!(entry_names(t.path()), ["img"]);
     }
 
     #[test]
@@ -936,7 +928,7 @@ mod tests {
             "{e}"
         );
         assert!(!e.to_string().contains('\n'));
-        assert_eq!(names(t.path()), ["link", "shared", "users"]);
+        assert_eq!(entry_names(t.path()), ["link", "shared", "users"]);
         // Another user's, as root can make it.
         if unsafe { libc::geteuid() } == 0 {
             std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o700)).unwrap();

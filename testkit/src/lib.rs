@@ -113,6 +113,17 @@ pub fn alive(pid: i32) -> bool {
     })
 }
 
+/// The names in directory `dir`, sorted: what a test compares to show
+/// that nothing was added to or lost from a directory.
+pub fn entry_names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::repo;

@@ -2,16 +2,7 @@
 //! refused with one line, and nothing in it is lost (fsguard).
 
 use crate::support::{tdg, text};
-use std::path::Path;
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
+use testkit::entry_names;
 
 /// A directory that merely holds a `dump.log` (CRIU's log name, and a
 /// common one) is not a tdg image: the capture refuses it before the
@@ -33,7 +24,7 @@ fn capture_refuses_a_users_directory_that_holds_a_dump_log() {
     ]);
     let (so, se) = text(&o);
     assert!(!o.status.success(), "{so}{se}");
-    assert_eq!(names(&out), ["dump.log", "thesis.tex"], "{se}");
+    assert_eq!(entry_names(&out), ["dump.log", "thesis.tex"], "{se}");
     assert_eq!(
         std::fs::read_to_string(out.join("thesis.tex")).unwrap(),
         "\\chapter{Four years}\n"
@@ -66,7 +57,7 @@ fn gen_refuses_a_users_directory_and_rewrites_its_own() {
         std::fs::read_to_string(users.join("Makefile")).unwrap(),
         "all:\n\techo mine\n"
     );
-    assert_eq!(names(&users), ["Makefile"]);
+    assert_eq!(entry_names(&users), ["Makefile"]);
     assert_eq!(se.trim().lines().count(), 1, "{se}");
     assert!(se.contains("choose another -o"), "{se}");
 
@@ -103,7 +94,7 @@ fn instrument_and_checkpoint_lib_refuse_a_users_directory() {
         assert!(!o.status.success(), "{args:?}: {so}{se}");
         assert_eq!(se.trim().lines().count(), 1, "{args:?}: {se}");
         assert!(se.contains("choose another -o"), "{args:?}: {se}");
-        assert_eq!(names(&users), ["tdg_checkpoint.c"]);
+        assert_eq!(entry_names(&users), ["tdg_checkpoint.c"]);
         assert_eq!(
             std::fs::read_to_string(users.join("tdg_checkpoint.c")).unwrap(),
             "/* my patched copy */\n"
