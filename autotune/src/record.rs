@@ -147,13 +147,5 @@ impl Record {
 
 /// This machine's CPU model, from /proc/cpuinfo.
 pub fn host_cpu() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
+    probe::documented::cpuinfo_model().unwrap_or_else(|| "unknown CPU".into())
 }

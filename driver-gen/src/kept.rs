@@ -34,7 +34,8 @@ struct Record {
 }
 
 fn io(what: String) -> impl FnOnce(std::io::Error) -> RunError {
-    move |e| RunError::Io(std::io::Error::new(e.kind(), format!("{what}: {e}")))
+    let named = toolchain::io_context(what);
+    move |e| RunError::Io(named(e))
 }
 
 impl BuiltDriver {

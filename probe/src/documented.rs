@@ -82,17 +82,20 @@ pub fn data_caches(all: &[DocumentedCache]) -> Vec<DocumentedCache> {
         .collect()
 }
 
-/// `model name` from /proc/cpuinfo, to tell machines apart in the cache.
+/// `model name` from /proc/cpuinfo, when it has one.
+pub fn cpuinfo_model() -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
+}
+
+/// `model name` from /proc/cpuinfo (else the architecture), to tell
+/// machines apart in the cache.
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+    cpuinfo_model().unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
 /// The TSC frequency the processor or hypervisor documents, with where it

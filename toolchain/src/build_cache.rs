@@ -53,7 +53,8 @@ pub enum Compiled {
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> ToolchainError {
-    move |e| ToolchainError::Io(std::io::Error::new(e.kind(), format!("{what}: {e}")))
+    let named = crate::io_context(what);
+    move |e| ToolchainError::Io(named(e))
 }
 
 impl BuildCache {

@@ -51,6 +51,12 @@ pub enum ToolchainError {
     Files(std::io::Error),
 }
 
+/// Names what failed in an I/O error's message, keeping its kind:
+/// `.map_err(io_context(format!("writing {}", path.display())))`.
+pub fn io_context(what: String) -> impl FnOnce(std::io::Error) -> std::io::Error {
+    move |e| std::io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
 /// A time limit as messages print it: whole seconds, or milliseconds below one.
 pub fn limit_text(limit: &Duration) -> String {
     if limit.as_millis() < 1000 {

@@ -9,7 +9,7 @@ mod process;
 
 pub use build_cache::{BuildCache, Compiled};
 pub use compiler::{render_command, CCompiler, CompileJob, CompilerKind};
-pub use error::{limit_text, ToolchainError};
+pub use error::{io_context, limit_text, ToolchainError};
 
 use std::ffi::OsString;
 use std::path::Path;
