@@ -223,11 +223,6 @@ pub fn cpubench_source(p: &CpuBenchParams) -> String {
     prologue(
         &mut s,
         &[
-            "stdint.h",
-            "stdio.h",
-            "stdlib.h",
-            "string.h",
-            "time.h",
             "pthread.h",
             "sched.h",
             "sys/mman.h",

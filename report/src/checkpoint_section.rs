@@ -57,6 +57,15 @@ pub fn section(id: &str, inputs: &[Input]) -> Result<Section, ChartError> {
     })
 }
 
+/// Each sample against its number (from 1), as the samples chart plots it.
+fn numbered(samples_ns: &[u64]) -> Vec<(f64, f64)> {
+    samples_ns
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| ((i + 1) as f64, v as f64))
+        .collect()
+}
+
 /// Every sample of the restored copies beside the application's.
 fn samples_figure(
     id: &str,
@@ -81,12 +90,7 @@ fn samples_figure(
     let mut k = 0;
     let mut plotted = 0;
     for t in times {
-        let pts: Vec<(f64, f64)> = t
-            .samples_ns
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| ((i + 1) as f64, v as f64))
-            .collect();
+        let pts = numbered(&t.samples_ns);
         plotted += pts.len();
         let what = match &t.candidate {
             Some(c) => format!("candidate {}", c.display()),
@@ -104,12 +108,7 @@ fn samples_figure(
         k += 1;
     }
     for a in in_app {
-        let pts: Vec<(f64, f64)> = a
-            .samples_ns
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| ((i + 1) as f64, v as f64))
-            .collect();
+        let pts = numbered(&a.samples_ns);
         plotted += pts.len();
         ch.series.push(Series::new(
             format!("in-app, call {} ({})", a.call, pts.len()),

@@ -298,10 +298,8 @@ fn context_figure(
     let color = PALETTE[k % PALETTE.len()];
     let n_early = early.len();
     let n_late = late.len();
-    ch.series.push(Series::new(
+    ch.series.push(early_series(
         format!("first {} calls (early)", r.early_calls),
-        Mark::Rings,
-        PALETTE[1],
         early,
     ));
     ch.series
@@ -326,6 +324,12 @@ fn context_figure(
             med(&c.late)
         ),
     )))
+}
+
+/// Early calls, drawn as rings in the second colour on both profile
+/// charts (late calls are dots).
+fn early_series(label: String, points: Vec<(f64, f64)>) -> Series {
+    Series::new(label, Mark::Rings, PALETTE[1], points)
 }
 
 /// Early against late medians of the leading contexts.
@@ -366,10 +370,8 @@ fn early_late_figure(id: &str, r: &Report) -> Result<Option<Block>, ChartError> 
         Axis::integer("context rank (1 = most time)"),
         Axis::time("median time per call", max, scale),
     );
-    ch.series.push(Series::new(
+    ch.series.push(early_series(
         format!("early (first {} calls)", r.early_calls),
-        Mark::Rings,
-        PALETTE[1],
         early,
     ));
     ch.series
