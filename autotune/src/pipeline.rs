@@ -6,12 +6,14 @@
 //! gain with whole-program runs. The searches themselves are `tdg tune`'s
 //! ([`Searcher`]): the same strategies, campaigns, executors and logs.
 
-use crate::choose::{choose, Cover};
+use crate::choose::{choose, Choice, Cover};
 use crate::deploy::{deploy, DeployRequest, VariantBuild, DEPLOY_DIR};
 use crate::fidelity::FidelityRules;
-use crate::profile::{profile, ProfileRequest, ProgramProfile};
+use crate::profile::{profile, ProfileRequest, Profiled, ProgramProfile};
 use crate::program::{Launch, Program};
-use crate::proof::{prove, ProofError, ProofRules, ProofVerdict, Side, Speedup};
+use crate::proof::{
+    prove, Order, Proof, ProofError, ProofRules, ProofVerdict, Round, Side, Speedup,
+};
 use crate::record::{
     host_cpu, ContextChoice, Deployment, Outcome, Prediction, Record, SearchRecord, FORMAT_NAME,
     FORMAT_VERSION,
@@ -41,25 +43,30 @@ pub struct SearchTask<'a> {
     pub over: String,
 }
 
+/// One side-by-side re-timing: `configs` timed again in every context of
+/// `contexts_file`, `rounds` times over.
+pub struct RetimeTask<'a> {
+    pub spec: &'a Path,
+    pub contexts_file: &'a Path,
+    pub configs: &'a [Config],
+    /// The C that calls the program's own definition: the original
+    /// routine on the same targets in the same rounds, last in each round.
+    pub original: Option<&'a Path>,
+    pub rounds: usize,
+}
+
+/// A re-timing's times: per round, per configuration (then the original,
+/// when it was re-timed), each context's predicted time per call.
+pub type Retimed = Vec<Vec<Vec<f64>>>;
+
 /// The searches and the re-timing, done with `tdg tune`'s machinery and
 /// the user's search options.
 pub trait Searcher {
     fn search(&mut self, task: &SearchTask) -> Result<SearchRecord, AutotuneError>;
 
-    /// `configs` timed again side by side in every context of
-    /// `contexts_file`, `rounds` times over: per round, per configuration,
-    /// each context's predicted time per call; with `original` (the C that
-    /// calls the program's own definition), the original routine on the
-    /// same targets in the same rounds, last in each round. One objective
+    /// `task`'s configurations timed again side by side. One objective
     /// serves every round (a checkpoint's image is opened once).
-    fn retime(
-        &mut self,
-        spec: &Path,
-        contexts_file: &Path,
-        configs: &[Config],
-        original: Option<&Path>,
-        rounds: usize,
-    ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError>;
+    fn retime(&mut self, task: &RetimeTask) -> Result<Retimed, AutotuneError>;
 }
 
 /// What the user sees of the run.
@@ -178,6 +185,8 @@ fn input_digests(req: &AutotuneRequest) -> Result<Vec<(String, PathBuf, String)>
         .collect()
 }
 
+/// The seven steps: a program made faster, proven, and recorded in
+/// `req.dir`.
 pub fn autotune(
     req: &AutotuneRequest,
     searcher: &mut dyn Searcher,
@@ -187,56 +196,111 @@ pub fn autotune(
     let dir = fsguard::OwnedDir::open(&req.dir, DEPLOY_DIR)?;
     let work = fsguard::OwnedDir::open(&dir.path().join("work"), DEPLOY_DIR)?;
     let work = work.path();
-    let inputs = input_digests(req)?;
-    let state = work.join(MEASURED_FILE);
-    let measured = match (req.resume, std::fs::read_to_string(&state)) {
-        (true, Ok(text)) => {
-            let m: Measured = serde_json::from_str(&text)
-                .ok()
-                .filter(|m: &Measured| m.version == MEASURED_VERSION)
-                .ok_or_else(|| {
-                    AutotuneError::Usage(format!(
-                        "{} is damaged or from another tdg; run tdg autotune again without --resume",
-                        state.display()
-                    ))
-                })?;
-            if let Some((role, path, _)) = m.inputs.iter().find(|i| !inputs.contains(i)) {
-                return Err(AutotuneError::Usage(format!(
-                    "the {role} {} changed since the profile and the targets were measured; run tdg autotune again without --resume",
-                    path.display()
-                )));
-            }
-            progress.note(&format!(
-                "resuming {}: the profile and the targets measured before, each search from its campaign",
-                dir.path().display()
-            ));
-            m
-        }
-        _ => {
-            let stored = StoredArgs {
-                cwd: req.program.cwd.clone(),
-                words: req.words.clone(),
-            };
-            fsguard::write_atomic(
-                &work.join(ARGS_FILE),
-                serde_json::to_string_pretty(&stored)
-                    .expect("plain data")
-                    .as_bytes(),
-            )?;
-            let m = measure(req, work, inputs, progress, &mut timer)?;
-            fsguard::write_atomic(
-                &state,
-                serde_json::to_string_pretty(&m)
-                    .expect("plain data")
-                    .as_bytes(),
-            )?;
-            m
-        }
-    };
+    let measured = measured_or_resumed(req, dir.path(), work, progress, &mut timer)?;
     let contexts = ContextsFile::load(&measured.profile.contexts_file)
         .map_err(|e| AutotuneError::Profile(e.to_string()))?;
-    let p = &measured.profile;
-    let targets = &measured.targets;
+    let faithful = faithful_targets(&measured.targets)?;
+    let all_file = work.join("targets.contexts.json");
+    write_contexts(&contexts, &faithful, &all_file, req.resume)?;
+
+    progress.step(4, "tune on the program's time");
+    // The original as the drivers time it, beside every re-timed
+    // configuration (targets.rs writes it where a driver was tried).
+    let original = Some(work.join(crate::targets::ORIGINAL_SOURCE)).filter(|p| p.is_file());
+    let tuning = Tuning {
+        req,
+        work,
+        profile: &measured.profile,
+        contexts: &contexts,
+        faithful: &faithful,
+        all_file: &all_file,
+        original: original.as_deref(),
+    };
+    let tuned = tune(&tuning, searcher, progress)?;
+    timer.lap("tune");
+
+    progress.step(5, "deploy");
+    let deployment = deploy_choices(req, dir.path(), &tuned.choices, &faithful)?;
+    say_deployed(&deployment, progress);
+    timer.lap("deploy");
+
+    progress.step(6, "prove it in the program");
+    let proof = prove_in_program(req, &deployment, progress)?;
+    timer.lap("prove");
+
+    progress.step(7, "record");
+    let record = record_of(req, measured, tuned, deployment, proof, timer.laps);
+    record.write(dir.path())?;
+    crate::readme::write(dir.path(), &record)?;
+    Ok(record)
+}
+
+/// Steps 1 to 3, measured now (the run's words stored for `--resume`
+/// first), or as `--resume` finds them in `work`.
+fn measured_or_resumed(
+    req: &AutotuneRequest,
+    dir: &Path,
+    work: &Path,
+    progress: &mut dyn Progress,
+    timer: &mut StepTimer,
+) -> Result<Measured, AutotuneError> {
+    let inputs = input_digests(req)?;
+    let state = work.join(MEASURED_FILE);
+    if let (true, Ok(text)) = (req.resume, std::fs::read_to_string(&state)) {
+        let m = resumed(&text, &state, &inputs)?;
+        progress.note(&format!(
+            "resuming {}: the profile and the targets measured before, each search from its campaign",
+            dir.display()
+        ));
+        return Ok(m);
+    }
+    let stored = StoredArgs {
+        cwd: req.program.cwd.clone(),
+        words: req.words.clone(),
+    };
+    fsguard::write_atomic(
+        &work.join(ARGS_FILE),
+        serde_json::to_string_pretty(&stored)
+            .expect("plain data")
+            .as_bytes(),
+    )?;
+    let m = measure(req, work, inputs, progress, timer)?;
+    fsguard::write_atomic(
+        &state,
+        serde_json::to_string_pretty(&m)
+            .expect("plain data")
+            .as_bytes(),
+    )?;
+    Ok(m)
+}
+
+/// The steps `state` (read as `text`) holds, refused when damaged or when
+/// an input changed since they were measured.
+fn resumed(
+    text: &str,
+    state: &Path,
+    inputs: &[(String, PathBuf, String)],
+) -> Result<Measured, AutotuneError> {
+    let m: Measured = serde_json::from_str(text)
+        .ok()
+        .filter(|m: &Measured| m.version == MEASURED_VERSION)
+        .ok_or_else(|| {
+            AutotuneError::Usage(format!(
+                "{} is damaged or from another tdg; run tdg autotune again without --resume",
+                state.display()
+            ))
+        })?;
+    if let Some((role, path, _)) = m.inputs.iter().find(|i| !inputs.contains(i)) {
+        return Err(AutotuneError::Usage(format!(
+            "the {role} {} changed since the profile and the targets were measured; run tdg autotune again without --resume",
+            path.display()
+        )));
+    }
+    Ok(m)
+}
+
+/// The targets that were found faithful, or why none was.
+fn faithful_targets(targets: &[ContextTarget]) -> Result<Vec<&ContextTarget>, AutotuneError> {
     let faithful: Vec<&ContextTarget> = targets.iter().filter(|t| t.target.is_some()).collect();
     if faithful.is_empty() {
         return Err(AutotuneError::NoFaithfulTarget(
@@ -247,93 +311,153 @@ pub fn autotune(
                 .join(" | "),
         ));
     }
-    let all_file = work.join("targets.contexts.json");
-    write_contexts(&contexts, &faithful, &all_file, req.resume)?;
+    Ok(faithful)
+}
 
-    progress.step(4, "tune on the program's time");
-    let mut searches = vec![searcher.search(&SearchTask {
-        spec: &p.profiled_spec,
-        contexts_file: &all_file,
-        contexts: faithful.len(),
-        campaign: &work.join("all.campaign"),
-        log: &work.join("all.tune.jsonl"),
-        over: "all contexts".into(),
-    })?];
-    let joint = searches[0].best.clone();
-    progress.note(&format!("over all contexts: {}", joint));
-    let mut own_best: Vec<Config> = vec![joint.clone(); faithful.len()];
-    if req.specialise && faithful.len() > 1 {
-        for (i, t) in faithful.iter().enumerate() {
-            let file = work.join(format!("context-{}.contexts.json", t.rank));
-            write_contexts(&contexts, &[*t], &file, req.resume)?;
-            let s = searcher.search(&SearchTask {
-                spec: &p.profiled_spec,
-                contexts_file: &file,
-                contexts: 1,
-                campaign: &work.join(format!("context-{}.campaign", t.rank)),
-                log: &work.join(format!("context-{}.tune.jsonl", t.rank)),
-                over: t.label.clone(),
-            })?;
-            progress.note(&format!("context {}: {}", t.label, s.best));
-            own_best[i] = s.best.clone();
-            searches.push(s);
-        }
-    }
-    // The original as the drivers time it, beside every re-timed
-    // configuration (targets.rs writes it where a driver was tried).
-    let original = Some(work.join(crate::targets::ORIGINAL_SOURCE)).filter(|p| p.is_file());
-    let choices = decide(
-        req,
-        searcher,
-        &p.profiled_spec,
-        &all_file,
-        &faithful,
-        &joint,
-        &own_best,
-        original.as_deref(),
-        progress,
-    )?;
-    let choices = if req.place {
+/// What step 4 tunes on.
+struct Tuning<'a> {
+    req: &'a AutotuneRequest,
+    work: &'a Path,
+    profile: &'a ProgramProfile,
+    contexts: &'a ContextsFile,
+    /// The contexts with a faithful target.
+    faithful: &'a [&'a ContextTarget],
+    /// Their contexts file, each with its target.
+    all_file: &'a Path,
+    /// The C calling the program's own definition, re-timed beside.
+    original: Option<&'a Path>,
+}
+
+/// What step 4 decided.
+struct Tuned {
+    searches: Vec<SearchRecord>,
+    choices: Vec<ContextChoice>,
+    prediction: Prediction,
+}
+
+/// Step 4: the searches, each context's configuration, where its code is
+/// placed, and the program's predicted time.
+fn tune(
+    t: &Tuning,
+    searcher: &mut dyn Searcher,
+    progress: &mut dyn Progress,
+) -> Result<Tuned, AutotuneError> {
+    let searched = search(t, searcher, progress)?;
+    let choices = decide(t, searcher, &searched, progress)?;
+    let choices = if t.req.place {
         place(
             &PlaceRequest {
-                spec: &p.profiled_spec,
-                contexts_file: &all_file,
-                original: original.as_deref(),
-                base: deployed_offset(req, &Config::new()),
-                rounds: req.retime_rounds,
+                spec: &t.profile.profiled_spec,
+                contexts_file: t.all_file,
+                original: t.original,
+                base: deployed_offset(t.req, &Config::new()),
+                rounds: t.req.retime_rounds,
             },
             searcher,
-            &faithful,
+            t.faithful,
             choices,
-            &searches,
+            &searched.searches,
             progress,
         )?
     } else {
         choices
     };
-    let prediction = predict(p, &contexts, &faithful, &choices);
+    let prediction = predict(t.profile, t.contexts, t.faithful, &choices);
     progress.note(&format!(
         "predicted: {:.3} s, {:.3}x faster (Amdahl bound {:.2}x)",
-        prediction.program_s, prediction.speedup, p.amdahl_bound
+        prediction.program_s, prediction.speedup, t.profile.amdahl_bound
     ));
-    timer.lap("tune");
+    Ok(Tuned {
+        searches: searched.searches,
+        choices,
+        prediction,
+    })
+}
 
-    progress.step(5, "deploy");
-    let deployment = deploy_choices(req, dir.path(), &choices, &faithful)?;
+/// The searches' outcome.
+struct Searched {
+    /// The search over all contexts first, then one per context.
+    searches: Vec<SearchRecord>,
+    /// Per faithful context, its own search's best (the shared one where
+    /// it had no search of its own).
+    own_best: Vec<Config>,
+}
+
+impl Searched {
+    /// The best over all contexts.
+    fn joint(&self) -> &Config {
+        &self.searches[0].best
+    }
+}
+
+/// The search over all contexts, then, when specialising, one per context.
+fn search(
+    t: &Tuning,
+    searcher: &mut dyn Searcher,
+    progress: &mut dyn Progress,
+) -> Result<Searched, AutotuneError> {
+    let spec = &t.profile.profiled_spec;
+    let searches = vec![searcher.search(&SearchTask {
+        spec,
+        contexts_file: t.all_file,
+        contexts: t.faithful.len(),
+        campaign: &t.work.join("all.campaign"),
+        log: &t.work.join("all.tune.jsonl"),
+        over: "all contexts".into(),
+    })?];
+    let joint = searches[0].best.clone();
+    progress.note(&format!("over all contexts: {}", joint));
+    let mut searched = Searched {
+        searches,
+        own_best: vec![joint; t.faithful.len()],
+    };
+    if !(t.req.specialise && t.faithful.len() > 1) {
+        return Ok(searched);
+    }
+    for (i, target) in t.faithful.iter().enumerate() {
+        let file = t
+            .work
+            .join(format!("context-{}.contexts.json", target.rank));
+        write_contexts(t.contexts, &[*target], &file, t.req.resume)?;
+        let s = searcher.search(&SearchTask {
+            spec,
+            contexts_file: &file,
+            contexts: 1,
+            campaign: &t.work.join(format!("context-{}.campaign", target.rank)),
+            log: &t.work.join(format!("context-{}.tune.jsonl", target.rank)),
+            over: target.label.clone(),
+        })?;
+        progress.note(&format!("context {}: {}", target.label, s.best));
+        searched.own_best[i] = s.best.clone();
+        searched.searches.push(s);
+    }
+    Ok(searched)
+}
+
+/// Step 5's lines: where the deployment is, how to use it, and each copy
+/// whose code is not where it was timed.
+fn say_deployed(deployment: &Deployment, progress: &mut dyn Progress) {
     progress.note(&format!(
         "{}: {} configuration(s) behind a dispatcher on the contexts' values; `tdg autotune exec {} -- PROGRAM` runs a command with it",
         deployment.preload_library.display(),
         deployment.variants.len(),
-        dir.path().display()
+        deployment.dir.display()
     ));
     for m in &deployment.misplaced {
         progress.note(&format!(
             "warning: {m}; the measured gain may differ from the predicted one"
         ));
     }
-    timer.lap("deploy");
+}
 
-    progress.step(6, "prove it in the program");
+/// Step 6: plain and tuned whole-program runs until the proof decides. A
+/// deployment that breaks the program, or changes what it prints, loses
+/// its libraries.
+fn prove_in_program(
+    req: &AutotuneRequest,
+    deployment: &Deployment,
+    progress: &mut dyn Progress,
+) -> Result<Proof, AutotuneError> {
     let launch_tuned = Launch {
         preload: Some(deployment.preload_library.clone()),
         env: Vec::new(),
@@ -357,25 +481,33 @@ pub fn autotune(
             ))
         },
     );
-    let proof = match proved {
-        Ok(p) => p,
+    match proved {
+        Ok(p) => Ok(p),
         Err(e @ (ProofError::OutputChanged { .. } | ProofError::TunedFailed { .. })) => {
             // Nobody should run a deployment that breaks the program.
             let _ = std::fs::remove_file(&deployment.preload_library);
             let _ = std::fs::remove_file(&deployment.wrap_archive);
-            return Err(e.into());
+            Err(e.into())
         }
-        Err(e) => return Err(e.into()),
-    };
-    timer.lap("prove");
+        Err(e) => Err(e.into()),
+    }
+}
 
-    progress.step(7, "record");
+/// Step 7: the record of the run.
+fn record_of(
+    req: &AutotuneRequest,
+    measured: Measured,
+    tuned: Tuned,
+    deployment: Deployment,
+    proof: Proof,
+    step_seconds: Vec<(String, f64)>,
+) -> Record {
     let outcome = if proof.verdict == ProofVerdict::Faster {
         Outcome::Faster
     } else {
         Outcome::NotFaster
     };
-    let record = Record {
+    Record {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
         routine: req.spec.routine.name.name.clone(),
@@ -390,21 +522,18 @@ pub fn autotune(
         cwd: req.program.cwd.clone(),
         host: host_cpu(),
         date: formats::machine::date_now(),
-        profile: measured.profile.clone(),
+        profile: measured.profile,
         cover_asked: req.cover.share,
         cover_reached: measured.cover_reached,
-        contexts: targets.clone(),
-        searches,
-        choices,
-        prediction,
+        contexts: measured.targets,
+        searches: tuned.searches,
+        choices: tuned.choices,
+        prediction: tuned.prediction,
         deployment,
         proof,
         outcome,
-        step_seconds: timer.laps,
-    };
-    record.write(dir.path())?;
-    crate::readme::write(dir.path(), &record)?;
-    Ok(record)
+        step_seconds,
+    }
 }
 
 /// Steps 1 to 3: the program profiled, its contexts chosen, a target found
@@ -417,6 +546,31 @@ fn measure(
     timer: &mut StepTimer,
 ) -> Result<Measured, AutotuneError> {
     progress.step(1, "profile the program");
+    let profiled = profile_program(req, work, progress)?;
+    timer.lap("profile");
+
+    progress.step(2, "choose the contexts");
+    let choice = choose_contexts(req, &profiled, progress);
+    timer.lap("choose");
+
+    progress.step(3, "a faithful target for each context");
+    let targets = target_contexts(req, work, &profiled, &choice.ranks, progress)?;
+    timer.lap("targets");
+    Ok(Measured {
+        version: MEASURED_VERSION,
+        inputs,
+        profile: profiled.summary.clone(),
+        cover_reached: choice.share,
+        targets,
+    })
+}
+
+/// Step 1: the profile, and the bound it puts on any gain.
+fn profile_program(
+    req: &AutotuneRequest,
+    work: &Path,
+    progress: &mut dyn Progress,
+) -> Result<Profiled, AutotuneError> {
     let profiled = profile(&ProfileRequest {
         program: &req.program,
         spec: &req.spec,
@@ -439,9 +593,15 @@ fn measure(
         req.spec.routine.name.name,
         p.amdahl_bound
     ));
-    timer.lap("profile");
+    Ok(profiled)
+}
 
-    progress.step(2, "choose the contexts");
+/// Step 2: the heaviest contexts up to the cover asked for.
+fn choose_contexts(
+    req: &AutotuneRequest,
+    profiled: &Profiled,
+    progress: &mut dyn Progress,
+) -> Choice {
     let choice = choose(&profiled.contexts, &req.cover);
     for rank in &choice.ranks {
         let c = context(&profiled.contexts, *rank);
@@ -461,15 +621,25 @@ fn measure(
             req.cover.share * 100.0
         ));
     }
-    timer.lap("choose");
+    choice
+}
 
-    progress.step(3, "a faithful target for each context");
+/// Step 3: a target for each context of `ranks`, and the contexts none
+/// reproduces named.
+fn target_contexts(
+    req: &AutotuneRequest,
+    work: &Path,
+    profiled: &Profiled,
+    ranks: &[usize],
+    progress: &mut dyn Progress,
+) -> Result<Vec<ContextTarget>, AutotuneError> {
+    let p = &profiled.summary;
     let profiled_spec = spec_lang::load(&p.profiled_spec, &[])
         .map_err(|d| AutotuneError::Profile(format!("the profiled spec does not load: {d}")))?;
     let targets = find_targets(
         &TargetRequest {
             program: &req.program,
-            profiled: &profiled,
+            profiled,
             spec: &profiled_spec,
             spec_path: &p.profiled_spec,
             include_dirs: req.include_dirs.clone(),
@@ -478,7 +648,7 @@ fn measure(
             checkpoints: req.checkpoints,
             work,
         },
-        &choice.ranks,
+        ranks,
         &mut |line| progress.note(line),
     )?;
     for t in targets.iter().filter(|t| t.target.is_none()) {
@@ -488,14 +658,7 @@ fn measure(
             t.rejected.join("; ")
         ));
     }
-    timer.lap("targets");
-    Ok(Measured {
-        version: MEASURED_VERSION,
-        inputs,
-        profile: profiled.summary.clone(),
-        cover_reached: choice.share,
-        targets,
-    })
+    Ok(targets)
 }
 
 fn context(file: &ContextsFile, rank: usize) -> &ContextEntry {
@@ -550,18 +713,13 @@ fn write_contexts(
 /// Each context's configuration: its own best where side-by-side
 /// re-timing shows it faster than the shared one beyond the rounds'
 /// spread, else the shared one.
-#[allow(clippy::too_many_arguments)]
 fn decide(
-    req: &AutotuneRequest,
+    t: &Tuning,
     searcher: &mut dyn Searcher,
-    spec: &Path,
-    all_file: &Path,
-    faithful: &[&ContextTarget],
-    joint: &Config,
-    own_best: &[Config],
-    original: Option<&Path>,
+    searched: &Searched,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
+    let (joint, own_best) = (searched.joint(), &searched.own_best);
     let mut configs: Vec<Config> = vec![joint.clone()];
     for c in own_best {
         if !configs.contains(c) {
@@ -569,38 +727,33 @@ fn decide(
         }
     }
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
-    let rounds = if configs.len() > 1 || original.is_some() {
-        req.retime_rounds.max(6)
+    let rounds = if configs.len() > 1 || t.original.is_some() {
+        t.req.retime_rounds.max(6)
     } else {
-        req.retime_rounds.max(1)
+        t.req.retime_rounds.max(1)
     };
     // rounds x configs (and the original, last) x contexts
-    let times = searcher.retime(spec, all_file, &configs, original, rounds)?;
+    let times = searcher.retime(&RetimeTask {
+        spec: &t.profile.profiled_spec,
+        contexts_file: t.all_file,
+        configs: &configs,
+        original: t.original,
+        rounds,
+    })?;
     let series = |config: usize, context: usize| -> Vec<f64> {
         times.iter().map(|r| r[config][context]).collect()
     };
     let mut choices = Vec::new();
-    for (k, t) in faithful.iter().enumerate() {
-        let j = series(0, k);
+    for (k, target) in t.faithful.iter().enumerate() {
         let own = index(&own_best[k]);
         let (config, specialised, over_joint) = if own == 0 {
             (joint.clone(), false, None)
         } else {
-            let o = series(own, k);
-            let rounds: Vec<crate::proof::Round> = j
-                .iter()
-                .zip(&o)
-                .map(|(a, b)| crate::proof::Round {
-                    order: crate::proof::Order::PlainFirst,
-                    plain_s: *a,
-                    tuned_s: *b,
-                })
-                .collect();
-            let s = Speedup::of(&rounds, 0.95);
+            let s = side_by_side(&series(0, k), &series(own, k));
             let pays = s.is_some_and(|s| s.low > 1.0);
             progress.note(&format!(
                 "context {}: its own {} against the shared {}: {}{}",
-                t.label,
+                target.label,
                 own_best[k],
                 joint,
                 s.map_or("undecided".into(), |s| s.text()),
@@ -616,18 +769,33 @@ fn decide(
                 (joint.clone(), false, s)
             }
         };
-        let chosen_ns = predicted_in_app(t, &times, index(&config), k, original.is_some());
+        let chosen_ns = predicted_in_app(target, &times, index(&config), k, t.original.is_some());
         choices.push(ContextChoice {
-            rank: t.rank,
-            label: t.label.clone(),
+            rank: target.rank,
+            label: target.label.clone(),
             config,
             specialised,
-            original_ns: t.in_app_ns,
+            original_ns: target.in_app_ns,
             chosen_ns,
             specialised_over_joint: over_joint,
         });
     }
     Ok(choices)
+}
+
+/// The speedup of `after` over `before`, timed side by side round by
+/// round, with its 95 % interval.
+fn side_by_side(before: &[f64], after: &[f64]) -> Option<Speedup> {
+    let rounds: Vec<Round> = before
+        .iter()
+        .zip(after)
+        .map(|(a, b)| Round {
+            order: Order::PlainFirst,
+            plain_s: *a,
+            tuned_s: *b,
+        })
+        .collect();
+    Speedup::of(&rounds, 0.95)
 }
 
 /// The program's predicted time per call of context `k` (target `t`)
@@ -811,74 +979,26 @@ fn place(
             .note("code placement: not tried (a restored copy's code is where its loader put it)");
         return Ok(choices);
     }
-    let mut distinct: Vec<Config> = Vec::new();
-    for c in &choices {
-        if !distinct.contains(&c.config) {
-            distinct.push(c.config.clone());
-        }
-    }
-    // Per distinct configuration, the indices into `configs` of its
-    // contenders; the first is the configuration itself, unmoved.
-    let mut configs: Vec<Config> = Vec::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for c in &distinct {
-        let mut group = Vec::new();
-        for contender in std::iter::once(c.clone()).chain(tied_with(c, searches)) {
-            group.push(configs.len());
-            configs.push(contender.clone());
-            for o in placements(req.base) {
-                let mut placed = contender.clone();
-                placed.set(
-                    config::Setting::new(config::CODE_OFFSET, i64::from(o))
-                        .expect("an offset within a page"),
-                );
-                group.push(configs.len());
-                configs.push(placed);
-            }
-        }
-        groups.push(group);
-    }
+    let Contenders {
+        distinct,
+        configs,
+        groups,
+    } = contenders(&choices, searches, req.base);
     // rounds x configs (then the original) x contexts
-    let times = searcher.retime(
-        req.spec,
-        req.contexts_file,
-        &configs,
-        req.original,
-        req.rounds.max(6),
-    )?;
+    let times = searcher.retime(&RetimeTask {
+        spec: req.spec,
+        contexts_file: req.contexts_file,
+        configs: &configs,
+        original: req.original,
+        rounds: req.rounds.max(6),
+    })?;
     for (c, group) in distinct.iter().zip(&groups) {
         let users: Vec<usize> = (0..choices.len())
             .filter(|k| choices[*k].config == *c)
             .collect();
-        // The program's time in the contexts using `c`, per round.
-        let total = |i: usize| -> Vec<f64> {
-            times
-                .iter()
-                .map(|r| {
-                    users
-                        .iter()
-                        .map(|k| faithful[*k].calls as f64 * r[i][*k])
-                        .sum()
-                })
-                .collect()
+        let Some((i, s)) = best_placed(&times, faithful, &users, group) else {
+            continue;
         };
-        let as_chosen = total(group[0]);
-        let best = group[1..]
-            .iter()
-            .filter_map(|&i| {
-                let rounds: Vec<crate::proof::Round> = as_chosen
-                    .iter()
-                    .zip(total(i))
-                    .map(|(a, b)| crate::proof::Round {
-                        order: crate::proof::Order::PlainFirst,
-                        plain_s: *a,
-                        tuned_s: b,
-                    })
-                    .collect();
-                Speedup::of(&rounds, 0.95).map(|s| (i, s))
-            })
-            .max_by(|a, b| a.1.median.total_cmp(&b.1.median));
-        let Some((i, s)) = best else { continue };
         let kept = s.low > 1.0;
         progress.note(&format!(
             "code placement of {c} (at {} bytes past a page): best of {} others tried, {}{}, {} against it{}",
@@ -902,6 +1022,80 @@ fn place(
         }
     }
     Ok(choices)
+}
+
+/// What the placement step re-times.
+struct Contenders {
+    /// The chosen configurations, each once.
+    distinct: Vec<Config>,
+    /// Every (configuration, position) pair re-timed.
+    configs: Vec<Config>,
+    /// Per distinct configuration, the indices into `configs` of its
+    /// contenders; the first is the configuration itself, unmoved.
+    groups: Vec<Vec<usize>>,
+}
+
+/// Each chosen configuration and the configurations tied with it, at the
+/// search's position and at every other one of [`placements`].
+fn contenders(choices: &[ContextChoice], searches: &[SearchRecord], base: u32) -> Contenders {
+    let mut distinct: Vec<Config> = Vec::new();
+    for c in choices {
+        if !distinct.contains(&c.config) {
+            distinct.push(c.config.clone());
+        }
+    }
+    let mut configs: Vec<Config> = Vec::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for c in &distinct {
+        let mut group = Vec::new();
+        for contender in std::iter::once(c.clone()).chain(tied_with(c, searches)) {
+            group.push(configs.len());
+            configs.push(contender.clone());
+            for o in placements(base) {
+                let mut placed = contender.clone();
+                placed.set(
+                    config::Setting::new(config::CODE_OFFSET, i64::from(o))
+                        .expect("an offset within a page"),
+                );
+                group.push(configs.len());
+                configs.push(placed);
+            }
+        }
+        groups.push(group);
+    }
+    Contenders {
+        distinct,
+        configs,
+        groups,
+    }
+}
+
+/// Of `group`'s contenders after its first (the chosen configuration as
+/// the search placed it), the one with the highest median speedup over
+/// the first, on the program's time in the contexts `users` per round
+/// (calls x time per call), with that speedup.
+fn best_placed(
+    times: &Retimed,
+    faithful: &[&ContextTarget],
+    users: &[usize],
+    group: &[usize],
+) -> Option<(usize, Speedup)> {
+    let total = |i: usize| -> Vec<f64> {
+        times
+            .iter()
+            .map(|r| {
+                users
+                    .iter()
+                    .map(|k| faithful[*k].calls as f64 * r[i][*k])
+                    .sum()
+            })
+            .collect()
+    };
+    let as_chosen = total(group[0]);
+    group[1..]
+        .iter()
+        .filter_map(|&i| side_by_side(&as_chosen, &total(i)).map(|s| (i, s)))
+        .max_by(|a, b| a.1.median.total_cmp(&b.1.median))
 }
 
 /// The configurations the searches that chose `chosen` could not tell
@@ -980,19 +1174,12 @@ mod tests {
             unreachable!("placement only re-times")
         }
 
-        fn retime(
-            &mut self,
-            _: &Path,
-            _: &Path,
-            configs: &[Config],
-            _: Option<&Path>,
-            rounds: usize,
-        ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
-            self.asked = configs.to_vec();
-            Ok((0..rounds)
+        fn retime(&mut self, task: &RetimeTask) -> Result<Retimed, AutotuneError> {
+            self.asked = task.configs.to_vec();
+            Ok((0..task.rounds)
                 .map(|r| {
                     let drift = 1.0 + 0.3 * (r % 3) as f64;
-                    configs
+                    task.configs
                         .iter()
                         .map(|c| vec![drift * (self.time)(c); 2])
                         .collect()

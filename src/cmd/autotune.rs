@@ -11,7 +11,7 @@ use super::tune::{
 use super::CmdResult;
 use crate::args::output::{OutputArgs, ReportFormat};
 use anyhow::Context;
-use autotune::pipeline::{self, AutotuneRequest, SearchTask, Searcher};
+use autotune::pipeline::{self, AutotuneRequest, RetimeTask, Retimed, SearchTask, Searcher};
 use autotune::record::{Outcome, SearchRecord};
 use autotune::AutotuneError;
 use config::Config;
@@ -304,14 +304,14 @@ impl Searcher for TuneSearcher {
         })
     }
 
-    fn retime(
-        &mut self,
-        spec: &Path,
-        contexts_file: &Path,
-        configs: &[Config],
-        original: Option<&Path>,
-        rounds: usize,
-    ) -> Result<Vec<Vec<Vec<f64>>>, AutotuneError> {
+    fn retime(&mut self, task: &RetimeTask) -> Result<Retimed, AutotuneError> {
+        let RetimeTask {
+            spec,
+            contexts_file,
+            configs,
+            original,
+            rounds,
+        } = *task;
         let file = instrument::contexts::ContextsFile::load(contexts_file)
             .map_err(|e| AutotuneError::Profile(e.to_string()))?;
         let (args, _) = self
