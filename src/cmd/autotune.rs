@@ -6,7 +6,8 @@
 //! The searches are `tdg tune --contexts` with the user's search options.
 
 use super::tune::{
-    base_options, candidate_settings, objective_parts, parse_args, tune_error, SearchOptions,
+    base_options, candidate_settings, contract_error, objective_parts, parse_args, tune_error,
+    SearchOptions,
 };
 use super::CmdResult;
 use crate::args::output::{OutputArgs, ReportFormat};
@@ -419,96 +420,7 @@ fn autotune(a: RunArgs) -> CmdResult {
 
 /// A run of `a`, started with `words` (stored for `--resume`), resumed or not.
 fn run_autotune(a: RunArgs, words: Vec<String>, resume: bool) -> CmdResult {
-    if a.search.campaign.task.is_some() {
-        anyhow::bail!("--task runs one evaluation of a tdg tune campaign, not of autotune");
-    }
-    if a.search.campaign.campaign.is_some() {
-        return Err(formats::contract::usage(
-            "tdg autotune keeps each search's campaign in its deployment directory (DIR/work): drop --campaign, choose the directory with -o".to_string(),
-        )
-        .into());
-    }
-    let spec_path = a.spec.clone().expect("required by clap");
-    let implementation = a.implementation.clone().expect("required by clap");
-    if !implementation.is_file() {
-        return Err(formats::contract::usage(format!(
-            "--impl {}: no such file; pass the C file that implements the routine",
-            implementation.display()
-        ))
-        .into());
-    }
-    let spec = spec_lang::load(&spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
-    if a.search
-        .params
-        .iter()
-        .any(|p| p.split('=').next() == Some(config::THREADS))
-    {
-        return Err(formats::contract::usage(
-            "--param threads: a deployed routine runs on the program's own threads; tune its macros".to_string(),
-        )
-        .into());
-    }
-    let searcher_words = search_words(&words);
-    let cwd = std::env::current_dir()?;
-    let implementation = cwd.join(&implementation);
-    let mut searcher = TuneSearcher {
-        implementation: implementation.clone(),
-        words: searcher_words,
-        quiet: a.output.is_json(),
-        resume,
-    };
-    // Checked now, not after the profile: the words each search will read.
-    searcher.tune_args(&spec_path, Path::new("contexts.json"), 1, &[])?;
-    let driver = base_options(&a.search)?;
-    let dir = a
-        .dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("autotune-{}", spec.routine.name.name)));
-    let cover = autotune::choose::Cover {
-        share: a.cover,
-        most: a.max_contexts,
-    };
-    cover.check().map_err(formats::contract::usage)?;
-    if !(a.fidelity_tolerance > 0.0 && a.fidelity_tolerance < 1.0) {
-        return Err(formats::contract::usage(format!(
-            "--fidelity-tolerance {} is not a fraction between 0 and 1 (e.g. 0.1 for 10%)",
-            a.fidelity_tolerance
-        ))
-        .into());
-    }
-    let proof = autotune::proof::ProofRules {
-        max_rounds: a.max_rounds as usize,
-        ..Default::default()
-    };
-    let request = AutotuneRequest {
-        program: autotune::program::Program {
-            argv: a.command.clone(),
-            cwd: cwd.clone(),
-            timeout: Duration::from_secs(a.program_timeout),
-        },
-        include_dirs: instrument::interpose::include_dirs_for(&spec_path, &a.include),
-        spec_path: cwd.join(&spec_path),
-        spec,
-        implementation,
-        extra: a.search.extra.iter().map(|e| cwd.join(e)).collect(),
-        cc: a.search.build.cc.clone(),
-        cflags: a.search.build.cflags.to_vec(),
-        driver,
-        dir,
-        cover,
-        plain_runs: a.plain_runs as usize,
-        fidelity: autotune::fidelity::FidelityRules {
-            tolerance: a.fidelity_tolerance,
-            ..Default::default()
-        },
-        proof,
-        checkpoints: !a.no_checkpoint,
-        specialise: !a.no_specialise,
-        place: !a.no_placement,
-        retime_rounds: 6,
-        resume,
-        words,
-    };
+    let (request, mut searcher) = request_of(&a, words, resume)?;
     let mut steps = Steps {
         quiet: a.output.is_json(),
     };
@@ -532,16 +444,135 @@ fn run_autotune(a: RunArgs, words: Vec<String>, resume: bool) -> CmdResult {
     })
 }
 
+/// The pipeline's request from `a`, and the searcher of its searches,
+/// every option checked before the program first runs.
+fn request_of(
+    a: &RunArgs,
+    words: Vec<String>,
+    resume: bool,
+) -> anyhow::Result<(AutotuneRequest, TuneSearcher)> {
+    refuse_campaign_options(a)?;
+    let (spec_path, implementation, spec) = routine(a)?;
+    let cwd = std::env::current_dir()?;
+    let implementation = cwd.join(&implementation);
+    let searcher = TuneSearcher {
+        implementation: implementation.clone(),
+        words: search_words(&words),
+        quiet: a.output.is_json(),
+        resume,
+    };
+    // Checked now, not after the profile: the words each search will read.
+    searcher.tune_args(&spec_path, Path::new("contexts.json"), 1, &[])?;
+    let driver = base_options(&a.search)?;
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("autotune-{}", spec.routine.name.name)));
+    let (cover, fidelity, proof) = rules(a)?;
+    let request = AutotuneRequest {
+        program: autotune::program::Program {
+            argv: a.command.clone(),
+            cwd: cwd.clone(),
+            timeout: Duration::from_secs(a.program_timeout),
+        },
+        include_dirs: instrument::interpose::include_dirs_for(&spec_path, &a.include),
+        spec_path: cwd.join(&spec_path),
+        spec,
+        implementation,
+        extra: a.search.extra.iter().map(|e| cwd.join(e)).collect(),
+        cc: a.search.build.cc.clone(),
+        cflags: a.search.build.cflags.to_vec(),
+        driver,
+        dir,
+        cover,
+        plain_runs: a.plain_runs as usize,
+        fidelity,
+        proof,
+        checkpoints: !a.no_checkpoint,
+        specialise: !a.no_specialise,
+        place: !a.no_placement,
+        retime_rounds: 6,
+        resume,
+        words,
+    };
+    Ok((request, searcher))
+}
+
+/// The campaign options autotune does not take: it keeps each search's
+/// campaign itself.
+fn refuse_campaign_options(a: &RunArgs) -> anyhow::Result<()> {
+    if a.search.campaign.task.is_some() {
+        anyhow::bail!("--task runs one evaluation of a tdg tune campaign, not of autotune");
+    }
+    if a.search.campaign.campaign.is_some() {
+        return Err(formats::contract::usage(
+            "tdg autotune keeps each search's campaign in its deployment directory (DIR/work): drop --campaign, choose the directory with -o".to_string(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The spec's path, the candidate's and the spec checked for profiling;
+/// `--param threads` refused (the program's own threads run the routine).
+fn routine(a: &RunArgs) -> anyhow::Result<(PathBuf, PathBuf, spec_lang::CheckedSpec)> {
+    let spec_path = a.spec.clone().expect("required by clap");
+    let implementation = a.implementation.clone().expect("required by clap");
+    if !implementation.is_file() {
+        return Err(formats::contract::usage(format!(
+            "--impl {}: no such file; pass the C file that implements the routine",
+            implementation.display()
+        ))
+        .into());
+    }
+    let spec = spec_lang::load(&spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
+    if a.search
+        .params
+        .iter()
+        .any(|p| p.split('=').next() == Some(config::THREADS))
+    {
+        return Err(formats::contract::usage(
+            "--param threads: a deployed routine runs on the program's own threads; tune its macros".to_string(),
+        )
+        .into());
+    }
+    Ok((spec_path, implementation, spec))
+}
+
+/// The cover, fidelity and proof rules of `a`, checked.
+fn rules(
+    a: &RunArgs,
+) -> anyhow::Result<(
+    autotune::choose::Cover,
+    autotune::fidelity::FidelityRules,
+    autotune::proof::ProofRules,
+)> {
+    let cover = autotune::choose::Cover {
+        share: a.cover,
+        most: a.max_contexts,
+    };
+    cover.check().map_err(formats::contract::usage)?;
+    if !(a.fidelity_tolerance > 0.0 && a.fidelity_tolerance < 1.0) {
+        return Err(formats::contract::usage(format!(
+            "--fidelity-tolerance {} is not a fraction between 0 and 1 (e.g. 0.1 for 10%)",
+            a.fidelity_tolerance
+        ))
+        .into());
+    }
+    let fidelity = autotune::fidelity::FidelityRules {
+        tolerance: a.fidelity_tolerance,
+        ..Default::default()
+    };
+    let proof = autotune::proof::ProofRules {
+        max_rounds: a.max_rounds as usize,
+        ..Default::default()
+    };
+    Ok((cover, fidelity, proof))
+}
+
 /// autotune's error with its contract failure kind kept for the exit status.
 fn autotune_error(e: AutotuneError) -> anyhow::Error {
-    match e.failure() {
-        Some(failure) => formats::contract::Failed {
-            failure,
-            message: e.to_string(),
-        }
-        .into(),
-        None => e.into(),
-    }
+    contract_error(e.failure(), e)
 }
 
 #[cfg(test)]

@@ -404,7 +404,16 @@ fn quiet(args: &Args) -> bool {
 
 /// A library error with its contract failure kind kept for the exit status.
 pub(crate) fn tune_error(e: tune::TuneError) -> anyhow::Error {
-    match e.failure() {
+    contract_error(e.failure(), e)
+}
+
+/// `e` as the binary's error: with its contract failure kind, if it has
+/// one, kept for the exit status (tune's and autotune's errors).
+pub(crate) fn contract_error<E>(failure: Option<formats::contract::Failure>, e: E) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match failure {
         Some(failure) => formats::contract::Failed {
             failure,
             message: e.to_string(),
