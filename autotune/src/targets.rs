@@ -141,51 +141,7 @@ pub fn find_targets(
                 t.rejected.push(format!("driver: {why}"));
             }
         }
-        None => {
-            let judged = judge_contexts(req, &contexts, note)?;
-            for (t, j) in found.iter_mut().zip(&judged) {
-                let likely = req
-                    .profiled
-                    .report
-                    .contexts
-                    .iter()
-                    .find(|c| c.rank == t.rank)
-                    .map_or(CacheState::Warm, |c| {
-                        crate::fidelity::likely_state(&c.distinct_pointers, c.calls)
-                    });
-                let (found_state, how) = match j.faithful(likely) {
-                    Some(s) => (Some(s), "matches the program"),
-                    None => (
-                        j.consistent(likely, &req.rules),
-                        "is consistent with the program (its interval holds 1 after every round; undecided only by the host's noise)",
-                    ),
-                };
-                match found_state {
-                    Some(s) => {
-                        let ctx = contexts.iter().find(|c| c.rank == t.rank).expect("chosen");
-                        t.target = Some(Target::Driver {
-                            state: s.state,
-                            defines: ctx.defines.clone(),
-                        });
-                        t.fidelity = s.estimate.as_ref().map(|e| Fidelity::of(e, s.ratios.len()));
-                        note(&format!(
-                            "context {}: the {} driver {how} ({})",
-                            t.label,
-                            s.state.word(),
-                            j.why_not()
-                        ));
-                    }
-                    None => {
-                        t.rejected.push(format!("driver: {}", j.why_not()));
-                        note(&format!(
-                            "context {}: no driver state matches the program: {}",
-                            t.label,
-                            j.why_not()
-                        ));
-                    }
-                }
-            }
-        }
+        None => driver_targets(req, &contexts, &mut found, note)?,
     }
     for t in found.iter_mut().filter(|t| t.target.is_none()) {
         if !req.checkpoints {
@@ -196,6 +152,60 @@ pub fn find_targets(
         checkpoint_target(req, t, note)?;
     }
     Ok(found)
+}
+
+/// Each context's driver in the state that matches the program, or is
+/// consistent with it, where one is; else why not, in `rejected`.
+fn driver_targets(
+    req: &TargetRequest,
+    contexts: &[&ContextEntry],
+    found: &mut [ContextTarget],
+    note: &mut dyn FnMut(&str),
+) -> Result<(), AutotuneError> {
+    let judged = judge_contexts(req, contexts, note)?;
+    for (t, j) in found.iter_mut().zip(&judged) {
+        let likely = req
+            .profiled
+            .report
+            .contexts
+            .iter()
+            .find(|c| c.rank == t.rank)
+            .map_or(CacheState::Warm, |c| {
+                crate::fidelity::likely_state(&c.distinct_pointers, c.calls)
+            });
+        let (found_state, how) = match j.faithful(likely) {
+            Some(s) => (Some(s), "matches the program"),
+            None => (
+                j.consistent(likely, &req.rules),
+                "is consistent with the program (its interval holds 1 after every round; undecided only by the host's noise)",
+            ),
+        };
+        match found_state {
+            Some(s) => {
+                let ctx = contexts.iter().find(|c| c.rank == t.rank).expect("chosen");
+                t.target = Some(Target::Driver {
+                    state: s.state,
+                    defines: ctx.defines.clone(),
+                });
+                t.fidelity = s.estimate.as_ref().map(|e| Fidelity::of(e, s.ratios.len()));
+                note(&format!(
+                    "context {}: the {} driver {how} ({})",
+                    t.label,
+                    s.state.word(),
+                    j.why_not()
+                ));
+            }
+            None => {
+                t.rejected.push(format!("driver: {}", j.why_not()));
+                note(&format!(
+                    "context {}: no driver state matches the program: {}",
+                    t.label,
+                    j.why_not()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why the spec cannot give drivers here, if it cannot.
@@ -294,30 +304,48 @@ fn checkpoint_target(
     t: &mut ContextTarget,
     note: &mut dyn FnMut(&str),
 ) -> Result<(), AutotuneError> {
-    let criu = match checkpoint::find_criu() {
-        Ok(c) => c,
-        Err(e) => {
-            t.rejected.push(format!("checkpoint: {e}"));
+    let (criu, call) = match checkpoint_premise(req, t.rank) {
+        Ok(premise) => premise,
+        Err(why) => {
+            t.rejected.push(format!("checkpoint: {why}"));
             return Ok(());
         }
     };
+    match capture_growing_delays(req, t, call, &criu, note)? {
+        Ok(report) => judge_checkpoint(t, &report, call, note),
+        Err(why) => t.rejected.push(format!("checkpoint: {why}")),
+    }
+    Ok(())
+}
+
+/// CRIU and the call to capture, or why no checkpoint can be tried.
+fn checkpoint_premise(req: &TargetRequest, rank: usize) -> Result<(checkpoint::Criu, u64), String> {
+    let criu = checkpoint::find_criu().map_err(|e| e.to_string())?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        t.rejected
-            .push("checkpoint: CRIU needs root; run tdg autotune as root".into());
-        return Ok(());
+        return Err("CRIU needs root; run tdg autotune as root".into());
     }
-    let Some(call) = middle_call(req.profiled, t.rank) else {
-        t.rejected
-            .push("checkpoint: the profile's timeline holds no call of it".into());
-        return Ok(());
+    let Some(call) = middle_call(req.profiled, rank) else {
+        return Err("the profile's timeline holds no call of it".into());
     };
     if call < 2 {
-        t.rejected.push(
-            "checkpoint: its first call is the one to capture, which leaves no room to replay the program's work before it".into(),
+        return Err(
+            "its first call is the one to capture, which leaves no room to replay the program's work before it".into(),
         );
-        return Ok(());
     }
+    Ok((criu, call))
+}
+
+/// Call `call` of the program captured through the spec's region shim,
+/// its delay grown until restored copies match the program
+/// (`--auto-delay --reference app`); the capture's failure as a line.
+fn capture_growing_delays(
+    req: &TargetRequest,
+    t: &ContextTarget,
+    call: u64,
+    criu: &checkpoint::Criu,
+    note: &mut dyn FnMut(&str),
+) -> Result<Result<checkpoint::AutoDelayReport, String>, AutotuneError> {
     let scratch = req.work.join(format!("region-shim-{}", t.rank));
     let shim = checkpoint::region_shim(
         req.spec,
@@ -336,7 +364,7 @@ fn checkpoint_target(
         &checkpoint::AutoDelayRequest {
             capture: checkpoint::CaptureRequest {
                 command: req.program.argv.clone(),
-                image: image.clone(),
+                image,
                 site: Some(shim.site.clone()),
                 call,
                 delay: 0,
@@ -352,53 +380,51 @@ fn checkpoint_target(
                 checkpoint::validate::Comparison::default(),
             ),
         },
-        &criu,
+        criu,
     );
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            t.rejected.push(format!("checkpoint: {e}"));
-            return Ok(());
-        }
-    };
+    Ok(report.map_err(|e| e.to_string()))
+}
+
+/// `t`'s target: the checkpoint at the delay `report` chose, where it
+/// matches the program; else every delay's comparison, as why not.
+fn judge_checkpoint(
+    t: &mut ContextTarget,
+    report: &checkpoint::AutoDelayReport,
+    call: u64,
+    note: &mut dyn FnMut(&str),
+) {
     let chosen = report.rows.iter().find(|r| r.delay == report.chosen);
     let validation = chosen.and_then(|r| r.against_application.as_ref());
-    match validation {
-        Some(v) if v.verdict == Verdict::Matches => {
-            t.target = Some(Target::Checkpoint {
-                image: report.image.clone(),
-                call,
-                delay: report.chosen,
-            });
-            t.fidelity = v.estimate.as_ref().map(|e| Fidelity::of(e, v.rounds));
-            note(&format!(
-                "context {}: the checkpoint at delay {} matches the program",
-                t.label, report.chosen
-            ));
-        }
-        _ => {
-            let rows: Vec<String> = report
-                .rows
-                .iter()
-                .filter_map(|r| {
-                    r.against_application.as_ref().map(|v| match v.estimate {
-                        Some(e) => {
-                            format!("delay {} {:.2}x ({})", r.delay, e.ratio, v.verdict.word())
-                        }
-                        None => format!("delay {} {}", r.delay, v.verdict.word()),
-                    })
-                })
-                .collect();
-            t.rejected.push(format!(
-                "checkpoint: no delay matches the program ({})",
-                rows.join(", ")
-            ));
-            note(&format!(
-                "context {}: no checkpoint matches the program ({})",
-                t.label,
-                rows.join(", ")
-            ));
-        }
+    if let Some(v) = validation.filter(|v| v.verdict == Verdict::Matches) {
+        t.target = Some(Target::Checkpoint {
+            image: report.image.clone(),
+            call,
+            delay: report.chosen,
+        });
+        t.fidelity = v.estimate.as_ref().map(|e| Fidelity::of(e, v.rounds));
+        note(&format!(
+            "context {}: the checkpoint at delay {} matches the program",
+            t.label, report.chosen
+        ));
+        return;
     }
-    Ok(())
+    let rows: Vec<String> = report
+        .rows
+        .iter()
+        .filter_map(|r| {
+            r.against_application.as_ref().map(|v| match v.estimate {
+                Some(e) => format!("delay {} {:.2}x ({})", r.delay, e.ratio, v.verdict.word()),
+                None => format!("delay {} {}", r.delay, v.verdict.word()),
+            })
+        })
+        .collect();
+    t.rejected.push(format!(
+        "checkpoint: no delay matches the program ({})",
+        rows.join(", ")
+    ));
+    note(&format!(
+        "context {}: no checkpoint matches the program ({})",
+        t.label,
+        rows.join(", ")
+    ));
 }
