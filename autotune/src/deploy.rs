@@ -145,8 +145,7 @@ pub enum DeployError {
 pub fn deploy(dir: &Path, request: &DeployRequest) -> Result<Deployed, DeployError> {
     let dir = fsguard::OwnedDir::open(dir, DEPLOY_DIR)?;
     let cc = CCompiler::find(request.cc.as_deref())?;
-    let spec = request.spec;
-    let symbol = interpose::symbol_name(spec);
+    let symbol = interpose::symbol_name(request.spec);
     let build = toolchain::scratch_dir("tdg-deploy")?;
     let work = build.path();
     fsguard::write_atomic(
@@ -161,6 +160,46 @@ pub fn deploy(dir: &Path, request: &DeployRequest) -> Result<Deployed, DeployErr
     for (index, variant) in request.variants.iter().enumerate() {
         objects.push(build_variant(&cc, request, work, index, variant, &symbol)?);
     }
+    let src_dir = fsguard::OwnedDir::open(&dir.path().join("src"), DEPLOY_DIR)?;
+    let sources = write_dispatchers(request, src_dir.path(), &symbol)?;
+    let mut includes = vec![work.to_path_buf()];
+    includes.extend(request.include_dirs.iter().cloned());
+    let library_tmp =
+        link_preload_library(&cc, request, work, &sources.preload, &objects, &includes)?;
+    let archive_tmp = archive_wrap_form(&cc, work, &sources.wrap, &objects, includes)?;
+    for s in std::iter::once(&request.implementation).chain(&request.extra) {
+        if let Some(name) = s.file_name() {
+            fsguard::copy_atomic(s, &src_dir.path().join(name))?;
+        }
+    }
+    let placements = placements_in(&library_tmp, request)?;
+    let preload_library = dir.path().join(PRELOAD_LIBRARY);
+    let wrap_archive = dir.path().join(WRAP_ARCHIVE);
+    fsguard::copy_atomic(&library_tmp, &preload_library)?;
+    fsguard::copy_atomic(&archive_tmp, &wrap_archive)?;
+    Ok(Deployed {
+        preload_library,
+        wrap_archive,
+        symbol,
+        dispatcher_source: sources.preload,
+        placements,
+    })
+}
+
+/// The dispatcher's C in its two forms.
+struct DispatcherSources {
+    preload: PathBuf,
+    wrap: PathBuf,
+}
+
+/// The dispatcher in front of `request`'s variants, written in `src_dir`
+/// in both forms, each from one source compiled as the profiling shims are.
+fn write_dispatchers(
+    request: &DeployRequest,
+    src_dir: &Path,
+    symbol: &str,
+) -> Result<DispatcherSources, DeployError> {
+    let spec = request.spec;
     let dispatch = Dispatch {
         variants: request
             .variants
@@ -173,84 +212,90 @@ pub fn deploy(dir: &Path, request: &DeployRequest) -> Result<Deployed, DeployErr
             .collect(),
         routes: request.routes.clone(),
     };
-    let mut includes = vec![work.to_path_buf()];
-    includes.extend(request.include_dirs.iter().cloned());
-    // Both forms from one source each, compiled as the profiling shims are.
-    let src_dir = fsguard::OwnedDir::open(&dir.path().join("src"), DEPLOY_DIR)?;
-    let preload_c = src_dir.path().join(format!("tdg_autotune_{symbol}.c"));
+    let preload = src_dir.join(format!("tdg_autotune_{symbol}.c"));
     fsguard::write_atomic(
-        &preload_c,
+        &preload,
         interpose::generate_dispatcher(spec, InterposerKind::Preload, &dispatch)?.as_bytes(),
     )?;
-    let wrap_c = src_dir.path().join(format!("tdg_autotune_wrap_{symbol}.c"));
+    let wrap = src_dir.join(format!("tdg_autotune_wrap_{symbol}.c"));
     fsguard::write_atomic(
-        &wrap_c,
+        &wrap,
         interpose::generate_dispatcher(spec, InterposerKind::Wrap, &dispatch)?.as_bytes(),
     )?;
-    let flags = instrument::runtime::cflags();
-    let library_tmp = work.join(PRELOAD_LIBRARY);
-    let mut sources = vec![preload_c.clone(), work.join("tdg_resolve.c")];
+    Ok(DispatcherSources { preload, wrap })
+}
+
+/// The preload library, in `work`: the dispatcher, the resolver of the
+/// original and the variants' objects.
+fn link_preload_library(
+    cc: &CCompiler,
+    request: &DeployRequest,
+    work: &Path,
+    dispatcher: &Path,
+    objects: &[PathBuf],
+    includes: &[PathBuf],
+) -> Result<PathBuf, DeployError> {
+    let library = work.join(PRELOAD_LIBRARY);
+    let mut sources = vec![dispatcher.to_path_buf(), work.join("tdg_resolve.c")];
     sources.extend(objects.iter().cloned());
     cc.compile(&CompileJob {
         sources,
-        output: library_tmp.clone(),
-        cflags: flags
-            .iter()
-            .cloned()
+        output: library.clone(),
+        cflags: instrument::runtime::cflags()
+            .into_iter()
             .chain(["-shared".to_string()])
             // What the candidate needs at link time too (-fopenmp).
             .chain(link_relevant(&request.cflags))
             .collect(),
-        include_dirs: includes.clone(),
+        include_dirs: includes.to_vec(),
         link_args: vec!["-ldl".into(), "-lm".into()],
         ..Default::default()
     })?;
+    Ok(library)
+}
+
+/// The static form's archive, in `work`: the `--wrap` dispatcher's object
+/// and the variants' objects.
+fn archive_wrap_form(
+    cc: &CCompiler,
+    work: &Path,
+    dispatcher: &Path,
+    objects: &[PathBuf],
+    includes: Vec<PathBuf>,
+) -> Result<PathBuf, DeployError> {
     let wrap_object = work.join("dispatch_wrap.o");
     cc.compile(&CompileJob {
-        sources: vec![wrap_c],
+        sources: vec![dispatcher.to_path_buf()],
         output: wrap_object.clone(),
-        cflags: flags,
+        cflags: instrument::runtime::cflags(),
         include_dirs: includes,
         object_only: true,
         ..Default::default()
     })?;
-    let archive_tmp = work.join(WRAP_ARCHIVE);
+    let archive = work.join(WRAP_ARCHIVE);
     let mut ar = Command::new("ar");
-    ar.arg("rcs")
-        .arg(&archive_tmp)
-        .arg(&wrap_object)
-        .args(&objects);
+    ar.arg("rcs").arg(&archive).arg(&wrap_object).args(objects);
     binutils(&mut ar, "ar", "the static archive")?;
-    for s in std::iter::once(&request.implementation).chain(&request.extra) {
-        if let Some(name) = s.file_name() {
-            fsguard::copy_atomic(s, &src_dir.path().join(name))?;
-        }
-    }
-    let placements = request
+    Ok(archive)
+}
+
+/// Where each variant's code starts in `library`, against where the
+/// drivers timed it.
+fn placements_in(library: &Path, request: &DeployRequest) -> Result<Vec<Placement>, DeployError> {
+    request
         .variants
         .iter()
         .enumerate()
         .map(|(i, v)| {
             let address =
-                toolchain::symbol_address(&library_tmp, &interpose::variant_symbol(spec, i))?;
+                toolchain::symbol_address(library, &interpose::variant_symbol(request.spec, i))?;
             Ok(Placement {
                 label: v.label.clone(),
                 timed_at: v.code_offset,
                 placed_at: address.map(|a| (a % u64::from(CODE_PAGE)) as u32),
             })
         })
-        .collect::<Result<Vec<_>, DeployError>>()?;
-    let preload_library = dir.path().join(PRELOAD_LIBRARY);
-    let wrap_archive = dir.path().join(WRAP_ARCHIVE);
-    fsguard::copy_atomic(&library_tmp, &preload_library)?;
-    fsguard::copy_atomic(&archive_tmp, &wrap_archive)?;
-    Ok(Deployed {
-        preload_library,
-        wrap_archive,
-        symbol,
-        dispatcher_source: preload_c,
-        placements,
-    })
+        .collect()
 }
 
 /// The candidate compiled at `variant` into one relocatable object whose
