@@ -167,38 +167,16 @@ pub fn medians_by_values(report: &Report) -> BTreeMap<BTreeMap<String, i64>, f64
 }
 
 pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
-    let program = req.program;
-    let plain_run = || -> Result<ProgramRun, AutotuneError> {
-        let run = program.run(&Launch::default())?;
-        if !run.succeeded() {
-            return Err(AutotuneError::ProgramFailed {
-                program: program.name(),
-                how: run.how_it_ended(),
-            });
-        }
-        Ok(run)
-    };
     // The first plain run shows the program succeeds before a shim is built.
-    let mut plain = vec![plain_run()?];
+    let first = plain_run(req.program)?;
     let cc = toolchain::CCompiler::find(req.cc)?;
     let shim_dir = req.work.join("shim");
     let shims = interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs)?;
     let routine = req.spec.routine.name.name.clone();
-    // A profiled run after each plain run, so that both see the host at
-    // the same moments; one run's share can be off by a slow start or a
-    // busy neighbour, the median run's is the profile.
-    let mut profiled = Vec::new();
-    for k in 0..req.plain_runs.max(1) {
-        if k > 0 {
-            plain.push(plain_run()?);
-        }
-        profiled.push(profiled_run(
-            program,
-            &shims.preload_shim,
-            &routine,
-            req.work,
-        )?);
-    }
+    let Runs {
+        mut plain,
+        mut profiled,
+    } = interleaved_runs(req, first, &shims.preload_shim, &routine)?;
     let profiled_shares: Vec<f64> = profiled.iter().map(ProfiledRun::share).collect();
     let mut by_share: Vec<usize> = (0..profiled.len()).collect();
     by_share.sort_by(|a, b| profiled_shares[*a].total_cmp(&profiled_shares[*b]));
@@ -206,26 +184,7 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     let profile_file = req.work.join(format!("{routine}.tdgp"));
     format::write(&chosen.profile, &profile_file)?;
     let (rep, profiled_wall_s) = (chosen.report, chosen.wall_s);
-    let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
-    // Where the original sits in its page says nothing of where a
-    // candidate's code will: the drivers place code as they would any.
-    let unplaced = Report {
-        code_page_offset: None,
-        ..rep.clone()
-    };
-    let derived = specgen::derive(
-        req.spec,
-        req.spec.source(),
-        &req.spec_path.display().to_string(),
-        &unplaced,
-        // Rank 1 holds the most time: the profiled spec's defaults.
-        1,
-        Some(profiled_spec.display().to_string()),
-    )
-    .map_err(|e| AutotuneError::Profile(e.to_string()))?;
-    fsguard::write_atomic(&profiled_spec, derived.edit.text.as_bytes())?;
-    let contexts_file = req.work.join(format!("{routine}.contexts.json"));
-    fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
+    let derived = write_profiled_spec(req, &rep, &routine)?;
     let walls: Vec<f64> = plain.iter().map(|r| r.wall.as_secs_f64()).collect();
     let median = stats::Summary::of(&walls).expect("one run at least").median;
     // The share is of the run the routine's time was measured in (the
@@ -247,8 +206,8 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
         defined_in: rep.defined_in.clone(),
         threads: rep.threads,
         profile_file,
-        profiled_spec,
-        contexts_file,
+        profiled_spec: derived.profiled_spec,
+        contexts_file: derived.contexts_file,
     };
     Ok(Profiled {
         summary,
@@ -256,5 +215,87 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
         report: rep,
         shim: shims.preload_shim,
         reference_run: plain.swap_remove(0),
+    })
+}
+
+/// One plain run of `program`, which must succeed.
+fn plain_run(program: &Program) -> Result<ProgramRun, AutotuneError> {
+    let run = program.run(&Launch::default())?;
+    if !run.succeeded() {
+        return Err(AutotuneError::ProgramFailed {
+            program: program.name(),
+            how: run.how_it_ended(),
+        });
+    }
+    Ok(run)
+}
+
+/// The plain runs and the profiled runs, in the order they ran.
+struct Runs {
+    plain: Vec<ProgramRun>,
+    profiled: Vec<ProfiledRun>,
+}
+
+/// After `first`, a profiled run after each plain run, so that both see
+/// the host at the same moments; one run's share can be off by a slow
+/// start or a busy neighbour, the median run's is the profile.
+fn interleaved_runs(
+    req: &ProfileRequest,
+    first: ProgramRun,
+    shim: &Path,
+    routine: &str,
+) -> Result<Runs, AutotuneError> {
+    let mut runs = Runs {
+        plain: vec![first],
+        profiled: Vec::new(),
+    };
+    for k in 0..req.plain_runs.max(1) {
+        if k > 0 {
+            runs.plain.push(plain_run(req.program)?);
+        }
+        runs.profiled
+            .push(profiled_run(req.program, shim, routine, req.work)?);
+    }
+    Ok(runs)
+}
+
+/// The spec with the contexts' macros and the contexts file, derived from
+/// the profile's report.
+struct ProfiledSpec {
+    profiled_spec: PathBuf,
+    contexts_file: PathBuf,
+    contexts: ContextsFile,
+}
+
+/// The profiled spec and its contexts file, written in the work directory.
+fn write_profiled_spec(
+    req: &ProfileRequest,
+    rep: &Report,
+    routine: &str,
+) -> Result<ProfiledSpec, AutotuneError> {
+    let profiled_spec = req.work.join(format!("{routine}.profiled.spec"));
+    // Where the original sits in its page says nothing of where a
+    // candidate's code will: the drivers place code as they would any.
+    let unplaced = Report {
+        code_page_offset: None,
+        ..rep.clone()
+    };
+    let derived = specgen::derive(
+        req.spec,
+        req.spec.source(),
+        &req.spec_path.display().to_string(),
+        &unplaced,
+        // Rank 1 holds the most time: the profiled spec's defaults.
+        1,
+        Some(profiled_spec.display().to_string()),
+    )
+    .map_err(|e| AutotuneError::Profile(e.to_string()))?;
+    fsguard::write_atomic(&profiled_spec, derived.edit.text.as_bytes())?;
+    let contexts_file = req.work.join(format!("{routine}.contexts.json"));
+    fsguard::write_atomic(&contexts_file, derived.contexts.to_json().as_bytes())?;
+    Ok(ProfiledSpec {
+        profiled_spec,
+        contexts_file,
+        contexts: derived.contexts,
     })
 }
