@@ -206,83 +206,116 @@ pub fn prove(
     mut progress: impl FnMut(&Round, Option<&Speedup>),
 ) -> Result<Proof, ProofError> {
     let mut rounds: Vec<Round> = Vec::new();
-    let mut reference: Option<(String, u64)> = None;
-    let mut varies = false;
+    let mut outputs = Outputs::default();
     loop {
-        let n = rounds.len() + 1;
-        let order = if n % 2 == 1 {
-            Order::PlainFirst
-        } else {
-            Order::TunedFirst
-        };
-        let sides = match order {
-            Order::PlainFirst => [Side::Plain, Side::Tuned],
-            Order::TunedFirst => [Side::Tuned, Side::Plain],
-        };
-        let mut plain: Option<Duration> = None;
-        let mut tuned: Option<Duration> = None;
-        for side in sides {
-            let r = run(side)?;
-            match side {
-                Side::Plain => {
-                    if !r.succeeded() {
-                        return Err(ProofError::PlainFailed {
-                            round: n,
-                            how: r.how_it_ended(),
-                        });
-                    }
-                    match &reference {
-                        None => reference = Some((r.stdout_sha256.clone(), r.stdout_bytes)),
-                        Some((sha, _)) if *sha != r.stdout_sha256 => varies = true,
-                        Some(_) => {}
-                    }
-                    plain = Some(r.wall);
-                }
-                Side::Tuned => {
-                    if !r.succeeded() {
-                        return Err(ProofError::TunedFailed {
-                            round: n,
-                            how: r.how_it_ended(),
-                        });
-                    }
-                    tuned = Some(r.wall);
-                    // Round one runs plain first, so the reference is set.
-                    let (sha, bytes) = reference.as_ref().expect("a plain run came first");
-                    if !varies && *sha != r.stdout_sha256 {
-                        return Err(ProofError::OutputChanged {
-                            round: n,
-                            plain: sha.clone(),
-                            plain_bytes: *bytes,
-                            tuned: r.stdout_sha256,
-                            tuned_bytes: r.stdout_bytes,
-                        });
-                    }
-                }
-            }
-        }
-        let round = Round {
-            order,
-            plain_s: plain.expect("ran").as_secs_f64(),
-            tuned_s: tuned.expect("ran").as_secs_f64(),
-        };
+        let round = run_round(rounds.len() + 1, &mut run, &mut outputs)?;
         rounds.push(round);
         let speedup = Speedup::of(&rounds, rules.confidence);
         progress(&round, speedup.as_ref());
         let verdict = ProofVerdict::of(speedup.as_ref(), rules.negligible);
         let decided = verdict != ProofVerdict::Undecided && rounds.len() >= rules.min_rounds;
         if decided || rounds.len() >= rules.max_rounds {
-            let (sha256, bytes) = reference.expect("a run happened");
             return Ok(Proof {
                 rules: *rules,
                 rounds,
                 speedup,
                 verdict,
-                output: if varies {
-                    OutputCheck::VariesUnaided
-                } else {
-                    OutputCheck::Same { sha256, bytes }
-                },
+                output: outputs.check(),
             });
+        }
+    }
+}
+
+/// Round `n`: a plain and a tuned run, plain first in odd rounds; each
+/// run's success and output checked.
+fn run_round(
+    n: usize,
+    run: &mut impl FnMut(Side) -> Result<ProgramRun, crate::program::ProgramError>,
+    outputs: &mut Outputs,
+) -> Result<Round, ProofError> {
+    let order = if n % 2 == 1 {
+        Order::PlainFirst
+    } else {
+        Order::TunedFirst
+    };
+    let sides = match order {
+        Order::PlainFirst => [Side::Plain, Side::Tuned],
+        Order::TunedFirst => [Side::Tuned, Side::Plain],
+    };
+    let mut plain: Option<Duration> = None;
+    let mut tuned: Option<Duration> = None;
+    for side in sides {
+        let r = run(side)?;
+        match side {
+            Side::Plain => {
+                if !r.succeeded() {
+                    return Err(ProofError::PlainFailed {
+                        round: n,
+                        how: r.how_it_ended(),
+                    });
+                }
+                outputs.plain(&r);
+                plain = Some(r.wall);
+            }
+            Side::Tuned => {
+                if !r.succeeded() {
+                    return Err(ProofError::TunedFailed {
+                        round: n,
+                        how: r.how_it_ended(),
+                    });
+                }
+                tuned = Some(r.wall);
+                outputs.tuned(n, r)?;
+            }
+        }
+    }
+    Ok(Round {
+        order,
+        plain_s: plain.expect("ran").as_secs_f64(),
+        tuned_s: tuned.expect("ran").as_secs_f64(),
+    })
+}
+
+/// What the runs printed so far: the first plain run's output (the
+/// reference), and whether a later plain run printed another.
+#[derive(Default)]
+struct Outputs {
+    reference: Option<(String, u64)>,
+    varies: bool,
+}
+
+impl Outputs {
+    fn plain(&mut self, r: &ProgramRun) {
+        match &self.reference {
+            None => self.reference = Some((r.stdout_sha256.clone(), r.stdout_bytes)),
+            Some((sha, _)) if *sha != r.stdout_sha256 => self.varies = true,
+            Some(_) => {}
+        }
+    }
+
+    /// A tuned run of round `n` that printed other bytes than the
+    /// reference, while the plain program prints the same, fails.
+    fn tuned(&self, n: usize, r: ProgramRun) -> Result<(), ProofError> {
+        // Round one runs plain first, so the reference is set.
+        let (sha, bytes) = self.reference.as_ref().expect("a plain run came first");
+        if !self.varies && *sha != r.stdout_sha256 {
+            return Err(ProofError::OutputChanged {
+                round: n,
+                plain: sha.clone(),
+                plain_bytes: *bytes,
+                tuned: r.stdout_sha256,
+                tuned_bytes: r.stdout_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn check(self) -> OutputCheck {
+        let (sha256, bytes) = self.reference.expect("a run happened");
+        if self.varies {
+            OutputCheck::VariesUnaided
+        } else {
+            OutputCheck::Same { sha256, bytes }
         }
     }
 }
@@ -349,19 +382,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn no_gain_is_said_when_the_interval_hugs_one() {
+    /// `prove` over `run(i, side)`, the comparison's i-th run (from 1).
+    fn prove_runs(
+        rules: &ProofRules,
+        mut run: impl FnMut(usize, Side) -> ProgramRun,
+    ) -> Result<Proof, ProofError> {
         let mut i = 0;
-        let p = prove(
-            &ProofRules::default(),
-            |_| {
+        prove(
+            rules,
+            |side| {
                 i += 1;
-                // Tiny alternating noise, no real difference.
-                let t = 1.0 + if i % 2 == 0 { 0.002 } else { -0.002 };
-                Ok(run(t, "x", 0))
+                Ok(run(i, side))
             },
             |_, _| {},
         )
+    }
+
+    #[test]
+    fn no_gain_is_said_when_the_interval_hugs_one() {
+        // Tiny alternating noise, no real difference.
+        let p = prove_runs(&ProofRules::default(), |i, _| {
+            run(1.0 + if i % 2 == 0 { 0.002 } else { -0.002 }, "x", 0)
+        })
         .unwrap();
         assert_eq!(p.verdict, ProofVerdict::NoGain, "{p:?}");
         assert_eq!(p.rounds.len(), 6);
@@ -369,21 +411,14 @@ mod tests {
 
     #[test]
     fn a_noisy_host_without_a_gain_stays_undecided_up_to_the_last_round() {
-        let mut i = 0u64;
         let rules = ProofRules {
             max_rounds: 10,
             ..Default::default()
         };
-        let p = prove(
-            &rules,
-            |_| {
-                i += 1;
-                // +-30 % noise that no pairing cancels.
-                let t = 1.0 + 0.3 * (((i * 7919) % 13) as f64 / 6.0 - 1.0);
-                Ok(run(t, "x", 0))
-            },
-            |_, _| {},
-        )
+        // +-30 % noise that no pairing cancels.
+        let p = prove_runs(&rules, |i, _| {
+            run(1.0 + 0.3 * (((i * 7919) % 13) as f64 / 6.0 - 1.0), "x", 0)
+        })
         .unwrap();
         assert_eq!(p.verdict, ProofVerdict::Undecided);
         assert_eq!(p.rounds.len(), 10);
@@ -392,22 +427,15 @@ mod tests {
     #[test]
     fn a_changed_output_fails_the_candidate_at_once() {
         let mut n = 0;
-        let e = prove(
-            &ProofRules::default(),
-            |side| {
-                n += 1;
-                Ok(run(
-                    1.0,
-                    if side == Side::Plain {
-                        "right"
-                    } else {
-                        "wrong"
-                    },
-                    0,
-                ))
-            },
-            |_, _| {},
-        )
+        let e = prove_runs(&ProofRules::default(), |i, side| {
+            n = i;
+            let out = if side == Side::Plain {
+                "right"
+            } else {
+                "wrong"
+            };
+            run(1.0, out, 0)
+        })
         .unwrap_err();
         assert!(
             matches!(e, ProofError::OutputChanged { round: 1, .. }),
@@ -418,36 +446,23 @@ mod tests {
 
     #[test]
     fn a_plain_program_whose_output_varies_is_compared_on_time_alone() {
-        let mut i = 0;
-        let p = prove(
-            &ProofRules::default(),
-            |side| {
-                i += 1;
-                let t = if side == Side::Plain { 2.0 } else { 1.0 };
-                Ok(run(t, &format!("stamp {i}"), 0))
-            },
-            |_, _| {},
-        );
+        let time = |side| if side == Side::Plain { 2.0 } else { 1.0 };
+        let p = prove_runs(&ProofRules::default(), |i, side| {
+            run(time(side), &format!("stamp {i}"), 0)
+        });
         // The first tuned run differs from the first plain run before the
         // plain side has shown that it varies: that is a changed output.
         assert!(p.is_err());
-        let mut i = 0;
-        let p = prove(
-            &ProofRules::default(),
-            |side| {
-                i += 1;
-                let t = if side == Side::Plain { 2.0 } else { 1.0 };
-                // Plain runs vary among themselves; tuned output equals
-                // the first plain output only in round one.
-                let out = if side == Side::Plain {
-                    format!("p{i}")
-                } else {
-                    "p1".to_string()
-                };
-                Ok(run(t, &out, 0))
-            },
-            |_, _| {},
-        )
+        // Plain runs vary among themselves; tuned output equals the first
+        // plain output only in round one.
+        let p = prove_runs(&ProofRules::default(), |i, side| {
+            let out = if side == Side::Plain {
+                format!("p{i}")
+            } else {
+                "p1".to_string()
+            };
+            run(time(side), &out, 0)
+        })
         .unwrap();
         assert_eq!(p.output, OutputCheck::VariesUnaided);
         assert_eq!(p.verdict, ProofVerdict::Faster);
@@ -455,18 +470,14 @@ mod tests {
 
     #[test]
     fn a_failing_program_ends_the_comparison_with_the_side_that_failed() {
-        let e = prove(
-            &ProofRules::default(),
-            |side| Ok(run(1.0, "x", if side == Side::Tuned { 139 } else { 0 })),
-            |_, _| {},
-        )
+        let e = prove_runs(&ProofRules::default(), |_, side| {
+            run(1.0, "x", if side == Side::Tuned { 139 } else { 0 })
+        })
         .unwrap_err();
         assert!(matches!(e, ProofError::TunedFailed { round: 1, .. }), "{e}");
-        let e = prove(
-            &ProofRules::default(),
-            |side| Ok(run(1.0, "x", if side == Side::Plain { 2 } else { 0 })),
-            |_, _| {},
-        )
+        let e = prove_runs(&ProofRules::default(), |_, side| {
+            run(1.0, "x", if side == Side::Plain { 2 } else { 0 })
+        })
         .unwrap_err();
         assert!(matches!(e, ProofError::PlainFailed { round: 1, .. }), "{e}");
     }
