@@ -42,6 +42,42 @@ pub struct ForkedRestore {
     pub pages: Option<LearnedPages>,
     /// The copy ran threads and replayed the timed call in place instead.
     pub in_place: Option<InPlace>,
+    /// The hidden-write check's fallback: the pages it found, to be
+    /// confirmed on a fresh restore (`hidden_pages` of tdg_checkpoint.c).
+    pub hidden: Option<HiddenPages>,
+}
+
+/// Pages an implementation's first check run wrote and its later ones did
+/// not (the first 32, ascending).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenPages {
+    /// 0: the application's code, k: the k-th candidate.
+    pub implementation: usize,
+    pub pages: Vec<u64>,
+}
+
+impl HiddenPages {
+    /// `candidate=K pages=0x1000,0x2000`.
+    fn parse(rest: &str) -> Option<HiddenPages> {
+        let implementation = line_field(rest, "candidate=")? as usize;
+        let list = rest
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("pages="))?;
+        let pages = list
+            .split(',')
+            .map(|p| u64::from_str_radix(p.trim_start_matches("0x"), 16).ok())
+            .collect::<Option<Vec<u64>>>()?;
+        Some(HiddenPages {
+            implementation,
+            pages,
+        })
+    }
+
+    /// The same implementation flagged a page of `earlier` again.
+    pub fn repeats(&self, earlier: &HiddenPages) -> bool {
+        self.implementation == earlier.implementation
+            && self.pages.iter().any(|p| earlier.pages.contains(p))
+    }
 }
 
 /// A copy with threads takes its samples in place (tdg_checkpoint.c,
@@ -192,6 +228,7 @@ pub fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestor
         wall,
         pages: None,
         in_place: None,
+        hidden: None,
     };
     // A copy with threads reports them before each sample's time line.
     let mut team = None;
@@ -221,6 +258,8 @@ pub fn parse_forked(text: &str, expected: usize, wall: Duration) -> ForkedRestor
                     .rewritten_pages
                     .max(line_field(rest, "rewritten=").unwrap_or(0));
             }
+        } else if let Some(rest) = line.strip_prefix("hidden_pages ") {
+            forked.hidden = HiddenPages::parse(rest);
         } else if let Some(t) = TeamUse::parse(line) {
             team = Some(t);
         } else if line.starts_with("ns=") {
@@ -324,6 +363,30 @@ mod tests {
         assert_eq!(
             fallback.fallback.as_deref(),
             Some("the replay reads descriptor 5")
+        );
+        let flagged = parse_forked(
+            "in_place stack_bytes=12000 output_bytes=2097152 threads=2\n\
+             hidden_pages candidate=1 pages=0x7f0000001000,0x7f0000003000\n\
+             fallback=candidate 1's timed call wrote 2 page(s)\n",
+            3,
+            Duration::ZERO,
+        );
+        assert_eq!(
+            flagged.hidden,
+            Some(HiddenPages {
+                implementation: 1,
+                pages: vec![0x7f00_0000_1000, 0x7f00_0000_3000]
+            })
+        );
+        assert_eq!(
+            parse_forked(
+                "hidden_pages candidate=0 pages=0x1000,zz\n",
+                1,
+                Duration::ZERO
+            )
+            .hidden,
+            None,
+            "a garbled list names no page"
         );
         assert_eq!(
             render_schedule(&[], &[0, 0, 0]),

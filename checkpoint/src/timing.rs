@@ -5,7 +5,7 @@ use crate::candidate::{compare_outputs, Mismatch};
 use crate::clock::CPU_CLOCK_FROM_NS;
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
-use crate::forked::{InPlace, LearnedPages};
+use crate::forked::{HiddenPages, InPlace, LearnedPages};
 use crate::manifest::Manifest;
 use crate::restore::{
     Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
@@ -103,6 +103,10 @@ pub struct TimingReport {
     /// Why the samples were taken one restore each although fork was asked.
     #[serde(default)]
     pub fallback: Option<String>,
+    /// A hidden write flagged on one restore that a fresh restore did not
+    /// repeat: the samples were replayed in place, and this says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_unconfirmed: Option<String>,
     /// Everything (restores, learning passes, samples) over the samples:
     /// what one sample costs.
     #[serde(default)]
@@ -405,6 +409,9 @@ impl TimingReport {
         if let Some(why) = &self.fallback {
             notes.push_str(&format!("one restore per sample: {why}\n"));
         }
+        if let Some(note) = &self.hidden_unconfirmed {
+            notes.push_str(&format!("not confirmed: {note}\n"));
+        }
         if let (Some(lo), Some(hi)) = (
             self.samples_busy_threads.iter().min(),
             self.samples_busy_threads.iter().max(),
@@ -479,6 +486,60 @@ pub struct Samples {
     pub pages: Option<LearnedPages>,
     /// The samples taken by fork were replayed in place (a copy with threads).
     pub in_place: Option<InPlace>,
+    /// Pages the hidden-write check flagged on one restore that a fresh
+    /// restore's check did not flag again ([`confirm_hidden`]), said.
+    pub hidden_unconfirmed: Option<String>,
+}
+
+/// Restores a hidden-write flag may take to be confirmed: a table or a flag
+/// a first call leaves is left at the same pages after every restore; a
+/// write that depends on the scheduler (which thread took part, a wake-up
+/// path) is not.
+pub const HIDDEN_FRESH_RESTORES: usize = 2;
+
+/// What the hidden-write check's flag from one restore (`flag`) means after
+/// the flags of this schedule's earlier restores (`earlier`): Some(why) to
+/// fall back to a restore per sample (the same implementation flagged a
+/// page again, or [`HIDDEN_FRESH_RESTORES`] fresh restores all flagged
+/// something), None to try a fresh restore.
+pub fn confirm_hidden(flag: &HiddenPages, earlier: &[HiddenPages]) -> Option<String> {
+    if earlier.iter().any(|e| flag.repeats(e)) {
+        Some(format!(
+            "flagged again at the same page on a fresh restore ({} restores)",
+            earlier.len() + 1
+        ))
+    } else if earlier.len() >= HIDDEN_FRESH_RESTORES {
+        Some(format!(
+            "{} restores each flagged pages, not the same ones",
+            earlier.len() + 1
+        ))
+    } else {
+        None
+    }
+}
+
+/// The flags no fresh restore repeated, for the report.
+fn unconfirmed_note(flags: &[HiddenPages]) -> Option<String> {
+    let named: Vec<String> = flags
+        .iter()
+        .map(|f| {
+            let who = match f.implementation {
+                0 => "the timed call".to_string(),
+                k => format!("candidate {k}"),
+            };
+            let first = f.pages.first().copied().unwrap_or(0);
+            format!("{who} at {first:#x} ({} page(s))", f.pages.len())
+        })
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "the hidden-write check of {} restore(s) flagged {}, and a fresh restore's check did \
+             not flag it again: a write that depends on the threads' timing, not state a later \
+             call reads; the samples were replayed in place",
+            flags.len(),
+            named.join("; ")
+        )
+    })
 }
 
 impl Samples {
@@ -499,6 +560,7 @@ impl Samples {
         self.wall += later.wall;
         self.pages = self.pages.or(later.pages);
         self.in_place = self.in_place.or(later.in_place);
+        self.hidden_unconfirmed = self.hidden_unconfirmed.take().or(later.hidden_unconfirmed);
         Ok(())
     }
 
@@ -624,7 +686,9 @@ impl ImageTimer {
             wall: Duration::ZERO,
             pages: None,
             in_place: None,
+            hidden_unconfirmed: None,
         };
+        let mut flags: Vec<HiddenPages> = Vec::new();
         let fork = !restore_per_sample && self.plan.can_fork_samples();
         if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
             taken.fallback = Some(format!(
@@ -641,6 +705,16 @@ impl ImageTimer {
             let sub: Vec<usize> = pending.iter().map(|&i| schedule[i]).collect();
             let mut forked = self.plan.restore_forked(candidates, &sub)?;
             taken.restores += 1;
+            if let (Some(flag), Some(why)) = (forked.hidden.take(), forked.fallback.as_mut()) {
+                match confirm_hidden(&flag, &flags) {
+                    Some(confirmed) => why.push_str(&format!(" ({confirmed})")),
+                    None => {
+                        tracing::info!(image = %self.image.display(), "hidden write flagged, confirming on a fresh restore: {why}");
+                        flags.push(flag);
+                        continue;
+                    }
+                }
+            }
             if forked.in_place.is_some() && forked.fallback.is_some() {
                 // Samples replayed in place before one found that they do
                 // not reproduce the first: none of them is trusted.
@@ -674,6 +748,9 @@ impl ImageTimer {
                 Ok(run) => taken.runs[i] = Some(run),
                 Err(e) => taken.failures.push((schedule[i], e)),
             }
+        }
+        if taken.fallback.is_none() && taken.in_place.is_some() {
+            taken.hidden_unconfirmed = unconfirmed_note(&flags);
         }
         taken.wall = started.elapsed();
         Ok(taken)
@@ -718,6 +795,7 @@ impl ImageTimer {
             .to_string(),
             restores: samples.restores,
             fallback: samples.fallback.clone(),
+            hidden_unconfirmed: samples.hidden_unconfirmed.clone(),
             cost_per_sample_ms: samples.wall.as_secs_f64() * 1e3 / runs.len() as f64,
             samples_minflt: runs.iter().filter_map(|r| r.minor_faults).collect(),
             samples_state: runs.iter().filter_map(|r| r.state).collect(),
@@ -948,6 +1026,49 @@ mod captured_call_tests {
             .render_text(Path::new("/dev/shm/img"))
             .contains("warning: the samples disagree with the application's own run of this call"));
         assert!(!at(13_500).render_text(Path::new("/i")).contains("warning"));
+    }
+
+    /// A hidden-write flag falls back only once a fresh restore flags the
+    /// same implementation's page again (a table built on the first call is
+    /// at the same address after every restore); a page only one restore
+    /// flags is a write of the scheduler's making, named in the report.
+    #[test]
+    fn a_hidden_write_falls_back_only_when_a_fresh_restore_repeats_it() {
+        let flag = |implementation: usize, pages: &[u64]| HiddenPages {
+            implementation,
+            pages: pages.to_vec(),
+        };
+        let table = flag(0, &[0x5000, 0x6000]);
+        assert_eq!(
+            confirm_hidden(&table, &[]),
+            None,
+            "the first flag is confirmed first"
+        );
+        let again = confirm_hidden(&flag(0, &[0x6000]), std::slice::from_ref(&table)).unwrap();
+        assert!(again.contains("flagged again at the same page on a fresh restore (2 restores)"));
+        // Another page, or the same page of another implementation: not
+        // confirmed yet.
+        assert_eq!(
+            confirm_hidden(&flag(0, &[0x9000]), std::slice::from_ref(&table)),
+            None
+        );
+        assert_eq!(
+            confirm_hidden(&flag(1, &[0x5000]), std::slice::from_ref(&table)),
+            None
+        );
+        // Fresh restores are bounded: the third flag falls back whatever it is.
+        let why =
+            confirm_hidden(&flag(0, &[0xa000]), &[table.clone(), flag(0, &[0x9000])]).unwrap();
+        assert!(why.contains("3 restores each flagged pages, not the same ones"));
+        let note =
+            unconfirmed_note(&[flag(0, &[0x7f00_0000_1000]), flag(2, &[0x3000, 0x4000])]).unwrap();
+        assert!(
+            note.contains(
+                "the timed call at 0x7f0000001000 (1 page(s)); candidate 2 at 0x3000 (2 page(s))"
+            ) && note.contains("the samples were replayed in place"),
+            "{note}"
+        );
+        assert_eq!(unconfirmed_note(&[]), None);
     }
 
     /// A call that builds a table on its first run: one sample (the first)

@@ -23,8 +23,19 @@ fn build(ws: &Workspace) -> PathBuf {
 }
 
 fn capture_at(ws: &Workspace, exe: &Path, name: &str, call: u64, delay: u64) -> PathBuf {
+    capture_with(ws, exe, name, call, delay, None)
+}
+
+fn capture_with(
+    ws: &Workspace,
+    exe: &Path,
+    name: &str,
+    call: u64,
+    delay: u64,
+    marker: Option<&Path>,
+) -> PathBuf {
     let image = ws.image(name);
-    let command: Vec<OsString> = vec![
+    let mut command: Vec<OsString> = vec![
         "/usr/bin/env".into(),
         "OMP_NUM_THREADS=2".into(),
         "OMP_WAIT_POLICY=passive".into(),
@@ -32,6 +43,7 @@ fn capture_at(ws: &Workspace, exe: &Path, name: &str, call: u64, delay: u64) -> 
         CALLS.to_string().into(),
         N.to_string().into(),
     ];
+    command.extend(marker.map(OsString::from));
     capture(
         &request(command, image.clone(), "lookup", call, delay),
         &criu(),
@@ -41,7 +53,8 @@ fn capture_at(ws: &Workspace, exe: &Path, name: &str, call: u64, delay: u64) -> 
 }
 
 /// The timed call is the application's first: it builds the table. Found
-/// in every run, named, and each sample is then a restore of its own.
+/// in every run, confirmed at the same page on a fresh restore, named, and
+/// each sample is then a restore of its own.
 #[test]
 fn a_table_built_on_the_first_call_is_found_and_each_sample_restores() {
     let _alone = exclusive();
@@ -58,11 +71,16 @@ fn a_table_built_on_the_first_call_is_found_and_each_sample_restores() {
             "run {run}: {}",
             r.render_text()
         );
+        assert!(
+            why.contains("flagged again at the same page on a fresh restore (2 restores)"),
+            "run {run}: {}",
+            r.render_text()
+        );
         assert_eq!(r.sampling, "restore", "run {run}: {}", r.render_text());
         assert_eq!(
             (r.samples_ns.len(), r.restores),
-            (4, 5),
-            "{}",
+            (4, 6),
+            "two restores checked, then one per sample: {}",
             r.render_text()
         );
         assert!(r
@@ -141,4 +159,43 @@ fn a_candidate_that_builds_its_own_table_is_found_and_a_built_one_is_not() {
         r.render_text()
     );
     assert_eq!(r.sampling, "restore", "{}", r.render_text());
+}
+
+/// A first-call write that one restore makes and a fresh one does not (the
+/// call fills a page when it creates a marker file: the first restore's
+/// first check run creates it, the second restore finds it) is not state a
+/// later call reads: the fresh restore's check passes, the samples are
+/// replayed in place, and the report names the unconfirmed flag.
+#[test]
+fn a_first_call_write_a_fresh_restore_does_not_repeat_is_named_not_a_fallback() {
+    let _alone = exclusive();
+    let ws = Workspace::new("hidden-unconfirmed");
+    let exe = build(&ws);
+    let marker = ws.dir.path().join("marker");
+    // The table is built by call 1; the marker too, removed after capture.
+    let image = capture_with(&ws, &exe, "marked", 3, 0, Some(&marker));
+    std::fs::remove_file(&marker).expect("the application created the marker");
+    let r = time_image(&image, &opts(6)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        marker.exists(),
+        "the first restore's check run created the marker"
+    );
+    assert_eq!(r.sampling, "in-place", "{}", r.render_text());
+    assert!(r.fallback.is_none(), "{}", r.render_text());
+    assert_eq!(
+        (r.samples_ns.len(), r.restores),
+        (6, 2),
+        "the flagging restore, then the fresh one that took the samples: {}",
+        r.render_text()
+    );
+    let note = r.hidden_unconfirmed.as_deref().unwrap_or("");
+    assert!(
+        note.contains("flagged the timed call at 0x")
+            && note.contains("a fresh restore's check did not flag it again"),
+        "{}",
+        r.render_text()
+    );
+    assert!(r
+        .render_text()
+        .contains("not confirmed: the hidden-write check"));
 }

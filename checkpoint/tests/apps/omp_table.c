@@ -2,7 +2,7 @@
  * only reads it afterwards, for the hidden-write checks of samples replayed
  * in place (checkpoint/tests/criu_hidden_writes.rs).
  *
- *   omp_table CALLS N
+ *   omp_table CALLS N [MARKER]
  *
  * N doubles x, first touched by the team; the region ("lookup") runs CALLS
  * times, through TDG_ROUTINE so a candidate can replace it: out[i] =
@@ -12,16 +12,27 @@
  * times slower than the others, in the application as in any correct copy.
  * out is the region's declared output; x is read only. At the end it
  * prints a checksum.
+ *
+ * With MARKER, a call that creates the file MARKER (it did not exist) also
+ * fills a page of its own: a write made on a first call that depends on
+ * something outside the process, which differs between two restores when
+ * the first one creates the file (a stand-in for a write that depends on the
+ * scheduler, made deterministic).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "tdg_checkpoint.h"
 
 #define TABLE (1 << 16)
 static double table[TABLE];
 static int table_ready;
+static const char *marker;
+static char marked_page[2 * 4096];
 
 static double slow(int i)
 {
@@ -35,6 +46,11 @@ static double slow(int i)
 
 void lookup(int n, const double *x, double *out)
 {
+    int fd;
+    if (marker && (fd = open(marker, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) >= 0) {
+        close(fd);
+        memset(marked_page, 1, sizeof marked_page);
+    }
     if (!table_ready) {
 #pragma omp parallel for schedule(static)
         for (int i = 0; i < TABLE; i++)
@@ -51,11 +67,12 @@ int main(int argc, char **argv)
     int calls, n;
     double *x, *out, sum = 0.0;
     if (argc < 3) {
-        fprintf(stderr, "usage: omp_table CALLS N\n");
+        fprintf(stderr, "usage: omp_table CALLS N [MARKER]\n");
         return 2;
     }
     calls = atoi(argv[1]);
     n = atoi(argv[2]);
+    marker = argc > 3 ? argv[3] : NULL;
     x = malloc((size_t)n * sizeof *x);
     out = malloc((size_t)n * sizeof *out);
     if (calls < 1 || n < 1 || !x || !out) {
