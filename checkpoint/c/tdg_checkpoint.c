@@ -71,6 +71,7 @@
 #include <link.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1958,12 +1959,13 @@ static struct {
     unsigned char *watched_saved;
     int checks[2 * (MAX_CANDIDATES + 1)]; /* implementations of the check runs */
     int n_checks, check_i;
-    /* The threads busy in the first check run; second runs with another
-     * count are run again (up to HIDDEN_RETRIES), and a second run that
-     * leaves pages of the first unwritten is confirmed by up to
-     * HIDDEN_CONFIRMS more, whose pages join its own: what a pool thread
-     * writes depends on whether the scheduler let it take part, and only a
-     * page no later run writes again is state left for later calls. */
+    /* The threads busy in the first check run. A second run that writes
+     * every page the first did ends the check (most do); one that leaves
+     * some unwritten is run again if another count of threads took part
+     * (up to HIDDEN_RETRIES), then confirmed by up to HIDDEN_CONFIRMS more
+     * runs, whose pages join its own: what a pool thread writes depends on
+     * whether the scheduler let it take part, and only a page no later run
+     * writes again is state left for later calls. */
     int busy_first, retries, confirms;
 } hidden TDG_STATE = {.uffd = -1, .pm = -1};
 
@@ -2071,55 +2073,60 @@ static const char *named_below(unsigned long a)
 
 #define HIDDEN_MAX_STACKS 256
 
+/* A thread's scheduling state as /proc/self/task/TID/stat shows it ('R'
+ * running or runnable, 'S' sleeping, ...), '\0' if it is gone. */
+static char thread_state(pid_t listed)
+{
+    char path[64], buf[512];
+    const char *close_paren;
+    ssize_t len;
+    int fd;
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)listed);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return '\0';
+    len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[len > 0 ? len : 0] = '\0';
+    close_paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : '\0';
+}
+
 /* The stack pointers of the process's threads, as /proc/self/task/TID/syscall
  * shows them for a thread blocked in the kernel (`NR args... SP PC`, or `-1
  * SP PC`): an idle pool thread waits there. A thread's stack is its own
  * frames, not state a later call reads, and how deep a pool thread's frames
  * go in one call depends on the scheduler (whether it took part at all, a
- * wake-up path, a signal), so its pages are not tracked. A thread running
- * (`running`) is asked again for about a millisecond; one that never
- * blocks (a pool thread spinning for work) is not found here, and its stack
- * is known by its guard page instead (is_thread_stack). The calling thread
- * is always running and its stack is known by its own stack pointer: it is
- * not asked (waiting for it cost every copy 20 ms). Returns how many were
- * found. */
+ * wake-up path, a signal), so its pages are not tracked. Only threads
+ * asleep are asked: reading the syscall file of a thread that is runnable
+ * but off its CPU waits in the kernel until it leaves the run queue, a
+ * scheduler tick at a time (this cost every copy up to 20 ms on a loaded
+ * host). A thread that never blocks (a pool thread spinning for work) and
+ * the calling thread (always running) are not found here: the first's
+ * stack is known by its guard page (is_thread_stack), the second's by its
+ * own stack pointer. Returns how many were found. */
 static int thread_stack_pointers(unsigned long *sps, int max)
 {
-    pid_t tids[HIDDEN_MAX_STACKS], self = -1;
+    pid_t tids[HIDDEN_MAX_STACKS];
     int n = list_threads(tids, HIDDEN_MAX_STACKS), found = 0;
-    struct timespec nap = {0, 200000};
-    char link[64];
-    ssize_t len = readlink("/proc/thread-self", link, sizeof link - 1);
-    if (len > 0) { /* PID/task/TID, as /proc/self/task lists it */
-        const char *task;
-        link[len] = '\0';
-        if ((task = strstr(link, "/task/")) != NULL)
-            self = (pid_t)atoi(task + 6);
-    }
     n = n < HIDDEN_MAX_STACKS ? n : HIDDEN_MAX_STACKS;
     for (int i = 0; i < n && found < max; i++) {
-        if (tids[i] == self)
+        char path[64], buf[512], *f[16], state = thread_state(tids[i]);
+        int fd, k = 0;
+        ssize_t len;
+        if (state != 'S' && state != 'D')
             continue;
-        for (int tries = 0; tries < 5; tries++) {
-            char path[64], buf[512], *f[16];
-            int fd, k = 0;
-            ssize_t len;
-            snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tids[i]);
-            if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-                break; /* gone */
-            len = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            buf[len > 0 ? len : 0] = '\0';
-            if (strncmp(buf, "running", 7) == 0) {
-                nanosleep(&nap, NULL);
-                continue;
-            }
-            for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w && k < 16; w = strtok_r(NULL, " \n", &save))
-                f[k++] = w;
-            if (k >= 3)
-                sps[found++] = strtoul(f[k - 2], NULL, 16);
-            break;
-        }
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tids[i]);
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+            continue; /* gone */
+        len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[len > 0 ? len : 0] = '\0';
+        if (strncmp(buf, "running", 7) == 0)
+            continue; /* woke meanwhile */
+        for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w && k < 16; w = strtok_r(NULL, " \n", &save))
+            f[k++] = w;
+        if (k >= 3)
+            sps[found++] = strtoul(f[k - 2], NULL, 16);
     }
     return found;
 }
@@ -2133,6 +2140,31 @@ static bool is_thread_stack(int i)
     return below && below->end == r->start && strcmp(r->name, "anonymous") == 0 &&
            strcmp(below->name, "anonymous") == 0 && !below->readable && !below->private_writable &&
            !below->shared_writable;
+}
+
+/* The calling thread's restartable-sequences area, which glibc (2.35 and
+ * later) registers with the kernel inside each thread's descriptor: the
+ * kernel writes the CPU the thread runs on there (cpu_id, node_id, mm_cid)
+ * whenever it returns to the thread after a preemption or a migration. So
+ * whether a check run writes that page depends on the scheduler: on a
+ * loaded machine the first run was preempted and a quick later one was not
+ * (the check's fallback 1 run in 4 at load 6-7, on the main thread's
+ * descriptor page right below libc). Its page is compared byte for byte
+ * without the area; other threads' descriptors are at the top of their
+ * stacks, which are not tracked. The registered length is the original
+ * ABI's 32 bytes (__rseq_size says how many of them glibc knows). */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+#define RSEQ_REGISTERED_BYTES 32
+
+static void watch_rseq_area(unsigned long page)
+{
+    unsigned long tp, area;
+    if (!&__rseq_size || !&__rseq_offset || __rseq_size == 0)
+        return; /* no glibc registration (older glibc, or glibc.pthread.rseq=0) */
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+    area = tp + (unsigned long)__rseq_offset;
+    watch(area, area + (__rseq_size > RSEQ_REGISTERED_BYTES ? __rseq_size : RSEQ_REGISTERED_BYTES), page);
 }
 
 /* Sets up the tracking at the timed call's first start; NULL, or why it
@@ -2174,6 +2206,7 @@ static const char *hidden_arm(unsigned long rsp)
         return "cannot allocate the tables of written pages";
     if (__start_tdg_state && (unsigned long)__stop_tdg_state > (unsigned long)__start_tdg_state)
         watch((unsigned long)__start_tdg_state, (unsigned long)__stop_tdg_state, page);
+    watch_rseq_area(page);
     dl_iterate_phdr(note_got, &page);
     dl_iterate_phdr(find_interpreter, interpreter);
     for (int i = 0; i < hidden.n_watched; i++) {
@@ -2513,11 +2546,13 @@ static void in_place_sample_ended(long long ns, long long cpu_ns, long faults)
         if (hidden.check_i % 2 == 0) {
             hidden.busy_first = team.busy_last;
             hidden.retries = hidden.confirms = 0;
+        } else if (hidden_left(&first, 1) == 0) {
+            hidden_compare(in_place.k); /* every page of the first run written again: done */
         } else if (team.busy_last != hidden.busy_first && hidden.confirms == 0 &&
                    hidden.retries < HIDDEN_RETRIES) {
             hidden.retries++; /* not comparable: another team took part */
             again = true;
-        } else if (hidden_left(&first, 1) > 0 && hidden.confirms < HIDDEN_CONFIRMS) {
+        } else if (hidden.confirms < HIDDEN_CONFIRMS) {
             hidden.confirms++;
             again = true;
         } else {

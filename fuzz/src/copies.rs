@@ -22,7 +22,8 @@ pub fn copy_report(data: &[u8]) -> bool {
 }
 
 /// A sampling copy's report (`restore_forked`): its samples, learned pages,
-/// fallback and failed implementation, and the samples summarised.
+/// fallback, hidden-write flag and failed implementation, and the samples
+/// summarised.
 pub fn forked_report(data: &[u8]) -> bool {
     let text = String::from_utf8_lossy(data);
     let forked = parse_forked(&text, 1_000_000, Duration::from_millis(5));
@@ -38,6 +39,11 @@ pub fn forked_report(data: &[u8]) -> bool {
             .map(|r| r.region_ns)
             .collect::<Vec<_>>(),
     );
+    if let Some(flag) = &forked.hidden {
+        // A flag with a page confirms itself on a second restore.
+        let again = checkpoint::timing::confirm_hidden(flag, std::slice::from_ref(flag));
+        assert!(flag.pages.is_empty() || again.is_some(), "{flag:?}");
+    }
     !forked.samples.is_empty() || forked.fallback.is_some()
 }
 
