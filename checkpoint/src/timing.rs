@@ -5,7 +5,7 @@ use crate::candidate::{compare_outputs, Mismatch};
 use crate::clock::CPU_CLOCK_FROM_NS;
 use crate::criu::{find_criu, running_as_root, Criu};
 use crate::error::{io_err, CheckpointError, Result};
-use crate::forked::{HiddenPages, InPlace, LearnedPages};
+use crate::forked::{ForkedRestore, HiddenPages, InPlace, LearnedPages};
 use crate::manifest::Manifest;
 use crate::restore::{
     Candidate, CopyInstructions, OutputLayout, RestorePlan, RestoredRun, SamplePhases,
@@ -543,6 +543,46 @@ fn unconfirmed_note(flags: &[HiddenPages]) -> Option<String> {
 }
 
 impl Samples {
+    /// `n` schedule entries, none taken yet.
+    fn none_of(n: usize) -> Samples {
+        Samples {
+            runs: vec![None; n],
+            failures: Vec::new(),
+            restores: 0,
+            forked: false,
+            fallback: None,
+            wall: Duration::ZERO,
+            pages: None,
+            in_place: None,
+            hidden_unconfirmed: None,
+        }
+    }
+
+    /// One sampling restore's samples into the `pending` slots they were
+    /// taken for; its fallback, if it fell back (then its in-place samples
+    /// are dropped: one found that they do not reproduce the first, so none
+    /// of them is trusted).
+    fn add_forked(&mut self, pending: &[usize], mut forked: ForkedRestore) -> Option<&str> {
+        if forked.in_place.is_some() && forked.fallback.is_some() {
+            forked.samples.clear();
+        }
+        self.forked |= !forked.samples.is_empty();
+        self.pages = forked.pages.or(self.pages);
+        if !forked.samples.is_empty() {
+            self.in_place = forked.in_place.or(self.in_place);
+        }
+        for (&slot, run) in pending.iter().zip(forked.samples) {
+            self.runs[slot] = Some(run);
+        }
+        if let Some(failure) = forked.failed {
+            self.failures.push(failure);
+            None
+        } else {
+            self.fallback = forked.fallback;
+            self.fallback.as_deref()
+        }
+    }
+
     /// The region's wall times of the samples taken, in order.
     pub fn region_ns(&self) -> Vec<u64> {
         self.runs.iter().flatten().map(|r| r.region_ns).collect()
@@ -677,18 +717,7 @@ impl ImageTimer {
         restore_per_sample: bool,
     ) -> Result<Samples> {
         let started = Instant::now();
-        let mut taken = Samples {
-            runs: vec![None; schedule.len()],
-            failures: Vec::new(),
-            restores: 0,
-            forked: false,
-            fallback: None,
-            wall: Duration::ZERO,
-            pages: None,
-            in_place: None,
-            hidden_unconfirmed: None,
-        };
-        let mut flags: Vec<HiddenPages> = Vec::new();
+        let mut taken = Samples::none_of(schedule.len());
         let fork = !restore_per_sample && self.plan.can_fork_samples();
         if fork && candidates.len() > crate::forked::MAX_CANDIDATES {
             taken.fallback = Some(format!(
@@ -697,7 +726,26 @@ impl ImageTimer {
                 crate::forked::MAX_CANDIDATES
             ));
         }
-        while fork && taken.fallback.is_none() {
+        if fork && taken.fallback.is_none() {
+            self.take_forked(candidates, schedule, &mut taken)?;
+        }
+        self.take_restored(candidates, schedule, &mut taken);
+        taken.wall = started.elapsed();
+        Ok(taken)
+    }
+
+    /// As many of `schedule`'s samples as restores that fork (or replay in
+    /// place) take, until all are taken, an implementation fails, or a copy
+    /// falls back; a hidden-write flag is confirmed on a fresh restore
+    /// first ([`confirm_hidden`]).
+    fn take_forked(
+        &self,
+        candidates: &[Candidate],
+        schedule: &[usize],
+        taken: &mut Samples,
+    ) -> Result<()> {
+        let mut flags: Vec<HiddenPages> = Vec::new();
+        while taken.fallback.is_none() {
             let pending = taken.pending(schedule);
             if pending.is_empty() {
                 break;
@@ -715,26 +763,19 @@ impl ImageTimer {
                     }
                 }
             }
-            if forked.in_place.is_some() && forked.fallback.is_some() {
-                // Samples replayed in place before one found that they do
-                // not reproduce the first: none of them is trusted.
-                forked.samples.clear();
-            }
-            taken.forked |= !forked.samples.is_empty();
-            taken.pages = forked.pages.or(taken.pages);
-            if !forked.samples.is_empty() {
-                taken.in_place = forked.in_place.or(taken.in_place);
-            }
-            for (&slot, run) in pending.iter().zip(forked.samples) {
-                taken.runs[slot] = Some(run);
-            }
-            if let Some(failure) = forked.failed {
-                taken.failures.push(failure);
-            } else if let Some(why) = forked.fallback {
+            if let Some(why) = taken.add_forked(&pending, forked) {
                 tracing::info!(image = %self.image.display(), "one restore per sample: {why}");
-                taken.fallback = Some(why);
             }
         }
+        if taken.fallback.is_none() && taken.in_place.is_some() {
+            taken.hidden_unconfirmed = unconfirmed_note(&flags);
+        }
+        Ok(())
+    }
+
+    /// The samples still pending, one restore each (an implementation that
+    /// failed takes none).
+    fn take_restored(&self, candidates: &[Candidate], schedule: &[usize], taken: &mut Samples) {
         for i in taken.pending(schedule) {
             if taken.failures.iter().any(|(k, _)| *k == schedule[i]) {
                 continue;
@@ -749,11 +790,6 @@ impl ImageTimer {
                 Err(e) => taken.failures.push((schedule[i], e)),
             }
         }
-        if taken.fallback.is_none() && taken.in_place.is_some() {
-            taken.hidden_unconfirmed = unconfirmed_note(&flags);
-        }
-        taken.wall = started.elapsed();
-        Ok(taken)
     }
 
     /// Summarise the copies' times like a default driver does.
