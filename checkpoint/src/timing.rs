@@ -347,7 +347,33 @@ impl TimingReport {
     }
 
     pub fn render_text(&self) -> String {
-        let what = match (&self.site, self.call, self.delay) {
+        let ran = match &self.candidate {
+            Some(so) => format!("candidate {}", so.display()),
+            None => "the application's own code".to_string(),
+        };
+        format!(
+            "image {} ({}; {}, binary {})\n\
+             ran {}\n\
+             {}\n{}\
+             region wall time: {}\n\
+             region CPU time:  {}\n{}{}",
+            self.image.display(),
+            self.what(),
+            stats::bytes(self.image_bytes),
+            self.exe.display(),
+            ran,
+            self.how_sampled(),
+            self.notes(),
+            self.region_ns.ns_line(),
+            self.region_cpu_ns.ns_line(),
+            self.uncertainty_text(),
+            self.against_captured(),
+        )
+    }
+
+    /// Which call the image holds.
+    fn what(&self) -> String {
+        match (&self.site, self.call, self.delay) {
             (Some(site), Some(call), Some(0)) => {
                 format!("region {site}, call {call}, immediate checkpoint")
             }
@@ -355,14 +381,13 @@ impl TimingReport {
                 format!("region {site}, call {call}, delayed by {d} call(s)")
             }
             _ => "region between tdg_enter_checkpoint and tdg_stop_checkpoint".to_string(),
-        };
+        }
+    }
+
+    /// How the samples were taken and what each cost.
+    fn how_sampled(&self) -> String {
         let r = &self.region_ns;
-        let c = &self.region_cpu_ns;
-        let ran = match &self.candidate {
-            Some(so) => format!("candidate {}", so.display()),
-            None => "the application's own code".to_string(),
-        };
-        let how = if self.sampling == "in-place" {
+        if self.sampling == "in-place" {
             let put_back = self.in_place.map_or(String::new(), |p| {
                 let checked = if p.checked > 0 {
                     format!(
@@ -404,7 +429,12 @@ impl TimingReport {
                 r.n,
                 stats::ns(self.restore_wall_ms.median * 1e6)
             )
-        };
+        }
+    }
+
+    /// The lines between how the samples were taken and the region's times:
+    /// fallback, unconfirmed flag, threads, faults, files.
+    fn notes(&self) -> String {
         let mut notes = String::new();
         if let Some(why) = &self.fallback {
             notes.push_str(&format!("one restore per sample: {why}\n"));
@@ -434,6 +464,11 @@ impl TimingReport {
         for f in &self.files {
             notes.push_str(&f.render_text());
         }
+        notes
+    }
+
+    /// The samples against the captured application's run of the call.
+    fn against_captured(&self) -> String {
         let mut captured = self
             .captured_call
             .map(|check| check.render_text(&self.image))
@@ -449,24 +484,7 @@ impl TimingReport {
                 "the copies' state around the call differs from the captured application's run:\n";
             captured += &f.render_causes();
         }
-        format!(
-            "image {} ({}; {}, binary {})\n\
-             ran {}\n\
-             {}\n{}\
-             region wall time: {}\n\
-             region CPU time:  {}\n{}{}",
-            self.image.display(),
-            what,
-            stats::bytes(self.image_bytes),
-            self.exe.display(),
-            ran,
-            how,
-            notes,
-            r.ns_line(),
-            c.ns_line(),
-            self.uncertainty_text(),
-            captured,
-        )
+        captured
     }
 }
 
