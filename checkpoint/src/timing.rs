@@ -560,7 +560,33 @@ fn unconfirmed_note(flags: &[HiddenPages]) -> Option<String> {
     })
 }
 
+/// The median of each phase over the samples that report phases (forked
+/// and in-place samples).
+fn phases_median(runs: &[&RestoredRun]) -> Option<SamplePhases> {
+    let phases: Vec<SamplePhases> = runs.iter().filter_map(|r| r.phases).collect();
+    let median = |f: fn(&SamplePhases) -> u64| {
+        let v: Vec<f64> = phases.iter().map(|p| f(p) as f64).collect();
+        Summary::of(&v).expect("at least one sample").median as u64
+    };
+    (!phases.is_empty()).then(|| SamplePhases {
+        fork_ns: median(|p| p.fork_ns),
+        prepare_ns: median(|p| p.prepare_ns),
+        prepare_faults: median(|p| p.prepare_faults),
+        flush_ns: median(|p| p.flush_ns),
+        delay_ns: median(|p| p.delay_ns),
+    })
+}
+
 impl Samples {
+    /// "in-place", "fork" or "restore": how the samples were taken.
+    fn sampling(&self) -> &'static str {
+        match (self.forked, self.in_place.is_some()) {
+            (true, true) => "in-place",
+            (true, false) => "fork",
+            _ => "restore",
+        }
+    }
+
     /// `n` schedule entries, none taken yet.
     fn none_of(n: usize) -> Samples {
         Samples {
@@ -819,15 +845,12 @@ impl ImageTimer {
             ));
         }
         let samples_ns: Vec<u64> = runs.iter().map(|r| r.region_ns).collect();
-        let samples_ns_for_check = samples_ns.clone();
         let (uncertainty_pct, _, step_ns) = region_uncertainty(&samples_ns);
-        let samples_cpu_ns_for_check: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
+        let (captured_call, captured_state) = self.against_captured(candidate, &runs);
         let samples_cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
         let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
         let as_f64 = |v: &[u64]| v.iter().map(|&n| n as f64).collect::<Vec<f64>>();
         let stats = |v: &[f64]| Summary::of(v).expect("at least one sample");
-        let phases: Vec<SamplePhases> = runs.iter().filter_map(|r| r.phases).collect();
-        let median = |v: Vec<u64>| stats(&as_f64(&v)).median as u64;
         Ok(TimingReport {
             image: self.image.clone(),
             exe: self.manifest.exe.clone(),
@@ -841,25 +864,14 @@ impl ImageTimer {
             samples_ns,
             samples_cpu_ns,
             image_bytes: self.manifest.image_bytes(),
-            sampling: match (samples.forked, samples.in_place.is_some()) {
-                (true, true) => "in-place",
-                (true, false) => "fork",
-                _ => "restore",
-            }
-            .to_string(),
+            sampling: samples.sampling().to_string(),
             restores: samples.restores,
             fallback: samples.fallback.clone(),
             hidden_unconfirmed: samples.hidden_unconfirmed.clone(),
             cost_per_sample_ms: samples.wall.as_secs_f64() * 1e3 / runs.len() as f64,
             samples_minflt: runs.iter().filter_map(|r| r.minor_faults).collect(),
             samples_state: runs.iter().filter_map(|r| r.state).collect(),
-            phases_median: (!phases.is_empty()).then(|| SamplePhases {
-                fork_ns: median(phases.iter().map(|p| p.fork_ns).collect()),
-                prepare_ns: median(phases.iter().map(|p| p.prepare_ns).collect()),
-                prepare_faults: median(phases.iter().map(|p| p.prepare_faults).collect()),
-                flush_ns: median(phases.iter().map(|p| p.flush_ns).collect()),
-                delay_ns: median(phases.iter().map(|p| p.delay_ns).collect()),
-            }),
+            phases_median: phases_median(&runs),
             pages: samples.pages,
             in_place: samples.in_place,
             samples_threads: runs
@@ -881,25 +893,32 @@ impl ImageTimer {
             stable_pct: StableRule::default().pct,
             sampled_until_stable: false,
             step_ns,
-            captured_call: if candidate.is_some() {
-                None
-            } else {
-                self.manifest.captured_call.and_then(|c| {
-                    CapturedCallCheck::of(c, &samples_ns_for_check, &samples_cpu_ns_for_check)
-                })
-            },
-            captured_state: match (candidate, self.manifest.captured_call) {
-                (None, Some(crate::manifest::CapturedCall { state: Some(s), .. })) => {
-                    let copies: Vec<_> = runs.iter().filter_map(|r| r.state).collect();
-                    crate::fidelity::compare(
-                        &[s],
-                        &copies,
-                        &crate::capture_info::discarded_outputs(&self.manifest.capture),
-                    )
-                }
-                _ => None,
-            },
+            captured_call,
+            captured_state,
         })
+    }
+
+    /// The samples against the captured application's own run of the call
+    /// (its time, the state around it); none for a candidate.
+    fn against_captured(
+        &self,
+        candidate: Option<&Candidate>,
+        runs: &[&RestoredRun],
+    ) -> (Option<CapturedCallCheck>, Option<crate::fidelity::Fidelity>) {
+        let Some(captured) = self.manifest.captured_call.filter(|_| candidate.is_none()) else {
+            return (None, None);
+        };
+        let ns: Vec<u64> = runs.iter().map(|r| r.region_ns).collect();
+        let cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
+        let state = captured.state.and_then(|s| {
+            let copies: Vec<_> = runs.iter().filter_map(|r| r.state).collect();
+            crate::fidelity::compare(
+                &[s],
+                &copies,
+                &crate::capture_info::discarded_outputs(&self.manifest.capture),
+            )
+        });
+        (CapturedCallCheck::of(captured, &ns, &cpu_ns), state)
     }
 
     /// Restore the image once with the application's code and once with
