@@ -530,6 +530,58 @@ impl RestorePlan {
     /// when one of them hangs, not after all of them could have run.
     pub(crate) fn run_restore(&self, control: &str, timeout: Duration) -> Result<RawRestore> {
         let (result_read, result_write) = pipe()?;
+        let handed = self.descriptors_for_copy(result_write, control)?;
+        let mut moves = descriptor_moves(&handed.passed);
+        if let Some(tty) = handed.terminal.as_ref().and_then(|t| t.slave.as_ref()) {
+            moves.push((tty.as_raw_fd(), 0));
+        }
+        let log_name = Self::new_log_name();
+        let log = self.work.path().join(&log_name);
+        let mut cmd = self.command(&log_name);
+        let mut parked = vec![-1; moves.len()];
+        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
+        }
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The limit is per sample: every line the copy writes (a learning
+        // pass or a sample ended) starts it again.
+        let deadline = toolchain::Deadline::fixed(Some(timeout));
+        let drain = drain_results(result_read, done.clone(), deadline.clone());
+        let started = Instant::now();
+        let outcome = toolchain::run_with_deadline(&mut cmd, &deadline);
+        let wall = started.elapsed();
+        let HandedToCopy {
+            passed,
+            control_writer,
+            made,
+            terminal,
+        } = handed;
+        drop(passed);
+        // The restore is over: every read end is closed, so a writer still
+        // blocked gets EPIPE and ends. Its error matters only if the copy
+        // reported nothing, which the caller diagnoses from the copy's side.
+        if let Some(w) = control_writer {
+            let _ = w.join();
+        }
+        drop(terminal);
+        done.store(true, std::sync::atomic::Ordering::Release);
+        let text = drain.join().unwrap_or_default();
+        self.account(made, &text);
+        tracing::trace!("what the restored copy reported:\n{text}");
+        Ok(RawRestore {
+            outcome,
+            wall,
+            text,
+            log,
+        })
+    }
+
+    /// What one restore hands its copy, in the order the restorer numbers
+    /// them from RESULT_FD: the result pipe's write end, the control pipe's
+    /// read end (when the image has one), each substitute, each relocated
+    /// file; and the terminal, when the image needs one.
+    fn descriptors_for_copy(&self, result_write: OwnedFd, control: &str) -> Result<HandedToCopy> {
         let mut passed: Vec<OwnedFd> = vec![result_write];
         let mut control_writer = None;
         if self.control_channel.is_some() {
@@ -561,75 +613,11 @@ impl RestorePlan {
         } else {
             None
         };
-        // (descriptor here, number in the restorer): the result pipe and the
-        // substitutes at RESULT_FD, RESULT_FD + 1, ...; the terminal on stdin.
-        let mut moves: Vec<(i32, i32)> = passed
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.as_raw_fd(), RESULT_FD + i as i32))
-            .collect();
-        if let Some(tty) = terminal.as_ref().and_then(|t| t.slave.as_ref()) {
-            moves.push((tty.as_raw_fd(), 0));
-        }
-        let log_name = Self::new_log_name();
-        let log = self.work.path().join(&log_name);
-        let mut cmd = self.command(&log_name);
-        let mut parked = vec![-1; moves.len()];
-        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || place_descriptors(&moves, &mut parked));
-        }
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // The limit is per sample: every line the copy writes (a learning
-        // pass or a sample ended) starts it again.
-        let deadline = toolchain::Deadline::fixed(Some(timeout));
-        let drain = {
-            let done = done.clone();
-            let deadline = deadline.clone();
-            // Woken only by data (poll), not by a timer: the restores of a
-            // pinned comparison share one CPU with this thread.
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                loop {
-                    let finished = done.load(std::sync::atomic::Ordering::Acquire);
-                    let more = read_available(&result_read);
-                    if !more.is_empty() {
-                        deadline.progressed();
-                    }
-                    text.push_str(&more);
-                    if finished {
-                        break text;
-                    }
-                    let mut ready = libc::pollfd {
-                        fd: result_read.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd.
-                    unsafe { libc::poll(&mut ready, 1, 50) };
-                }
-            })
-        };
-        let started = Instant::now();
-        let outcome = toolchain::run_with_deadline(&mut cmd, &deadline);
-        let wall = started.elapsed();
-        drop(passed);
-        // The restore is over: every read end is closed, so a writer still
-        // blocked gets EPIPE and ends. Its error matters only if the copy
-        // reported nothing, which the caller diagnoses from the copy's side.
-        if let Some(w) = control_writer {
-            let _ = w.join();
-        }
-        drop(terminal);
-        done.store(true, std::sync::atomic::Ordering::Release);
-        let text = drain.join().unwrap_or_default();
-        self.account(made, &text);
-        tracing::trace!("what the restored copy reported:\n{text}");
-        Ok(RawRestore {
-            outcome,
-            wall,
-            text,
-            log,
+        Ok(HandedToCopy {
+            passed,
+            control_writer,
+            made,
+            terminal,
         })
     }
 
@@ -926,6 +914,57 @@ pub(crate) fn line_field(line: &str, key: &str) -> Option<u64> {
 struct ControlPipe {
     read: OwnedFd,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+/// The descriptors one restore hands its copy ([`RestorePlan::descriptors_for_copy`]).
+struct HandedToCopy {
+    passed: Vec<OwnedFd>,
+    control_writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    made: Vec<MadePrivate>,
+    terminal: Option<Terminal>,
+}
+
+/// (descriptor here, number in the restorer): the result pipe and the
+/// substitutes at RESULT_FD, RESULT_FD + 1, ...
+fn descriptor_moves(passed: &[OwnedFd]) -> Vec<(i32, i32)> {
+    passed
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.as_raw_fd(), RESULT_FD + i as i32))
+        .collect()
+}
+
+/// Reads what the copy writes on its result pipe while it runs (so a copy
+/// taking many samples cannot fill the pipe), counting each piece as
+/// progress against `deadline`, until `done` is set; returns it all.
+fn drain_results(
+    result_read: OwnedFd,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    deadline: toolchain::Deadline,
+) -> std::thread::JoinHandle<String> {
+    // Woken only by data (poll), not by a timer: the restores of a
+    // pinned comparison share one CPU with this thread.
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        loop {
+            let finished = done.load(std::sync::atomic::Ordering::Acquire);
+            let more = read_available(&result_read);
+            if !more.is_empty() {
+                deadline.progressed();
+            }
+            text.push_str(&more);
+            if finished {
+                break text;
+            }
+            let mut ready = libc::pollfd {
+                fd: result_read.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut ready, 1, 50) };
+        }
+    })
 }
 
 fn control_pipe(text: &str) -> Result<ControlPipe> {
