@@ -182,9 +182,12 @@ fn a_file_the_call_reads_and_writes_is_private_and_starts_as_at_the_checkpoint()
         assert_eq!(r.sampling, "restore");
         // The copies read the counter the application had at call 8 (7),
         // not the file's 40: a call reading 40 would take five times as long.
+        // The range tells those apart under any load; the check's own
+        // verdict (a 10 % tolerance against one captured call) is a timing
+        // comparison, not this test's effect.
         let check = r.captured_call.unwrap();
         assert!(
-            !check.disagrees && (0.5..2.0).contains(&check.median_ratio),
+            (0.5..2.0).contains(&check.median_ratio),
             "{mode}: {check:?} {:?}",
             r.samples_ns
         );

@@ -164,18 +164,15 @@ fn numpys_threaded_dgemm_is_replayed_in_place_with_openblass_threads() {
     assert_eq!(numbers(&restored, "samples_threads"), vec![2; 3]);
     let cost = |r: &serde_json::Value| r["cost_per_sample_ms"].as_f64().unwrap();
     let median = |r: &serde_json::Value| r["region_ns"]["median"].as_f64().unwrap();
+    // One restore for thirty samples is the effect; what that saves per
+    // sample against a restore each is a benchmark's figure
+    // (scripts/bench-checkpoint-threads, docs/benchmarks.md), printed here.
     eprintln!(
         "numpy dgemm 400x350x300, OPENBLAS_NUM_THREADS=2: cost per sample {:.2} ms in place, {:.2} ms one restore each; region median {:.2} ms in place, {:.2} ms restored",
         cost(&in_place),
         cost(&restored),
         median(&in_place) / 1e6,
         median(&restored) / 1e6
-    );
-    assert!(
-        cost(&in_place) * 5.0 < cost(&restored),
-        "in place {:.2} ms per sample is not far below a restore each ({:.2} ms)",
-        cost(&in_place),
-        cost(&restored)
     );
 
     // An OpenMP candidate: libgomp loads into the threaded copy, its team of
