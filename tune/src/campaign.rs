@@ -532,6 +532,7 @@ fn try_lock_after_a_dead_holder(file: &std::fs::File) -> Result<(), std::fs::Try
     }
 }
 
+/// Whether the pid the holder wrote names no process here.
 fn holder_has_ended(file: &std::fs::File) -> bool {
     let pid = holder_pid(file);
     !pid.is_empty() && !running(&pid)
