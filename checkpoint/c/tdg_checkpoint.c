@@ -546,6 +546,23 @@ static int list_threads(pid_t *tids, int max)
     return n;
 }
 
+/* /proc/self/task/TID/NAME into buf, NUL-terminated: one read of at most
+ * size - 1 bytes (these files are a line or a short page). False when the
+ * thread is gone. */
+static bool read_task_file(pid_t tid, const char *name, char *buf, size_t size)
+{
+    char path[64];
+    ssize_t len;
+    int fd;
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return false;
+    len = read(fd, buf, size - 1);
+    close(fd);
+    buf[len > 0 ? len : 0] = '\0';
+    return true;
+}
+
 /* A thread's id in this process's own PID namespace, from its id in the
  * /proc it lists (a restored copy runs in a namespace of its own, and /proc
  * is the host's), read from its NSpid line once and remembered. */
@@ -555,21 +572,14 @@ static pid_t own_tid(pid_t listed)
         pid_t listed, own;
     } known[TEAM_MAX] TDG_STATE;
     static int n_known TDG_STATE;
-    char path[64], buf[1024];
+    char buf[1024];
     const char *ns;
     pid_t own = listed;
-    ssize_t len;
-    int fd;
     for (int i = 0; i < n_known; i++)
         if (known[i].listed == listed)
             return known[i].own;
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)listed);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!read_task_file(listed, "status", buf, sizeof buf))
         return -1;
-    len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[len > 0 ? len : 0] = '\0';
     ns = strstr(buf, "\nNSpid:");
     if (ns) { /* one id per namespace level, the innermost last */
         const char *end = strchr(ns + 1, '\n'), *p = ns + 7;
@@ -2077,16 +2087,10 @@ static const char *named_below(unsigned long a)
  * running or runnable, 'S' sleeping, ...), '\0' if it is gone. */
 static char thread_state(pid_t listed)
 {
-    char path[64], buf[512];
+    char buf[512];
     const char *close_paren;
-    ssize_t len;
-    int fd;
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)listed);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if (!read_task_file(listed, "stat", buf, sizeof buf))
         return '\0';
-    len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[len > 0 ? len : 0] = '\0';
     close_paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
     return close_paren && close_paren[1] == ' ' ? close_paren[2] : '\0';
 }
@@ -2110,17 +2114,12 @@ static int thread_stack_pointers(unsigned long *sps, int max)
     int n = list_threads(tids, HIDDEN_MAX_STACKS), found = 0;
     n = n < HIDDEN_MAX_STACKS ? n : HIDDEN_MAX_STACKS;
     for (int i = 0; i < n && found < max; i++) {
-        char path[64], buf[512], *f[16], state = thread_state(tids[i]);
-        int fd, k = 0;
-        ssize_t len;
+        char buf[512], *f[16], state = thread_state(tids[i]);
+        int k = 0;
         if (state != 'S' && state != 'D')
             continue;
-        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tids[i]);
-        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        if (!read_task_file(tids[i], "syscall", buf, sizeof buf))
             continue; /* gone */
-        len = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        buf[len > 0 ? len : 0] = '\0';
         if (strncmp(buf, "running", 7) == 0)
             continue; /* woke meanwhile */
         for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w && k < 16; w = strtok_r(NULL, " \n", &save))
@@ -2678,17 +2677,10 @@ static void restore_page_sizes(void)
 /* Whether thread `tid` (as /proc lists it) still has a tracer. */
 static bool traced(pid_t tid)
 {
-    char path[64], buf[2048];
+    char buf[2048];
     const char *field;
-    ssize_t len;
-    int fd;
-    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!read_task_file(tid, "status", buf, sizeof buf))
         return false; /* gone: nothing left to let go of */
-    len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    buf[len > 0 ? len : 0] = '\0';
     field = strstr(buf, "\nTracerPid:");
     return field && strtol(field + 11, NULL, 10) != 0;
 }
