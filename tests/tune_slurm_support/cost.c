@@ -1,8 +1,9 @@
 /* A kernel with a deterministic cost, for the tests of tdg tune's executors
- * (tests/cli/tune_slurm.rs). Each call spins until cost_ns() has passed on
- * CLOCK_MONOTONIC, so the driver's minimum over its samples is that cost
- * plus a few tens of ns: the search follows the same path on every run and
- * executor. Costs are 100 us * 1.05^rank, rank being the configuration's
+ * (tests/cli/tune_slurm.rs). Each call spins until the process has spent
+ * cost_ns of CPU time (CLOCK_PROCESS_CPUTIME_ID), and cost.spec times CPU
+ * time, so the driver's figure is that cost plus the clock reads' share
+ * however busy the machine is: the search follows the same path on every
+ * run and executor. Costs are 100 us * 1.05^rank, rank being the configuration's
  * place in a fixed order (distance from P=1 Q=3 R=1, then a tie-break), so
  * every two configurations differ by 5 % or more and noise cannot swap
  * them.
@@ -47,7 +48,7 @@ static long long cost_ns;
 
 static long long now_ns(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
