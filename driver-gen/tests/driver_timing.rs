@@ -256,10 +256,15 @@ fn tsc_rate_agrees_with_the_kernels(report: &driver_gen::RunReport) {
 
 #[test]
 fn cpu_time_excludes_sleep_and_reports_the_median() {
-    let _serial = exclusive();
+    // Sleeps dominate both figures, so neighbours cannot move them across
+    // the bounds: it runs beside other heavy tests. The CPU-timed driver
+    // repeats the call until a sample holds its minimum interval of CPU
+    // time, a few hundred sleeps: a short sleep keeps that well under a
+    // second.
+    let _beside = testkit::shared();
     let spec_src = r#"
 routine=void nap(const int us);
-init={ us=3000; };
+init={ us=300; };
 "#;
     let imp = "#define _GNU_SOURCE\n#include <time.h>\nvoid nap(const int us) { struct timespec t = {0, us * 1000L}; nanosleep(&t, 0); }\n";
     let kit = build(spec_src, imp, &opts());
@@ -274,8 +279,8 @@ init={ us=3000; };
         "wall {:.0} ns, cpu {:.0} ns",
         wall.reported_ns, cpu.reported_ns
     );
-    assert!(wall.reported_ns >= 2.5e6);
-    assert!(cpu.reported_ns < 1.0e6, "CPU time must not count sleeping");
+    assert!(wall.reported_ns >= 2.5e5);
+    assert!(cpu.reported_ns < 1.0e5, "CPU time must not count sleeping");
     assert_eq!(cpu.selection, spec_lang::ast::Selection::Median);
     assert_eq!(wall.selection, spec_lang::ast::Selection::Min);
     assert!(cpu.reported_why.contains("median"));
