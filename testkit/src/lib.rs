@@ -4,34 +4,100 @@
 //! only (`publish = false`); its statics live once per test binary, which is
 //! the scope the exclusive section needs.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One per test binary: timing tests write-lock it, other heavy tests
 /// read-lock it.
 static SECTION: RwLock<()> = RwLock::new(());
 
-/// Held by every test that times something, uses CRIU or Slurm, or spins
-/// CPUs: such tests run one at a time, and never beside a test holding
-/// [`shared`]. On this machine's two cores a neighbour shares the L3 and
-/// the memory bandwidth, which is what the timings measure: another cache
-/// test beside a flush sweep warms or evicts what the sweep measures, and a
-/// load test's spinning threads would land inside another test's
-/// measurements.
-pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
-    SECTION
+/// Held by every test that times something, uses CRIU, or spins CPUs: such
+/// tests run one at a time, and never beside a test holding [`shared`]. On
+/// this machine's two cores a neighbour shares the L3 and the memory
+/// bandwidth, which is what the timings measure: another cache test beside
+/// a flush sweep warms or evicts what the sweep measures, and a load test's
+/// spinning threads would land inside another test's measurements. Nothing
+/// else runs meanwhile, so the suite's time is at least the sum of these
+/// sections: `TDG_TEST_SECTION_LOG` measures it ([`Held`]).
+pub fn exclusive() -> Held<RwLockWriteGuard<'static, ()>> {
+    let asked = now();
+    let guard = SECTION
         .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Held::new(guard, "exclusive", asked)
 }
 
 /// Held by tests that do not time but load the machine (compiles, driver
 /// runs, profiled programs): they run beside each other, never beside an
 /// [`exclusive`] one. A failed test poisons nothing: its guard is taken
 /// back as it stood.
-pub fn shared() -> RwLockReadGuard<'static, ()> {
-    SECTION
+pub fn shared() -> Held<RwLockReadGuard<'static, ()>> {
+    let asked = now();
+    let guard = SECTION
         .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Held::new(guard, "shared", asked)
+}
+
+/// A test's hold on the section. With `TDG_TEST_SECTION_LOG=FILE` set, its
+/// release appends one line to FILE: the kind, the test binary, when the
+/// section was asked for, got and released (seconds since the epoch) and
+/// the test's name, tab-separated; `scripts/test-sections FILE` adds them
+/// up per binary and lists the longest holds.
+pub struct Held<G> {
+    _guard: G,
+    kind: &'static str,
+    asked: f64,
+    got: f64,
+}
+
+impl<G> Held<G> {
+    fn new(guard: G, kind: &'static str, asked: f64) -> Self {
+        Held {
+            _guard: guard,
+            kind,
+            asked,
+            got: now(),
+        }
+    }
+}
+
+impl<G> Drop for Held<G> {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("TDG_TEST_SECTION_LOG") else {
+            return;
+        };
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.file_name().map(|f| f.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!(
+            "{}\t{binary}\t{:.3}\t{:.3}\t{:.3}\t{test}\n",
+            self.kind,
+            self.asked,
+            self.got,
+            now()
+        );
+        // One write of a short line to a file opened for appending: lines
+        // from test binaries run at once do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("testkit: cannot log to {}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The workspace root (this crate sits one level below it).
