@@ -90,23 +90,27 @@ fn a_delay_that_reads_a_pipe_falls_back_to_one_restore_per_sample() {
     assert!(report.render_text().contains("one restore per sample: "));
 }
 
-/// Ten thousand samples in one restore: the schedule (20 KB of control
-/// text, more than the copy's fixed buffer once held) reaches the copy
-/// whole, and every sample is taken and reported.
+/// Five thousand samples in one restore: the schedule (10 KB of control
+/// text, more than the copy's fixed buffer once held: it cut schedules
+/// above ~4100 entries) reaches the copy whole, and every sample is taken
+/// and reported (~2 MB of report lines, far more than a pipe buffer). Each
+/// sample costs its fork, ~1 ms, so the count is kept just above the old
+/// cut; criu_candidates.rs sends 3 MB of control text for the mapping's
+/// growth.
 #[test]
-fn a_schedule_of_ten_thousand_samples_arrives_whole() {
+fn a_schedule_of_five_thousand_samples_arrives_whole() {
     let _alone = exclusive();
-    let ws = Workspace::new("forked-10k");
+    let ws = Workspace::new("forked-5k");
     let img = capture_replay(&ws, "none", &[], 2, 0);
     let mut timer = checkpoint::ImageTimer::open(&img, &opts(1)).unwrap_or_else(|e| panic!("{e}"));
-    let schedule = vec![0usize; 10_000];
+    let schedule = vec![0usize; 5_000];
     let forked = timer
         .plan_mut()
         .restore_forked(&[], &schedule)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(forked.fallback.is_none(), "{:?}", forked.fallback);
     assert!(forked.failed.is_none(), "{:?}", forked.failed);
-    assert_eq!(forked.samples.len(), 10_000);
+    assert_eq!(forked.samples.len(), 5_000);
 }
 
 /// Two hundred samples in a row: every one reported, no copy, restorer or
