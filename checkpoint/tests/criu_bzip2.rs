@@ -257,11 +257,14 @@ fn bzip2_sub_microsecond_call_replays_in_the_applications_state() {
         &criu(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
+    // Three rounds (~3 s each: five plain runs of bzip2 and a restore):
+    // what is asserted is each call's state and that a verdict other than
+    // "matches" names a cause, whichever verdict three rounds reach.
     let report = checkpoint::validate(&checkpoint::ValidateRequest {
         image,
         comparison: checkpoint::Comparison {
-            min_rounds: 6,
-            max_rounds: 8,
+            min_rounds: 3,
+            max_rounds: 3,
             ..Default::default()
         },
         time: opts(3),
