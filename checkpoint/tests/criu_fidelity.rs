@@ -126,11 +126,14 @@ fn validate_names_the_wait_a_paced_loop_does_before_the_call() {
     let image = ws.image("img");
     capture(&request(cmd, image.clone(), "scan", CALL, 64), &criu())
         .unwrap_or_else(|e| panic!("{e}"));
+    // Three rounds: the wait is a state (each round's five plain runs wait
+    // ~a frame, no sample does), named from the rounds' medians; the
+    // verdict is not asserted, only that one other than "matches" says why.
     let report = validate(&ValidateRequest {
         image: image.clone(),
         comparison: Comparison {
-            min_rounds: 6,
-            max_rounds: 6,
+            min_rounds: 3,
+            max_rounds: 3,
             ..Default::default()
         },
         time: opts(3),
