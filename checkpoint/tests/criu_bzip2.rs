@@ -55,7 +55,7 @@ fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     let (ws, run) = bzip2_workspace("bzip2");
     let command = run("bzip2");
     // One plain run, then three forked samples of one restore of each image,
-    // fifteen times: a shared host's speed changes within milliseconds, so
+    // eight times: a shared host's speed changes within milliseconds, so
     // each side gets as many separate moments as the other. (Five plain
     // runs against one restore's five samples would give the plain runs
     // seconds of the host's states and the samples a few milliseconds.)
@@ -63,7 +63,7 @@ fn bzip2_bucket_sort_captured_and_timed_delayed_matches_in_app() {
     // criu_accuracy.rs: one unlucky measurement on this shared host is
     // measured again; a real disagreement misses every time.
     let plan = Rounds {
-        rounds: 15,
+        rounds: 8,
         runs: 1,
         samples: 3,
     };
