@@ -14,13 +14,7 @@ fn tdg(cache: &std::path::Path) -> Command {
 fn probe_measures_once_then_reads_its_cache() {
     let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    // A sweep to 8 MiB, four times the largest second level of the host
-    // kinds we run on, finds L1 and L2 (all this test reads); the default
-    // sweeps to twice the LLC, up to 600 MiB, for levels it does not read.
-    let first = tdg(dir.path())
-        .args(["probe", "--json", "--max-buffer-mib", "8"])
-        .output()
-        .unwrap();
+    let first = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
     assert!(
         first.status.success(),
         "{}",
