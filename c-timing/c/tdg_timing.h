@@ -175,20 +175,29 @@ static inline double tdg_tsc_hz_measured(uint64_t window_ns)
 }
 
 /* What an empty interval costs with a begin/end pair of reads: the minimum
- * over `pairs` back-to-back pairs (the overhead to subtract) and the
- * smallest non-zero difference seen (the resolution; UINT64_MAX if every
- * difference was zero). Given the inline readers above, the compiler
- * inlines them into the loop; given out-of-line functions, every pair pays
- * their calls, as an interval timed through those functions does. */
+ * over `pairs` back-to-back pairs (the overhead to subtract), the smallest
+ * non-zero difference seen (the resolution), and the smallest difference
+ * between two distinct pair costs (the step the counter advances in as read
+ * this way: a VM's TSC can move several ticks at once, so a short region's
+ * times come in that step); UINT64_MAX where none was seen. Given the inline
+ * readers above, the compiler inlines them into the loop; given out-of-line
+ * functions, every pair pays their calls, as an interval timed through those
+ * functions does. */
 struct tdg_pair_cost {
     uint64_t min;
     uint64_t finest;
+    uint64_t step;
 };
+
+/* Pair costs cluster on a few values; the step is read from the first this
+ * many distinct ones. */
+#define TDG_PAIR_COST_VALUES 64
 
 static inline struct tdg_pair_cost tdg_pair_cost(uint64_t (*begin)(void), uint64_t (*end)(void), int pairs)
 {
-    struct tdg_pair_cost c = {UINT64_MAX, UINT64_MAX};
-    int i;
+    struct tdg_pair_cost c = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    uint64_t seen[TDG_PAIR_COST_VALUES];
+    int i, j, distinct = 0;
     for (i = 0; i < pairs; i++) {
         uint64_t a = begin();
         uint64_t b = end();
@@ -197,7 +206,17 @@ static inline struct tdg_pair_cost tdg_pair_cost(uint64_t (*begin)(void), uint64
             c.min = d;
         if (d > 0 && d < c.finest)
             c.finest = d;
+        for (j = 0; j < distinct && seen[j] != d; j++)
+            ;
+        if (j == distinct && distinct < TDG_PAIR_COST_VALUES)
+            seen[distinct++] = d;
     }
+    for (i = 0; i < distinct; i++)
+        for (j = i + 1; j < distinct; j++) {
+            uint64_t gap = seen[i] > seen[j] ? seen[i] - seen[j] : seen[j] - seen[i];
+            if (gap < c.step)
+                c.step = gap;
+        }
     return c;
 }
 

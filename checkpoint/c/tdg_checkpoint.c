@@ -149,6 +149,7 @@ static struct {
     double tsc_ghz;         /* TSC ticks per ns; 0: time with clock_gettime */
     unsigned long long tsc0;      /* TSC at the region's start */
     unsigned long long overhead;  /* empty-region cost in TSC ticks */
+    unsigned long long step;      /* the TSC's step as a region reads it, ticks (0: unseen) */
     struct timespec cpu0;   /* this thread's CPU time at the region's start */
     void *candidate;        /* restored copy: the candidate's shared object */
     bool candidate_ran;     /* a TDG_ROUTINE call of the timed site went to it */
@@ -404,7 +405,9 @@ static void measure_overhead(void)
 {
     if (!use_tsc())
         return;
-    g.overhead = tdg_pair_cost(calibration_begin, calibration_end, OVERHEAD_PAIRS).min;
+    struct tdg_pair_cost cost = tdg_pair_cost(calibration_begin, calibration_end, OVERHEAD_PAIRS);
+    g.overhead = cost.min;
+    g.step = cost.step == UINT64_MAX ? 0 : cost.step;
 }
 
 /* CPU time excludes the time the thread was preempted: on a shared machine
@@ -513,9 +516,10 @@ static void fidelity_fields(char *buf, size_t size)
     bool gap = fid.gap_wall_ns >= 0;
     snprintf(buf, size,
              " gap_wall_ns=%lld gap_cpu_ns=%lld gap_vcsw=%ld gap_ivcsw=%ld gap_minflt=%ld anon_huge_kb=%ld "
-             "speed_ns=%lld",
+             "speed_ns=%lld step_ns=%.2f",
              fid.gap_wall_ns, fid.gap_cpu_ns, gap ? fid.gap_vcsw : -1L, gap ? fid.gap_ivcsw : -1L,
-             gap ? fid.gap_minflt : -1L, fid.anon_huge_kb, fid.speed_ns);
+             gap ? fid.gap_minflt : -1L, fid.anon_huge_kb, fid.speed_ns,
+             use_tsc() && g.step > 0 ? (double)g.step / g.tsc_ghz : -1.0);
 }
 
 /* The process's threads, listed with getdents64 into `tids` (at most `max`;

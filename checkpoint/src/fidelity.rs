@@ -14,7 +14,7 @@ use stats::Summary;
 
 /// The state one timed call ran in, from its result line (fields an older
 /// host library does not write are None).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CallState {
     /// Since the end of the site's previous call, up to this call's start:
     /// wall time and the thread's CPU time (None: no previous call in this
@@ -35,6 +35,11 @@ pub struct CallState {
     pub speed_ns: Option<u64>,
     /// The empty-region cost subtracted from the call's time (rounded).
     pub overhead_ns: Option<u64>,
+    /// The step the TSC advances in as the region reads it: the smallest
+    /// difference between two distinct empty-region costs (None: no trusted
+    /// TSC, or every cost read the same).
+    #[serde(default)]
+    pub timer_step_ns: Option<f64>,
 }
 
 /// A non-negative integer field (`-1` and absent read as None).
@@ -43,6 +48,14 @@ fn field(line: &str, key: &str) -> Option<u64> {
         .find_map(|f| f.strip_prefix(key))
         .and_then(|v| v.parse::<i64>().ok())
         .and_then(|v| u64::try_from(v).ok())
+}
+
+/// A finite decimal field (absent or unreadable: None).
+fn real_field(line: &str, key: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key))
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|v| v.is_finite())
 }
 
 impl CallState {
@@ -60,12 +73,10 @@ impl CallState {
             minor_faults: field(line, "minflt="),
             anon_huge_kb: field(line, "anon_huge_kb="),
             speed_ns: field(line, "speed_ns="),
-            overhead_ns: line
-                .split_whitespace()
-                .find_map(|f| f.strip_prefix("overhead_ns="))
-                .and_then(|v| v.parse::<f64>().ok())
+            overhead_ns: real_field(line, "overhead_ns=")
                 .filter(|v| *v >= 0.0)
                 .map(|v| v.round() as u64),
+            timer_step_ns: real_field(line, "step_ns=").filter(|v| *v > 0.0),
         })
     }
 
@@ -423,20 +434,22 @@ mod tests {
     fn a_result_line_gives_the_state_and_unknowns_read_as_none() {
         let s = CallState::parse(
             "ns=310 cpu_ns=1392 overhead_ns=20.0 minflt=0 gap_wall_ns=181120 gap_cpu_ns=20691 gap_vcsw=1 \
-             gap_ivcsw=0 anon_huge_kb=4096 speed_ns=561",
+             gap_ivcsw=0 anon_huge_kb=4096 speed_ns=561 step_ns=9.62",
         )
         .unwrap();
+        assert_eq!(s.timer_step_ns, Some(9.62));
         assert_eq!(s.waited_ns(), Some(160_429));
         assert_eq!(s.gap_voluntary_switches, Some(1));
         assert_eq!(s.anon_huge_kb, Some(4096));
         assert_eq!(s.overhead_ns, Some(20));
         let cold = CallState::parse(
             "ns=310 cpu_ns=1 overhead_ns=-1.0 minflt=0 gap_wall_ns=-1 gap_cpu_ns=-1 gap_vcsw=-1 \
-             gap_ivcsw=-1 anon_huge_kb=-1 speed_ns=-1",
+             gap_ivcsw=-1 anon_huge_kb=-1 speed_ns=-1 step_ns=-1.00",
         )
         .unwrap();
         assert_eq!(cold.waited_ns(), None);
         assert_eq!((cold.speed_ns, cold.overhead_ns), (None, None));
+        assert_eq!(cold.timer_step_ns, None);
         assert!(CallState::parse("ns=310 cpu_ns=1392 overhead_ns=20.0 minflt=0").is_none());
     }
 

@@ -29,7 +29,7 @@ pub struct ImageFile {
     pub sha256: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
     pub format: u32,
     pub tdg_version: String,
@@ -54,7 +54,7 @@ pub struct Manifest {
 
 /// The original process's own time of the call the copies time: one
 /// observation of the application, recorded with the image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CapturedCall {
     pub ns: u64,
     pub cpu_ns: u64,

@@ -168,14 +168,27 @@ pub struct TimingReport {
     pub sampled_until_stable: bool,
     /// The smallest difference between two distinct samples: the step the
     /// timer reads in (a VM's TSC can advance in steps of several ticks), which
-    /// bounds what a region of tens of nanoseconds can resolve.
+    /// bounds what a region of tens of nanoseconds can resolve; the samples'
+    /// unit ([`SAMPLE_UNIT_NS`]) when every sample reads the same.
     #[serde(default)]
     pub step_ns: Option<f64>,
 }
 
+/// The unit samples are recorded in: whole nanoseconds. The timer's step is
+/// never taken finer than this.
+pub const SAMPLE_UNIT_NS: f64 = 1.0;
+
 /// The stated uncertainty of `samples_ns` (in order): (uncertainty %, the
-/// halves' disagreement %, the timer's step in ns).
-pub fn region_uncertainty(samples_ns: &[u64]) -> (Option<f64>, Option<f64>, Option<f64>) {
+/// halves' disagreement %, the timer's step in ns). The step is the smallest
+/// difference between two distinct samples; when every sample reads the same
+/// (a region as steady as the timer reads it) the samples cannot show it, and
+/// it is `calibrated_step_ns` (the copies' own empty-region costs, see
+/// [`crate::fidelity::CallState::timer_step_ns`]), never below
+/// [`SAMPLE_UNIT_NS`].
+pub fn region_uncertainty(
+    samples_ns: &[u64],
+    calibrated_step_ns: Option<f64>,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
     let v: Vec<f64> = samples_ns.iter().map(|&n| n as f64).collect();
     let halves = stats::halves_disagreement(&v, true);
     let mut sorted = v.clone();
@@ -185,7 +198,11 @@ pub fn region_uncertainty(samples_ns: &[u64]) -> (Option<f64>, Option<f64>, Opti
         .windows(2)
         .map(|w| w[1] - w[0])
         .filter(|d| *d > 0.0)
-        .min_by(f64::total_cmp);
+        .min_by(f64::total_cmp)
+        .or_else(|| {
+            (!sorted.is_empty())
+                .then(|| calibrated_step_ns.map_or(SAMPLE_UNIT_NS, |c| c.max(SAMPLE_UNIT_NS)))
+        });
     let median = Summary::of(&v).map_or(0.0, |s| s.median);
     let uncertainty = halves.map(|h| {
         let quantum = match step {
@@ -298,7 +315,7 @@ impl TimingReport {
     /// within it); `until_stable`: the samples went on until they did or
     /// the budget ran out.
     pub fn judge_stability(&mut self, pct: f64, until_stable: bool) {
-        let (_, halves, _) = region_uncertainty(&self.samples_ns);
+        let (_, halves, _) = region_uncertainty(&self.samples_ns, None);
         let n = self.samples_ns.len();
         self.stable_pct = pct;
         self.sampled_until_stable = until_stable;
@@ -325,7 +342,15 @@ impl TimingReport {
         let n = self.samples_ns.len();
         let step = match self.step_ns {
             Some(q) if self.region_ns.median < 1000.0 => {
-                format!("; the timer reads in steps of {}", stats::ns(q))
+                let all_equal = self.samples_ns.windows(2).all(|w| w[0] == w[1]);
+                if all_equal {
+                    format!(
+                        "; every sample read the same: the timer reads in steps of {} or more",
+                        stats::ns(q)
+                    )
+                } else {
+                    format!("; the timer reads in steps of {}", stats::ns(q))
+                }
             }
             _ => String::new(),
         };
@@ -845,7 +870,11 @@ impl ImageTimer {
             ));
         }
         let samples_ns: Vec<u64> = runs.iter().map(|r| r.region_ns).collect();
-        let (uncertainty_pct, _, step_ns) = region_uncertainty(&samples_ns);
+        let calibrated_step_ns = runs
+            .iter()
+            .filter_map(|r| r.state.and_then(|s| s.timer_step_ns))
+            .min_by(f64::total_cmp);
+        let (uncertainty_pct, _, step_ns) = region_uncertainty(&samples_ns, calibrated_step_ns);
         let (captured_call, captured_state) = self.against_captured(candidate, &runs);
         let samples_cpu_ns: Vec<u64> = runs.iter().map(|r| r.region_cpu_ns).collect();
         let walls: Vec<f64> = runs.iter().map(|r| r.wall.as_secs_f64() * 1e3).collect();
@@ -1238,19 +1267,42 @@ mod stability_tests {
         // Halves agree exactly, but the timer reads in 10 ns steps: a 40 ns
         // median is known to +-5 ns, 12.5%.
         let v = [40, 40, 50, 40, 30, 40, 40, 50, 40, 40];
-        let (u, halves, step) = region_uncertainty(&v);
+        let (u, halves, step) = region_uncertainty(&v, None);
         assert_eq!((halves, step), (Some(0.0), Some(10.0)));
         assert!((u.unwrap() - 12.5).abs() < 1e-9, "{u:?}");
         // A long region: the halves decide.
         let v = [
             1_000_000, 1_000_100, 1_000_200, 1_030_000, 1_030_100, 1_030_200,
         ];
-        let (u, halves, _) = region_uncertainty(&v);
+        let (u, halves, _) = region_uncertainty(&v, None);
         assert_eq!(u, halves);
         assert!(
             (u.unwrap() - 100.0 * 30_000.0 / 1_015_100.0).abs() < 1e-9,
             "{u:?}"
         );
-        assert_eq!(region_uncertainty(&[40, 50, 40]).0, None);
+        assert_eq!(region_uncertainty(&[40, 50, 40], None).0, None);
+    }
+
+    #[test]
+    fn samples_that_all_read_the_same_are_no_surer_than_half_the_calibrated_step() {
+        // Twenty 30 ns samples: the halves agree exactly, and the step the
+        // samples cannot show is the copies' calibrated one (10 ns: +-5 ns),
+        // or at least the unit they are recorded in.
+        let (u, halves, step) = region_uncertainty(&[30; 20], Some(10.0));
+        assert_eq!((halves, step), (Some(0.0), Some(10.0)));
+        assert!((u.unwrap() - 100.0 * 5.0 / 30.0).abs() < 1e-9, "{u:?}");
+        let (u, _, step) = region_uncertainty(&[30; 20], None);
+        assert_eq!(step, Some(SAMPLE_UNIT_NS));
+        assert!((u.unwrap() - 100.0 * 0.5 / 30.0).abs() < 1e-9, "{u:?}");
+        assert_eq!(
+            region_uncertainty(&[30; 20], Some(0.4)).2,
+            Some(SAMPLE_UNIT_NS)
+        );
+        // Distinct samples show the step themselves.
+        assert_eq!(
+            region_uncertainty(&[30, 40, 30, 30], Some(1.0)).2,
+            Some(10.0)
+        );
+        assert_eq!(region_uncertainty(&[], Some(10.0)), (None, None, None));
     }
 }

@@ -38,6 +38,10 @@ pub fn forked_report(data: &[u8]) -> bool {
             .iter()
             .map(|r| r.region_ns)
             .collect::<Vec<_>>(),
+        forked
+            .samples
+            .iter()
+            .find_map(|r| r.state.and_then(|s| s.timer_step_ns)),
     );
     if let Some(flag) = &forked.hidden {
         // A flag with a page confirms itself on a second restore.
