@@ -58,20 +58,29 @@ pub fn against_sysfs(r: &ProbeResult) -> Vec<String> {
 
 /// Buffer sizes whose latency `tdg probe --check` and the repeat after a
 /// probe re-measure: half of each level's effective size (well inside it)
-/// and a buffer past the last level (memory), each a size the curve has.
+/// and a buffer past the last level (memory), each a size the curve has. A
+/// curve that stops before memory (`--max-buffer-mib` below the last level)
+/// has no memory point to check: its last point sits at a level's edge,
+/// where the latency moves with the other tenants' load.
 pub fn check_sizes(r: &ProbeResult) -> Vec<u64> {
-    let mut want: Vec<u64> = r.caches.iter().map(|c| c.effective_bytes / 2).collect();
+    let mut sizes: Vec<u64> = r
+        .caches
+        .iter()
+        .filter_map(|c| nearest(&r.cache_curve, c.effective_bytes / 2).map(|p| p.x))
+        .collect();
     if let Some(llc) = r.caches.last() {
         // Past the documented size too: a shared last level's effective
         // size is what other tenants leave, and between it and the
         // documented size the latency moves with their load.
         let largest = llc.effective_bytes.max(llc.documented_bytes.unwrap_or(0));
-        want.push(4 * largest);
+        let memory: Vec<CurvePoint> = r
+            .cache_curve
+            .iter()
+            .filter(|p| p.x > largest)
+            .cloned()
+            .collect();
+        sizes.extend(nearest(&memory, 4 * largest).map(|p| p.x));
     }
-    let mut sizes: Vec<u64> = want
-        .iter()
-        .filter_map(|&w| nearest(&r.cache_curve, w).map(|p| p.x))
-        .collect();
     sizes.dedup();
     sizes
 }
@@ -482,6 +491,11 @@ mod tests {
         // Check sizes: inside each level, and memory past the documented
         // last level, all on the curve.
         assert_eq!(check_sizes(&r), vec![1 << 14, 1 << 18, 1 << 22, 1 << 26]);
+        // A curve cut before memory checks no point at its end.
+        let mut cut = r.clone();
+        let largest = cut.caches.last().unwrap().documented_bytes.unwrap();
+        cut.cache_curve.retain(|p| p.x <= largest);
+        assert_eq!(check_sizes(&cut), vec![1 << 14, 1 << 18, 1 << 22]);
         // Memory may read faster than the result by up to 2x (the host's
         // fast state), not slower than 1.5x its band (a stale result).
         let mem = 1u64 << 26;
