@@ -5,15 +5,12 @@
 use probe::{ProbeOptions, ProbeResult};
 use std::sync::OnceLock;
 
-/// Probes run one at a time, the shared first one included: two probes on
-/// the two vCPUs disturb each other's caches and TLBs (a shared probe made
-/// while a re-probing test ran read 256 B lines for 64 B).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// Probes run alone on the machine, the shared first one included: two
+/// probes on the two vCPUs disturb each other's caches and TLBs (a shared
+/// probe made while a re-probing test ran read 256 B lines for 64 B), and
+/// so does another test binary's work.
 fn measure_alone(progress: &mut dyn FnMut(&str)) -> ProbeResult {
-    let _alone = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _alone = testkit::exclusive();
     probe::measure(&ProbeOptions::default(), progress).expect("probe runs")
 }
 

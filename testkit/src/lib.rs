@@ -1,44 +1,71 @@
 //! The facts every crate's tests repeat, written once: the section timing
 //! tests hold, where the repository and its provisioned `.deps` are,
 //! whether a program is installed, and pinning to one CPU. A dev-dependency
-//! only (`publish = false`); its statics live once per test binary, which is
-//! the scope the exclusive section needs.
+//! only (`publish = false`).
 
+use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// One per test binary: timing tests write-lock it, other heavy tests
-/// read-lock it.
-static SECTION: RwLock<()> = RwLock::new(());
+/// The section is one lock for the whole machine, not one per test binary:
+/// `scripts/test` runs two test binaries at once, and a timing test must
+/// not share the machine with another binary's compiles or restores any
+/// more than with its own. An advisory `flock` on one file: exclusive for
+/// [`exclusive`], shared for [`shared`]. Every hold opens the file anew, so
+/// threads of one binary exclude each other as processes do; the
+/// descriptor is close-on-exec, so no program a test starts keeps it.
+/// `TDG_TEST_SECTION_LOCK` names another file (the default is in the
+/// temporary directory, where every checkout on the machine finds it).
+fn section_file() -> File {
+    let path = std::env::var_os("TDG_TEST_SECTION_LOCK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("tdg-test-section.lock"));
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o666)
+        // A link planted at the path is refused, never followed.
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .unwrap_or_else(|e| {
+            panic!(
+                "testkit: cannot open the test section's lock {}: {e} (remove it if it is not a plain file, \
+                 or set TDG_TEST_SECTION_LOCK to another path)",
+                path.display()
+            )
+        })
+}
 
 /// Held by every test that times something, uses CRIU, or spins CPUs: such
-/// tests run one at a time, and never beside a test holding [`shared`]. On
-/// this machine's two cores a neighbour shares the L3 and the memory
-/// bandwidth, which is what the timings measure: another cache test beside
-/// a flush sweep warms or evicts what the sweep measures, and a load test's
-/// spinning threads would land inside another test's measurements. Nothing
-/// else runs meanwhile, so the suite's time is at least the sum of these
-/// sections: `TDG_TEST_SECTION_LOG` measures it ([`Held`]).
-pub fn exclusive() -> Held<RwLockWriteGuard<'static, ()>> {
+/// tests run one at a time, and never beside a test holding [`shared`], in
+/// any test binary on the machine. On this machine's two cores a neighbour
+/// shares the L3 and the memory bandwidth, which is what the timings
+/// measure: another cache test beside a flush sweep warms or evicts what
+/// the sweep measures, and a load test's spinning threads would land inside
+/// another test's measurements. Nothing else heavy runs meanwhile, so the
+/// suite's time is at least the sum of these sections:
+/// `TDG_TEST_SECTION_LOG` measures it ([`Held`]).
+pub fn exclusive() -> Held {
     let asked = now();
-    let guard = SECTION
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    Held::new(guard, "exclusive", asked)
+    let file = section_file();
+    file.lock()
+        .unwrap_or_else(|e| panic!("testkit: cannot lock the test section: {e}"));
+    Held::new(file, "exclusive", asked)
 }
 
 /// Held by tests that do not time but load the machine (compiles, driver
 /// runs, profiled programs): they run beside each other, never beside an
-/// [`exclusive`] one. A failed test poisons nothing: its guard is taken
-/// back as it stood.
-pub fn shared() -> Held<RwLockReadGuard<'static, ()>> {
+/// [`exclusive`] one. A failed test's hold ends with it (the lock is the
+/// open file's, released when its guard drops during the unwind).
+pub fn shared() -> Held {
     let asked = now();
-    let guard = SECTION
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    Held::new(guard, "shared", asked)
+    let file = section_file();
+    file.lock_shared()
+        .unwrap_or_else(|e| panic!("testkit: cannot lock the test section: {e}"));
+    Held::new(file, "shared", asked)
 }
 
 /// A test's hold on the section. With `TDG_TEST_SECTION_LOG=FILE` set, its
@@ -46,17 +73,18 @@ pub fn shared() -> Held<RwLockReadGuard<'static, ()>> {
 /// section was asked for, got and released (seconds since the epoch) and
 /// the test's name, tab-separated; `scripts/test-sections FILE` adds them
 /// up per binary and lists the longest holds.
-pub struct Held<G> {
-    _guard: G,
+pub struct Held {
+    /// Locked as the kind says; closing it releases the lock.
+    _lock: File,
     kind: &'static str,
     asked: f64,
     got: f64,
 }
 
-impl<G> Held<G> {
-    fn new(guard: G, kind: &'static str, asked: f64) -> Self {
+impl Held {
+    fn new(lock: File, kind: &'static str, asked: f64) -> Self {
         Held {
-            _guard: guard,
+            _lock: lock,
             kind,
             asked,
             got: now(),
@@ -64,7 +92,7 @@ impl<G> Held<G> {
     }
 }
 
-impl<G> Drop for Held<G> {
+impl Drop for Held {
     fn drop(&mut self) {
         let Some(path) = std::env::var_os("TDG_TEST_SECTION_LOG") else {
             return;

@@ -76,6 +76,7 @@ fn best_cutoff(space: &Space, objective: &mut dyn Objective) -> i64 {
 
 #[test]
 fn random_data_misleads_the_checkpoint_does_not() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let images = image_dir("test");
     let image = images.join("img");
@@ -209,6 +210,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
 /// resume is refused in one line naming it.
 #[test]
 fn a_recaptured_image_or_a_rebuilt_application_is_a_changed_input() {
+    let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let images = image_dir("inputs");
     let image = images.join("img");
