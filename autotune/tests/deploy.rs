@@ -79,6 +79,7 @@ const EXPECTED: [&str; 2] = [
 
 #[test]
 fn the_preloaded_dispatcher_runs_each_context_at_its_configuration() {
+    let _load = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let lib = t.join("libscale.so");
@@ -126,6 +127,7 @@ fn the_preloaded_dispatcher_runs_each_context_at_its_configuration() {
 
 #[test]
 fn the_wrap_archive_routes_the_same_calls_in_a_static_link() {
+    let _load = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let spec = spec();
@@ -162,6 +164,7 @@ fn the_wrap_archive_routes_the_same_calls_in_a_static_link() {
 
 #[test]
 fn a_directory_tdg_did_not_make_is_refused_and_kept() {
+    let _load = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let mine = tmp.path().join("mine");
     std::fs::create_dir(&mine).unwrap();
@@ -177,6 +180,7 @@ fn a_directory_tdg_did_not_make_is_refused_and_kept() {
 
 #[test]
 fn a_candidate_that_does_not_define_the_routine_is_named() {
+    let _load = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let other = tmp.path().join("other.c");
     std::fs::write(&other, "void not_scale(double *x) { x[0] = 0; }\n").unwrap();
@@ -189,6 +193,7 @@ fn a_candidate_that_does_not_define_the_routine_is_named() {
 
 #[test]
 fn the_dispatcher_is_warning_free_under_gcc_and_clang() {
+    let _load = testkit::shared();
     let spec = spec();
     let r = request(&spec);
     let dispatch = instrument::interpose::Dispatch {
@@ -250,6 +255,7 @@ fn the_dispatcher_is_warning_free_under_gcc_and_clang() {
 /// library's own symbol table, not from what deploy says.
 #[test]
 fn every_variant_starts_in_the_library_at_the_offset_it_was_timed_at() {
+    let _load = testkit::shared();
     let tmp = tempfile::tempdir().unwrap();
     let spec = spec();
     for offset in [0u32, 1616, 48] {

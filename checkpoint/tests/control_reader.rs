@@ -38,6 +38,7 @@ const MAX_SAMPLES: usize = 1_000_000;
 
 #[test]
 fn the_control_reader_survives_garbage_and_its_edges() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let c = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::write(dir.path().join("harness.c"), HARNESS).unwrap();

@@ -49,6 +49,7 @@ int main(void) {
 
 #[test]
 fn amalloc_aligns_and_misaligns_over_many_allocations() {
+    let _load = testkit::shared();
     let model =
         DriverModel::from_checked(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
     let generated = render(&model, None).unwrap();
@@ -89,6 +90,7 @@ fn amalloc_aligns_and_misaligns_over_many_allocations() {
 
 #[test]
 fn driver_operands_honour_align_and_misalign() {
+    let _load = testkit::shared();
     let spec_src = r#"
 routine=double ddot(const int N, const double* X, const double* Y);
 init={
@@ -119,6 +121,7 @@ const WRITE_IMPL: &str =
 
 #[test]
 fn touching_pages_keeps_page_faults_out_of_the_timing() {
+    let _load = testkit::shared();
     let mut o = opts();
     o.timing.samples = Some(3);
     o.timing.min_interval_ns = Some(0);
@@ -154,6 +157,7 @@ fn touching_pages_keeps_page_faults_out_of_the_timing() {
 
 #[test]
 fn untimed_warm_up_call_absorbs_the_first_call_cost() {
+    let _load = testkit::shared();
     // The first call of this kernel costs ~5 ms extra (like loading its code).
     let spec_src = "routine=void k(const int N);\ninit={ N=1; };\n";
     let imp = r#"
@@ -192,6 +196,7 @@ void k(const int N) {
 
 #[test]
 fn warm_up_call_happens_before_any_flush() {
+    let _load = testkit::shared();
     let kit = build(DOT_SPEC, &dot_impl(), &opts());
     let out = Command::new(&kit.built.exe)
         .args(["--json", "--samples=1"])
@@ -221,6 +226,7 @@ const ACC_IMPL: &str = "void acc(const int N, const double alpha, const double *
 
 #[test]
 fn overflow_guard_keeps_repeated_accumulation_finite() {
+    let _load = testkit::shared();
     let mut o = opts();
     o.timing.flush = Some(FlushMethod::None);
     let kit = build(ACC_SPEC, ACC_IMPL, &o);
@@ -268,6 +274,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn environment_warnings_follow_governor_turbo_and_load() {
+    let _load = testkit::shared();
     let model =
         DriverModel::from_checked(&spec(DOT_SPEC), &DriverConfig::new(machine_defaults())).unwrap();
     let dir = tempfile::tempdir().unwrap();

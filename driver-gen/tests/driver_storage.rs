@@ -32,6 +32,7 @@ void fills(const int n, double **A, const double *S, const int *Q, const unsigne
 
 #[test]
 fn array2d_static_and_every_fill_kind_reach_the_kernel_intact() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let bytes: Vec<u8> = (0..32u32).map(|i| (7 * i) as u8).collect();
     let file = dir.path().join("recorded.bin");
@@ -77,6 +78,7 @@ init={{
 
 #[test]
 fn fortran_routines_get_arguments_by_reference() {
+    let _load = testkit::shared();
     let spec_src = r#"
 lang=fortran;
 routine=void DSCAL(const int N, const double alpha, double* X) {
@@ -119,6 +121,7 @@ fn su3_impl(scale: &str) -> String {
 
 #[test]
 fn struct_operands_are_filled_randomly_and_compared_with_tolerance() {
+    let _load = testkit::shared();
     // Summation order differs from the reference: equal within tolerance.
     let kit = build(SU3_SPEC, &su3_impl("1.0"), &opts());
     let r = kit.run(&opts());
@@ -132,6 +135,7 @@ fn struct_operands_are_filled_randomly_and_compared_with_tolerance() {
 
 #[test]
 fn macro_names_cannot_collide_with_the_drivers_identifiers() {
+    let _load = testkit::shared();
     // `b` and `S` are names the driver's own C uses; -D still resizes.
     let spec_src = r#"
 routine=double ddot(const int N, const double* X, const double* Y);

@@ -57,6 +57,7 @@ fn run(cmd: &mut Command) -> toolchain::RunOutput {
 
 #[test]
 fn sizes_that_overflow_turn_profiling_off_and_the_program_runs_on() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
     // 2^58 + 1 records x 64 bytes wraps to 64 bytes; 3 x ((2^64 + 2) / 3)
@@ -103,6 +104,7 @@ fn sizes_that_overflow_turn_profiling_off_and_the_program_runs_on() {
 
 #[test]
 fn malformed_sizes_are_reported_and_the_default_is_used() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
     for (var, text) in [
@@ -158,6 +160,7 @@ int main(int argc, char **argv) {
 
 #[test]
 fn many_short_lived_threads_do_not_exhaust_the_buffer() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(dir.path(), THREADS_MAIN);
     // A 20000-record buffer, and the default one (262144 records).
@@ -180,6 +183,7 @@ fn many_short_lived_threads_do_not_exhaust_the_buffer() {
 
 #[test]
 fn a_full_buffer_shared_by_threads_accounts_for_every_call() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(dir.path(), THREADS_MAIN);
     let file = dir.path().join("p.tdgp");
@@ -208,6 +212,7 @@ fn a_full_buffer_shared_by_threads_accounts_for_every_call() {
 
 #[test]
 fn records_for_ids_never_handed_out_count_as_dropped() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -235,6 +240,7 @@ int main(void) {
 
 #[test]
 fn a_fatal_signal_during_an_explicit_flush_still_leaves_a_complete_profile() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -285,6 +291,7 @@ int main(void) {
 /// directory is a 16 KiB tmpfs (100000 records need 6.4 MB).
 #[test]
 fn a_full_disk_inside_the_program_is_reported_not_lost_silently() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(dir.path(), COUNTING_MAIN);
     let work = dir.path().join("work");
@@ -333,6 +340,7 @@ fn a_full_disk_inside_the_program_is_reported_not_lost_silently() {
 /// it until its alarm).
 #[test]
 fn a_child_forked_while_another_thread_holds_the_lock_still_profiles() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -391,6 +399,7 @@ int main(void) {
 /// are still written, and the program still dies of SIGSEGV.
 #[test]
 fn a_stack_overflow_still_leaves_the_profile() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -428,6 +437,7 @@ int main(int argc, char **argv) {
 /// process's thread count at the call (a second thread alive, then gone).
 #[test]
 fn records_of_many_values_span_lines_and_carry_the_thread_count() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -472,6 +482,7 @@ int main(void) {
 /// has its own calls only.
 #[test]
 fn a_forked_child_profiles_its_own_calls_only() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_with_prelude(
         dir.path(),
@@ -507,6 +518,7 @@ int main(void) {
 /// inside a region).
 #[test]
 fn an_openmp_programs_records_carry_its_team_size() {
+    let _load = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
     let exe = build_marked_with(
         dir.path(),

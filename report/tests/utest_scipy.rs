@@ -28,6 +28,7 @@ fn sample(seed: u64, n: usize, centre: f64, spread: f64, grain: f64) -> Vec<f64>
 
 #[test]
 fn p_values_match_scipy_mannwhitneyu() {
+    let _load = testkit::shared();
     assert!(
         std::path::Path::new(PYTHON).is_file(),
         "{PYTHON} is missing: run scripts/setup (step 70-tuners.sh installs python3-scipy)"
