@@ -168,8 +168,9 @@ pub struct TimingReport {
     pub sampled_until_stable: bool,
     /// The smallest difference between two distinct samples: the step the
     /// timer reads in (a VM's TSC can advance in steps of several ticks), which
-    /// bounds what a region of tens of nanoseconds can resolve; the samples'
-    /// unit ([`SAMPLE_UNIT_NS`]) when every sample reads the same.
+    /// bounds what a region of tens of nanoseconds can resolve. When every
+    /// sample reads the same, the step the copies measured on their own
+    /// empty regions, or the samples' unit ([`SAMPLE_UNIT_NS`]) without one.
     #[serde(default)]
     pub step_ns: Option<f64>,
 }

@@ -9,10 +9,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The section is one lock for the whole machine, not one per test binary:
-/// `scripts/test` runs two test binaries at once, and a timing test must
-/// not share the machine with another binary's compiles or restores any
-/// more than with its own. An advisory `flock` on one file: exclusive for
+/// The section is one lock for the whole machine: a timing test must not
+/// share the machine with another test binary's compiles or restores (two
+/// checkouts' suites, or `cargo test` beside `scripts/test`) any more than
+/// with its own binary's. An advisory `flock` on one file: exclusive for
 /// [`exclusive`], shared for [`shared`]. Every hold opens the file anew, so
 /// threads of one binary exclude each other as processes do; the
 /// descriptor is close-on-exec, so no program a test starts keeps it.
