@@ -199,3 +199,50 @@ fn the_headers_verdict_is_the_kernels_reading_of_cpuid() {
         has("rdtscp")
     );
 }
+
+/// `tdg_pair_cost` on scripted readers: the overhead is the least pair, the
+/// resolution the least non-zero one, and the step the least difference
+/// between two distinct pair costs (a VM's TSC read in steps of 26 ticks).
+#[test]
+fn the_pair_cost_reads_the_overhead_and_the_counters_step() {
+    let cc = toolchain::CCompiler::find(None).expect("a C compiler");
+    let dir = tempfile::tempdir().unwrap();
+    c_timing::write_header(dir.path()).unwrap();
+    let source = dir.path().join("pairs.c");
+    std::fs::write(
+        &source,
+        r#"#include <stdio.h>
+#include "tdg_timing.h"
+static const uint64_t costs[] = {78, 52, 104, 52, 78};
+static int k;
+static uint64_t begin(void) { return 1000; }
+static uint64_t end(void) { return 1000 + costs[k++ % 5]; }
+int main(void)
+{
+    struct tdg_pair_cost c = tdg_pair_cost(begin, end, 5);
+    k = 0;
+    struct tdg_pair_cost same = tdg_pair_cost(begin, begin, 3);
+    printf("%llu %llu %llu %d\n", (unsigned long long)c.min, (unsigned long long)c.finest,
+           (unsigned long long)c.step, same.step == UINT64_MAX && same.finest == UINT64_MAX);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("pairs");
+    cc.compile(&toolchain::CompileJob {
+        sources: vec![source],
+        output: exe.clone(),
+        cflags: vec![
+            "-O1".into(),
+            "-Wall".into(),
+            "-Wextra".into(),
+            "-Werror".into(),
+        ],
+        include_dirs: vec![dir.path().to_path_buf()],
+        ..Default::default()
+    })
+    .unwrap();
+    let out = std::process::Command::new(&exe).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "52 52 26 1");
+}
