@@ -100,8 +100,7 @@ pub fn machine_defaults() -> MachineDefaults {
     static CACHED: OnceLock<MachineDefaults> = OnceLock::new();
     CACHED
         .get_or_init(|| {
-            let probing_off = std::env::var_os("TDG_NO_PROBE").is_some_and(|v| v != "0");
-            if !probing_off {
+            if !probe::probing_off() {
                 match probe::cached_or_measure() {
                     Ok(p) => return from_probe(&p, &probe::cache_path()),
                     Err(e) => tracing::warn!(

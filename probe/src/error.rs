@@ -16,6 +16,8 @@ pub enum ProbeError {
         path: PathBuf,
         cause: std::io::Error,
     },
+    #[error("no probe result at {path}, and probing is off (TDG_NO_PROBE); run `tdg probe` once, or unset TDG_NO_PROBE")]
+    ProbingOff { path: PathBuf },
     #[error("probe scratch files: {0}")]
     Io(std::io::Error),
 }

@@ -36,9 +36,17 @@ pub use result::{
     RESULT_VERSION,
 };
 
+/// Whether the user turned measuring off (`TDG_NO_PROBE` set, and not to
+/// "0"): nothing is measured; drivers take their defaults from sysfs, and
+/// `tdg tune`'s model a cached result or none.
+pub fn probing_off() -> bool {
+    std::env::var_os("TDG_NO_PROBE").is_some_and(|v| v != "0")
+}
+
 /// The cached probe result, measuring (and caching) it first when there is
-/// none. This is what `tdg run` uses for its default flush size and minimum
-/// timing interval.
+/// none and probing is on ([`probing_off`]). This is what `tdg run` uses
+/// for its default flush size and minimum timing interval, and `tdg tune`
+/// for its starting-point model.
 pub fn cached_or_measure() -> Result<ProbeResult, ProbeError> {
     let path = cache_path();
     if let Some(r) = load_cached_from(&path)? {
@@ -55,6 +63,9 @@ pub fn cached_or_measure() -> Result<ProbeResult, ProbeError> {
             );
         }
         return Ok(r);
+    }
+    if probing_off() {
+        return Err(ProbeError::ProbingOff { path });
     }
     tracing::info!(
         "no probe result at {}; probing this machine (under a minute)",

@@ -91,6 +91,8 @@ fn a_categorical_choice_is_tuned_end_to_end_and_replayed() {
         kernel_arg,
         "--param",
         "PASSES=eightfold,once",
+        // Two configurations, both evaluated: no starting point to model.
+        "--no-model",
         "--log",
         log_arg,
     ];

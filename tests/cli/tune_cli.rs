@@ -501,3 +501,22 @@ fn a_code_offset_parameter_places_each_configurations_code() {
         "{doc:#}"
     );
 }
+
+/// With probing off and nothing cached, the starting-point model is one
+/// line with the way out, and nothing is measured behind the user's back.
+#[test]
+fn the_model_with_probing_off_and_no_probe_cached_measures_nothing() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = tdg_with(
+        cache.path(),
+        &["--param", "NB=16,32", "--budget", "2"],
+        &[("TDG_NO_PROBE", "1")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("probing is off (TDG_NO_PROBE)") && err.contains("--no-model"),
+        "{err}"
+    );
+    assert!(!cache.path().join("probe.json").exists(), "a probe ran");
+}
