@@ -376,13 +376,24 @@ fn capture_growing_delays(
             threshold: 0.05,
             max_delay: 64,
             time: checkpoint::TimeOptions::default(),
-            reference: checkpoint::DelayReference::Application(
-                checkpoint::validate::Comparison::default(),
-            ),
+            reference: checkpoint::DelayReference::Application(comparison(&req.rules)),
         },
         criu,
     );
     Ok(report.map_err(|e| e.to_string()))
+}
+
+/// The restored copies' comparison with the program under the rules the
+/// drivers' is judged by (`--fidelity-tolerance`): one bar for every kind
+/// of target.
+fn comparison(rules: &FidelityRules) -> checkpoint::validate::Comparison {
+    checkpoint::validate::Comparison {
+        min_rounds: rules.min_rounds,
+        max_rounds: rules.max_rounds,
+        tolerance: rules.tolerance,
+        confidence: rules.confidence,
+        ..Default::default()
+    }
 }
 
 /// `t`'s target: the checkpoint at the delay `report` chose, where it
@@ -427,4 +438,31 @@ fn judge_checkpoint(
         t.label,
         rows.join(", ")
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint is held to the bar the user set for every target, not
+    /// to `tdg checkpoint validate`'s default.
+    #[test]
+    fn restored_copies_are_judged_by_the_fidelity_rules_given() {
+        let rules = FidelityRules {
+            min_rounds: 7,
+            max_rounds: 12,
+            tolerance: 0.3,
+            confidence: 0.9,
+        };
+        let c = comparison(&rules);
+        assert_eq!(
+            (c.min_rounds, c.max_rounds, c.tolerance, c.confidence),
+            (7, 12, 0.3, 0.9)
+        );
+        assert_ne!(
+            checkpoint::validate::Comparison::default().tolerance,
+            0.3,
+            "the default would not show the rules reach the comparison"
+        );
+    }
 }
