@@ -254,17 +254,8 @@ pub fn measure_with(
 /// Re-measures the latency at `sizes` (twice each, the faster kept: noise
 /// only adds) with the probe's own pointer chase, and the CPU values
 /// [`CpuRepeat`] names, for comparison with a result made earlier:
-/// [`crate::sanity::check_sizes`] picks the sizes.
-pub fn remeasure(
-    opts: &ProbeOptions,
-    r: &ProbeResult,
-    sizes: &[u64],
-) -> Result<Repeat, ProbeError> {
-    let benches = Benches::build(opts)?;
-    remeasure_with(&benches, opts, r, sizes)
-}
-
-/// [`remeasure`] with micro-benchmarks already built.
+/// [`crate::sanity::check_sizes`] picks the sizes, and
+/// [`crate::sanity::recheck`] compares.
 pub fn remeasure_with(
     benches: &Benches,
     opts: &ProbeOptions,

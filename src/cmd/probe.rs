@@ -115,8 +115,10 @@ fn check(args: &Args, path: &std::path::Path) -> CmdResult {
         ..Default::default()
     };
     let sizes = probe::sanity::check_sizes(&cached);
-    let now = probe::remeasure(&opts, &cached, &sizes)?;
-    let reasons = probe::sanity::disturbances(&cached, &now);
+    let benches = probe::Benches::build(&opts)?;
+    let (now, reasons) = probe::sanity::recheck(&cached, || {
+        probe::remeasure_with(&benches, &opts, &cached, &sizes)
+    })?;
     let age = probe::sanity::age_text(cached.measured_at_unix, probe::sanity::now_unix());
     let holds = reasons.is_empty();
     let text = if args.output.is_json() {
