@@ -41,6 +41,9 @@ pub struct SearchTask<'a> {
     pub log: &'a Path,
     /// "all contexts", or the context's label.
     pub over: String,
+    /// End with the best few listed, not re-timed among themselves: the
+    /// caller re-times them against the original.
+    pub leave_finalists: bool,
 }
 
 /// One side-by-side re-timing: `configs` timed again in every context of
@@ -342,8 +345,8 @@ fn tune(
     searcher: &mut dyn Searcher,
     progress: &mut dyn Progress,
 ) -> Result<Tuned, AutotuneError> {
-    let searched = search(t, searcher, progress)?;
-    let choices = decide(t, searcher, &searched, progress)?;
+    let mut searched = search(t, searcher, progress)?;
+    let choices = decide(t, searcher, &mut searched, progress)?;
     let choices = if t.req.place {
         place(
             &PlaceRequest {
@@ -378,39 +381,51 @@ fn tune(
 struct Searched {
     /// The search over all contexts first, then one per context.
     searches: Vec<SearchRecord>,
-    /// Per faithful context, its own search's best (the shared one where
-    /// it had no search of its own).
-    own_best: Vec<Config>,
+    /// Per faithful context, its own search's best (none where it had no
+    /// search of its own).
+    own_best: Vec<Option<Config>>,
 }
 
 impl Searched {
-    /// The best over all contexts.
-    fn joint(&self) -> &Config {
-        &self.searches[0].best
+    /// The configurations over all contexts the re-timing against the
+    /// original chooses from: the search's finalists, or its best alone.
+    fn joint_candidates(&self) -> Vec<Config> {
+        let joint = &self.searches[0];
+        if joint.finalists.is_empty() {
+            vec![joint.best.clone()]
+        } else {
+            joint.finalists.clone()
+        }
     }
 }
 
 /// The search over all contexts, then, when specialising, one per context.
+/// The first leaves its finalists to [`decide`]: re-timed among themselves
+/// they would be timed twice, and only against the original do their
+/// times say what the program would feel.
 fn search(
     t: &Tuning,
     searcher: &mut dyn Searcher,
     progress: &mut dyn Progress,
 ) -> Result<Searched, AutotuneError> {
     let spec = &t.profile.profiled_spec;
-    let searches = vec![searcher.search(&SearchTask {
+    let joint = searcher.search(&SearchTask {
         spec,
         contexts_file: t.all_file,
         contexts: t.faithful.len(),
         campaign: &t.work.join("all.campaign"),
         log: &t.work.join("all.tune.jsonl"),
         over: "all contexts".into(),
-    })?];
-    let joint = searches[0].best.clone();
-    progress.note(&format!("over all contexts: {}", joint));
+        leave_finalists: true,
+    })?;
     let mut searched = Searched {
-        searches,
-        own_best: vec![joint; t.faithful.len()],
+        searches: vec![joint],
+        own_best: vec![None; t.faithful.len()],
     };
+    progress.note(&format!(
+        "over all contexts, the best by the search's own times: {}",
+        listed(&searched.joint_candidates())
+    ));
     if !(t.req.specialise && t.faithful.len() > 1) {
         return Ok(searched);
     }
@@ -426,12 +441,21 @@ fn search(
             campaign: &t.work.join(format!("context-{}.campaign", target.rank)),
             log: &t.work.join(format!("context-{}.tune.jsonl", target.rank)),
             over: target.label.clone(),
+            leave_finalists: false,
         })?;
         progress.note(&format!("context {}: {}", target.label, s.best));
-        searched.own_best[i] = s.best.clone();
+        searched.own_best[i] = Some(s.best.clone());
         searched.searches.push(s);
     }
     Ok(searched)
+}
+
+fn listed(configs: &[Config]) -> String {
+    configs
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Step 5's lines: where the deployment is, how to use it, and each copy
@@ -710,24 +734,27 @@ fn write_contexts(
     Ok(())
 }
 
-/// Each context's configuration: its own best where side-by-side
-/// re-timing shows it faster than the shared one beyond the rounds'
-/// spread, else the shared one.
+/// Step 4's choice: the joint search's finalists and each context's own
+/// best, re-timed side by side with the original. The configuration over
+/// all contexts is the finalist of least predicted time in the routine;
+/// a context keeps its own best only where that is proven faster there.
+/// The joint search's record takes the choice and what it is tied with.
 fn decide(
     t: &Tuning,
     searcher: &mut dyn Searcher,
-    searched: &Searched,
+    searched: &mut Searched,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
-    let (joint, own_best) = (searched.joint(), &searched.own_best);
-    let mut configs: Vec<Config> = vec![joint.clone()];
-    for c in own_best {
+    let candidates = searched.joint_candidates();
+    let mut configs = candidates.clone();
+    for c in searched.own_best.iter().flatten() {
         if !configs.contains(c) {
             configs.push(c.clone());
         }
     }
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
-    let rounds = if configs.len() > 1 || t.original.is_some() {
+    let with_original = t.original.is_some();
+    let rounds = if configs.len() > 1 || with_original {
         t.req.retime_rounds.max(6)
     } else {
         t.req.retime_rounds.max(1)
@@ -740,47 +767,137 @@ fn decide(
         original: t.original,
         rounds,
     })?;
+    let joint = JointChoice::of(t.faithful, &times, candidates.len(), with_original);
+    if candidates.len() > 1 {
+        progress.note(&format!(
+            "over all contexts, re-timed against the original: {}",
+            joint.text(&configs)
+        ));
+    }
+    let record = &mut searched.searches[0];
+    record.best = configs[joint.index].clone();
+    record.tied = joint.tied.iter().map(|&i| configs[i].clone()).collect();
+    record.best_ns = joint.in_routine_ns[joint.index];
     let series = |config: usize, context: usize| -> Vec<f64> {
         times.iter().map(|r| r[config][context]).collect()
     };
     let mut choices = Vec::new();
     for (k, target) in t.faithful.iter().enumerate() {
-        let own = index(&own_best[k]);
-        let (config, specialised, over_joint) = if own == 0 {
-            (joint.clone(), false, None)
-        } else {
-            let s = side_by_side(&series(0, k), &series(own, k));
-            let pays = s.is_some_and(|s| s.low > 1.0);
-            progress.note(&format!(
-                "context {}: its own {} against the shared {}: {}{}",
-                target.label,
-                own_best[k],
-                joint,
-                s.map_or("undecided".into(), |s| s.text()),
-                if pays {
-                    ", kept"
-                } else {
-                    ", the shared one is kept"
-                }
-            ));
-            if pays {
-                (own_best[k].clone(), true, s)
-            } else {
-                (joint.clone(), false, s)
+        let own = searched.own_best[k]
+            .as_ref()
+            .map(index)
+            .filter(|&own| own != joint.index);
+        let (config, specialised, over_joint) = match own {
+            None => (joint.index, false, None),
+            Some(own) => {
+                let s = side_by_side(&series(joint.index, k), &series(own, k));
+                let pays = s.is_some_and(|s| s.low > 1.0);
+                progress.note(&format!(
+                    "context {}: its own {} against the shared {}: {}{}",
+                    target.label,
+                    configs[own],
+                    configs[joint.index],
+                    s.map_or("undecided".into(), |s| s.text()),
+                    if pays {
+                        ", kept"
+                    } else {
+                        ", the shared one is kept"
+                    }
+                ));
+                (if pays { own } else { joint.index }, pays, s)
             }
         };
-        let chosen_ns = predicted_in_app(target, &times, index(&config), k, t.original.is_some());
         choices.push(ContextChoice {
             rank: target.rank,
             label: target.label.clone(),
-            config,
+            config: configs[config].clone(),
             specialised,
             original_ns: target.in_app_ns,
-            chosen_ns,
+            chosen_ns: predicted_in_app(target, &times, config, k, with_original),
             specialised_over_joint: over_joint,
         });
     }
     Ok(choices)
+}
+
+/// The configuration over all contexts, chosen from the first
+/// `candidates` of a re-timing by the program's predicted time in the
+/// routine (calls x time per call, summed over the contexts), per round.
+struct JointChoice {
+    index: usize,
+    /// The candidates the rounds could not tell from it at 95 %.
+    tied: Vec<usize>,
+    /// Each candidate's median predicted time in the routine, ns.
+    in_routine_ns: Vec<f64>,
+}
+
+impl JointChoice {
+    fn of(
+        faithful: &[&ContextTarget],
+        times: &Retimed,
+        candidates: usize,
+        with_original: bool,
+    ) -> JointChoice {
+        let per_round: Vec<Vec<f64>> = (0..candidates)
+            .map(|c| {
+                times
+                    .iter()
+                    .map(|r| {
+                        faithful
+                            .iter()
+                            .enumerate()
+                            .map(|(k, t)| {
+                                let per_call = if with_original {
+                                    t.in_app_ns * r[c][k] / r[r.len() - 1][k]
+                                } else {
+                                    r[c][k]
+                                };
+                                t.calls as f64 * per_call
+                            })
+                            .sum()
+                    })
+                    .collect()
+            })
+            .collect();
+        let in_routine_ns: Vec<f64> = per_round
+            .iter()
+            .map(|v| stats::Summary::of(v).map_or(f64::INFINITY, |s| s.median))
+            .collect();
+        let index = (0..candidates)
+            .min_by(|&a, &b| in_routine_ns[a].total_cmp(&in_routine_ns[b]))
+            .unwrap_or(0);
+        let tied = (0..candidates)
+            .filter(|&c| c != index)
+            .filter(|&c| {
+                side_by_side(&per_round[index], &per_round[c]).is_none_or(|s| s.high >= 1.0)
+            })
+            .collect();
+        JointChoice {
+            index,
+            tied,
+            in_routine_ns,
+        }
+    }
+
+    /// Each candidate's predicted time in the routine, the chosen and the
+    /// tied marked.
+    fn text(&self, configs: &[Config]) -> String {
+        self.in_routine_ns
+            .iter()
+            .enumerate()
+            .map(|(c, ns)| {
+                let mark = if c == self.index {
+                    " (chosen)"
+                } else if self.tied.contains(&c) {
+                    " (tied)"
+                } else {
+                    ""
+                };
+                format!("{} {}{mark}", configs[c], stats::ns(*ns))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 /// The speedup of `after` over `before`, timed side by side round by
@@ -1243,6 +1360,7 @@ mod tests {
             over: "all contexts".into(),
             best: best.clone(),
             tied: tied.to_vec(),
+            finalists: Vec::new(),
             best_ns: 500.0,
             evaluations: 10,
             seconds: 1.0,
@@ -1286,6 +1404,34 @@ mod tests {
         )
         .unwrap();
         (placed, searcher.asked, said.0)
+    }
+
+    #[test]
+    fn the_joint_configuration_is_the_finalist_the_original_says_is_fastest() {
+        // The search's order was A, B, C (A timed fast once); side by side
+        // with the original, B is 0.8x of it, C as fast within the rounds'
+        // spread, A 1.2x, every round moved alike by the host's drift.
+        let targets = [target(1, driver()), target(2, driver())];
+        let faithful: Vec<&ContextTarget> = targets.iter().collect();
+        let times: Retimed = (0..6)
+            .map(|r| {
+                let drift = 1.0 + 0.3 * (r % 3) as f64;
+                let c = if r % 2 == 0 { 0.78 } else { 0.83 };
+                [1.2, 0.8, c, 1.0]
+                    .iter()
+                    .map(|x| vec![drift * x * 1000.0; 2])
+                    .collect()
+            })
+            .collect();
+        let joint = JointChoice::of(&faithful, &times, 3, true);
+        assert_eq!((joint.index, joint.tied.clone()), (1, vec![2]));
+        // Two contexts of 10 calls at 1000 ns in the program, 0.8x.
+        assert!((joint.in_routine_ns[1] - 16_000.0).abs() < 1e-6);
+        let names = [config(8, None), config(4, None), config(2, None)];
+        assert_eq!(
+            joint.text(&names),
+            "NU=8 24.00 us; NU=4 16.00 us (chosen); NU=2 16.10 us (tied)"
+        );
     }
 
     #[test]

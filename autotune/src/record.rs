@@ -21,10 +21,17 @@ pub const RECORD_FILE: &str = "autotune.json";
 pub struct SearchRecord {
     /// "all contexts", or the one context it specialised for.
     pub over: String,
+    /// Its best: the one its final re-timing named, or, for a search whose
+    /// finalists were re-timed against the program's original instead,
+    /// the finalist that re-timing chose.
     pub best: Config,
-    /// Configurations its final re-timing could not tell from `best`.
+    /// Configurations the final re-timing could not tell from `best`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tied: Vec<Config>,
+    /// The search's best by its own times, in that order, when they were
+    /// re-timed against the original rather than among themselves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finalists: Vec<Config>,
     /// The program's predicted time in the routine over `over`, ns.
     pub best_ns: f64,
     pub evaluations: usize,

@@ -20,6 +20,7 @@ pub fn tune_outcome_document(outcome: &TuneOutcome) -> serde_json::Result<String
         fields,
         best: &outcome.search.best,
         tied: &outcome.search.tied,
+        finalists: &outcome.search.finalists,
     };
     Ok(serde_json::to_string_pretty(&document)? + "\n")
 }
@@ -31,6 +32,7 @@ struct OutcomeDocument<'a> {
     fields: Map<String, Value>,
     best: &'a Config,
     tied: &'a [Config],
+    finalists: &'a [Config],
 }
 
 impl Serialize for OutcomeDocument<'_> {
@@ -40,6 +42,7 @@ impl Serialize for OutcomeDocument<'_> {
             match key.as_str() {
                 "best" => map.serialize_entry(key, self.best)?,
                 "tied" => map.serialize_entry(key, self.tied)?,
+                "finalists" => map.serialize_entry(key, self.finalists)?,
                 _ => map.serialize_entry(key, value)?,
             }
         }
@@ -59,6 +62,7 @@ mod tests {
                 best_ns: 12.5,
                 best_uncertainty_pct: Some(1.5),
                 tied,
+                finalists: Vec::new(),
                 noise_pct: Some(2.0),
                 best_mflops: None,
                 evaluations: 4,
@@ -87,20 +91,23 @@ mod tests {
     fn configurations_keep_the_order_of_param_and_the_rest_is_alphabetical() {
         let best = Config::from_pairs([("Z", 2), ("A", 1)]).unwrap();
         let tied = vec![Config::from_pairs([("Z", 4), ("A", 3)]).unwrap()];
-        let o = outcome(best, tied);
+        let mut o = outcome(best, tied);
+        o.search.finalists = vec![Config::from_pairs([("Z", 6), ("A", 5)]).unwrap()];
         let text = tune_outcome_document(&o).unwrap();
         let at = |needle: &str| {
             text.find(needle)
                 .unwrap_or_else(|| panic!("{needle} missing in {text}"))
         };
-        // --param Z then A: Z first, in the best and in every tie.
+        // --param Z then A: Z first, in the best, every tie and finalist.
         assert!(at("\"Z\": 2") < at("\"A\": 1"), "{text}");
         assert!(at("\"Z\": 4") < at("\"A\": 3"), "{text}");
+        assert!(at("\"Z\": 6") < at("\"A\": 5"), "{text}");
         // Everything else is the document json_document writes, byte for
         // byte, once the configurations' names are sorted back.
         let mut sorted = o.clone();
         sorted.search.best = Config::from_pairs([("A", 1), ("Z", 2)]).unwrap();
         sorted.search.tied = vec![Config::from_pairs([("A", 3), ("Z", 4)]).unwrap()];
+        sorted.search.finalists = vec![Config::from_pairs([("A", 5), ("Z", 6)]).unwrap()];
         assert_eq!(
             tune_outcome_document(&sorted).unwrap(),
             crate::json_document("outcome", &o).unwrap()

@@ -276,12 +276,15 @@ fn searched(e: anyhow::Error) -> AutotuneError {
 
 impl Searcher for TuneSearcher {
     fn search(&mut self, task: &SearchTask) -> Result<SearchRecord, AutotuneError> {
-        let more = vec![
+        let mut more = vec![
             "--log".to_string(),
             task.log.display().to_string(),
             "--campaign".to_string(),
             task.campaign.display().to_string(),
         ];
+        if task.leave_finalists {
+            more.push("--no-final-retime".to_string());
+        }
         let mut bar = tune::progress::Bar::new(0, !self.quiet);
         let outcome = if self.resume && task.campaign.exists() {
             super::tune::resume_campaign(task.campaign, false).and_then(|(stored, resumed)| {
@@ -297,6 +300,7 @@ impl Searcher for TuneSearcher {
             over: task.over.clone(),
             best: outcome.search.best.clone(),
             tied: outcome.search.tied.clone(),
+            finalists: outcome.search.finalists.clone(),
             best_ns: outcome.search.best_ns,
             evaluations: outcome.search.evaluations,
             seconds: outcome.search.seconds,

@@ -578,6 +578,26 @@ pub trait Executor {
     /// and stores a result for each one it finished. A configuration
     /// without a stored result afterwards is reported as lost.
     fn run(&mut self, campaign: &Campaign, configs: &[Config]) -> Result<(), TuneError>;
+
+    /// Whether [`Self::retime`] can time configurations again side by
+    /// side, in one place (a cluster runs each configuration once, as its
+    /// own task on whichever node is free).
+    fn retimes(&self) -> bool {
+        false
+    }
+
+    /// The configurations timed again side by side, nothing stored: the
+    /// search's final re-timing, which a stored result cannot stand for.
+    fn retime(&mut self, configs: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        configs
+            .iter()
+            .map(|c| {
+                Err(TuneError::Executor(format!(
+                    "{c}: this campaign's executor does not re-time"
+                )))
+            })
+            .collect()
+    }
 }
 
 impl Executor for LocalTasks<'_> {
@@ -586,6 +606,14 @@ impl Executor for LocalTasks<'_> {
             campaign.store(&run_task(self.objective, config))?;
         }
         Ok(())
+    }
+
+    fn retimes(&self) -> bool {
+        true
+    }
+
+    fn retime(&mut self, configs: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        self.objective.retime(configs)
     }
 }
 
@@ -741,6 +769,16 @@ impl Objective for CampaignObjective<'_> {
                 r.measurement()
             })
             .collect()
+    }
+
+    /// Timed again through the executor: the stored results are the
+    /// search's figures, and re-reading them is no re-timing.
+    fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        self.executor.retime(round)
+    }
+
+    fn retimes(&self) -> bool {
+        self.executor.retimes()
     }
 
     fn placement(&self, config: &Config) -> Option<Placement> {
@@ -1033,5 +1071,86 @@ mod tests {
         );
         let mut obj = CampaignObjective::new(&campaign, &mut local, true);
         assert!(obj.evaluate_round(&round).iter().all(|r| r.is_ok()));
+    }
+
+    /// NB=2 is timed fast once (a quiet moment of the host) and slow ever
+    /// after; NB=1 is the faster one.
+    #[derive(Default)]
+    struct LuckyOnce {
+        nb2_timings: usize,
+    }
+    impl Objective for LuckyOnce {
+        fn evaluate(&mut self, v: &Config) -> Result<Measurement, TuneError> {
+            let ns = match v.get("NB").unwrap() {
+                2 => {
+                    self.nb2_timings += 1;
+                    if self.nb2_timings == 1 {
+                        50.0
+                    } else {
+                        200.0
+                    }
+                }
+                n => 100.0 * n as f64,
+            };
+            Ok(Measurement {
+                time_ns: ns,
+                mflops: None,
+                samples_ns: Vec::new(),
+                uncertainty_pct: None,
+                split: None,
+                stopped: None,
+            })
+        }
+    }
+
+    /// Answers a round from what it was handed, and cannot re-time.
+    struct OnceEach<'a>(&'a mut LuckyOnce);
+    impl Executor for OnceEach<'_> {
+        fn run(&mut self, c: &Campaign, configs: &[Config]) -> Result<(), TuneError> {
+            configs
+                .iter()
+                .try_for_each(|v| c.store(&run_task(self.0, v)))
+        }
+    }
+
+    #[test]
+    fn a_campaigns_finalists_are_timed_again_not_read_back() {
+        let space =
+            crate::space::Space::new(vec![crate::space::parse_param("NB=1:3").unwrap()]).unwrap();
+        let search = |executor: &mut dyn Executor| {
+            let dir = tempfile::tempdir().unwrap();
+            let campaign = Campaign::create(dir.path(), &manifest()).unwrap();
+            let mut obj = CampaignObjective::new(&campaign, executor, false);
+            let mut notes = Notes::default();
+            let out = crate::search::Tuner::new(&space, &mut obj, &mut notes, None, 3)
+                .exhaustive()
+                .unwrap();
+            (out.best.to_string(), notes.0)
+        };
+        let mut lucky = LuckyOnce::default();
+        let (best, notes) = search(&mut LocalTasks {
+            objective: &mut lucky,
+        });
+        assert_eq!(best, "NB=1", "{notes:?}");
+        assert!(lucky.nb2_timings > 1);
+        // An executor that cannot re-time says so; the search's own order
+        // stands, and the stored results are not passed off as re-timings.
+        let mut lucky = LuckyOnce::default();
+        let (best, notes) = search(&mut OnceEach(&mut lucky));
+        assert_eq!(best, "NB=2");
+        assert_eq!(lucky.nb2_timings, 1);
+        assert!(
+            notes.iter().any(|n| n.contains("not re-timed")),
+            "{notes:?}"
+        );
+    }
+
+    #[derive(Default)]
+    struct Notes(Vec<String>);
+    impl crate::search::Progress for Notes {
+        fn evaluated(&mut self, _: &crate::search::Evaluation, _: usize, _: &str) {}
+        fn note(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
     }
 }

@@ -56,6 +56,14 @@ impl OutcomeText<'_> {
                 o.noise_pct.unwrap_or(0.0)
             )?;
         }
+        if !o.finalists.is_empty() {
+            let names: Vec<String> = o.finalists.iter().map(|c| c.to_string()).collect();
+            writeln!(
+                f,
+                "finalists    {} (not re-timed side by side: --no-final-retime)",
+                names.join("; ")
+            )?;
+        }
         Ok(())
     }
 

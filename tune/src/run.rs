@@ -283,6 +283,9 @@ pub struct TuneRequest<'s> {
     /// The evaluation log (default: the campaign's `tune.jsonl`, else
     /// `<name>.tune.jsonl`).
     pub log: Option<PathBuf>,
+    /// End with the finalists listed, not re-timed side by side (the
+    /// caller re-times them against a reference of its own).
+    pub leave_finalists: bool,
 }
 
 /// The budget of a search when none is given and the space is larger.
@@ -580,6 +583,7 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
         build_once,
         allow_mixed_cpus,
         log,
+        leave_finalists,
         ..
     } = request;
     refuse_unserved(&target, &runner, &plan.space, build_once)?;
@@ -627,7 +631,8 @@ pub fn run(request: TuneRequest, progress: &mut dyn Progress) -> Result<TuneOutc
             .as_ref()
             .and_then(|_| plan.starts.first().cloned()),
     )
-    .with_seed(seed);
+    .with_seed(seed)
+    .leaving_finalists(leave_finalists);
     let search = search_with(
         tuner,
         plan.strategy,

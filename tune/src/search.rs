@@ -29,6 +29,12 @@ pub trait Objective {
         self.evaluate_round(round)
     }
 
+    /// Whether [`Self::retime`] times again (an objective that can only
+    /// read back what it measured once cannot).
+    fn retimes(&self) -> bool {
+        true
+    }
+
     /// The node and CPU model `config` was last evaluated on, when the
     /// objective knows (the campaign log records it per evaluation).
     fn placement(&self, _config: &Config) -> Option<Placement> {
@@ -122,6 +128,11 @@ pub struct Outcome {
     /// 95 % confidence, or within the host's noise of it: any of them is
     /// as good a choice.
     pub tied: Vec<Config>,
+    /// The best configurations by the search's own times, in that order,
+    /// when the final re-timing was left to the caller
+    /// ([`Tuner::leaving_finalists`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub finalists: Vec<Config>,
     /// The noise the finalists were judged against, per cent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise_pct: Option<f64>,
@@ -198,6 +209,8 @@ pub struct Tuner<'a> {
     tied: Vec<Point>,
     /// The noise (per cent) the finalists were judged against.
     noise_pct: Option<f64>,
+    /// The finalists, unjudged, when the caller re-times them.
+    left_finalists: Option<Vec<Point>>,
     started: Instant,
     model_choice: Option<crate::model::Start>,
     /// Seeds the model-free strategies' random choices (`--seed`).
@@ -223,6 +236,7 @@ impl<'a> Tuner<'a> {
             best: None,
             tied: Vec::new(),
             noise_pct: None,
+            left_finalists: None,
             started: Instant::now(),
             model_choice: None,
             seed: 0,
@@ -232,6 +246,13 @@ impl<'a> Tuner<'a> {
     /// The model's own choice, reported in the outcome against the best.
     pub fn with_model_choice(mut self, choice: Option<crate::model::Start>) -> Self {
         self.model_choice = choice;
+        self
+    }
+
+    /// Ends the search with the finalists listed, not re-timed: for a
+    /// caller that re-times them itself, against a reference of its own.
+    pub fn leaving_finalists(mut self, leave: bool) -> Self {
+        self.left_finalists = leave.then(Vec::new);
         self
     }
 
@@ -671,9 +692,6 @@ impl<'a> Tuner<'a> {
             .iter()
             .filter_map(|(p, m)| m.as_ref().map(|m| (p, m.time_ns)))
             .collect();
-        if timed.len() < 2 {
-            return Ok(());
-        }
         // Ties go to the earlier point of the space, so the finalists do
         // not depend on the map's order.
         timed.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
@@ -682,6 +700,19 @@ impl<'a> Tuner<'a> {
             .take(FINALISTS)
             .map(|(p, _)| (*p).clone())
             .collect();
+        if let Some(left) = self.left_finalists.as_mut() {
+            *left = finalists;
+            return Ok(());
+        }
+        if finalists.len() < 2 {
+            return Ok(());
+        }
+        if !self.objective.retimes() {
+            self.progress.note(
+                "the finalists are not re-timed: each was timed once, as its own task; their order is the search's",
+            );
+            return Ok(());
+        }
         let values: Vec<Config> = finalists.iter().map(|p| self.space.config(p)).collect();
         let mut pooled: Vec<Vec<f64>> = vec![Vec::new(); finalists.len()];
         let mut reported: Vec<Vec<f64>> = vec![Vec::new(); finalists.len()];
@@ -841,6 +872,12 @@ impl<'a> Tuner<'a> {
             best_ns: m.time_ns,
             best_uncertainty_pct: m.uncertainty_pct,
             tied: self.tied.iter().map(|p| self.space.config(p)).collect(),
+            finalists: self
+                .left_finalists
+                .iter()
+                .flatten()
+                .map(|p| self.space.config(p))
+                .collect(),
             noise_pct: self.noise_pct,
             best_mflops: m.mflops,
             evaluations: self.evaluations.len(),
@@ -941,6 +978,25 @@ mod tests {
         assert_eq!(out.best_ns, 100.0);
         // Far fewer than the 1024 configurations.
         assert!(out.evaluations < 80, "{}", out.evaluations);
+    }
+
+    #[test]
+    fn finalists_left_to_the_caller_are_listed_in_order_and_not_timed_again() {
+        let space = space();
+        let mut obj = bowl();
+        let start = start_at(&space, [32, 3, 3], "test");
+        let out = Tuner::new(&space, &mut obj, &mut (), None, 200)
+            .leaving_finalists(true)
+            .search(&[start])
+            .unwrap();
+        assert_eq!(obj.calls.len(), out.evaluations);
+        assert_eq!(out.finalists.len(), FINALISTS);
+        assert_eq!(out.finalists[0], out.best);
+        assert!(out.tied.is_empty() && out.noise_pct.is_none());
+        let mut again = bowl();
+        let time = |c: &Config| again.evaluate(c).unwrap().time_ns;
+        let times: Vec<f64> = out.finalists.iter().map(time).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     }
 
     #[test]

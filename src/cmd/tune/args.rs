@@ -30,6 +30,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "Search")]
     pub log: Option<PathBuf>,
+    /// End with the three best listed (JSON `finalists`, in the search's
+    /// order) instead of re-timed side by side, for a caller that re-times
+    /// them against a reference of its own (as `tdg autotune` does, against
+    /// the program's original routine).
+    #[arg(long)]
+    #[arg(help_heading = "Search")]
+    pub no_final_retime: bool,
     /// Ignore the spec's `checkpoint` clause and tune with a generated driver.
     #[arg(long)]
     #[arg(help_heading = "Checkpoint tuning")]

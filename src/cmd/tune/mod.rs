@@ -313,6 +313,7 @@ pub(crate) fn tune_outcome(
         build_once: args.search.campaign.build_once,
         allow_mixed_cpus: args.search.campaign.allow_mixed_cpus,
         log: args.log.clone(),
+        leave_finalists: args.no_final_retime,
     };
     tune::run(request, progress).map_err(tune_error)
 }
