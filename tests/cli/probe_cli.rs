@@ -14,12 +14,7 @@ fn tdg(cache: &std::path::Path) -> Command {
 fn probe_measures_once_then_reads_its_cache() {
     let _alone = testkit::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let first = tdg(dir.path()).args(["probe", "--json"]).output().unwrap();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    let first = measured_undisturbed(dir.path());
     let document: serde_json::Value =
         serde_json::from_slice(&first.stdout).expect("--json prints JSON");
     assert_eq!(document["version"], formats::JSON_VERSION, "{document}");
@@ -149,6 +144,26 @@ fn probe_measures_once_then_reads_its_cache() {
         .unwrap();
     assert_eq!(check.status.code(), Some(8));
     assert!(String::from_utf8_lossy(&check.stderr).contains("run `tdg probe`"));
+}
+
+/// `tdg probe --json` into the cache at `cache`, probed again while the
+/// probe finds itself disturbed and caches nothing (which is right of it):
+/// the test's premise is one quiet moment of the host, which the section
+/// lock gives against the suite but not against other tenants.
+fn measured_undisturbed(cache: &std::path::Path) -> std::process::Output {
+    const TRIES: usize = 3;
+    for attempt in 1..=TRIES {
+        let out = tdg(cache).args(["probe", "--json"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        if cache.join("probe.json").exists() || attempt == TRIES || !stderr.contains("disturbed") {
+            return out;
+        }
+        eprintln!(
+            "probe_cli: the probe was disturbed and cached nothing; probing again ({stderr})"
+        );
+    }
+    unreachable!("the last attempt returns")
 }
 
 #[test]
