@@ -381,28 +381,26 @@ fn tune(
 struct Searched {
     /// The search over all contexts first, then one per context.
     searches: Vec<SearchRecord>,
-    /// Per faithful context, its own search's best (none where it had no
-    /// search of its own).
-    own_best: Vec<Option<Config>>,
+    /// Per faithful context, where in `searches` its own search is (none
+    /// where it had no search of its own).
+    own_search: Vec<Option<usize>>,
 }
 
-impl Searched {
-    /// The configurations over all contexts the re-timing against the
-    /// original chooses from: the search's finalists, or its best alone.
-    fn joint_candidates(&self) -> Vec<Config> {
-        let joint = &self.searches[0];
-        if joint.finalists.is_empty() {
-            vec![joint.best.clone()]
-        } else {
-            joint.finalists.clone()
-        }
+/// What the re-timing against the original chooses from for `search`: its
+/// finalists, or its best alone.
+fn candidates(search: &SearchRecord) -> Vec<Config> {
+    if search.finalists.is_empty() {
+        vec![search.best.clone()]
+    } else {
+        search.finalists.clone()
     }
 }
 
 /// The search over all contexts, then, when specialising, one per context.
-/// The first leaves its finalists to [`decide`]: re-timed among themselves
+/// Each leaves its finalists to [`decide`]: re-timed among themselves
 /// they would be timed twice, and only against the original do their
-/// times say what the program would feel.
+/// times say what the program would feel. The searches' finalists overlap
+/// (often they are the same few), so one re-timing serves them all.
 fn search(
     t: &Tuning,
     searcher: &mut dyn Searcher,
@@ -418,14 +416,14 @@ fn search(
         over: "all contexts".into(),
         leave_finalists: true,
     })?;
-    let mut searched = Searched {
-        searches: vec![joint],
-        own_best: vec![None; t.faithful.len()],
-    };
     progress.note(&format!(
         "over all contexts, the best by the search's own times: {}",
-        listed(&searched.joint_candidates())
+        listed(&candidates(&joint))
     ));
+    let mut searched = Searched {
+        searches: vec![joint],
+        own_search: vec![None; t.faithful.len()],
+    };
     if !(t.req.specialise && t.faithful.len() > 1) {
         return Ok(searched);
     }
@@ -441,10 +439,14 @@ fn search(
             campaign: &t.work.join(format!("context-{}.campaign", target.rank)),
             log: &t.work.join(format!("context-{}.tune.jsonl", target.rank)),
             over: target.label.clone(),
-            leave_finalists: false,
+            leave_finalists: true,
         })?;
-        progress.note(&format!("context {}: {}", target.label, s.best));
-        searched.own_best[i] = Some(s.best.clone());
+        progress.note(&format!(
+            "context {}, the best by its search's own times: {}",
+            target.label,
+            listed(&candidates(&s))
+        ));
+        searched.own_search[i] = Some(searched.searches.len());
         searched.searches.push(s);
     }
     Ok(searched)
@@ -734,22 +736,23 @@ fn write_contexts(
     Ok(())
 }
 
-/// Step 4's choice: the joint search's finalists and each context's own
-/// best, re-timed side by side with the original. The configuration over
-/// all contexts is the finalist of least predicted time in the routine;
-/// a context keeps its own best only where that is proven faster there.
-/// The joint search's record takes the choice and what it is tied with.
+/// Step 4's choice: every search's finalists re-timed side by side with
+/// the original. The configuration over all contexts is the joint search's
+/// finalist of least predicted time in the routine; a context with a search
+/// of its own keeps its finalist of least predicted time there only where
+/// that is proven faster there than the shared one. Each search's record
+/// takes the choice made from its finalists.
 fn decide(
     t: &Tuning,
     searcher: &mut dyn Searcher,
     searched: &mut Searched,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
-    let candidates = searched.joint_candidates();
-    let mut configs = candidates.clone();
-    for c in searched.own_best.iter().flatten() {
-        if !configs.contains(c) {
-            configs.push(c.clone());
+    let joint_candidates = candidates(&searched.searches[0]);
+    let mut configs = joint_candidates.clone();
+    for c in searched.searches[1..].iter().flat_map(candidates) {
+        if !configs.contains(&c) {
+            configs.push(c);
         }
     }
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
@@ -767,8 +770,10 @@ fn decide(
         original: t.original,
         rounds,
     })?;
-    let joint = JointChoice::of(t.faithful, &times, candidates.len(), with_original);
-    if candidates.len() > 1 {
+    let per_call =
+        |config: usize, k: usize| predicted_in_app(t.faithful[k], &times, config, k, with_original);
+    let joint = JointChoice::of(t.faithful, &times, joint_candidates.len(), with_original);
+    if joint_candidates.len() > 1 {
         progress.note(&format!(
             "over all contexts, re-timed against the original: {}",
             joint.text(&configs)
@@ -778,16 +783,26 @@ fn decide(
     record.best = configs[joint.index].clone();
     record.tied = joint.tied.iter().map(|&i| configs[i].clone()).collect();
     record.best_ns = joint.in_routine_ns[joint.index];
+    // Each context's own search's choice, where it had one.
+    let own: Vec<Option<usize>> = (0..t.faithful.len())
+        .map(|k| {
+            let search = searched.own_search[k]?;
+            let own = candidates(&searched.searches[search])
+                .iter()
+                .map(index)
+                .min_by(|&a, &b| per_call(a, k).total_cmp(&per_call(b, k)))?;
+            let record = &mut searched.searches[search];
+            record.best = configs[own].clone();
+            record.best_ns = t.faithful[k].calls as f64 * per_call(own, k);
+            Some(own)
+        })
+        .collect();
     let series = |config: usize, context: usize| -> Vec<f64> {
         times.iter().map(|r| r[config][context]).collect()
     };
     let mut choices = Vec::new();
     for (k, target) in t.faithful.iter().enumerate() {
-        let own = searched.own_best[k]
-            .as_ref()
-            .map(index)
-            .filter(|&own| own != joint.index);
-        let (config, specialised, over_joint) = match own {
+        let (config, specialised, over_joint) = match own[k].filter(|&o| o != joint.index) {
             None => (joint.index, false, None),
             Some(own) => {
                 let s = side_by_side(&series(joint.index, k), &series(own, k));
@@ -813,7 +828,7 @@ fn decide(
             config: configs[config].clone(),
             specialised,
             original_ns: target.in_app_ns,
-            chosen_ns: predicted_in_app(target, &times, config, k, with_original),
+            chosen_ns: per_call(config, k),
             specialised_over_joint: over_joint,
         });
     }
