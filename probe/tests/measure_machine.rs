@@ -256,8 +256,33 @@ fn fp_latencies_and_registers_agree_with_the_vendor_table() {
     };
     assert_eq!(c.microarchitecture.as_deref(), Some(uarch.name));
     assert!(!c.fp.is_empty());
-    for t in &c.fp {
-        let published = f64::from(uarch.latency(t.op));
+    let published = |t: &probe::cpu::FpTiming| f64::from(uarch.latency(t.op));
+    let off = |fp: &[probe::cpu::FpTiming]| {
+        fp.iter()
+            .any(|t| (t.latency_cycles - published(t)).abs() > 1.0)
+    };
+    // Other work only ever adds cycles (a vCPU's slow second put fma at
+    // 9.99 cycles against 4 once): each operation's latency is the least
+    // of up to three probes, re-probed only while one is off the table.
+    let mut fp = c.fp.clone();
+    for _ in 0..2 {
+        if !off(&fp) {
+            break;
+        }
+        let again = reprobe();
+        eprintln!("re-probed: a latency was off the vendor table: {fp:?}");
+        for t in fp.iter_mut() {
+            let same = again.cpu.iter().flat_map(|c| &c.fp);
+            if let Some(a) = same
+                .filter(|a| a.op == t.op && a.width == t.width)
+                .find(|a| a.latency_cycles < t.latency_cycles)
+            {
+                *t = a.clone();
+            }
+        }
+    }
+    for t in &fp {
+        let published = published(t);
         assert!(
             (t.latency_cycles - published).abs() <= 1.0,
             "{} {}: {:.2} cycles measured, {published} published for {}",
