@@ -418,7 +418,7 @@ fn search(
     })?;
     progress.note(&format!(
         "over all contexts, the best by the search's own times: {}",
-        listed(&candidates(&joint))
+        config::listed(&candidates(&joint))
     ));
     let mut searched = Searched {
         searches: vec![joint],
@@ -444,20 +444,12 @@ fn search(
         progress.note(&format!(
             "context {}, the best by its search's own times: {}",
             target.label,
-            listed(&candidates(&s))
+            config::listed(&candidates(&s))
         ));
         searched.own_search[i] = Some(searched.searches.len());
         searched.searches.push(s);
     }
     Ok(searched)
-}
-
-fn listed(configs: &[Config]) -> String {
-    configs
-        .iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Step 5's lines: where the deployment is, how to use it, and each copy
@@ -862,12 +854,7 @@ impl JointChoice {
                             .iter()
                             .enumerate()
                             .map(|(k, t)| {
-                                let per_call = if with_original {
-                                    t.in_app_ns * r[c][k] / r[r.len() - 1][k]
-                                } else {
-                                    r[c][k]
-                                };
-                                t.calls as f64 * per_call
+                                t.calls as f64 * per_call_in_round(t, r, c, k, with_original)
                             })
                             .sum()
                     })
@@ -945,17 +932,26 @@ fn predicted_in_app(
     k: usize,
     with_original: bool,
 ) -> f64 {
-    let median = |v: Vec<f64>| stats::Summary::of(&v).map_or(f64::NAN, |s| s.median);
+    let per_round: Vec<f64> = times
+        .iter()
+        .map(|r| per_call_in_round(t, r, config, k, with_original))
+        .collect();
+    stats::Summary::of(&per_round).map_or(f64::NAN, |s| s.median)
+}
+
+/// [`predicted_in_app`] from one round alone: the in-app time scaled by
+/// the round's ratio to the original, or the round's time itself.
+fn per_call_in_round(
+    t: &ContextTarget,
+    round: &[Vec<f64>],
+    config: usize,
+    k: usize,
+    with_original: bool,
+) -> f64 {
     if with_original {
-        t.in_app_ns
-            * median(
-                times
-                    .iter()
-                    .map(|r| r[config][k] / r[r.len() - 1][k])
-                    .collect(),
-            )
+        t.in_app_ns * round[config][k] / round[round.len() - 1][k]
     } else {
-        median(times.iter().map(|r| r[config][k]).collect())
+        round[config][k]
     }
 }
 

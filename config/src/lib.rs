@@ -442,6 +442,16 @@ impl fmt::Display for Config {
     }
 }
 
+/// Configurations on one line, each written as [`Config`]'s `Display`
+/// (settings apart by spaces), the configurations apart by "; ".
+pub fn listed(configs: &[Config]) -> String {
+    configs
+        .iter()
+        .map(Config::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 impl Serialize for Config {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.settings.len()))?;

@@ -48,20 +48,18 @@ impl OutcomeText<'_> {
             None => writeln!(f)?,
         }
         if !o.tied.is_empty() {
-            let names: Vec<String> = o.tied.iter().map(|c| c.to_string()).collect();
             writeln!(
                 f,
                 "tied with    {} (not told apart at 95% confidence, noise {:.1}%)",
-                names.join("; "),
+                config::listed(&o.tied),
                 o.noise_pct.unwrap_or(0.0)
             )?;
         }
         if !o.finalists.is_empty() {
-            let names: Vec<String> = o.finalists.iter().map(|c| c.to_string()).collect();
             writeln!(
                 f,
                 "finalists    {} (not re-timed side by side: --no-final-retime)",
-                names.join("; ")
+                config::listed(&o.finalists)
             )?;
         }
         Ok(())
