@@ -301,9 +301,13 @@ fn cpu_timer_takes_its_shortest_interval_from_its_own_step() {
         .min_interval_source
         .contains("cpu timer's measured step"));
     assert!(!cycle.min_interval_source.contains("measured step"));
-    // The repetition count really reaches the CPU clock's interval.
+    // The repetition count really reaches the CPU clock's interval (many
+    // times the cycle timer's). The count is calibrated on a
+    // few timings: one made at a slow moment of the host picks it for a
+    // slower call than the samples' fastest (a run read 1.6x), so half the
+    // interval is what holds under noise.
     assert!(
-        cpu.reps_per_sample as f64 * cpu.stats.min >= 0.8 * cpu.min_interval_ns as f64,
+        cpu.reps_per_sample as f64 * cpu.stats.min >= 0.5 * cpu.min_interval_ns as f64,
         "R {} x {} ns < {} ns",
         cpu.reps_per_sample,
         cpu.stats.min,
