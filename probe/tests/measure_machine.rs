@@ -23,9 +23,27 @@ fn probed() -> &'static ProbeResult {
     })
 }
 
-/// Another probe, for the tests that keep the least disturbed of several.
-fn reprobe() -> ProbeResult {
-    measure_alone(&mut |_| {})
+/// The least disturbed reading of up to three probes: `read` of the shared
+/// probe, then of a new probe while `fits` says the reading is off, kept by
+/// `better`. Other work on a shared host only ever moves a reading one way
+/// (it evicts lines early, adds cycles, shrinks an effective size), so the
+/// better of two readings is the less disturbed one, as min-of-N is for
+/// times; re-probing only while off keeps a quiet run at one probe.
+/// Returns the kept reading and each probe's own, for the message.
+fn least_disturbed<T: Clone + std::fmt::Debug>(
+    read: impl Fn(&ProbeResult) -> T,
+    fits: impl Fn(&T) -> bool,
+    better: impl Fn(T, T) -> T,
+) -> (T, Vec<T>) {
+    let mut best = read(probed());
+    let mut seen = vec![best.clone()];
+    while !fits(&best) && seen.len() < 3 {
+        eprintln!("re-probing: a reading is off what is documented: {best:?}");
+        let again = read(&measure_alone(&mut |_| {}));
+        seen.push(again.clone());
+        best = better(best, again);
+    }
+    (best, seen)
 }
 
 fn within(measured: u64, documented: u64, frac: f64) -> bool {
@@ -49,7 +67,7 @@ fn l1d_within_25_and_l2_within_50_percent_of_sysfs() {
     // effective on some days and 279-330 KiB (-37 to -45%) on others, where
     // a 1 MiB one read -16 to -18%.
     const TOLERANCE: [f64; 2] = [0.25, 0.50];
-    let fits = |sizes: &[u64]| {
+    let fits = |sizes: &Vec<u64>| {
         sizes.len() >= 2
             && sizes
                 .iter()
@@ -65,19 +83,10 @@ fn l1d_within_25_and_l2_within_50_percent_of_sysfs() {
             .collect::<Vec<u64>>()
     };
     // Other work (an SMT sibling sharing L2, a neighbour in L3) only ever
-    // shrinks the effective sizes, so the largest of up to three probes is
-    // the least disturbed one: the size analogue of min-of-N for times.
-    let mut best = sizes(r);
-    for _ in 0..2 {
-        if fits(&best) {
-            break;
-        }
-        let again = reprobe();
-        eprintln!("re-probed: {}", probe::render::table(&again));
-        for (b, m) in best.iter_mut().zip(sizes(&again)) {
-            *b = (*b).max(m);
-        }
-    }
+    // shrinks the effective sizes: each level's largest reading counts.
+    let (best, seen) = least_disturbed(sizes, fits, |a, b| {
+        a.iter().zip(&b).map(|(&x, &y)| x.max(y)).collect()
+    });
     assert!(
         best.len() >= 2,
         "fewer than two levels found: {:?}",
@@ -86,7 +95,7 @@ fn l1d_within_25_and_l2_within_50_percent_of_sysfs() {
     for (i, ((&m, &d), t)) in best.iter().zip(&doc).zip(TOLERANCE).enumerate() {
         assert!(
             within(m, d, t),
-            "L{} effective {m} B vs documented {d} B",
+            "L{} effective {m} B vs documented {d} B (each probe's sizes: {seen:?})",
             i + 1
         );
     }
@@ -123,14 +132,16 @@ fn line_size_matches_sysfs() {
     let Some(doc) = r.line.documented_bytes else {
         return;
     };
-    // As for the cache sizes, the least disturbed of up to three probes
-    // counts: a probe whose every pair test was disturbed reads the memory
-    // fetch unit (`memory_fetch_bytes`) as the line.
-    let mut seen = vec![r.line.clone()];
-    while seen.last().unwrap().bytes != doc && seen.len() < 3 {
-        seen.push(reprobe().line);
-    }
-    assert_eq!(seen.last().unwrap().bytes, doc, "{seen:?}");
+    // A probe whose every pair test was disturbed reads the memory fetch
+    // unit (`memory_fetch_bytes`) as the line: a reading of the line that
+    // matches counts over one that does not.
+    let matches = |l: &probe::LineSize| l.bytes == doc;
+    let (line, seen) = least_disturbed(
+        |r| r.line.clone(),
+        matches,
+        |a, b| if matches(&a) { a } else { b },
+    );
+    assert_eq!(line.bytes, doc, "{seen:?}");
 }
 
 #[test]
@@ -143,30 +154,28 @@ fn first_tlb_level_is_smaller_than_the_l1d_footprint_step() {
     // Where cpuid documents the TLBs, every documented level has a measured
     // step whose reach is at most a grid step above and not far below (a
     // few entries hold code, stack and page-table pages). Other work only
-    // ever evicts entries and adds steps, so as for the cache sizes the
-    // least disturbed of up to three probes counts. A step no TLB makes
-    // (one between the L1 and L2 TLBs' counts) carries no documented count.
-    let documented_reach_fits = |r: &ProbeResult| {
+    // ever evicts entries and adds steps: a probe whose steps fit counts
+    // over one whose steps do not. A step no TLB makes (one between the L1
+    // and L2 TLBs' counts) carries no documented count.
+    let documented_reach_fits = |tlb: &Vec<probe::TlbLevel>| {
         probe::documented::documented_dtlb_entries()
             .iter()
             .flatten()
             .all(|&d| {
-                r.tlb.iter().any(|t| {
+                tlb.iter().any(|t| {
                     t.documented_entries == Some(d)
                         && t.entries as f64 <= 1.2 * d as f64
                         && t.entries as f64 >= 0.5 * d as f64
                 })
             })
     };
-    let mut fits = documented_reach_fits(r);
-    let mut seen = vec![r.tlb.clone()];
-    while !fits && seen.len() < 3 {
-        let again = reprobe();
-        fits = documented_reach_fits(&again);
-        seen.push(again.tlb);
-    }
+    let (tlb, seen) = least_disturbed(
+        |r| r.tlb.clone(),
+        documented_reach_fits,
+        |a, b| if documented_reach_fits(&a) { a } else { b },
+    );
     assert!(
-        fits,
+        documented_reach_fits(&tlb),
         "no probe within 0.5-1.2x of cpuid's TLB entries: {seen:?}"
     );
     let l1_lines = r.caches[0].effective_bytes / r.line.bytes;
@@ -262,25 +271,23 @@ fn fp_latencies_and_registers_agree_with_the_vendor_table() {
             .any(|t| (t.latency_cycles - published(t)).abs() > 1.0)
     };
     // Other work only ever adds cycles (a vCPU's slow second put fma at
-    // 9.99 cycles against 4 once): each operation's latency is the least
-    // of up to three probes, re-probed only while one is off the table.
-    let mut fp = c.fp.clone();
-    for _ in 0..2 {
-        if !off(&fp) {
-            break;
-        }
-        let again = reprobe();
-        eprintln!("re-probed: a latency was off the vendor table: {fp:?}");
-        for t in fp.iter_mut() {
-            let same = again.cpu.iter().flat_map(|c| &c.fp);
-            if let Some(a) = same
-                .filter(|a| a.op == t.op && a.width == t.width)
-                .find(|a| a.latency_cycles < t.latency_cycles)
-            {
-                *t = a.clone();
+    // 9.99 cycles against 4 once): each operation's least latency counts.
+    let (fp, _) = least_disturbed(
+        |r| r.cpu.iter().flat_map(|c| c.fp.clone()).collect::<Vec<_>>(),
+        |fp| !off(fp),
+        |mut kept, again| {
+            for t in kept.iter_mut() {
+                if let Some(a) = again
+                    .iter()
+                    .filter(|a| a.op == t.op && a.width == t.width)
+                    .find(|a| a.latency_cycles < t.latency_cycles)
+                {
+                    *t = a.clone();
+                }
             }
-        }
-    }
+            kept
+        },
+    );
     for t in &fp {
         let published = published(t);
         assert!(
@@ -357,18 +364,13 @@ fn l1d_ways_equal_sysfs_and_l2_ways_where_measured() {
     let doc = l1.documented.value.expect("sysfs documents L1d ways here");
     // Other work on the core (an SMT sibling) only ever evicts a line
     // early, moving the step down a way (a run read 7 of 8, its eighth
-    // way half-missed): the most ways of up to three probes is the least
-    // disturbed reading, re-probed only while it is off sysfs.
-    let mut ways = l1.measured;
-    let mut seen = vec![l1.clone()];
-    while ways != Some(doc) && seen.len() < 3 {
-        let again = reprobe().cpu.and_then(|c| c.l1d_ways);
-        let again = again.expect("L1d associativity");
-        eprintln!("re-probed: L1d ways {:?} against {doc} in sysfs", ways);
-        ways = ways.max(again.measured);
-        seen.push(again);
-    }
-    assert_eq!(ways, Some(doc), "{seen:?}");
+    // way half-missed): the most ways read counts.
+    let (ways, seen) = least_disturbed(
+        |r| r.cpu.as_ref().and_then(|c| c.l1d_ways.as_ref()?.measured),
+        |&w| w == Some(doc),
+        Ord::max,
+    );
+    assert_eq!(ways, Some(doc), "each probe's reading: {seen:?}");
     // Where the L2's eviction sets find nothing (the target line still
     // reloads from the L2 after every line of the pool was read; see
     // docs/probe-tune.md), the probe says so in a note: said, not passed
@@ -394,11 +396,35 @@ fn execution_contexts_match_the_topology_sysfs_documents() {
     } else {
         assert!(!x.pairs.is_empty());
     }
-    for p in &x.pairs {
-        if let Some(doc) = p.documented_shares_core.value {
-            assert_eq!(p.shares_core, doc, "{p:?}");
-        }
-    }
+    // Two vCPUs on separate cores read as one core's two contexts while
+    // the hypervisor runs them on one (each at half speed beside the
+    // other: a quiet run here read a compute ratio of 0.499 once in ten);
+    // other work only ever makes CPUs look shared, so a pair counts as
+    // sharing a core only where every probe read it so.
+    let sharing = |r: &ProbeResult| -> Vec<bool> {
+        let pairs = r.cpu.as_ref().and_then(|c| c.contexts.as_ref());
+        pairs.map_or(vec![], |x| x.pairs.iter().map(|p| p.shares_core).collect())
+    };
+    let documented: Vec<Option<bool>> = x
+        .pairs
+        .iter()
+        .map(|p| p.documented_shares_core.value)
+        .collect();
+    let matches = |shares: &Vec<bool>| {
+        shares.len() == documented.len()
+            && shares
+                .iter()
+                .zip(&documented)
+                .all(|(s, d)| d.is_none_or(|d| d == *s))
+    };
+    let (shares, seen) = least_disturbed(sharing, matches, |a, b| {
+        a.iter().zip(&b).map(|(&x, &y)| x && y).collect()
+    });
+    assert!(
+        matches(&shares),
+        "pairs {:?}: sharing a core read {seen:?}, documented {documented:?}",
+        x.pairs
+    );
     let b = x.bandwidth.as_ref().expect("bandwidth");
     assert!(b.one_cpu_gb_s > 0.5 && b.one_cpu_gb_s < 1000.0, "{b:?}");
     // More readers never get less in total than one (allowing for noise).
