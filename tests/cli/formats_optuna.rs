@@ -1,99 +1,34 @@
-//! Optuna tunes specs/blocked_gemm through `tdg run --cost-only`
-//! (examples/optuna_tune.py), `tdg tune` searches the same space with the
-//! same budget, and tdg re-times both bests side by side: they must agree
-//! within the spread of those re-timings. Run under the timing lock.
+//! Optuna drives `tdg run --cost-only` (examples/optuna_tune.py) over
+//! specs/blocked_gemm's space: every trial is one tdg evaluation, and the
+//! best Optuna reports is a configuration of the space whose time is the
+//! least of its trials, in the unit tdg gives. How its best compares with
+//! `tdg tune`'s and the exhaustive search's is a benchmark
+//! (scripts/bench-tune, docs/benchmarks.md), not this test.
 
 use crate::formats_support::tuners_python;
 use crate::support::{stderr, tdg_env as tdg};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 use testkit::repo;
 
-const SIZES: [&str; 6] = ["-D", "MS=256", "-D", "NS=256", "-D", "KS=256"];
-const SPACE: [&str; 6] = [
-    "--param",
-    "NB=32:128:32",
-    "--param",
-    "MU=1:8",
-    "--param",
-    "NU=1:4",
-];
-/// Half the space. Exhaustively, about 8 of the 128 configurations are
-/// within 5 % of the best: 32 trials drawn at random miss all 8 one time in
-/// ten, and Optuna's sampler starts out random; with 64, one time in three
-/// hundred.
-const BUDGET: &str = "64";
-
-type Config = BTreeMap<String, i64>;
-
-fn config(v: &serde_json::Value) -> Config {
-    v.as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
-        .collect()
-}
-
-/// One `tdg run --cost-only` of `c`: seconds per call.
-fn cost(spec: &Path, c: &Config) -> f64 {
-    let kernel = repo().join("specs/blocked_gemm.c");
-    let mut args = vec![
-        "run".to_string(),
-        spec.display().to_string(),
-        "--impl".into(),
-        kernel.display().to_string(),
-        "--cost-only".into(),
-    ];
-    args.extend(SIZES.iter().map(|s| s.to_string()));
-    for (k, v) in c {
-        args.extend(["-D".to_string(), format!("{k}={v}")]);
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = tdg(&args, &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap()
-}
-
-fn median(v: Vec<f64>) -> f64 {
-    stats::Summary::of(&v).expect("samples").median
-}
+const SIZES: [&str; 6] = ["-D", "MS=128", "-D", "NS=128", "-D", "KS=128"];
+/// Each parameter's range, as `--param` gives it.
+const SPACE: [(&str, i64, i64, i64); 3] = [("NB", 32, 128, 32), ("MU", 1, 8, 1), ("NU", 1, 4, 1)];
+const TRIALS: u64 = 6;
 
 #[test]
-fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
-    let _alone = testkit::exclusive();
+fn optuna_drives_tdg_run_and_reports_the_least_time_of_its_trials() {
+    // No time is compared with another: the trials run beside other light
+    // tests, and what is asserted holds whatever the machine is doing.
+    let _shared = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
-    // blocked_gemm's spec sampling each of the ~150 evaluations (both
-    // searches, the re-timings) for 30-80 ms rather than the default
-    // 100-250 ms: a call takes ~2 ms, and the verdict is measured against
-    // the spread of re-timings sampled the same way.
     let spec = dir.path().join("blocked_gemm.spec");
     std::fs::write(
         &spec,
         std::fs::read_to_string(repo().join("specs/blocked_gemm.spec")).unwrap()
-            + "timer={ min_time=30ms; max_time=80ms; };\n",
+            + "timer={ min_time=5ms; max_time=20ms; };\n",
     )
     .unwrap();
     let kernel = repo().join("specs/blocked_gemm.c");
-    let mut tune_args = vec![
-        "tune",
-        spec.to_str().unwrap(),
-        "--impl",
-        kernel.to_str().unwrap(),
-        "--budget",
-        BUDGET,
-        "--format",
-        "json",
-    ];
-    tune_args.extend(SIZES);
-    tune_args.extend(SPACE);
-    let log = dir.path().join("tune.jsonl");
-    tune_args.extend(["--log", log.to_str().unwrap()]);
-    let o = tdg(&tune_args, &[]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let tuned: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let tune_best = config(&tuned["best"]);
-
     let out = dir.path().join("optuna.json");
     let mut optuna = Command::new(tuners_python());
     optuna
@@ -101,9 +36,20 @@ fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
         .arg(&spec)
         .arg("--impl")
         .arg(&kernel)
-        .args(SIZES)
-        .args(SPACE)
-        .args(["--trials", BUDGET, "--tdg", crate::support::TDG, "--out"])
+        .args(SIZES);
+    for (name, lo, hi, step) in SPACE {
+        optuna
+            .arg("--param")
+            .arg(format!("{name}={lo}:{hi}:{step}"));
+    }
+    optuna
+        .args([
+            "--trials",
+            &TRIALS.to_string(),
+            "--tdg",
+            crate::support::TDG,
+        ])
+        .arg("--out")
         .arg(&out);
     let o = optuna.output().unwrap();
     assert!(
@@ -112,48 +58,51 @@ fn optunas_best_agrees_with_tdg_tunes_within_the_retiming_spread() {
         stderr(&o)
     );
     let found: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(found["trials"].to_string(), BUDGET);
-    let optuna_best = config(&found["best"]);
-
-    // Side by side, interleaved, so drift on this shared machine hits both.
-    // Once more when they disagree: the spread of four re-timings of each
-    // moves with the host's load, so one unlucky set is measured again; a
-    // real difference shows both times.
-    let measure = || {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        for _ in 0..4 {
-            a.push(cost(&spec, &optuna_best));
-            b.push(cost(&spec, &tune_best));
+    assert_eq!(found["trials"].as_u64(), Some(TRIALS), "{found:#}");
+    assert_eq!(found["failed"].as_u64(), Some(0), "{found:#}");
+    let history = found["history"].as_array().unwrap();
+    assert_eq!(history.len() as u64, TRIALS, "{found:#}");
+    for t in history {
+        for (name, lo, hi, step) in SPACE {
+            let v = t["params"][name].as_i64().unwrap();
+            assert!(
+                (lo..=hi).contains(&v) && (v - lo) % step == 0,
+                "{name}={v} is outside --param {name}={lo}:{hi}:{step}: {t}"
+            );
         }
-        let spread = |v: &[f64]| {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(0.0, f64::max);
-            hi / lo - 1.0
-        };
-        // The uncertainty of one re-timing: how far repeats of one
-        // configuration disagree, never taken below 5%.
-        let uncertainty = spread(&a).max(spread(&b)).max(0.05);
-        let (ta, tb) = (median(a.clone()), median(b.clone()));
-        let gap = (ta / tb - 1.0).abs();
-        eprintln!(
-            "Optuna {optuna_best:?}: {:.3} ms; tdg tune {tune_best:?}: {:.3} ms; gap {:.1}%, uncertainty {:.1}%",
-            ta * 1e3,
-            tb * 1e3,
-            gap * 100.0,
-            uncertainty * 100.0
-        );
-        (a, b, gap, uncertainty)
-    };
-    let mut m = measure();
-    if m.2 > m.3 {
-        eprintln!("measuring once more");
-        m = measure();
+        let s = t["seconds"].as_f64().unwrap();
+        assert!(s > 0.0 && s.is_finite(), "{t}");
     }
-    let (a, b, gap, uncertainty) = m;
+    let least = history
+        .iter()
+        .min_by(|a, b| {
+            a["seconds"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["seconds"].as_f64().unwrap())
+        })
+        .unwrap();
+    assert_eq!(found["best"], least["params"], "{found:#}");
+    assert_eq!(found["best_s"], least["seconds"], "{found:#}");
+
+    // The time is tdg's seconds per call: the same configuration run by
+    // hand reads the same order of magnitude (a unit slip is 1000x).
+    let mut args: Vec<String> = ["run", spec.to_str().unwrap(), "--impl"]
+        .into_iter()
+        .chain([kernel.to_str().unwrap(), "--cost-only"])
+        .chain(SIZES)
+        .map(String::from)
+        .collect();
+    for (name, value) in found["best"].as_object().unwrap() {
+        args.extend(["-D".into(), format!("{name}={value}")]);
+    }
+    let o = tdg(&args, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let again: f64 = String::from_utf8(o.stdout).unwrap().trim().parse().unwrap();
+    let ratio = again / found["best_s"].as_f64().unwrap();
     assert!(
-        gap <= uncertainty,
-        "Optuna's best {optuna_best:?} ({a:?}) and tdg tune's {tune_best:?} ({b:?}) differ by {:.1}%, more than the {:.1}% the re-timings spread",
-        gap * 100.0,
-        uncertainty * 100.0
+        (0.1..10.0).contains(&ratio),
+        "Optuna recorded {} s per call, tdg run reads {again} s",
+        found["best_s"]
     );
 }
