@@ -4,9 +4,10 @@
 //! configuration is several times faster and the proof decides in its
 //! first rounds; the no-gain case has the routine at a tiny share of the
 //! run, so no noise makes it "faster" by more than the negligible band; and
-//! a target is accepted within 50 % of the program (--fidelity-tolerance),
-//! which a shared host's drift between a profiled run and a driver run
-//! does not exceed, where the default 10 % is the benchmarks' to show.
+//! a target is accepted within 50 % of the program (--fidelity-tolerance;
+//! 90 % where the program's other work slows the calls), which a shared
+//! host's drift between a profiled run and a driver run does not exceed,
+//! where the default 10 % is the benchmarks' to show.
 
 use crate::support::{stderr, stdout, tdg_command, TDG};
 use std::path::{Path, PathBuf};
@@ -69,14 +70,11 @@ fn autotune(dir: &Path, candidate: &str, extra: &[&str], program: &[&str]) -> Ou
         .arg("--impl")
         .arg(&candidate)
         .args(["--param", "UNROLL=1,2,4", "--no-model", "--no-checkpoint"])
-        .args([
-            "-o",
-            "deployed",
-            "--format",
-            "json",
-            "--fidelity-tolerance",
-            "0.5",
-        ])
+        .args(["-o", "deployed", "--format", "json"]);
+    if !extra.contains(&"--fidelity-tolerance") {
+        cmd.args(["--fidelity-tolerance", "0.5"]);
+    }
+    cmd
         // Short driver runs keep the suite quick: the candidate is several
         // times faster than the -O0 original, so they do not change what
         // the tests assert (nor does the placement step, which they leave
@@ -283,8 +281,14 @@ fn a_routine_with_a_tiny_share_of_the_run_gives_no_measurable_gain() {
         tmp.path(),
         "scale_candidate.c",
         // The verdict is the proof's and the share the profile's: the
-        // drivers' five samples only choose the configuration.
+        // drivers' five samples only choose the configuration, and they
+        // are accepted within 90 % of the program, since the program's
+        // other work slows its calls (a Zen 3 host read the -O0 drivers
+        // at 0.64-0.68x of them, at the 50 % band's edge: twenty
+        // undecided fidelity rounds, and nearly no target).
         &[
+            "--fidelity-tolerance",
+            "0.9",
             "--max-rounds",
             "8",
             "--no-specialise",
