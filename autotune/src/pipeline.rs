@@ -728,6 +728,47 @@ fn write_contexts(
     Ok(())
 }
 
+/// Every search's finalists, the joint search's first, re-timed once side
+/// by side (and beside the original, when the drivers have it).
+struct Finalists {
+    configs: Vec<Config>,
+    /// How many of `configs`, from the first, are the joint search's.
+    joint_candidates: usize,
+    /// rounds x configs (and the original, last) x contexts
+    times: Retimed,
+}
+
+fn retime_finalists(
+    t: &Tuning,
+    searcher: &mut dyn Searcher,
+    searched: &Searched,
+) -> Result<Finalists, AutotuneError> {
+    let mut configs = candidates(&searched.searches[0]);
+    let joint_candidates = configs.len();
+    for c in searched.searches[1..].iter().flat_map(candidates) {
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    let rounds = if configs.len() > 1 || t.original.is_some() {
+        t.req.retime_rounds.max(6)
+    } else {
+        t.req.retime_rounds.max(1)
+    };
+    let times = searcher.retime(&RetimeTask {
+        spec: &t.profile.profiled_spec,
+        contexts_file: t.all_file,
+        configs: &configs,
+        original: t.original,
+        rounds,
+    })?;
+    Ok(Finalists {
+        configs,
+        joint_candidates,
+        times,
+    })
+}
+
 /// Step 4's choice: every search's finalists re-timed side by side with
 /// the original. The configuration over all contexts is the joint search's
 /// finalist of least predicted time in the routine; a context with a search
@@ -740,32 +781,17 @@ fn decide(
     searched: &mut Searched,
     progress: &mut dyn Progress,
 ) -> Result<Vec<ContextChoice>, AutotuneError> {
-    let joint_candidates = candidates(&searched.searches[0]);
-    let mut configs = joint_candidates.clone();
-    for c in searched.searches[1..].iter().flat_map(candidates) {
-        if !configs.contains(&c) {
-            configs.push(c);
-        }
-    }
+    let Finalists {
+        configs,
+        joint_candidates,
+        times,
+    } = retime_finalists(t, searcher, searched)?;
     let index = |c: &Config| configs.iter().position(|x| x == c).expect("listed");
     let with_original = t.original.is_some();
-    let rounds = if configs.len() > 1 || with_original {
-        t.req.retime_rounds.max(6)
-    } else {
-        t.req.retime_rounds.max(1)
-    };
-    // rounds x configs (and the original, last) x contexts
-    let times = searcher.retime(&RetimeTask {
-        spec: &t.profile.profiled_spec,
-        contexts_file: t.all_file,
-        configs: &configs,
-        original: t.original,
-        rounds,
-    })?;
     let per_call =
         |config: usize, k: usize| predicted_in_app(t.faithful[k], &times, config, k, with_original);
-    let joint = JointChoice::of(t.faithful, &times, joint_candidates.len(), with_original);
-    if joint_candidates.len() > 1 {
+    let joint = JointChoice::of(t.faithful, &times, joint_candidates, with_original);
+    if joint_candidates > 1 {
         progress.note(&format!(
             "over all contexts, re-timed against the original: {}",
             joint.text(&configs)

@@ -687,19 +687,7 @@ impl<'a> Tuner<'a> {
     /// "final", not counted as evaluations); the outcome reports the
     /// leader, its time and uncertainty, and the tied set.
     pub(crate) fn retime_finalists(&mut self) -> Result<(), TuneError> {
-        let mut timed: Vec<(&Point, f64)> = self
-            .seen
-            .iter()
-            .filter_map(|(p, m)| m.as_ref().map(|m| (p, m.time_ns)))
-            .collect();
-        // Ties go to the earlier point of the space, so the finalists do
-        // not depend on the map's order.
-        timed.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-        let finalists: Vec<Point> = timed
-            .iter()
-            .take(FINALISTS)
-            .map(|(p, _)| (*p).clone())
-            .collect();
+        let finalists = self.finalists();
         if let Some(left) = self.left_finalists.as_mut() {
             *left = finalists;
             return Ok(());
@@ -756,23 +744,56 @@ impl<'a> Tuner<'a> {
             }
         }
         if let Some(v) = verdict {
-            if let Some(mut m) = last[v.leader].take() {
-                // The leader's figure is its last side-by-side timing's (the
-                // driver's, as every other time of the search), with the
-                // larger of its stated uncertainty and its median's interval.
-                m.uncertainty_pct = Some(m.uncertainty_pct.unwrap_or(0.0).max(v.uncertainty_pct));
-                self.best = Some((finalists[v.leader].clone(), m));
-                // Still open when the rounds ran out: not told apart.
-                self.tied = v
-                    .tied
-                    .iter()
-                    .chain(&v.open)
-                    .map(|&i| finalists[i].clone())
-                    .collect();
-                self.noise_pct = Some(v.noise_pct);
+            if let Some(m) = last[v.leader].take() {
+                self.take_verdict(&finalists, &v, m);
             }
         }
         Ok(())
+    }
+
+    /// The [`FINALISTS`] fastest configurations timed so far, fastest
+    /// first; ties go to the earlier point of the space, so the finalists
+    /// do not depend on the map's order.
+    fn finalists(&self) -> Vec<Point> {
+        let mut timed: Vec<(&Point, f64)> = self
+            .seen
+            .iter()
+            .filter_map(|(p, m)| m.as_ref().map(|m| (p, m.time_ns)))
+            .collect();
+        timed.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        timed
+            .iter()
+            .take(FINALISTS)
+            .map(|(p, _)| (*p).clone())
+            .collect()
+    }
+
+    /// The re-timing's verdict as the search's outcome: its leader, timed
+    /// as `leader_last` last, and the finalists not told apart from it.
+    fn take_verdict(
+        &mut self,
+        finalists: &[Point],
+        v: &crate::ties::Verdict,
+        mut leader_last: Measurement,
+    ) {
+        // The leader's figure is its last side-by-side timing's (the
+        // driver's, as every other time of the search), with the larger of
+        // its stated uncertainty and its median's interval.
+        leader_last.uncertainty_pct = Some(
+            leader_last
+                .uncertainty_pct
+                .unwrap_or(0.0)
+                .max(v.uncertainty_pct),
+        );
+        self.best = Some((finalists[v.leader].clone(), leader_last));
+        // Still open when the rounds ran out: not told apart.
+        self.tied = v
+            .tied
+            .iter()
+            .chain(&v.open)
+            .map(|&i| finalists[i].clone())
+            .collect();
+        self.noise_pct = Some(v.noise_pct);
     }
 
     fn log_final(
