@@ -254,13 +254,12 @@ pub fn cpu_against_repeat(r: &ProbeResult, now: &CpuRepeat) -> Vec<String> {
 }
 
 /// Whether `r` still holds: a re-measure (`remeasure`) and what disagrees
-/// in it, with what `r` says against sysfs and the vendor
-/// ([`disturbances`]). One re-measure that disagrees may be a moment of the
-/// host's noise (a neighbour on the vCPU's core doubles a latency for a
-/// second), not a changed machine: as a probe is measured once more when it
-/// looks disturbed, the check says no only when a second re-measure
-/// disagrees too, and reports that one. What `r` says against sysfs does
-/// not move with a re-measure, so it never asks for another.
+/// in it ([`check_reasons`]). One re-measure that disagrees may be a moment
+/// of the host's noise (a neighbour on the vCPU's core doubles a latency
+/// for a second), not a changed machine: as a probe is measured once more
+/// when it looks disturbed, the check says no only when a second
+/// re-measure disagrees too, and reports that one. What `r` says against
+/// sysfs does not move with a re-measure, so it never asks for another.
 pub fn recheck(
     r: &ProbeResult,
     mut remeasure: impl FnMut() -> Result<Repeat, ProbeError>,
@@ -269,8 +268,23 @@ pub fn recheck(
     if !against_repeat_of(r, &now).is_empty() {
         now = remeasure()?;
     }
-    let reasons = disturbances(r, &now);
+    let reasons = check_reasons(r, &now);
     Ok((now, reasons))
+}
+
+/// Why `r` does not hold against the re-measure `now`: nothing when the
+/// re-measure agrees with it and its L1 is plausible against sysfs, else
+/// every disturbance. A result off sysfs below L1, or off the vendor
+/// table, where two probes agreed, is the machine's own reading: [`settle`]
+/// cached it so, with a note, and a check of it by the same rule holds
+/// (saying no to it every time would have every `tdg probe --check ||
+/// tdg probe --force` probe again).
+fn check_reasons(r: &ProbeResult, now: &Repeat) -> Vec<String> {
+    if against_repeat_of(r, now).is_empty() && l1_plausible(r) {
+        Vec::new()
+    } else {
+        disturbances(r, now)
+    }
 }
 
 /// The verdict on a result: empty when it can be trusted.
@@ -527,6 +541,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!((made, why.len()), (1, 1), "{why:?}");
+        // One that differs from sysfs below L1, where the re-measure
+        // agrees, is what settle caches with a note: it holds.
+        let mut machine = sample();
+        machine.caches[1].documented_bytes = Some(4 << 20);
+        assert!(!against_sysfs(&machine).is_empty());
+        let (_, why) = recheck(&machine, || Ok(repeat_of(&machine))).unwrap();
+        assert_eq!(why, Vec::<String>::new());
     }
 
     #[test]

@@ -123,6 +123,13 @@ fn probe_measures_once_then_reads_its_cache() {
             && said.contains("run `tdg probe --force`"),
         "{said}"
     );
+    // A cache whose L1 is implausible against sysfs (half of it, where a
+    // probe reads L1 within 15 %) does not hold either, and no re-measure
+    // changes that: the JSON says so and why.
+    let mut doctored = measured.clone();
+    let l1 = doctored["caches"][0]["effective_bytes"].as_u64().unwrap();
+    doctored["caches"][0]["effective_bytes"] = serde_json::json!(l1 / 2);
+    std::fs::write(&cached_file, doctored.to_string()).unwrap();
     let check = tdg(dir.path())
         .args(["probe", "--check", "--format", "json"])
         .output()
@@ -132,6 +139,10 @@ fn probe_measures_once_then_reads_its_cache() {
     assert_eq!(
         (v["version"].as_u64(), v["holds"].as_bool()),
         (Some(formats::JSON_VERSION.into()), Some(false)),
+        "{v}"
+    );
+    assert!(
+        v["reasons"][0].as_str().unwrap().starts_with("L1 read "),
         "{v}"
     );
 
