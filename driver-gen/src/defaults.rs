@@ -239,7 +239,7 @@ pub fn from_sysfs() -> MachineDefaults {
             "fallback (sysfs has no cache information)".to_string(),
         ),
     };
-    let res = measure_clock_resolution_ns();
+    let res = one_two_five(measure_clock_resolution_ns());
     MachineDefaults {
         caches,
         caches_source,
@@ -259,6 +259,25 @@ pub fn from_sysfs() -> MachineDefaults {
 /// 10 us (interrupt-free windows are short anyway) nor above 10 ms.
 pub fn min_interval_from_resolution(resolution_ns: f64) -> u64 {
     ((resolution_ns * 1000.0) as u64).clamp(10_000, 10_000_000)
+}
+
+/// `ns` rounded to the nearest (in ratio) of 1, 2 and 5 times a power of
+/// ten. The measured step is the clock's read cost, which moves with a
+/// shared host's speed (a slow moment reads 30 ns for 20); a minimum
+/// interval that moved with it would give two runs of one spec two
+/// drivers, different in their compiled default, and miss the build cache.
+/// The interval is 1000 steps as a rule of thumb: the step within a factor
+/// of 1.6 serves it.
+fn one_two_five(ns: f64) -> f64 {
+    if !(ns.is_finite() && ns > 0.0) {
+        return ns;
+    }
+    let decade = 10f64.powf(ns.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * decade)
+        .min_by(|a, b| (ns / a).ln().abs().total_cmp(&(ns / b).ln().abs()))
+        .expect("four steps")
 }
 
 fn measure_clock_resolution_ns() -> f64 {
@@ -294,6 +313,20 @@ pub fn sysfs_caches(cpu_dir: &Path) -> Vec<CacheLevel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_measured_clock_step_is_rounded_to_one_two_five() {
+        // A quiet and a slow moment of one host give one step.
+        assert_eq!(one_two_five(20.0), 20.0);
+        assert_eq!(one_two_five(30.0), 20.0);
+        assert_eq!(one_two_five(17.0), 20.0);
+        assert_eq!(one_two_five(40.0), 50.0);
+        assert_eq!(one_two_five(1.0), 1.0);
+        assert_eq!(one_two_five(8.0), 10.0);
+        assert_eq!(one_two_five(1000.0), 1000.0);
+        assert_eq!(one_two_five(3.0), 2.0);
+        assert_eq!(one_two_five(4.0), 5.0);
+    }
 
     #[test]
     fn sysfs_caches_skip_instruction_caches() {
