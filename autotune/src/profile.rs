@@ -171,7 +171,9 @@ pub fn profile(req: &ProfileRequest) -> Result<Profiled, AutotuneError> {
     let first = plain_run(req.program)?;
     let cc = toolchain::CCompiler::find(req.cc)?;
     let shim_dir = req.work.join("shim");
-    let shims = interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs)?;
+    let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
+    let shims =
+        interpose::build_interposers(&cc, req.spec, &shim_dir, &req.include_dirs, cache.as_ref())?;
     let routine = req.spec.routine.name.name.clone();
     let Runs {
         mut plain,

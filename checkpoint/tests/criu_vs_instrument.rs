@@ -35,7 +35,7 @@ const TICK_RATE_TOLERANCE: f64 = 0.02;
 fn build_marked(ws: &Workspace) -> PathBuf {
     let cc = toolchain::CCompiler::find(None).unwrap();
     let host = checkpoint::write_host_library(&ws.dir.path().join("hostlib")).unwrap();
-    let rt = instrument::runtime::build(&cc, &ws.dir.path().join("instrument"))
+    let rt = instrument::runtime::build(&cc, &ws.dir.path().join("instrument"), None)
         .unwrap_or_else(|e| panic!("{e}"));
     let exe = ws.dir.path().join("datasens-marked");
     cc.compile(&toolchain::CompileJob {

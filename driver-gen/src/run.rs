@@ -40,7 +40,7 @@ pub fn openmp_flag(impl_cflags: &[String]) -> Option<&str> {
     })
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
     /// C compiler (`--cc`); `None`: $CC, cc, gcc, clang.
     pub cc: Option<String>,
@@ -298,11 +298,10 @@ pub fn build_model(
     generated.write_to(dir.path())?;
     let b = Builder {
         cc: CCompiler::find(opts.cc.as_deref()).map_err(|e| RunError::Toolchain(e.to_string()))?,
-        cache: opts.build_cache.as_deref().and_then(|d| {
-            BuildCache::open(d)
-                .map_err(|e| tracing::warn!("{e}; building without the cache"))
-                .ok()
-        }),
+        cache: opts
+            .build_cache
+            .as_deref()
+            .and_then(BuildCache::open_or_warn),
         dir: dir.path(),
         opts,
         impl_c,

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use toolchain::{CCompiler, CompileJob, ToolchainError};
+use toolchain::{BuildCache, CCompiler, CompileJob, ToolchainError};
 
 /// `tdg_instrument.h`, the header C programs include.
 pub const HEADER: &str = include_str!("../c/tdg_instrument.h");
@@ -43,6 +43,9 @@ pub struct RuntimeBuild {
     pub include_dir: PathBuf,
     /// `tdg_instrument.c`, for compiling into another object.
     pub source: PathBuf,
+    /// `tdg_instrument.o`, position independent: what the libraries hold,
+    /// linked into the interposers as it is.
+    pub object: PathBuf,
     /// `tdg_resolve.c`, compiled into `LD_PRELOAD` shims.
     pub resolve_source: PathBuf,
     /// `libtdg_instrument.a`.
@@ -72,18 +75,28 @@ pub fn write_sources(dir: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     Ok((header, source))
 }
 
-/// Builds the static and the shared library into `dir`.
-pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError> {
+/// Builds the static and the shared library into `dir`, the runtime's
+/// object taken from `cache` when it holds one for this compiler (the
+/// source is tdg's own, the same on every build: compiling it takes
+/// seconds, copying it none).
+pub fn build(
+    cc: &CCompiler,
+    dir: &Path,
+    cache: Option<&BuildCache>,
+) -> Result<RuntimeBuild, ToolchainError> {
     let (_, source) = write_sources(dir).map_err(ToolchainError::Files)?;
     let object = dir.join("tdg_instrument.o");
-    cc.compile(&CompileJob {
-        sources: vec![source.clone()],
-        output: object.clone(),
-        cflags: cflags(),
-        include_dirs: vec![dir.to_path_buf()],
-        object_only: true,
-        ..Default::default()
-    })?;
+    cc.compile_object(
+        &CompileJob {
+            sources: vec![source.clone()],
+            output: object.clone(),
+            cflags: cflags(),
+            include_dirs: vec![dir.to_path_buf()],
+            object_only: true,
+            ..Default::default()
+        },
+        cache,
+    )?;
     let static_lib = dir.join("libtdg_instrument.a");
     // `ar rcs` adds to an archive: an earlier build's goes first (the
     // directory is tdg's own, checked by write_sources).
@@ -93,7 +106,7 @@ pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError>
     toolchain::run(&mut ar, Some(std::time::Duration::from_secs(60)))?;
     let shared_lib = dir.join("libtdg_instrument.so");
     cc.compile(&CompileJob {
-        sources: vec![object],
+        sources: vec![object.clone()],
         output: shared_lib.clone(),
         cflags: vec!["-shared".into()],
         link_args: vec!["-lpthread".into()],
@@ -103,6 +116,7 @@ pub fn build(cc: &CCompiler, dir: &Path) -> Result<RuntimeBuild, ToolchainError>
         include_dir: dir.to_path_buf(),
         resolve_source: dir.join("tdg_resolve.c"),
         source,
+        object,
         static_lib,
         shared_lib,
     })

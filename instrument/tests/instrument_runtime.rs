@@ -283,7 +283,8 @@ fn preload_shim_profiles_a_shared_library_routine_without_source_change() {
     let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap();
-    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let shims =
+        interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[], None).unwrap();
     let plain = toolchain::run(&mut Command::new(&app), None)
         .unwrap()
         .stdout;
@@ -339,7 +340,8 @@ fn every_process_of_a_pipeline_is_merged_into_one_profile() {
     let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap();
-    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let shims =
+        interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[], None).unwrap();
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
     let script = format!("{0} 30 >/dev/null && {0} 60 >/dev/null", app.display());
@@ -367,7 +369,8 @@ fn wrap_object_profiles_a_statically_linked_routine() {
     let spec = spec_lang::check_source(KSUM_SPEC, "ksum.spec", &[])
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap();
-    let shims = interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[]).unwrap();
+    let shims =
+        interpose::build_interposers(&cc(), &spec, &dir.path().join("shim"), &[], None).unwrap();
     let exe = dir.path().join("static_app");
     cc().compile(&CompileJob {
         sources: vec![dir.path().join("host.c"), lib_c],

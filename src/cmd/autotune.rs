@@ -341,11 +341,27 @@ impl Searcher for TuneSearcher {
             .transpose()
             .map_err(|e| searched(tune_error(e)))?;
         let plain = [Config::new()];
-        let mut round = || -> Result<Vec<Vec<f64>>, AutotuneError> {
-            let mut rows = objective.retime_each(configs);
-            if let Some(o) = original_objective.as_mut() {
-                rows.extend(o.retime_each(&plain));
+        // Each round starts at the next configuration, and the original
+        // runs first in every other round: in a fixed order, one of them
+        // would meet the same point of every round's drift.
+        let mut round = |r: usize| -> Result<Vec<Vec<f64>>, AutotuneError> {
+            let shift = r % configs.len().max(1);
+            let order: Vec<Config> = configs[shift..]
+                .iter()
+                .chain(&configs[..shift])
+                .cloned()
+                .collect();
+            let original_first = r % 2 == 1;
+            let mut original_rows = None;
+            if original_first {
+                original_rows = original_objective.as_mut().map(|o| o.retime_each(&plain));
             }
+            let mut rows = objective.retime_each(&order);
+            rows.rotate_right(shift);
+            if !original_first {
+                original_rows = original_objective.as_mut().map(|o| o.retime_each(&plain));
+            }
+            rows.extend(original_rows.into_iter().flatten());
             rows.into_iter()
                 .map(|row| {
                     row.into_iter()
@@ -356,7 +372,9 @@ impl Searcher for TuneSearcher {
         };
         // A restored copy can fail for reasons of the moment: a round is
         // tried once more before the run gives up.
-        (0..rounds).map(|_| round().or_else(|_| round())).collect()
+        (0..rounds)
+            .map(|r| round(r).or_else(|_| round(r)))
+            .collect()
     }
 }
 

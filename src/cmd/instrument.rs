@@ -29,8 +29,9 @@ pub fn run(a: Args) -> CmdResult {
     let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
     // The runtime's writer makes the directory tdg's own, or refuses it.
     let dir = &a.output;
+    let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
     let Some(spec_path) = a.spec else {
-        let rt = runtime::build(&cc, dir)?;
+        let rt = runtime::build(&cc, dir, cache.as_ref())?;
         println!(
             "wrote {}/tdg_instrument.h, {} and {}",
             dir.display(),
@@ -46,7 +47,7 @@ pub fn run(a: Args) -> CmdResult {
     };
     let spec = spec_lang::load(&spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
     let incs = interpose::include_dirs_for(&spec_path, &a.include);
-    let built = interpose::build_interposers(&cc, &spec, dir, &incs)?;
+    let built = interpose::build_interposers(&cc, &spec, dir, &incs, cache.as_ref())?;
     let recorded: Vec<String> = interpose::recorded_values(&spec)
         .iter()
         .map(|v| format!("{}:{}", v.param, v.kind.code()))

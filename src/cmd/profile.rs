@@ -169,7 +169,8 @@ fn build_shim(a: &RunArgs, spec_path: &Path, work: &Path) -> anyhow::Result<(Pat
     let spec = spec_lang::load(spec_path, &[])?.for_use(spec_lang::Use::Profile)?;
     let cc = toolchain::CCompiler::find(a.cc.as_deref())?;
     let incs = interpose::include_dirs_for(spec_path, &a.include);
-    let built = interpose::build_interposers(&cc, &spec, &work.join("shim"), &incs)
+    let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
+    let built = interpose::build_interposers(&cc, &spec, &work.join("shim"), &incs, cache.as_ref())
         .context("building the LD_PRELOAD shim")?;
     Ok((built.preload_shim, spec.routine.name.name.clone()))
 }

@@ -215,7 +215,8 @@ fn every_report_command_writes_versioned_json_to_out() {
          int main(void) {\n  for (int k = 0; k < 200; k++) { int n = k % 2 ? 64 : 32; TDG_PROFILE(\"ddot\", \"N:i\", sink = ddot(n, x, y), n); }\n  return 0;\n}\n",
     )
     .unwrap();
-    let rt = instrument::runtime::build(&crate::instrument_support::cc(), &d.join("rt")).unwrap();
+    let rt =
+        instrument::runtime::build(&crate::instrument_support::cc(), &d.join("rt"), None).unwrap();
     let cc = crate::instrument_support::cc();
     cc.compile(&toolchain::CompileJob {
         sources: vec![d.join("app.c"), PathBuf::from(&dot_c)],

@@ -389,7 +389,8 @@ fn markers_around_a_static_routine_of_zlib_profile_a_rebuilt_minigzip() {
     );
     std::fs::write(&deflate_c, patched).unwrap();
 
-    let rt = instrument::runtime::build(&CCompiler::find(None).unwrap(), &d.join("rt")).unwrap();
+    let rt =
+        instrument::runtime::build(&CCompiler::find(None).unwrap(), &d.join("rt"), None).unwrap();
     let exe = d.join("minigzip_marked");
     CCompiler::find(None)
         .unwrap()

@@ -205,7 +205,7 @@ fn generated_interposers_compile_warning_free_for_void_and_fortran_routines() {
             .unwrap();
     // The runtime (whose resolver is compiled into every shim) and the
     // checkpoint host library do not depend on the spec: made once.
-    let rt = runtime::build(&cc(), &dir.path().join("runtime")).unwrap();
+    let rt = runtime::build(&cc(), &dir.path().join("runtime"), None).unwrap();
     let host = checkpoint::write_host_library(&dir.path().join("host")).unwrap();
     // The runtimes the shims link, with the timing header they include.
     let mut units = vec![

@@ -84,6 +84,14 @@ impl BuildCache {
         })
     }
 
+    /// [`Self::open`], or `None` with a warning saying why: a build goes on
+    /// without the cache rather than fail over it.
+    pub fn open_or_warn(dir: &Path) -> Option<BuildCache> {
+        BuildCache::open(dir)
+            .map_err(|e| tracing::warn!("{e}; building without the cache"))
+            .ok()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

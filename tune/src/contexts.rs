@@ -125,13 +125,14 @@ impl<'s> ContextsObjective<'s> {
     }
 
     /// The configurations of `round` timed again side by side in every
-    /// context: per configuration, each context's predicted time per call
-    /// (its target's time divided by its fidelity).
+    /// context, one run each (the caller repeats the rounds): per
+    /// configuration, each context's predicted time per call (its target's
+    /// time divided by its fidelity).
     pub fn retime_each(&mut self, round: &[Config]) -> Vec<Vec<Result<f64, TuneError>>> {
         let per_part: Vec<Vec<Result<Measurement, TuneError>>> = self
             .parts
             .iter_mut()
-            .map(|p| p.objective.retime(round))
+            .map(|p| p.objective.retime_once(round))
             .collect();
         (0..round.len())
             .map(|i| {

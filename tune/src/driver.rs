@@ -9,6 +9,7 @@ use config::Config;
 use driver_gen::{BuiltDriver, RunOptions};
 use spec_lang::CheckedSpec;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// Builds the spec's driver against the kernel compiled with each
@@ -24,6 +25,41 @@ pub struct DriverObjective<'s> {
     /// Run the drivers [`Prebuild::prebuild`] kept under this directory
     /// (a campaign's `builds/`) instead of building them here.
     pub kept: Option<PathBuf>,
+    /// The last round's drivers, run again when the next round asks for
+    /// the same configurations (a re-timing's rounds): built once, they
+    /// are not rendered, looked up in the build cache and linked again.
+    last_round: RoundDrivers,
+}
+
+/// Drivers built for one round, each with the options it was built for.
+#[derive(Default)]
+struct RoundDrivers(Mutex<Vec<(RunOptions, BuiltDriver)>>);
+
+impl Clone for RoundDrivers {
+    /// A copy builds its own: a driver's directory is its builder's.
+    fn clone(&self) -> Self {
+        RoundDrivers::default()
+    }
+}
+
+impl<'s> DriverObjective<'s> {
+    /// The driver of `spec` timing `impl_c` with the options `base`, built
+    /// here.
+    pub fn new(spec: &'s CheckedSpec, impl_c: PathBuf, base: RunOptions) -> Self {
+        DriverObjective {
+            spec,
+            impl_c,
+            base,
+            kept: None,
+            last_round: RoundDrivers::default(),
+        }
+    }
+
+    /// Runs the drivers kept under `kept` instead of building them.
+    pub fn with_kept(mut self, kept: Option<PathBuf>) -> Self {
+        self.kept = kept;
+        self
+    }
 }
 
 impl DriverObjective<'_> {
@@ -56,24 +92,33 @@ impl DriverObjective<'_> {
     /// budget, the first with verification. A configuration that does not
     /// build fails alone.
     fn time_round(&self, round: &[Config], plan: RacePlan) -> Vec<Result<Measurement, TuneError>> {
-        let built: Vec<Result<(BuiltDriver, RunOptions), TuneError>> = round
+        let mut last = std::mem::take(&mut *self.last_round.0.lock().expect("not poisoned"));
+        let built: Vec<Result<(BuiltDriver, RunOptions, bool), TuneError>> = round
             .iter()
             .map(|config| {
                 let opts = self.options(config);
+                if let Some(i) = last.iter().position(|(o, _)| *o == opts) {
+                    let (_, driver) = last.swap_remove(i);
+                    return Ok((driver, opts, true));
+                }
                 driver_gen::build_driver(self.spec, &self.impl_c, &opts)
-                    .map(|driver| (driver, opts))
+                    .map(|driver| (driver, opts, false))
                     .map_err(|e| failed(config, &e))
             })
             .collect();
         let ready: Vec<usize> = (0..round.len()).filter(|&i| built[i].is_ok()).collect();
         let mut raced = race(ready.len(), plan, |j, k| {
             let i = ready[j];
-            let (driver, opts) = built[i].as_ref().expect("built");
+            let (driver, opts, reused) = built[i].as_ref().expect("built");
             let began = Instant::now();
             let report = driver
                 .run(&pass_options(opts, &driver.model, k, plan))
                 .map_err(|e| failed(&round[i], &e))?;
-            let build_s = if k == 0 { driver.build.seconds } else { 0.0 };
+            let build_s = if k == 0 && !reused {
+                driver.build.seconds
+            } else {
+                0.0
+            };
             Ok(Pass {
                 reported_ns: report.reported_ns,
                 uncertainty_pct: report.uncertainty_pct,
@@ -90,13 +135,19 @@ impl DriverObjective<'_> {
             })
         })
         .into_iter();
-        built
+        let mut kept = Vec::new();
+        let results = built
             .into_iter()
             .map(|b| match b {
-                Ok(_) => raced.next().expect("one result per built driver"),
+                Ok((driver, opts, _)) => {
+                    kept.push((opts, driver));
+                    raced.next().expect("one result per built driver")
+                }
                 Err(e) => Err(e),
             })
-            .collect()
+            .collect();
+        *self.last_round.0.lock().expect("not poisoned") = kept;
+        results
     }
 }
 
@@ -118,17 +169,25 @@ impl DriverObjective<'_> {
         round: &[Config],
         racing: bool,
     ) -> Vec<Result<Measurement, TuneError>> {
+        let plan = RacePlan {
+            passes: self.passes(),
+            racing,
+        };
+        self.in_passes(round, plan)
+    }
+
+    /// A round timed as `plan` says; a single configuration, or a
+    /// campaign's kept drivers, one by one with the whole budget.
+    fn in_passes(
+        &mut self,
+        round: &[Config],
+        plan: RacePlan,
+    ) -> Vec<Result<Measurement, TuneError>> {
         match (&self.kept, round) {
             (Some(_), _) | (None, [_]) => {
                 round.iter().map(|config| self.evaluate(config)).collect()
             }
-            (None, _) => self.time_round(
-                round,
-                RacePlan {
-                    passes: self.passes(),
-                    racing,
-                },
-            ),
+            (None, _) => self.time_round(round, plan),
         }
     }
 }
@@ -214,6 +273,18 @@ impl Objective for DriverObjective<'_> {
     /// The finalists side by side, every pass, no racing.
     fn retime(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
         self.side_by_side(round, false)
+    }
+
+    /// The round side by side in one pass: each driver runs once, with the
+    /// whole sampling budget.
+    fn retime_once(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        self.in_passes(
+            round,
+            RacePlan {
+                passes: 1,
+                racing: false,
+            },
+        )
     }
 
     fn placement(&self, _config: &Config) -> Option<Placement> {

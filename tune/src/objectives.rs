@@ -29,12 +29,7 @@ pub fn driver_objective<'s>(
     implementation: &Path,
     base: &RunOptions,
 ) -> DriverObjective<'s> {
-    DriverObjective {
-        spec,
-        impl_c: implementation.to_path_buf(),
-        base: base.clone(),
-        kept: None,
-    }
+    DriverObjective::new(spec, implementation.to_path_buf(), base.clone())
 }
 
 /// `implementation` as a candidate in restored copies of `image`, with the

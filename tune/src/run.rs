@@ -133,6 +133,10 @@ impl Objective for TargetObjective<'_> {
         self.inner().retime(round)
     }
 
+    fn retime_once(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        self.inner().retime_once(round)
+    }
+
     fn placement(&self, config: &Config) -> Option<Placement> {
         match self {
             TargetObjective::Driver(d) => d.placement(config),

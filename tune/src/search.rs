@@ -29,6 +29,14 @@ pub trait Objective {
         self.evaluate_round(round)
     }
 
+    /// One side-by-side timing of `round`, each configuration in a single
+    /// run, for a caller that repeats such rounds itself: its rounds
+    /// interleave the configurations, as a re-timing's passes would
+    /// (default: [`Self::retime`]).
+    fn retime_once(&mut self, round: &[Config]) -> Vec<Result<Measurement, TuneError>> {
+        self.retime(round)
+    }
+
     /// Whether [`Self::retime`] times again (an objective that can only
     /// read back what it measured once cannot).
     fn retimes(&self) -> bool {

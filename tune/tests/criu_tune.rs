@@ -102,12 +102,7 @@ fn random_data_misleads_the_checkpoint_does_not() {
     let space = Space::new(vec![tune::parse_param(CUTOFFS).unwrap()]).unwrap();
     let kernel = Path::new(APPS).join("hsort.c");
 
-    let mut driver = DriverObjective {
-        spec: &spec,
-        impl_c: kernel.clone(),
-        base: driver_gen::RunOptions::default(),
-        kept: None,
-    };
+    let mut driver = DriverObjective::new(&spec, kernel.clone(), driver_gen::RunOptions::default());
     let on_random_data = best_cutoff(&space, &mut driver);
 
     let clause = spec.checkpoint.as_ref().unwrap();

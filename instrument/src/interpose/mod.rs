@@ -20,7 +20,7 @@ use crate::runtime;
 use routine::{c_type, Signature};
 use spec_lang::ast::{BaseType, CType, Lang, Output, Span, Spec};
 use std::path::{Path, PathBuf};
-use toolchain::{CCompiler, CompileJob, ToolchainError};
+use toolchain::{BuildCache, CCompiler, CompileJob, ToolchainError};
 
 fn check_forwardable(spec: &Spec) -> Result<(), InterposeError> {
     let opaque =
@@ -252,15 +252,17 @@ pub struct Interposers {
     pub runtime: runtime::RuntimeBuild,
 }
 
-/// Writes and compiles both interposers and the runtime into `dir`.
+/// Writes and compiles both interposers and the runtime into `dir` (the
+/// runtime's object through `cache`, see [`runtime::build`]).
 /// `include_dirs` serve the spec's `include=` clauses.
 pub fn build_interposers(
     cc: &CCompiler,
     spec: &Spec,
     dir: &Path,
     include_dirs: &[PathBuf],
+    cache: Option<&BuildCache>,
 ) -> Result<Interposers, InterposeError> {
-    let rt = runtime::build(cc, dir)?;
+    let rt = runtime::build(cc, dir, cache)?;
     let sym = symbol_name(spec);
     let mut incs = vec![rt.include_dir.clone()];
     incs.extend(include_dirs.iter().cloned());
@@ -275,7 +277,7 @@ pub fn build_interposers(
     cc.compile(&CompileJob {
         sources: vec![
             preload_source.clone(),
-            rt.source.clone(),
+            rt.object.clone(),
             rt.resolve_source.clone(),
         ],
         output: preload_shim.clone(),

@@ -17,7 +17,7 @@ pub fn build_marked(dir: &Path, src: &str) -> PathBuf {
 
 /// [`build_marked`] with more compiler flags (`-fopenmp`).
 pub fn build_marked_with(dir: &Path, src: &str, flags: &[&str]) -> PathBuf {
-    let rt = runtime::build(&cc(), &dir.join("rt")).unwrap();
+    let rt = runtime::build(&cc(), &dir.join("rt"), None).unwrap();
     let c = dir.join("app.c");
     std::fs::write(&c, src).unwrap();
     let exe = dir.join("app");

@@ -115,16 +115,12 @@ fn run_task(round: &Path) -> CmdResult {
     let spec_path = args.spec.clone().expect("checked by objective_parts");
     let result = match target_of(&args, &spec, &spec_path)? {
         tune::Target::Driver => {
-            let mut objective = tune::DriverObjective {
-                spec: &spec,
-                impl_c,
-                base,
-                kept: args
-                    .search
+            let mut objective = tune::DriverObjective::new(&spec, impl_c, base).with_kept(
+                args.search
                     .campaign
                     .build_once
                     .then(|| task.campaign.builds_dir()),
-            };
+            );
             tune::campaign::run_task(&mut objective, &task.config)
         }
         target => {
