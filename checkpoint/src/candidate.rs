@@ -7,7 +7,7 @@ use crate::restore::{Candidate, OutputLayout};
 use std::path::{Path, PathBuf};
 
 /// How to build one candidate.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CandidateSource {
     /// The C file implementing the routine (same name and signature as the
     /// function the application passes to TDG_ROUTINE).

@@ -29,6 +29,11 @@ pub struct CheckpointObjective {
     state_judged: bool,
     scratch: toolchain::ScratchDir,
     built: usize,
+    /// Every candidate built and verified so far, by its source: a
+    /// re-timing's rounds sample the same configurations again, and
+    /// building and verifying one again (a compile and a restore) would
+    /// tell nothing new.
+    prepared: Vec<(CandidateSource, Candidate)>,
 }
 
 impl CheckpointObjective {
@@ -51,6 +56,7 @@ impl CheckpointObjective {
             state_judged: false,
             scratch,
             built: 0,
+            prepared: Vec::new(),
         })
     }
 
@@ -106,6 +112,12 @@ impl CheckpointObjective {
         ))
     }
 
+    /// How many candidates were built (and verified): one per
+    /// configuration, however many rounds sampled it.
+    pub fn built(&self) -> usize {
+        self.built
+    }
+
     /// Build (and verify) one configuration's candidate.
     fn prepare(&mut self, config: &Config) -> Result<Candidate, TuneError> {
         let described = config.to_string();
@@ -122,6 +134,9 @@ impl CheckpointObjective {
             return Err(TuneError::Objective(format!(
                 "{described}: a candidate in a restored copy is placed where its loader puts it, so it takes no code offset; tune the placement with --default-driver"
             )));
+        }
+        if let Some((_, candidate)) = self.prepared.iter().find(|(s, _)| *s == source) {
+            return Ok(candidate.clone());
         }
         self.built += 1;
         let candidate = checkpoint::build_candidate(
@@ -142,6 +157,7 @@ impl CheckpointObjective {
                 });
             }
         }
+        self.prepared.push((source, candidate.clone()));
         Ok(candidate)
     }
 }

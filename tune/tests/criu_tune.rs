@@ -127,6 +127,9 @@ fn random_data_misleads_the_checkpoint_does_not() {
     )
     .unwrap();
     let on_checkpoint = best_cutoff(&space, &mut on_image);
+    // The finalists' re-timing rounds sampled the candidates the search
+    // built: none was built (compiled, verified on a restore) again.
+    assert_eq!(on_image.built(), 4);
     eprintln!(
         "default driver picks CUTOFF={on_random_data}, the checkpoint CUTOFF={on_checkpoint}"
     );
