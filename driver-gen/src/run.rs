@@ -89,10 +89,9 @@ pub struct RunOptions {
     pub header_dir: Option<PathBuf>,
 }
 
-/// The build cache beside the probe's result: `$TDG_CACHE_DIR/builds`,
-/// else `~/.cache/tdg/builds`.
+/// The build cache beside the probe's result ([`probe::build_cache_path`]).
 pub fn default_build_cache() -> PathBuf {
-    probe::cache_path().with_file_name("builds")
+    probe::build_cache_path()
 }
 
 impl Default for RunOptions {

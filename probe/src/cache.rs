@@ -16,6 +16,12 @@ pub fn cache_path() -> PathBuf {
     cache_path_with(|k| std::env::var_os(k))
 }
 
+/// The build cache beside the probe's result: `$TDG_CACHE_DIR/builds`,
+/// else `~/.cache/tdg/builds` (as [`cache_path`] finds the directory).
+pub fn build_cache_path() -> PathBuf {
+    cache_path().with_file_name("builds")
+}
+
 /// [`cache_path`] with the environment supplied by the caller.
 pub fn cache_path_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> PathBuf {
     let nonempty = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);

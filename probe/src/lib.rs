@@ -25,7 +25,7 @@ pub mod vendor;
 
 use std::path::Path;
 
-pub use cache::{cache_path, cache_path_with, load_cached_from, save_to};
+pub use cache::{build_cache_path, cache_path, cache_path_with, load_cached_from, save_to};
 pub use cpu::CpuParams;
 pub use documented::DocumentedCache;
 pub use error::ProbeError;

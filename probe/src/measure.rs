@@ -25,6 +25,9 @@ pub struct ProbeOptions {
     pub points_per_octave: u32,
     /// Where sysfs describes the CPU's caches.
     pub sysfs_cpu_dir: PathBuf,
+    /// Where the micro-benchmarks' compiled code is kept for the next
+    /// probe ([`toolchain::BuildCache`]); `None` compiles them every time.
+    pub build_cache: Option<PathBuf>,
 }
 
 impl Default for ProbeOptions {
@@ -34,6 +37,7 @@ impl Default for ProbeOptions {
             max_buffer_bytes: None,
             points_per_octave: 4,
             sysfs_cpu_dir: PathBuf::from("/sys/devices/system/cpu/cpu0"),
+            build_cache: Some(crate::cache::build_cache_path()),
         }
     }
 }
@@ -47,22 +51,35 @@ struct Microbench {
 }
 
 impl Microbench {
-    fn build(dir: &Path, cc: Option<&str>) -> Result<Microbench, ProbeError> {
+    fn build(
+        dir: &Path,
+        cc: &toolchain::CCompiler,
+        cache: Option<&toolchain::BuildCache>,
+    ) -> Result<Microbench, ProbeError> {
         let src = crate::csource::write_program(
             dir,
             "tdg_probe.c",
             &microbench_source(&MicrobenchParams::default()),
         )
         .map_err(ProbeError::Io)?;
+        let object = dir.join("tdg_probe.o");
+        cc.compile_object(
+            &toolchain::CompileJob {
+                sources: vec![src],
+                output: object.clone(),
+                // -O2 for a tight chase loop; the loads cannot be optimised
+                // away because each address is the previous load's value.
+                cflags: vec!["-O2".into(), "-std=c11".into()],
+                include_dirs: vec![dir.to_path_buf()],
+                object_only: true,
+                ..Default::default()
+            },
+            cache,
+        )?;
         let exe = dir.join("tdg_probe");
-        let cc = toolchain::CCompiler::find(cc)?;
         cc.compile(&toolchain::CompileJob {
-            sources: vec![src],
+            sources: vec![object],
             output: exe.clone(),
-            // -O2 for a tight chase loop; the loads cannot be optimised away
-            // because each address is the previous load's value.
-            cflags: vec!["-O2".into(), "-std=c11".into()],
-            include_dirs: vec![dir.to_path_buf()],
             ..Default::default()
         })?;
         Ok(Microbench { exe })
@@ -118,10 +135,15 @@ pub struct Benches {
 impl Benches {
     pub fn build(opts: &ProbeOptions) -> Result<Benches, ProbeError> {
         let scratch = toolchain::scratch_dir("tdg-probe").map_err(ProbeError::Io)?;
-        let memory = Microbench::build(scratch.path(), opts.cc.as_deref())?;
+        let cc = toolchain::CCompiler::find(opts.cc.as_deref())?;
+        let cache = opts
+            .build_cache
+            .as_deref()
+            .and_then(toolchain::BuildCache::open_or_warn);
+        let memory = Microbench::build(scratch.path(), &cc, cache.as_ref())?;
         let cpu = if cfg!(target_arch = "x86_64") {
             let started = Instant::now();
-            let bench = CpuBench::build(scratch.path(), opts.cc.as_deref())?;
+            let bench = CpuBench::build(scratch.path(), &cc, cache.as_ref())?;
             Some((bench, started.elapsed().as_secs_f64()))
         } else {
             None

@@ -30,29 +30,38 @@ pub(crate) struct CpuBench {
 impl CpuBench {
     /// Compiles to assembly first (the live-value kernels' spills are read
     /// from it), then assembles and links that same code.
-    pub(crate) fn build(dir: &Path, cc: Option<&str>) -> Result<CpuBench, ProbeError> {
+    pub(crate) fn build(
+        dir: &Path,
+        cc: &toolchain::CCompiler,
+        cache: Option<&toolchain::BuildCache>,
+    ) -> Result<CpuBench, ProbeError> {
         let params = CpuBenchParams::default();
         let src = crate::csource::write_program(dir, "tdg_cpu.c", &cpubench_source(&params))
             .map_err(ProbeError::Io)?;
         let asm = dir.join("tdg_cpu.s");
-        let cc = toolchain::CCompiler::find(cc)?;
-        cc.compile(&toolchain::CompileJob {
-            sources: vec![src],
-            output: asm.clone(),
-            // No vectorisation or contraction beyond what each kernel's
-            // intrinsics say: each statement is the instruction it names.
-            cflags: [
-                "-O2",
-                "-std=c11",
-                "-S",
-                "-fno-tree-vectorize",
-                "-ffp-contract=off",
-            ]
-            .map(String::from)
-            .to_vec(),
-            include_dirs: vec![dir.to_path_buf()],
-            ..Default::default()
-        })?;
+        // The assembly through the build cache, as an object would be: -S
+        // stops gcc and clang before the -c a cached job also passes.
+        cc.compile_object(
+            &toolchain::CompileJob {
+                sources: vec![src],
+                output: asm.clone(),
+                // No vectorisation or contraction beyond what each kernel's
+                // intrinsics say: each statement is the instruction it names.
+                cflags: [
+                    "-O2",
+                    "-std=c11",
+                    "-S",
+                    "-fno-tree-vectorize",
+                    "-ffp-contract=off",
+                ]
+                .map(String::from)
+                .to_vec(),
+                include_dirs: vec![dir.to_path_buf()],
+                object_only: true,
+                ..Default::default()
+            },
+            cache,
+        )?;
         let text = std::fs::read_to_string(&asm).map_err(ProbeError::Io)?;
         let exe = dir.join("tdg_cpu");
         cc.compile(&toolchain::CompileJob {
