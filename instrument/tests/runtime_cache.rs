@@ -1,33 +1,22 @@
 //! The profiling runtime is tdg's own source, the same on every build: a
 //! second build with the build cache copies its object instead of
 //! compiling it, and every interposer links that one object. The compiler
-//! is a wrapper that logs each call, so the test counts what really ran.
+//! logs each call (testkit), so the test counts what really ran.
 
 use instrument::{interpose, runtime};
-use std::os::unix::fs::PermissionsExt;
 use toolchain::{BuildCache, CCompiler};
 
 #[test]
 fn the_runtime_compiles_once_per_compiler_and_the_interposers_link_its_object() {
     let _beside = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("cc.log");
-    let wrapper = dir.path().join("cc-logged");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let cc = CCompiler::find(Some(wrapper.to_str().unwrap())).unwrap();
+    let logged = testkit::LoggedCompiler::new(dir.path());
+    let cc = CCompiler::find(Some(&logged.program())).unwrap();
     let cache = BuildCache::open(&dir.path().join("cache")).unwrap();
     let compiles_of_the_runtime = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
+        logged
+            .calls()
+            .iter()
             .filter(|l| l.contains(" -c ") && l.contains("tdg_instrument.c"))
             .count()
     };
@@ -45,9 +34,9 @@ fn the_runtime_compiles_once_per_compiler_and_the_interposers_link_its_object() 
             .unwrap();
     assert_eq!(compiles_of_the_runtime(), 1, "compiled again");
     assert!(shims.preload_shim.is_file() && shims.runtime.static_lib.is_file());
-    let text = std::fs::read_to_string(&log).unwrap();
-    let preload = text
-        .lines()
+    let calls = logged.calls();
+    let preload = calls
+        .iter()
         .find(|l| l.contains(&shims.preload_shim.display().to_string()))
         .expect("the preload shim's link");
     assert!(

@@ -1,7 +1,7 @@
 //! The facts every crate's tests repeat, written once: the section timing
 //! tests hold, where the repository and its provisioned `.deps` are,
-//! whether a program is installed, and pinning to one CPU. A dev-dependency
-//! only (`publish = false`).
+//! whether a program is installed, pinning to one CPU, and a compiler that
+//! logs its calls. A dev-dependency only (`publish = false`).
 
 use std::fs::File;
 use std::io::Write;
@@ -216,6 +216,49 @@ pub fn entry_names(dir: &std::path::Path) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// A C compiler that logs every call: a script in `dir` that appends its
+/// arguments, one line per call, to a log beside it and runs `cc` with
+/// them. Give its path where a compiler is asked for (`--cc`, `cc:`), and
+/// [`LoggedCompiler::calls`] says what really ran, so a test can count
+/// compiles (a cache hit is a compile that is not there).
+pub struct LoggedCompiler {
+    pub path: PathBuf,
+    log: PathBuf,
+}
+
+impl LoggedCompiler {
+    pub fn new(dir: &std::path::Path) -> LoggedCompiler {
+        use std::os::unix::fs::PermissionsExt;
+        let log = dir.join("cc.log");
+        let path = dir.join("cc-logged");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
+                log.display()
+            ),
+        )
+        .expect("testkit: cannot write the logging compiler");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("testkit: cannot make the logging compiler executable");
+        LoggedCompiler { path, log }
+    }
+
+    /// The path as a string, as `--cc` and the `cc` options take it.
+    pub fn program(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Each call's arguments, in order.
+    pub fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,9 @@
 //! A re-timing's rounds run the drivers its first round built: the same
 //! configurations are not rendered, compiled and linked again each round.
-//! The compiler is a wrapper that logs every call, so the test counts what
-//! really ran.
+//! The compiler logs every call (testkit), so the test counts what really
+//! ran.
 
 use config::Config;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tune::search::Objective;
 
@@ -16,23 +15,13 @@ fn config(k: i64) -> Config {
 fn a_retimings_rounds_build_each_configuration_once() {
     let _beside = testkit::shared();
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("cc.log");
-    let wrapper = dir.path().join("cc-logged");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cc = testkit::LoggedCompiler::new(dir.path());
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
     let spec = spec_lang::load(specs.join("axpy.spec"), &[])
         .and_then(|c| c.for_use(spec_lang::Use::Driver))
         .unwrap_or_else(|e| panic!("{e}"));
     let mut base = driver_gen::RunOptions {
-        cc: Some(wrapper.display().to_string()),
+        cc: Some(cc.program()),
         // No build cache: every build compiles, so a build shows in the log.
         build_cache: None,
         ..Default::default()
@@ -40,12 +29,7 @@ fn a_retimings_rounds_build_each_configuration_once() {
     base.timing.min_time_ms = Some(1);
     base.timing.max_time_ms = Some(2);
     let mut objective = tune::objectives::driver_objective(&spec, &specs.join("axpy.c"), &base);
-    let calls = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
+    let calls = || cc.calls().len();
     let round = [config(1), config(2)];
     for r in objective.retime_once(&round) {
         r.unwrap();
@@ -66,12 +50,7 @@ fn a_retimings_rounds_build_each_configuration_once() {
     for r in objective.retime_once(&[config(2), config(3)]) {
         r.unwrap();
     }
-    let third: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .skip(first)
-        .map(str::to_string)
-        .collect();
+    let third: Vec<String> = cc.calls().into_iter().skip(first).collect();
     assert!(
         !third.is_empty() && third.iter().all(|l| !l.contains("TDG_TEST_K=2")),
         "{third:#?}"
