@@ -150,31 +150,6 @@ fn a_generated_makefile_places_the_implementation_code_too() {
     }
 }
 
-/// A C compiler that appends each invocation's arguments to `log` and runs
-/// the system's gcc: what a build ran, counted.
-fn logging_compiler(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let log = dir.join("cc.log");
-    let cc = dir.join("logging-cc");
-    std::fs::write(
-        &cc,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec gcc \"$@\"\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cc, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (cc, log)
-}
-
-/// The compiler invocations logged since the last call (and clears the log).
-fn invocations(log: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let _ = std::fs::remove_file(log);
-    text.lines().map(String::from).collect()
-}
-
 /// A tuned macro (U, the implementation's alone) and a header beside the
 /// implementation that the cache must notice changing.
 const DOT_UNROLLED: &str = r#"
@@ -198,12 +173,12 @@ double ddot(const int N, const double *X, const double *Y)
 #[test]
 fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_misses() {
     let _shared = testkit::shared();
-    if !have("gcc") {
-        eprintln!("skipped: no gcc (the counting compiler wraps it)");
+    if !have("cc") {
+        eprintln!("SKIPPED: no cc (the counting compiler wraps it)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (cc, log) = logging_compiler(dir.path());
+    let cc = testkit::LoggedCompiler::new(dir.path());
     let impl_c = dir.path().join("dot.c");
     std::fs::write(&impl_c, DOT_UNROLLED).unwrap();
     let header = dir.path().join("dot_scale.h");
@@ -211,7 +186,7 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     let spec = spec(DOT_SPEC);
     let config = |u: i64| {
         let mut o = opts();
-        o.cc = Some(cc.display().to_string());
+        o.cc = Some(cc.program());
         o.build_cache = Some(dir.path().join("cache"));
         o.defines = vec![("NS".into(), "4096".into()), ("U".into(), u.to_string())];
         o.timing.samples = Some(3);
@@ -226,7 +201,7 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     };
 
     let first = build(&config(1));
-    let lines = invocations(&log);
+    let lines = cc.take();
     for source in ["driver.c", "tdg_runtime.c", "tdg_code_place.S", "dot.c"] {
         assert_eq!(compiles_of(&lines, source), 1, "{source}: {lines:#?}");
     }
@@ -236,7 +211,7 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     // runtime and the padding come from the cache, one link, no
     // `--version` (the compiler was asked once in this process).
     let second = build(&config(2));
-    let lines = invocations(&log);
+    let lines = cc.take();
     assert_eq!(compiles_of(&lines, "dot.c"), 1, "{lines:#?}");
     assert_eq!(
         lines.iter().filter(|l| l.contains(" -c ")).count(),
@@ -255,12 +230,12 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     // The same configuration again: nothing compiles.
     let again = build(&config(2));
     assert_eq!((again.build.compiled, again.build.reused), (0, 4));
-    let _ = invocations(&log);
+    let _ = cc.take();
 
     // A header the implementation includes changed: it compiles again.
     std::fs::write(&header, "#define DOT_SCALE 2.0\n").unwrap();
     let changed = build(&config(2));
-    let lines = invocations(&log);
+    let lines = cc.take();
     assert_eq!(compiles_of(&lines, "dot.c"), 1, "{lines:#?}");
     assert_eq!((changed.build.compiled, changed.build.reused), (1, 3));
 
@@ -274,9 +249,9 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     // the runtime, which does not depend on the spec, is reused.
     let mut o = config(2);
     o.timing.samples = Some(9);
-    let _ = invocations(&log);
+    let _ = cc.take();
     let replanned = build(&o);
-    let lines = invocations(&log);
+    let lines = cc.take();
     assert_eq!(compiles_of(&lines, "driver.c"), 1, "{lines:#?}");
     assert_eq!(compiles_of(&lines, "tdg_runtime.c"), 0, "{lines:#?}");
     assert_eq!(replanned.build.compiled, 1, "{:?}", replanned.build);

@@ -236,7 +236,7 @@ impl LoggedCompiler {
         std::fs::write(
             &path,
             format!(
-                "#!/bin/sh\necho \"$*\" >> '{}'\nexec cc \"$@\"\n",
+                "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec cc \"$@\"\n",
                 log.display()
             ),
         )
@@ -258,6 +258,13 @@ impl LoggedCompiler {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// The calls since the last `take` (the log starts again empty).
+    pub fn take(&self) -> Vec<String> {
+        let calls = self.calls();
+        let _ = std::fs::remove_file(&self.log);
+        calls
     }
 }
 
