@@ -411,13 +411,22 @@ impl Builder<'_> {
                     .or_else(|| self.impl_c.parent().map(Path::to_path_buf)),
             )
             .collect();
-        for src in ["driver.c", "tdg_runtime.c"] {
+        // The runtime includes only its own headers and reads none of the
+        // spec's macros: compiled without them, its object is one build
+        // cache entry for every driver (a build of it is the driver's
+        // slowest compile), and no header beside the implementation can
+        // shadow a system header it includes.
+        let jobs = [
+            ("driver.c", defines, include_dirs),
+            ("tdg_runtime.c", Vec::new(), vec![self.dir.to_path_buf()]),
+        ];
+        for (src, defines, include_dirs) in jobs {
             self.compile(&CompileJob {
                 sources: vec![self.dir.join(src)],
                 output: self.obj(&format!("{src}.o")),
                 cflags: cflags.clone(),
-                defines: defines.clone(),
-                include_dirs: include_dirs.clone(),
+                defines,
+                include_dirs,
                 object_only: true,
                 ..Default::default()
             })

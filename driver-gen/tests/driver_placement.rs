@@ -255,4 +255,20 @@ fn a_second_configuration_compiles_only_the_implementation_and_a_changed_input_m
     assert_eq!(compiles_of(&lines, "driver.c"), 1, "{lines:#?}");
     assert_eq!(compiles_of(&lines, "tdg_runtime.c"), 0, "{lines:#?}");
     assert_eq!(replanned.build.compiled, 1, "{:?}", replanned.build);
+
+    // Another context (a spec macro's value) with the implementation in
+    // another directory (a new include path): the driver and the
+    // implementation compile again, the runtime, which reads neither, not.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let moved = elsewhere.path().join("dot.c");
+    std::fs::copy(&impl_c, &moved).unwrap();
+    std::fs::copy(&header, elsewhere.path().join("dot_scale.h")).unwrap();
+    let mut o = config(2);
+    o.defines[0].1 = "2048".into();
+    let recontexted = driver_gen::build_driver(&spec, &moved, &o).unwrap();
+    let lines = cc.take();
+    assert_eq!(compiles_of(&lines, "driver.c"), 1, "{lines:#?}");
+    assert_eq!(compiles_of(&lines, "dot.c"), 1, "{lines:#?}");
+    assert_eq!(compiles_of(&lines, "tdg_runtime.c"), 0, "{lines:#?}");
+    assert_eq!(recontexted.build.compiled, 2, "{:?}", recontexted.build);
 }
