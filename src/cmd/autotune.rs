@@ -86,6 +86,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0.10, value_name = "FRACTION")]
     #[arg(help_heading = "Autotune")]
     pub fidelity_tolerance: f64,
+    /// Rounds (a profiled run of the program, then each open target) after
+    /// which a target's undecided comparison with the program stops: a
+    /// target whose interval still holds the program's time is then taken
+    /// as consistent with it. Each round costs a run of the program.
+    #[arg(long, default_value_t = autotune::fidelity::FidelityRules::default().max_rounds as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(6..=1000))]
+    #[arg(help_heading = "Autotune")]
+    pub fidelity_rounds: u64,
     /// Stop one run of the program after this many seconds.
     #[arg(long, default_value_t = 600, value_name = "SECONDS", value_parser = toolchain::time_limit_secs)]
     #[arg(help_heading = "Autotune")]
@@ -170,8 +177,9 @@ fn exec(e: ExecArgs) -> CmdResult {
 /// autotune's own options: with a value, and without one. Every other
 /// option is a search option, handed on to each search as `tdg tune` reads
 /// it.
-const OWN_WITH_VALUE: [&str; 13] = [
+const OWN_WITH_VALUE: [&str; 14] = [
     "--fidelity-tolerance",
+    "--fidelity-rounds",
     "--spec",
     "--impl",
     "-o",
@@ -583,6 +591,7 @@ fn rules(
     }
     let fidelity = autotune::fidelity::FidelityRules {
         tolerance: a.fidelity_tolerance,
+        max_rounds: a.fidelity_rounds as usize,
         ..Default::default()
     };
     let proof = autotune::proof::ProofRules {
@@ -600,6 +609,40 @@ fn autotune_error(e: AutotuneError) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every option `tdg autotune` declares beside the search's is in the
+    /// lists that keep it from the searches: one added to `RunArgs` and not
+    /// there would reach `tdg tune`, which rejects it.
+    #[test]
+    fn every_own_option_is_listed_as_autotunes() {
+        use clap::{Args as _, CommandFactory as _};
+        #[derive(clap::Parser)]
+        struct Autotune {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let search: Vec<String> = SearchOptions::augment_args(clap::Command::new("search"))
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        let command = Autotune::command();
+        for arg in command.get_arguments() {
+            if search.contains(&arg.get_id().to_string()) || arg.is_positional() {
+                continue;
+            }
+            let name = match (arg.get_long(), arg.get_short()) {
+                (Some(long), _) => format!("--{long}"),
+                (None, Some(short)) => format!("-{short}"),
+                (None, None) => continue,
+            };
+            let listed = if arg.get_action().takes_values() {
+                OWN_WITH_VALUE.contains(&name.as_str())
+            } else {
+                OWN_FLAGS.contains(&name.as_str())
+            };
+            assert!(listed, "{name} is autotune's own but not in its lists");
+        }
+    }
 
     #[test]
     fn only_the_search_options_reach_the_searches() {
