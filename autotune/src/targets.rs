@@ -353,6 +353,11 @@ fn capture_growing_delays(
         &req.include_dirs,
         &toolchain::CCompiler::find(req.base.cc.as_deref())?,
         &scratch,
+        req.base
+            .build_cache
+            .as_deref()
+            .and_then(toolchain::BuildCache::open_or_warn)
+            .as_ref(),
     )
     .map_err(|e| AutotuneError::Profile(format!("building the region shim: {e}")))?;
     let image = req.work.join(format!("image-{}", t.rank));

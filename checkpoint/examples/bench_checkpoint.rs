@@ -842,6 +842,7 @@ fn build_datasens(dir: &Path) -> PathBuf {
         ],
         &exe,
         &["-O2"],
+        None,
     )
     .unwrap_or_else(|e| fail(&e.to_string()));
     exe

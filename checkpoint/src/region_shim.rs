@@ -9,7 +9,7 @@ use crate::hostlib::write_host_library;
 use instrument::interpose::{build_region_shim, include_dirs_for, InterposeError};
 use spec_lang::ast::Spec;
 use std::path::{Path, PathBuf};
-use toolchain::CCompiler;
+use toolchain::{BuildCache, CCompiler};
 
 /// Why no region shim was built.
 #[derive(Debug, thiserror::Error)]
@@ -42,14 +42,16 @@ pub fn region_shim(
     include: &[PathBuf],
     cc: &CCompiler,
     scratch: &Path,
+    cache: Option<&BuildCache>,
 ) -> Result<RegionShim, RegionShimError> {
     let host = write_host_library(&scratch.join("host"))?;
+    let host_object = host.object(cc, cache)?;
     let shared_object = build_region_shim(
         cc,
         spec,
         &scratch.join("shim"),
         &include_dirs_for(spec_path, include),
-        &host.source,
+        &host_object,
         &host.dir,
     )
     .map_err(|e| at_spec_item(e, spec_path))?;
@@ -67,12 +69,13 @@ pub fn region_shim_for_spec(
     include: &[PathBuf],
     cc: Option<&str>,
     scratch: &Path,
+    cache: Option<&BuildCache>,
 ) -> Result<RegionShim, RegionShimError> {
     let spec = spec_lang::load(spec_path, &[])
         .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
         .map_err(RegionShimError::Spec)?;
     let cc = CCompiler::find(cc).map_err(|e| RegionShimError::Checkpoint(e.into()))?;
-    region_shim(&spec, spec_path, include, &cc, scratch)
+    region_shim(&spec, spec_path, include, &cc, scratch, cache)
 }
 
 /// A spec item the C compiler refused, shown at the item in the spec like
@@ -97,4 +100,72 @@ fn at_spec_item(e: InterposeError, spec_path: &Path) -> RegionShimError {
         &src,
         d,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host library compiles once for every application and region
+    /// shim built with one build cache, wherever each writes the library:
+    /// the compiler logs its calls, so the test counts what really ran.
+    #[test]
+    fn the_host_library_compiles_once_for_every_application_and_region_shim() {
+        let _beside = testkit::shared();
+        let dir = tempfile::tempdir().unwrap();
+        let logged = testkit::LoggedCompiler::new(dir.path());
+        let cc = CCompiler::find(Some(&logged.program())).unwrap();
+        let cache = BuildCache::open(&dir.path().join("cache")).unwrap();
+        let app = dir.path().join("app.c");
+        std::fs::write(
+            &app,
+            "#include \"tdg_checkpoint.h\"\nint main(void) { tdg_region_begin(\"r\"); tdg_region_end(\"r\"); return 0; }\n",
+        )
+        .unwrap();
+        let library_compiles = |calls: &[String]| {
+            calls
+                .iter()
+                .filter(|l| l.contains(" -c ") && l.contains(crate::hostlib::SOURCE_NAME))
+                .count()
+        };
+        for i in 0..2 {
+            let lib = write_host_library(&dir.path().join(format!("lib{i}"))).unwrap();
+            let exe = dir.path().join(format!("app{i}"));
+            crate::build_with_host_library(
+                &cc,
+                &lib,
+                std::slice::from_ref(&app),
+                &exe,
+                &["-O2"],
+                Some(&cache),
+            )
+            .unwrap();
+            let ran = std::process::Command::new(&exe).status().unwrap();
+            assert!(ran.success(), "{ran}");
+        }
+        assert_eq!(library_compiles(&logged.take()), 1);
+
+        let spec_path = dir.path().join("scale.spec");
+        std::fs::write(
+            &spec_path,
+            "routine=void scale(double* x, const int n, const double a);\n",
+        )
+        .unwrap();
+        let spec = spec_lang::load(&spec_path, &[])
+            .and_then(|c| c.for_use(spec_lang::Use::Checkpoint))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let shim = region_shim(
+            &spec,
+            &spec_path,
+            &[],
+            &cc,
+            &dir.path().join("shim"),
+            Some(&cache),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(shim.shared_object.is_file());
+        let calls = logged.take();
+        assert_eq!(library_compiles(&calls), 0, "{calls:#?}");
+        assert!(!calls.is_empty(), "the shim itself was built");
+    }
 }

@@ -38,11 +38,12 @@ fn build_marked(ws: &Workspace) -> PathBuf {
     let rt = instrument::runtime::build(&cc, &ws.dir.path().join("instrument"), None)
         .unwrap_or_else(|e| panic!("{e}"));
     let exe = ws.dir.path().join("datasens-marked");
+    let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
     cc.compile(&toolchain::CompileJob {
         sources: vec![
             Path::new(APPS).join("datasens.c"),
             Path::new(APPS).join("isort.c"),
-            host.source.clone(),
+            host.object(&cc, cache.as_ref()).unwrap(),
         ],
         output: exe.clone(),
         cflags: ["-O2", "-Wall", "-Wextra", "-Werror"]

@@ -29,13 +29,27 @@ pub(crate) fn build_with_host_library(
     let o = tdg(&[&"checkpoint", &"lib", &"-o", &lib]);
     assert!(o.status.success(), "{:?}", text(&o));
     let exe = dir.join(exe);
+    // The library's source, as written, compiled to an object through the
+    // build cache (one compile for every test that builds an application).
+    let host = checkpoint::HostLibrary {
+        dir: lib.clone(),
+        header: lib.join(checkpoint::hostlib::HEADER_NAME),
+        source: lib.join(checkpoint::hostlib::SOURCE_NAME),
+    };
+    let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
+    let object = host
+        .object(
+            &toolchain::CCompiler::find(Some("cc")).unwrap(),
+            cache.as_ref(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     let cc = Command::new("cc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror"])
         .args(flags)
         .arg("-I")
         .arg(&lib)
         .args(sources.iter().map(|s| Path::new(APPS).join(s)))
-        .arg(lib.join("tdg_checkpoint.c"))
+        .arg(object)
         .arg("-o")
         .arg(&exe)
         .output()

@@ -35,6 +35,7 @@ fn build_app(dir: &Path, cutoff: i64) -> PathBuf {
         ],
         &exe,
         &["-O2", "-Wall", "-Wextra", "-Werror", "-rdynamic", &define],
+        toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache()).as_ref(),
     )
     .unwrap();
     exe

@@ -110,14 +110,15 @@ pub fn generate_region_shim(spec: &Spec) -> Result<String, InterposeError> {
 }
 
 /// Writes and compiles the region shim of [`generate_region_shim`] into
-/// `dir`, with the checkpoint host library `host_source` (whose header is
-/// in `host_include`) and the resolver compiled in. Returns the `.so`.
+/// `dir`, with the resolver compiled in and the checkpoint host library's
+/// position-independent object `host_object` (whose header is in
+/// `host_include`) linked in. Returns the `.so`.
 pub fn build_region_shim(
     cc: &CCompiler,
     spec: &Spec,
     dir: &Path,
     include_dirs: &[PathBuf],
-    host_source: &Path,
+    host_object: &Path,
     host_include: &Path,
 ) -> Result<PathBuf, InterposeError> {
     let sym = symbol_name(spec);
@@ -132,7 +133,7 @@ pub fn build_region_shim(
         sources: vec![
             source.clone(),
             dir.join("tdg_resolve.c"),
-            host_source.to_path_buf(),
+            host_object.to_path_buf(),
         ],
         output: shim.clone(),
         cflags: {

@@ -57,13 +57,19 @@ impl ShimArgs {
         let Some(spec) = &self.spec else {
             return Ok((site, None));
         };
-        let shim =
-            checkpoint::region_shim_for_spec(spec, &self.include, self.cc.as_deref(), scratch)
-                .map_err(|e| match e {
-                    // Printed as every spec error is: located, with a caret.
-                    checkpoint::RegionShimError::Spec(d) => anyhow::Error::from(d),
-                    other => other.into(),
-                })?;
+        let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
+        let shim = checkpoint::region_shim_for_spec(
+            spec,
+            &self.include,
+            self.cc.as_deref(),
+            scratch,
+            cache.as_ref(),
+        )
+        .map_err(|e| match e {
+            // Printed as every spec error is: located, with a caret.
+            checkpoint::RegionShimError::Spec(d) => anyhow::Error::from(d),
+            other => other.into(),
+        })?;
         Ok((Some(shim.site), Some(shim.shared_object)))
     }
 }
