@@ -173,8 +173,12 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
     // The call's CPU time is compared (a 60 ms call: wall time swings with
     // the host's other tenants, its CPU time far less). The image is not
     // told apart from the application: it matches within 10%, or, where a
-    // loaded host leaves the interval wider than that, the interval still
-    // holds 1. How close it comes is a benchmark's figure (docs/benchmarks.md).
+    // loaded host leaves the interval wider than that, its ratio lies
+    // within the 10% and its interval reaches into them. Not that the
+    // interval holds 1: an image 3% faster than the program (0.97,
+    // 0.86-0.998 after 12 rounds, Zen 3) is within the tolerance and still
+    // misses 1. How close it comes is a benchmark's figure
+    // (docs/benchmarks.md).
     assert_eq!(v["clock"], "cpu", "{v}");
     match v["verdict"].as_str() {
         Some("matches") => {
@@ -183,9 +187,11 @@ fn bzip2s_third_block_sort_is_checkpointed_through_the_shim_and_timed_like_in_th
         }
         Some("undecided") => {
             eprintln!(
-                "BZ2_blockSort: undecided on this host ({low:.3}-{high:.3}); checking only that 1 is inside"
+                "BZ2_blockSort: undecided on this host ({low:.3}-{high:.3}); checking that the ratio is within 10% and the interval reaches into them"
             );
-            assert!(low <= 1.0 && 1.0 <= high, "{v}");
+            let band = (1.0 / 1.1, 1.1);
+            assert!(band.0 <= ratio && ratio <= band.1, "{v}");
+            assert!(low <= band.1 && band.0 <= high, "{v}");
         }
         other => panic!(
             "the image of BZ2_blockSort is told apart from bzip2 ({other:?}, rounds to decide at this spread: {}): {v}",
