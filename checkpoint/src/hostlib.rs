@@ -44,24 +44,24 @@ pub const LIBRARY_DIR: fsguard::Purpose = fsguard::Purpose {
 /// it is a directory tdg did not make, whose files it would replace).
 pub fn write_host_library(dir: &Path) -> Result<HostLibrary> {
     fsguard::OwnedDir::open(dir, LIBRARY_DIR).map_err(guard_err)?;
-    let header = dir.join(HEADER_NAME);
-    let source = dir.join(SOURCE_NAME);
-    fsguard::write_atomic(&header, HEADER.as_bytes()).map_err(guard_err)?;
-    fsguard::write_atomic(&source, SOURCE.as_bytes()).map_err(guard_err)?;
+    let lib = HostLibrary::in_dir(dir);
+    fsguard::write_atomic(&lib.header, HEADER.as_bytes()).map_err(guard_err)?;
+    fsguard::write_atomic(&lib.source, SOURCE.as_bytes()).map_err(guard_err)?;
     c_timing::write_header(dir).map_err(guard_err)?;
-    Ok(HostLibrary {
-        dir: dir.to_path_buf(),
-        header,
-        source,
-    })
+    Ok(lib)
 }
 
-/// How the library is compiled, whatever the application's flags:
-/// position-independent, so the one object links into executables and into
-/// the region shim's shared object alike.
-const OBJECT_CFLAGS: [&str; 5] = ["-O2", "-fPIC", "-std=gnu11", "-Wall", "-Wextra"];
-
 impl HostLibrary {
+    /// The library's files as [`write_host_library`] lays them out in `dir`
+    /// (`tdg checkpoint lib -o DIR` writes the same).
+    pub fn in_dir(dir: &Path) -> HostLibrary {
+        HostLibrary {
+            dir: dir.to_path_buf(),
+            header: dir.join(HEADER_NAME),
+            source: dir.join(SOURCE_NAME),
+        }
+    }
+
     /// The library compiled into an object in its directory, through
     /// `cache` when given. Its source includes only its own two headers,
     /// and its flags are its own: the object is one cache entry wherever
@@ -78,7 +78,10 @@ impl HostLibrary {
             &toolchain::CompileJob {
                 sources: vec![self.source.clone()],
                 output: object.clone(),
-                cflags: OBJECT_CFLAGS.iter().map(|s| s.to_string()).collect(),
+                // tdg's own runtimes' flags, whatever the application's:
+                // position-independent, so the one object links into
+                // executables and into the region shim alike.
+                cflags: instrument::runtime::cflags(),
                 include_dirs: vec![self.dir.clone()],
                 object_only: true,
                 ..Default::default()

@@ -31,11 +31,7 @@ pub(crate) fn build_with_host_library(
     let exe = dir.join(exe);
     // The library's source, as written, compiled to an object through the
     // build cache (one compile for every test that builds an application).
-    let host = checkpoint::HostLibrary {
-        dir: lib.clone(),
-        header: lib.join(checkpoint::hostlib::HEADER_NAME),
-        source: lib.join(checkpoint::hostlib::SOURCE_NAME),
-    };
+    let host = checkpoint::HostLibrary::in_dir(&lib);
     let cache = toolchain::BuildCache::open_or_warn(&driver_gen::default_build_cache());
     let object = host
         .object(
