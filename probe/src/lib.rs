@@ -29,7 +29,9 @@ pub use cache::{build_cache_path, cache_path, cache_path_with, load_cached_from,
 pub use cpu::CpuParams;
 pub use documented::DocumentedCache;
 pub use error::ProbeError;
-pub use measure::{measure, measure_with, remeasure_with, Benches, ProbeOptions};
+pub use measure::{
+    measure, measure_with, remeasure_stage, remeasure_with, Benches, ProbeOptions, Stage,
+};
 pub use measure_cpu::CpuRepeat;
 pub use result::{
     CacheLevel, CurvePoint, FlushProbe, LineSize, ProbeResult, TimerInfo, TlbLevel, TscInfo,

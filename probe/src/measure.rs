@@ -273,6 +273,70 @@ pub fn measure_with(
     })
 }
 
+/// What the CPU side reads of an earlier result's memory side.
+fn memory_facts<'a>(r: &'a ProbeResult, sysfs_cpu_root: &'a Path) -> MemoryFacts<'a> {
+    MemoryFacts {
+        line: r.line.bytes,
+        caches: &r.caches,
+        documented: &r.documented_caches,
+        tsc_ghz: r.tsc.as_ref().map(|t| t.measured_ghz),
+        sysfs_cpu_root,
+    }
+}
+
+/// A stage of the probe that runs again on its own ([`remeasure_stage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    LineSize,
+    CacheLevels,
+    Tlb,
+    /// The CPU side: core clock, FP latencies, registers, associativity,
+    /// execution contexts.
+    Cpu,
+}
+
+/// `earlier` with one stage measured again, the facts it depends on (line,
+/// cache levels) read from `earlier`. Another tenant disturbs one stage's
+/// reading at a time: measuring that stage again takes its seconds, not a
+/// whole probe's.
+pub fn remeasure_stage(
+    benches: &Benches,
+    opts: &ProbeOptions,
+    earlier: &ProbeResult,
+    stage: Stage,
+) -> Result<ProbeResult, ProbeError> {
+    let mut r = earlier.clone();
+    let doc_data = documented::data_caches(&r.documented_caches);
+    let bench = &benches.memory;
+    match stage {
+        Stage::LineSize => r.line = measure_line(bench, &doc_data)?,
+        Stage::CacheLevels => {
+            let limit = sweep_limit(opts, &doc_data);
+            let (caches, memory_ns, curve, huge) = measure_caches(
+                bench,
+                r.line.bytes,
+                r.page_bytes,
+                limit,
+                opts.points_per_octave,
+                &doc_data,
+            )?;
+            (r.caches, r.memory_latency_ns) = (caches, memory_ns);
+            (r.cache_curve, r.cache_curve_huge_pages) = (curve, huge);
+        }
+        Stage::Tlb => {
+            (r.tlb, r.tlb_curve) = measure_tlb(bench, r.page_bytes, r.line.bytes, &r.caches)?;
+        }
+        Stage::Cpu => {
+            if let Some((cpu_bench, build_s)) = &benches.cpu {
+                let root = sysfs_cpu_root(opts);
+                let facts = memory_facts(&r, &root);
+                r.cpu = Some(timed_cpu(cpu_bench, *build_s, &facts, &mut |_| {})?);
+            }
+        }
+    }
+    Ok(r)
+}
+
 /// Re-measures the latency at `sizes` (twice each, the faster kept: noise
 /// only adds) with the probe's own pointer chase, and the CPU values
 /// [`CpuRepeat`] names, for comparison with a result made earlier:
@@ -297,14 +361,7 @@ pub fn remeasure_with(
     let cpu = match (&benches.cpu, &r.cpu) {
         (Some((cpu_bench, _)), Some(_)) => {
             let root = sysfs_cpu_root(opts);
-            let facts = MemoryFacts {
-                line: r.line.bytes,
-                caches: &r.caches,
-                documented: &r.documented_caches,
-                tsc_ghz: r.tsc.as_ref().map(|t| t.measured_ghz),
-                sysfs_cpu_root: &root,
-            };
-            Some(remeasure_cpu(cpu_bench, &facts)?)
+            Some(remeasure_cpu(cpu_bench, &memory_facts(r, &root))?)
         }
         _ => None,
     };
