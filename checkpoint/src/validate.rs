@@ -144,13 +144,19 @@ pub struct RatioEstimate {
     pub coverage: f64,
 }
 
+/// The image/in-app ratios `tolerance` takes as the same time: as far
+/// below 1 as above it, in factors.
+pub fn tolerance_band(tolerance: f64) -> (f64, f64) {
+    (1.0 / (1.0 + tolerance), 1.0 + tolerance)
+}
+
 /// The verdict of `ratio`'s interval against `tolerance`; undecided without
 /// an interval (too few rounds).
 pub fn verdict(estimate: Option<&RatioEstimate>, tolerance: f64) -> Verdict {
     let Some(e) = estimate else {
         return Verdict::Undecided;
     };
-    let (lo, hi) = (1.0 / (1.0 + tolerance), 1.0 + tolerance);
+    let (lo, hi) = tolerance_band(tolerance);
     if e.low >= lo && e.high <= hi {
         Verdict::Matches
     } else if e.low > hi {
@@ -671,8 +677,8 @@ struct Reading {
 impl Reading {
     /// What the first round decides: the clock (when told `Auto`, by the
     /// plain runs' median) and whether the call is short (by the least
-    /// reading of either side: one plain run, disturbed, read a ~100 ns
-    /// call at 1 us while the image's samples of it read 220 ns).
+    /// reading of either side: a round may hold one plain run, and other
+    /// work only adds to a call's time).
     fn settled(
         clock: ClockChoice,
         first_app_wall_ns: &[u64],
